@@ -1,0 +1,178 @@
+//! IoTDB status codes (DESIGN §3). Numbers are IoTDB's; a number is never reused for another meaning.
+
+use std::fmt;
+
+/// A status code with IoTDB's number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum StatusCode {
+    /// 200: the operation succeeded.
+    Success = 200,
+    /// 302: several sub-operations failed; the sub-statuses say which.
+    MultipleError = 302,
+    /// 305: a bug or an unexpected failure inside the server.
+    InternalServerError = 305,
+    /// 400: the request succeeded, but another node is the better target next time.
+    RedirectionRecommend = 400,
+    /// 507: metadata is missing or inconsistent (unknown database, series, region).
+    MetadataError = 507,
+    /// 535: the node's metadata lease is fenced; not retried by the server (queries, cache lookups).
+    MetadataLeaseFenced = 535,
+    /// 536: the node's metadata lease is fenced; the write path retries, here or elsewhere.
+    MetadataLeaseFencedRetryRequired = 536,
+    /// 600: the node is read-only (e.g. after an fsync failure).
+    SystemReadOnly = 600,
+    /// 606: the write was rejected, e.g. by a memory or size limit.
+    WriteProcessReject = 606,
+    /// 614: a value's type does not match the series' type.
+    DataTypeMismatch = 614,
+    /// 700: the request is malformed (shape, path or value out of range).
+    IllegalParameter = 700,
+    /// 712: an internal request timed out.
+    InternalRequestTimeOut = 712,
+    /// 905: the region's leader changed; retry on the new leader.
+    RegionLeaderChangeError = 905,
+    /// 1007: a DataNode could not be reached.
+    CanNotConnectDatanode = 1007,
+}
+
+impl StatusCode {
+    /// Every code, for tables and round-trip tests.
+    pub const ALL: [StatusCode; 14] = [
+        StatusCode::Success,
+        StatusCode::MultipleError,
+        StatusCode::InternalServerError,
+        StatusCode::RedirectionRecommend,
+        StatusCode::MetadataError,
+        StatusCode::MetadataLeaseFenced,
+        StatusCode::MetadataLeaseFencedRetryRequired,
+        StatusCode::SystemReadOnly,
+        StatusCode::WriteProcessReject,
+        StatusCode::DataTypeMismatch,
+        StatusCode::IllegalParameter,
+        StatusCode::InternalRequestTimeOut,
+        StatusCode::RegionLeaderChangeError,
+        StatusCode::CanNotConnectDatanode,
+    ];
+
+    /// The IoTDB number.
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+
+    /// The code for an IoTDB number, if Fencepost knows it.
+    pub fn from_code(code: u16) -> Option<StatusCode> {
+        StatusCode::ALL.into_iter().find(|c| c.code() == code)
+    }
+
+    /// IoTDB's upper-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StatusCode::Success => "SUCCESS_STATUS",
+            StatusCode::MultipleError => "MULTIPLE_ERROR",
+            StatusCode::InternalServerError => "INTERNAL_SERVER_ERROR",
+            StatusCode::RedirectionRecommend => "REDIRECTION_RECOMMEND",
+            StatusCode::MetadataError => "METADATA_ERROR",
+            StatusCode::MetadataLeaseFenced => "METADATA_LEASE_FENCED",
+            StatusCode::MetadataLeaseFencedRetryRequired => "METADATA_LEASE_FENCED_RETRY_REQUIRED",
+            StatusCode::SystemReadOnly => "SYSTEM_READ_ONLY",
+            StatusCode::WriteProcessReject => "WRITE_PROCESS_REJECT",
+            StatusCode::DataTypeMismatch => "DATA_TYPE_MISMATCH",
+            StatusCode::IllegalParameter => "ILLEGAL_PARAMETER",
+            StatusCode::InternalRequestTimeOut => "INTERNAL_REQUEST_TIME_OUT",
+            StatusCode::RegionLeaderChangeError => "REGION_LEADER_CHANGE_ERROR",
+            StatusCode::CanNotConnectDatanode => "CAN_NOT_CONNECT_DATANODE",
+        }
+    }
+}
+
+impl fmt::Display for StatusCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.code(), self.name())
+    }
+}
+
+/// How a fenced lease is reported: IoTDB's `LeaseFencedRetryPolicy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LeaseFencedRetryPolicy {
+    /// Fail closed, never retried by the server: 535 (queries, cache lookups).
+    None,
+    /// The write path retries until the lease is back or another node takes the write: 536.
+    RetryUntilSuccess,
+}
+
+impl LeaseFencedRetryPolicy {
+    /// The status code this policy maps to.
+    pub fn status_code(self) -> StatusCode {
+        match self {
+            LeaseFencedRetryPolicy::None => StatusCode::MetadataLeaseFenced,
+            LeaseFencedRetryPolicy::RetryUntilSuccess => {
+                StatusCode::MetadataLeaseFencedRetryRequired
+            }
+        }
+    }
+}
+
+/// A status code with a human-readable message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// The code.
+    pub code: StatusCode,
+    /// What happened, for a person.
+    pub message: String,
+}
+
+impl Status {
+    /// A status with a message.
+    pub fn new(code: StatusCode, message: impl Into<String>) -> Status {
+        Status {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 200 with an empty message.
+    pub fn ok() -> Status {
+        Status::new(StatusCode::Success, "")
+    }
+
+    /// True for 200.
+    pub fn is_ok(&self) -> bool {
+        self.code == StatusCode::Success
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_iotdb_numbers_and_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for code in StatusCode::ALL {
+            assert!(seen.insert(code.code()), "{code} reused");
+            assert_eq!(StatusCode::from_code(code.code()), Some(code));
+        }
+        assert_eq!(StatusCode::MetadataLeaseFenced.code(), 535);
+        assert_eq!(StatusCode::MetadataLeaseFencedRetryRequired.code(), 536);
+        assert_eq!(StatusCode::DataTypeMismatch.code(), 614);
+        assert_eq!(StatusCode::from_code(1), None);
+    }
+
+    #[test]
+    fn policy_maps_to_535_and_536() {
+        assert_eq!(LeaseFencedRetryPolicy::None.status_code().code(), 535);
+        assert_eq!(
+            LeaseFencedRetryPolicy::RetryUntilSuccess
+                .status_code()
+                .code(),
+            536
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! In-memory columnar series buffers. See ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! Segmented append-only log. See ARCHITECTURE.md.
