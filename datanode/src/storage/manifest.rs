@@ -1,0 +1,308 @@
+//! The region manifest: which sealed files are live, the flush checkpoint (log replay starts after
+//! it), and the deletions that mask older data. Replaced atomically (write temp, fsync, rename,
+//! fsync directory), so a crash leaves either the old or the new manifest.
+//!
+//! Layout (all integers little-endian), format version 1:
+//!
+//! ```text
+//! magic "FPMANIF1" (8), u32 version = 1, u64 checkpoint index, u64 next file sequence,
+//! u32 files, files × { i64 time slot, u64 sequence, u64 checkpoint },
+//! u32 tombstones, tombstones × { u8 kind (1 series, 2 database), str16 device or database,
+//!                                str16 measurement (empty for a database), u64 index },
+//! u32 CRC32 of everything before it
+//! ```
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::Path;
+
+use super::bytes::{DecodeError, Reader, Writer};
+use super::error::{Result, StorageError};
+
+const MAGIC: &[u8; 8] = b"FPMANIF1";
+const FORMAT_VERSION: u32 = 1;
+/// File name of the live manifest inside a region directory.
+pub const MANIFEST_FILE: &str = "MANIFEST";
+const MANIFEST_TMP: &str = "MANIFEST.tmp";
+
+/// A live sealed file, as the manifest names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileEntry {
+    /// Time slot of its partition.
+    pub time_slot: i64,
+    /// Sequence number; the file name is derived from (slot, sequence).
+    pub sequence: u64,
+    /// Applied index when its memtable was frozen.
+    pub checkpoint: u64,
+}
+
+impl FileEntry {
+    /// The file's name inside the region's `sealed/` directory.
+    pub fn file_name(&self) -> String {
+        format!("{}-{:016}.fps", self.time_slot, self.sequence)
+    }
+}
+
+/// A deletion, applied at log index `index`: it masks every memtable snapshot or sealed file whose
+/// checkpoint is below `index` (their data all came from earlier entries).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tombstone {
+    /// DELETE TIMESERIES of one series.
+    Series {
+        /// Device path.
+        device: String,
+        /// Measurement name.
+        measurement: String,
+        /// Log index of the deletion.
+        index: u64,
+    },
+    /// DROP DATABASE: every device under `database.`.
+    Database {
+        /// Database path, e.g. `root.sg`.
+        database: String,
+        /// Log index of the deletion.
+        index: u64,
+    },
+}
+
+impl Tombstone {
+    /// True when this deletion removes `(device, measurement)` from a source with `checkpoint`.
+    pub fn masks(&self, device: &str, measurement: &str, checkpoint: u64) -> bool {
+        match self {
+            Tombstone::Series {
+                device: d,
+                measurement: m,
+                index,
+            } => checkpoint < *index && d == device && m == measurement,
+            Tombstone::Database { database, index } => {
+                checkpoint < *index && device_in_database(device, database)
+            }
+        }
+    }
+}
+
+/// True when `device` lies under `database` (`root.sg` holds `root.sg.d1`, not `root.sgx.d1`).
+pub fn device_in_database(device: &str, database: &str) -> bool {
+    device.len() > database.len()
+        && device.starts_with(database)
+        && device.as_bytes()[database.len()] == b'.'
+}
+
+/// The manifest's content.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// Every entry at or below this index is in the live files; replay starts after it.
+    pub checkpoint: u64,
+    /// Sequence number for the next sealed file.
+    pub next_sequence: u64,
+    /// Live sealed files, oldest first.
+    pub files: Vec<FileEntry>,
+    /// Deletions at or below the checkpoint that still mask live files.
+    pub tombstones: Vec<Tombstone>,
+}
+
+impl Manifest {
+    /// The manifest's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.bytes(MAGIC);
+        w.u32(FORMAT_VERSION);
+        w.u64(self.checkpoint);
+        w.u64(self.next_sequence);
+        w.u32(self.files.len() as u32);
+        for f in &self.files {
+            w.i64(f.time_slot);
+            w.u64(f.sequence);
+            w.u64(f.checkpoint);
+        }
+        w.u32(self.tombstones.len() as u32);
+        for t in &self.tombstones {
+            match t {
+                Tombstone::Series {
+                    device,
+                    measurement,
+                    index,
+                } => {
+                    w.u8(1);
+                    w.str16(device);
+                    w.str16(measurement);
+                    w.u64(*index);
+                }
+                Tombstone::Database { database, index } => {
+                    w.u8(2);
+                    w.str16(database);
+                    w.str16("");
+                    w.u64(*index);
+                }
+            }
+        }
+        let crc = crc32fast::hash(&w.buf);
+        w.u32(crc);
+        w.buf
+    }
+
+    /// Decodes a manifest, verifying magic, version and CRC.
+    pub fn decode(bytes: &[u8]) -> std::result::Result<Manifest, DecodeError> {
+        if bytes.len() < 12 + 4 {
+            return Err(DecodeError {
+                offset: 0,
+                reason: format!("{} bytes is too short for a manifest", bytes.len()),
+            });
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if crc32fast::hash(body) != u32::from_le_bytes(crc.try_into().unwrap()) {
+            return Err(DecodeError {
+                offset: body.len() as u64,
+                reason: "manifest CRC mismatch".into(),
+            });
+        }
+        let mut r = Reader::new(body);
+        if r.take(8)? != MAGIC {
+            return r.error("bad manifest magic");
+        }
+        let version = r.u32()?;
+        if version != FORMAT_VERSION {
+            return r.error(format!("unknown manifest version {version}"));
+        }
+        let mut m = Manifest {
+            checkpoint: r.u64()?,
+            next_sequence: r.u64()?,
+            ..Manifest::default()
+        };
+        let files = r.u32()? as usize;
+        if files.saturating_mul(24) > r.remaining() {
+            return r.error(format!("{files} files cannot fit the remaining bytes"));
+        }
+        for _ in 0..files {
+            m.files.push(FileEntry {
+                time_slot: r.i64()?,
+                sequence: r.u64()?,
+                checkpoint: r.u64()?,
+            });
+        }
+        let tombstones = r.u32()? as usize;
+        if tombstones.saturating_mul(13) > r.remaining() {
+            return r.error(format!(
+                "{tombstones} tombstones cannot fit the remaining bytes"
+            ));
+        }
+        for _ in 0..tombstones {
+            let kind = r.u8()?;
+            let a = r.str16()?;
+            let b = r.str16()?;
+            let index = r.u64()?;
+            m.tombstones.push(match kind {
+                1 => Tombstone::Series {
+                    device: a,
+                    measurement: b,
+                    index,
+                },
+                2 => Tombstone::Database { database: a, index },
+                k => return r.error(format!("unknown tombstone kind {k}")),
+            });
+        }
+        r.finish()?;
+        Ok(m)
+    }
+
+    /// Reads the manifest of a region directory; `None` for a new region.
+    pub fn load(dir: &Path) -> Result<Option<Manifest>> {
+        let path = dir.join(MANIFEST_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StorageError::io(path, e)),
+        };
+        Manifest::decode(&bytes)
+            .map(Some)
+            .map_err(|e| StorageError::Corruption {
+                what: "manifest",
+                path,
+                offset: e.offset,
+                reason: e.reason,
+            })
+    }
+
+    /// Atomically replaces the region's manifest.
+    pub fn store(&self, dir: &Path) -> Result<()> {
+        let tmp = dir.join(MANIFEST_TMP);
+        let mut file = File::create(&tmp).map_err(|e| StorageError::io(&tmp, e))?;
+        file.write_all(&self.encode())
+            .map_err(|e| StorageError::io(&tmp, e))?;
+        file.sync_data().map_err(|e| StorageError::io(&tmp, e))?;
+        let path = dir.join(MANIFEST_FILE);
+        fs::rename(&tmp, &path).map_err(|e| StorageError::io(&path, e))?;
+        sync_dir(dir)
+    }
+}
+
+/// fsyncs a directory so that renames and creations in it are durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StorageError::io(dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        Manifest {
+            checkpoint: 7,
+            next_sequence: 2,
+            files: vec![FileEntry {
+                time_slot: -1,
+                sequence: 1,
+                checkpoint: 7,
+            }],
+            tombstones: vec![
+                Tombstone::Series {
+                    device: "root.a.b".into(),
+                    measurement: "s".into(),
+                    index: 3,
+                },
+                Tombstone::Database {
+                    database: "root.x".into(),
+                    index: 5,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn golden_manifest() {
+        let bytes = sample().encode();
+        #[rustfmt::skip]
+        let golden: Vec<u8> = [
+            &b"FPMANIF1"[..], &[1, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0],
+            &[1, 0, 0, 0], &[0xff; 8], &[1, 0, 0, 0, 0, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0],
+            &[2, 0, 0, 0],
+            &[1, 8, 0], b"root.a.b", &[1, 0], b"s", &[3, 0, 0, 0, 0, 0, 0, 0],
+            &[2, 6, 0], b"root.x", &[0, 0], &[5, 0, 0, 0, 0, 0, 0, 0],
+        ].concat();
+        assert_eq!(&bytes[..golden.len()], &golden[..]);
+        assert_eq!(
+            &bytes[golden.len()..],
+            &crc32fast::hash(&golden).to_le_bytes()
+        );
+        assert_eq!(Manifest::decode(&bytes).unwrap(), sample());
+        for i in 0..bytes.len() {
+            let mut flipped = bytes.clone();
+            flipped[i] ^= 1;
+            assert!(Manifest::decode(&flipped).is_err(), "flip at {i}");
+        }
+    }
+
+    #[test]
+    fn tombstones_mask_only_older_sources() {
+        let t = &sample().tombstones;
+        assert!(t[0].masks("root.a.b", "s", 2));
+        assert!(!t[0].masks("root.a.b", "s", 3));
+        assert!(!t[0].masks("root.a.b", "s2", 0));
+        assert!(t[1].masks("root.x.d", "s", 4));
+        assert!(!t[1].masks("root.xy.d", "s", 4));
+        assert!(device_in_database("root.sg.d1", "root.sg"));
+        assert!(!device_in_database("root.sg", "root.sg"));
+    }
+}

@@ -1,0 +1,710 @@
+//! `DataRegion`: one replica's data for a region, split into time partitions, each with a working
+//! memtable, memtables being flushed and sealed files.
+//!
+//! Architecture invariant: the region keeps no write-ahead log of its own. The region's log (the
+//! raft log, which is fsynced and group-committed before an entry commits) is the log of record;
+//! after a restart the caller replays entries after [`DataRegion::applied_index`]. A write attempt
+//! therefore touches only memory, and rolling it back is exact: no WAL fragment can survive it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{DataType, LeaseFencedRetryPolicy, PartitionConfig, Tablet, TabletLimits, Value};
+use memtable::{FrozenMemTable, Mark, MemTable, MemTableConfig, MemTableError};
+use parking_lot::{Mutex, RwLock};
+
+use super::command::RegionCommand;
+use super::digest::DigestBuilder;
+use super::error::{Result, StorageError};
+use super::lease_gate::LeaseGate;
+use super::manifest::{device_in_database, sync_dir, FileEntry, Manifest, Tombstone};
+use super::sealed::{self, SealedFile};
+
+const SEALED_DIR: &str = "sealed";
+
+/// Storage-engine settings for a region.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StorageConfig {
+    /// Time and series partitioning (cluster-wide, from the ConfigNode).
+    pub partition: PartitionConfig,
+    /// Flush once the region's working memtables hold this many bytes (default 64 MiB).
+    pub memtable_flush_bytes: usize,
+    /// Flush once the oldest unflushed write is this old, in milliseconds (default 600000).
+    pub memtable_flush_age_ms: u64,
+    /// Shape limits for tablets.
+    pub tablet_limits: TabletLimits,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            partition: PartitionConfig::default(),
+            memtable_flush_bytes: 64 << 20,
+            memtable_flush_age_ms: 600_000,
+            tablet_limits: TabletLimits::default(),
+        }
+    }
+}
+
+/// What a successful apply did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    /// Points written by an insert.
+    Inserted {
+        /// Non-null values written.
+        points: usize,
+    },
+    /// Series or databases deleted.
+    Deleted {
+        /// Series dropped from memory (sealed data is masked by a tombstone).
+        series: usize,
+    },
+    /// The entry was at or below the applied index (a replay after a flush); nothing changed.
+    AlreadyApplied,
+}
+
+/// A region's logical content in one number, the same on every replica holding the same data,
+/// whatever its flush state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionDigest {
+    /// The applied index the digest was taken at.
+    pub applied_index: u64,
+    /// Number of distinct (series, timestamp) points.
+    pub points: u64,
+    /// Hash over every series' type and points, in sorted order.
+    pub hash: u64,
+}
+
+/// One time partition.
+struct Partition {
+    working: MemTable,
+    /// Frozen memtables being written to sealed files, oldest first, with their checkpoints.
+    flushing: Vec<(u64, Arc<FrozenMemTable>)>,
+    /// Sealed files, oldest first.
+    sealed: Vec<Arc<SealedFile>>,
+}
+
+impl Partition {
+    fn new(config: &StorageConfig) -> Partition {
+        Partition {
+            working: MemTable::new(memtable_config(config)),
+            flushing: Vec::new(),
+            sealed: Vec::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.working.is_empty() && self.flushing.is_empty() && self.sealed.is_empty()
+    }
+}
+
+fn memtable_config(config: &StorageConfig) -> MemTableConfig {
+    MemTableConfig {
+        flush_threshold_bytes: config.memtable_flush_bytes,
+    }
+}
+
+struct RegionState {
+    applied_index: u64,
+    partitions: BTreeMap<i64, Partition>,
+    /// Every live series' type; the type check of an insert reads it, never a cache.
+    series_types: HashMap<String, HashMap<String, DataType>>,
+    manifest: Manifest,
+    /// Deletions newer than the manifest's checkpoint (replayed from the log after a crash).
+    recent_tombstones: Vec<Tombstone>,
+    /// When the oldest write not yet frozen arrived; drives the age-based flush.
+    dirty_since: Option<Instant>,
+}
+
+impl RegionState {
+    fn tombstones(&self) -> impl Iterator<Item = &Tombstone> {
+        self.manifest
+            .tombstones
+            .iter()
+            .chain(self.recent_tombstones.iter())
+    }
+
+    fn masked(&self, device: &str, measurement: &str, checkpoint: u64) -> bool {
+        self.tombstones()
+            .any(|t| t.masks(device, measurement, checkpoint))
+    }
+
+    fn working_bytes(&self) -> usize {
+        self.partitions
+            .values()
+            .map(|p| p.working.memory_bytes())
+            .sum()
+    }
+}
+
+/// A region replica's storage. Thread-safe: applies take a write lock, queries a read lock, and a
+/// flush writes its files without holding either.
+pub struct DataRegion {
+    dir: PathBuf,
+    config: StorageConfig,
+    state: RwLock<RegionState>,
+    /// One flush at a time.
+    flush_lock: Mutex<()>,
+}
+
+impl DataRegion {
+    /// Opens (or creates) the region stored in `dir`: loads the manifest and its sealed files and
+    /// deletes orphans of a crashed flush. The caller then replays its log from
+    /// `applied_index() + 1`.
+    pub fn open(dir: impl Into<PathBuf>, config: StorageConfig) -> Result<DataRegion> {
+        let dir = dir.into();
+        let sealed_dir = dir.join(SEALED_DIR);
+        fs::create_dir_all(&sealed_dir).map_err(|e| StorageError::io(&sealed_dir, e))?;
+        let manifest = Manifest::load(&dir)?.unwrap_or_default();
+        let live: Vec<String> = manifest.files.iter().map(FileEntry::file_name).collect();
+        let entries = fs::read_dir(&sealed_dir).map_err(|e| StorageError::io(&sealed_dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| StorageError::io(&sealed_dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !live.contains(&name) {
+                tracing::info!(file = %entry.path().display(), "removing orphan of a crashed flush");
+                fs::remove_file(entry.path()).map_err(|e| StorageError::io(entry.path(), e))?;
+            }
+        }
+        let mut state = RegionState {
+            applied_index: manifest.checkpoint,
+            partitions: BTreeMap::new(),
+            series_types: HashMap::new(),
+            manifest,
+            recent_tombstones: Vec::new(),
+            dirty_since: None,
+        };
+        for entry in state.manifest.files.clone() {
+            let path = sealed_dir.join(entry.file_name());
+            let file = SealedFile::open(&path)?;
+            if file.time_slot != entry.time_slot || file.checkpoint != entry.checkpoint {
+                return Err(StorageError::Corruption {
+                    what: "sealed file",
+                    path,
+                    offset: 0,
+                    reason: format!(
+                        "header says slot {} checkpoint {}, manifest says slot {} checkpoint {}",
+                        file.time_slot, file.checkpoint, entry.time_slot, entry.checkpoint
+                    ),
+                });
+            }
+            for (device, measurement, chunk) in file.series() {
+                if !state.masked(device, measurement, file.checkpoint) {
+                    state
+                        .series_types
+                        .entry(device.to_string())
+                        .or_default()
+                        .insert(measurement.to_string(), chunk.data_type);
+                }
+            }
+            state
+                .partitions
+                .entry(entry.time_slot)
+                .or_insert_with(|| Partition::new(&config))
+                .sealed
+                .push(Arc::new(file));
+        }
+        Ok(DataRegion {
+            dir,
+            config,
+            state: RwLock::new(state),
+            flush_lock: Mutex::new(()),
+        })
+    }
+
+    /// The region's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The region's settings.
+    pub fn config(&self) -> &StorageConfig {
+        &self.config
+    }
+
+    /// Index of the last entry applied (successfully or with a deterministic error).
+    pub fn applied_index(&self) -> u64 {
+        self.state.read().applied_index
+    }
+
+    /// Index up to which sealed files hold everything: the log may be truncated up to here.
+    pub fn checkpoint_index(&self) -> u64 {
+        self.state.read().manifest.checkpoint
+    }
+
+    /// Applies log entry `index`, which must be `applied_index() + 1` (entries at or below the
+    /// applied index are acknowledged as [`ApplyOutcome::AlreadyApplied`], which makes replay
+    /// after a flush idempotent).
+    ///
+    /// The outcome depends only on the command and the region's prior content, except that a
+    /// fenced `gate` delays an insert: then nothing of the attempt remains, the applied index does
+    /// not move, and the error is recoverable. On a deterministic error (bad tablet, type
+    /// mismatch) the entry counts as applied and the error is its result.
+    pub fn apply(
+        &self,
+        index: u64,
+        command: &RegionCommand,
+        gate: &dyn LeaseGate,
+    ) -> Result<ApplyOutcome> {
+        let mut state = self.state.write();
+        if index <= state.applied_index {
+            return Ok(ApplyOutcome::AlreadyApplied);
+        }
+        if index != state.applied_index + 1 {
+            return Err(StorageError::OutOfOrder {
+                index,
+                applied: state.applied_index,
+            });
+        }
+        let outcome = match command {
+            RegionCommand::InsertTablet(tablet) => self
+                .insert_tablet(&mut state, tablet, gate)
+                .map(|points| ApplyOutcome::Inserted { points }),
+            RegionCommand::DeleteSeries(series) => {
+                let mut dropped = 0;
+                for (device, measurement) in series {
+                    dropped += delete(&mut state, index, |d, m| d == device && m == measurement);
+                    state.recent_tombstones.push(Tombstone::Series {
+                        device: device.clone(),
+                        measurement: measurement.clone(),
+                        index,
+                    });
+                }
+                Ok(ApplyOutcome::Deleted { series: dropped })
+            }
+            RegionCommand::DeleteDatabase(database) => {
+                let dropped = delete(&mut state, index, |d, _| device_in_database(d, database));
+                state.recent_tombstones.push(Tombstone::Database {
+                    database: database.clone(),
+                    index,
+                });
+                Ok(ApplyOutcome::Deleted { series: dropped })
+            }
+        };
+        match &outcome {
+            Err(e) if e.is_recoverable() => {}
+            _ => state.applied_index = index,
+        }
+        outcome
+    }
+
+    /// Writes a tablet fragment by fragment (one per time partition), consulting the lease gate
+    /// before each. If any fragment fails, every fragment of this attempt is rolled back.
+    fn insert_tablet(
+        &self,
+        state: &mut RegionState,
+        tablet: &Tablet,
+        gate: &dyn LeaseGate,
+    ) -> Result<usize> {
+        tablet.validate(&self.config.tablet_limits)?;
+        check_types(state, tablet)?;
+        let fragments = split_by_time_slot(tablet, &self.config.partition);
+
+        // (slot, mark, partition created by this attempt)
+        let mut written: Vec<(i64, Mark, bool)> = Vec::with_capacity(fragments.len());
+        let mut points = 0;
+        let mut failure = None;
+        for (slot, rows) in &fragments {
+            if let Err(fenced) = gate.check(LeaseFencedRetryPolicy::RetryUntilSuccess) {
+                failure = Some(StorageError::MetadataLeaseFenced {
+                    policy: fenced.policy,
+                });
+                break;
+            }
+            if let Some(e) = fragment_failpoint() {
+                failure = Some(e);
+                break;
+            }
+            let created = !state.partitions.contains_key(slot);
+            let partition = state
+                .partitions
+                .entry(*slot)
+                .or_insert_with(|| Partition::new(&self.config));
+            let mark = partition.working.mark();
+            written.push((*slot, mark, created));
+            match partition.working.insert_tablet(tablet, rows) {
+                Ok(n) => points += n,
+                Err(MemTableError::TypeMismatch {
+                    device,
+                    measurement,
+                    existing,
+                    requested,
+                }) => {
+                    // check_types saw the region-wide registry; a memtable disagreeing with it
+                    // is a bug, but rolling back keeps the replica consistent regardless.
+                    failure = Some(StorageError::DataTypeMismatch {
+                        device,
+                        measurement,
+                        existing,
+                        requested,
+                    });
+                    break;
+                }
+            }
+        }
+        if let Some(error) = failure {
+            for (slot, mark, created) in written.into_iter().rev() {
+                let partition = state
+                    .partitions
+                    .get_mut(&slot)
+                    .expect("a partition written by this attempt exists");
+                partition.working.rollback(mark);
+                if created {
+                    assert!(
+                        partition.is_empty(),
+                        "partition {slot} created by the attempt is not empty after rollback"
+                    );
+                    state.partitions.remove(&slot);
+                }
+            }
+            return Err(error);
+        }
+        // The attempt is whole: no rollback can follow, so the marks' undo entries are released
+        // (they count against memory and would grow with every write).
+        for (slot, _, _) in &written {
+            if let Some(partition) = state.partitions.get_mut(slot) {
+                partition.working.release_marks();
+            }
+        }
+        let types = state.series_types.entry(tablet.device.clone()).or_default();
+        for (column, (measurement, data_type)) in tablet
+            .measurements
+            .iter()
+            .zip(&tablet.data_types)
+            .enumerate()
+        {
+            if has_value(tablet, column) && !types.contains_key(measurement) {
+                types.insert(measurement.clone(), *data_type);
+            }
+        }
+        if types.is_empty() {
+            state.series_types.remove(&tablet.device);
+        }
+        if state.dirty_since.is_none() {
+            state.dirty_since = Some(Instant::now());
+        }
+        Ok(points)
+    }
+
+    /// Raw points of one series with `from <= time < to`, sorted, last write wins.
+    pub fn query(
+        &self,
+        device: &str,
+        measurement: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(i64, Value)>> {
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let state = self.state.read();
+        let first = self.config.partition.time_slot(from);
+        let last = self.config.partition.time_slot(to - 1);
+        let mut merged = BTreeMap::new();
+        for (_, partition) in state.partitions.range(first..=last) {
+            merge_partition(&state, partition, device, measurement, &mut merged)?;
+        }
+        Ok(merged
+            .range(from..to)
+            .map(|(t, v)| (*t, v.clone()))
+            .collect())
+    }
+
+    /// The point with the greatest timestamp of a series, if any.
+    pub fn last(&self, device: &str, measurement: &str) -> Result<Option<(i64, Value)>> {
+        let state = self.state.read();
+        for partition in state.partitions.values().rev() {
+            let mut merged = BTreeMap::new();
+            merge_partition(&state, partition, device, measurement, &mut merged)?;
+            if let Some((t, v)) = merged.pop_last() {
+                return Ok(Some((t, v)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every live series and its type, sorted.
+    pub fn series(&self) -> Vec<(String, String, DataType)> {
+        let state = self.state.read();
+        let mut out: Vec<_> = state
+            .series_types
+            .iter()
+            .flat_map(|(d, ms)| ms.iter().map(move |(m, t)| (d.clone(), m.clone(), *t)))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The digest of the region's logical content at its applied index.
+    pub fn digest(&self) -> Result<RegionDigest> {
+        let state = self.state.read();
+        let mut series: Vec<_> = state
+            .series_types
+            .iter()
+            .flat_map(|(d, ms)| ms.iter().map(move |(m, t)| (d.as_str(), m.as_str(), *t)))
+            .collect();
+        series.sort();
+        let mut digest = DigestBuilder::new();
+        for (device, measurement, data_type) in series {
+            let mut merged = BTreeMap::new();
+            for partition in state.partitions.values() {
+                merge_partition(&state, partition, device, measurement, &mut merged)?;
+            }
+            if merged.is_empty() {
+                continue;
+            }
+            digest.series(device, measurement, data_type);
+            for (t, v) in &merged {
+                digest.point(*t, v);
+            }
+        }
+        Ok(digest.finish(state.applied_index))
+    }
+
+    /// Bytes held by working memtables.
+    pub fn memtable_bytes(&self) -> usize {
+        self.state.read().working_bytes()
+    }
+
+    /// True when the working memtables are over the size threshold or older than the age limit.
+    pub fn should_flush(&self, now: Instant) -> bool {
+        let state = self.state.read();
+        if state.working_bytes() >= self.config.memtable_flush_bytes {
+            return true;
+        }
+        state.dirty_since.is_some_and(|since| {
+            now.saturating_duration_since(since)
+                >= Duration::from_millis(self.config.memtable_flush_age_ms)
+        })
+    }
+
+    /// Flushes when [`DataRegion::should_flush`] says so; returns the new checkpoint if it did.
+    pub fn flush_if_needed(&self, now: Instant) -> Result<Option<u64>> {
+        if self.should_flush(now) {
+            return self.flush().map(Some);
+        }
+        Ok(None)
+    }
+
+    /// Freezes every working memtable, writes each as a sealed file, fsyncs, then atomically
+    /// installs a manifest whose checkpoint is the applied index at the freeze. Writes go on
+    /// during the file writes. Returns the checkpoint: the log up to it is no longer needed.
+    pub fn flush(&self) -> Result<u64> {
+        let _one_flush = self.flush_lock.lock();
+        let (checkpoint, frozen, mut manifest) = {
+            let mut state = self.state.write();
+            let checkpoint = state.applied_index;
+            for partition in state.partitions.values_mut() {
+                if partition.working.is_empty() {
+                    continue;
+                }
+                let working = std::mem::replace(
+                    &mut partition.working,
+                    MemTable::new(memtable_config(&self.config)),
+                );
+                partition
+                    .flushing
+                    .push((checkpoint, Arc::new(working.freeze())));
+            }
+            // Every frozen memtable is written, including any left by a failed earlier flush:
+            // the new checkpoint covers their entries too, so none may stay memory-only.
+            let frozen: Vec<(i64, u64, Arc<FrozenMemTable>)> = state
+                .partitions
+                .iter()
+                .flat_map(|(slot, p)| p.flushing.iter().map(|(c, f)| (*slot, *c, f.clone())))
+                .collect();
+            state.dirty_since = None;
+            let mut manifest = state.manifest.clone();
+            // Deletions at or below the checkpoint move into the manifest; newer ones stay in
+            // the log and are replayed.
+            manifest.tombstones.extend(
+                state
+                    .recent_tombstones
+                    .iter()
+                    .filter(|t| tombstone_index(t) <= checkpoint)
+                    .cloned(),
+            );
+            (checkpoint, frozen, manifest)
+        };
+
+        let sealed_dir = self.dir.join(SEALED_DIR);
+        let mut new_files = Vec::with_capacity(frozen.len());
+        for (slot, frozen_at, snapshot) in &frozen {
+            let entry = FileEntry {
+                time_slot: *slot,
+                sequence: manifest.next_sequence,
+                checkpoint: *frozen_at,
+            };
+            manifest.next_sequence += 1;
+            let path = sealed_dir.join(entry.file_name());
+            sealed::write(&path, snapshot, *slot, *frozen_at)?;
+            new_files.push((entry, path, snapshot.clone()));
+        }
+        sync_dir(&sealed_dir)?;
+        fail::fail_point!("storage::flush::before_manifest", |_| Err(
+            StorageError::Injected("storage::flush::before_manifest")
+        ));
+        manifest.checkpoint = checkpoint;
+        manifest
+            .files
+            .extend(new_files.iter().map(|(e, _, _)| e.clone()));
+        manifest.store(&self.dir)?;
+
+        let mut opened = Vec::with_capacity(new_files.len());
+        for (entry, path, snapshot) in new_files {
+            opened.push((
+                entry.time_slot,
+                Arc::new(SealedFile::open(&path)?),
+                snapshot,
+            ));
+        }
+        let mut state = self.state.write();
+        for (slot, file, snapshot) in opened {
+            let partition = state
+                .partitions
+                .get_mut(&slot)
+                .expect("a partition being flushed is never removed");
+            partition
+                .flushing
+                .retain(|(_, f)| !Arc::ptr_eq(f, &snapshot));
+            partition.sealed.push(file);
+        }
+        state
+            .recent_tombstones
+            .retain(|t| tombstone_index(t) > checkpoint);
+        state.manifest = manifest;
+        Ok(checkpoint)
+    }
+}
+
+fn tombstone_index(t: &Tombstone) -> u64 {
+    match t {
+        Tombstone::Series { index, .. } | Tombstone::Database { index, .. } => *index,
+    }
+}
+
+/// True when the column holds at least one non-null value. An all-null column writes nothing and
+/// defines no series: the registry must be rebuildable from stored points alone, or a replica's
+/// verdict on a later write would depend on whether it restarted in between.
+fn has_value(tablet: &Tablet, column: usize) -> bool {
+    match &tablet.bitmaps[column] {
+        None => true,
+        Some(bitmap) => bitmap.count_ones() < tablet.row_count(),
+    }
+}
+
+/// Checks every column's type against the region's series, before anything is written.
+fn check_types(state: &RegionState, tablet: &Tablet) -> Result<()> {
+    let Some(types) = state.series_types.get(&tablet.device) else {
+        return Ok(());
+    };
+    for (column, (measurement, requested)) in tablet
+        .measurements
+        .iter()
+        .zip(&tablet.data_types)
+        .enumerate()
+    {
+        if !has_value(tablet, column) {
+            continue;
+        }
+        if let Some(existing) = types.get(measurement) {
+            if existing != requested {
+                return Err(StorageError::DataTypeMismatch {
+                    device: tablet.device.clone(),
+                    measurement: measurement.clone(),
+                    existing: *existing,
+                    requested: *requested,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Row indexes of the tablet grouped by time slot, slots ascending.
+pub(crate) fn split_by_time_slot(
+    tablet: &Tablet,
+    config: &PartitionConfig,
+) -> Vec<(i64, Vec<u32>)> {
+    let interval = config.time_partition_interval_ms as i128;
+    // (slot, start, end) of the previous row's slot: sorted tablets stay in one slot for long
+    // runs, so the division is skipped while they do. i128 so that bounds never overflow.
+    let mut current: Option<(i64, i128, i128)> = None;
+    let mut groups: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+    for (row, &t) in tablet.timestamps.iter().enumerate() {
+        let t_wide = t as i128;
+        let slot = match current {
+            Some((slot, start, end)) if start <= t_wide && t_wide < end => slot,
+            _ => {
+                let slot = config.time_slot(t);
+                let start = config.time_partition_origin_ms as i128 + slot as i128 * interval;
+                current = Some((slot, start, start + interval));
+                slot
+            }
+        };
+        groups.entry(slot).or_default().push(row as u32);
+    }
+    groups.into_iter().collect()
+}
+
+/// Drops matching series from every working memtable and the type registry; frozen memtables and
+/// sealed files are masked by the tombstone the caller records.
+fn delete(state: &mut RegionState, _index: u64, pred: impl Fn(&str, &str) -> bool) -> usize {
+    let mut dropped = 0;
+    for partition in state.partitions.values_mut() {
+        dropped += partition.working.delete_where(&pred);
+    }
+    for (device, measurements) in state.series_types.iter_mut() {
+        measurements.retain(|m, _| !pred(device, m));
+    }
+    state.series_types.retain(|_, ms| !ms.is_empty());
+    dropped
+}
+
+/// Merges one partition's sources for a series into `out`, oldest first, so newer writes win.
+fn merge_partition(
+    state: &RegionState,
+    partition: &Partition,
+    device: &str,
+    measurement: &str,
+    out: &mut BTreeMap<i64, Value>,
+) -> Result<()> {
+    for file in &partition.sealed {
+        if state.masked(device, measurement, file.checkpoint) {
+            continue;
+        }
+        if let Some((timestamps, values)) = file.read(device, measurement)? {
+            for (i, t) in timestamps.into_iter().enumerate() {
+                out.insert(t, values.value(i));
+            }
+        }
+    }
+    for (checkpoint, frozen) in &partition.flushing {
+        if state.masked(device, measurement, *checkpoint) {
+            continue;
+        }
+        out.extend(frozen.query(device, measurement, i64::MIN, i64::MAX));
+    }
+    out.extend(
+        partition
+            .working
+            .query(device, measurement, i64::MIN, i64::MAX),
+    );
+    Ok(())
+}
+
+#[cfg(feature = "failpoints")]
+fn fragment_failpoint() -> Option<StorageError> {
+    fail::fail_point!("storage::before_fragment", |_| Some(
+        StorageError::Injected("storage::before_fragment")
+    ));
+    None
+}
+
+#[cfg(not(feature = "failpoints"))]
+fn fragment_failpoint() -> Option<StorageError> {
+    None
+}

@@ -1,0 +1,174 @@
+//! The engine against a model: random multi-partition tablets, fenced attempts, type clashes,
+//! flushes, restarts and deletes.
+
+use std::collections::HashMap;
+
+use common::{DataType, Tablet, Value};
+use datanode::storage::{ManualGate, OpenGate, RegionCommand, StorageError};
+use proptest::prelude::*;
+
+use crate::support::{apply_to_model, content, LoggedRegion, Model};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert {
+        device: u8,
+        rows: Vec<(i64, Option<f64>, Option<i64>)>,
+        /// Fence the lease after this many fragment checks.
+        fence_after: Option<u64>,
+        /// Write s1 as INT64 instead of DOUBLE.
+        clash: bool,
+    },
+    Delete {
+        device: u8,
+        measurement: u8,
+    },
+    Flush,
+    Restart,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (
+            0u8..3,
+            prop::collection::vec((0i64..60, prop::option::of(-1e3f64..1e3), prop::option::of(any::<i64>())), 1..10),
+            prop::option::of(0u64..4),
+            prop::bool::weighted(0.1),
+        )
+            .prop_map(|(device, rows, fence_after, clash)| Op::Insert { device, rows, fence_after, clash }),
+        1 => (0u8..3, 1u8..3).prop_map(|(device, measurement)| Op::Delete { device, measurement }),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Restart),
+    ]
+}
+
+fn build(device: u8, rows: &[(i64, Option<f64>, Option<i64>)], clash: bool) -> Tablet {
+    let s1_type = if clash {
+        DataType::Int64
+    } else {
+        DataType::Double
+    };
+    let mut t = Tablet::new(
+        format!("root.sg.d{device}"),
+        &[("s1", s1_type), ("s2", DataType::Int64)],
+    );
+    for &(ts, a, b) in rows {
+        let a = a.map(|v| {
+            if clash {
+                Value::Int64(v as i64)
+            } else {
+                Value::Double(v)
+            }
+        });
+        t.push_row(ts, vec![a, b.map(Value::Int64)]);
+    }
+    t
+}
+
+/// Types of the series the model holds: a column with at least one value defines its series.
+type Types = HashMap<(String, String), DataType>;
+
+fn clashes(types: &Types, t: &Tablet) -> bool {
+    (0..t.measurements.len()).any(|c| {
+        let has_value = (0..t.row_count()).any(|r| !t.is_null(r, c));
+        has_value
+            && types
+                .get(&(t.device.clone(), t.measurements[c].clone()))
+                .is_some_and(|existing| *existing != t.data_types[c])
+    })
+}
+
+fn record_types(types: &mut Types, t: &Tablet) {
+    for c in 0..t.measurements.len() {
+        if (0..t.row_count()).any(|r| !t.is_null(r, c)) {
+            types.insert(
+                (t.device.clone(), t.measurements[c].clone()),
+                t.data_types[c],
+            );
+        }
+    }
+}
+
+fn check(region: &LoggedRegion, model: &Model, step: usize) -> Result<(), TestCaseError> {
+    prop_assert_eq!(
+        &content(&region.region),
+        model,
+        "content after step {}",
+        step
+    );
+    for ((device, measurement), points) in model {
+        let last = region.region.last(device, measurement).unwrap();
+        let expected = points.iter().next_back().map(|(t, v)| (*t, v.clone()));
+        prop_assert_eq!(
+            last,
+            expected,
+            "last of {}.{} after step {}",
+            device,
+            measurement,
+            step
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_model(ops in prop::collection::vec(op(), 1..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut region = LoggedRegion::open(dir.path());
+        let mut model = Model::new();
+        let mut types = Types::new();
+        for (step, op) in ops.into_iter().enumerate() {
+            match op {
+                Op::Insert { device, rows, fence_after, clash } => {
+                    let tablet = build(device, &rows, clash);
+                    let command = RegionCommand::InsertTablet(tablet.clone());
+                    let gate = ManualGate::new();
+                    if let Some(k) = fence_after {
+                        gate.fence_after(k);
+                    }
+                    let result = region.write(&command, &gate);
+                    let mismatch = clashes(&types, &tablet);
+                    match result {
+                        Ok(_) => {
+                            prop_assert!(!mismatch, "step {}: clash accepted", step);
+                            apply_to_model(&mut model, &tablet);
+                            record_types(&mut types, &tablet);
+                        }
+                        Err(StorageError::DataTypeMismatch { .. }) => {
+                            prop_assert!(mismatch, "step {}: spurious mismatch", step);
+                        }
+                        Err(e) => {
+                            prop_assert!(e.is_recoverable(), "step {}: {:?}", step, e);
+                            prop_assert!(fence_after.is_some());
+                            check(&region, &model, step)?;
+                            // The committed entry is retried once the lease is back.
+                            region.replay(&OpenGate).unwrap();
+                            if !mismatch {
+                                apply_to_model(&mut model, &tablet);
+                                record_types(&mut types, &tablet);
+                            }
+                        }
+                    }
+                }
+                Op::Delete { device, measurement } => {
+                    let key = (format!("root.sg.d{device}"), format!("s{measurement}"));
+                    region.write(&RegionCommand::DeleteSeries(vec![key.clone()]), &OpenGate).unwrap();
+                    model.remove(&key);
+                    types.remove(&key);
+                }
+                Op::Flush => region.flush(),
+                Op::Restart => {
+                    let digest = region.region.digest().unwrap();
+                    drop(region);
+                    region = LoggedRegion::open(dir.path());
+                    region.replay(&OpenGate).unwrap();
+                    prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across restart at step {}", step);
+                }
+            }
+            check(&region, &model, step)?;
+        }
+    }
+}
