@@ -160,15 +160,8 @@ impl DataRegion {
         fs::create_dir_all(&sealed_dir).map_err(|e| StorageError::io(&sealed_dir, e))?;
         let manifest = Manifest::load(&dir)?.unwrap_or_default();
         let live: Vec<String> = manifest.files.iter().map(FileEntry::file_name).collect();
-        let entries = fs::read_dir(&sealed_dir).map_err(|e| StorageError::io(&sealed_dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| StorageError::io(&sealed_dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !live.contains(&name) {
-                tracing::info!(file = %entry.path().display(), "removing orphan of a crashed flush");
-                fs::remove_file(entry.path()).map_err(|e| StorageError::io(entry.path(), e))?;
-            }
-        }
+        // Orphans of a crashed flush or snapshot install.
+        remove_orphans(&sealed_dir, &live)?;
         let mut state = RegionState {
             applied_index: manifest.checkpoint,
             partitions: BTreeMap::new(),
@@ -327,20 +320,10 @@ impl DataRegion {
             written.push((*slot, mark, created));
             match partition.working.insert_tablet(tablet, rows) {
                 Ok(n) => points += n,
-                Err(MemTableError::TypeMismatch {
-                    device,
-                    measurement,
-                    existing,
-                    requested,
-                }) => {
+                Err(e) => {
                     // check_types saw the region-wide registry; a memtable disagreeing with it
                     // is a bug, but rolling back keeps the replica consistent regardless.
-                    failure = Some(StorageError::DataTypeMismatch {
-                        device,
-                        measurement,
-                        existing,
-                        requested,
-                    });
+                    failure = Some(mismatch(e));
                     break;
                 }
             }
@@ -369,20 +352,7 @@ impl DataRegion {
                 partition.working.release_marks();
             }
         }
-        let types = state.series_types.entry(tablet.device.clone()).or_default();
-        for (column, (measurement, data_type)) in tablet
-            .measurements
-            .iter()
-            .zip(&tablet.data_types)
-            .enumerate()
-        {
-            if has_value(tablet, column) && !types.contains_key(measurement) {
-                types.insert(measurement.clone(), *data_type);
-            }
-        }
-        if types.is_empty() {
-            state.series_types.remove(&tablet.device);
-        }
+        register_types(state, tablet);
         if state.dirty_since.is_none() {
             state.dirty_since = Some(Instant::now());
         }
@@ -462,6 +432,81 @@ impl DataRegion {
             }
         }
         Ok(digest.finish(state.applied_index))
+    }
+
+    /// The region's whole logical content as one tablet per series (all points, sorted), with the
+    /// applied index it reflects: the body of a raft snapshot for a replica that fell behind.
+    pub fn export(&self) -> Result<(u64, Vec<Tablet>)> {
+        let state = self.state.read();
+        let mut series: Vec<_> = state
+            .series_types
+            .iter()
+            .flat_map(|(d, ms)| ms.iter().map(move |(m, t)| (d.as_str(), m.as_str(), *t)))
+            .collect();
+        series.sort();
+        let mut tablets = Vec::with_capacity(series.len());
+        for (device, measurement, data_type) in series {
+            let mut merged = BTreeMap::new();
+            for partition in state.partitions.values() {
+                merge_partition(&state, partition, device, measurement, &mut merged)?;
+            }
+            if merged.is_empty() {
+                continue;
+            }
+            let mut tablet = Tablet::new(device, &[(measurement, data_type)]);
+            tablet.timestamps.reserve(merged.len());
+            for (t, v) in merged {
+                tablet.timestamps.push(t);
+                assert!(
+                    tablet.columns[0].push(v),
+                    "stored value of {device}.{measurement} is not {data_type}"
+                );
+            }
+            tablets.push(tablet);
+        }
+        Ok((state.applied_index, tablets))
+    }
+
+    /// Replaces the region's whole content with `tablets` as of log index `index` (installing a
+    /// snapshot), and makes it durable: the content is flushed under a manifest whose checkpoint
+    /// is `index`, and the old sealed files are deleted once that manifest is installed.
+    pub fn reset_to(&self, index: u64, tablets: &[Tablet]) -> Result<()> {
+        {
+            let _one_flush = self.flush_lock.lock();
+            let mut state = self.state.write();
+            state.partitions.clear();
+            state.series_types.clear();
+            state.recent_tombstones.clear();
+            state.manifest.files.clear();
+            state.manifest.tombstones.clear();
+            state.applied_index = index;
+            state.dirty_since = None;
+            for tablet in tablets {
+                tablet.validate(&self.config.tablet_limits)?;
+                check_types(&state, tablet)?;
+                for (slot, rows) in split_by_time_slot(tablet, &self.config.partition) {
+                    let partition = state
+                        .partitions
+                        .entry(slot)
+                        .or_insert_with(|| Partition::new(&self.config));
+                    partition
+                        .working
+                        .insert_tablet(tablet, &rows)
+                        .map_err(mismatch)?;
+                }
+                register_types(&mut state, tablet);
+            }
+        }
+        self.flush()?;
+        let live: Vec<String> = self
+            .state
+            .read()
+            .manifest
+            .files
+            .iter()
+            .map(FileEntry::file_name)
+            .collect();
+        remove_orphans(&self.dir.join(SEALED_DIR), &live)
     }
 
     /// Bytes held by working memtables.
@@ -594,6 +639,54 @@ fn has_value(tablet: &Tablet, column: usize) -> bool {
         None => true,
         Some(bitmap) => bitmap.count_ones() < tablet.row_count(),
     }
+}
+
+fn mismatch(error: MemTableError) -> StorageError {
+    match error {
+        MemTableError::TypeMismatch {
+            device,
+            measurement,
+            existing,
+            requested,
+        } => StorageError::DataTypeMismatch {
+            device,
+            measurement,
+            existing,
+            requested,
+        },
+    }
+}
+
+/// Registers the types of the tablet's columns that hold a value.
+fn register_types(state: &mut RegionState, tablet: &Tablet) {
+    let types = state.series_types.entry(tablet.device.clone()).or_default();
+    for (column, (measurement, data_type)) in tablet
+        .measurements
+        .iter()
+        .zip(&tablet.data_types)
+        .enumerate()
+    {
+        if has_value(tablet, column) && !types.contains_key(measurement) {
+            types.insert(measurement.clone(), *data_type);
+        }
+    }
+    if types.is_empty() {
+        state.series_types.remove(&tablet.device);
+    }
+}
+
+/// Deletes every file in `sealed_dir` whose name is not in `live`.
+fn remove_orphans(sealed_dir: &Path, live: &[String]) -> Result<()> {
+    let entries = fs::read_dir(sealed_dir).map_err(|e| StorageError::io(sealed_dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| StorageError::io(sealed_dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !live.contains(&name) {
+            tracing::info!(file = %entry.path().display(), "removing a sealed file no manifest names");
+            fs::remove_file(entry.path()).map_err(|e| StorageError::io(entry.path(), e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks every column's type against the region's series, before anything is written.

@@ -25,6 +25,8 @@ enum Op {
     },
     Flush,
     Restart,
+    /// Export the content and install it back as a snapshot at the applied index.
+    Snapshot,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -39,6 +41,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..3, 1u8..3).prop_map(|(device, measurement)| Op::Delete { device, measurement }),
         1 => Just(Op::Flush),
         1 => Just(Op::Restart),
+        1 => Just(Op::Snapshot),
     ]
 }
 
@@ -160,6 +163,14 @@ proptest! {
                     types.remove(&key);
                 }
                 Op::Flush => region.flush(),
+                Op::Snapshot => {
+                    let digest = region.region.digest().unwrap();
+                    let (index, tablets) = region.region.export().unwrap();
+                    prop_assert_eq!(index, region.region.applied_index());
+                    region.region.reset_to(index, &tablets).unwrap();
+                    prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across snapshot at step {}", step);
+                    prop_assert_eq!(region.region.checkpoint_index(), index);
+                }
                 Op::Restart => {
                     let digest = region.region.digest().unwrap();
                     drop(region);
