@@ -1,0 +1,189 @@
+//! Reading records back.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use crate::error::{Error, Result};
+use crate::format::{decode_record, Decoded, SEGMENT_HEADER_BYTES};
+use crate::segment::Segment;
+
+/// The bytes of the segment being read.
+enum View {
+    /// A sealed segment's shared map.
+    Sealed(Arc<Mmap>),
+    /// The written prefix of the segment that was active when the iterator was made.
+    Active(Mmap),
+}
+
+impl Deref for View {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            View::Sealed(map) => map,
+            View::Active(map) => map,
+        }
+    }
+}
+
+/// Iterator over `(index, payload)` from a starting index to the end of the log as it was when
+/// [`crate::Wal::iter_from`] was called; later appends are not seen. Every record is checked
+/// against its checksum and expected index before it is returned; after the first error the
+/// iterator ends. It keeps the segments it still has to read open, so a concurrent
+/// `truncate_prefix` does not pull them from under it.
+pub struct WalIter {
+    /// Segments from the one holding the start index to the last one at creation.
+    segments: Vec<Arc<Segment>>,
+    /// Position in `segments` of the segment being read.
+    segment_pos: usize,
+    /// Bytes of the segment being read, mapped on entry.
+    view: Option<View>,
+    /// Offset in `view` of the record with index `cursor`.
+    offset: usize,
+    /// Index of the record at `offset`.
+    cursor: u64,
+    /// First index to return; records before it in the first segment are skipped.
+    start: u64,
+    /// One past the last index to return.
+    end: u64,
+    /// Written length of the last segment at creation.
+    active_written: u64,
+    done: bool,
+}
+
+impl WalIter {
+    pub(crate) fn new(
+        segments: Vec<Arc<Segment>>,
+        start: u64,
+        end: u64,
+        active_written: u64,
+    ) -> WalIter {
+        WalIter {
+            segments,
+            segment_pos: 0,
+            view: None,
+            offset: 0,
+            cursor: 0,
+            start,
+            end,
+            active_written,
+            done: start >= end,
+        }
+    }
+
+    /// The index the next call to `next` returns, if any is left.
+    pub fn next_index(&self) -> u64 {
+        self.start
+    }
+
+    fn last_index_of(&self, pos: usize) -> u64 {
+        match self.segments.get(pos + 1) {
+            Some(next) => next.first_index - 1,
+            None => self.end - 1,
+        }
+    }
+
+    fn step(&mut self) -> Result<(u64, Vec<u8>)> {
+        loop {
+            let segment = Arc::clone(&self.segments[self.segment_pos]);
+            if self.view.is_none() {
+                let is_last = self.segment_pos + 1 == self.segments.len();
+                self.view = Some(if is_last {
+                    View::Active(segment.map_prefix(self.active_written)?)
+                } else {
+                    View::Sealed(segment.sealed_map()?)
+                });
+                self.offset = SEGMENT_HEADER_BYTES;
+                self.cursor = segment.first_index;
+            }
+            let last_index = self.last_index_of(self.segment_pos);
+            let view = self.view.as_ref().expect("view was just set");
+            if self.cursor > last_index {
+                // Past the last record this segment must hold: only zeroes may follow, or the
+                // segment holds records that the next segment's name says do not exist.
+                if decode_record(view, self.offset) != Decoded::End {
+                    return Err(Error::corruption(
+                        &segment.path,
+                        self.offset as u64,
+                        format!(
+                            "bytes after the segment's last record {last_index}, \
+                             the next segment starts at {}",
+                            last_index + 1
+                        ),
+                    ));
+                }
+                self.segment_pos += 1;
+                self.view = None;
+                continue;
+            }
+            let record = match decode_record(view, self.offset) {
+                Decoded::Record(record) if record.index == self.cursor => record,
+                Decoded::Record(record) => {
+                    return Err(Error::corruption(
+                        &segment.path,
+                        self.offset as u64,
+                        format!(
+                            "record index {} where {} was expected",
+                            record.index, self.cursor
+                        ),
+                    ))
+                }
+                Decoded::End => {
+                    return Err(Error::corruption(
+                        &segment.path,
+                        self.offset as u64,
+                        format!(
+                            "segment ends before record {} (it must hold up to {last_index})",
+                            self.cursor
+                        ),
+                    ))
+                }
+                Decoded::Bad(reason) => {
+                    return Err(Error::corruption(&segment.path, self.offset as u64, reason))
+                }
+            };
+            if record.index == last_index && record.continues {
+                return Err(Error::corruption(
+                    &segment.path,
+                    self.offset as u64,
+                    format!("batch continues past record {last_index}, the segment's last"),
+                ));
+            }
+            self.offset += record.encoded_bytes();
+            self.cursor += 1;
+            if record.index >= self.start {
+                return Ok((record.index, record.payload.to_vec()));
+            }
+        }
+    }
+}
+
+impl Iterator for WalIter {
+    type Item = Result<(u64, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = self.step();
+        match &item {
+            Ok((index, _)) => {
+                self.start = index + 1;
+                if self.start >= self.end {
+                    self.done = true;
+                    self.segments.clear();
+                    self.view = None;
+                }
+            }
+            Err(_) => {
+                self.done = true;
+                self.segments.clear();
+                self.view = None;
+            }
+        }
+        Some(item)
+    }
+}
+
+impl std::iter::FusedIterator for WalIter {}
