@@ -1,0 +1,1015 @@
+//! The multi-raft node: one raft-rs `RawNode` per group, a synchronous and steppable core.
+//!
+//! Nothing here blocks or reads a clock directly: the owner calls [`RaftNode::tick`] every tick
+//! interval, [`RaftNode::step`] for each message received and [`RaftNode::handle_ready`] until
+//! [`RaftNode::has_ready`] is false. A threaded driver and the deterministic simulation drive the
+//! same code.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use protobuf::Message as _;
+use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, MessageType, Snapshot};
+use raft::{RawNode, SnapshotStatus, StateRole};
+
+use crate::config::Config;
+use crate::error::{ApplyError, Error, ProposalError, Result, StorageError};
+use crate::state_machine::{Clock, StateMachine};
+use crate::storage::{GroupStorage, LogBackend, NodeStorage};
+use crate::ticket::{ticket, Completer, Ticket};
+use crate::transport::{RaftMessage, SplitMix64, Transport};
+use crate::{GroupId, NodeId};
+
+/// Counters of one node, read by the metrics endpoint and the tests.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Recoverable apply (or restore) errors that were scheduled for a retry.
+    pub apply_retries: AtomicU64,
+    /// Entries whose deterministic apply error was recorded as their result.
+    pub apply_deterministic_errors: AtomicU64,
+    /// Entries handed to a state machine with a final outcome.
+    pub entries_applied: AtomicU64,
+    /// Proposals accepted.
+    pub proposals: AtomicU64,
+    /// Readies handled, across groups.
+    pub readies: AtomicU64,
+    /// Batches written to the log backend with a sync.
+    pub synced_batches: AtomicU64,
+    /// Snapshots generated for lagging followers.
+    pub snapshots_generated: AtomicU64,
+    /// Snapshots restored into a state machine.
+    pub snapshots_restored: AtomicU64,
+    /// Leadership transfers started because this node is fenced.
+    pub fenced_transfers: AtomicU64,
+}
+
+impl Metrics {
+    fn inc(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads a counter.
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// What a group looks like from this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStatus {
+    /// Role of this replica.
+    pub role: StateRole,
+    /// Current term.
+    pub term: u64,
+    /// Leader this replica knows of, if any.
+    pub leader: Option<NodeId>,
+    /// Commit index.
+    pub commit: u64,
+    /// Index the apply proxy has applied up to (no entry at or below it is left unapplied).
+    pub applied: u64,
+    /// First index still in the raft log.
+    pub first_index: u64,
+    /// Last index in the raft log.
+    pub last_index: u64,
+    /// Whether the apply proxy is waiting to retry a recoverable error.
+    pub apply_stuck: bool,
+}
+
+#[derive(Debug)]
+struct PendingProposal {
+    term: u64,
+    completer: Completer<Vec<u8>>,
+}
+
+#[derive(Debug)]
+struct PendingRead {
+    id: u64,
+    term: u64,
+    /// Known once raft confirmed leadership with a quorum.
+    index: Option<u64>,
+    completer: Completer<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Retry {
+    attempt: u32,
+    at_ms: u64,
+}
+
+struct Group {
+    raw: RawNode<GroupStorage>,
+    state_machine: Box<dyn StateMachine>,
+    /// Every entry at or below this index is applied; the next one to apply is `applied + 1`.
+    applied: u64,
+    /// Highest index raft handed out as committed and persisted.
+    apply_upper: u64,
+    /// A snapshot to restore into the state machine before applying anything else.
+    pending_restore: Option<Snapshot>,
+    retry: Option<Retry>,
+    /// Proposals by log index.
+    proposals: BTreeMap<u64, PendingProposal>,
+    reads: VecDeque<PendingRead>,
+    /// Role and term seen after the last raft call, to spot election-timer resets.
+    seen_role: StateRole,
+    seen_term: u64,
+}
+
+impl Group {
+    fn in_flight(&self) -> usize {
+        self.proposals.len() + self.reads.len()
+    }
+
+    fn fail_all(&mut self, group: GroupId) {
+        for (index, p) in std::mem::take(&mut self.proposals) {
+            p.completer.complete(Err(ProposalError::LeaderChanged {
+                group,
+                term: p.term,
+                index,
+            }));
+        }
+        for r in self.reads.drain(..) {
+            r.completer.complete(Err(ProposalError::LeaderChanged {
+                group,
+                term: r.term,
+                index: 0,
+            }));
+        }
+    }
+
+    /// Answers the proposer of the entry at (`index`, `term`), if this node proposed it.
+    fn finish_proposal(
+        &mut self,
+        group: GroupId,
+        index: u64,
+        term: u64,
+        outcome: std::result::Result<Vec<u8>, ProposalError>,
+    ) {
+        // Anything older was overwritten by another leader's entries.
+        while let Some(entry) = self.proposals.first_entry() {
+            if *entry.key() >= index {
+                break;
+            }
+            let (stale_index, p) = entry.remove_entry();
+            p.completer.complete(Err(ProposalError::LeaderChanged {
+                group,
+                term: p.term,
+                index: stale_index,
+            }));
+        }
+        if let Some(p) = self.proposals.remove(&index) {
+            if p.term == term {
+                p.completer.complete(outcome);
+            } else {
+                p.completer.complete(Err(ProposalError::LeaderChanged {
+                    group,
+                    term: p.term,
+                    index,
+                }));
+            }
+        }
+    }
+
+    fn fail_reads_of_other_terms(&mut self, group: GroupId) {
+        let term = self.raw.raft.term;
+        if self.reads.iter().all(|r| r.term == term) {
+            return;
+        }
+        let (keep, stale): (VecDeque<PendingRead>, VecDeque<PendingRead>) =
+            std::mem::take(&mut self.reads)
+                .into_iter()
+                .partition(|r| r.term == term);
+        self.reads = keep;
+        for r in stale {
+            r.completer.complete(Err(ProposalError::LeaderChanged {
+                group,
+                term: r.term,
+                index: 0,
+            }));
+        }
+    }
+
+    fn finish_reads(&mut self) {
+        if !self
+            .reads
+            .iter()
+            .any(|r| r.index.is_some_and(|i| i <= self.applied))
+        {
+            return;
+        }
+        let applied = self.applied;
+        let (done, waiting): (VecDeque<PendingRead>, VecDeque<PendingRead>) =
+            std::mem::take(&mut self.reads)
+                .into_iter()
+                .partition(|r| r.index.is_some_and(|i| i <= applied));
+        self.reads = waiting;
+        for r in done {
+            r.completer
+                .complete(Ok(r.index.expect("partitioned on it")));
+        }
+    }
+}
+
+/// Outgoing messages, batched per destination node.
+#[derive(Default)]
+struct Outbox {
+    by_node: BTreeMap<NodeId, Vec<RaftMessage>>,
+}
+
+impl Outbox {
+    fn push(&mut self, group: GroupId, messages: Vec<raft::eraftpb::Message>) {
+        for message in messages {
+            self.by_node
+                .entry(message.to)
+                .or_default()
+                .push(RaftMessage { group, message });
+        }
+    }
+
+    fn flush(&mut self, transport: &impl Transport) {
+        for (to, messages) in std::mem::take(&mut self.by_node) {
+            transport.send(to, messages);
+        }
+    }
+}
+
+/// One node's share of every raft group it hosts.
+pub struct RaftNode<T: Transport> {
+    id: NodeId,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    transport: T,
+    storage: NodeStorage,
+    groups: BTreeMap<GroupId, Group>,
+    logger: slog::Logger,
+    rng: SplitMix64,
+    fenced: bool,
+    fenced_peers: BTreeSet<NodeId>,
+    next_read_id: u64,
+    metrics: Arc<Metrics>,
+}
+
+impl<T: Transport> std::fmt::Debug for RaftNode<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftNode")
+            .field("id", &self.id)
+            .field("groups", &self.groups.keys().collect::<Vec<_>>())
+            .field("fenced", &self.fenced)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> RaftNode<T> {
+    /// Opens node `id` on `backend`, replaying every group's raft state. Groups come back to life
+    /// with [`RaftNode::create_group`], which then finds their stored state.
+    pub fn new(
+        id: NodeId,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        transport: T,
+        backend: Box<dyn LogBackend>,
+    ) -> Result<Self> {
+        config.validate()?;
+        assert!(id != 0, "raft node id 0 is reserved");
+        let storage = NodeStorage::open(backend)?;
+        let rng = SplitMix64::new(config.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        Ok(RaftNode {
+            id,
+            config,
+            clock,
+            transport,
+            storage,
+            groups: BTreeMap::new(),
+            logger: crate::logger::raft_logger(id),
+            rng,
+            fenced: false,
+            fenced_peers: BTreeSet::new(),
+            next_read_id: 1,
+            metrics: Arc::new(Metrics::default()),
+        })
+    }
+
+    /// This node's id (also its raft peer id in every group).
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The node's counters.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Groups whose state the log holds, e.g. to re-create them after a restart.
+    pub fn stored_groups(&self) -> Vec<GroupId> {
+        self.storage.group_ids()
+    }
+
+    /// Groups hosted now.
+    pub fn groups(&self) -> Vec<GroupId> {
+        self.groups.keys().copied().collect()
+    }
+
+    /// fsyncs issued by the log backend so far.
+    pub fn fsyncs(&self) -> u64 {
+        self.storage.fsyncs()
+    }
+
+    /// Index of the oldest record the node's log backend still keeps (moves on with `compact`).
+    pub fn log_first_index(&self) -> u64 {
+        self.storage.backend_first_index()
+    }
+
+    /// Hosts group `group` with replicas on `peers` (node ids, this node among them), applying
+    /// into `state_machine`. After a restart the stored raft state wins over `peers`, and applying
+    /// resumes after `state_machine.applied_index()`.
+    pub fn create_group(
+        &mut self,
+        group: GroupId,
+        peers: &[NodeId],
+        state_machine: Box<dyn StateMachine>,
+    ) -> Result<()> {
+        if self.groups.contains_key(&group) {
+            return Err(Error::GroupExists(group));
+        }
+        let storage = match self.storage.group(group) {
+            Some(existing) => existing,
+            None => {
+                if !peers.contains(&self.id) {
+                    return Err(Error::NotAPeer {
+                        group,
+                        node: self.id,
+                    });
+                }
+                let created = self.storage.create_group(group, peers);
+                self.storage.flush(true)?;
+                created
+            }
+        };
+        let sm_applied = state_machine.applied_index();
+        let (first_index, last_index, commit, received) = {
+            let log = storage.log().read();
+            (
+                log.first_index(),
+                log.last_index(),
+                log.hard_state().commit,
+                log.received_snapshot().cloned(),
+            )
+        };
+        let mut pending_restore = None;
+        if sm_applied + 1 < first_index {
+            match received {
+                Some(snapshot) if snapshot.get_metadata().index > sm_applied => {
+                    pending_restore = Some(snapshot)
+                }
+                _ => {
+                    return Err(StorageError::StateMachineBehindLog {
+                        group,
+                        applied: sm_applied,
+                        first_index,
+                    }
+                    .into())
+                }
+            }
+        }
+        if sm_applied > last_index {
+            return Err(StorageError::StateMachineAheadOfLog {
+                group,
+                applied: sm_applied,
+                last_index,
+            }
+            .into());
+        }
+        if sm_applied > commit {
+            // The state machine only applies committed entries; the commit index was written
+            // lazily and lost in a crash. Raising it is safe because those entries are stored.
+            let mut hs = storage.log().read().hard_state().clone();
+            hs.commit = sm_applied;
+            self.storage.set_hard_state(group, &hs);
+            self.storage.flush(true)?;
+        }
+        let raft_applied = if pending_restore.is_some() {
+            0
+        } else {
+            sm_applied.max(first_index - 1)
+        };
+        let raft_config = raft::Config {
+            id: self.id,
+            election_tick: self.config.election_tick,
+            heartbeat_tick: self.config.heartbeat_tick,
+            // raft-rs draws the election timeout from the thread RNG; a one-value range makes
+            // it deterministic, and `jitter_election` adds seeded jitter instead.
+            min_election_tick: 2 * self.config.election_tick,
+            max_election_tick: 2 * self.config.election_tick + 1,
+            applied: raft_applied,
+            max_size_per_msg: self.config.message_bytes_max,
+            max_inflight_msgs: self.config.inflight_messages_max,
+            check_quorum: self.config.check_quorum,
+            pre_vote: self.config.pre_vote,
+            ..raft::Config::default()
+        };
+        let raw = RawNode::new(&raft_config, storage, &self.logger)?;
+        let (seen_role, seen_term) = (raw.raft.state, raw.raft.term);
+        let applied = if pending_restore.is_some() {
+            sm_applied
+        } else {
+            raft_applied
+        };
+        let mut g = Group {
+            raw,
+            state_machine,
+            applied,
+            apply_upper: applied,
+            pending_restore,
+            retry: None,
+            proposals: BTreeMap::new(),
+            reads: VecDeque::new(),
+            seen_role,
+            seen_term,
+        };
+        jitter_election(&mut self.rng, &self.config, &mut g, true);
+        self.groups.insert(group, g);
+        Ok(())
+    }
+
+    fn group_mut(&mut self, group: GroupId) -> Result<&mut Group> {
+        self.groups
+            .get_mut(&group)
+            .ok_or(Error::GroupNotFound(group))
+    }
+
+    /// Advances every group's logical clock by one tick.
+    pub fn tick(&mut self) {
+        for g in self.groups.values_mut() {
+            g.raw.tick();
+            jitter_election(&mut self.rng, &self.config, g, false);
+        }
+        self.step_aside_if_fenced();
+    }
+
+    /// Feeds a message received from another node into its group.
+    pub fn step(&mut self, message: RaftMessage) -> Result<()> {
+        let g = self
+            .groups
+            .get_mut(&message.group)
+            .ok_or(Error::GroupNotFound(message.group))?;
+        g.raw.step(message.message)?;
+        jitter_election(&mut self.rng, &self.config, g, false);
+        Ok(())
+    }
+
+    /// Starts an election in `group` now (tests, and a node that wants leadership back).
+    pub fn campaign(&mut self, group: GroupId) -> Result<()> {
+        let g = self.group_mut(group)?;
+        g.raw.campaign()?;
+        Ok(())
+    }
+
+    /// Proposes `data` to `group`. The ticket resolves with the state machine's result for the
+    /// entry, as applied on this (leader) node, or with why that can no longer happen.
+    pub fn propose(&mut self, group: GroupId, data: Vec<u8>) -> Result<Ticket<Vec<u8>>> {
+        let (id, fenced, in_flight_max, bytes_max) = (
+            self.id,
+            self.fenced,
+            self.config.in_flight_proposals_max,
+            self.config.proposal_bytes_max,
+        );
+        let g = self.group_mut(group)?;
+        if fenced {
+            return Err(Error::Fenced { group, node: id });
+        }
+        if data.len() > bytes_max {
+            return Err(Error::ProposalTooLarge {
+                bytes: data.len(),
+                max: bytes_max,
+            });
+        }
+        check_leader(g, group, id)?;
+        if g.in_flight() >= in_flight_max {
+            return Err(Error::Backpressure {
+                group,
+                in_flight: g.in_flight(),
+                max: in_flight_max,
+            });
+        }
+        if g.raw.raft.lead_transferee.is_some() {
+            return Err(Error::ProposalDropped { group });
+        }
+        let last_before = g.raw.raft.raft_log.last_index();
+        match g.raw.propose(Vec::new(), data) {
+            Ok(()) => {}
+            Err(raft::Error::ProposalDropped) => return Err(Error::ProposalDropped { group }),
+            Err(e) => return Err(e.into()),
+        }
+        let index = g.raw.raft.raft_log.last_index();
+        assert_eq!(
+            index,
+            last_before + 1,
+            "a proposal appends exactly one entry"
+        );
+        let term = g.raw.raft.term;
+        let (completer, ticket) = ticket(group);
+        g.proposals
+            .insert(index, PendingProposal { term, completer });
+        Metrics::inc(&self.metrics.proposals);
+        Ok(ticket)
+    }
+
+    /// A linearizable read barrier on the leader (raft ReadIndex): the ticket resolves with an
+    /// index once leadership was confirmed by a quorum and this node applied up to that index;
+    /// reading the state machine then sees every write acknowledged before the call.
+    pub fn read_index(&mut self, group: GroupId) -> Result<Ticket<u64>> {
+        let (id, in_flight_max) = (self.id, self.config.in_flight_proposals_max);
+        let read_id = self.next_read_id;
+        let g = self
+            .groups
+            .get_mut(&group)
+            .ok_or(Error::GroupNotFound(group))?;
+        check_leader(g, group, id)?;
+        if g.in_flight() >= in_flight_max {
+            return Err(Error::Backpressure {
+                group,
+                in_flight: g.in_flight(),
+                max: in_flight_max,
+            });
+        }
+        if !g.raw.raft.commit_to_current_term() {
+            // raft-rs silently drops a read on a leader that has not committed an entry of its
+            // term yet; refusing here keeps every accepted read answerable.
+            return Err(Error::LeaderNotReady { group });
+        }
+        self.next_read_id += 1;
+        g.raw.read_index(read_id.to_le_bytes().to_vec());
+        let (completer, ticket) = ticket(group);
+        g.reads.push_back(PendingRead {
+            id: read_id,
+            term: g.raw.raft.term,
+            index: None,
+            completer,
+        });
+        Ok(ticket)
+    }
+
+    /// Asks the leader of `group` (this node) to hand leadership to `to`.
+    pub fn transfer_leader(&mut self, group: GroupId, to: NodeId) -> Result<()> {
+        let id = self.id;
+        let g = self.group_mut(group)?;
+        check_leader(g, group, id)?;
+        g.raw.transfer_leader(to);
+        Ok(())
+    }
+
+    /// Sets this node's lease state. While fenced it rejects proposals with [`Error::Fenced`]
+    /// (536) and hands leadership of its groups to replicas that hold their lease.
+    pub fn set_fenced(&mut self, fenced: bool) {
+        self.fenced = fenced;
+        self.step_aside_if_fenced();
+    }
+
+    /// Whether this node is fenced.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
+    }
+
+    /// Tells the node whether `peer` holds its metadata lease; fenced peers are never chosen as
+    /// the target of a leadership transfer.
+    pub fn set_peer_fenced(&mut self, peer: NodeId, fenced: bool) {
+        if fenced {
+            self.fenced_peers.insert(peer);
+        } else {
+            self.fenced_peers.remove(&peer);
+        }
+    }
+
+    fn step_aside_if_fenced(&mut self) {
+        if !self.fenced {
+            return;
+        }
+        for g in self.groups.values_mut() {
+            let raft = &g.raw.raft;
+            if raft.state != StateRole::Leader || raft.lead_transferee.is_some() {
+                continue;
+            }
+            // Prefer the most caught-up replica with a lease: the transfer completes sooner.
+            let target = g
+                .raw
+                .store()
+                .log()
+                .read()
+                .conf_state()
+                .voters
+                .iter()
+                .copied()
+                .filter(|&p| p != self.id && !self.fenced_peers.contains(&p))
+                .max_by_key(|&p| (raft.prs().get(p).map_or(0, |pr| pr.matched), p));
+            if let Some(target) = target {
+                g.raw.transfer_leader(target);
+                Metrics::inc(&self.metrics.fenced_transfers);
+            }
+        }
+    }
+
+    /// The leader's view of every replica's replication progress, for debugging output.
+    #[doc(hidden)]
+    pub fn debug_progress(&self, group: GroupId) -> String {
+        let g = &self.groups[&group];
+        format!("{:?}", g.raw.raft.prs().iter().collect::<Vec<_>>())
+    }
+
+    /// What `group` looks like from here.
+    pub fn status(&self, group: GroupId) -> Result<GroupStatus> {
+        let g = self.groups.get(&group).ok_or(Error::GroupNotFound(group))?;
+        let raft = &g.raw.raft;
+        Ok(GroupStatus {
+            role: raft.state,
+            term: raft.term,
+            leader: (raft.leader_id != raft::INVALID_ID).then_some(raft.leader_id),
+            commit: raft.raft_log.committed,
+            applied: g.applied,
+            first_index: raft.raft_log.first_index(),
+            last_index: raft.raft_log.last_index(),
+            apply_stuck: g.retry.is_some(),
+        })
+    }
+
+    /// The state machine of `group`, e.g. for a read after [`RaftNode::read_index`].
+    pub fn state_machine(&self, group: GroupId) -> Result<&dyn StateMachine> {
+        let g = self.groups.get(&group).ok_or(Error::GroupNotFound(group))?;
+        Ok(g.state_machine.as_ref())
+    }
+
+    /// Stops hosting `group` on this node (the replica moved away or the region was dropped):
+    /// its pending requests resolve as [`ProposalError::Stopped`], and its raft state is voided
+    /// durably before this returns. Membership is not changed: that is the leader's business.
+    pub fn remove_group(&mut self, group: GroupId) -> Result<()> {
+        self.groups
+            .remove(&group)
+            .ok_or(Error::GroupNotFound(group))?;
+        self.storage.remove_group(group);
+        self.storage.flush(true)?;
+        self.storage.purge()?;
+        Ok(())
+    }
+
+    /// Drops `group`'s raft log up to `index` and frees log space no group needs. The state
+    /// machine must hold everything up to `index` durably; `index` may not pass its applied index.
+    pub fn compact(&mut self, group: GroupId, index: u64) -> Result<()> {
+        let g = self.groups.get(&group).ok_or(Error::GroupNotFound(group))?;
+        let applied = g.state_machine.applied_index().min(g.applied);
+        if index > applied {
+            return Err(StorageError::CompactBeyondApplied {
+                group,
+                index,
+                applied,
+            }
+            .into());
+        }
+        self.storage.compact(group, index);
+        self.storage.purge()?;
+        Ok(())
+    }
+
+    /// Whether [`RaftNode::handle_ready`] has work: a raft `Ready`, a snapshot to generate, or
+    /// committed entries to apply whose retry time has come.
+    pub fn has_ready(&self) -> bool {
+        let now_ms = self.clock.now_ms();
+        self.groups.values().any(|g| {
+            g.raw.has_ready()
+                || ((g.applied < g.apply_upper || g.pending_restore.is_some())
+                    && g.retry.is_none_or(|r| r.at_ms <= now_ms))
+        })
+    }
+
+    /// Earliest time an apply retry is due, if one is waiting (a driver sleeps until then).
+    pub fn next_retry_ms(&self) -> Option<u64> {
+        self.groups
+            .values()
+            .filter_map(|g| g.retry.map(|r| r.at_ms))
+            .min()
+    }
+
+    /// Processes the `Ready` of every group with one durable write, in the order raft-rs
+    /// documents, then applies committed entries:
+    ///
+    /// 1. leader messages are sent at once (raft thesis 10.2.1: replicate while persisting);
+    /// 2. a received snapshot is installed in storage (restored into the state machine in 8);
+    /// 3. new entries are appended and 4. the hard state recorded, for all groups, then written
+    ///    as one batch with one fsync (when any group needs it);
+    /// 5. messages that must follow persistence (votes, append responses) are sent;
+    /// 6. `advance_append` yields the light ready: 7. its commit index is recorded (written
+    ///    lazily: it is recoverable) and its messages sent;
+    /// 8. the apply proxy applies committed entries from storage, independent of 1–7, so a
+    ///    stuck state machine never keeps this node from persisting and acknowledging entries.
+    pub fn handle_ready(&mut self) -> Result<()> {
+        self.generate_requested_snapshots();
+        let mut outbox = Outbox::default();
+        let mut readies = Vec::new();
+        let mut must_sync = false;
+        for (&gid, g) in self.groups.iter_mut() {
+            if !g.raw.has_ready() {
+                continue;
+            }
+            let mut rd = g.raw.ready();
+            Metrics::inc(&self.metrics.readies);
+            let messages = rd.take_messages();
+            let snapshots_sent = snapshot_targets(&messages);
+            outbox.push(gid, messages);
+            if !rd.snapshot().is_empty() {
+                self.storage.apply_snapshot(gid, rd.snapshot());
+                g.pending_restore = Some(rd.snapshot().clone());
+                g.retry = None;
+            }
+            self.storage.append(gid, rd.entries());
+            if let Some(hs) = rd.hs() {
+                if rd.must_sync() {
+                    self.storage.set_hard_state(gid, hs);
+                } else {
+                    // Only the commit index moved (raft sets must_sync on a term or vote change).
+                    self.storage.set_hard_state_lazily(gid, hs);
+                }
+            }
+            if let Some(ss) = rd.ss() {
+                if ss.raft_state != StateRole::Leader {
+                    g.fail_all(gid);
+                }
+            }
+            // A leader that lost and regained leadership between two readies shows no role
+            // change; raft dropped the read requests of its earlier term.
+            g.fail_reads_of_other_terms(gid);
+            for rs in rd.take_read_states() {
+                let id = u64::from_le_bytes(
+                    rs.request_ctx
+                        .as_slice()
+                        .try_into()
+                        .expect("read contexts are 8-byte ids"),
+                );
+                if let Some(read) = g.reads.iter_mut().find(|r| r.id == id) {
+                    read.index = Some(rs.index);
+                }
+            }
+            note_committed(g, rd.committed_entries());
+            must_sync |= rd.must_sync();
+            readies.push((gid, rd, snapshots_sent));
+        }
+        outbox.flush(&self.transport);
+        if readies.is_empty()
+            && !self
+                .groups
+                .values()
+                .any(|g| g.applied < g.apply_upper || g.pending_restore.is_some())
+        {
+            return Ok(());
+        }
+        if must_sync || self.storage.has_pending() {
+            self.storage.flush(must_sync)?;
+        }
+        if must_sync {
+            Metrics::inc(&self.metrics.synced_batches);
+        }
+        for (gid, mut rd, mut snapshots_sent) in readies {
+            let g = self.groups.get_mut(&gid).expect("group of a ready");
+            let persisted = rd.take_persisted_messages();
+            snapshots_sent.extend(snapshot_targets(&persisted));
+            outbox.push(gid, persisted);
+            let snapshot_index = rd.snapshot().get_metadata().index;
+            let mut light = g.raw.advance_append(rd);
+            if snapshot_index > g.raw.raft.raft_log.applied {
+                // The log now starts after the snapshot, and raft reads [applied + 1, commit] when
+                // it campaigns; the proxy's own applied index still waits for the restore.
+                g.raw.advance_apply_to(snapshot_index);
+            }
+            if let Some(commit) = light.commit_index() {
+                self.storage.set_commit(gid, commit);
+            }
+            note_committed(g, light.committed_entries());
+            let light_messages = light.take_messages();
+            snapshots_sent.extend(snapshot_targets(&light_messages));
+            outbox.push(gid, light_messages);
+            // The transport is fire-and-forget; reporting the snapshot as sent moves the follower
+            // to probing, and a lost snapshot shows up as a rejected probe that triggers a new one.
+            for to in snapshots_sent {
+                g.raw.report_snapshot(to, SnapshotStatus::Finish);
+            }
+        }
+        outbox.flush(&self.transport);
+        let gids: Vec<GroupId> = self.groups.keys().copied().collect();
+        for gid in gids {
+            self.apply_group(gid)?;
+        }
+        Ok(())
+    }
+
+    fn generate_requested_snapshots(&mut self) {
+        for g in self.groups.values_mut() {
+            let storage = g.raw.store().clone();
+            if !storage.take_snapshot_request() {
+                continue;
+            }
+            // Entries between the state machine's applied index and the group's are no-ops and
+            // configuration changes, which the state machine never sees: its state is the state
+            // at the group's applied index, and labelling it so keeps the snapshot's conf state
+            // (the latest applied) consistent with its index.
+            let index = g.applied;
+            let (term, conf_state) = {
+                let log = storage.log().read();
+                (log.term_of(index), log.conf_state().clone())
+            };
+            let Some(term) = term else {
+                // The state machine is behind the log (a restore is pending): raft asks again.
+                continue;
+            };
+            let mut snapshot = Snapshot::default();
+            snapshot.set_data(g.state_machine.snapshot().into());
+            let meta = snapshot.mut_metadata();
+            meta.index = index;
+            meta.term = term;
+            meta.set_conf_state(conf_state);
+            storage.set_generated_snapshot(snapshot);
+            Metrics::inc(&self.metrics.snapshots_generated);
+        }
+    }
+
+    /// The apply proxy for one group: applies committed entries strictly in order, never moving
+    /// the applied index past an entry whose outcome is not final.
+    fn apply_group(&mut self, gid: GroupId) -> Result<()> {
+        let now_ms = self.clock.now_ms();
+        let config = &self.config;
+        let metrics = &self.metrics;
+        let g = self.groups.get_mut(&gid).expect("group exists");
+        if g.retry.is_some_and(|r| now_ms < r.at_ms) {
+            return Ok(());
+        }
+        if let Some(snapshot) = g.pending_restore.take() {
+            let index = snapshot.get_metadata().index;
+            match g.state_machine.restore(index, snapshot.get_data()) {
+                Ok(()) => {
+                    assert_eq!(
+                        g.state_machine.applied_index(),
+                        index,
+                        "group {gid}: state machine restored to the wrong index"
+                    );
+                    g.applied = g.applied.max(index);
+                    g.apply_upper = g.apply_upper.max(index);
+                    g.retry = None;
+                    Metrics::inc(&metrics.snapshots_restored);
+                }
+                Err(ApplyError::Recoverable { code, message }) => {
+                    g.pending_restore = Some(snapshot);
+                    schedule_retry(g, gid, index, code, &message, config, metrics, now_ms);
+                    return Ok(());
+                }
+                Err(ApplyError::Deterministic { code, message }) => panic!(
+                    "group {gid}: restoring the snapshot at {index} failed deterministically ({code}: {message})"
+                ),
+            }
+        }
+        let mut budget = config.apply_batch_entries_max;
+        let mut conf_changes = Vec::new();
+        'apply: while g.applied < g.apply_upper && budget > 0 {
+            let entries: Vec<Entry> =
+                g.raw
+                    .store()
+                    .log()
+                    .read()
+                    .entries_range(g.applied + 1, g.apply_upper + 1, budget);
+            assert!(
+                entries.first().is_some_and(|e| e.index == g.applied + 1),
+                "group {gid}: committed entry {} is missing from the log (first index {})",
+                g.applied + 1,
+                g.raw.store().log().read().first_index()
+            );
+            for entry in entries {
+                let outcome = match entry.get_entry_type() {
+                    EntryType::EntryNormal if entry.data.is_empty() => Ok(Vec::new()),
+                    EntryType::EntryNormal => {
+                        match g.state_machine.apply(entry.index, &entry.data) {
+                            Ok(result) => Ok(result),
+                            Err(ApplyError::Deterministic { code, message }) => {
+                                Metrics::inc(&metrics.apply_deterministic_errors);
+                                Err(ProposalError::Apply {
+                                    index: entry.index,
+                                    code,
+                                    message,
+                                })
+                            }
+                            Err(ApplyError::Recoverable { code, message }) => {
+                                schedule_retry(
+                                    g,
+                                    gid,
+                                    entry.index,
+                                    code,
+                                    &message,
+                                    config,
+                                    metrics,
+                                    now_ms,
+                                );
+                                break 'apply;
+                            }
+                        }
+                    }
+                    EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
+                        conf_changes.push(entry.clone());
+                        Ok(Vec::new())
+                    }
+                };
+                Metrics::inc(&metrics.entries_applied);
+                g.retry = None;
+                g.applied = entry.index;
+                budget -= 1;
+                g.finish_proposal(gid, entry.index, entry.term, outcome);
+            }
+        }
+        for entry in conf_changes {
+            let conf_state = if entry.get_entry_type() == EntryType::EntryConfChange {
+                let cc = ConfChange::parse_from_bytes(&entry.data).map_err(|e| {
+                    StorageError::Corrupt {
+                        log_index: entry.index,
+                        reason: e.to_string(),
+                    }
+                })?;
+                g.raw.apply_conf_change(&cc)?
+            } else {
+                let cc = ConfChangeV2::parse_from_bytes(&entry.data).map_err(|e| {
+                    StorageError::Corrupt {
+                        log_index: entry.index,
+                        reason: e.to_string(),
+                    }
+                })?;
+                g.raw.apply_conf_change(&cc)?
+            };
+            self.storage.set_conf_state(gid, &conf_state);
+        }
+        if g.applied > g.raw.raft.raft_log.applied {
+            g.raw.advance_apply_to(g.applied);
+        }
+        g.finish_reads();
+        Ok(())
+    }
+}
+
+fn check_leader(g: &Group, group: GroupId, node: NodeId) -> Result<()> {
+    if g.raw.raft.state == StateRole::Leader {
+        return Ok(());
+    }
+    let leader = g.raw.raft.leader_id;
+    Err(Error::NotLeader {
+        group,
+        node,
+        leader: (leader != raft::INVALID_ID).then_some(leader),
+    })
+}
+
+fn snapshot_targets(messages: &[raft::eraftpb::Message]) -> Vec<NodeId> {
+    messages
+        .iter()
+        .filter(|m| m.get_msg_type() == MessageType::MsgSnapshot)
+        .map(|m| m.to)
+        .collect()
+}
+
+fn note_committed(g: &mut Group, committed: &[Entry]) {
+    if let Some(last) = committed.last() {
+        g.apply_upper = g.apply_upper.max(last.index);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn schedule_retry(
+    g: &mut Group,
+    gid: GroupId,
+    index: u64,
+    code: u16,
+    message: &str,
+    config: &Config,
+    metrics: &Metrics,
+    now_ms: u64,
+) {
+    let attempt = g.retry.map_or(1, |r| r.attempt.saturating_add(1));
+    let backoff_ms = config.apply_backoff_ms(attempt);
+    g.retry = Some(Retry {
+        attempt,
+        at_ms: now_ms + backoff_ms,
+    });
+    Metrics::inc(&metrics.apply_retries);
+    tracing::warn!(
+        group = gid,
+        index,
+        code,
+        attempt,
+        backoff_ms,
+        "apply failed with a recoverable error, retrying: {message}"
+    );
+}
+
+/// raft-rs re-arms a follower's election timer from its thread RNG; our config pins that to
+/// `2 * election_tick`, and here, whenever the timer was re-armed (role or term changed), the
+/// node's seeded RNG pre-ages it so the effective timeout falls in `(election_tick,
+/// 2 * election_tick]`. Leaders are left alone: their elapsed counter drives check-quorum.
+fn jitter_election(rng: &mut SplitMix64, config: &Config, g: &mut Group, force: bool) {
+    let raft = &mut g.raw.raft;
+    let changed = raft.state != g.seen_role || raft.term != g.seen_term;
+    g.seen_role = raft.state;
+    g.seen_term = raft.term;
+    if (changed || force) && raft.state != StateRole::Leader {
+        raft.election_elapsed = rng.range(0, config.election_tick as u64) as usize;
+    }
+}

@@ -1,0 +1,622 @@
+//! A single-threaded cluster of `RaftNode`s over the in-memory network, with a model state
+//! machine, crash/restart from what was persisted, and per-replica lease fencing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use consensus::{
+    ApplyError, Config, ManualClock, MemLog, MemNetwork, MemTransport, NodeId, ProposalError,
+    RaftNode, StateMachine, StateRole, Ticket,
+};
+use parking_lot::Mutex;
+
+pub const TICK_MS: u64 = 10;
+
+/// What every replica agrees an index holds: the command and whether it applied cleanly.
+pub type History = Arc<Mutex<BTreeMap<(u64, u64), (Vec<u8>, bool)>>>;
+
+/// The model state machine's state; it survives a node restart (a durable state machine).
+#[derive(Debug, Default, Clone)]
+pub struct ModelState {
+    pub applied_index: u64,
+    /// Every entry applied, in order: (index, command, applied cleanly).
+    pub applied: Vec<(u64, Vec<u8>, bool)>,
+    pub digest: u64,
+    /// While set, apply returns Recoverable(536), like a fenced DataNode's engine.
+    pub fenced: bool,
+    pub recoverable_returns: u64,
+    pub restores: u64,
+}
+
+pub struct ModelSm {
+    pub group: u64,
+    pub state: Arc<Mutex<ModelState>>,
+    pub history: History,
+}
+
+fn mix(digest: u64, index: u64, data: &[u8], ok: bool) -> u64 {
+    let mut h = digest ^ 0xcbf2_9ce4_8422_2325;
+    for b in index
+        .to_le_bytes()
+        .iter()
+        .chain(data.iter())
+        .chain(std::iter::once(&(ok as u8)))
+    {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+impl StateMachine for ModelSm {
+    fn apply(&mut self, index: u64, data: &[u8]) -> Result<Vec<u8>, ApplyError> {
+        let mut s = self.state.lock();
+        assert!(
+            index > s.applied_index,
+            "apply of {index} after {} (out of order)",
+            s.applied_index
+        );
+        if s.fenced {
+            s.recoverable_returns += 1;
+            return Err(ApplyError::Recoverable {
+                code: 536,
+                message: "metadata lease fenced".into(),
+            });
+        }
+        let ok = !data.starts_with(b"bad");
+        {
+            let mut history = self.history.lock();
+            let entry = history
+                .entry((self.group, index))
+                .or_insert_with(|| (data.to_vec(), ok));
+            assert_eq!(
+                (entry.0.as_slice(), entry.1),
+                (data, ok),
+                "replicas disagree on entry {index} of group {}",
+                self.group
+            );
+        }
+        s.applied_index = index;
+        s.applied.push((index, data.to_vec(), ok));
+        s.digest = mix(s.digest, index, data, ok);
+        if ok {
+            Ok(index.to_le_bytes().to_vec())
+        } else {
+            Err(ApplyError::Deterministic {
+                code: 614,
+                message: "data type mismatch".into(),
+            })
+        }
+    }
+
+    fn applied_index(&self) -> u64 {
+        self.state.lock().applied_index
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        let s = self.state.lock();
+        let mut out = Vec::new();
+        out.extend_from_slice(&s.applied_index.to_le_bytes());
+        out.extend_from_slice(&s.digest.to_le_bytes());
+        out.extend_from_slice(&(s.applied.len() as u64).to_le_bytes());
+        for (index, data, ok) in &s.applied {
+            out.extend_from_slice(&index.to_le_bytes());
+            out.push(*ok as u8);
+            out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+            out.extend_from_slice(data);
+        }
+        out
+    }
+
+    fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {
+        let mut s = self.state.lock();
+        if s.fenced {
+            s.recoverable_returns += 1;
+            return Err(ApplyError::Recoverable {
+                code: 536,
+                message: "metadata lease fenced".into(),
+            });
+        }
+        let mut pos = 0;
+        let u64_at = |pos: &mut usize| {
+            let v = u64::from_le_bytes(snapshot[*pos..*pos + 8].try_into().unwrap());
+            *pos += 8;
+            v
+        };
+        let snapshot_applied = u64_at(&mut pos);
+        // The proxy labels the snapshot with the group's applied index, at or past ours.
+        assert!(
+            snapshot_applied <= index,
+            "snapshot of {snapshot_applied} labelled {index}"
+        );
+        let digest = u64_at(&mut pos);
+        let count = u64_at(&mut pos);
+        let mut applied = Vec::new();
+        for _ in 0..count {
+            let i = u64_at(&mut pos);
+            let ok = snapshot[pos] == 1;
+            pos += 1;
+            let len = u64_at(&mut pos) as usize;
+            applied.push((i, snapshot[pos..pos + len].to_vec(), ok));
+            pos += len;
+        }
+        s.applied_index = index;
+        s.digest = digest;
+        s.applied = applied;
+        s.restores += 1;
+        Ok(())
+    }
+}
+
+pub struct Cluster {
+    pub seed: u64,
+    pub clock: ManualClock,
+    pub net: MemNetwork,
+    pub config: Config,
+    pub peers: Vec<NodeId>,
+    pub groups: Vec<u64>,
+    pub nodes: BTreeMap<NodeId, Option<RaftNode<MemTransport>>>,
+    pub logs: BTreeMap<NodeId, MemLog>,
+    /// Model state per (node, group).
+    pub models: BTreeMap<(NodeId, u64), Arc<Mutex<ModelState>>>,
+    pub history: History,
+    /// Proposals waiting for their outcome: (group, command, ticket).
+    pub pending: Vec<(u64, Vec<u8>, Ticket<Vec<u8>>)>,
+    /// Commands whose proposer got a final outcome: (group, command, applied cleanly).
+    pub acked: Vec<(u64, Vec<u8>, bool)>,
+    pub leader_changed: u64,
+    /// Highest log index acknowledged to a proposer, per group.
+    pub acked_index_max: BTreeMap<u64, u64>,
+    /// Linearizable reads waiting: (group, index every completed read must reach, ticket).
+    pub pending_reads: Vec<(u64, u64, Ticket<u64>)>,
+    pub reads_done: u64,
+    /// When set, nodes keep their raft log in a `wal::Wal` under `<dir>/<node id>` instead of a
+    /// `MemLog` (a crash is then a process crash: the page cache survives).
+    pub wal_root: Option<tempfile::TempDir>,
+    pub wal_options: Option<fn(std::path::PathBuf) -> wal::WalOptions>,
+}
+
+impl Cluster {
+    pub fn new(seed: u64, replicas: u64, groups: u64, config: Config) -> Cluster {
+        Cluster::build(seed, replicas, groups, config, None)
+    }
+
+    /// A cluster whose nodes store their raft log in real `wal` directories.
+    pub fn with_wal(
+        seed: u64,
+        replicas: u64,
+        groups: u64,
+        config: Config,
+        options: fn(std::path::PathBuf) -> wal::WalOptions,
+    ) -> Cluster {
+        Cluster::build(seed, replicas, groups, config, Some(options))
+    }
+
+    fn build(
+        seed: u64,
+        replicas: u64,
+        groups: u64,
+        config: Config,
+        wal_options: Option<fn(std::path::PathBuf) -> wal::WalOptions>,
+    ) -> Cluster {
+        let clock = ManualClock::default();
+        let net = MemNetwork::new(seed, Arc::new(clock.clone()), 100_000);
+        let peers: Vec<NodeId> = (1..=replicas).collect();
+        let mut cluster = Cluster {
+            seed,
+            clock,
+            net,
+            config: Config { seed, ..config },
+            peers: peers.clone(),
+            groups: (1..=groups).collect(),
+            nodes: BTreeMap::new(),
+            logs: peers.iter().map(|&p| (p, MemLog::default())).collect(),
+            models: BTreeMap::new(),
+            history: Arc::default(),
+            pending: Vec::new(),
+            acked: Vec::new(),
+            leader_changed: 0,
+            acked_index_max: BTreeMap::new(),
+            pending_reads: Vec::new(),
+            reads_done: 0,
+            wal_root: None,
+            wal_options: None,
+        };
+        for &p in &peers {
+            for g in 1..=groups {
+                cluster.models.insert((p, g), Arc::default());
+            }
+        }
+        if wal_options.is_some() {
+            cluster.wal_root = Some(tempfile::tempdir().unwrap());
+            cluster.wal_options = wal_options;
+        }
+        for &p in &peers {
+            cluster.start(p);
+        }
+        cluster
+    }
+
+    fn backend(&self, id: NodeId) -> Box<dyn consensus::LogBackend> {
+        match (&self.wal_root, self.wal_options) {
+            (Some(root), Some(options)) => {
+                let wal = wal::Wal::open(options(root.path().join(id.to_string())))
+                    .unwrap_or_else(|e| panic!("node {id}: wal open: {e}"));
+                Box::new(wal)
+            }
+            _ => Box::new(self.logs[&id].clone()),
+        }
+    }
+
+    pub fn start(&mut self, id: NodeId) {
+        assert!(
+            self.nodes.get(&id).is_none_or(|n| n.is_none()),
+            "node {id} is running"
+        );
+        let mut node = RaftNode::new(
+            id,
+            self.config.clone(),
+            Arc::new(self.clock.clone()),
+            self.net.endpoint(id),
+            self.backend(id),
+        )
+        .unwrap_or_else(|e| panic!("seed {}: node {id} failed to open: {e}", self.seed));
+        for &g in &self.groups {
+            let sm = ModelSm {
+                group: g,
+                state: self.models[&(id, g)].clone(),
+                history: self.history.clone(),
+            };
+            node.create_group(g, &self.peers, Box::new(sm))
+                .unwrap_or_else(|e| panic!("seed {}: node {id} group {g}: {e}", self.seed));
+        }
+        let fenced = self.models[&(id, self.groups[0])].lock().fenced;
+        node.set_fenced(fenced);
+        for (&(other, g), model) in &self.models {
+            if g == self.groups[0] && other != id {
+                node.set_peer_fenced(other, model.lock().fenced);
+            }
+        }
+        self.nodes.insert(id, Some(node));
+    }
+
+    /// Kills node `id`: whatever its log did not sync is lost.
+    pub fn crash(&mut self, id: NodeId) {
+        if let Some(slot) = self.nodes.get_mut(&id) {
+            *slot = None;
+        }
+        self.logs[&id].crash();
+        self.net.drop_node_traffic(id);
+    }
+
+    pub fn is_up(&self, id: NodeId) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.is_some())
+    }
+
+    pub fn node(&mut self, id: NodeId) -> &mut RaftNode<MemTransport> {
+        self.nodes
+            .get_mut(&id)
+            .and_then(|n| n.as_mut())
+            .unwrap_or_else(|| panic!("node {id} is down"))
+    }
+
+    /// Fences or unfences node `id`'s lease: its state machine returns 536, its node rejects
+    /// proposals and steps aside, and the other nodes learn it.
+    pub fn set_fenced(&mut self, id: NodeId, fenced: bool) {
+        for &g in &self.groups {
+            self.models[&(id, g)].lock().fenced = fenced;
+        }
+        for (&other, node) in self.nodes.iter_mut() {
+            if let Some(node) = node {
+                if other == id {
+                    node.set_fenced(fenced);
+                } else {
+                    node.set_peer_fenced(id, fenced);
+                }
+            }
+        }
+    }
+
+    pub fn leader(&self, group: u64) -> Option<NodeId> {
+        // The leader with the highest term among live nodes that believe they lead.
+        self.nodes
+            .iter()
+            .filter_map(|(&id, n)| n.as_ref().map(|n| (id, n.status(group).unwrap())))
+            .filter(|(_, s)| s.role == StateRole::Leader)
+            .max_by_key(|(_, s)| s.term)
+            .map(|(id, _)| id)
+    }
+
+    /// Advances simulated time by `ms`, one millisecond at a time.
+    pub fn run_ms(&mut self, ms: u64) {
+        for _ in 0..ms {
+            self.clock.advance_ms(1);
+            let now = self.clock_now();
+            if now.is_multiple_of(TICK_MS) {
+                for node in self.nodes.values_mut().flatten() {
+                    node.tick();
+                }
+            }
+            for (to, message) in self.net.deliver_due() {
+                if let Some(Some(node)) = self.nodes.get_mut(&to) {
+                    // Errors here are messages for a group or peer this node does not know.
+                    if let Err(e) = node.step(message) {
+                        assert!(
+                            matches!(e, consensus::Error::Raft(_)),
+                            "seed {}: step failed: {e}",
+                            self.seed
+                        );
+                    }
+                }
+            }
+            self.drive();
+        }
+    }
+
+    fn clock_now(&self) -> u64 {
+        use consensus::Clock;
+        self.clock.now_ms()
+    }
+
+    /// Handles ready on every live node until none has work.
+    pub fn drive(&mut self) {
+        for node in self.nodes.values_mut().flatten() {
+            for _ in 0..64 {
+                if !node.has_ready() {
+                    break;
+                }
+                node.handle_ready()
+                    .unwrap_or_else(|e| panic!("seed {}: handle_ready: {e}", self.seed));
+            }
+        }
+        self.collect();
+    }
+
+    fn collect(&mut self) {
+        let mut still = Vec::new();
+        for (g, data, ticket) in self.pending.drain(..) {
+            match ticket.try_take() {
+                None => still.push((g, data, ticket)),
+                Some(Ok(result)) => {
+                    let index = u64::from_le_bytes(result.as_slice().try_into().unwrap());
+                    let max = self.acked_index_max.entry(g).or_default();
+                    *max = (*max).max(index);
+                    self.acked.push((g, data, true));
+                }
+                Some(Err(ProposalError::Apply { code, index, .. })) => {
+                    assert_eq!(code, 614);
+                    let max = self.acked_index_max.entry(g).or_default();
+                    *max = (*max).max(index);
+                    self.acked.push((g, data, false));
+                }
+                Some(Err(ProposalError::LeaderChanged { .. } | ProposalError::Stopped { .. })) => {
+                    self.leader_changed += 1
+                }
+            }
+        }
+        self.pending = still;
+        let mut still = Vec::new();
+        for (g, must_reach, ticket) in self.pending_reads.drain(..) {
+            match ticket.try_take() {
+                None => still.push((g, must_reach, ticket)),
+                Some(Ok(index)) => {
+                    assert!(
+                        index >= must_reach,
+                        "seed {}: read at index {index} misses a write acknowledged at {must_reach}",
+                        self.seed
+                    );
+                    self.reads_done += 1;
+                }
+                Some(Err(_)) => {}
+            }
+        }
+        self.pending_reads = still;
+    }
+
+    /// Starts a linearizable read on the current leader of `group`.
+    pub fn read(&mut self, group: u64) {
+        let Some(leader) = self.leader(group) else {
+            return;
+        };
+        let must_reach = self.acked_index_max.get(&group).copied().unwrap_or(0);
+        if let Ok(ticket) = self.node(leader).read_index(group) {
+            self.pending_reads.push((group, must_reach, ticket));
+        }
+    }
+
+    /// Asks the leader of `group` to hand leadership to `to`.
+    pub fn transfer(&mut self, group: u64, to: NodeId) {
+        if let Some(leader) = self.leader(group) {
+            if leader != to {
+                // NotLeader races are fine here: the schedule is random.
+                let _ignored = self.node(leader).transfer_leader(group, to);
+            }
+        }
+    }
+
+    /// Proposes `data` on the current leader of `group`, if there is one that takes it.
+    pub fn propose(&mut self, group: u64, data: Vec<u8>) -> bool {
+        let Some(leader) = self.leader(group) else {
+            return false;
+        };
+        match self.node(leader).propose(group, data.clone()) {
+            Ok(ticket) => {
+                self.pending.push((group, data, ticket));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Runs until `done` holds, up to `ms_max` of simulated time.
+    pub fn run_until(&mut self, ms_max: u64, mut done: impl FnMut(&mut Cluster) -> bool) -> bool {
+        for _ in 0..ms_max / TICK_MS {
+            if done(self) {
+                return true;
+            }
+            self.run_ms(TICK_MS);
+        }
+        done(self)
+    }
+
+    pub fn elect(&mut self, group: u64) -> NodeId {
+        assert!(
+            self.run_until(20_000, |c| c.leader(group).is_some()),
+            "seed {}: no leader elected",
+            self.seed
+        );
+        self.leader(group).unwrap()
+    }
+
+    /// Proposes and waits for the outcome.
+    pub fn write(&mut self, group: u64, data: &[u8]) -> Result<Vec<u8>, ProposalError> {
+        let leader = self.elect(group);
+        let ticket = self
+            .node(leader)
+            .propose(group, data.to_vec())
+            .unwrap_or_else(|e| panic!("propose on {leader}: {e}"));
+        assert!(
+            self.run_until(20_000, |_| ticket.is_done()),
+            "seed {}: proposal never resolved",
+            self.seed
+        );
+        ticket.try_take().unwrap()
+    }
+
+    pub fn model(&self, node: NodeId, group: u64) -> ModelState {
+        self.models[&(node, group)].lock().clone()
+    }
+
+    /// Heals everything and checks the invariants once every replica caught up.
+    pub fn heal_and_check(&mut self) {
+        self.net.heal();
+        self.net.set_faults(Default::default());
+        let peers = self.peers.clone();
+        for &p in &peers {
+            if self.models[&(p, self.groups[0])].lock().fenced {
+                self.set_fenced(p, false);
+            }
+            if !self.is_up(p) {
+                self.start(p);
+            }
+        }
+        let groups = self.groups.clone();
+        for &g in &groups {
+            // A fresh entry in the current term makes every earlier one commit everywhere.
+            let mut marker_done = false;
+            let converged = self.run_until(120_000, |c| {
+                if !marker_done {
+                    if let Some(l) = c.leader(g) {
+                        if let Ok(t) = c.node(l).propose(g, format!("marker-{g}").into_bytes()) {
+                            c.pending.push((g, format!("marker-{g}").into_bytes(), t));
+                            marker_done = true;
+                        }
+                    }
+                    return false;
+                }
+                if !c.pending.iter().all(|(pg, _, _)| *pg != g) {
+                    return false;
+                }
+                let statuses: Vec<_> = c
+                    .peers
+                    .iter()
+                    .map(|&p| c.nodes[&p].as_ref().unwrap().status(g).unwrap())
+                    .collect();
+                let commit = statuses.iter().map(|s| s.commit).max().unwrap();
+                statuses
+                    .iter()
+                    .all(|s| s.applied == commit && s.commit == commit)
+            });
+            if !converged {
+                if let Some(l) = self.leader(g) {
+                    println!(
+                        "progress at leader {l}: {}",
+                        self.nodes[&l].as_ref().unwrap().debug_progress(g)
+                    );
+                }
+            }
+            assert!(
+                converged,
+                "seed {}: group {g} did not converge: {:?}",
+                self.seed,
+                self.peers
+                    .iter()
+                    .map(|&p| self.nodes[&p].as_ref().unwrap().status(g).unwrap())
+                    .collect::<Vec<_>>()
+            );
+            self.check_group(g);
+            // A read after healing sees every acknowledged write.
+            let reads_before = self.reads_done;
+            assert!(
+                self.run_until(20_000, |c| {
+                    if !c.pending_reads.iter().any(|(rg, _, _)| *rg == g) {
+                        c.read(g);
+                    }
+                    c.reads_done > reads_before
+                }),
+                "seed {}: group {g}: the final read never completed",
+                self.seed
+            );
+        }
+        if std::env::var("FENCEPOST_SIM_VERBOSE").is_ok() {
+            let restores: u64 = self.models.values().map(|m| m.lock().restores).sum();
+            let retries: u64 = self
+                .models
+                .values()
+                .map(|m| m.lock().recoverable_returns)
+                .sum();
+            let (sent, dropped) = self.net.counts();
+            println!(
+                "seed {}: acked {} reads {} unknown {} applied {} restores {restores} retries {retries} sent {sent} dropped {dropped} t {}ms",
+                self.seed,
+                self.acked.len(),
+                self.reads_done,
+                self.leader_changed,
+                self.model(self.peers[0], 1).applied.len(),
+                self.clock_now()
+            );
+        }
+    }
+
+    fn check_group(&self, g: u64) {
+        let reference = self.model(self.peers[0], g);
+        for &p in &self.peers[1..] {
+            let m = self.model(p, g);
+            assert_eq!(
+                (m.applied_index, m.digest),
+                (reference.applied_index, reference.digest),
+                "seed {}: group {g}: replica {p} differs from replica {}",
+                self.seed,
+                self.peers[0]
+            );
+            assert_eq!(
+                m.applied, reference.applied,
+                "seed {}: group {g}",
+                self.seed
+            );
+        }
+        let applied: BTreeMap<&[u8], bool> = reference
+            .applied
+            .iter()
+            .map(|(_, d, ok)| (d.as_slice(), *ok))
+            .collect();
+        assert_eq!(
+            applied.len(),
+            reference.applied.len(),
+            "seed {}: a command applied twice",
+            self.seed
+        );
+        for (ag, data, ok) in &self.acked {
+            if *ag != g {
+                continue;
+            }
+            assert_eq!(
+                applied.get(data.as_slice()),
+                Some(ok),
+                "seed {}: acknowledged {:?} lost or changed",
+                self.seed,
+                String::from_utf8_lossy(data)
+            );
+        }
+    }
+}
