@@ -31,14 +31,6 @@ pub enum StorageError {
         /// The write's type.
         requested: DataType,
     },
-    /// An entry arrived out of order: the apply loop must feed `applied + 1`.
-    #[error("entry {index} applied out of order: region has applied {applied}")]
-    OutOfOrder {
-        /// The entry's index.
-        index: u64,
-        /// The region's applied index.
-        applied: u64,
-    },
     /// A log entry or file could not be decoded.
     #[error("corrupt {what} in {path} at offset {offset}: {reason}")]
     Corruption {
@@ -86,8 +78,7 @@ impl StorageError {
             StorageError::MetadataLeaseFenced { policy } => policy.status_code(),
             StorageError::InvalidTablet(_) => StatusCode::IllegalParameter,
             StorageError::DataTypeMismatch { .. } => StatusCode::DataTypeMismatch,
-            StorageError::OutOfOrder { .. }
-            | StorageError::Corruption { .. }
+            StorageError::Corruption { .. }
             | StorageError::Io { .. }
             | StorageError::Injected(_) => StatusCode::InternalServerError,
         };

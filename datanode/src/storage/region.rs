@@ -228,9 +228,10 @@ impl DataRegion {
         self.state.read().manifest.checkpoint
     }
 
-    /// Applies log entry `index`, which must be `applied_index() + 1` (entries at or below the
-    /// applied index are acknowledged as [`ApplyOutcome::AlreadyApplied`], which makes replay
-    /// after a flush idempotent).
+    /// Applies log entry `index`, which must be above `applied_index()`; entries at or below it
+    /// are acknowledged as [`ApplyOutcome::AlreadyApplied`], which makes replay after a flush
+    /// idempotent. Gaps are normal: raft's own entries (leader no-ops, configuration changes)
+    /// never reach the region. That no region command is skipped is the apply proxy's invariant.
     ///
     /// The outcome depends only on the command and the region's prior content, except that a
     /// fenced `gate` delays an insert: then nothing of the attempt remains, the applied index does
@@ -245,12 +246,6 @@ impl DataRegion {
         let mut state = self.state.write();
         if index <= state.applied_index {
             return Ok(ApplyOutcome::AlreadyApplied);
-        }
-        if index != state.applied_index + 1 {
-            return Err(StorageError::OutOfOrder {
-                index,
-                applied: state.applied_index,
-            });
         }
         let outcome = match command {
             RegionCommand::InsertTablet(tablet) => self

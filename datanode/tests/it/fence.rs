@@ -167,3 +167,48 @@ fn deletes_mask_flushed_data_and_survive_restart() {
     assert!(content(&region.region).is_empty());
     assert!(region.region.series().is_empty());
 }
+
+#[test]
+fn flush_triggers_by_size_and_by_age() {
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().unwrap();
+    let small = datanode::storage::StorageConfig {
+        memtable_flush_bytes: 4096,
+        memtable_flush_age_ms: 60_000,
+        ..crate::support::config()
+    };
+    let region = datanode::storage::DataRegion::open(dir.path(), small).unwrap();
+    let now = Instant::now();
+    assert!(!region.should_flush(now), "an empty region never flushes");
+    region
+        .apply(
+            1,
+            &RegionCommand::InsertTablet(tablet("root.sg.d1", &[1], 0.0)),
+            &OpenGate,
+        )
+        .unwrap();
+    assert!(!region.should_flush(now), "small and young");
+    assert!(
+        region.should_flush(now + Duration::from_secs(61)),
+        "old enough"
+    );
+    let many: Vec<i64> = (0..200).collect();
+    region
+        .apply(
+            2,
+            &RegionCommand::InsertTablet(tablet("root.sg.d1", &many, 0.0)),
+            &OpenGate,
+        )
+        .unwrap();
+    assert!(region.memtable_bytes() >= 4096);
+    assert!(region.should_flush(now), "big enough");
+    assert_eq!(region.flush_if_needed(now).unwrap(), Some(2));
+    assert_eq!(region.memtable_bytes(), 0);
+    assert_eq!(region.checkpoint_index(), 2);
+    assert!(
+        !region.should_flush(now + Duration::from_secs(3600)),
+        "nothing left to flush"
+    );
+    assert_eq!(region.flush_if_needed(now).unwrap(), None);
+}

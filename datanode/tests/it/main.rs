@@ -4,4 +4,6 @@
 mod crash;
 mod fence;
 mod model;
+mod raft_region;
+mod state_machine;
 mod support;

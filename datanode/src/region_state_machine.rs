@@ -1,0 +1,313 @@
+//! `DataRegionStateMachine` (DESIGN §5 step 4): a data region's raft state machine. It applies a
+//! committed entry through the storage engine; when the lease is fenced (536) it retries the entry
+//! up to `data_region_write_retry_max` times, `data_region_write_retry_wait_ms` apart, then hands
+//! 536 to the apply proxy, which keeps retrying with its own capped backoff and never skips.
+//!
+//! The retries never block: the apply proxy runs on the thread that also persists and
+//! acknowledges raft entries for every region of the node, and a sleeping state machine would stop
+//! the quorum. Instead each call is at most one attempt, and a call that comes before the retry
+//! wait has passed (by the injected clock) answers 536 without touching the engine.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::{StatusCode, Tablet, TabletLimits};
+use consensus::{ApplyError, Clock, StateMachine};
+
+use crate::storage::{
+    ApplyOutcome, DataRegion, DecodeError, LeaseGate, RegionCommand, StorageError,
+};
+
+/// Retry settings of the state machine (DataNode config keys of the same names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionRetryConfig {
+    /// `data_region_write_retry_max`: retries of a fenced write before 536 goes to the proxy
+    /// (default 5, as IoTDB's `MAX_WRITE_RETRY_TIMES`).
+    pub write_retry_max: u32,
+    /// `data_region_write_retry_wait_ms`: time between those retries (default 1000).
+    pub write_retry_wait_ms: u64,
+}
+
+impl Default for RegionRetryConfig {
+    fn default() -> Self {
+        RegionRetryConfig {
+            write_retry_max: 5,
+            write_retry_wait_ms: 1000,
+        }
+    }
+}
+
+/// Counters of one region's state machine.
+#[derive(Debug, Default)]
+pub struct RegionStateMachineMetrics {
+    /// Fenced attempts that scheduled a state-machine retry.
+    pub write_retries: AtomicU64,
+    /// Times the retry budget ran out and 536 went to the apply proxy.
+    pub retries_exhausted: AtomicU64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PendingRetry {
+    index: u64,
+    /// Attempts made so far for this entry in the current round.
+    attempts: u32,
+    /// Earliest time (injected clock) of the next attempt.
+    next_attempt_ms: u64,
+}
+
+/// A data region's state machine.
+pub struct DataRegionStateMachine {
+    region: Arc<DataRegion>,
+    gate: Arc<dyn LeaseGate>,
+    clock: Arc<dyn Clock>,
+    config: RegionRetryConfig,
+    pending: Option<PendingRetry>,
+    metrics: Arc<RegionStateMachineMetrics>,
+}
+
+impl DataRegionStateMachine {
+    /// A state machine applying into `region`, gated by `gate`, timing retries by `clock`.
+    pub fn new(
+        region: Arc<DataRegion>,
+        gate: Arc<dyn LeaseGate>,
+        clock: Arc<dyn Clock>,
+        config: RegionRetryConfig,
+    ) -> DataRegionStateMachine {
+        DataRegionStateMachine {
+            region,
+            gate,
+            clock,
+            config,
+            pending: None,
+            metrics: Arc::new(RegionStateMachineMetrics::default()),
+        }
+    }
+
+    /// The region it applies into.
+    pub fn region(&self) -> &Arc<DataRegion> {
+        &self.region
+    }
+
+    /// Its counters.
+    pub fn metrics(&self) -> &Arc<RegionStateMachineMetrics> {
+        &self.metrics
+    }
+
+    fn fenced(&mut self, index: u64, now_ms: u64) -> ApplyError {
+        let attempts = match self.pending {
+            Some(p) if p.index == index => p.attempts + 1,
+            _ => 1,
+        };
+        // The first attempt plus `write_retry_max` retries make one round.
+        if attempts <= self.config.write_retry_max {
+            self.metrics.write_retries.fetch_add(1, Ordering::Relaxed);
+            self.pending = Some(PendingRetry {
+                index,
+                attempts,
+                next_attempt_ms: now_ms.saturating_add(self.config.write_retry_wait_ms),
+            });
+            ApplyError::Recoverable {
+                code: StatusCode::MetadataLeaseFencedRetryRequired.code(),
+                message: format!(
+                    "metadata lease fenced applying entry {index}; state machine retry {attempts} of {} in {} ms",
+                    self.config.write_retry_max, self.config.write_retry_wait_ms
+                ),
+            }
+        } else {
+            self.metrics
+                .retries_exhausted
+                .fetch_add(1, Ordering::Relaxed);
+            self.pending = None;
+            ApplyError::Recoverable {
+                code: StatusCode::MetadataLeaseFencedRetryRequired.code(),
+                message: format!(
+                    "metadata lease fenced applying entry {index} after {} state machine retries; \
+                     the apply proxy retries",
+                    self.config.write_retry_max
+                ),
+            }
+        }
+    }
+}
+
+impl StateMachine for DataRegionStateMachine {
+    fn apply(&mut self, index: u64, data: &[u8]) -> Result<Vec<u8>, ApplyError> {
+        let command = match RegionCommand::decode(data, &self.region.config().tablet_limits) {
+            Ok(command) => command,
+            // The same bytes fail the same way on every replica.
+            Err(e) => {
+                return Err(ApplyError::Deterministic {
+                    code: StatusCode::IllegalParameter.code(),
+                    message: format!(
+                        "entry {index} does not decode at offset {}: {}",
+                        e.offset, e.reason
+                    ),
+                })
+            }
+        };
+        let now_ms = self.clock.now_ms();
+        if let Some(p) = self.pending {
+            if p.index == index && now_ms < p.next_attempt_ms {
+                return Err(ApplyError::Recoverable {
+                    code: StatusCode::MetadataLeaseFencedRetryRequired.code(),
+                    message: format!(
+                        "entry {index} waits {} ms more before state machine retry {}",
+                        p.next_attempt_ms - now_ms,
+                        p.attempts + 1
+                    ),
+                });
+            }
+        }
+        match self.region.apply(index, &command, self.gate.as_ref()) {
+            Ok(outcome) => {
+                self.pending = None;
+                Ok(encode_outcome(outcome))
+            }
+            Err(StorageError::MetadataLeaseFenced { .. }) => Err(self.fenced(index, now_ms)),
+            Err(e) => {
+                let status = e.status();
+                if e.is_recoverable() {
+                    Err(ApplyError::Recoverable {
+                        code: status.code.code(),
+                        message: status.message,
+                    })
+                } else {
+                    self.pending = None;
+                    Err(ApplyError::Deterministic {
+                        code: status.code.code(),
+                        message: status.message,
+                    })
+                }
+            }
+        }
+    }
+
+    fn applied_index(&self) -> u64 {
+        self.region.applied_index()
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        match self.region.export() {
+            Ok((index, tablets)) => encode_snapshot(index, &tablets),
+            // The trait has no error path here; an unreadable region cannot produce a snapshot,
+            // and sending a wrong one would be worse than stopping.
+            Err(e) => panic!(
+                "region in {} cannot be exported for a snapshot: {e}",
+                self.region.dir().display()
+            ),
+        }
+    }
+
+    fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {
+        let (at, tablets) = decode_snapshot(snapshot, &self.region.config().tablet_limits)
+            .map_err(|e| ApplyError::Recoverable {
+                code: StatusCode::InternalServerError.code(),
+                message: format!(
+                    "snapshot for entry {index} does not decode at offset {}: {}",
+                    e.offset, e.reason
+                ),
+            })?;
+        assert!(
+            at <= index,
+            "snapshot content at {at} is newer than its index {index}"
+        );
+        self.pending = None;
+        self.region.reset_to(index, &tablets).map_err(|e| {
+            let status = e.status();
+            ApplyError::Recoverable {
+                code: status.code.code(),
+                message: status.message,
+            }
+        })
+    }
+}
+
+/// The bytes a leader answers a proposer with: `u8 kind (1 inserted, 2 deleted, 3 already
+/// applied), u64 count` (little-endian).
+pub fn encode_outcome(outcome: ApplyOutcome) -> Vec<u8> {
+    let (kind, count) = match outcome {
+        ApplyOutcome::Inserted { points } => (1u8, points as u64),
+        ApplyOutcome::Deleted { series } => (2, series as u64),
+        ApplyOutcome::AlreadyApplied => (3, 0),
+    };
+    let mut out = Vec::with_capacity(9);
+    out.push(kind);
+    out.extend_from_slice(&count.to_le_bytes());
+    out
+}
+
+/// Reads [`encode_outcome`]'s bytes.
+pub fn decode_outcome(bytes: &[u8]) -> Option<ApplyOutcome> {
+    let (&kind, rest) = bytes.split_first()?;
+    let count = u64::from_le_bytes(rest.try_into().ok()?) as usize;
+    match kind {
+        1 => Some(ApplyOutcome::Inserted { points: count }),
+        2 => Some(ApplyOutcome::Deleted { series: count }),
+        3 if count == 0 => Some(ApplyOutcome::AlreadyApplied),
+        _ => None,
+    }
+}
+
+const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP1";
+
+/// Snapshot body: `magic "FPRSNAP1", u64 applied index, u32 tablets, tablets × { u32 length,
+/// InsertTablet command bytes }, u32 CRC32 of everything before it` (little-endian).
+pub fn encode_snapshot(index: u64, tablets: &[Tablet]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(SNAPSHOT_MAGIC);
+    out.extend_from_slice(&index.to_le_bytes());
+    out.extend_from_slice(&(tablets.len() as u32).to_le_bytes());
+    for tablet in tablets {
+        let bytes = RegionCommand::InsertTablet(tablet.clone()).encode();
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&bytes);
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Reads [`encode_snapshot`]'s bytes.
+pub fn decode_snapshot(
+    bytes: &[u8],
+    limits: &TabletLimits,
+) -> Result<(u64, Vec<Tablet>), DecodeError> {
+    let error = |offset: usize, reason: &str| DecodeError {
+        offset: offset as u64,
+        reason: reason.to_string(),
+    };
+    if bytes.len() < 8 + 8 + 4 + 4 {
+        return Err(error(0, "snapshot too short"));
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    if crc32fast::hash(body) != u32::from_le_bytes(crc.try_into().unwrap()) {
+        return Err(error(body.len(), "snapshot CRC mismatch"));
+    }
+    if &body[..8] != SNAPSHOT_MAGIC {
+        return Err(error(0, "bad snapshot magic"));
+    }
+    let index = u64::from_le_bytes(body[8..16].try_into().unwrap());
+    let count = u32::from_le_bytes(body[16..20].try_into().unwrap()) as usize;
+    let mut pos = 20;
+    let mut tablets = Vec::new();
+    for _ in 0..count {
+        let len_bytes = body
+            .get(pos..pos + 4)
+            .ok_or_else(|| error(pos, "truncated length"))?;
+        let len = u32::from_le_bytes(len_bytes.try_into().unwrap()) as usize;
+        pos += 4;
+        let command = body
+            .get(pos..pos + len)
+            .ok_or_else(|| error(pos, "truncated tablet"))?;
+        match RegionCommand::decode(command, limits) {
+            Ok(RegionCommand::InsertTablet(tablet)) => tablets.push(tablet),
+            Ok(_) => return Err(error(pos, "snapshot holds a command that is not a tablet")),
+            Err(e) => return Err(error(pos + e.offset as usize, &e.reason)),
+        }
+        pos += len;
+    }
+    if pos != body.len() {
+        return Err(error(pos, "trailing bytes"));
+    }
+    Ok((index, tablets))
+}
