@@ -3,5 +3,6 @@
 //! ([`region_state_machine`]). See ARCHITECTURE.md for the code map.
 #![deny(missing_docs)]
 
+pub mod lease;
 pub mod region_state_machine;
 pub mod storage;
