@@ -1,1 +1,27 @@
-//! Placeholder crate; filled by its own issue (see ARCHITECTURE.md).
+//! Fencepost's ConfigNode: the metadata authority, replicated over raft (1 or 3 nodes).
+//!
+//! - [`state`]: the deterministic metadata state machine (registry, schema, partitions,
+//!   regions, pending fence operations) and its snapshot; [`command`]: its log entries.
+//! - [`tracker`]: the leader's contact times per DataNode and the lease verdicts.
+//! - [`propagator`]: the fence protocol's waiting steps (invalidate until ack-or-fenced, then
+//!   delete through each region's raft log).
+//! - [`server`]: [`run`] — the raft group on the `runtime` driver, the gRPC service, the
+//!   heartbeat pusher and the failure detector.
+#![deny(missing_docs)]
+
+pub mod client;
+mod codec;
+pub mod command;
+pub mod config;
+mod error;
+mod metrics;
+pub mod propagator;
+pub mod server;
+mod service;
+pub mod sm;
+pub mod state;
+pub mod tracker;
+
+pub use config::{ConfigNodeArgs, ConfigNodeConfig};
+pub use error::{ConfigError, DecodeError, Error, MetadataError, Result};
+pub use server::{run, run_with_listener, TokioClock};

@@ -1,0 +1,427 @@
+//! `ConfigNodeConfig`: every key with its default and unit, loaded from TOML (`--config file`)
+//! and overridden by `--kebab-case-name value` on the command line, validated once at start-up.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::ConfigError;
+
+/// The ConfigNode's settings. Cluster-wide values (fence, partitioning, replication) are handed to
+/// DataNodes at registration so that every node agrees.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConfigNodeConfig {
+    /// This ConfigNode's id, also its raft peer id; must appear in `cn_initial_members`. Default 1.
+    pub cn_node_id: u64,
+    /// `host:port` of the one gRPC service for DataNodes, clients and ConfigNode peers.
+    /// Default `127.0.0.1:10710`.
+    pub cn_internal_address: String,
+    /// The ConfigNode raft group at first start: comma-separated `id@host:port` (1 or 3 members).
+    /// Default: this node alone (`<cn_node_id>@<cn_internal_address>`), written as "".
+    pub cn_initial_members: String,
+    /// Directory of the raft log. Default `data/confignode`.
+    pub cn_data_dir: PathBuf,
+    /// `host:port` of the Prometheus text metrics endpoint. Default `127.0.0.1:9092`.
+    pub cn_metrics_address: String,
+    /// Milliseconds between two ConfigNode raft ticks. Default 100.
+    pub cn_raft_tick_ms: u64,
+    /// Raft ticks without a leader before a ConfigNode campaigns (effective timeout is drawn from
+    /// `(n, 2n]`). Default 10 (1 to 2 s with the default tick).
+    pub cn_raft_election_ticks: u64,
+    /// Applied entries between two snapshots of the metadata (written to `cn_data_dir/snapshot`,
+    /// after which the raft log is compacted up to it). Default 10000.
+    pub cn_snapshot_interval_entries: u64,
+    /// Milliseconds between two heartbeats from the leader to every DataNode. Default 1000.
+    pub heartbeat_interval_ms: u64,
+    /// A DataNode trusts its caches while its last processed heartbeat is younger than this many
+    /// milliseconds (DESIGN §4). Default 20000.
+    pub metadata_lease_fence_ms: u64,
+    /// Extra milliseconds the ConfigNode waits past `metadata_lease_fence_ms` before it counts an
+    /// unreachable DataNode as fenced (covers clock-rate differences and heartbeat processing).
+    /// Default 5000.
+    pub lease_proceed_margin_ms: u64,
+    /// Milliseconds without contact after which a DataNode's status becomes Unknown. Default 20000.
+    pub failure_detector_threshold_ms: u64,
+    /// Milliseconds between two invalidation broadcasts of a pending fence operation. Default 1000.
+    pub invalidation_retry_interval_ms: u64,
+    /// Replicas per data region group. Default 1.
+    pub data_replication_factor: u32,
+    /// Data region groups per database. Default 2.
+    pub data_region_group_num_per_database: u32,
+    /// Number of series slots (IoTDB `series_slot_num`). Default 1000.
+    pub series_slot_num: u32,
+    /// Width of a time partition in milliseconds. Default 604800000 (7 days).
+    pub time_partition_interval_ms: i64,
+}
+
+impl Default for ConfigNodeConfig {
+    fn default() -> Self {
+        ConfigNodeConfig {
+            cn_node_id: 1,
+            cn_internal_address: "127.0.0.1:10710".into(),
+            cn_initial_members: String::new(),
+            cn_data_dir: PathBuf::from("data/confignode"),
+            cn_metrics_address: "127.0.0.1:9092".into(),
+            cn_raft_tick_ms: 100,
+            cn_raft_election_ticks: 10,
+            cn_snapshot_interval_entries: 10_000,
+            heartbeat_interval_ms: 1000,
+            metadata_lease_fence_ms: 20_000,
+            lease_proceed_margin_ms: 5000,
+            failure_detector_threshold_ms: 20_000,
+            invalidation_retry_interval_ms: 1000,
+            data_replication_factor: 1,
+            data_region_group_num_per_database: 2,
+            series_slot_num: 1000,
+            time_partition_interval_ms: 604_800_000,
+        }
+    }
+}
+
+/// Command-line form: `--config file` plus every key as `--kebab-case-name value`, which
+/// overrides the file.
+#[derive(Debug, Default, clap::Parser)]
+#[command(name = "confignode", about = "Fencepost ConfigNode")]
+pub struct ConfigNodeArgs {
+    /// TOML file with any of the keys below (snake_case).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// This ConfigNode's id and raft peer id [default: 1]
+    #[arg(long)]
+    pub cn_node_id: Option<u64>,
+    /// host:port of the gRPC service [default: 127.0.0.1:10710]
+    #[arg(long)]
+    pub cn_internal_address: Option<String>,
+    /// Initial raft members, "id@host:port,..." (1 or 3) [default: this node alone]
+    #[arg(long)]
+    pub cn_initial_members: Option<String>,
+    /// Directory of the raft log and snapshot [default: data/confignode]
+    #[arg(long)]
+    pub cn_data_dir: Option<PathBuf>,
+    /// host:port of the Prometheus metrics endpoint [default: 127.0.0.1:9092]
+    #[arg(long)]
+    pub cn_metrics_address: Option<String>,
+    /// Milliseconds per raft tick [default: 100]
+    #[arg(long)]
+    pub cn_raft_tick_ms: Option<u64>,
+    /// Raft election timeout in ticks [default: 10]
+    #[arg(long)]
+    pub cn_raft_election_ticks: Option<u64>,
+    /// Applied entries between metadata snapshots [default: 10000]
+    #[arg(long)]
+    pub cn_snapshot_interval_entries: Option<u64>,
+    /// Milliseconds between heartbeats to DataNodes [default: 1000]
+    #[arg(long)]
+    pub heartbeat_interval_ms: Option<u64>,
+    /// DataNode metadata lease, in ms [default: 20000]
+    #[arg(long)]
+    pub metadata_lease_fence_ms: Option<u64>,
+    /// Extra ms before an unreachable DataNode counts as fenced [default: 5000]
+    #[arg(long)]
+    pub lease_proceed_margin_ms: Option<u64>,
+    /// ms without contact before a DataNode is Unknown [default: 20000]
+    #[arg(long)]
+    pub failure_detector_threshold_ms: Option<u64>,
+    /// ms between invalidation broadcasts [default: 1000]
+    #[arg(long)]
+    pub invalidation_retry_interval_ms: Option<u64>,
+    /// Replicas per data region group [default: 1]
+    #[arg(long)]
+    pub data_replication_factor: Option<u32>,
+    /// Data region groups per database [default: 2]
+    #[arg(long)]
+    pub data_region_group_num_per_database: Option<u32>,
+    /// Number of series slots [default: 1000]
+    #[arg(long)]
+    pub series_slot_num: Option<u32>,
+    /// Time partition width in ms [default: 604800000]
+    #[arg(long, allow_hyphen_values = true)]
+    pub time_partition_interval_ms: Option<i64>,
+}
+
+fn err(key: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key,
+        reason: reason.into(),
+    }
+}
+
+fn check_address(key: &'static str, address: &str) -> Result<(), ConfigError> {
+    address
+        .parse::<std::net::SocketAddr>()
+        .map(|_| ())
+        .or_else(|_| proto::parse_endpoint(address).map(|_| ()))
+        .map_err(|e| err(key, format!("{address:?} is not host:port ({e})")))
+}
+
+impl ConfigNodeConfig {
+    /// Reads a TOML file; unknown keys are an error.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| err("config", format!("reading {}: {e}", path.display())))?;
+        Self::from_toml(&text)
+    }
+
+    /// Parses TOML text; unknown keys are an error.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| err("config", e.to_string()))
+    }
+
+    /// Defaults, then the `--config` file, then the command-line values; validated.
+    pub fn from_args(args: ConfigNodeArgs) -> Result<Self, ConfigError> {
+        let mut c = match &args.config {
+            Some(path) => Self::from_file(path)?,
+            None => Self::default(),
+        };
+        macro_rules! over {
+            ($($field:ident),*) => { $( if let Some(v) = args.$field { c.$field = v; } )* };
+        }
+        over!(
+            cn_node_id,
+            cn_internal_address,
+            cn_initial_members,
+            cn_data_dir,
+            cn_metrics_address,
+            cn_raft_tick_ms,
+            cn_raft_election_ticks,
+            cn_snapshot_interval_entries,
+            heartbeat_interval_ms,
+            metadata_lease_fence_ms,
+            lease_proceed_margin_ms,
+            failure_detector_threshold_ms,
+            invalidation_retry_interval_ms,
+            data_replication_factor,
+            data_region_group_num_per_database,
+            series_slot_num,
+            time_partition_interval_ms
+        );
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The initial raft members as (id, `host:port`), sorted by id.
+    pub fn members(&self) -> Result<Vec<(u64, String)>, ConfigError> {
+        const KEY: &str = "cn_initial_members";
+        if self.cn_initial_members.trim().is_empty() {
+            return Ok(vec![(self.cn_node_id, self.cn_internal_address.clone())]);
+        }
+        let mut members = Vec::new();
+        for item in self.cn_initial_members.split(',') {
+            let item = item.trim();
+            let (id, address) = item
+                .split_once('@')
+                .ok_or_else(|| err(KEY, format!("{item:?} is not id@host:port")))?;
+            let id: u64 =
+                id.parse().ok().filter(|id| *id > 0).ok_or_else(|| {
+                    err(KEY, format!("{item:?}: the id must be a positive integer"))
+                })?;
+            check_address(KEY, address)?;
+            if members.iter().any(|(other, _)| *other == id) {
+                return Err(err(KEY, format!("id {id} appears twice")));
+            }
+            members.push((id, address.to_string()));
+        }
+        members.sort();
+        Ok(members)
+    }
+
+    /// Checks every key once at start-up, with an error that names the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.cn_node_id == 0 {
+            return Err(err("cn_node_id", "must be > 0 (0 is raft's 'nobody')"));
+        }
+        check_address("cn_internal_address", &self.cn_internal_address)?;
+        check_address("cn_metrics_address", &self.cn_metrics_address)?;
+        let members = self.members()?;
+        if members.len() != 1 && members.len() != 3 {
+            return Err(err(
+                "cn_initial_members",
+                format!("{} members; use 1 or 3", members.len()),
+            ));
+        }
+        if !members.iter().any(|(id, _)| *id == self.cn_node_id) {
+            return Err(err(
+                "cn_initial_members",
+                format!("does not contain cn_node_id {}", self.cn_node_id),
+            ));
+        }
+        if self.cn_data_dir.as_os_str().is_empty() {
+            return Err(err("cn_data_dir", "must not be empty"));
+        }
+        if !(1..=60_000).contains(&self.cn_raft_tick_ms) {
+            return Err(err("cn_raft_tick_ms", "must be in 1..=60000"));
+        }
+        if !(3..=1000).contains(&self.cn_raft_election_ticks) {
+            return Err(err("cn_raft_election_ticks", "must be in 3..=1000"));
+        }
+        if self.cn_snapshot_interval_entries == 0 {
+            return Err(err("cn_snapshot_interval_entries", "must be > 0"));
+        }
+        if self.heartbeat_interval_ms == 0 {
+            return Err(err("heartbeat_interval_ms", "must be > 0"));
+        }
+        if self.metadata_lease_fence_ms <= self.heartbeat_interval_ms {
+            return Err(err(
+                "metadata_lease_fence_ms",
+                format!(
+                    "{} must exceed heartbeat_interval_ms ({}), or every DataNode fences between two heartbeats",
+                    self.metadata_lease_fence_ms, self.heartbeat_interval_ms
+                ),
+            ));
+        }
+        // A deposed ConfigNode leader keeps heartbeating until check-quorum makes it step down
+        // (up to two election timeouts); the margin must cover that, or a new leader could
+        // proceed while a DataNode still holds a lease renewed by the old one.
+        let step_down_ms = 2 * self.cn_raft_election_ticks * self.cn_raft_tick_ms;
+        if self.lease_proceed_margin_ms <= step_down_ms {
+            return Err(err(
+                "lease_proceed_margin_ms",
+                format!(
+                    "{} must exceed 2 × cn_raft_election_ticks × cn_raft_tick_ms = {step_down_ms}, the time a deposed leader may still send heartbeats",
+                    self.lease_proceed_margin_ms
+                ),
+            ));
+        }
+        if self.failure_detector_threshold_ms == 0 {
+            return Err(err("failure_detector_threshold_ms", "must be > 0"));
+        }
+        if self.invalidation_retry_interval_ms == 0 {
+            return Err(err("invalidation_retry_interval_ms", "must be > 0"));
+        }
+        if !(1..=crate::state::REPLICATION_FACTOR_MAX).contains(&self.data_replication_factor) {
+            return Err(err(
+                "data_replication_factor",
+                format!("must be in 1..={}", crate::state::REPLICATION_FACTOR_MAX),
+            ));
+        }
+        if !(1..=10_000).contains(&self.data_region_group_num_per_database) {
+            return Err(err(
+                "data_region_group_num_per_database",
+                "must be in 1..=10000",
+            ));
+        }
+        if !(1..=1_000_000).contains(&self.series_slot_num) {
+            return Err(err("series_slot_num", "must be in 1..=1000000"));
+        }
+        if self.time_partition_interval_ms <= 0 {
+            return Err(err("time_partition_interval_ms", "must be > 0"));
+        }
+        Ok(())
+    }
+
+    /// The partitioning every node must use.
+    pub fn partition_config(&self) -> common::PartitionConfig {
+        common::PartitionConfig {
+            series_slot_num: self.series_slot_num,
+            time_partition_interval_ms: self.time_partition_interval_ms,
+            time_partition_origin_ms: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn defaults_are_valid_and_documented_values() {
+        let c = ConfigNodeConfig::default();
+        c.validate().unwrap();
+        assert_eq!(
+            c.members().unwrap(),
+            vec![(1, "127.0.0.1:10710".to_string())]
+        );
+        assert_eq!(c.metadata_lease_fence_ms, 20_000);
+        assert_eq!(c.lease_proceed_margin_ms, 5000);
+        assert_eq!(c.series_slot_num, 1000);
+    }
+
+    #[test]
+    fn the_example_file_lists_every_key_with_its_default() {
+        let text = include_str!("../confignode.example.toml");
+        assert_eq!(
+            ConfigNodeConfig::from_toml(text).unwrap(),
+            ConfigNodeConfig::default()
+        );
+        let keys = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && l.contains(" = "))
+            .count();
+        assert_eq!(keys, 17, "a key is missing from confignode.example.toml");
+    }
+
+    #[test]
+    fn cli_overrides_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cn.toml");
+        std::fs::write(
+            &path,
+            "cn_node_id = 2\ncn_initial_members = \"1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3\"\nheartbeat_interval_ms = 500\n",
+        )
+        .unwrap();
+        let args = ConfigNodeArgs::try_parse_from([
+            "confignode",
+            "--config",
+            path.to_str().unwrap(),
+            "--heartbeat-interval-ms",
+            "200",
+            "--series-slot-num",
+            "10",
+        ])
+        .unwrap();
+        let c = ConfigNodeConfig::from_args(args).unwrap();
+        assert_eq!(c.cn_node_id, 2);
+        assert_eq!(c.heartbeat_interval_ms, 200);
+        assert_eq!(c.series_slot_num, 10);
+        assert_eq!(c.members().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let bad = |c: ConfigNodeConfig| c.validate().unwrap_err().key;
+        let d = ConfigNodeConfig::default;
+        assert_eq!(
+            bad(ConfigNodeConfig {
+                cn_node_id: 0,
+                ..d()
+            }),
+            "cn_node_id"
+        );
+        assert_eq!(
+            bad(ConfigNodeConfig {
+                metadata_lease_fence_ms: 10,
+                ..d()
+            }),
+            "metadata_lease_fence_ms"
+        );
+        assert_eq!(
+            bad(ConfigNodeConfig {
+                cn_initial_members: "1@a:1,2@a:2".into(),
+                ..d()
+            }),
+            "cn_initial_members"
+        );
+        assert_eq!(
+            bad(ConfigNodeConfig {
+                cn_initial_members: "2@a:1".into(),
+                ..d()
+            }),
+            "cn_initial_members"
+        );
+        assert_eq!(
+            bad(ConfigNodeConfig {
+                cn_internal_address: "nowhere".into(),
+                ..d()
+            }),
+            "cn_internal_address"
+        );
+        assert_eq!(
+            ConfigNodeConfig::from_toml("no_such_key = 1")
+                .unwrap_err()
+                .key,
+            "config"
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! Typed errors of the ConfigNode.
+
+use common::StatusCode;
+
+/// Result of a ConfigNode call.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Why a byte string did not decode; `offset` is relative to the start of the buffer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("decode error at byte {offset}: {reason}")]
+pub struct DecodeError {
+    /// Byte offset of the problem.
+    pub offset: u64,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// A command that the metadata state machine refuses. Deterministic: every replica refuses it
+/// alike, so it is the entry's result.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataError {
+    /// A path that is not `root.<name>...` with valid components.
+    #[error("illegal path {path:?}: {reason}")]
+    IllegalPath {
+        /// The path.
+        path: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// No database covers the path.
+    #[error("no database covers {0}")]
+    DatabaseNotFound(String),
+    /// The database exists already.
+    #[error("database {0} already exists")]
+    DatabaseExists(String),
+    /// A database would nest inside another one.
+    #[error("database {0} overlaps database {1}")]
+    DatabaseOverlap(String, String),
+    /// The database, series or node is being deleted.
+    #[error("{0} is being deleted")]
+    PendingDelete(String),
+    /// The series exists with another type.
+    #[error("series {path} exists with type {existing}, not {requested}")]
+    TypeMismatch {
+        /// The series path.
+        path: String,
+        /// Its type.
+        existing: common::DataType,
+        /// The requested type.
+        requested: common::DataType,
+    },
+    /// The series does not exist.
+    #[error("series {0} does not exist")]
+    SeriesNotFound(String),
+    /// Fewer Running DataNodes than the replication factor.
+    #[error("{running} Running DataNodes, replication factor {replication_factor}")]
+    NotEnoughDataNodes {
+        /// Running DataNodes.
+        running: usize,
+        /// Wanted replicas.
+        replication_factor: u32,
+    },
+    /// The DataNode id is unknown.
+    #[error("DataNode {0} is not registered")]
+    DataNodeNotFound(u64),
+    /// The fence operation is unknown (already finished).
+    #[error("operation {0} is not pending")]
+    OperationNotFound(u64),
+    /// A limit of the metadata state.
+    #[error("limit reached: {0}")]
+    Limit(String),
+    /// The command did not decode.
+    #[error("undecodable command: {0}")]
+    Decode(#[from] DecodeError),
+}
+
+impl MetadataError {
+    /// The IoTDB status code reported for this refusal.
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            MetadataError::TypeMismatch { .. } => StatusCode::DataTypeMismatch,
+            MetadataError::IllegalPath { .. } | MetadataError::Decode(_) => {
+                StatusCode::IllegalParameter
+            }
+            _ => StatusCode::MetadataError,
+        }
+    }
+}
+
+/// Why a configuration is invalid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid config key {key}: {reason}")]
+pub struct ConfigError {
+    /// The TOML key (also `--kebab-case` on the command line).
+    pub key: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// A failure of the running ConfigNode.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The metadata state machine refused a command.
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    /// The raft layer failed.
+    #[error("consensus: {0}")]
+    Consensus(#[from] consensus::Error),
+    /// The raft log could not be opened.
+    #[error("raft log: {0}")]
+    Wal(#[from] wal::Error),
+    /// The threaded raft driver failed.
+    #[error("raft driver: {0}")]
+    Runtime(#[from] runtime::Error),
+    /// A proposal did not complete.
+    #[error("proposal: {0}")]
+    Proposal(#[from] consensus::ProposalError),
+    /// Serving or connecting failed.
+    #[error("transport: {0}")]
+    Transport(String),
+    /// Local I/O failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// This ConfigNode is not the leader (the leader's address when known).
+    #[error("not the ConfigNode leader (leader: {leader:?})")]
+    NotLeader {
+        /// The leader's address, if known.
+        leader: Option<String>,
+    },
+    /// An operation took longer than its limit.
+    #[error("timed out: {0}")]
+    Timeout(String),
+}

@@ -1,0 +1,741 @@
+//! The gRPC `ConfigNodeService`: converts wire messages by hand, redirects on followers,
+//! proposes commands on the leader.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::StatusCode;
+use proto::config_node_service_server::ConfigNodeService;
+use tonic::{Request, Response};
+
+use crate::command::{Command, CommandResult, SeriesSpec};
+use crate::error::{Error, MetadataError};
+use crate::server::{location, replica_set, status_ok, Shared};
+
+type RpcResult<T> = std::result::Result<Response<T>, tonic::Status>;
+
+/// Most devices or series in one request.
+const REQUEST_ITEMS_MAX: usize = 100_000;
+
+pub(crate) struct ConfigNodeServiceImpl {
+    shared: Arc<Shared>,
+}
+
+/// 507 for a request from an incarnation older than the registered one.
+fn stale_caller(
+    state: &crate::state::MetadataState,
+    caller: Option<&proto::Caller>,
+) -> Option<proto::Status> {
+    let caller = caller?;
+    let registered = state
+        .data_node(caller.data_node_id)
+        .map_or(0, |n| n.incarnation_epoch);
+    (caller.incarnation_epoch < registered).then(|| {
+        proto::status(
+            StatusCode::MetadataError,
+            format!(
+                "DataNode {} incarnation {} was replaced by incarnation {registered}",
+                caller.data_node_id, caller.incarnation_epoch
+            ),
+        )
+    })
+}
+
+impl ConfigNodeServiceImpl {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        ConfigNodeServiceImpl { shared }
+    }
+
+    /// `Ok(term)` on the leader; a redirecting status otherwise.
+    fn leader(&self) -> std::result::Result<u64, proto::Status> {
+        self.shared.check_leader().map_err(redirect)
+    }
+}
+
+fn redirect(leader: Option<String>) -> proto::Status {
+    let endpoint = leader
+        .as_deref()
+        .and_then(|a| proto::parse_endpoint(a).ok());
+    let code = if endpoint.is_some() {
+        StatusCode::RedirectionRecommend
+    } else {
+        StatusCode::InternalServerError
+    };
+    proto::status_with_redirect(code, "not the ConfigNode leader", endpoint)
+}
+
+fn error_status(e: &Error) -> proto::Status {
+    match e {
+        Error::Metadata(m) => proto::status(m.status_code(), m.to_string()),
+        Error::Runtime(runtime::Error::Proposal(consensus::ProposalError::Apply {
+            code,
+            message,
+            ..
+        })) => proto::Status {
+            code: i32::from(*code),
+            ..proto::status(StatusCode::MetadataError, message.clone())
+        },
+        Error::Runtime(runtime::Error::Consensus(consensus::Error::NotLeader { .. }))
+        | Error::Runtime(runtime::Error::Proposal(consensus::ProposalError::LeaderChanged {
+            ..
+        })) => redirect(None),
+        Error::NotLeader { leader } => redirect(leader.clone()),
+        Error::Runtime(runtime::Error::Timeout(_)) | Error::Timeout(_) => {
+            let mut s = proto::status(StatusCode::InternalRequestTimeOut, e.to_string());
+            s.need_retry = true;
+            s
+        }
+        other => {
+            let mut s = proto::status(StatusCode::InternalServerError, other.to_string());
+            s.need_retry = true;
+            s
+        }
+    }
+}
+
+fn too_many(n: usize) -> Option<proto::Status> {
+    (n > REQUEST_ITEMS_MAX).then(|| {
+        proto::status(
+            StatusCode::IllegalParameter,
+            format!("{n} items in one request; the limit is {REQUEST_ITEMS_MAX}"),
+        )
+    })
+}
+
+macro_rules! leader_or_return {
+    ($self:ident, $resp:expr) => {
+        match $self.leader() {
+            Ok(term) => term,
+            Err(status) => {
+                let mut resp = $resp;
+                resp.status = Some(status);
+                return Ok(Response::new(resp));
+            }
+        }
+    };
+}
+
+macro_rules! try_status {
+    ($e:expr, $resp:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => {
+                let mut resp = $resp;
+                resp.status = Some(error_status(&Error::from(e)));
+                return Ok(Response::new(resp));
+            }
+        }
+    };
+}
+
+impl ConfigNodeServiceImpl {
+    async fn run_fence_operation(&self, begin: Command) -> proto::Status {
+        if let Err(s) = self.leader() {
+            return s;
+        }
+        let operation_id = match self.shared.propose(begin).await {
+            Ok(CommandResult::OperationBegun(id)) => id,
+            Ok(other) => panic!("Begin* returned {other:?}"),
+            Err(e) => return error_status(&e),
+        };
+        self.shared.spawn_operation(operation_id);
+        let config = &self.shared.config;
+        // Long enough for one unreachable DataNode to count as fenced, plus the deletions.
+        let deadline = tokio::time::Instant::now()
+            + Duration::from_millis(
+                config.metadata_lease_fence_ms + config.lease_proceed_margin_ms,
+            )
+            + Duration::from_secs(60);
+        loop {
+            if self.shared.is_stopping() {
+                let mut s = proto::status(
+                    StatusCode::InternalServerError,
+                    format!("ConfigNode shutting down; operation {operation_id} is resumed by the next leader"),
+                );
+                s.need_retry = true;
+                return s;
+            }
+            if !self
+                .shared
+                .state
+                .read()
+                .operations()
+                .any(|(id, _)| id == operation_id)
+            {
+                return status_ok();
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let mut s = proto::status(
+                    StatusCode::InternalRequestTimeOut,
+                    format!("operation {operation_id} is still in progress; it completes in the background"),
+                );
+                s.need_retry = false;
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn registration_response(&self, data_node_id: u64, epoch: u64) -> proto::RegisterDataNodeResp {
+        let config = &self.shared.config;
+        let state = self.shared.state.read();
+        proto::RegisterDataNodeResp {
+            status: Some(status_ok()),
+            data_node_id,
+            incarnation_epoch: epoch,
+            parameters: Some(proto::ClusterParameters {
+                series_slot_num: config.series_slot_num,
+                time_partition_interval_ms: config.time_partition_interval_ms,
+                time_partition_origin_ms: 0,
+                metadata_lease_fence_ms: config.metadata_lease_fence_ms,
+                heartbeat_interval_ms: config.heartbeat_interval_ms,
+                data_replication_factor: config.data_replication_factor,
+            }),
+            config_nodes: self
+                .shared
+                .members
+                .iter()
+                .map(|(id, a)| proto::ConfigNodeLocation {
+                    config_node_id: *id,
+                    endpoint: proto::parse_endpoint(a).ok(),
+                })
+                .collect(),
+            regions: state
+                .regions()
+                .filter(|r| r.replicas.contains(&data_node_id))
+                .map(replica_set)
+                .collect(),
+            metadata_version: state.metadata_version(),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl ConfigNodeService for ConfigNodeServiceImpl {
+    async fn register_data_node(
+        &self,
+        request: Request<proto::RegisterDataNodeReq>,
+    ) -> RpcResult<proto::RegisterDataNodeResp> {
+        let req = request.into_inner();
+        let empty = proto::RegisterDataNodeResp::default();
+        leader_or_return!(self, empty);
+        let (Some(internal), Some(rpc)) = (req.internal_endpoint, req.rpc_endpoint) else {
+            let mut resp = empty;
+            resp.status = Some(proto::status(
+                StatusCode::IllegalParameter,
+                "internal and rpc endpoints are required",
+            ));
+            return Ok(Response::new(resp));
+        };
+        let command = Command::RegisterDataNode {
+            data_node_id: req.data_node_id,
+            internal_address: proto::endpoint(&internal),
+            rpc_address: proto::endpoint(&rpc),
+        };
+        let (id, epoch) = match try_status!(self.shared.propose(command).await, empty) {
+            CommandResult::Registered {
+                data_node_id,
+                incarnation_epoch,
+            } => (data_node_id, incarnation_epoch),
+            other => panic!("RegisterDataNode returned {other:?}"),
+        };
+        // The registration is a contact: a new incarnation starts with a fresh lease.
+        let now = self.shared.clock.now_ms();
+        {
+            let state = self.shared.state.read();
+            let registry: Vec<(u64, u64)> = state
+                .data_nodes()
+                .map(|n| (n.id, n.incarnation_epoch))
+                .collect();
+            let mut tracker = self.shared.tracker.lock();
+            tracker.sync_registry(&registry, now);
+            // The reply to the registration is a contact with the new incarnation.
+            if let Err(refused) = tracker.record_contact(id, epoch, now) {
+                // Only a follower (no tracked nodes) gets here; the next leader round syncs.
+                tracing::debug!(
+                    data_node_id = id,
+                    "registration not counted as contact: {refused:?}"
+                );
+            }
+        }
+        tracing::info!(
+            data_node_id = id,
+            incarnation_epoch = epoch,
+            "DataNode registered"
+        );
+        Ok(Response::new(self.registration_response(id, epoch)))
+    }
+
+    async fn fetch_schema(
+        &self,
+        request: Request<proto::FetchSchemaReq>,
+    ) -> RpcResult<proto::FetchSchemaResp> {
+        let req = request.into_inner();
+        let empty = proto::FetchSchemaResp::default();
+        leader_or_return!(self, empty);
+        if let Some(s) = too_many(req.devices.len()) {
+            return Ok(Response::new(proto::FetchSchemaResp {
+                status: Some(s),
+                ..empty
+            }));
+        }
+        try_status!(self.shared.read_barrier().await, empty);
+        if let Some(s) = stale_caller(&self.shared.state.read(), req.caller.as_ref()) {
+            return Ok(Response::new(proto::FetchSchemaResp {
+                status: Some(s),
+                ..empty
+            }));
+        }
+        if req.auto_create {
+            let mut missing = Vec::new();
+            {
+                let state = self.shared.state.read();
+                for d in &req.devices {
+                    for m in &d.measurements {
+                        if state.series(&d.device, &m.name).is_none() {
+                            let data_type = try_status!(
+                                proto::data_type(m.data_type).map_err(|e| {
+                                    MetadataError::IllegalPath {
+                                        path: format!("{}.{}: {e}", d.device, m.name),
+                                        reason: "unknown data type",
+                                    }
+                                }),
+                                empty
+                            );
+                            missing.push(SeriesSpec {
+                                device: d.device.clone(),
+                                measurement: m.name.clone(),
+                                data_type,
+                            });
+                        }
+                    }
+                }
+            }
+            if !missing.is_empty() {
+                let created = self
+                    .shared
+                    .propose(Command::CreateTimeseries {
+                        series: missing,
+                        auto_create: true,
+                    })
+                    .await;
+                match created {
+                    Ok(_) => {}
+                    // Created concurrently with another type: the caller sees the existing
+                    // type below and reports 614 itself.
+                    Err(Error::Runtime(runtime::Error::Proposal(
+                        consensus::ProposalError::Apply { code, .. },
+                    ))) if code == StatusCode::DataTypeMismatch.code() => {}
+                    Err(e) => {
+                        return Ok(Response::new(proto::FetchSchemaResp {
+                            status: Some(error_status(&e)),
+                            ..empty
+                        }))
+                    }
+                }
+            }
+        }
+        let state = self.shared.state.read();
+        let devices = req
+            .devices
+            .iter()
+            .map(|d| proto::DeviceSchema {
+                device: d.device.clone(),
+                database: state
+                    .database_of(&d.device)
+                    .map(|(db, _)| db.to_string())
+                    .unwrap_or_default(),
+                measurements: state
+                    .usable_series_of(&d.device)
+                    .into_iter()
+                    .filter(|(m, _)| {
+                        d.measurements.is_empty() || d.measurements.iter().any(|w| w.name == *m)
+                    })
+                    .map(|(name, t)| proto::MeasurementSchema {
+                        name,
+                        data_type: proto::data_type_to_wire(t) as i32,
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(Response::new(proto::FetchSchemaResp {
+            status: Some(status_ok()),
+            devices,
+            metadata_version: state.metadata_version(),
+        }))
+    }
+
+    async fn fetch_partitions(
+        &self,
+        request: Request<proto::FetchPartitionsReq>,
+    ) -> RpcResult<proto::FetchPartitionsResp> {
+        let req = request.into_inner();
+        let empty = proto::FetchPartitionsResp::default();
+        leader_or_return!(self, empty);
+        let items: usize = req.requests.iter().map(|r| r.time_slots.len().max(1)).sum();
+        if let Some(s) = too_many(items) {
+            return Ok(Response::new(proto::FetchPartitionsResp {
+                status: Some(s),
+                ..empty
+            }));
+        }
+        try_status!(self.shared.read_barrier().await, empty);
+        if let Some(s) = stale_caller(&self.shared.state.read(), req.caller.as_ref()) {
+            return Ok(Response::new(proto::FetchPartitionsResp {
+                status: Some(s),
+                ..empty
+            }));
+        }
+        let partition = self.shared.config.partition_config();
+        if req.auto_create {
+            // Databases first (level 1, as schema auto-creation does), then missing slots.
+            let missing_databases: BTreeSet<String> = {
+                let state = self.shared.state.read();
+                req.requests
+                    .iter()
+                    .filter(|r| state.database_of(&r.device).is_none())
+                    .map(|r| r.device.split('.').take(2).collect::<Vec<_>>().join("."))
+                    .collect()
+            };
+            for database in missing_databases {
+                match self
+                    .shared
+                    .propose(Command::CreateDatabase { database })
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(Error::Runtime(runtime::Error::Proposal(
+                        consensus::ProposalError::Apply { .. },
+                    ))) => {}
+                    Err(e) => {
+                        return Ok(Response::new(proto::FetchPartitionsResp {
+                            status: Some(error_status(&e)),
+                            ..empty
+                        }))
+                    }
+                }
+            }
+            let wanted: BTreeMap<String, BTreeSet<(u32, i64)>> = {
+                let state = self.shared.state.read();
+                let mut wanted: BTreeMap<String, BTreeSet<(u32, i64)>> = BTreeMap::new();
+                for r in &req.requests {
+                    let Some((db, false)) = state.database_of(&r.device) else {
+                        continue;
+                    };
+                    let slot = partition.series_slot(&r.device);
+                    for t in &r.time_slots {
+                        if state.partition(db, slot, *t).is_none() {
+                            wanted.entry(db.to_string()).or_default().insert((slot, *t));
+                        }
+                    }
+                }
+                wanted
+            };
+            for (database, slots) in wanted {
+                let command = Command::AllocatePartitions {
+                    database,
+                    slots: slots.into_iter().collect(),
+                    replication_factor: self.shared.config.data_replication_factor,
+                    region_groups_max: self.shared.config.data_region_group_num_per_database,
+                };
+                match try_status!(self.shared.propose(command).await, empty) {
+                    CommandResult::RegionsCreated(ids) if !ids.is_empty() => {
+                        self.shared.create_regions(&ids).await
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let state = self.shared.state.read();
+        let mut partitions = Vec::new();
+        let mut regions = BTreeSet::new();
+        for r in &req.requests {
+            let Some((db, false)) = state.database_of(&r.device) else {
+                continue;
+            };
+            let slot = partition.series_slot(&r.device);
+            for t in &r.time_slots {
+                if let Some(region) = state.partition(db, slot, *t) {
+                    regions.insert(region);
+                    partitions.push(proto::PartitionEntry {
+                        database: db.to_string(),
+                        series_slot: slot,
+                        time_slot: *t,
+                        region_id: region,
+                    });
+                }
+            }
+        }
+        let leaders = self.shared.region_leaders.lock().clone();
+        let requested: usize = req.requests.iter().map(|r| r.time_slots.len()).sum();
+        // With auto-creation every slot resolves unless its database is missing or being
+        // dropped; say so rather than hand back a silently partial table.
+        let status = if req.auto_create && partitions.len() < requested {
+            proto::status(
+                StatusCode::MetadataError,
+                format!(
+                    "{} of {requested} partition slots are unavailable (database missing or being dropped)",
+                    requested - partitions.len()
+                ),
+            )
+        } else {
+            status_ok()
+        };
+        Ok(Response::new(proto::FetchPartitionsResp {
+            status: Some(status),
+            partitions,
+            regions: regions
+                .iter()
+                .filter_map(|r| state.region(*r))
+                .map(replica_set)
+                .collect(),
+            data_nodes: state.data_nodes().map(location).collect(),
+            leaders: regions
+                .iter()
+                .filter_map(|r| {
+                    leaders.get(r).map(|l| proto::RegionLeader {
+                        region_id: *r,
+                        leader_id: *l,
+                    })
+                })
+                .collect(),
+            metadata_version: state.metadata_version(),
+        }))
+    }
+
+    async fn create_database(
+        &self,
+        request: Request<proto::CreateDatabaseReq>,
+    ) -> RpcResult<proto::Status> {
+        if let Err(s) = self.leader() {
+            return Ok(Response::new(s));
+        }
+        let database = request.into_inner().database;
+        Ok(Response::new(
+            match self
+                .shared
+                .propose(Command::CreateDatabase { database })
+                .await
+            {
+                Ok(_) => status_ok(),
+                Err(e) => error_status(&e),
+            },
+        ))
+    }
+
+    async fn drop_database(
+        &self,
+        request: Request<proto::DropDatabaseReq>,
+    ) -> RpcResult<proto::Status> {
+        let database = request.into_inner().database;
+        Ok(Response::new(
+            self.run_fence_operation(Command::BeginDropDatabase { database })
+                .await,
+        ))
+    }
+
+    async fn create_timeseries(
+        &self,
+        request: Request<proto::CreateTimeseriesReq>,
+    ) -> RpcResult<proto::Status> {
+        if let Err(s) = self.leader() {
+            return Ok(Response::new(s));
+        }
+        let req = request.into_inner();
+        if let Some(s) = too_many(req.series.len()) {
+            return Ok(Response::new(s));
+        }
+        let mut series = Vec::with_capacity(req.series.len());
+        for s in req.series {
+            let Ok(data_type) = proto::data_type(s.data_type) else {
+                return Ok(Response::new(proto::status(
+                    StatusCode::IllegalParameter,
+                    format!("unknown data type {}", s.data_type),
+                )));
+            };
+            series.push(SeriesSpec {
+                device: s.device,
+                measurement: s.measurement,
+                data_type,
+            });
+        }
+        let command = Command::CreateTimeseries {
+            series,
+            auto_create: false,
+        };
+        Ok(Response::new(match self.shared.propose(command).await {
+            Ok(_) => status_ok(),
+            Err(e) => error_status(&e),
+        }))
+    }
+
+    async fn delete_timeseries(
+        &self,
+        request: Request<proto::DeleteTimeseriesReq>,
+    ) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        if let Some(s) = too_many(req.series.len()) {
+            return Ok(Response::new(s));
+        }
+        let series = req
+            .series
+            .into_iter()
+            .map(|p| (p.device, p.measurement))
+            .collect();
+        Ok(Response::new(
+            self.run_fence_operation(Command::BeginDeleteTimeseries { series })
+                .await,
+        ))
+    }
+
+    async fn show_databases(
+        &self,
+        _: Request<proto::ShowDatabasesReq>,
+    ) -> RpcResult<proto::ShowDatabasesResp> {
+        let empty = proto::ShowDatabasesResp::default();
+        leader_or_return!(self, empty);
+        try_status!(self.shared.read_barrier().await, empty);
+        let state = self.shared.state.read();
+        Ok(Response::new(proto::ShowDatabasesResp {
+            status: Some(status_ok()),
+            databases: state
+                .databases()
+                .filter(|(_, p)| !p)
+                .map(|(d, _)| d.to_string())
+                .collect(),
+        }))
+    }
+
+    async fn show_timeseries(
+        &self,
+        request: Request<proto::ShowTimeseriesReq>,
+    ) -> RpcResult<proto::ShowTimeseriesResp> {
+        let prefix = request.into_inner().prefix;
+        let empty = proto::ShowTimeseriesResp::default();
+        leader_or_return!(self, empty);
+        try_status!(self.shared.read_barrier().await, empty);
+        let state = self.shared.state.read();
+        let series = state
+            .all_series()
+            .filter(|(d, m, _)| prefix.is_empty() || format!("{d}.{m}").starts_with(&prefix))
+            .take(REQUEST_ITEMS_MAX)
+            .map(|(d, m, r)| proto::TimeseriesInfo {
+                database: state
+                    .database_of(d)
+                    .map(|(db, _)| db.to_string())
+                    .unwrap_or_default(),
+                device: d.to_string(),
+                measurement: m.to_string(),
+                data_type: proto::data_type_to_wire(r.data_type) as i32,
+                pending_delete: r.pending_delete || state.database_of(d).is_some_and(|(_, p)| p),
+            })
+            .collect();
+        Ok(Response::new(proto::ShowTimeseriesResp {
+            status: Some(status_ok()),
+            series,
+        }))
+    }
+
+    async fn show_cluster(
+        &self,
+        _: Request<proto::ShowClusterReq>,
+    ) -> RpcResult<proto::ShowClusterResp> {
+        // Answered by any ConfigNode from its own view, so an operator can see every member.
+        let status = self.shared.leader_status();
+        let state = self.shared.state.read();
+        Ok(Response::new(proto::ShowClusterResp {
+            status: Some(status_ok()),
+            config_nodes: self
+                .shared
+                .members
+                .iter()
+                .map(|(id, a)| proto::ConfigNodeInfo {
+                    location: Some(proto::ConfigNodeLocation {
+                        config_node_id: *id,
+                        endpoint: proto::parse_endpoint(a).ok(),
+                    }),
+                    role: match &status {
+                        Some(s) if s.leader == Some(*id) => "Leader",
+                        Some(_) => "Follower",
+                        None => "Unknown",
+                    }
+                    .to_string(),
+                })
+                .collect(),
+            data_nodes: state
+                .data_nodes()
+                .map(|n| proto::DataNodeInfo {
+                    location: Some(location(n)),
+                    status: n.status.name().to_string(),
+                    incarnation_epoch: n.incarnation_epoch,
+                })
+                .collect(),
+            config_node_term: status.map_or(0, |s| s.term),
+            metadata_version: state.metadata_version(),
+        }))
+    }
+
+    async fn show_regions(
+        &self,
+        _: Request<proto::ShowRegionsReq>,
+    ) -> RpcResult<proto::ShowRegionsResp> {
+        let empty = proto::ShowRegionsResp::default();
+        leader_or_return!(self, empty);
+        let leaders = self.shared.region_leaders.lock().clone();
+        let state = self.shared.state.read();
+        Ok(Response::new(proto::ShowRegionsResp {
+            status: Some(status_ok()),
+            regions: state
+                .regions()
+                .map(|r| proto::RegionInfo {
+                    replica_set: Some(replica_set(r)),
+                    leader_id: leaders.get(&r.id).copied().unwrap_or(0),
+                })
+                .collect(),
+        }))
+    }
+
+    async fn show_leases(
+        &self,
+        _: Request<proto::ShowLeasesReq>,
+    ) -> RpcResult<proto::ShowLeasesResp> {
+        let empty = proto::ShowLeasesResp::default();
+        leader_or_return!(self, empty);
+        let now = self.shared.clock.now_ms();
+        let state = self.shared.state.read();
+        let tracker = self.shared.tracker.lock();
+        Ok(Response::new(proto::ShowLeasesResp {
+            status: Some(status_ok()),
+            leases: state
+                .data_nodes()
+                .map(|n| proto::LeaseInfo {
+                    data_node_id: n.id,
+                    incarnation_epoch: n.incarnation_epoch,
+                    last_contact_age_ms: tracker.age_ms(n.id, now),
+                    holds_lease: tracker.holds_lease(n.id, now),
+                    fenced: tracker.is_fenced(n.id, now),
+                    status: n.status.name().to_string(),
+                })
+                .collect(),
+            metadata_lease_fence_ms: self.shared.config.metadata_lease_fence_ms,
+            lease_proceed_margin_ms: self.shared.config.lease_proceed_margin_ms,
+        }))
+    }
+
+    async fn send_raft_message(
+        &self,
+        request: Request<proto::RaftMessageBatch>,
+    ) -> RpcResult<proto::RaftMessageResp> {
+        let batch = request.into_inner();
+        let messages = runtime::decode_batch(&batch);
+        let status = match self.shared.driver.step(messages) {
+            Ok(()) => status_ok(),
+            // Dropped like a lost packet; raft retransmits.
+            Err(e) => proto::status(StatusCode::WriteProcessReject, e.to_string()),
+        };
+        Ok(Response::new(proto::RaftMessageResp {
+            status: Some(status),
+        }))
+    }
+}

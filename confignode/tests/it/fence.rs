@@ -1,0 +1,174 @@
+//! The fence protocol end to end on one ConfigNode with a live fake DataNode and a dead one:
+//! the dead one turns Unknown, and DROP DATABASE proceeds only once it counts as fenced.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use confignode::client::GrpcDataNodeClient;
+use confignode::ConfigNodeConfig;
+use proto::config_node_service_client::ConfigNodeServiceClient;
+use tokio::net::TcpListener;
+
+use crate::fake::FakeDataNode;
+
+const FENCE_MS: u64 = 1000;
+const MARGIN_MS: u64 = 600;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeDataNode::default();
+    let dn_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dn_address = dn_listener.local_addr().unwrap().to_string();
+    let dn_server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(fake.server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(dn_listener)),
+    );
+    // An address nothing listens on: a DataNode that died.
+    let dead_address = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let config = ConfigNodeConfig {
+        cn_internal_address: address.clone(),
+        cn_data_dir: dir.path().to_path_buf(),
+        cn_metrics_address: "127.0.0.1:0".into(),
+        cn_raft_tick_ms: 20,
+        heartbeat_interval_ms: 100,
+        metadata_lease_fence_ms: FENCE_MS,
+        lease_proceed_margin_ms: MARGIN_MS,
+        failure_detector_threshold_ms: FENCE_MS,
+        invalidation_retry_interval_ms: 100,
+        ..ConfigNodeConfig::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let node = tokio::spawn(confignode::run_with_listener(
+        config,
+        listener,
+        Arc::new(GrpcDataNodeClient::new(
+            Duration::from_millis(500),
+            Duration::from_millis(200),
+        )),
+        async move {
+            drop(stopped.await);
+        },
+    ));
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        .unwrap()
+        .timeout(Duration::from_secs(30))
+        .connect_lazy();
+    let mut cn = ConfigNodeServiceClient::new(channel);
+    let register = |internal: String| proto::RegisterDataNodeReq {
+        data_node_id: 0,
+        internal_endpoint: proto::parse_endpoint(&internal).ok(),
+        rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let live = loop {
+        if let Ok(resp) = cn.register_data_node(register(dn_address.clone())).await {
+            let resp = resp.into_inner();
+            if resp.status.as_ref().is_some_and(|s| s.code == 200) {
+                break resp;
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    *fake.epoch.lock() = live.incarnation_epoch;
+
+    // Regions on the live DataNode only, then the dead one registers.
+    let partitions = cn
+        .fetch_partitions(proto::FetchPartitionsReq {
+            requests: vec![proto::DeviceTimeSlots {
+                device: "root.sg.d1".into(),
+                time_slots: vec![0],
+            }],
+            auto_create: true,
+            caller: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(partitions.partitions.len(), 1, "{partitions:?}");
+    let dead = cn
+        .register_data_node(register(dead_address))
+        .await
+        .unwrap()
+        .into_inner();
+    let registered_dead = Instant::now();
+    assert_eq!(dead.status.unwrap().code, 200);
+
+    let dropped = cn
+        .drop_database(proto::DropDatabaseReq {
+            database: "root.sg".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let waited = registered_dead.elapsed();
+    assert_eq!(dropped.code, 200, "{dropped:?}");
+    assert!(
+        waited > Duration::from_millis(FENCE_MS + MARGIN_MS),
+        "the drop proceeded {waited:?} after the dead DataNode's last contact"
+    );
+    assert!(!fake.invalidations.lock().is_empty());
+    let writes = fake.region_writes.lock().clone();
+    assert_eq!(writes.len(), 1);
+    assert!(matches!(
+        writes[0].command,
+        Some(proto::region_write_req::Command::DeleteDatabase(ref d)) if d.database == "root.sg"
+    ));
+    let databases = cn
+        .show_databases(proto::ShowDatabasesReq {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(databases.databases.is_empty());
+
+    // The failure detector marked the dead DataNode Unknown; the live one stays Running and
+    // holds its lease.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let cluster = cn
+            .show_cluster(proto::ShowClusterReq {})
+            .await
+            .unwrap()
+            .into_inner();
+        let status = |id: u64| {
+            cluster
+                .data_nodes
+                .iter()
+                .find(|d| d.location.as_ref().is_some_and(|l| l.data_node_id == id))
+                .map(|d| d.status.clone())
+        };
+        if status(dead.data_node_id).as_deref() == Some("Unknown") {
+            assert_eq!(status(live.data_node_id).as_deref(), Some("Running"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "never Unknown: {cluster:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let leases = cn
+        .show_leases(proto::ShowLeasesReq {})
+        .await
+        .unwrap()
+        .into_inner();
+    let lease = |id: u64| {
+        leases
+            .leases
+            .iter()
+            .find(|l| l.data_node_id == id)
+            .unwrap()
+            .clone()
+    };
+    assert!(lease(live.data_node_id).holds_lease);
+    assert!(lease(dead.data_node_id).fenced);
+
+    stop.send(()).expect("the node is still running");
+    node.await.unwrap().unwrap();
+    dn_server.abort();
+}

@@ -1,0 +1,125 @@
+//! Hand-written conversions between wire types and `common`'s vocabulary.
+
+use crate::error::{Error, Result};
+use crate::generated as wire;
+
+/// A wire status from an IoTDB code and a message.
+pub fn status(code: common::StatusCode, message: impl Into<String>) -> wire::Status {
+    wire::Status {
+        code: i32::from(code.code()),
+        message: message.into(),
+        sub_status: Vec::new(),
+        redirect: None,
+        need_retry: false,
+    }
+}
+
+/// A wire status that points the caller at another node.
+pub fn status_with_redirect(
+    code: common::StatusCode,
+    message: impl Into<String>,
+    redirect: Option<wire::Endpoint>,
+) -> wire::Status {
+    wire::Status {
+        redirect,
+        need_retry: true,
+        ..status(code, message)
+    }
+}
+
+/// Parses `host:port` into an endpoint. The port must be in 1..=65535.
+pub fn parse_endpoint(address: &str) -> Result<wire::Endpoint> {
+    let bad = |reason| Error::BadEndpoint {
+        address: address.to_string(),
+        reason,
+    };
+    let (host, port) = address.rsplit_once(':').ok_or_else(|| bad("no ':port'"))?;
+    if host.is_empty() {
+        return Err(bad("empty host"));
+    }
+    let port: u16 = port
+        .parse()
+        .map_err(|_| bad("port is not a number in 0..=65535"))?;
+    if port == 0 {
+        return Err(bad("port 0"));
+    }
+    Ok(wire::Endpoint {
+        host: host.to_string(),
+        port: u32::from(port),
+    })
+}
+
+/// `host:port` of an endpoint.
+pub fn endpoint(endpoint: &wire::Endpoint) -> String {
+    format!("{}:{}", endpoint.host, endpoint.port)
+}
+
+/// The internal data type of a wire code.
+pub fn data_type(code: i32) -> Result<common::DataType> {
+    u8::try_from(code)
+        .ok()
+        .and_then(common::DataType::from_code)
+        .ok_or(Error::UnknownDataType(code))
+}
+
+/// The wire code of an internal data type.
+pub fn data_type_to_wire(data_type: common::DataType) -> wire::DataType {
+    match data_type {
+        common::DataType::Boolean => wire::DataType::Boolean,
+        common::DataType::Int32 => wire::DataType::Int32,
+        common::DataType::Int64 => wire::DataType::Int64,
+        common::DataType::Float => wire::DataType::Float,
+        common::DataType::Double => wire::DataType::Double,
+        common::DataType::Text => wire::DataType::Text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    #[test]
+    fn data_types_are_iotdb_codes_both_ways() {
+        for t in common::DataType::ALL {
+            assert_eq!(data_type_to_wire(t) as i32, i32::from(t.code()));
+            assert_eq!(data_type(data_type_to_wire(t) as i32), Ok(t));
+        }
+        assert_eq!(data_type(6), Err(Error::UnknownDataType(6)));
+        assert_eq!(data_type(-1), Err(Error::UnknownDataType(-1)));
+    }
+
+    #[test]
+    fn endpoints_parse_and_print() {
+        let e = parse_endpoint("127.0.0.1:10710").unwrap();
+        assert_eq!(endpoint(&e), "127.0.0.1:10710");
+        assert!(parse_endpoint("127.0.0.1").is_err());
+        assert!(parse_endpoint(":1").is_err());
+        assert!(parse_endpoint("h:0").is_err());
+        assert!(parse_endpoint("h:70000").is_err());
+    }
+
+    #[test]
+    fn status_golden_bytes() {
+        // The protobuf encoding of a 536 status with a redirect: fixes field numbers on the wire.
+        let s = status_with_redirect(
+            common::StatusCode::MetadataLeaseFencedRetryRequired,
+            "f",
+            Some(wire::Endpoint {
+                host: "h".into(),
+                port: 1,
+            }),
+        );
+        let bytes = s.encode_to_vec();
+        assert_eq!(
+            bytes,
+            vec![
+                0x08, 0x98, 0x04, // code = 536
+                0x12, 0x01, b'f', // message
+                0x22, 0x05, 0x0a, 0x01, b'h', 0x10, 0x01, // redirect { host, port }
+                0x28, 0x01, // need_retry
+            ]
+        );
+        assert_eq!(wire::Status::decode(bytes.as_slice()).unwrap(), s);
+    }
+}

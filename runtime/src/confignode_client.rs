@@ -1,0 +1,150 @@
+//! A ConfigNode client that finds the leader: it follows `Status.redirect` (400), moves on to
+//! the next ConfigNode on connection errors and waits out elections (`need_retry`), with a
+//! bounded number of attempts. Used by DataNodes and tests.
+
+use std::future::Future;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use proto::config_node_service_client::ConfigNodeServiceClient;
+use tonic::transport::Channel;
+
+/// A ConfigNode response that carries a status.
+pub trait HasStatus {
+    /// The response's status, if set.
+    fn status(&self) -> Option<&proto::Status>;
+}
+
+impl HasStatus for proto::Status {
+    fn status(&self) -> Option<&proto::Status> {
+        Some(self)
+    }
+}
+
+macro_rules! has_status {
+    ($($t:ty),*) => {$(
+        impl HasStatus for $t {
+            fn status(&self) -> Option<&proto::Status> {
+                self.status.as_ref()
+            }
+        }
+    )*};
+}
+
+has_status!(
+    proto::RegisterDataNodeResp,
+    proto::FetchSchemaResp,
+    proto::FetchPartitionsResp,
+    proto::ShowDatabasesResp,
+    proto::ShowTimeseriesResp,
+    proto::ShowClusterResp,
+    proto::ShowRegionsResp,
+    proto::ShowLeasesResp,
+    proto::RaftMessageResp
+);
+
+/// Why a call found no ConfigNode leader to answer it.
+#[derive(Debug, thiserror::Error)]
+#[error("no ConfigNode answered after {attempts} attempts; last problem: {last}")]
+pub struct NoLeader {
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last error or status seen.
+    pub last: String,
+}
+
+/// Calls the ConfigNode leader among `endpoints`.
+pub struct ConfigNodeClient {
+    endpoints: Vec<String>,
+    leader: Mutex<Option<String>>,
+    rpc_timeout: Duration,
+    attempts_max: u32,
+}
+
+impl ConfigNodeClient {
+    /// A client over the seed ConfigNodes (`host:port`). Each RPC times out after `rpc_timeout`;
+    /// a call gives up after `attempts_max` attempts (backoff 50 ms doubling to 1 s).
+    pub fn new(endpoints: Vec<String>, rpc_timeout: Duration, attempts_max: u32) -> Self {
+        assert!(!endpoints.is_empty(), "at least one ConfigNode endpoint");
+        ConfigNodeClient {
+            endpoints,
+            leader: Mutex::new(None),
+            rpc_timeout,
+            attempts_max: attempts_max.max(1),
+        }
+    }
+
+    /// The ConfigNode last seen leading.
+    pub fn leader(&self) -> Option<String> {
+        self.leader.lock().clone()
+    }
+
+    fn client(&self, address: &str) -> Result<ConfigNodeServiceClient<Channel>, String> {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+            .map_err(|e| e.to_string())?
+            .timeout(self.rpc_timeout)
+            .connect_timeout(self.rpc_timeout)
+            .connect_lazy();
+        Ok(ConfigNodeServiceClient::new(channel))
+    }
+
+    /// Runs `call` against the leader and returns the first response that is not a redirect or
+    /// a "no leader yet" (its status may still be an error for the caller to judge).
+    pub async fn call<T, F, Fut>(&self, call: F) -> Result<T, NoLeader>
+    where
+        T: HasStatus,
+        F: Fn(ConfigNodeServiceClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let mut next_seed = 0usize;
+        let mut backoff = Duration::from_millis(50);
+        let mut last = String::new();
+        for attempt in 1..=self.attempts_max {
+            let address = match self.leader() {
+                Some(leader) => leader,
+                None => {
+                    let seed = self.endpoints[next_seed].clone();
+                    next_seed = (next_seed + 1) % self.endpoints.len();
+                    seed
+                }
+            };
+            let outcome = match self.client(&address) {
+                Ok(client) => call(client).await.map_err(|s| s.to_string()),
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(resp) => {
+                    let resp = resp.into_inner();
+                    match resp.status() {
+                        Some(s) if s.code == 400 && s.redirect.is_some() => {
+                            let to = proto::endpoint(s.redirect.as_ref().expect("checked"));
+                            last = format!("{address} redirected to {to}");
+                            *self.leader.lock() = Some(to);
+                            continue;
+                        }
+                        Some(s) if s.need_retry && s.code != 200 => {
+                            last = format!("{address}: {} {}", s.code, s.message);
+                            *self.leader.lock() = None;
+                        }
+                        _ => {
+                            *self.leader.lock() = Some(address);
+                            return Ok(resp);
+                        }
+                    }
+                }
+                Err(e) => {
+                    last = format!("{address}: {e}");
+                    *self.leader.lock() = None;
+                }
+            }
+            if attempt < self.attempts_max {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+        Err(NoLeader {
+            attempts: self.attempts_max,
+            last,
+        })
+    }
+}

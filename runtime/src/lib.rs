@@ -1,0 +1,24 @@
+//! The threaded half of raft, shared by the ConfigNode and the DataNode.
+//!
+//! - [`RaftDriver`]: one OS thread owns a [`consensus::RaftNode`]; it ticks on a timer, steps
+//!   incoming messages, runs `handle_ready` until nothing is ready, and takes proposals, reads and
+//!   arbitrary node calls over a bounded channel, completing them through oneshot replies. The
+//!   raft core stays synchronous and steppable; only this crate owns threads.
+//! - [`GrpcTransport`]: the networked [`consensus::Transport`]. Messages go into a bounded queue
+//!   per destination node (full = dropped: raft retries) and a tokio task per peer sends them as
+//!   `RaftMessageBatch` over the ConfigNode's or the DataNode's internal gRPC service.
+//!
+//! - [`ConfigNodeClient`]: calls whichever ConfigNode leads, following redirects.
+//!
+//! Architecture invariant: nothing here interprets raft entries or metadata; it moves bytes.
+#![deny(missing_docs)]
+
+mod confignode_client;
+mod driver;
+mod error;
+mod transport;
+
+pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
+pub use driver::{DriverConfig, DriverStatus, RaftDriver};
+pub use error::{Error, Result};
+pub use transport::{decode_batch, AddressBook, GrpcTransport, PeerService, TransportConfig};

@@ -1,0 +1,197 @@
+//! The networked raft transport over tonic.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use consensus::{NodeId, RaftMessage, Transport};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::mpsc;
+
+/// Which gRPC service carries raft messages to the peers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerService {
+    /// `ConfigNodeService.SendRaftMessage` (the ConfigNode group).
+    ConfigNode,
+    /// `DataNodeInternalService.SendRaftMessage` (data region groups).
+    DataNode,
+}
+
+/// Node id → `host:port`, shared with whoever learns addresses (the ConfigNode's member list,
+/// or the DataNode's view of the registry).
+pub type AddressBook = Arc<RwLock<BTreeMap<NodeId, String>>>;
+
+/// Limits of the transport.
+#[derive(Clone, Debug)]
+pub struct TransportConfig {
+    /// Encoded messages queued per peer; past it new ones are dropped. Default 4096.
+    pub queue_messages_max: usize,
+    /// Messages per RPC. Default 256.
+    pub batch_messages_max: usize,
+    /// Deadline of one RPC, in milliseconds. Default 2000.
+    pub rpc_timeout_ms: u64,
+    /// Deadline to establish a connection, in milliseconds. Default 1000.
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            queue_messages_max: 4096,
+            batch_messages_max: 256,
+            rpc_timeout_ms: 2000,
+            connect_timeout_ms: 1000,
+        }
+    }
+}
+
+/// Sends raft messages as `RaftMessageBatch` RPCs. Best effort, never blocking the raft thread:
+/// a full queue or a failed RPC drops messages, which raft retransmits.
+#[derive(Clone)]
+pub struct GrpcTransport {
+    from: NodeId,
+    service: PeerService,
+    addresses: AddressBook,
+    config: TransportConfig,
+    runtime: tokio::runtime::Handle,
+    peers: Arc<Mutex<BTreeMap<NodeId, mpsc::Sender<Vec<u8>>>>>,
+}
+
+impl std::fmt::Debug for GrpcTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcTransport")
+            .field("from", &self.from)
+            .field("service", &self.service)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GrpcTransport {
+    /// A transport for node `from`; peer tasks run on `runtime`.
+    pub fn new(
+        from: NodeId,
+        service: PeerService,
+        addresses: AddressBook,
+        config: TransportConfig,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        GrpcTransport {
+            from,
+            service,
+            addresses,
+            config,
+            runtime,
+            peers: Arc::new(Mutex::new(BTreeMap::new())),
+        }
+    }
+
+    fn peer_queue(&self, to: NodeId) -> mpsc::Sender<Vec<u8>> {
+        let mut peers = self.peers.lock();
+        if let Some(queue) = peers.get(&to) {
+            if !queue.is_closed() {
+                return queue.clone();
+            }
+        }
+        let (tx, rx) = mpsc::channel(self.config.queue_messages_max);
+        self.runtime.spawn(peer_task(
+            self.from,
+            to,
+            self.service,
+            self.addresses.clone(),
+            self.config.clone(),
+            rx,
+        ));
+        peers.insert(to, tx.clone());
+        tx
+    }
+}
+
+impl Transport for GrpcTransport {
+    fn send(&self, to_node: NodeId, messages: Vec<RaftMessage>) {
+        let queue = self.peer_queue(to_node);
+        for message in messages {
+            if queue.try_send(message.encode()).is_err() {
+                tracing::trace!(to_node, "raft message dropped: peer queue full");
+            }
+        }
+    }
+}
+
+async fn peer_task(
+    from: NodeId,
+    to: NodeId,
+    service: PeerService,
+    addresses: AddressBook,
+    config: TransportConfig,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+) {
+    let mut channel: Option<(String, tonic::transport::Channel)> = None;
+    while let Some(first) = rx.recv().await {
+        let mut messages = vec![first];
+        while messages.len() < config.batch_messages_max {
+            match rx.try_recv() {
+                Ok(m) => messages.push(m),
+                Err(_) => break,
+            }
+        }
+        let Some(address) = addresses.read().get(&to).cloned() else {
+            tracing::debug!(
+                to,
+                "no address for raft peer; dropping {} messages",
+                messages.len()
+            );
+            continue;
+        };
+        if channel.as_ref().is_none_or(|(a, _)| *a != address) {
+            let endpoint =
+                match tonic::transport::Endpoint::from_shared(format!("http://{address}")) {
+                    Ok(e) => e
+                        .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+                        .timeout(Duration::from_millis(config.rpc_timeout_ms)),
+                    Err(e) => {
+                        tracing::warn!(to, address, "bad raft peer address: {e}");
+                        continue;
+                    }
+                };
+            channel = Some((address.clone(), endpoint.connect_lazy()));
+        }
+        let (_, ch) = channel.as_ref().expect("set above");
+        let batch = proto::RaftMessageBatch {
+            from_node_id: from,
+            to_node_id: to,
+            messages,
+        };
+        let outcome = match service {
+            PeerService::ConfigNode => {
+                proto::config_node_service_client::ConfigNodeServiceClient::new(ch.clone())
+                    .send_raft_message(batch)
+                    .await
+            }
+            PeerService::DataNode => {
+                proto::data_node_internal_service_client::DataNodeInternalServiceClient::new(
+                    ch.clone(),
+                )
+                .send_raft_message(batch)
+                .await
+            }
+        };
+        if let Err(e) = outcome {
+            tracing::debug!(to, address, "raft messages lost: {e}");
+        }
+    }
+}
+
+/// Decodes a received batch into raft messages, skipping (and logging) undecodable ones.
+pub fn decode_batch(batch: &proto::RaftMessageBatch) -> Vec<RaftMessage> {
+    batch
+        .messages
+        .iter()
+        .filter_map(|bytes| match RaftMessage::decode(bytes) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::warn!(from = batch.from_node_id, "undecodable raft message: {e}");
+                None
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,129 @@
+//! The raft driver on one node with an in-memory log: proposals complete with the state
+//! machine's result, reads wait for leadership, calls run on the thread, shutdown resolves
+//! everything.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use consensus::{
+    ApplyError, MemLog, MemNetwork, MemTransport, MonotonicClock, RaftNode, StateMachine, StateRole,
+};
+use runtime::{DriverConfig, RaftDriver};
+
+/// Appends every entry; the result is the count so far.
+#[derive(Default)]
+struct Counter {
+    applied: u64,
+    entries: Vec<Vec<u8>>,
+}
+
+impl StateMachine for Counter {
+    fn apply(&mut self, index: u64, data: &[u8]) -> Result<Vec<u8>, ApplyError> {
+        self.applied = index;
+        if data == b"bad" {
+            return Err(ApplyError::Deterministic {
+                code: 614,
+                message: "refused".into(),
+            });
+        }
+        self.entries.push(data.to_vec());
+        Ok((self.entries.len() as u64).to_le_bytes().to_vec())
+    }
+    fn applied_index(&self) -> u64 {
+        self.applied
+    }
+    fn snapshot(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn restore(&mut self, index: u64, _: &[u8]) -> Result<(), ApplyError> {
+        self.applied = index;
+        Ok(())
+    }
+}
+
+fn driver() -> RaftDriver<MemTransport> {
+    let clock = Arc::new(MonotonicClock::default());
+    let network = MemNetwork::new(1, clock.clone(), 1024);
+    RaftDriver::spawn(
+        DriverConfig {
+            name: "test-raft".into(),
+            tick_ms: 5,
+            ..DriverConfig::default()
+        },
+        move || {
+            let mut node = RaftNode::new(
+                1,
+                consensus::Config::default(),
+                clock,
+                network.endpoint(1),
+                Box::new(MemLog::default()),
+            )?;
+            node.create_group(7, &[1], Box::new(Counter::default()))?;
+            Ok(node)
+        },
+    )
+    .expect("driver starts")
+}
+
+async fn wait_leader(d: &RaftDriver<MemTransport>) {
+    for _ in 0..400 {
+        if d.group_status(7)
+            .is_some_and(|s| s.role == StateRole::Leader)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no leader: {:?}", d.group_status(7));
+}
+
+#[tokio::test]
+async fn proposals_reads_and_calls_complete_on_the_driver_thread() {
+    let d = driver();
+    wait_leader(&d).await;
+    let timeout = Duration::from_secs(5);
+    let first = d.propose(7, b"a".to_vec(), timeout).await.unwrap();
+    assert_eq!(first, 1u64.to_le_bytes());
+    let second = d.propose(7, b"b".to_vec(), timeout).await.unwrap();
+    assert_eq!(second, 2u64.to_le_bytes());
+    // A deterministic refusal is the entry's result.
+    let refused = d.propose(7, b"bad".to_vec(), timeout).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            runtime::Error::Proposal(consensus::ProposalError::Apply { code: 614, .. })
+        ),
+        "{refused:?}"
+    );
+    let read = d.read_index(7, timeout).await.unwrap();
+    assert!(read >= 3);
+    let applied = d
+        .call(|node| node.status(7).unwrap().applied)
+        .await
+        .unwrap();
+    assert!(applied >= read);
+    // An unknown group is refused at once.
+    assert!(matches!(
+        d.propose(99, b"x".to_vec(), timeout).await,
+        Err(runtime::Error::Consensus(consensus::Error::GroupNotFound(
+            99
+        )))
+    ));
+    d.shutdown();
+    assert!(d.is_stopped());
+    assert!(matches!(
+        d.propose(7, b"c".to_vec(), timeout).await,
+        Err(runtime::Error::Stopped)
+    ));
+}
+
+#[test]
+fn a_failing_factory_is_reported_by_spawn() {
+    let outcome = RaftDriver::<MemTransport>::spawn(DriverConfig::default(), || {
+        Err(consensus::Error::Config("no".into()))
+    });
+    assert!(matches!(
+        outcome,
+        Err(runtime::Error::Consensus(consensus::Error::Config(_)))
+    ));
+}
