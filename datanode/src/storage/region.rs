@@ -132,6 +132,26 @@ impl RegionState {
             .any(|t| t.masks(device, measurement, checkpoint))
     }
 
+    /// Every live series and its type, sorted by (device, measurement).
+    fn sorted_series(&self) -> Vec<(&str, &str, DataType)> {
+        let mut series: Vec<_> = self
+            .series_types
+            .iter()
+            .flat_map(|(d, ms)| ms.iter().map(move |(m, t)| (d.as_str(), m.as_str(), *t)))
+            .collect();
+        series.sort();
+        series
+    }
+
+    /// One series' points across every partition and source, last write wins.
+    fn all_points(&self, device: &str, measurement: &str) -> Result<BTreeMap<i64, Value>> {
+        let mut merged = BTreeMap::new();
+        for partition in self.partitions.values() {
+            merge_partition(self, partition, device, measurement, &mut merged)?;
+        }
+        Ok(merged)
+    }
+
     fn working_bytes(&self) -> usize {
         self.partitions
             .values()
@@ -394,30 +414,19 @@ impl DataRegion {
     /// Every live series and its type, sorted.
     pub fn series(&self) -> Vec<(String, String, DataType)> {
         let state = self.state.read();
-        let mut out: Vec<_> = state
-            .series_types
-            .iter()
-            .flat_map(|(d, ms)| ms.iter().map(move |(m, t)| (d.clone(), m.clone(), *t)))
-            .collect();
-        out.sort();
-        out
+        state
+            .sorted_series()
+            .into_iter()
+            .map(|(d, m, t)| (d.to_string(), m.to_string(), t))
+            .collect()
     }
 
     /// The digest of the region's logical content at its applied index.
     pub fn digest(&self) -> Result<RegionDigest> {
         let state = self.state.read();
-        let mut series: Vec<_> = state
-            .series_types
-            .iter()
-            .flat_map(|(d, ms)| ms.iter().map(move |(m, t)| (d.as_str(), m.as_str(), *t)))
-            .collect();
-        series.sort();
         let mut digest = DigestBuilder::new();
-        for (device, measurement, data_type) in series {
-            let mut merged = BTreeMap::new();
-            for partition in state.partitions.values() {
-                merge_partition(&state, partition, device, measurement, &mut merged)?;
-            }
+        for (device, measurement, data_type) in state.sorted_series() {
+            let merged = state.all_points(device, measurement)?;
             if merged.is_empty() {
                 continue;
             }
@@ -433,18 +442,10 @@ impl DataRegion {
     /// applied index it reflects: the body of a raft snapshot for a replica that fell behind.
     pub fn export(&self) -> Result<(u64, Vec<Tablet>)> {
         let state = self.state.read();
-        let mut series: Vec<_> = state
-            .series_types
-            .iter()
-            .flat_map(|(d, ms)| ms.iter().map(move |(m, t)| (d.as_str(), m.as_str(), *t)))
-            .collect();
-        series.sort();
+        let series = state.sorted_series();
         let mut tablets = Vec::with_capacity(series.len());
         for (device, measurement, data_type) in series {
-            let mut merged = BTreeMap::new();
-            for partition in state.partitions.values() {
-                merge_partition(&state, partition, device, measurement, &mut merged)?;
-            }
+            let merged = state.all_points(device, measurement)?;
             if merged.is_empty() {
                 continue;
             }
