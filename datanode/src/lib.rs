@@ -1,8 +1,23 @@
-//! The Fencepost DataNode. So far: the storage engine ([`storage`]), where a region's committed
-//! log entries become queryable data, and the region's raft state machine
-//! ([`region_state_machine`]). See ARCHITECTURE.md for the code map.
+//! The Fencepost DataNode: the storage engine ([`storage`]), the region's raft state machine
+//! ([`region_state_machine`]), the metadata lease ([`lease`]) and the service around them —
+//! registration, the internal and session gRPC services, the coordinator, the fail-closed
+//! metadata caches and `/metrics`. [`run`] is the entry point of the `datanode` binary; tests call
+//! [`start`] on `127.0.0.1:0`. See ARCHITECTURE.md for the code map.
 #![deny(missing_docs)]
 
+pub mod cache;
+pub mod config;
+pub mod convert;
+mod coordinator;
+pub mod error;
+mod internal;
 pub mod lease;
+pub mod metrics;
+mod node;
 pub mod region_state_machine;
+mod session;
 pub mod storage;
+
+pub use config::{DataNodeArgs, DataNodeConfig};
+pub use error::{ConfigError, Error, Result};
+pub use node::{run, start, DataNodeHandle};

@@ -1,7 +1,10 @@
-//! Failpoint tests of the storage engine: a failure injected before fragment k, and a crash between
-//! writing sealed files and installing the manifest. Each test holds `fail::FailScenario`, which
-//! serialises them.
+//! Failpoint tests: in the storage engine, a failure injected before fragment k and a crash between
+//! writing sealed files and installing the manifest; in the DataNode service, a stalled heartbeat
+//! handler (`datanode::heartbeat::stall`). Each test holds `fail::FailScenario`, which serialises
+//! them.
 
+#[path = "../it/harness.rs"]
+mod harness;
 #[path = "../it/support.rs"]
 mod support;
 
@@ -98,5 +101,60 @@ fn crash_between_sealed_files_and_manifest_loses_nothing() {
         model,
         "after flush, truncation and restart"
     );
+    scenario.teardown();
+}
+
+/// Seed scenario 3: heartbeats keep arriving but the handler stalls, so none is processed; the
+/// DataNode fences itself, refuses writes (536) and reads (535), then recovers (clear + pull) once
+/// the handler runs again.
+#[test]
+fn a_stalled_heartbeat_handler_fences_the_datanode_until_it_recovers() {
+    let scenario = fail::FailScenario::setup();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let cluster = harness::Cluster::start(1, 1).await;
+        let device = "root.fp.d1";
+        let before = harness::tablet(device, 0, 300, 10);
+        let mut client = cluster.client(0).await;
+        assert_eq!(
+            harness::insert_retrying(&mut client, &before).await.code,
+            200
+        );
+        let node = &cluster.nodes[0];
+
+        // Far longer than the test: the ConfigNode gives up on each stalled call, so none is ever
+        // processed while the failpoint is armed.
+        fail::cfg("datanode::heartbeat::stall", "return(600000)").unwrap();
+        harness::wait_for("the DataNode is fenced", || async { !node.lease_is_live() }).await;
+        let s = harness::insert(&mut client, &harness::tablet(device, 5000, 300, 3)).await;
+        assert_eq!(s.code, 536, "{s:?}");
+        let r = harness::query(&mut client, device, 0, 100_000).await;
+        assert_eq!(harness::code(&r.status), 535);
+
+        let recoveries = node.lease_recoveries();
+        fail::remove("datanode::heartbeat::stall");
+        harness::wait_for("the DataNode recovered", || async {
+            node.lease_is_live() && node.lease_recoveries() > recoveries
+        })
+        .await;
+        let after = harness::tablet(device, 20_000, 300, 5);
+        assert_eq!(
+            harness::insert_retrying(&mut client, &after).await.code,
+            200
+        );
+        harness::assert_s1_matches(
+            &harness::query_ok(&mut client, device, 0, 3000).await,
+            &before,
+        );
+        harness::assert_s1_matches(
+            &harness::query_ok(&mut client, device, 20_000, 30_000).await,
+            &after,
+        );
+        cluster.stop().await;
+    });
     scenario.teardown();
 }

@@ -1,8 +1,10 @@
-//! Storage-engine integration tests: fencing between fragments, crash recovery at every log sync
-//! point, and the engine against a model.
+//! DataNode integration tests: the storage engine (fencing between fragments, crash recovery at
+//! every log sync point, the engine against a model) and in-process clusters over loopback.
 
+mod cluster;
 mod crash;
 mod fence;
+mod harness;
 mod model;
 mod raft_region;
 mod state_machine;

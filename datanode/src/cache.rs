@@ -1,0 +1,302 @@
+//! The DataNode's metadata caches: schemas, the partition table, and region routes (replica sets,
+//! leader hints, DataNode addresses). They are trusted only under a live lease: every lookup checks
+//! the lease first and fails closed with 535 (`LeaseFencedRetryPolicy::None`).
+//!
+//! A generation counter rises on every clear or invalidation. A caller that fetched metadata from
+//! the ConfigNode stores it only if the generation did not move since it started — otherwise it
+//! could put back an entry that an invalidation or a lease recovery just removed — and the
+//! coordinator re-checks the generation before each dispatch, so an invalidation also cancels
+//! operations that had already read the old entries.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::{DataType, LeaseFencedRetryPolicy};
+use parking_lot::RwLock;
+
+use crate::lease::MetadataLeaseManager;
+use crate::storage::{LeaseFenced, LeaseGate};
+
+/// A device's database and the types of its known series.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceSchema {
+    /// e.g. `root.sg`.
+    pub database: String,
+    /// Measurement → type.
+    pub types: BTreeMap<String, DataType>,
+}
+
+/// Where a region lives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RegionRoute {
+    /// The region's database.
+    pub database: String,
+    /// DataNodes holding a replica.
+    pub replicas: Vec<u64>,
+    /// The leader last heard of (0 = unknown).
+    pub leader: u64,
+}
+
+/// Addresses of a DataNode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeAddresses {
+    /// `DataNodeInternalService`.
+    pub internal: String,
+    /// `SessionService`.
+    pub rpc: String,
+}
+
+#[derive(Default)]
+struct Inner {
+    schemas: HashMap<String, DeviceSchema>,
+    partitions: HashMap<(String, i64), u64>,
+    regions: BTreeMap<u64, RegionRoute>,
+    nodes: BTreeMap<u64, NodeAddresses>,
+}
+
+/// Everything a recovery pulls from the ConfigNode before the lease returns to NORMAL.
+#[derive(Clone, Debug, Default)]
+pub struct PulledMetadata {
+    /// Every region group.
+    pub regions: BTreeMap<u64, RegionRoute>,
+    /// Every registered DataNode.
+    pub nodes: BTreeMap<u64, NodeAddresses>,
+}
+
+/// The schema, partition and route caches.
+pub struct MetadataCache {
+    lease: Arc<MetadataLeaseManager>,
+    generation: AtomicU64,
+    entries_max: usize,
+    inner: RwLock<Inner>,
+}
+
+impl MetadataCache {
+    /// Empty caches gated by `lease`, each holding at most `entries_max` entries.
+    pub fn new(lease: Arc<MetadataLeaseManager>, entries_max: usize) -> MetadataCache {
+        assert!(entries_max > 0, "cache_entries_max must be positive");
+        MetadataCache {
+            lease,
+            generation: AtomicU64::new(0),
+            entries_max,
+            inner: RwLock::new(Inner::default()),
+        }
+    }
+
+    /// The current generation; pass it back to the `put_*` calls.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn check(&self) -> Result<(), LeaseFenced> {
+        self.lease.check(LeaseFencedRetryPolicy::None)
+    }
+
+    /// The cached schema of `device`.
+    pub fn schema(&self, device: &str) -> Result<Option<DeviceSchema>, LeaseFenced> {
+        self.check()?;
+        Ok(self.inner.read().schemas.get(device).cloned())
+    }
+
+    /// The cached region of `(device, time_slot)`.
+    pub fn partition(&self, device: &str, time_slot: i64) -> Result<Option<u64>, LeaseFenced> {
+        self.check()?;
+        Ok(self
+            .inner
+            .read()
+            .partitions
+            .get(&(device.to_string(), time_slot))
+            .copied())
+    }
+
+    /// The cached route of a region.
+    pub fn region(&self, region: u64) -> Result<Option<RegionRoute>, LeaseFenced> {
+        self.check()?;
+        Ok(self.inner.read().regions.get(&region).cloned())
+    }
+
+    /// Regions of a database, sorted by id.
+    pub fn database_regions(&self, database: &str) -> Result<Vec<u64>, LeaseFenced> {
+        self.check()?;
+        Ok(self
+            .inner
+            .read()
+            .regions
+            .iter()
+            .filter(|(_, r)| r.database == database)
+            .map(|(id, _)| *id)
+            .collect())
+    }
+
+    /// The addresses of a DataNode.
+    pub fn node(&self, node: u64) -> Result<Option<NodeAddresses>, LeaseFenced> {
+        self.check()?;
+        Ok(self.inner.read().nodes.get(&node).cloned())
+    }
+
+    fn put(&self, generation: u64, f: impl FnOnce(&mut Inner)) -> bool {
+        let mut inner = self.inner.write();
+        // Checked under the write lock, which `clear` and `invalidate` also take: an entry fetched
+        // before an invalidation can never land after it.
+        if self.generation.load(Ordering::Acquire) != generation {
+            return false;
+        }
+        f(&mut inner);
+        // A bounded cache: when full, start over rather than track recency.
+        if inner.schemas.len() > self.entries_max {
+            inner.schemas.clear();
+        }
+        if inner.partitions.len() > self.entries_max {
+            inner.partitions.clear();
+        }
+        true
+    }
+
+    /// Stores a device's schema fetched at `generation`; false if the caches moved on since.
+    pub fn put_schema(&self, generation: u64, device: &str, schema: DeviceSchema) -> bool {
+        self.put(generation, |inner| {
+            inner.schemas.insert(device.to_string(), schema);
+        })
+    }
+
+    /// Stores partitions, routes and DataNode addresses fetched at `generation`.
+    pub fn put_partitions(
+        &self,
+        generation: u64,
+        partitions: Vec<((String, i64), u64)>,
+        regions: Vec<(u64, RegionRoute)>,
+        nodes: Vec<(u64, NodeAddresses)>,
+    ) -> bool {
+        self.put(generation, |inner| {
+            inner.partitions.extend(partitions);
+            for (id, route) in regions {
+                let leader = inner.regions.get(&id).map_or(0, |r| r.leader);
+                let keep = if route.leader == 0 {
+                    leader
+                } else {
+                    route.leader
+                };
+                inner.regions.insert(
+                    id,
+                    RegionRoute {
+                        leader: keep,
+                        ..route
+                    },
+                );
+            }
+            inner.nodes.extend(nodes);
+        })
+    }
+
+    /// Records who leads a region (a hint: a wrong one costs one redirect). Hints are not
+    /// metadata a write is validated against, so they are taken whatever the generation.
+    pub fn set_leader(&self, region: u64, leader: u64) {
+        if leader == 0 {
+            return;
+        }
+        if let Some(route) = self.inner.write().regions.get_mut(&region) {
+            route.leader = leader;
+        }
+    }
+
+    /// Removes everything (lease recovery).
+    pub fn clear(&self) {
+        let mut inner = self.inner.write();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        *inner = Inner::default();
+    }
+
+    /// Installs what a recovery pulled, after [`MetadataCache::clear`].
+    pub fn install(&self, pulled: PulledMetadata) {
+        let mut inner = self.inner.write();
+        inner.regions = pulled.regions;
+        inner.nodes = pulled.nodes;
+    }
+
+    /// Removes the schemas and partitions of `databases` and of the devices of `series`
+    /// (ConfigNode invalidation). Once this returns, no lookup can return them.
+    pub fn invalidate(&self, databases: &[String], series: &[(String, String)]) {
+        let mut inner = self.inner.write();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        let in_database = |device: &str| databases.iter().any(|db| device_in(device, db));
+        inner
+            .schemas
+            .retain(|device, schema| !in_database(device) && !databases.contains(&schema.database));
+        for (device, measurement) in series {
+            if let Some(schema) = inner.schemas.get_mut(device) {
+                schema.types.remove(measurement);
+            }
+        }
+        inner
+            .partitions
+            .retain(|(device, _), _| !in_database(device));
+        inner
+            .regions
+            .retain(|_, r| !databases.contains(&r.database));
+    }
+}
+
+fn device_in(device: &str, database: &str) -> bool {
+    device == database
+        || (device.starts_with(database) && device.as_bytes().get(database.len()) == Some(&b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use consensus::ManualClock;
+
+    fn live_cache() -> (MetadataCache, Arc<MetadataLeaseManager>, ManualClock) {
+        let clock = ManualClock::default();
+        let lease = Arc::new(MetadataLeaseManager::new(Arc::new(clock.clone()), 100));
+        lease.on_heartbeat(0).unwrap();
+        lease.recover(|| {}, || Ok::<(), ()>(())).unwrap();
+        (MetadataCache::new(lease.clone(), 10), lease, clock)
+    }
+
+    #[test]
+    fn fails_closed_when_fenced_and_refuses_entries_from_before_a_clear() {
+        let (cache, _lease, clock) = live_cache();
+        let g = cache.generation();
+        let schema = DeviceSchema {
+            database: "root.sg".into(),
+            types: [("s1".to_string(), DataType::Int64)].into(),
+        };
+        assert!(cache.put_schema(g, "root.sg.d1", schema.clone()));
+        assert_eq!(cache.schema("root.sg.d1").unwrap(), Some(schema.clone()));
+        cache.invalidate(&["root.sg".into()], &[]);
+        assert_eq!(cache.schema("root.sg.d1").unwrap(), None);
+        assert!(
+            !cache.put_schema(g, "root.sg.d1", schema),
+            "fetched before the invalidation"
+        );
+        clock.advance_ms(101);
+        assert_eq!(
+            cache.schema("root.sg.d1"),
+            Err(LeaseFenced {
+                policy: LeaseFencedRetryPolicy::None
+            })
+        );
+    }
+
+    #[test]
+    fn series_invalidation_removes_only_that_series() {
+        let (cache, _lease, _clock) = live_cache();
+        let g = cache.generation();
+        let schema = DeviceSchema {
+            database: "root.sg".into(),
+            types: [
+                ("s1".to_string(), DataType::Int64),
+                ("s2".to_string(), DataType::Double),
+            ]
+            .into(),
+        };
+        cache.put_schema(g, "root.sg.d1", schema);
+        cache.invalidate(&[], &[("root.sg.d1".into(), "s1".into())]);
+        let left = cache.schema("root.sg.d1").unwrap().unwrap();
+        assert_eq!(left.types.keys().collect::<Vec<_>>(), ["s2"]);
+        assert!(device_in("root.sg.d1", "root.sg"));
+        assert!(!device_in("root.sgx.d1", "root.sg"));
+    }
+}

@@ -1,0 +1,331 @@
+//! `DataNodeConfig`: every key with its default and unit, loaded from TOML (`--config file`) and
+//! overridden by `--kebab-case-name value` on the command line, validated once at start-up.
+//!
+//! Cluster-wide values (fence, partitioning, heartbeat interval) are not configured here: the
+//! DataNode adopts the ConfigNode's at registration, so every node agrees.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::ConfigError;
+
+/// The DataNode's settings.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DataNodeConfig {
+    /// `host:port` of the session API (`SessionService`). Port 0 picks a free port (tests).
+    /// Default `127.0.0.1:6667`.
+    pub dn_rpc_address: String,
+    /// `host:port` of `DataNodeInternalService` (ConfigNode → DataNode and DataNode ↔ DataNode).
+    /// Default `127.0.0.1:10730`.
+    pub dn_internal_address: String,
+    /// Comma-separated `host:port` of ConfigNodes to register with; the leader is found by
+    /// following redirects. Default `127.0.0.1:10710`.
+    pub dn_seed_config_nodes: String,
+    /// Directory of the node's identity, raft log and regions. Default `data/datanode`.
+    pub dn_data_dir: PathBuf,
+    /// `host:port` of the Prometheus text `/metrics` endpoint. Default `127.0.0.1:9091`.
+    pub dn_metrics_address: String,
+    /// Retries of a fenced write inside the region state machine before 536 goes to the apply
+    /// proxy (IoTDB's `MAX_WRITE_RETRY_TIMES`). Default 5.
+    pub data_region_write_retry_max: u32,
+    /// Milliseconds between those retries. Default 1000.
+    pub data_region_write_retry_wait_ms: u64,
+    /// Milliseconds the coordinator keeps retrying a region write that failed with 536, a leader
+    /// change or a lost connection, on another replica or the new leader. Default 60000.
+    pub remote_write_max_retry_ms: u64,
+    /// Milliseconds a proposal may wait for commit and local apply on the region leader before
+    /// the write answers 712 (the coordinator then retries; writes are idempotent). Default 10000.
+    pub dn_write_timeout_ms: u64,
+    /// Milliseconds of one DataNode → DataNode or DataNode → ConfigNode RPC. Default 5000.
+    pub dn_rpc_timeout_ms: u64,
+    /// Milliseconds between two raft ticks of the node's region groups. Default 100.
+    pub dn_raft_tick_ms: u64,
+    /// Raft ticks without a leader before a replica campaigns (effective timeout is drawn from
+    /// `(n, 2n]`). Default 10.
+    pub dn_raft_election_ticks: u64,
+    /// Size in bytes of one segment of the node's raft log (shared by all regions).
+    /// Default 64 MiB; at least 4096.
+    pub wal_segment_bytes: u64,
+    /// A region flushes its memtables once they hold this many bytes. Default 64 MiB.
+    pub memtable_flush_bytes: u64,
+    /// A region flushes once its oldest unflushed write is this many milliseconds old.
+    /// Default 600000.
+    pub memtable_flush_age_ms: u64,
+    /// Rows in one tablet a session may send; larger ones are refused with 700. Default 100000.
+    pub tablet_rows_max: u32,
+    /// Entries kept in the schema cache (devices) and the partition cache (device, time slot)
+    /// each; a full cache is cleared rather than grown. Default 100000.
+    pub cache_entries_max: u32,
+}
+
+impl Default for DataNodeConfig {
+    fn default() -> Self {
+        DataNodeConfig {
+            dn_rpc_address: "127.0.0.1:6667".into(),
+            dn_internal_address: "127.0.0.1:10730".into(),
+            dn_seed_config_nodes: "127.0.0.1:10710".into(),
+            dn_data_dir: PathBuf::from("data/datanode"),
+            dn_metrics_address: "127.0.0.1:9091".into(),
+            data_region_write_retry_max: 5,
+            data_region_write_retry_wait_ms: 1000,
+            remote_write_max_retry_ms: 60_000,
+            dn_write_timeout_ms: 10_000,
+            dn_rpc_timeout_ms: 5000,
+            dn_raft_tick_ms: 100,
+            dn_raft_election_ticks: 10,
+            wal_segment_bytes: 64 << 20,
+            memtable_flush_bytes: 64 << 20,
+            memtable_flush_age_ms: 600_000,
+            tablet_rows_max: 100_000,
+            cache_entries_max: 100_000,
+        }
+    }
+}
+
+/// Command-line form: `--config file` plus every key as `--kebab-case-name value`, which
+/// overrides the file.
+#[derive(Debug, Default, clap::Parser)]
+#[command(name = "datanode", about = "Fencepost DataNode")]
+pub struct DataNodeArgs {
+    /// TOML file with any of the keys below (snake_case).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_rpc_address: Option<String>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_internal_address: Option<String>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_seed_config_nodes: Option<String>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_data_dir: Option<PathBuf>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_metrics_address: Option<String>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub data_region_write_retry_max: Option<u32>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub data_region_write_retry_wait_ms: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub remote_write_max_retry_ms: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_write_timeout_ms: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_rpc_timeout_ms: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_raft_tick_ms: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_raft_election_ticks: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub wal_segment_bytes: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub memtable_flush_bytes: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub memtable_flush_age_ms: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub tablet_rows_max: Option<u32>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub cache_entries_max: Option<u32>,
+}
+
+fn err(key: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key,
+        reason: reason.into(),
+    }
+}
+
+fn check_address(key: &'static str, address: &str) -> Result<(), ConfigError> {
+    address
+        .parse::<std::net::SocketAddr>()
+        .map(|_| ())
+        .map_err(|e| err(key, format!("{address:?} is not ip:port ({e})")))
+}
+
+impl DataNodeConfig {
+    /// Reads a TOML file; unknown keys are an error.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| err("config", format!("reading {}: {e}", path.display())))?;
+        Self::from_toml(&text)
+    }
+
+    /// Parses TOML text; unknown keys are an error.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| err("config", e.to_string()))
+    }
+
+    /// Defaults, then the `--config` file, then the command-line values; validated.
+    pub fn from_args(args: DataNodeArgs) -> Result<Self, ConfigError> {
+        let mut c = match &args.config {
+            Some(path) => Self::from_file(path)?,
+            None => Self::default(),
+        };
+        macro_rules! over {
+            ($($field:ident),*) => { $( if let Some(v) = args.$field { c.$field = v; } )* };
+        }
+        over!(
+            dn_rpc_address,
+            dn_internal_address,
+            dn_seed_config_nodes,
+            dn_data_dir,
+            dn_metrics_address,
+            data_region_write_retry_max,
+            data_region_write_retry_wait_ms,
+            remote_write_max_retry_ms,
+            dn_write_timeout_ms,
+            dn_rpc_timeout_ms,
+            dn_raft_tick_ms,
+            dn_raft_election_ticks,
+            wal_segment_bytes,
+            memtable_flush_bytes,
+            memtable_flush_age_ms,
+            tablet_rows_max,
+            cache_entries_max
+        );
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The seed ConfigNodes as `host:port`.
+    pub fn seed_config_nodes(&self) -> Vec<String> {
+        self.dn_seed_config_nodes
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Checks every key once at start-up, with an error that names the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_address("dn_rpc_address", &self.dn_rpc_address)?;
+        check_address("dn_internal_address", &self.dn_internal_address)?;
+        check_address("dn_metrics_address", &self.dn_metrics_address)?;
+        let seeds = self.seed_config_nodes();
+        if seeds.is_empty() {
+            return Err(err(
+                "dn_seed_config_nodes",
+                "at least one ConfigNode is needed",
+            ));
+        }
+        for seed in &seeds {
+            proto::parse_endpoint(seed)
+                .map_err(|e| err("dn_seed_config_nodes", format!("{seed:?}: {e}")))?;
+        }
+        if self.dn_data_dir.as_os_str().is_empty() {
+            return Err(err("dn_data_dir", "must not be empty"));
+        }
+        if self.data_region_write_retry_wait_ms == 0 {
+            return Err(err("data_region_write_retry_wait_ms", "must be > 0"));
+        }
+        for (key, value) in [
+            ("dn_write_timeout_ms", self.dn_write_timeout_ms),
+            ("dn_rpc_timeout_ms", self.dn_rpc_timeout_ms),
+            ("dn_raft_tick_ms", self.dn_raft_tick_ms),
+            ("memtable_flush_bytes", self.memtable_flush_bytes),
+            ("memtable_flush_age_ms", self.memtable_flush_age_ms),
+        ] {
+            if value == 0 {
+                return Err(err(key, "must be > 0"));
+            }
+        }
+        if self.dn_raft_election_ticks < 3 {
+            return Err(err(
+                "dn_raft_election_ticks",
+                "must be >= 3 (the raft heartbeat runs every election_ticks / 5 ticks, at least 1)",
+            ));
+        }
+        if self.wal_segment_bytes < 4096 {
+            return Err(err("wal_segment_bytes", "must be >= 4096"));
+        }
+        if self.tablet_rows_max == 0 || self.cache_entries_max == 0 {
+            return Err(err(
+                "tablet_rows_max",
+                "tablet_rows_max and cache_entries_max must be > 0",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn defaults_validate_and_match_the_issue() {
+        let c = DataNodeConfig::default();
+        c.validate().unwrap();
+        assert_eq!(c.dn_rpc_address, "127.0.0.1:6667");
+        assert_eq!(c.dn_internal_address, "127.0.0.1:10730");
+        assert_eq!(c.dn_seed_config_nodes, "127.0.0.1:10710");
+        assert_eq!(c.dn_metrics_address, "127.0.0.1:9091");
+        assert_eq!(c.data_region_write_retry_max, 5);
+        assert_eq!(c.data_region_write_retry_wait_ms, 1000);
+        assert_eq!(c.remote_write_max_retry_ms, 60_000);
+    }
+
+    #[test]
+    fn the_example_file_holds_every_default() {
+        let text = include_str!("../datanode.example.toml");
+        assert_eq!(
+            DataNodeConfig::from_toml(text).unwrap(),
+            DataNodeConfig::default()
+        );
+    }
+
+    #[test]
+    fn command_line_overrides_the_file_and_errors_name_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("dn.toml");
+        std::fs::write(
+            &file,
+            "dn_rpc_address = \"127.0.0.1:7000\"\nremote_write_max_retry_ms = 5\n",
+        )
+        .unwrap();
+        let args = DataNodeArgs::parse_from([
+            "datanode",
+            "--config",
+            file.to_str().unwrap(),
+            "--remote-write-max-retry-ms",
+            "9",
+        ]);
+        let c = DataNodeConfig::from_args(args).unwrap();
+        assert_eq!(c.dn_rpc_address, "127.0.0.1:7000");
+        assert_eq!(c.remote_write_max_retry_ms, 9);
+
+        let e = DataNodeConfig::from_toml("dn_metrics_address = \"nowhere\"")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.key, "dn_metrics_address");
+        let e = DataNodeConfig::from_toml("no_such_key = 1").unwrap_err();
+        assert!(e.reason.contains("no_such_key"), "{e}");
+        let e = DataNodeConfig {
+            dn_raft_tick_ms: 0,
+            ..DataNodeConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.key, "dn_raft_tick_ms");
+    }
+}

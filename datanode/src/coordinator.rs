@@ -1,0 +1,880 @@
+//! The coordinator (DESIGN §5 step 1): the DataNode a session talks to turns a tablet into
+//! region writes and a query into region reads.
+//!
+//! Write: lease gate (fenced → 536) → schema through the cache (miss → ConfigNode FetchSchema with
+//! auto-create) → type check (614) → partitions through the cache (miss → FetchPartitions with
+//! auto-create) → split by region (series slot of the device × time slot) → dispatch each part to
+//! the region leader, locally or over `ForwardRegionWrite`, retrying 536, leader changes and
+//! connection loss on another replica or the new leader within `remote_write_max_retry_ms` →
+//! aggregate (302 with one sub-status per region when any part failed).
+//!
+//! Read: lease gate (fenced → 535) → schema → every region of the device's database → a
+//! linearizable read on each region's leader (local or `ReadRegion`) → merge.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{DataType, LeaseFencedRetryPolicy, StatusCode, Tablet, Value};
+
+use crate::cache::{DeviceSchema, NodeAddresses, RegionRoute};
+use crate::convert::{ok, status, tablet_to_wire, value_from_wire};
+use crate::metrics::{add, inc};
+use crate::node::{check_status, Shared};
+use crate::storage::{LeaseGate, RegionCommand};
+
+type Outcome<T> = Result<T, proto::Status>;
+
+/// Longest single backoff between two attempts of a region write.
+const BACKOFF_MAX: Duration = Duration::from_secs(20);
+/// First backoff.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// Budget of a region read's retries (leader changes, connection loss).
+const READ_RETRY_MS: u64 = 10_000;
+
+fn fenced_write(shared: &Shared) -> proto::Status {
+    inc(&shared.metrics.fenced_writes);
+    let mut s = status(
+        StatusCode::MetadataLeaseFencedRetryRequired,
+        format!(
+            "DataNode {} is fenced (metadata lease {}); retry on another DataNode",
+            shared.node_id,
+            shared.lease.state().name()
+        ),
+    );
+    s.need_retry = true;
+    s
+}
+
+fn fenced_read(shared: &Shared) -> proto::Status {
+    inc(&shared.metrics.fenced_reads);
+    status(
+        StatusCode::MetadataLeaseFenced,
+        format!(
+            "DataNode {} is fenced (metadata lease {})",
+            shared.node_id,
+            shared.lease.state().name()
+        ),
+    )
+}
+
+fn backoff(attempt: u32) -> Duration {
+    BACKOFF_MIN
+        .saturating_mul(1u32 << attempt.min(16))
+        .min(BACKOFF_MAX)
+}
+
+/// Combines the statuses of the parts of one request.
+pub(crate) fn aggregate(statuses: Vec<proto::Status>) -> proto::Status {
+    if statuses.iter().all(|s| s.code == 200) {
+        return ok();
+    }
+    if statuses.len() == 1 {
+        return statuses.into_iter().next().expect("one status");
+    }
+    let need_retry = statuses.iter().any(|s| s.code != 200 && s.need_retry);
+    let failed = statuses.iter().filter(|s| s.code != 200).count();
+    let mut s = status(
+        StatusCode::MultipleError,
+        format!("{failed} of {} parts failed", statuses.len()),
+    );
+    s.need_retry = need_retry;
+    s.sub_status = statuses;
+    s
+}
+
+/// Writes one tablet through the cluster.
+pub(crate) async fn insert_tablet(shared: &Arc<Shared>, tablet: Tablet) -> proto::Status {
+    let started = Instant::now();
+    if shared
+        .lease
+        .check(LeaseFencedRetryPolicy::RetryUntilSuccess)
+        .is_err()
+    {
+        return fenced_write(shared);
+    }
+    if tablet.row_count() > shared.config.tablet_rows_max as usize {
+        return status(
+            StatusCode::IllegalParameter,
+            format!(
+                "tablet has {} rows; tablet_rows_max is {}",
+                tablet.row_count(),
+                shared.config.tablet_rows_max
+            ),
+        );
+    }
+    if let Err(e) = tablet.validate(&shared.storage_config.tablet_limits) {
+        return status(StatusCode::IllegalParameter, e.to_string());
+    }
+    if tablet.row_count() == 0 {
+        return ok();
+    }
+    let generation = shared.cache.generation();
+    let schema = match resolve_schema(shared, &tablet, generation).await {
+        Ok(schema) => schema,
+        Err(s) => return s,
+    };
+    for (m, t) in tablet.measurements.iter().zip(&tablet.data_types) {
+        match schema.types.get(m) {
+            Some(existing) if existing == t => {}
+            Some(existing) => {
+                return status(
+                    StatusCode::DataTypeMismatch,
+                    format!("{}.{m} is {existing}, the write is {t}", tablet.device),
+                )
+            }
+            None => {
+                return status(
+                    StatusCode::MetadataError,
+                    format!("{}.{m} does not exist and was not created", tablet.device),
+                )
+            }
+        }
+    }
+    let slots: BTreeSet<i64> = tablet
+        .timestamps
+        .iter()
+        .map(|t| shared.partition.time_slot(*t))
+        .collect();
+    let (regions, routes) =
+        match resolve_partitions(shared, &tablet.device, &slots, generation).await {
+            Ok(resolved) => resolved,
+            Err(s) => return s,
+        };
+    let mut rows_by_region: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (row, t) in tablet.timestamps.iter().enumerate() {
+        let slot = shared.partition.time_slot(*t);
+        let region = regions[&slot];
+        rows_by_region.entry(region).or_default().push(row);
+    }
+    let mut parts = tokio::task::JoinSet::new();
+    for (index, (region, rows)) in rows_by_region.into_iter().enumerate() {
+        let part = sub_tablet(&tablet, &rows);
+        let route = routes.get(&region).cloned().unwrap_or_default();
+        let shared = shared.clone();
+        parts.spawn(async move {
+            let points = part.point_count() as u64;
+            let s = write_region(&shared, region, route, part, generation).await;
+            if s.code == 200 {
+                add(&shared.metrics.write_points, points);
+                inc(&shared.metrics.write_requests);
+            }
+            (index, s)
+        });
+    }
+    let mut statuses = Vec::new();
+    while let Some(joined) = parts.join_next().await {
+        match joined {
+            Ok(part) => statuses.push(part),
+            Err(e) => statuses.push((
+                usize::MAX,
+                status(
+                    StatusCode::InternalServerError,
+                    format!("region write task: {e}"),
+                ),
+            )),
+        }
+    }
+    statuses.sort_by_key(|(i, _)| *i);
+    add(
+        &shared.metrics.write_latency_us_sum,
+        started.elapsed().as_micros() as u64,
+    );
+    aggregate(statuses.into_iter().map(|(_, s)| s).collect())
+}
+
+/// The rows `rows` of `tablet`, in order.
+fn sub_tablet(tablet: &Tablet, rows: &[usize]) -> Tablet {
+    let schema: Vec<(&str, DataType)> = tablet
+        .measurements
+        .iter()
+        .map(String::as_str)
+        .zip(tablet.data_types.iter().copied())
+        .collect();
+    let mut part = Tablet::new(tablet.device.clone(), &schema);
+    for &row in rows {
+        let values = (0..tablet.columns.len())
+            .map(|c| (!tablet.is_null(row, c)).then(|| tablet.columns[c].value(row)))
+            .collect();
+        part.push_row(tablet.timestamps[row], values);
+    }
+    part
+}
+
+async fn resolve_schema(
+    shared: &Shared,
+    tablet: &Tablet,
+    generation: u64,
+) -> Outcome<DeviceSchema> {
+    let cached = shared
+        .cache
+        .schema(&tablet.device)
+        .map_err(|_| fenced_write(shared))?;
+    if let Some(schema) = cached {
+        if tablet
+            .measurements
+            .iter()
+            .all(|m| schema.types.contains_key(m))
+        {
+            return Ok(schema);
+        }
+    }
+    inc(&shared.metrics.schema_fetches);
+    let request = proto::FetchSchemaReq {
+        devices: vec![proto::DeviceSchemaRequest {
+            device: tablet.device.clone(),
+            measurements: tablet
+                .measurements
+                .iter()
+                .zip(&tablet.data_types)
+                .map(|(m, t)| proto::MeasurementSchema {
+                    name: m.clone(),
+                    data_type: proto::data_type_to_wire(*t) as i32,
+                })
+                .collect(),
+        }],
+        auto_create: true,
+        caller: Some(shared.caller()),
+    };
+    let schema = fetch_schema(shared, request).await?;
+    let schema = schema
+        .into_iter()
+        .next()
+        .map(|(_, s)| s)
+        .unwrap_or_default();
+    if schema.database.is_empty() {
+        return Err(status(
+            StatusCode::MetadataError,
+            format!("no database for {}", tablet.device),
+        ));
+    }
+    shared
+        .cache
+        .put_schema(generation, &tablet.device, schema.clone());
+    Ok(schema)
+}
+
+async fn fetch_schema(
+    shared: &Shared,
+    request: proto::FetchSchemaReq,
+) -> Outcome<Vec<(String, DeviceSchema)>> {
+    let resp = shared
+        .confignode
+        .call(|mut c| {
+            let request = request.clone();
+            async move { c.fetch_schema(request).await }
+        })
+        .await
+        .map_err(|e| status(StatusCode::InternalRequestTimeOut, e.to_string()))?;
+    check_status(resp.status.as_ref())
+        .map_err(|e| status(StatusCode::MetadataError, format!("FetchSchema: {e}")))?;
+    let mut out = Vec::new();
+    for d in resp.devices {
+        let mut types = BTreeMap::new();
+        for m in d.measurements {
+            let t = proto::data_type(m.data_type)
+                .map_err(|e| status(StatusCode::MetadataError, e.to_string()))?;
+            types.insert(m.name, t);
+        }
+        out.push((
+            d.device,
+            DeviceSchema {
+                database: d.database,
+                types,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+type Resolved = (BTreeMap<i64, u64>, BTreeMap<u64, RegionRoute>);
+
+async fn resolve_partitions(
+    shared: &Shared,
+    device: &str,
+    slots: &BTreeSet<i64>,
+    generation: u64,
+) -> Outcome<Resolved> {
+    let fenced = |_| fenced_write(shared);
+    let mut regions = BTreeMap::new();
+    let mut missing = Vec::new();
+    for slot in slots {
+        match shared.cache.partition(device, *slot).map_err(fenced)? {
+            Some(region) => {
+                regions.insert(*slot, region);
+            }
+            None => missing.push(*slot),
+        }
+    }
+    let mut routes = BTreeMap::new();
+    if !missing.is_empty() {
+        inc(&shared.metrics.partition_fetches);
+        let request = proto::FetchPartitionsReq {
+            requests: vec![proto::DeviceTimeSlots {
+                device: device.to_string(),
+                time_slots: missing.clone(),
+            }],
+            auto_create: true,
+            caller: Some(shared.caller()),
+        };
+        let resp = shared
+            .confignode
+            .call(|mut c| {
+                let request = request.clone();
+                async move { c.fetch_partitions(request).await }
+            })
+            .await
+            .map_err(|e| status(StatusCode::InternalRequestTimeOut, e.to_string()))?;
+        check_status(resp.status.as_ref())
+            .map_err(|e| status(StatusCode::MetadataError, format!("FetchPartitions: {e}")))?;
+        let series_slot = shared.partition.series_slot(device);
+        let mut fetched = Vec::new();
+        for p in &resp.partitions {
+            if p.series_slot == series_slot && missing.contains(&p.time_slot) {
+                regions.insert(p.time_slot, p.region_id);
+                fetched.push(((device.to_string(), p.time_slot), p.region_id));
+            }
+        }
+        let leaders: BTreeMap<u64, u64> = resp
+            .leaders
+            .iter()
+            .map(|l| (l.region_id, l.leader_id))
+            .collect();
+        let fetched_routes: Vec<(u64, RegionRoute)> = resp
+            .regions
+            .iter()
+            .map(|r| {
+                (
+                    r.region_id,
+                    RegionRoute {
+                        database: r.database.clone(),
+                        replicas: r.data_node_ids.clone(),
+                        leader: leaders.get(&r.region_id).copied().unwrap_or(0),
+                    },
+                )
+            })
+            .collect();
+        let nodes: Vec<(u64, NodeAddresses)> = resp
+            .data_nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.data_node_id,
+                    NodeAddresses {
+                        internal: n
+                            .internal_endpoint
+                            .as_ref()
+                            .map(proto::endpoint)
+                            .unwrap_or_default(),
+                        rpc: n
+                            .rpc_endpoint
+                            .as_ref()
+                            .map(proto::endpoint)
+                            .unwrap_or_default(),
+                    },
+                )
+            })
+            .collect();
+        shared.learn_nodes(
+            nodes
+                .iter()
+                .filter(|(_, a)| !a.internal.is_empty())
+                .map(|(id, a)| (*id, a.internal.clone())),
+        );
+        routes.extend(fetched_routes.iter().cloned());
+        shared
+            .cache
+            .put_partitions(generation, fetched, fetched_routes, nodes);
+    }
+    if let Some(slot) = slots.iter().find(|s| !regions.contains_key(s)) {
+        return Err(status(
+            StatusCode::MetadataError,
+            format!("no region for {device} in time slot {slot}"),
+        ));
+    }
+    for region in regions.values() {
+        if routes.contains_key(region) {
+            continue;
+        }
+        if let Some(route) = shared.cache.region(*region).map_err(fenced)? {
+            routes.insert(*region, route);
+        }
+    }
+    Ok((regions, routes))
+}
+
+/// Where to send the next attempt of a region operation: the leader as this node's raft group
+/// sees it, else the route's hint, else the replicas in turn.
+struct Targets<'a> {
+    shared: &'a Shared,
+    region: u64,
+    replicas: Vec<u64>,
+    next_replica: usize,
+    last_tried: Option<u64>,
+    redirect: Option<String>,
+}
+
+impl<'a> Targets<'a> {
+    fn new(shared: &'a Shared, region: u64, route: &RegionRoute) -> Self {
+        let mut replicas = route.replicas.clone();
+        // The hinted leader first, then the others.
+        if route.leader != 0 {
+            let h = route.leader;
+            replicas.retain(|r| *r != h);
+            replicas.insert(0, h);
+        }
+        if replicas.is_empty() && shared.local_region(region).is_some() {
+            replicas.push(shared.node_id);
+        }
+        Targets {
+            shared,
+            region,
+            replicas,
+            next_replica: 0,
+            last_tried: None,
+            redirect: None,
+        }
+    }
+
+    /// The next address to try.
+    fn next(&mut self) -> Option<String> {
+        if let Some(address) = self.redirect.take() {
+            return Some(address);
+        }
+        // A replica on this node knows the current leader best (it may have just changed).
+        if let Some(leader) = self
+            .shared
+            .driver
+            .group_status(self.region)
+            .and_then(|s| s.leader)
+        {
+            if self.last_tried != Some(leader) {
+                self.last_tried = Some(leader);
+                return self.shared.node_address(leader);
+            }
+        }
+        if self.replicas.is_empty() {
+            return None;
+        }
+        let node = self.replicas[self.next_replica % self.replicas.len()];
+        self.next_replica += 1;
+        self.last_tried = Some(node);
+        self.shared.node_address(node)
+    }
+
+    fn redirected(&mut self, status: &proto::Status) {
+        self.redirect = status.redirect.as_ref().map(proto::endpoint);
+    }
+}
+
+fn is_retryable(code: i32) -> bool {
+    [
+        StatusCode::MetadataLeaseFencedRetryRequired,
+        StatusCode::RegionLeaderChangeError,
+        StatusCode::CanNotConnectDatanode,
+        StatusCode::InternalRequestTimeOut,
+        StatusCode::WriteProcessReject,
+    ]
+    .iter()
+    .any(|c| c.code() as i32 == code)
+}
+
+/// One region's part of a write, retried within `remote_write_max_retry_ms`.
+async fn write_region(
+    shared: &Arc<Shared>,
+    region: u64,
+    route: RegionRoute,
+    part: Tablet,
+    generation: u64,
+) -> proto::Status {
+    let deadline = Instant::now() + Duration::from_millis(shared.config.remote_write_max_retry_ms);
+    let command = RegionCommand::InsertTablet(part);
+    let wire = tablet_to_wire(match &command {
+        RegionCommand::InsertTablet(t) => t,
+        _ => unreachable!("built above"),
+    });
+    let mut targets = Targets::new(shared, region, &route);
+    let mut attempt = 0u32;
+    loop {
+        // The part was validated against cached metadata of `generation`; if an invalidation or a
+        // recovery moved the caches on, the validation is void.
+        if shared.cache.generation() != generation {
+            let mut s = status(
+                StatusCode::MetadataLeaseFencedRetryRequired,
+                "the metadata changed while the write was in flight; retry",
+            );
+            s.need_retry = true;
+            return s;
+        }
+        if shared
+            .lease
+            .check(LeaseFencedRetryPolicy::RetryUntilSuccess)
+            .is_err()
+        {
+            return fenced_write(shared);
+        }
+        let last = match targets.next() {
+            None => status(
+                StatusCode::CanNotConnectDatanode,
+                format!("no known replica of region {region}"),
+            ),
+            Some(address) if address == shared.internal_address => {
+                if shared.local_region(region).is_some() {
+                    shared.propose_local(region, &command).await.0
+                } else {
+                    status(StatusCode::RegionLeaderChangeError, "no local replica")
+                }
+            }
+            Some(address) => {
+                inc(&shared.metrics.forwarded_writes);
+                let request = proto::RegionWriteReq {
+                    region_id: region,
+                    command: Some(proto::region_write_req::Command::InsertTablet(wire.clone())),
+                    operation_id: 0,
+                };
+                match shared.peer(&address).forward_region_write(request).await {
+                    Ok(resp) => resp.into_inner().status.unwrap_or_else(|| {
+                        status(StatusCode::InternalServerError, "reply without status")
+                    }),
+                    Err(e) => status(
+                        StatusCode::CanNotConnectDatanode,
+                        format!("{address}: {}", e.message()),
+                    ),
+                }
+            }
+        };
+        if last.code == 200 || !is_retryable(last.code) {
+            return last;
+        }
+        targets.redirected(&last);
+        let pause = backoff(attempt).min(deadline.saturating_duration_since(Instant::now()));
+        if pause.is_zero() {
+            tracing::debug!(
+                region,
+                "region write gives up: {} {}",
+                last.code,
+                last.message
+            );
+            let mut last = last;
+            last.need_retry = true;
+            return last;
+        }
+        inc(&shared.metrics.coordinator_retries);
+        attempt += 1;
+        tracing::debug!(
+            region,
+            attempt,
+            "retrying region write after {} {}",
+            last.code,
+            last.message
+        );
+        sleep_unless_invalidated(shared, pause, generation).await;
+    }
+}
+
+/// Sleeps `pause`, waking early when the cache generation moves: an invalidation waits for this
+/// write to finish, so it must not sit out a long backoff first.
+async fn sleep_unless_invalidated(shared: &Shared, pause: Duration, generation: u64) {
+    let until = Instant::now() + pause;
+    while shared.cache.generation() == generation {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        tokio::time::sleep(left.min(Duration::from_millis(50))).await;
+    }
+}
+
+/// Reads `paths` (all of one database) from one region's leader.
+async fn read_region(
+    shared: &Arc<Shared>,
+    region: u64,
+    route: &RegionRoute,
+    request: proto::RegionReadReq,
+) -> Outcome<Vec<proto::RegionSeries>> {
+    let deadline = Instant::now() + Duration::from_millis(READ_RETRY_MS);
+    let mut targets = Targets::new(shared, region, route);
+    let mut attempt = 0u32;
+    loop {
+        if shared.lease.check(LeaseFencedRetryPolicy::None).is_err() {
+            return Err(fenced_read(shared));
+        }
+        let (s, series) = match targets.next() {
+            None => (
+                status(
+                    StatusCode::CanNotConnectDatanode,
+                    format!("no known replica of region {region}"),
+                ),
+                Vec::new(),
+            ),
+            Some(address) if address == shared.internal_address => {
+                crate::internal::read_region_local(shared, &request).await
+            }
+            Some(address) => match shared.peer(&address).read_region(request.clone()).await {
+                Ok(resp) => {
+                    let resp = resp.into_inner();
+                    (
+                        resp.status.unwrap_or_else(|| {
+                            status(StatusCode::InternalServerError, "reply without status")
+                        }),
+                        resp.series,
+                    )
+                }
+                Err(e) => (
+                    status(
+                        StatusCode::CanNotConnectDatanode,
+                        format!("{address}: {}", e.message()),
+                    ),
+                    Vec::new(),
+                ),
+            },
+        };
+        if s.code == 200 {
+            return Ok(series);
+        }
+        // A fenced replica (535) is not the place to read; another may be.
+        if !is_retryable(s.code) && s.code != StatusCode::MetadataLeaseFenced.code() as i32 {
+            return Err(s);
+        }
+        targets.redirected(&s);
+        let pause = backoff(attempt).min(deadline.saturating_duration_since(Instant::now()));
+        if pause.is_zero() {
+            return Err(s);
+        }
+        attempt += 1;
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// Points of one series gathered from every region.
+pub(crate) struct SeriesPoints {
+    pub path: proto::SeriesPath,
+    pub data_type: DataType,
+    pub points: BTreeMap<i64, Value>,
+}
+
+/// Reads `paths` in `[start, end)` (or, with `last`, the newest point) through the region
+/// leaders. Series that do not exist or hold no point are absent.
+pub(crate) async fn read(
+    shared: &Arc<Shared>,
+    paths: &[proto::SeriesPath],
+    start: i64,
+    end: i64,
+    points_limit: u32,
+    last: bool,
+) -> Outcome<Vec<SeriesPoints>> {
+    if shared.lease.check(LeaseFencedRetryPolicy::None).is_err() {
+        return Err(fenced_read(shared));
+    }
+    let generation = shared.cache.generation();
+    // Schemas of the devices, through the cache.
+    let devices: BTreeSet<&str> = paths.iter().map(|p| p.device.as_str()).collect();
+    let mut schemas: BTreeMap<String, DeviceSchema> = BTreeMap::new();
+    let mut missing = Vec::new();
+    for d in devices {
+        match shared.cache.schema(d).map_err(|_| fenced_read(shared))? {
+            Some(s)
+                if paths
+                    .iter()
+                    .filter(|p| p.device == d)
+                    .all(|p| s.types.contains_key(&p.measurement)) =>
+            {
+                schemas.insert(d.to_string(), s);
+            }
+            _ => missing.push(d.to_string()),
+        }
+    }
+    if !missing.is_empty() {
+        inc(&shared.metrics.schema_fetches);
+        let request = proto::FetchSchemaReq {
+            devices: missing
+                .iter()
+                .map(|d| proto::DeviceSchemaRequest {
+                    device: d.clone(),
+                    measurements: Vec::new(),
+                })
+                .collect(),
+            auto_create: false,
+            caller: Some(shared.caller()),
+        };
+        for (device, schema) in fetch_schema(shared, request).await? {
+            if !schema.database.is_empty() {
+                shared.cache.put_schema(generation, &device, schema.clone());
+                schemas.insert(device, schema);
+            }
+        }
+    }
+    // Paths by database.
+    let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
+    let mut types = BTreeMap::new();
+    for p in paths {
+        let Some(schema) = schemas.get(&p.device) else {
+            continue;
+        };
+        let Some(t) = schema.types.get(&p.measurement) else {
+            continue;
+        };
+        types.insert((p.device.clone(), p.measurement.clone()), *t);
+        by_database
+            .entry(schema.database.clone())
+            .or_default()
+            .push(p.clone());
+    }
+    let mut merged: BTreeMap<(String, String), BTreeMap<i64, Value>> = BTreeMap::new();
+    for (database, db_paths) in by_database {
+        let mut regions = shared
+            .cache
+            .database_regions(&database)
+            .map_err(|_| fenced_read(shared))?;
+        if regions.is_empty() {
+            refresh_regions(shared, generation).await?;
+            regions = shared
+                .cache
+                .database_regions(&database)
+                .map_err(|_| fenced_read(shared))?;
+        }
+        let mut reads = tokio::task::JoinSet::new();
+        for region in regions {
+            let route = shared
+                .cache
+                .region(region)
+                .map_err(|_| fenced_read(shared))?
+                .unwrap_or_default();
+            let request = proto::RegionReadReq {
+                region_id: region,
+                paths: db_paths.clone(),
+                start_time: start,
+                end_time: end,
+                points_limit,
+                last,
+            };
+            let shared = shared.clone();
+            reads.spawn(async move { read_region(&shared, region, &route, request).await });
+        }
+        while let Some(joined) = reads.join_next().await {
+            let series = joined.map_err(|e| {
+                status(StatusCode::InternalServerError, format!("read task: {e}"))
+            })??;
+            for s in series {
+                let Some(path) = s.path else { continue };
+                let points = merged.entry((path.device, path.measurement)).or_default();
+                for (t, v) in s.timestamps.iter().zip(&s.values) {
+                    if let Some(v) = value_from_wire(v) {
+                        points.insert(*t, v);
+                    }
+                }
+            }
+        }
+    }
+    let limit = if points_limit == 0 {
+        usize::MAX
+    } else {
+        points_limit as usize
+    };
+    let mut out = Vec::new();
+    for p in paths {
+        let key = (p.device.clone(), p.measurement.clone());
+        let (Some(points), Some(t)) = (merged.get(&key), types.get(&key)) else {
+            continue;
+        };
+        let points: BTreeMap<i64, Value> = if last {
+            points
+                .iter()
+                .next_back()
+                .map(|(t, v)| (*t, v.clone()))
+                .into_iter()
+                .collect()
+        } else {
+            points
+                .iter()
+                .take(limit)
+                .map(|(t, v)| (*t, v.clone()))
+                .collect()
+        };
+        if points.is_empty() {
+            continue;
+        }
+        out.push(SeriesPoints {
+            path: p.clone(),
+            data_type: *t,
+            points,
+        });
+    }
+    Ok(out)
+}
+
+/// Pulls region routes and DataNode addresses from the ConfigNode into the cache.
+async fn refresh_regions(shared: &Shared, generation: u64) -> Outcome<()> {
+    let regions = shared
+        .confignode
+        .call(|mut c| async move { c.show_regions(proto::ShowRegionsReq {}).await })
+        .await
+        .map_err(|e| status(StatusCode::InternalRequestTimeOut, e.to_string()))?;
+    check_status(regions.status.as_ref())
+        .map_err(|e| status(StatusCode::MetadataError, format!("ShowRegions: {e}")))?;
+    let routes = regions
+        .regions
+        .into_iter()
+        .filter_map(|r| {
+            let set = r.replica_set?;
+            Some((
+                set.region_id,
+                RegionRoute {
+                    database: set.database,
+                    replicas: set.data_node_ids,
+                    leader: r.leader_id,
+                },
+            ))
+        })
+        .collect();
+    shared
+        .cache
+        .put_partitions(generation, Vec::new(), routes, Vec::new());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_100_ms_to_20_s() {
+        let b: Vec<u64> = (0..10).map(|a| backoff(a).as_millis() as u64).collect();
+        assert_eq!(
+            b,
+            [100, 200, 400, 800, 1600, 3200, 6400, 12800, 20000, 20000]
+        );
+        assert_eq!(backoff(u32::MAX), BACKOFF_MAX);
+    }
+
+    #[test]
+    fn aggregation_reports_302_with_sub_statuses() {
+        assert_eq!(aggregate(vec![ok(), ok()]).code, 200);
+        let one = status(StatusCode::DataTypeMismatch, "x");
+        assert_eq!(aggregate(vec![one.clone()]), one);
+        let mut fenced = status(StatusCode::MetadataLeaseFencedRetryRequired, "f");
+        fenced.need_retry = true;
+        let s = aggregate(vec![ok(), fenced]);
+        assert_eq!(s.code, 302);
+        assert!(s.need_retry);
+        assert_eq!(s.sub_status.len(), 2);
+    }
+
+    #[test]
+    fn sub_tablets_keep_rows_and_nulls() {
+        let mut t = Tablet::new(
+            "root.sg.d1",
+            &[("a", DataType::Int32), ("b", DataType::Text)],
+        );
+        t.push_row(1, vec![Some(Value::Int32(1)), None]);
+        t.push_row(2, vec![None, Some(Value::Text("x".into()))]);
+        t.push_row(
+            3,
+            vec![Some(Value::Int32(3)), Some(Value::Text("y".into()))],
+        );
+        let part = sub_tablet(&t, &[1, 2]);
+        assert_eq!(part.timestamps, [2, 3]);
+        assert!(part.is_null(0, 0));
+        assert_eq!(part.columns[1].value(1), Value::Text("y".into()));
+    }
+}

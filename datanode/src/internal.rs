@@ -1,0 +1,412 @@
+//! `DataNodeInternalService`: what the ConfigNode leader and other DataNodes call.
+//!
+//! - Heartbeat: renews the lease only for the current incarnation and a `(term, sequence)` newer
+//!   than any processed, tells consensus which peers hold leases (leadership transfer targets),
+//!   and starts lease recovery when the lease had lapsed.
+//! - InvalidateCache: acknowledged once the entries are gone and every operation that read
+//!   cached metadata before has finished.
+//! - SendRaftMessage, ForwardRegionWrite (the region admission gate: 536 when fenced, 905 with a
+//!   redirect when not the leader), CreateRegion, ReadRegion.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{LeaseFencedRetryPolicy, StatusCode};
+use proto::data_node_internal_service_server::DataNodeInternalService;
+use tonic::{Request, Response};
+
+use crate::convert::{ok, status, tablet_from_wire, value_to_wire};
+use crate::metrics::inc;
+use crate::node::Shared;
+use crate::storage::{LeaseGate, RegionCommand};
+
+type RpcResult<T> = Result<Response<T>, tonic::Status>;
+
+/// How long an invalidation waits for in-flight operations before answering non-200 (the
+/// ConfigNode retries it).
+const INVALIDATION_DRAIN_MS: u64 = 10_000;
+
+/// The internal service of one DataNode.
+pub(crate) struct InternalService {
+    shared: Arc<Shared>,
+}
+
+impl InternalService {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        InternalService { shared }
+    }
+
+    fn refuse_heartbeat(&self, req: &proto::HeartbeatReq, message: String) -> proto::HeartbeatResp {
+        inc(&self.shared.metrics.heartbeats_refused);
+        tracing::debug!(node = self.shared.node_id, "heartbeat refused: {message}");
+        proto::HeartbeatResp {
+            status: Some(status(StatusCode::MetadataError, message)),
+            data_node_id: req.data_node_id,
+            incarnation_epoch: self.shared.lease.incarnation(),
+            region_leaders: Vec::new(),
+        }
+    }
+
+    async fn stall_if_asked(&self) {
+        while self.shared.stall_heartbeats.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        #[cfg(feature = "failpoints")]
+        {
+            // `return(ms)` stalls the handler for ms milliseconds (default 1000) without blocking
+            // a runtime thread.
+            let stall_ms = fail::eval("datanode::heartbeat::stall", |arg| {
+                arg.and_then(|a| a.parse::<u64>().ok()).unwrap_or(1000)
+            });
+            if let Some(ms) = stall_ms {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl DataNodeInternalService for InternalService {
+    async fn heartbeat(
+        &self,
+        request: Request<proto::HeartbeatReq>,
+    ) -> RpcResult<proto::HeartbeatResp> {
+        self.stall_if_asked().await;
+        let req = request.into_inner();
+        let shared = &self.shared;
+        let epoch = shared.lease.incarnation();
+        if req.data_node_id != shared.node_id || req.incarnation_epoch != epoch {
+            let message = format!(
+                "heartbeat for node {} incarnation {}; this is node {} incarnation {epoch}",
+                req.data_node_id, req.incarnation_epoch, shared.node_id
+            );
+            return Ok(Response::new(self.refuse_heartbeat(&req, message)));
+        }
+        {
+            let mut newest = shared.heartbeat_order.lock();
+            let order = (req.config_node_term, req.sequence);
+            // A delayed heartbeat from an older leader (or an older one of this leader) must not
+            // renew the lease after a fresher one was processed.
+            if order <= *newest {
+                let message = format!("heartbeat {order:?} is not newer than {:?}", *newest);
+                drop(newest);
+                return Ok(Response::new(self.refuse_heartbeat(&req, message)));
+            }
+            *newest = order;
+        }
+        let needs_recovery = match shared.lease.on_heartbeat(req.incarnation_epoch) {
+            Ok(needs) => needs,
+            Err(e) => return Ok(Response::new(self.refuse_heartbeat(&req, e.to_string()))),
+        };
+        inc(&shared.metrics.heartbeats);
+        // Peers that hold their lease are the only acceptable leadership-transfer targets.
+        let holders: std::collections::BTreeSet<u64> =
+            req.lease_holder_ids.iter().copied().collect();
+        let peers: Vec<u64> = shared
+            .addresses
+            .read()
+            .keys()
+            .copied()
+            .filter(|p| *p != shared.node_id)
+            .collect();
+        let fenced_peers: Vec<(u64, bool)> =
+            peers.iter().map(|p| (*p, !holders.contains(p))).collect();
+        if let Err(e) = shared
+            .driver
+            .call(move |node| {
+                for (peer, fenced) in fenced_peers {
+                    node.set_peer_fenced(peer, fenced);
+                }
+            })
+            .await
+        {
+            tracing::warn!("telling consensus about lease holders: {e}");
+        }
+        for l in &req.region_leaders {
+            shared.cache.set_leader(l.region_id, l.leader_id);
+        }
+        if needs_recovery {
+            let shared = shared.clone();
+            tokio::spawn(async move { shared.recover_lease().await });
+        }
+        let region_ids: Vec<u64> = shared.regions.read().keys().copied().collect();
+        let region_leaders = region_ids
+            .into_iter()
+            .filter_map(|id| {
+                let leader = shared.driver.group_status(id)?.leader?;
+                Some(proto::RegionLeader {
+                    region_id: id,
+                    leader_id: leader,
+                })
+            })
+            .collect();
+        Ok(Response::new(proto::HeartbeatResp {
+            status: Some(ok()),
+            data_node_id: shared.node_id,
+            incarnation_epoch: epoch,
+            region_leaders,
+        }))
+    }
+
+    async fn invalidate_cache(
+        &self,
+        request: Request<proto::InvalidateCacheReq>,
+    ) -> RpcResult<proto::InvalidateCacheResp> {
+        let req = request.into_inner();
+        let shared = &self.shared;
+        let epoch = shared.lease.incarnation();
+        let reply = |s: proto::Status| proto::InvalidateCacheResp {
+            status: Some(s),
+            data_node_id: shared.node_id,
+            incarnation_epoch: epoch,
+            operation_id: req.operation_id,
+        };
+        if req.incarnation_epoch != epoch {
+            return Ok(Response::new(reply(status(
+                StatusCode::MetadataError,
+                format!(
+                    "invalidation for incarnation {}, this is {epoch}",
+                    req.incarnation_epoch
+                ),
+            ))));
+        }
+        let series: Vec<(String, String)> = req
+            .series
+            .iter()
+            .map(|s| (s.device.clone(), s.measurement.clone()))
+            .collect();
+        shared.cache.invalidate(&req.databases, &series);
+        // Every operation that read the old entries holds a read guard; taking the write guard
+        // waits for them. Operations started after `invalidate` cannot see the entries, and the
+        // coordinator re-checks the cache generation before each dispatch.
+        match tokio::time::timeout(
+            Duration::from_millis(INVALIDATION_DRAIN_MS),
+            shared.in_flight.write(),
+        )
+        .await
+        {
+            Ok(guard) => drop(guard),
+            Err(_) => {
+                return Ok(Response::new(reply(status(
+                    StatusCode::InternalRequestTimeOut,
+                    "operations that read the old metadata are still running",
+                ))))
+            }
+        }
+        inc(&shared.metrics.invalidations);
+        Ok(Response::new(reply(ok())))
+    }
+
+    async fn send_raft_message(
+        &self,
+        request: Request<proto::RaftMessageBatch>,
+    ) -> RpcResult<proto::RaftMessageResp> {
+        let batch = request.into_inner();
+        let messages = runtime::decode_batch(&batch);
+        // A full driver queue drops the batch like a lost packet; raft retransmits.
+        let outcome = match self.shared.driver.step(messages) {
+            Ok(()) => ok(),
+            Err(e) => status(StatusCode::WriteProcessReject, e.to_string()),
+        };
+        Ok(Response::new(proto::RaftMessageResp {
+            status: Some(outcome),
+        }))
+    }
+
+    async fn forward_region_write(
+        &self,
+        request: Request<proto::RegionWriteReq>,
+    ) -> RpcResult<proto::RegionWriteResp> {
+        let req = request.into_inner();
+        let shared = &self.shared;
+        let reply = |s: proto::Status, log_index: u64| {
+            if s.code != 200 {
+                inc(&shared.metrics.proxy_rejections);
+            }
+            Ok(Response::new(proto::RegionWriteResp {
+                status: Some(s),
+                log_index,
+            }))
+        };
+        let command = match req.command {
+            Some(proto::region_write_req::Command::InsertTablet(t)) => match tablet_from_wire(&t) {
+                Ok(t) => RegionCommand::InsertTablet(t),
+                Err(e) => return reply(status(StatusCode::IllegalParameter, e.to_string()), 0),
+            },
+            Some(proto::region_write_req::Command::DeleteSeries(d)) => RegionCommand::DeleteSeries(
+                d.series
+                    .into_iter()
+                    .map(|s| (s.device, s.measurement))
+                    .collect(),
+            ),
+            Some(proto::region_write_req::Command::DeleteDatabase(d)) => {
+                RegionCommand::DeleteDatabase(d.database)
+            }
+            None => return reply(status(StatusCode::IllegalParameter, "no command"), 0),
+        };
+        // The region admission gate (DESIGN §5 step 2).
+        if let Err(e) = shared
+            .lease
+            .check(LeaseFencedRetryPolicy::RetryUntilSuccess)
+        {
+            let mut s = status(
+                e.policy.status_code(),
+                format!("node {} is fenced", shared.node_id),
+            );
+            s.need_retry = true;
+            return reply(s, 0);
+        }
+        if shared.local_region(req.region_id).is_none() {
+            let mut s = status(
+                StatusCode::RegionLeaderChangeError,
+                format!(
+                    "region {} has no replica on node {}",
+                    req.region_id, shared.node_id
+                ),
+            );
+            s.need_retry = true;
+            return reply(s, 0);
+        }
+        let (s, index) = shared.propose_local(req.region_id, &command).await;
+        reply(s, index)
+    }
+
+    async fn create_region(
+        &self,
+        request: Request<proto::CreateRegionReq>,
+    ) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        let Some(set) = req.replica_set else {
+            return Ok(Response::new(status(
+                StatusCode::IllegalParameter,
+                "no replica set",
+            )));
+        };
+        let shared = &self.shared;
+        shared.learn_nodes(req.replicas.iter().filter_map(|l| {
+            Some((
+                l.data_node_id,
+                proto::endpoint(l.internal_endpoint.as_ref()?),
+            ))
+        }));
+        if !set.data_node_ids.contains(&shared.node_id) {
+            return Ok(Response::new(status(
+                StatusCode::IllegalParameter,
+                format!(
+                    "node {} is not a replica of region {}",
+                    shared.node_id, set.region_id
+                ),
+            )));
+        }
+        match shared
+            .create_region(
+                set.region_id,
+                &set.database,
+                &set.data_node_ids,
+                set.preferred_leader_id,
+            )
+            .await
+        {
+            Ok(()) => Ok(Response::new(ok())),
+            Err(e) => Ok(Response::new(status(
+                StatusCode::InternalServerError,
+                e.to_string(),
+            ))),
+        }
+    }
+
+    async fn read_region(
+        &self,
+        request: Request<proto::RegionReadReq>,
+    ) -> RpcResult<proto::RegionReadResp> {
+        let req = request.into_inner();
+        let (s, series) = read_region_local(&self.shared, &req).await;
+        Ok(Response::new(proto::RegionReadResp {
+            status: Some(s),
+            series,
+        }))
+    }
+}
+
+/// A linearizable read of a region led here: ReadIndex, then the local replica. 535 when fenced,
+/// 905 (with a redirect when known) when this node does not lead the region.
+pub(crate) async fn read_region_local(
+    shared: &Shared,
+    req: &proto::RegionReadReq,
+) -> (proto::Status, Vec<proto::RegionSeries>) {
+    if let Err(e) = shared.lease.check(LeaseFencedRetryPolicy::None) {
+        inc(&shared.metrics.fenced_reads);
+        return (
+            status(
+                e.policy.status_code(),
+                format!("node {} is fenced", shared.node_id),
+            ),
+            Vec::new(),
+        );
+    }
+    let Some(region) = shared.local_region(req.region_id) else {
+        let mut s = status(
+            StatusCode::RegionLeaderChangeError,
+            format!(
+                "region {} has no replica on node {}",
+                req.region_id, shared.node_id
+            ),
+        );
+        s.need_retry = true;
+        return (s, Vec::new());
+    };
+    let timeout = Duration::from_millis(shared.config.dn_write_timeout_ms);
+    if let Err(e) = shared.driver.read_index(req.region_id, timeout).await {
+        return (shared.driver_error_status(req.region_id, &e), Vec::new());
+    }
+    let types: std::collections::HashMap<(String, String), common::DataType> = region
+        .series()
+        .into_iter()
+        .map(|(d, m, t)| ((d, m), t))
+        .collect();
+    let limit = if req.points_limit == 0 {
+        usize::MAX
+    } else {
+        req.points_limit as usize
+    };
+    let mut out = Vec::new();
+    for path in &req.paths {
+        let Some(data_type) = types.get(&(path.device.clone(), path.measurement.clone())) else {
+            continue;
+        };
+        let points = if req.last {
+            region
+                .last(&path.device, &path.measurement)
+                .map(|p| p.into_iter().collect())
+        } else {
+            region.query(
+                &path.device,
+                &path.measurement,
+                req.start_time,
+                req.end_time,
+            )
+        };
+        let points = match points {
+            Ok(points) => points,
+            Err(e) => {
+                let s = e.status();
+                return (status(s.code, s.message), Vec::new());
+            }
+        };
+        if points.is_empty() {
+            continue;
+        }
+        out.push(proto::RegionSeries {
+            path: Some(path.clone()),
+            data_type: proto::data_type_to_wire(*data_type) as i32,
+            timestamps: points.iter().take(limit).map(|(t, _)| *t).collect(),
+            values: points
+                .iter()
+                .take(limit)
+                .map(|(_, v)| value_to_wire(v))
+                .collect(),
+        });
+    }
+    (ok(), out)
+}

@@ -1,0 +1,389 @@
+//! `SessionService` on `dn_rpc_address`: the client API. Writes and reads go through the
+//! coordinator under the in-flight guard (so an invalidation waits for them); schema statements
+//! and cluster views are forwarded to the ConfigNode leader.
+
+use std::sync::Arc;
+
+use common::{DataType, StatusCode, Tablet};
+use proto::session_service_server::SessionService;
+use tonic::{Request, Response};
+
+use crate::convert::{column_of, ok, status, tablet_from_wire, value_from_wire, value_to_wire};
+use crate::coordinator::{aggregate, insert_tablet, read};
+use crate::node::Shared;
+
+type RpcResult<T> = Result<Response<T>, tonic::Status>;
+
+/// Tablets in one InsertTablets call and records in one InsertRecords call.
+const BATCH_ITEMS_MAX: usize = 10_000;
+/// Paths in one query.
+const QUERY_PATHS_MAX: usize = 10_000;
+
+/// The session service of one DataNode.
+pub(crate) struct SessionServiceImpl {
+    shared: Arc<Shared>,
+}
+
+impl SessionServiceImpl {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        SessionServiceImpl { shared }
+    }
+
+    async fn insert_all(&self, tablets: Vec<Tablet>) -> proto::Status {
+        let _in_flight = self.shared.in_flight.read().await;
+        let mut statuses = Vec::with_capacity(tablets.len());
+        for tablet in tablets {
+            statuses.push(insert_tablet(&self.shared, tablet).await);
+        }
+        aggregate(statuses)
+    }
+}
+
+fn too_many(what: &str, n: usize, max: usize) -> Option<proto::Status> {
+    (n > max).then(|| {
+        status(
+            StatusCode::IllegalParameter,
+            format!("{n} {what} in one request; the limit is {max}"),
+        )
+    })
+}
+
+#[tonic::async_trait]
+impl SessionService for SessionServiceImpl {
+    async fn open_session(
+        &self,
+        _request: Request<proto::OpenSessionReq>,
+    ) -> RpcResult<proto::OpenSessionResp> {
+        Ok(Response::new(proto::OpenSessionResp {
+            status: Some(ok()),
+            session_id: self.shared.next_session_id(),
+        }))
+    }
+
+    async fn close_session(
+        &self,
+        _request: Request<proto::CloseSessionReq>,
+    ) -> RpcResult<proto::Status> {
+        Ok(Response::new(ok()))
+    }
+
+    async fn insert_tablet(
+        &self,
+        request: Request<proto::InsertTabletReq>,
+    ) -> RpcResult<proto::Status> {
+        let Some(wire) = request.into_inner().tablet else {
+            return Ok(Response::new(status(
+                StatusCode::IllegalParameter,
+                "no tablet",
+            )));
+        };
+        match tablet_from_wire(&wire) {
+            Ok(tablet) => Ok(Response::new(self.insert_all(vec![tablet]).await)),
+            Err(e) => Ok(Response::new(status(
+                StatusCode::IllegalParameter,
+                e.to_string(),
+            ))),
+        }
+    }
+
+    async fn insert_tablets(
+        &self,
+        request: Request<proto::InsertTabletsReq>,
+    ) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        if let Some(s) = too_many("tablets", req.tablets.len(), BATCH_ITEMS_MAX) {
+            return Ok(Response::new(s));
+        }
+        let mut tablets = Vec::with_capacity(req.tablets.len());
+        for wire in &req.tablets {
+            match tablet_from_wire(wire) {
+                Ok(t) => tablets.push(t),
+                Err(e) => {
+                    return Ok(Response::new(status(
+                        StatusCode::IllegalParameter,
+                        e.to_string(),
+                    )))
+                }
+            }
+        }
+        Ok(Response::new(self.insert_all(tablets).await))
+    }
+
+    async fn insert_records(
+        &self,
+        request: Request<proto::InsertRecordsReq>,
+    ) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        if let Some(s) = too_many("records", req.records.len(), BATCH_ITEMS_MAX) {
+            return Ok(Response::new(s));
+        }
+        // One single-row tablet per record; null values are left out.
+        let mut tablets = Vec::with_capacity(req.records.len());
+        for record in &req.records {
+            if record.measurements.len() != record.values.len() {
+                return Ok(Response::new(status(
+                    StatusCode::IllegalParameter,
+                    format!(
+                        "record for {} has {} measurements and {} values",
+                        record.device,
+                        record.measurements.len(),
+                        record.values.len()
+                    ),
+                )));
+            }
+            let present: Vec<(&str, common::Value)> = record
+                .measurements
+                .iter()
+                .zip(&record.values)
+                .filter_map(|(m, v)| Some((m.as_str(), value_from_wire(v)?)))
+                .collect();
+            let schema: Vec<(&str, DataType)> =
+                present.iter().map(|(m, v)| (*m, v.data_type())).collect();
+            let mut tablet = Tablet::new(record.device.clone(), &schema);
+            tablet.push_row(
+                record.timestamp,
+                present.into_iter().map(|(_, v)| Some(v)).collect(),
+            );
+            tablets.push(tablet);
+        }
+        Ok(Response::new(self.insert_all(tablets).await))
+    }
+
+    async fn query_raw(
+        &self,
+        request: Request<proto::QueryRawReq>,
+    ) -> RpcResult<proto::QueryRawResp> {
+        let req = request.into_inner();
+        if let Some(s) = too_many("paths", req.paths.len(), QUERY_PATHS_MAX) {
+            return Ok(Response::new(proto::QueryRawResp {
+                status: Some(s),
+                series: Vec::new(),
+            }));
+        }
+        let _in_flight = self.shared.in_flight.read().await;
+        let outcome = read(
+            &self.shared,
+            &req.paths,
+            req.start_time,
+            req.end_time,
+            req.points_limit,
+            false,
+        )
+        .await;
+        Ok(Response::new(match outcome {
+            Ok(series) => proto::QueryRawResp {
+                status: Some(ok()),
+                series: series
+                    .into_iter()
+                    .map(|s| proto::SeriesData {
+                        path: Some(s.path),
+                        data_type: proto::data_type_to_wire(s.data_type) as i32,
+                        timestamps: s.points.keys().copied().collect(),
+                        values: Some(crate::convert::column_to_wire(
+                            &column_of(s.data_type, s.points.into_values()),
+                            None,
+                        )),
+                    })
+                    .collect(),
+            },
+            Err(s) => proto::QueryRawResp {
+                status: Some(s),
+                series: Vec::new(),
+            },
+        }))
+    }
+
+    async fn query_last(
+        &self,
+        request: Request<proto::QueryLastReq>,
+    ) -> RpcResult<proto::QueryLastResp> {
+        let req = request.into_inner();
+        if let Some(s) = too_many("paths", req.paths.len(), QUERY_PATHS_MAX) {
+            return Ok(Response::new(proto::QueryLastResp {
+                status: Some(s),
+                points: Vec::new(),
+            }));
+        }
+        let _in_flight = self.shared.in_flight.read().await;
+        let outcome = read(&self.shared, &req.paths, i64::MIN, i64::MAX, 0, true).await;
+        Ok(Response::new(match outcome {
+            Ok(series) => proto::QueryLastResp {
+                status: Some(ok()),
+                points: series
+                    .into_iter()
+                    .filter_map(|s| {
+                        let (t, v) = s.points.into_iter().next_back()?;
+                        Some(proto::LastPoint {
+                            path: Some(s.path),
+                            data_type: proto::data_type_to_wire(s.data_type) as i32,
+                            timestamp: t,
+                            value: Some(value_to_wire(&v)),
+                        })
+                    })
+                    .collect(),
+            },
+            Err(s) => proto::QueryLastResp {
+                status: Some(s),
+                points: Vec::new(),
+            },
+        }))
+    }
+
+    async fn execute_schema_statement(
+        &self,
+        request: Request<proto::SchemaStatementReq>,
+    ) -> RpcResult<proto::Status> {
+        use proto::schema_statement_req::Statement;
+        let Some(statement) = request.into_inner().statement else {
+            return Ok(Response::new(status(
+                StatusCode::IllegalParameter,
+                "no statement",
+            )));
+        };
+        let outcome = self
+            .shared
+            .confignode
+            .call(|mut c| {
+                let statement = statement.clone();
+                async move {
+                    match statement {
+                        Statement::CreateDatabase(r) => c.create_database(r).await,
+                        Statement::DropDatabase(r) => c.drop_database(r).await,
+                        Statement::CreateTimeseries(r) => c.create_timeseries(r).await,
+                        Statement::DeleteTimeseries(r) => c.delete_timeseries(r).await,
+                    }
+                }
+            })
+            .await;
+        Ok(Response::new(outcome.unwrap_or_else(|e| {
+            status(StatusCode::InternalRequestTimeOut, e.to_string())
+        })))
+    }
+
+    async fn show_databases(
+        &self,
+        _r: Request<proto::SessionShowReq>,
+    ) -> RpcResult<proto::ShowDatabasesResp> {
+        let outcome = self
+            .shared
+            .confignode
+            .call(|mut c| async move { c.show_databases(proto::ShowDatabasesReq {}).await })
+            .await;
+        Ok(Response::new(outcome.unwrap_or_else(|e| {
+            proto::ShowDatabasesResp {
+                status: Some(status(StatusCode::InternalRequestTimeOut, e.to_string())),
+                ..Default::default()
+            }
+        })))
+    }
+
+    async fn show_timeseries(
+        &self,
+        request: Request<proto::SessionShowTimeseriesReq>,
+    ) -> RpcResult<proto::ShowTimeseriesResp> {
+        let prefix = request.into_inner().prefix;
+        let outcome = self
+            .shared
+            .confignode
+            .call(|mut c| {
+                let prefix = prefix.clone();
+                async move { c.show_timeseries(proto::ShowTimeseriesReq { prefix }).await }
+            })
+            .await;
+        Ok(Response::new(outcome.unwrap_or_else(|e| {
+            proto::ShowTimeseriesResp {
+                status: Some(status(StatusCode::InternalRequestTimeOut, e.to_string())),
+                ..Default::default()
+            }
+        })))
+    }
+
+    async fn show_cluster(
+        &self,
+        _r: Request<proto::SessionShowReq>,
+    ) -> RpcResult<proto::ShowClusterResp> {
+        let outcome = self
+            .shared
+            .confignode
+            .call(|mut c| async move { c.show_cluster(proto::ShowClusterReq {}).await })
+            .await;
+        Ok(Response::new(outcome.unwrap_or_else(|e| {
+            proto::ShowClusterResp {
+                status: Some(status(StatusCode::InternalRequestTimeOut, e.to_string())),
+                ..Default::default()
+            }
+        })))
+    }
+
+    async fn show_regions(
+        &self,
+        _r: Request<proto::SessionShowReq>,
+    ) -> RpcResult<proto::ShowRegionsResp> {
+        let outcome = self
+            .shared
+            .confignode
+            .call(|mut c| async move { c.show_regions(proto::ShowRegionsReq {}).await })
+            .await;
+        Ok(Response::new(outcome.unwrap_or_else(|e| {
+            proto::ShowRegionsResp {
+                status: Some(status(StatusCode::InternalRequestTimeOut, e.to_string())),
+                ..Default::default()
+            }
+        })))
+    }
+
+    async fn show_leases(
+        &self,
+        _r: Request<proto::SessionShowReq>,
+    ) -> RpcResult<proto::ShowLeasesResp> {
+        let outcome = self
+            .shared
+            .confignode
+            .call(|mut c| async move { c.show_leases(proto::ShowLeasesReq {}).await })
+            .await;
+        Ok(Response::new(outcome.unwrap_or_else(|e| {
+            proto::ShowLeasesResp {
+                status: Some(status(StatusCode::InternalRequestTimeOut, e.to_string())),
+                ..Default::default()
+            }
+        })))
+    }
+
+    async fn region_digest(
+        &self,
+        request: Request<proto::RegionDigestReq>,
+    ) -> RpcResult<proto::RegionDigestResp> {
+        let wanted = request.into_inner().region_id;
+        let regions: Vec<(u64, Arc<crate::storage::DataRegion>)> = self
+            .shared
+            .regions
+            .read()
+            .iter()
+            .filter(|(id, _)| wanted == 0 || **id == wanted)
+            .map(|(id, r)| (*id, r.region.clone()))
+            .collect();
+        let mut digests = Vec::new();
+        for (id, region) in regions {
+            match region.digest() {
+                Ok(d) => digests.push(proto::RegionDigest {
+                    region_id: id,
+                    data_node_id: self.shared.node_id,
+                    applied_index: d.applied_index,
+                    digest: d.hash,
+                    is_leader: self.shared.leads(id),
+                }),
+                Err(e) => {
+                    let s = e.status();
+                    return Ok(Response::new(proto::RegionDigestResp {
+                        status: Some(status(s.code, s.message)),
+                        digests: Vec::new(),
+                    }));
+                }
+            }
+        }
+        Ok(Response::new(proto::RegionDigestResp {
+            status: Some(ok()),
+            digests,
+        }))
+    }
+}
