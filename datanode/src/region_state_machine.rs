@@ -145,6 +145,9 @@ impl StateMachine for DataRegionStateMachine {
                 })
             }
         };
+        if let Some(delayed) = apply_delay_failpoint(index) {
+            return Err(delayed);
+        }
         let now_ms = self.clock.now_ms();
         if let Some(p) = self.pending {
             if p.index == index && now_ms < p.next_attempt_ms {
@@ -220,6 +223,25 @@ impl StateMachine for DataRegionStateMachine {
             }
         })
     }
+}
+
+/// `datanode::apply::delay` (feature `failpoints`): holds the apply of an entry as a recoverable
+/// error, so the apply proxy retries it later. It delays without blocking: the apply thread also
+/// persists and acknowledges raft entries, which must go on.
+#[cfg(feature = "failpoints")]
+fn apply_delay_failpoint(index: u64) -> Option<ApplyError> {
+    fail::fail_point!("datanode::apply::delay", |_| Some(
+        ApplyError::Recoverable {
+            code: StatusCode::InternalServerError.code(),
+            message: format!("apply of entry {index} delayed by failpoint"),
+        }
+    ));
+    None
+}
+
+#[cfg(not(feature = "failpoints"))]
+fn apply_delay_failpoint(_index: u64) -> Option<ApplyError> {
+    None
 }
 
 /// The bytes a leader answers a proposer with: `u8 kind (1 inserted, 2 deleted, 3 already

@@ -1,7 +1,7 @@
 //! Failpoint tests: in the storage engine, a failure injected before fragment k and a crash between
 //! writing sealed files and installing the manifest; in the DataNode service, a stalled heartbeat
-//! handler (`datanode::heartbeat::stall`). Each test holds `fail::FailScenario`, which serialises
-//! them.
+//! handler (`datanode::heartbeat::stall`); in the region state machine, a delayed apply
+//! (`datanode::apply::delay`). Each test holds `fail::FailScenario`, which serialises them.
 
 #[path = "../it/harness.rs"]
 mod harness;
@@ -156,5 +156,41 @@ fn a_stalled_heartbeat_handler_fences_the_datanode_until_it_recovers() {
         );
         cluster.stop().await;
     });
+    scenario.teardown();
+}
+
+#[test]
+fn a_delayed_apply_holds_the_index_and_then_applies_whole() {
+    use std::sync::Arc;
+
+    use consensus::{ApplyError, ManualClock, StateMachine};
+    use datanode::region_state_machine::{DataRegionStateMachine, RegionRetryConfig};
+    use datanode::storage::DataRegion;
+
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let region = Arc::new(DataRegion::open(dir.path(), support::config()).unwrap());
+    let mut sm = DataRegionStateMachine::new(
+        region.clone(),
+        Arc::new(OpenGate),
+        Arc::new(ManualClock::default()),
+        RegionRetryConfig::default(),
+    );
+    let t = tablet("root.sg.d1", &[1, 11, 21], 0.0);
+    let entry = RegionCommand::InsertTablet(t.clone()).encode();
+
+    fail::cfg("datanode::apply::delay", "2*return").unwrap();
+    for _ in 0..2 {
+        let err = sm.apply(3, &entry).unwrap_err();
+        assert!(matches!(err, ApplyError::Recoverable { .. }), "{err:?}");
+        assert_eq!(sm.applied_index(), 0, "the index is held");
+        assert!(content(&region).is_empty());
+    }
+    sm.apply(3, &entry).unwrap();
+    fail::remove("datanode::apply::delay");
+    let mut model = Model::new();
+    apply_to_model(&mut model, &t);
+    assert_eq!(content(&region), model);
+    assert_eq!(sm.applied_index(), 3);
     scenario.teardown();
 }
