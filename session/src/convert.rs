@@ -1,0 +1,205 @@
+//! Hand-written conversions between `common`'s tablets and values and the wire (the session
+//! cannot use the DataNode's: it links no server crate).
+
+use common::{Bitmap, Column, DataType, Tablet, Value};
+use proto::column::Values;
+
+use crate::error::{Result, SessionError};
+
+fn bitmap_to_words(bitmap: &Bitmap) -> Vec<u64> {
+    let mut words = vec![0u64; bitmap.len().div_ceil(64)];
+    for row in 0..bitmap.len() {
+        if bitmap.get(row) {
+            words[row / 64] |= 1 << (row % 64);
+        }
+    }
+    words
+}
+
+fn column_to_wire(column: &Column, bitmap: Option<&Bitmap>) -> proto::Column {
+    let values = match column {
+        Column::Boolean(v) => Values::BoolValues(proto::BoolValues { values: v.clone() }),
+        Column::Int32(v) => Values::Int32Values(proto::Int32Values { values: v.clone() }),
+        Column::Int64(v) => Values::Int64Values(proto::Int64Values { values: v.clone() }),
+        Column::Float(v) => Values::FloatValues(proto::FloatValues { values: v.clone() }),
+        Column::Double(v) => Values::DoubleValues(proto::DoubleValues { values: v.clone() }),
+        Column::Text(v) => Values::TextValues(proto::TextValues { values: v.clone() }),
+    };
+    proto::Column {
+        values: Some(values),
+        null_bitmap: bitmap.map(bitmap_to_words).unwrap_or_default(),
+        has_null_bitmap: bitmap.is_some(),
+    }
+}
+
+/// The wire form of a (validated) tablet.
+pub(crate) fn tablet_to_wire(tablet: &Tablet) -> proto::Tablet {
+    proto::Tablet {
+        device: tablet.device.clone(),
+        schema: tablet
+            .measurements
+            .iter()
+            .zip(&tablet.data_types)
+            .map(|(name, t)| proto::MeasurementSchema {
+                name: name.clone(),
+                data_type: proto::data_type_to_wire(*t) as i32,
+            })
+            .collect(),
+        timestamps: tablet.timestamps.clone(),
+        columns: tablet
+            .columns
+            .iter()
+            .zip(&tablet.bitmaps)
+            .map(|(c, b)| column_to_wire(c, b.as_ref()))
+            .collect(),
+    }
+}
+
+/// The internal value of a wire value; `None` for a null.
+pub(crate) fn value_from_wire(value: &proto::Value) -> Option<Value> {
+    use proto::value::Value as W;
+    Some(match value.value.as_ref()? {
+        W::BoolValue(v) => Value::Boolean(*v),
+        W::Int32Value(v) => Value::Int32(*v),
+        W::Int64Value(v) => Value::Int64(*v),
+        W::FloatValue(v) => Value::Float(*v),
+        W::DoubleValue(v) => Value::Double(*v),
+        W::TextValue(v) => Value::Text(v.clone()),
+    })
+}
+
+/// The wire form of a value; `None` is a null.
+pub(crate) fn value_to_wire(value: Option<&Value>) -> proto::Value {
+    use proto::value::Value as W;
+    proto::Value {
+        value: value.map(|v| match v {
+            Value::Boolean(v) => W::BoolValue(*v),
+            Value::Int32(v) => W::Int32Value(*v),
+            Value::Int64(v) => W::Int64Value(*v),
+            Value::Float(v) => W::FloatValue(*v),
+            Value::Double(v) => W::DoubleValue(*v),
+            Value::Text(v) => W::TextValue(v.clone()),
+        }),
+    }
+}
+
+fn null_at(words: &[u64], row: usize) -> bool {
+    words
+        .get(row / 64)
+        .is_some_and(|w| w & (1 << (row % 64)) != 0)
+}
+
+/// The points of one queried series: `(timestamp, value)` with nulls left out. The declared type
+/// and the column's kind must agree, and the column must have one value per timestamp.
+pub(crate) fn series_points(series: &proto::SeriesData) -> Result<Vec<(i64, Value)>> {
+    let declared = proto::data_type(series.data_type)
+        .map_err(|e| SessionError::Protocol(format!("series data type: {e}")))?;
+    let rows = series.timestamps.len();
+    let Some(column) = series.values.as_ref() else {
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        return Err(SessionError::Protocol(format!(
+            "{rows} timestamps and no values"
+        )));
+    };
+    let values: Vec<Value> = match column.values.as_ref() {
+        None => Vec::new(),
+        Some(Values::BoolValues(v)) => v.values.iter().map(|x| Value::Boolean(*x)).collect(),
+        Some(Values::Int32Values(v)) => v.values.iter().map(|x| Value::Int32(*x)).collect(),
+        Some(Values::Int64Values(v)) => v.values.iter().map(|x| Value::Int64(*x)).collect(),
+        Some(Values::FloatValues(v)) => v.values.iter().map(|x| Value::Float(*x)).collect(),
+        Some(Values::DoubleValues(v)) => v.values.iter().map(|x| Value::Double(*x)).collect(),
+        Some(Values::TextValues(v)) => v.values.iter().cloned().map(Value::Text).collect(),
+    };
+    if values.len() != rows {
+        return Err(SessionError::Protocol(format!(
+            "{rows} timestamps and {} values",
+            values.len()
+        )));
+    }
+    if let Some(v) = values.iter().find(|v| v.data_type() != declared) {
+        return Err(SessionError::Protocol(format!(
+            "a {declared} series holds a {} value",
+            v.data_type()
+        )));
+    }
+    Ok(series
+        .timestamps
+        .iter()
+        .zip(values)
+        .enumerate()
+        .filter(|(row, _)| !(column.has_null_bitmap && null_at(&column.null_bitmap, *row)))
+        .map(|(_, (t, v))| (*t, v))
+        .collect())
+}
+
+/// Splits `root.sg.d1.s1` into device `root.sg.d1` and measurement `s1`.
+pub(crate) fn split_path(path: &str) -> Result<(String, String)> {
+    match path.rsplit_once('.') {
+        Some((device, measurement)) if device.starts_with("root.") && !measurement.is_empty() => {
+            Ok((device.to_string(), measurement.to_string()))
+        }
+        _ => Err(SessionError::InvalidArgument(format!(
+            "{path:?} is not a series path root.<database>.<device...>.<measurement>"
+        ))),
+    }
+}
+
+/// The wire type of a data type.
+pub(crate) fn data_type_to_wire(data_type: DataType) -> i32 {
+    proto::data_type_to_wire(data_type) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_columns_decode_with_nulls_left_out() {
+        let t = {
+            let mut t = Tablet::new("root.sg.d1", &[("s1", DataType::Int64)]);
+            for i in 0..70 {
+                t.push_row(i, vec![(i % 3 != 0).then_some(Value::Int64(i * 10))]);
+            }
+            t
+        };
+        let wire = tablet_to_wire(&t);
+        let series = proto::SeriesData {
+            path: None,
+            data_type: data_type_to_wire(DataType::Int64),
+            timestamps: wire.timestamps.clone(),
+            values: Some(wire.columns[0].clone()),
+        };
+        let points = series_points(&series).unwrap();
+        let want: Vec<(i64, Value)> = (0..70)
+            .filter(|i| i % 3 != 0)
+            .map(|i| (i, Value::Int64(i * 10)))
+            .collect();
+        assert_eq!(points, want);
+
+        let mut short = series.clone();
+        short.timestamps.push(99);
+        assert!(matches!(
+            series_points(&short),
+            Err(SessionError::Protocol(_))
+        ));
+        let mut wrong_type = series;
+        wrong_type.data_type = data_type_to_wire(DataType::Text);
+        assert!(matches!(
+            series_points(&wrong_type),
+            Err(SessionError::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn paths_split_at_the_last_dot() {
+        assert_eq!(
+            split_path("root.sg.d1.s1").unwrap(),
+            ("root.sg.d1".to_string(), "s1".to_string())
+        );
+        assert!(split_path("s1").is_err());
+        assert!(split_path("root.sg.").is_err());
+        assert!(split_path("other.d1.s1").is_err());
+    }
+}

@@ -1,0 +1,727 @@
+//! The async session: one lazily connected channel per DataNode endpoint, a retry loop that moves
+//! to a different DataNode on a retryable failure, and a device → endpoint redirect cache.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use common::{DataType, StatusCode, Tablet, TabletLimits, Value};
+use proto::session_service_client::SessionServiceClient;
+use tonic::transport::Channel;
+
+use crate::config::SessionConfig;
+use crate::convert::{
+    data_type_to_wire, series_points, split_path, tablet_to_wire, value_from_wire, value_to_wire,
+};
+use crate::error::{Result, SessionError};
+use crate::views::{ClusterView, LeasesView, RegionView, TimeseriesView};
+
+/// Endpoints one session may be given.
+pub const ENDPOINTS_MAX: usize = 1024;
+/// Tablets in one `insert_tablets` call (the server's limit).
+pub const BATCH_TABLETS_MAX: usize = 10_000;
+/// Devices remembered by the redirect cache; when full it is cleared (hints are cheap to relearn).
+pub const REDIRECT_CACHE_DEVICES_MAX: usize = 100_000;
+
+/// One row of one device for [`Session::insert_records`]; a value's type is its variant's, `None`
+/// is a null (left out).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    /// Device path, e.g. `root.sg.d1`.
+    pub device: String,
+    /// Timestamp in milliseconds.
+    pub timestamp: i64,
+    /// Measurement names, one per value.
+    pub measurements: Vec<String>,
+    /// Values, one per measurement.
+    pub values: Vec<Option<Value>>,
+}
+
+/// Counters of one session, for callers and load generators.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Retries caused by a server status, by IoTDB code (536, 905, 712, 606, 1007, 302).
+    pub retries_by_code: BTreeMap<i32, u64>,
+    /// Retries after a connection failure (the transport could not reach the DataNode).
+    pub connection_retries: u64,
+    /// Retries after `request_timeout_ms` passed without an answer.
+    pub timeout_retries: u64,
+    /// Calls sent first to the endpoint the redirect cache named for their device.
+    pub redirect_hits: u64,
+    /// Redirect hints recorded into the cache.
+    pub redirects_recorded: u64,
+}
+
+impl SessionStats {
+    /// All retries, whatever their cause.
+    pub fn retries(&self) -> u64 {
+        self.retries_by_code.values().sum::<u64>() + self.connection_retries + self.timeout_retries
+    }
+}
+
+/// Device → endpoint index hints from the servers' redirects.
+#[derive(Debug, Default)]
+pub(crate) struct RedirectCache {
+    devices: HashMap<String, usize>,
+}
+
+impl RedirectCache {
+    pub(crate) fn get(&self, device: &str) -> Option<usize> {
+        self.devices.get(device).copied()
+    }
+
+    pub(crate) fn record(&mut self, device: &str, endpoint: usize) {
+        if self.devices.len() >= REDIRECT_CACHE_DEVICES_MAX && !self.devices.contains_key(device) {
+            self.devices.clear();
+        }
+        self.devices.insert(device.to_string(), endpoint);
+    }
+
+    /// Drops a hint that led to a failure.
+    pub(crate) fn forget(&mut self, device: &str, endpoint: usize) {
+        if self.devices.get(device) == Some(&endpoint) {
+            self.devices.remove(device);
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The endpoint calls without a redirect hint go to; moves on after a retryable failure.
+    current: usize,
+    redirects: RedirectCache,
+    stats: SessionStats,
+}
+
+/// What one answer means for the retry loop.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// 200, or 400 REDIRECTION_RECOMMEND (the request succeeded; the hint is for next time).
+    Success,
+    /// 535: surfaced as [`SessionError::LeaseFenced`], never retried.
+    Fenced,
+    /// Worth trying on a different DataNode.
+    Retry,
+    /// Final: 614, 700, 507 and everything else.
+    Final,
+}
+
+/// Status codes retried on a different DataNode.
+const RETRYABLE_CODES: [StatusCode; 5] = [
+    StatusCode::MetadataLeaseFencedRetryRequired,
+    StatusCode::RegionLeaderChangeError,
+    StatusCode::InternalRequestTimeOut,
+    StatusCode::WriteProcessReject,
+    StatusCode::CanNotConnectDatanode,
+];
+
+fn retryable_code(code: i32) -> bool {
+    RETRYABLE_CODES.iter().any(|c| i32::from(c.code()) == code)
+}
+
+pub(crate) fn verdict(status: &proto::Status) -> Verdict {
+    let code = status.code;
+    if code == i32::from(StatusCode::Success.code())
+        || code == i32::from(StatusCode::RedirectionRecommend.code())
+    {
+        Verdict::Success
+    } else if code == i32::from(StatusCode::MetadataLeaseFenced.code()) {
+        Verdict::Fenced
+    } else if retryable_code(code) {
+        Verdict::Retry
+    } else if code == i32::from(StatusCode::MultipleError.code()) {
+        // Writes are upserts, so a batch may be sent again whole when every failed part is
+        // retryable; one final part (e.g. 614) makes the whole answer final.
+        let failed: Vec<&proto::Status> = status
+            .sub_status
+            .iter()
+            .filter(|s| s.code != i32::from(StatusCode::Success.code()))
+            .collect();
+        if failed.iter().any(|s| verdict(s) == Verdict::Fenced) {
+            Verdict::Fenced
+        } else if !failed.is_empty() && failed.iter().all(|s| verdict(s) == Verdict::Retry) {
+            Verdict::Retry
+        } else {
+            Verdict::Final
+        }
+    } else {
+        Verdict::Final
+    }
+}
+
+/// gRPC codes that mean the DataNode was not reached or the connection broke.
+fn connection_failure(code: tonic::Code) -> bool {
+    matches!(
+        code,
+        tonic::Code::Unavailable
+            | tonic::Code::Unknown
+            | tonic::Code::Cancelled
+            | tonic::Code::Aborted
+            | tonic::Code::DeadlineExceeded
+    )
+}
+
+fn status_error(status: &proto::Status) -> SessionError {
+    let mut message = status.message.clone();
+    for sub in status.sub_status.iter().filter(|s| s.code != 200) {
+        message.push_str(&format!("; {}: {}", sub.code, sub.message));
+    }
+    SessionError::Status {
+        code: status.code,
+        message,
+    }
+}
+
+fn status_of(status: Option<proto::Status>) -> proto::Status {
+    status.unwrap_or_else(|| {
+        proto::status(StatusCode::InternalServerError, "answer without a status")
+    })
+}
+
+type Client = SessionServiceClient<Channel>;
+type RpcResult<T> = std::result::Result<(proto::Status, T), tonic::Status>;
+
+/// An async session over a list of DataNode endpoints. Methods take `&self`: share one session
+/// between tasks with an `Arc`.
+#[derive(Debug)]
+pub struct Session {
+    config: SessionConfig,
+    endpoints: Vec<String>,
+    clients: Vec<Client>,
+    session_id: u64,
+    state: Mutex<State>,
+}
+
+impl Session {
+    /// Validates `config` and the endpoints (`host:port`, at least one), then opens a session on
+    /// the first DataNode that answers (retrying like any call).
+    pub async fn connect(endpoints: &[&str], config: SessionConfig) -> Result<Session> {
+        config.validate()?;
+        if endpoints.is_empty() || endpoints.len() > ENDPOINTS_MAX {
+            return Err(SessionError::Config(format!(
+                "{} endpoints; give 1..={ENDPOINTS_MAX}",
+                endpoints.len()
+            )));
+        }
+        let mut clients = Vec::with_capacity(endpoints.len());
+        for address in endpoints {
+            proto::parse_endpoint(address).map_err(|e| SessionError::Config(e.to_string()))?;
+            let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+                .map_err(|e| SessionError::Config(format!("{address}: {e}")))?
+                .connect_timeout(Duration::from_millis(config.request_timeout_ms))
+                .connect_lazy();
+            clients.push(SessionServiceClient::new(channel));
+        }
+        let mut session = Session {
+            config,
+            endpoints: endpoints.iter().map(|e| e.to_string()).collect(),
+            clients,
+            session_id: 0,
+            state: Mutex::new(State::default()),
+        };
+        session.session_id = session
+            .call(None, |mut c, _| async move {
+                let r = c
+                    .open_session(proto::OpenSessionReq {
+                        username: "root".into(),
+                        client_version: env!("CARGO_PKG_VERSION").into(),
+                    })
+                    .await?
+                    .into_inner();
+                Ok((status_of(r.status), r.session_id))
+            })
+            .await?;
+        Ok(session)
+    }
+
+    /// The counters and the cache. A panic while holding the lock cannot leave them
+    /// inconsistent (no invariant spans their fields), so a poisoned lock is used as is.
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The endpoints, in the order given.
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> SessionStats {
+        self.state().stats.clone()
+    }
+
+    /// The endpoint the redirect cache names for `device`, if any.
+    pub fn cached_endpoint(&self, device: &str) -> Option<&str> {
+        let index = self.state().redirects.get(device)?;
+        Some(&self.endpoints[index])
+    }
+
+    /// Writes one tablet, validated first.
+    pub async fn insert_tablet(&self, tablet: &Tablet) -> Result<()> {
+        tablet.validate(&TabletLimits::default())?;
+        let wire = tablet_to_wire(tablet);
+        self.call(Some(&tablet.device), |mut c, session_id| {
+            let req = proto::InsertTabletReq {
+                session_id,
+                tablet: Some(wire.clone()),
+            };
+            async move { Ok((c.insert_tablet(req).await?.into_inner(), ())) }
+        })
+        .await
+    }
+
+    /// Writes several tablets in one request, each validated first (1..=[`BATCH_TABLETS_MAX`]).
+    /// A retry sends the whole batch again (writes are upserts).
+    pub async fn insert_tablets(&self, tablets: &[Tablet]) -> Result<()> {
+        if tablets.is_empty() || tablets.len() > BATCH_TABLETS_MAX {
+            return Err(SessionError::InvalidArgument(format!(
+                "{} tablets in one batch; give 1..={BATCH_TABLETS_MAX}",
+                tablets.len()
+            )));
+        }
+        let limits = TabletLimits::default();
+        for t in tablets {
+            t.validate(&limits)?;
+        }
+        let wire: Vec<proto::Tablet> = tablets.iter().map(tablet_to_wire).collect();
+        // The cache steers a batch only when it holds a single device.
+        let device = tablets[0].device.as_str();
+        let single = tablets.iter().all(|t| t.device == device);
+        self.call(single.then_some(device), |mut c, session_id| {
+            let req = proto::InsertTabletsReq {
+                session_id,
+                tablets: wire.clone(),
+            };
+            async move { Ok((c.insert_tablets(req).await?.into_inner(), ())) }
+        })
+        .await
+    }
+
+    /// Writes rows of possibly different devices, one [`Record`] per row
+    /// (1..=[`BATCH_TABLETS_MAX`] records). A retry sends them all again (writes are upserts).
+    pub async fn insert_records(&self, records: &[Record]) -> Result<()> {
+        if records.is_empty() || records.len() > BATCH_TABLETS_MAX {
+            return Err(SessionError::InvalidArgument(format!(
+                "{} records in one batch; give 1..={BATCH_TABLETS_MAX}",
+                records.len()
+            )));
+        }
+        let mut wire = Vec::with_capacity(records.len());
+        for r in records {
+            if !r.device.starts_with("root.") || r.measurements.is_empty() {
+                return Err(SessionError::InvalidArgument(format!(
+                    "record for {:?} at {}: a device path root.<...> and at least one measurement",
+                    r.device, r.timestamp
+                )));
+            }
+            if r.measurements.len() != r.values.len() {
+                return Err(SessionError::InvalidArgument(format!(
+                    "record for {} at {} has {} measurements and {} values",
+                    r.device,
+                    r.timestamp,
+                    r.measurements.len(),
+                    r.values.len()
+                )));
+            }
+            wire.push(proto::Record {
+                device: r.device.clone(),
+                timestamp: r.timestamp,
+                measurements: r.measurements.clone(),
+                values: r.values.iter().map(|v| value_to_wire(v.as_ref())).collect(),
+            });
+        }
+        let device = records[0].device.as_str();
+        let single = records.iter().all(|r| r.device == device);
+        self.call(single.then_some(device), |mut c, session_id| {
+            let req = proto::InsertRecordsReq {
+                session_id,
+                records: wire.clone(),
+            };
+            async move { Ok((c.insert_records(req).await?.into_inner(), ())) }
+        })
+        .await
+    }
+
+    /// The points of `device.measurement` with `from <= time < to`, in time order.
+    pub async fn query_raw(
+        &self,
+        device: &str,
+        measurement: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(i64, Value)>> {
+        let path = proto::SeriesPath {
+            device: device.into(),
+            measurement: measurement.into(),
+        };
+        let series = self
+            .call(None, |mut c, session_id| {
+                let req = proto::QueryRawReq {
+                    session_id,
+                    paths: vec![path.clone()],
+                    start_time: from,
+                    end_time: to,
+                    points_limit: 0,
+                };
+                async move {
+                    let r = c.query_raw(req).await?.into_inner();
+                    Ok((status_of(r.status), r.series))
+                }
+            })
+            .await?;
+        match series
+            .iter()
+            .find(|s| s.path.as_ref() == Some(&path) || s.path.is_none())
+        {
+            Some(s) => series_points(s),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The latest point of `device.measurement`, `None` when it has none.
+    pub async fn query_last(
+        &self,
+        device: &str,
+        measurement: &str,
+    ) -> Result<Option<(i64, Value)>> {
+        let path = proto::SeriesPath {
+            device: device.into(),
+            measurement: measurement.into(),
+        };
+        let points = self
+            .call(None, |mut c, session_id| {
+                let req = proto::QueryLastReq {
+                    session_id,
+                    paths: vec![path.clone()],
+                };
+                async move {
+                    let r = c.query_last(req).await?.into_inner();
+                    Ok((status_of(r.status), r.points))
+                }
+            })
+            .await?;
+        let Some(point) = points.into_iter().find(|p| p.path.as_ref() == Some(&path)) else {
+            return Ok(None);
+        };
+        let value = point
+            .value
+            .as_ref()
+            .and_then(value_from_wire)
+            .ok_or_else(|| SessionError::Protocol("last point without a value".into()))?;
+        Ok(Some((point.timestamp, value)))
+    }
+
+    /// `CREATE DATABASE root.sg`.
+    pub async fn create_database(&self, database: &str) -> Result<()> {
+        use proto::schema_statement_req::Statement;
+        self.schema(Statement::CreateDatabase(proto::CreateDatabaseReq {
+            database: database.into(),
+        }))
+        .await
+    }
+
+    /// `DROP DATABASE root.sg`.
+    pub async fn drop_database(&self, database: &str) -> Result<()> {
+        use proto::schema_statement_req::Statement;
+        self.schema(Statement::DropDatabase(proto::DropDatabaseReq {
+            database: database.into(),
+        }))
+        .await
+    }
+
+    /// `CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=...`.
+    pub async fn create_timeseries(&self, path: &str, data_type: DataType) -> Result<()> {
+        use proto::schema_statement_req::Statement;
+        let (device, measurement) = split_path(path)?;
+        self.schema(Statement::CreateTimeseries(proto::CreateTimeseriesReq {
+            series: vec![proto::TimeseriesSpec {
+                device,
+                measurement,
+                data_type: data_type_to_wire(data_type),
+            }],
+        }))
+        .await
+    }
+
+    /// `DELETE TIMESERIES root.sg.d1.s1`.
+    pub async fn delete_timeseries(&self, path: &str) -> Result<()> {
+        use proto::schema_statement_req::Statement;
+        let (device, measurement) = split_path(path)?;
+        self.schema(Statement::DeleteTimeseries(proto::DeleteTimeseriesReq {
+            series: vec![proto::SeriesPath {
+                device,
+                measurement,
+            }],
+        }))
+        .await
+    }
+
+    async fn schema(&self, statement: proto::schema_statement_req::Statement) -> Result<()> {
+        self.call(None, |mut c, session_id| {
+            let req = proto::SchemaStatementReq {
+                session_id,
+                statement: Some(statement.clone()),
+            };
+            async move { Ok((c.execute_schema_statement(req).await?.into_inner(), ())) }
+        })
+        .await
+    }
+
+    /// `SHOW DATABASES`.
+    pub async fn show_databases(&self) -> Result<Vec<String>> {
+        self.call(None, |mut c, session_id| async move {
+            let r = c
+                .show_databases(proto::SessionShowReq { session_id })
+                .await?
+                .into_inner();
+            Ok((status_of(r.status), r.databases))
+        })
+        .await
+    }
+
+    /// `SHOW TIMESERIES prefix` (`""` = all).
+    pub async fn show_timeseries(&self, prefix: &str) -> Result<Vec<TimeseriesView>> {
+        self.call(None, |mut c, session_id| {
+            let req = proto::SessionShowTimeseriesReq {
+                session_id,
+                prefix: prefix.to_string(),
+            };
+            async move {
+                let r = c.show_timeseries(req).await?.into_inner();
+                Ok((status_of(r.status), r.series))
+            }
+        })
+        .await?
+        .into_iter()
+        .map(TimeseriesView::try_from)
+        .collect()
+    }
+
+    /// `SHOW CLUSTER`.
+    pub async fn show_cluster(&self) -> Result<ClusterView> {
+        self.call(None, |mut c, session_id| async move {
+            let r = c
+                .show_cluster(proto::SessionShowReq { session_id })
+                .await?
+                .into_inner();
+            Ok((status_of(r.status.clone()), ClusterView::from(r)))
+        })
+        .await
+    }
+
+    /// `SHOW REGIONS`.
+    pub async fn show_regions(&self) -> Result<Vec<RegionView>> {
+        self.call(None, |mut c, session_id| async move {
+            let r = c
+                .show_regions(proto::SessionShowReq { session_id })
+                .await?
+                .into_inner();
+            let regions = r.regions.into_iter().map(RegionView::from).collect();
+            Ok((status_of(r.status), regions))
+        })
+        .await
+    }
+
+    /// `SHOW LEASES`: the ConfigNode's view of every DataNode's lease.
+    pub async fn show_leases(&self) -> Result<LeasesView> {
+        self.call(None, |mut c, session_id| async move {
+            let r = c
+                .show_leases(proto::SessionShowReq { session_id })
+                .await?
+                .into_inner();
+            Ok((status_of(r.status.clone()), LeasesView::from(r)))
+        })
+        .await
+    }
+
+    /// The wait before attempt `attempt` (1-based retries): the configured interval, one more
+    /// interval per full round over the endpoints, at most four.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let rounds = u64::from(attempt - 1) / self.endpoints.len() as u64;
+        Duration::from_millis(self.config.retry_interval_ms * (1 + rounds.min(3)))
+    }
+
+    /// Sends one request with the retry policy: a retryable failure moves to a different
+    /// endpoint (a known redirect target, else the next one in the list) after a wait; 535 and
+    /// final statuses return at once. `device` selects and feeds the redirect cache.
+    async fn call<T, F, Fut>(&self, device: Option<&str>, mut rpc: F) -> Result<T>
+    where
+        F: FnMut(Client, u64) -> Fut,
+        Fut: Future<Output = RpcResult<T>>,
+    {
+        let n = self.endpoints.len();
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
+        let mut index = {
+            let mut state = self.state();
+            match device.and_then(|d| state.redirects.get(d)) {
+                Some(cached) => {
+                    state.stats.redirect_hits += 1;
+                    cached
+                }
+                None => state.current,
+            }
+        };
+        let mut attempt: u32 = 0;
+        loop {
+            assert!(index < n, "endpoint index {index} of {n}");
+            let endpoint = &self.endpoints[index];
+            let outcome =
+                tokio::time::timeout(timeout, rpc(self.clients[index].clone(), self.session_id))
+                    .await;
+            // A retryable failure, and a redirect target among our endpoints if it named one.
+            let (error, redirect) = match outcome {
+                Err(_elapsed) => (
+                    SessionError::Timeout {
+                        endpoint: endpoint.clone(),
+                        timeout_ms: self.config.request_timeout_ms,
+                    },
+                    None,
+                ),
+                Ok(Err(status)) if connection_failure(status.code()) => (
+                    SessionError::Connection {
+                        endpoint: endpoint.clone(),
+                        message: status.message().to_string(),
+                    },
+                    None,
+                ),
+                Ok(Err(status)) => {
+                    return Err(SessionError::Rpc {
+                        endpoint: endpoint.clone(),
+                        code: status.code(),
+                        message: status.message().to_string(),
+                    })
+                }
+                Ok(Ok((status, value))) => match verdict(&status) {
+                    Verdict::Success => {
+                        self.record_redirect(device, &status);
+                        return Ok(value);
+                    }
+                    Verdict::Fenced => {
+                        return Err(SessionError::LeaseFenced {
+                            endpoint: endpoint.clone(),
+                            message: status_error(&status).to_string(),
+                        })
+                    }
+                    Verdict::Final => return Err(status_error(&status)),
+                    Verdict::Retry => (status_error(&status), self.known(&status)),
+                },
+            };
+            attempt += 1;
+            if attempt >= self.config.max_attempts {
+                return Err(SessionError::RetriesExhausted {
+                    attempts: attempt,
+                    last: Box::new(error),
+                });
+            }
+            let next = match redirect {
+                Some(r) if r != index => r,
+                _ => (index + 1) % n,
+            };
+            {
+                let mut state = self.state();
+                match &error {
+                    SessionError::Timeout { .. } => state.stats.timeout_retries += 1,
+                    SessionError::Connection { .. } => state.stats.connection_retries += 1,
+                    other => {
+                        let code = other.code().expect("a status error has a code");
+                        *state.stats.retries_by_code.entry(code).or_default() += 1;
+                    }
+                }
+                if let Some(d) = device {
+                    state.redirects.forget(d, index);
+                }
+                if state.current == index {
+                    state.current = next;
+                }
+            }
+            tracing::debug!(%error, attempt, from = %endpoint, to = %self.endpoints[next], "retrying");
+            tokio::time::sleep(self.backoff(attempt)).await;
+            index = next;
+        }
+    }
+
+    /// The index of a status's redirect target when it is one of this session's endpoints. A
+    /// redirect elsewhere is ignored: the server may name a node's internal address, which
+    /// serves no session.
+    fn known(&self, status: &proto::Status) -> Option<usize> {
+        let target = proto::endpoint(status.redirect.as_ref()?);
+        self.endpoints.iter().position(|e| *e == target)
+    }
+
+    fn record_redirect(&self, device: Option<&str>, status: &proto::Status) {
+        let (Some(device), Some(index)) = (device, self.known(status)) else {
+            return;
+        };
+        let mut state = self.state();
+        state.redirects.record(device, index);
+        state.stats.redirects_recorded += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(code: StatusCode) -> proto::Status {
+        proto::status(code, "m")
+    }
+
+    #[test]
+    fn verdicts_follow_the_retry_policy() {
+        assert_eq!(verdict(&st(StatusCode::Success)), Verdict::Success);
+        assert_eq!(
+            verdict(&st(StatusCode::RedirectionRecommend)),
+            Verdict::Success
+        );
+        assert_eq!(
+            verdict(&st(StatusCode::MetadataLeaseFenced)),
+            Verdict::Fenced
+        );
+        for c in RETRYABLE_CODES {
+            assert_eq!(verdict(&st(c)), Verdict::Retry, "{c}");
+        }
+        for c in [
+            StatusCode::DataTypeMismatch,
+            StatusCode::IllegalParameter,
+            StatusCode::MetadataError,
+            StatusCode::InternalServerError,
+            StatusCode::SystemReadOnly,
+        ] {
+            assert_eq!(verdict(&st(c)), Verdict::Final, "{c}");
+        }
+        let multi = |subs: Vec<proto::Status>| proto::Status {
+            sub_status: subs,
+            ..st(StatusCode::MultipleError)
+        };
+        let retry = st(StatusCode::MetadataLeaseFencedRetryRequired);
+        let ok = st(StatusCode::Success);
+        let mismatch = st(StatusCode::DataTypeMismatch);
+        assert_eq!(
+            verdict(&multi(vec![ok.clone(), retry.clone()])),
+            Verdict::Retry
+        );
+        assert_eq!(verdict(&multi(vec![retry, mismatch])), Verdict::Final);
+        assert_eq!(verdict(&multi(vec![ok])), Verdict::Final);
+    }
+
+    #[test]
+    fn the_redirect_cache_records_forgets_and_stays_bounded() {
+        let mut cache = RedirectCache::default();
+        assert_eq!(cache.get("root.sg.d1"), None);
+        cache.record("root.sg.d1", 2);
+        assert_eq!(cache.get("root.sg.d1"), Some(2));
+        cache.forget("root.sg.d1", 1);
+        assert_eq!(
+            cache.get("root.sg.d1"),
+            Some(2),
+            "a hint for another endpoint stays"
+        );
+        cache.forget("root.sg.d1", 2);
+        assert_eq!(cache.get("root.sg.d1"), None);
+        for i in 0..REDIRECT_CACHE_DEVICES_MAX + 5 {
+            cache.record(&format!("root.sg.d{i}"), 0);
+        }
+        assert!(cache.devices.len() <= REDIRECT_CACHE_DEVICES_MAX);
+    }
+}

@@ -1,0 +1,190 @@
+//! Plain views of the cluster, region and lease answers (the ConfigNode's view, forwarded by the
+//! answering DataNode). Endpoints are `host:port`; an absent one is the empty string.
+
+fn endpoint(e: &Option<proto::Endpoint>) -> String {
+    e.as_ref().map(proto::endpoint).unwrap_or_default()
+}
+
+/// One series (`SHOW TIMESERIES`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimeseriesView {
+    /// Its database.
+    pub database: String,
+    /// Its device.
+    pub device: String,
+    /// Its measurement.
+    pub measurement: String,
+    /// Its type.
+    pub data_type: common::DataType,
+    /// A DELETE TIMESERIES / DROP DATABASE is in progress.
+    pub pending_delete: bool,
+}
+
+impl TryFrom<proto::TimeseriesInfo> for TimeseriesView {
+    type Error = crate::SessionError;
+
+    /// A type code outside IoTDB's table is a malformed answer.
+    fn try_from(s: proto::TimeseriesInfo) -> crate::Result<Self> {
+        let data_type = proto::data_type(s.data_type).map_err(|e| {
+            crate::SessionError::Protocol(format!("series {}.{}: {e}", s.device, s.measurement))
+        })?;
+        Ok(TimeseriesView {
+            database: s.database,
+            device: s.device,
+            measurement: s.measurement,
+            data_type,
+            pending_delete: s.pending_delete,
+        })
+    }
+}
+
+/// `SHOW CLUSTER`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterView {
+    /// The ConfigNode raft term.
+    pub config_node_term: u64,
+    /// The version of the cluster metadata.
+    pub metadata_version: u64,
+    /// Every ConfigNode.
+    pub config_nodes: Vec<ConfigNodeView>,
+    /// Every DataNode.
+    pub data_nodes: Vec<DataNodeView>,
+}
+
+/// One ConfigNode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigNodeView {
+    /// Its id.
+    pub config_node_id: u64,
+    /// Its address.
+    pub endpoint: String,
+    /// "Leader", "Follower" or "Unknown", as the answering ConfigNode sees it.
+    pub role: String,
+}
+
+/// One DataNode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataNodeView {
+    /// Its id.
+    pub data_node_id: u64,
+    /// Where clients reach it (SessionService).
+    pub rpc_endpoint: String,
+    /// Where nodes reach it.
+    pub internal_endpoint: String,
+    /// "Running", "Unknown" or "Removing".
+    pub status: String,
+    /// Bumped on every registration (restart).
+    pub incarnation_epoch: u64,
+}
+
+/// One data region group (`SHOW REGIONS`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegionView {
+    /// Its id.
+    pub region_id: u64,
+    /// Its database.
+    pub database: String,
+    /// DataNodes holding a replica.
+    pub data_node_ids: Vec<u64>,
+    /// The preferred leader.
+    pub preferred_leader_id: u64,
+    /// The leader as last reported by heartbeats (0 = unknown).
+    pub leader_id: u64,
+}
+
+/// `SHOW LEASES`: the ConfigNode's view of every DataNode's metadata lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeasesView {
+    /// A DataNode fences itself after this long without a processed heartbeat, in ms.
+    pub metadata_lease_fence_ms: u64,
+    /// Extra margin before the ConfigNode proceeds without a fenced node, in ms.
+    pub lease_proceed_margin_ms: u64,
+    /// One entry per DataNode.
+    pub leases: Vec<LeaseView>,
+}
+
+/// One DataNode's lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseView {
+    /// The DataNode.
+    pub data_node_id: u64,
+    /// Its incarnation.
+    pub incarnation_epoch: u64,
+    /// Milliseconds since the ConfigNode leader's last successful contact.
+    pub last_contact_age_ms: u64,
+    /// The lease is live as far as the ConfigNode can tell.
+    pub holds_lease: bool,
+    /// The DataNode has certainly fenced itself.
+    pub fenced: bool,
+    /// The DataNode's status.
+    pub status: String,
+}
+
+impl From<proto::ShowClusterResp> for ClusterView {
+    fn from(r: proto::ShowClusterResp) -> Self {
+        ClusterView {
+            config_node_term: r.config_node_term,
+            metadata_version: r.metadata_version,
+            config_nodes: r
+                .config_nodes
+                .into_iter()
+                .map(|c| {
+                    let l = c.location.unwrap_or_default();
+                    ConfigNodeView {
+                        config_node_id: l.config_node_id,
+                        endpoint: endpoint(&l.endpoint),
+                        role: c.role,
+                    }
+                })
+                .collect(),
+            data_nodes: r
+                .data_nodes
+                .into_iter()
+                .map(|d| {
+                    let l = d.location.unwrap_or_default();
+                    DataNodeView {
+                        data_node_id: l.data_node_id,
+                        rpc_endpoint: endpoint(&l.rpc_endpoint),
+                        internal_endpoint: endpoint(&l.internal_endpoint),
+                        status: d.status,
+                        incarnation_epoch: d.incarnation_epoch,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<proto::RegionInfo> for RegionView {
+    fn from(r: proto::RegionInfo) -> Self {
+        let set = r.replica_set.unwrap_or_default();
+        RegionView {
+            region_id: set.region_id,
+            database: set.database,
+            data_node_ids: set.data_node_ids,
+            preferred_leader_id: set.preferred_leader_id,
+            leader_id: r.leader_id,
+        }
+    }
+}
+
+impl From<proto::ShowLeasesResp> for LeasesView {
+    fn from(r: proto::ShowLeasesResp) -> Self {
+        LeasesView {
+            metadata_lease_fence_ms: r.metadata_lease_fence_ms,
+            lease_proceed_margin_ms: r.lease_proceed_margin_ms,
+            leases: r
+                .leases
+                .into_iter()
+                .map(|l| LeaseView {
+                    data_node_id: l.data_node_id,
+                    incarnation_epoch: l.incarnation_epoch,
+                    last_contact_age_ms: l.last_contact_age_ms,
+                    holds_lease: l.holds_lease,
+                    fenced: l.fenced,
+                    status: l.status,
+                })
+                .collect(),
+        }
+    }
+}

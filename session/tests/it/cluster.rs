@@ -1,0 +1,205 @@
+//! The session against a real cluster of one ConfigNode and DataNodes, replication 3.
+
+use common::{DataType, StatusCode, Tablet, Value};
+use session::{BlockingSession, Record, Session, SessionConfig, SessionError};
+
+use crate::harness::{s1_points, tablet, wait_for, Cluster, FENCE_MS, LONG_FENCE_MS};
+
+fn config() -> SessionConfig {
+    SessionConfig {
+        max_attempts: 60,
+        retry_interval_ms: 200,
+        request_timeout_ms: 10_000,
+    }
+}
+
+async fn connect(endpoints: &[String]) -> Session {
+    let endpoints: Vec<&str> = endpoints.iter().map(String::as_str).collect();
+    Session::connect(&endpoints, config())
+        .await
+        .expect("session connects")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_read_back_views_answer_and_a_type_mismatch_writes_nothing() {
+    let cluster = Cluster::start(3, 3, LONG_FENCE_MS).await;
+    let s = connect(&cluster.endpoints()).await;
+
+    s.create_database("root.tt").await.unwrap();
+    s.create_timeseries("root.tt.d1.s1", DataType::Int64)
+        .await
+        .unwrap();
+    assert!(s
+        .show_databases()
+        .await
+        .unwrap()
+        .contains(&"root.tt".to_string()));
+
+    // Two tablets over several 1 s partitions, one through insert_tablets.
+    let first = tablet("root.tt.d1", 0, 250, 20);
+    let second = tablet("root.tt.d1", 5000, 250, 20);
+    s.insert_tablet(&first).await.unwrap();
+    s.insert_tablets(&[second.clone(), tablet("root.tt.d2", 0, 100, 5)])
+        .await
+        .unwrap();
+    let points = s.query_raw("root.tt.d1", "s1", 0, 100_000).await.unwrap();
+    assert_eq!(points, s1_points(&[&first, &second]));
+    let s2 = s.query_raw("root.tt.d1", "s2", 0, 1000).await.unwrap();
+    assert_eq!(
+        s2,
+        (0..4)
+            .map(|i| (i * 250, Value::Double((i * 250) as f64 / 2.0)))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        s.query_last("root.tt.d1", "s1").await.unwrap(),
+        Some((5000 + 19 * 250, Value::Int64((5000 + 19 * 250) * 10)))
+    );
+    assert_eq!(s.query_last("root.tt.d1", "nothing").await.unwrap(), None);
+
+    // Records: one row each, a null left out.
+    let records: Vec<Record> = (0..4)
+        .map(|i| Record {
+            device: "root.tt.r1".into(),
+            timestamp: i * 700,
+            measurements: vec!["s1".into(), "s2".into()],
+            values: vec![Some(Value::Int64(i * 7)), None],
+        })
+        .collect();
+    s.insert_records(&records).await.unwrap();
+    assert_eq!(
+        s.query_raw("root.tt.r1", "s1", 0, 10_000).await.unwrap(),
+        (0..4)
+            .map(|i| (i * 700, Value::Int64(i * 7)))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        s.query_raw("root.tt.r1", "s2", 0, 10_000).await.unwrap(),
+        vec![]
+    );
+    let series = s.show_timeseries("root.tt").await.unwrap();
+    assert!(
+        series.iter().any(|t| t.device == "root.tt.d1"
+            && t.measurement == "s1"
+            && t.data_type == DataType::Int64),
+        "{series:?}"
+    );
+
+    // A TEXT value for the INT64 series: 614, final, and nothing of the tablet is written.
+    let mut wrong = Tablet::new("root.tt.d1", &[("s1", DataType::Text)]);
+    wrong.push_row(50_000, vec![Some(Value::Text("x".into()))]);
+    let err = s.insert_tablet(&wrong).await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(i32::from(StatusCode::DataTypeMismatch.code())),
+        "{err:?}"
+    );
+    assert!(
+        matches!(err, SessionError::Status { code: 614, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        s.query_raw("root.tt.d1", "s1", 0, 100_000).await.unwrap(),
+        s1_points(&[&first, &second]),
+        "the mismatched write left nothing"
+    );
+    assert_eq!(s.stats().retries(), 0, "{:?}", s.stats());
+
+    // A malformed tablet is refused before sending.
+    let empty = Tablet::new("root.tt.d1", &[("s1", DataType::Int64)]);
+    assert!(matches!(
+        s.insert_tablet(&empty).await,
+        Err(SessionError::InvalidTablet(_))
+    ));
+
+    let view = s.show_cluster().await.unwrap();
+    assert_eq!(view.data_nodes.len(), 3, "{view:?}");
+    assert!(view.data_nodes.iter().all(|d| !d.rpc_endpoint.is_empty()));
+    let leases = s.show_leases().await.unwrap();
+    assert_eq!(leases.leases.len(), 3, "{leases:?}");
+    assert_eq!(leases.metadata_lease_fence_ms, LONG_FENCE_MS);
+    let regions = s.show_regions().await.unwrap();
+    assert!(!regions.is_empty());
+    assert!(
+        regions.iter().all(|r| r.data_node_ids.len() == 3),
+        "{regions:?}"
+    );
+
+    s.delete_timeseries("root.tt.d1.s2").await.unwrap();
+    s.drop_database("root.tt").await.unwrap();
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_move_off_a_fenced_node_and_a_query_there_fails_with_535_unretried() {
+    let cluster = Cluster::start(3, 3, FENCE_MS).await;
+    let endpoints = cluster.endpoints();
+    let writer = connect(&endpoints).await;
+    let device = "root.sg.d1";
+    let before = tablet(device, 0, 300, 10);
+    writer.insert_tablet(&before).await.unwrap();
+    assert_eq!(writer.stats().retries(), 0);
+
+    // The node the session uses first stops processing heartbeats: its lease lapses.
+    let node0 = &cluster.nodes[0];
+    node0.stall_heartbeats(true);
+    wait_for("node 0 is fenced", || async { !node0.lease_is_live() }).await;
+
+    // A query through the fenced node: 535 at once, no retry elsewhere.
+    let reader = connect(&endpoints).await;
+    let err = reader
+        .query_raw(device, "s1", 0, 100_000)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SessionError::LeaseFenced { endpoint, .. } if *endpoint == endpoints[0]),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), Some(535));
+    assert_eq!(reader.stats().retries(), 0, "{:?}", reader.stats());
+    let err = reader.query_last(device, "s1").await.unwrap_err();
+    assert!(matches!(err, SessionError::LeaseFenced { .. }), "{err:?}");
+
+    // Writes keep succeeding: 536 from node 0, retried on another DataNode, no error surfaced.
+    let during: Vec<Tablet> = (1..=5)
+        .map(|i| tablet(device, i * 10_000, 300, 10))
+        .collect();
+    for t in &during {
+        writer.insert_tablet(t).await.unwrap();
+    }
+    let stats = writer.stats();
+    assert!(
+        stats.retries_by_code.get(&536).is_some_and(|n| *n >= 1),
+        "{stats:?}"
+    );
+
+    // Everything reads back through the rest of the cluster (the writer moved on from node 0).
+    let mut all: Vec<&Tablet> = vec![&before];
+    all.extend(during.iter());
+    let points = writer.query_raw(device, "s1", 0, 1_000_000).await.unwrap();
+    assert_eq!(points, s1_points(&all));
+
+    node0.stall_heartbeats(false);
+    cluster.stop().await;
+}
+
+#[test]
+fn the_blocking_session_writes_and_reads() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let cluster = runtime.block_on(Cluster::start(1, 1, LONG_FENCE_MS));
+    let endpoints = cluster.endpoints();
+    let s = BlockingSession::connect(&[endpoints[0].as_str()], config()).unwrap();
+    let t = tablet("root.bs.d1", 0, 100, 30);
+    s.insert_tablet(&t).unwrap();
+    assert_eq!(
+        s.query_raw("root.bs.d1", "s1", 0, 10_000).unwrap(),
+        s1_points(&[&t])
+    );
+    assert_eq!(s.show_cluster().unwrap().data_nodes.len(), 1);
+    drop(s);
+    runtime.block_on(cluster.stop());
+}

@@ -1,0 +1,169 @@
+//! An in-process cluster (copied from the DataNode's test harness): one real ConfigNode and real
+//! DataNodes on `127.0.0.1:0`. Every wait polls a condition until a generous deadline, so a slow
+//! machine makes the tests slower, not flaky.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{DataType, Tablet, Value};
+use confignode::client::GrpcDataNodeClient;
+use confignode::ConfigNodeConfig;
+use datanode::{DataNodeConfig, DataNodeHandle};
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// The short test fence.
+pub const FENCE_MS: u64 = 1500;
+/// For clusters whose tests do not exercise fencing, so a slow machine cannot fence by accident.
+pub const LONG_FENCE_MS: u64 = 20_000;
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+pub struct Cluster {
+    pub dir: TempDir,
+    cn_stop: Option<oneshot::Sender<()>>,
+    cn_task: Option<tokio::task::JoinHandle<confignode::Result<()>>>,
+    pub nodes: Vec<DataNodeHandle>,
+}
+
+fn datanode_config(dir: &std::path::Path, index: usize, cn_address: &str) -> DataNodeConfig {
+    DataNodeConfig {
+        dn_rpc_address: "127.0.0.1:0".into(),
+        dn_internal_address: "127.0.0.1:0".into(),
+        dn_metrics_address: "127.0.0.1:0".into(),
+        dn_seed_config_nodes: cn_address.to_string(),
+        dn_data_dir: dir.join(format!("dn{index}")),
+        data_region_write_retry_wait_ms: 100,
+        remote_write_max_retry_ms: 30_000,
+        dn_rpc_timeout_ms: 2000,
+        dn_raft_tick_ms: 20,
+        dn_raft_election_ticks: 10,
+        wal_segment_bytes: 1 << 20,
+        ..DataNodeConfig::default()
+    }
+}
+
+impl Cluster {
+    /// A cluster whose DataNodes fence after `fence_ms` without a processed heartbeat.
+    pub async fn start(datanodes: usize, replication: u32, fence_ms: u64) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let cn_address = listener.local_addr().unwrap().to_string();
+        let config = ConfigNodeConfig {
+            cn_internal_address: cn_address.clone(),
+            cn_data_dir: dir.path().join("cn"),
+            cn_metrics_address: "127.0.0.1:0".into(),
+            cn_raft_tick_ms: 20,
+            cn_raft_election_ticks: 10,
+            heartbeat_interval_ms: 100,
+            metadata_lease_fence_ms: fence_ms,
+            lease_proceed_margin_ms: 1000,
+            failure_detector_threshold_ms: fence_ms,
+            invalidation_retry_interval_ms: 100,
+            data_replication_factor: replication,
+            data_region_group_num_per_database: 2,
+            time_partition_interval_ms: 1000,
+            ..ConfigNodeConfig::default()
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let client = Arc::new(GrpcDataNodeClient::new(
+            Duration::from_secs(1),
+            Duration::from_millis(500),
+        ));
+        let cn_task = tokio::spawn(confignode::run_with_listener(
+            config,
+            listener,
+            client,
+            async {
+                drop(stopped.await);
+            },
+        ));
+        let mut cluster = Cluster {
+            dir,
+            cn_stop: Some(stop),
+            cn_task: Some(cn_task),
+            nodes: Vec::new(),
+        };
+        for i in 0..datanodes {
+            let config = datanode_config(cluster.dir.path(), i, &cn_address);
+            cluster
+                .nodes
+                .push(datanode::start(config).await.expect("DataNode starts"));
+        }
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            wait_for(&format!("DataNode {i} holds its lease"), || async {
+                node.lease_is_live()
+            })
+            .await;
+        }
+        cluster
+    }
+
+    /// Every DataNode's session address, in node order.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| n.rpc_address.to_string())
+            .collect()
+    }
+
+    pub async fn stop(mut self) {
+        for node in self.nodes.drain(..) {
+            node.stop().await.expect("DataNode stops cleanly");
+        }
+        if let Some(stop) = self.cn_stop.take() {
+            if stop.send(()).is_err() {
+                eprintln!("the ConfigNode had already stopped");
+            }
+        }
+        if let Some(task) = self.cn_task.take() {
+            task.await
+                .expect("ConfigNode task")
+                .expect("ConfigNode ran cleanly");
+        }
+    }
+}
+
+/// Polls `condition` every 50 ms until it holds; panics with `what` after [`DEADLINE`].
+pub async fn wait_for<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !condition().await {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "timed out after {DEADLINE:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Rows at `from, from + step, ...` (`rows` of them) of s1 INT64 (= 10 × time) and s2 DOUBLE.
+pub fn tablet(device: &str, from: i64, step: i64, rows: i64) -> Tablet {
+    let mut t = Tablet::new(device, &[("s1", DataType::Int64), ("s2", DataType::Double)]);
+    for i in 0..rows {
+        let ts = from + i * step;
+        t.push_row(
+            ts,
+            vec![
+                Some(Value::Int64(ts * 10)),
+                Some(Value::Double(ts as f64 / 2.0)),
+            ],
+        );
+    }
+    t
+}
+
+/// The s1 points of [`tablet`]s.
+pub fn s1_points(tablets: &[&Tablet]) -> Vec<(i64, Value)> {
+    let mut points: Vec<(i64, Value)> = tablets
+        .iter()
+        .flat_map(|t| t.timestamps.iter().map(|ts| (*ts, Value::Int64(ts * 10))))
+        .collect();
+    points.sort_by_key(|(t, _)| *t);
+    points.dedup_by_key(|(t, _)| *t);
+    points
+}
