@@ -4,6 +4,8 @@
 use common::{Bitmap, Column, DataType, StatusCode, Tablet, Value};
 use proto::column::Values;
 
+pub use proto::{bitmap_to_words, column_to_wire, tablet_to_wire, value_from_wire, value_to_wire};
+
 /// A wire tablet that does not make an internal one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("bad tablet: {0}")]
@@ -20,16 +22,6 @@ fn bitmap_from_words(words: &[u64], rows: usize) -> Bitmap {
         }
     }
     bitmap
-}
-
-fn bitmap_to_words(bitmap: &Bitmap) -> Vec<u64> {
-    let mut words = vec![0u64; bitmap.len().div_ceil(64)];
-    for row in 0..bitmap.len() {
-        if bitmap.get(row) {
-            words[row / 64] |= 1 << (row % 64);
-        }
-    }
-    words
 }
 
 /// The internal tablet of a wire tablet; shape problems are reported, the tablet's own
@@ -86,74 +78,6 @@ pub fn tablet_from_wire(wire: &proto::Tablet) -> Result<Tablet, BadTablet> {
         );
     }
     Ok(tablet)
-}
-
-/// The wire form of a column.
-pub fn column_to_wire(column: &Column, bitmap: Option<&Bitmap>) -> proto::Column {
-    let values = match column {
-        Column::Boolean(v) => Values::BoolValues(proto::BoolValues { values: v.clone() }),
-        Column::Int32(v) => Values::Int32Values(proto::Int32Values { values: v.clone() }),
-        Column::Int64(v) => Values::Int64Values(proto::Int64Values { values: v.clone() }),
-        Column::Float(v) => Values::FloatValues(proto::FloatValues { values: v.clone() }),
-        Column::Double(v) => Values::DoubleValues(proto::DoubleValues { values: v.clone() }),
-        Column::Text(v) => Values::TextValues(proto::TextValues { values: v.clone() }),
-    };
-    proto::Column {
-        values: Some(values),
-        null_bitmap: bitmap.map(bitmap_to_words).unwrap_or_default(),
-        has_null_bitmap: bitmap.is_some(),
-    }
-}
-
-/// The wire form of a tablet.
-pub fn tablet_to_wire(tablet: &Tablet) -> proto::Tablet {
-    proto::Tablet {
-        device: tablet.device.clone(),
-        schema: tablet
-            .measurements
-            .iter()
-            .zip(&tablet.data_types)
-            .map(|(name, t)| proto::MeasurementSchema {
-                name: name.clone(),
-                data_type: proto::data_type_to_wire(*t) as i32,
-            })
-            .collect(),
-        timestamps: tablet.timestamps.clone(),
-        columns: tablet
-            .columns
-            .iter()
-            .zip(&tablet.bitmaps)
-            .map(|(c, b)| column_to_wire(c, b.as_ref()))
-            .collect(),
-    }
-}
-
-/// The wire form of a value.
-pub fn value_to_wire(value: &Value) -> proto::Value {
-    use proto::value::Value as W;
-    proto::Value {
-        value: Some(match value {
-            Value::Boolean(v) => W::BoolValue(*v),
-            Value::Int32(v) => W::Int32Value(*v),
-            Value::Int64(v) => W::Int64Value(*v),
-            Value::Float(v) => W::FloatValue(*v),
-            Value::Double(v) => W::DoubleValue(*v),
-            Value::Text(v) => W::TextValue(v.clone()),
-        }),
-    }
-}
-
-/// The internal value of a wire value; `None` for a null.
-pub fn value_from_wire(value: &proto::Value) -> Option<Value> {
-    use proto::value::Value as W;
-    Some(match value.value.as_ref()? {
-        W::BoolValue(v) => Value::Boolean(*v),
-        W::Int32Value(v) => Value::Int32(*v),
-        W::Int64Value(v) => Value::Int64(*v),
-        W::FloatValue(v) => Value::Float(*v),
-        W::DoubleValue(v) => Value::Double(*v),
-        W::TextValue(v) => Value::Text(v.clone()),
-    })
 }
 
 /// A column of `data_type` from values that all have that type.

@@ -17,6 +17,8 @@ mod convert;
 mod error;
 
 #[allow(missing_docs)]
+mod tablet;
+
 mod generated {
     tonic::include_proto!("fencepost");
 }
@@ -26,3 +28,4 @@ pub use convert::{
 };
 pub use error::{Error, Result};
 pub use generated::*;
+pub use tablet::{bitmap_to_words, column_to_wire, tablet_to_wire, value_from_wire, value_to_wire};
