@@ -28,7 +28,8 @@ async fn insert(client: &mut SessionServiceClient<Channel>, t: &Tablet) -> anyho
             })
             .await?
             .into_inner();
-        if s.code == 200 {
+        // 400 REDIRECTION_RECOMMEND: written; another DataNode leads the device's region.
+        if s.code == 200 || s.code == 400 {
             return Ok(());
         }
         if !s.need_retry || Instant::now() > deadline {

@@ -64,16 +64,25 @@ fn backoff(attempt: u32) -> Duration {
         .min(BACKOFF_MAX)
 }
 
+/// True for 200 and for 400 REDIRECTION_RECOMMEND (written, with a hint for next time).
+fn written(s: &proto::Status) -> bool {
+    s.code == i32::from(StatusCode::Success.code())
+        || s.code == i32::from(StatusCode::RedirectionRecommend.code())
+}
+
 /// Combines the statuses of the parts of one request.
+///
+/// A 400 REDIRECTION_RECOMMEND counts as success. It survives only as the answer of a single part:
+/// a hint is about one device, and a request of several parts has no one device to redirect.
 pub(crate) fn aggregate(statuses: Vec<proto::Status>) -> proto::Status {
-    if statuses.iter().all(|s| s.code == 200) {
-        return ok();
-    }
     if statuses.len() == 1 {
         return statuses.into_iter().next().expect("one status");
     }
-    let need_retry = statuses.iter().any(|s| s.code != 200 && s.need_retry);
-    let failed = statuses.iter().filter(|s| s.code != 200).count();
+    if statuses.iter().all(written) {
+        return ok();
+    }
+    let need_retry = statuses.iter().any(|s| !written(s) && s.need_retry);
+    let failed = statuses.iter().filter(|s| !written(s)).count();
     let mut s = status(
         StatusCode::MultipleError,
         format!("{failed} of {} parts failed", statuses.len()),
@@ -147,6 +156,12 @@ pub(crate) async fn insert_tablet(shared: &Arc<Shared>, tablet: Tablet) -> proto
         let region = regions[&slot];
         rows_by_region.entry(region).or_default().push(row);
     }
+    // The region of the newest rows: where the device's next writes most likely go.
+    let newest_region = tablet
+        .timestamps
+        .iter()
+        .max()
+        .map(|t| regions[&shared.partition.time_slot(*t)]);
     let mut parts = tokio::task::JoinSet::new();
     for (index, (region, rows)) in rows_by_region.into_iter().enumerate() {
         let part = sub_tablet(&tablet, &rows);
@@ -180,7 +195,37 @@ pub(crate) async fn insert_tablet(shared: &Arc<Shared>, tablet: Tablet) -> proto
         &shared.metrics.write_latency_us_sum,
         started.elapsed().as_micros() as u64,
     );
-    aggregate(statuses.into_iter().map(|(_, s)| s).collect())
+    let outcome = aggregate(statuses.into_iter().map(|(_, s)| s).collect());
+    match newest_region.and_then(|r| redirect_hint(shared, r)) {
+        Some(leader) if outcome.code == i32::from(StatusCode::Success.code()) => {
+            inc(&shared.metrics.write_redirects);
+            proto::status_with_redirect(
+                StatusCode::RedirectionRecommend,
+                "written; the leader of the device's newest region is elsewhere",
+                Some(leader),
+            )
+        }
+        _ => outcome,
+    }
+}
+
+/// IoTDB's REDIRECTION_RECOMMEND hint: the session address of `region`'s leader when another
+/// DataNode leads it, so the session sends the device's next writes there and saves a forward.
+/// `None` when this node leads it or the leader or its session address is unknown.
+fn redirect_hint(shared: &Shared, region: u64) -> Option<proto::Endpoint> {
+    if shared.leads(region) {
+        return None;
+    }
+    // A replica here knows the current leader best; else the route's hint.
+    let leader = match shared.driver.group_status(region).and_then(|s| s.leader) {
+        Some(leader) => leader,
+        None => shared.cache.region(region).ok()??.leader,
+    };
+    if leader == 0 || leader == shared.node_id {
+        return None;
+    }
+    let node = shared.cache.node(leader).ok()??;
+    proto::parse_endpoint(&node.rpc).ok()
 }
 
 /// The rows `rows` of `tablet`, in order.
@@ -858,6 +903,19 @@ mod tests {
         assert_eq!(s.code, 302);
         assert!(s.need_retry);
         assert_eq!(s.sub_status.len(), 2);
+        let hint = status(StatusCode::RedirectionRecommend, "leader elsewhere");
+        assert_eq!(
+            aggregate(vec![hint.clone()]),
+            hint,
+            "one part keeps its hint"
+        );
+        assert_eq!(
+            aggregate(vec![ok(), hint.clone()]).code,
+            200,
+            "a hint is no failure"
+        );
+        let s = aggregate(vec![hint, one]);
+        assert_eq!((s.code, s.sub_status.len()), (302, 2));
     }
 
     #[test]

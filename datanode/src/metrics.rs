@@ -27,6 +27,8 @@ pub struct Metrics {
     pub proxy_rejections: AtomicU64,
     /// Region writes forwarded to another DataNode.
     pub forwarded_writes: AtomicU64,
+    /// Session writes answered 400 REDIRECTION_RECOMMEND (the device's leader is elsewhere).
+    pub write_redirects: AtomicU64,
     /// Writes refused at the coordinator with 536 because the lease was fenced.
     pub fenced_writes: AtomicU64,
     /// Reads refused with 535.
@@ -144,6 +146,11 @@ pub(crate) fn render(shared: &Shared) -> String {
             "forwarded_writes_total",
             "Region writes forwarded to another DataNode.",
             &m.forwarded_writes,
+        ),
+        (
+            "write_redirects_total",
+            "Session writes answered 400 with the region leader's address.",
+            &m.write_redirects,
         ),
         (
             "fenced_writes_total",

@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub config: DataNodeConfig,
     pub node_id: u64,
     pub internal_address: String,
+    /// The bound session address (what clients are told to use).
+    pub rpc_address: String,
     pub lease: Arc<MetadataLeaseManager>,
     pub clock: Arc<dyn Clock>,
     pub driver: RaftDriver<GrpcTransport>,
@@ -271,6 +273,7 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
         config,
         node_id,
         internal_address: internal_address.to_string(),
+        rpc_address: rpc_address.to_string(),
         lease,
         clock,
         driver,

@@ -349,6 +349,25 @@ impl SessionService for SessionServiceImpl {
         })))
     }
 
+    async fn show_local_lease(
+        &self,
+        _r: Request<proto::SessionShowReq>,
+    ) -> RpcResult<proto::ShowLocalLeaseResp> {
+        let lease = &self.shared.lease;
+        // `is_live` first: it moves a lapsed lease out of NORMAL, so the state read after it agrees.
+        let fenced = !lease.is_live();
+        Ok(Response::new(proto::ShowLocalLeaseResp {
+            status: Some(ok()),
+            data_node_id: self.shared.node_id,
+            endpoint: self.shared.rpc_address.clone(),
+            state: lease.state().name().to_string(),
+            incarnation: lease.incarnation(),
+            heartbeat_age_ms: lease.heartbeat_age_ms(),
+            fence_ms: lease.fence_ms(),
+            fenced,
+        }))
+    }
+
     async fn region_digest(
         &self,
         request: Request<proto::RegionDigestReq>,

@@ -5,7 +5,9 @@ use common::{DataType, Tablet, Value};
 use crate::config::SessionConfig;
 use crate::error::{Result, SessionError};
 use crate::session::{Record, Session, SessionStats};
-use crate::views::{ClusterView, LeasesView, RegionView, TimeseriesView};
+use crate::views::{
+    ClusterView, LeasesView, LocalLeaseView, RegionDigestView, RegionView, TimeseriesView,
+};
 
 /// A [`Session`] driven by its own current-thread runtime. Do not call it from inside another
 /// tokio runtime (blocking there panics, as tokio's `block_on` does).
@@ -109,5 +111,16 @@ impl BlockingSession {
     /// See [`Session::show_leases`].
     pub fn show_leases(&self) -> Result<LeasesView> {
         self.runtime.block_on(self.session.show_leases())
+    }
+
+    /// See [`Session::local_lease`].
+    pub fn local_lease(&self) -> Result<LocalLeaseView> {
+        self.runtime.block_on(self.session.local_lease())
+    }
+
+    /// See [`Session::region_digests_at`].
+    pub fn region_digests_at(&self, endpoint: &str) -> Result<Vec<RegionDigestView>> {
+        self.runtime
+            .block_on(self.session.region_digests_at(endpoint))
     }
 }

@@ -25,4 +25,7 @@ pub use error::{Result, SessionError};
 pub use session::{
     Record, Session, SessionStats, BATCH_TABLETS_MAX, ENDPOINTS_MAX, REDIRECT_CACHE_DEVICES_MAX,
 };
-pub use views::{ClusterView, ConfigNodeView, DataNodeView, LeaseView, LeasesView, RegionView};
+pub use views::{
+    ClusterView, ConfigNodeView, DataNodeView, LeaseView, LeasesView, LocalLeaseView,
+    RegionDigestView, RegionView,
+};

@@ -15,7 +15,9 @@ use crate::convert::{
     data_type_to_wire, series_points, split_path, tablet_to_wire, value_from_wire, value_to_wire,
 };
 use crate::error::{Result, SessionError};
-use crate::views::{ClusterView, LeasesView, RegionView, TimeseriesView};
+use crate::views::{
+    ClusterView, LeasesView, LocalLeaseView, RegionDigestView, RegionView, TimeseriesView,
+};
 
 /// Endpoints one session may be given.
 pub const ENDPOINTS_MAX: usize = 1024;
@@ -180,6 +182,16 @@ fn status_of(status: Option<proto::Status>) -> proto::Status {
 }
 
 type Client = SessionServiceClient<Channel>;
+
+/// A client for `address` (`host:port`) that connects on first use.
+fn lazy_client(address: &str, config: &SessionConfig) -> Result<Client> {
+    proto::parse_endpoint(address).map_err(|e| SessionError::Config(e.to_string()))?;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        .map_err(|e| SessionError::Config(format!("{address}: {e}")))?
+        .connect_timeout(Duration::from_millis(config.request_timeout_ms))
+        .connect_lazy();
+    Ok(SessionServiceClient::new(channel))
+}
 type RpcResult<T> = std::result::Result<(proto::Status, T), tonic::Status>;
 
 /// An async session over a list of DataNode endpoints. Methods take `&self`: share one session
@@ -206,12 +218,7 @@ impl Session {
         }
         let mut clients = Vec::with_capacity(endpoints.len());
         for address in endpoints {
-            proto::parse_endpoint(address).map_err(|e| SessionError::Config(e.to_string()))?;
-            let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-                .map_err(|e| SessionError::Config(format!("{address}: {e}")))?
-                .connect_timeout(Duration::from_millis(config.request_timeout_ms))
-                .connect_lazy();
-            clients.push(SessionServiceClient::new(channel));
+            clients.push(lazy_client(address, &config)?);
         }
         let mut session = Session {
             config,
@@ -533,6 +540,70 @@ impl Session {
             Ok((status_of(r.status.clone()), LeasesView::from(r)))
         })
         .await
+    }
+
+    /// `SHOW LOCAL LEASE`: the lease of the DataNode that answers (the current endpoint, or the
+    /// next reachable one). Answered from the DataNode's local state, so it works while the
+    /// DataNode is fenced or cut off from the ConfigNode.
+    pub async fn local_lease(&self) -> Result<LocalLeaseView> {
+        self.call(None, |mut c, session_id| async move {
+            let r = c
+                .show_local_lease(proto::SessionShowReq { session_id })
+                .await?
+                .into_inner();
+            Ok((status_of(r.status.clone()), LocalLeaseView::from(r)))
+        })
+        .await
+    }
+
+    /// The digests of the region replicas held by the DataNode at `endpoint` (its session
+    /// address; need not be one of this session's endpoints). One attempt, no retry elsewhere:
+    /// the answer is about that DataNode only.
+    pub async fn region_digests_at(&self, endpoint: &str) -> Result<Vec<RegionDigestView>> {
+        let mut client = match self.endpoints.iter().position(|e| e == endpoint) {
+            Some(i) => self.clients[i].clone(),
+            None => lazy_client(endpoint, &self.config)?,
+        };
+        let request = proto::RegionDigestReq {
+            session_id: self.session_id,
+            region_id: 0,
+        };
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
+        let answer = match tokio::time::timeout(timeout, client.region_digest(request)).await {
+            Err(_elapsed) => {
+                return Err(SessionError::Timeout {
+                    endpoint: endpoint.to_string(),
+                    timeout_ms: self.config.request_timeout_ms,
+                })
+            }
+            Ok(Err(status)) if connection_failure(status.code()) => {
+                return Err(SessionError::Connection {
+                    endpoint: endpoint.to_string(),
+                    message: status.message().to_string(),
+                })
+            }
+            Ok(Err(status)) => {
+                return Err(SessionError::Rpc {
+                    endpoint: endpoint.to_string(),
+                    code: status.code(),
+                    message: status.message().to_string(),
+                })
+            }
+            Ok(Ok(r)) => r.into_inner(),
+        };
+        let status = status_of(answer.status);
+        match verdict(&status) {
+            Verdict::Success => Ok(answer
+                .digests
+                .into_iter()
+                .map(RegionDigestView::from)
+                .collect()),
+            Verdict::Fenced => Err(SessionError::LeaseFenced {
+                endpoint: endpoint.to_string(),
+                message: status_error(&status).to_string(),
+            }),
+            Verdict::Retry | Verdict::Final => Err(status_error(&status)),
+        }
     }
 
     /// The wait before attempt `attempt` (1-based retries): the configured interval, one more

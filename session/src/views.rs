@@ -188,3 +188,64 @@ impl From<proto::ShowLeasesResp> for LeasesView {
         }
     }
 }
+
+/// `SHOW LOCAL LEASE`: the answering DataNode's own lease, from its local state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalLeaseView {
+    /// The DataNode's id.
+    pub data_node_id: u64,
+    /// Its session address.
+    pub endpoint: String,
+    /// The lease state machine's state (IoTDB's names: NORMAL, NEED_CLEAR, ...).
+    pub state: String,
+    /// Whether it is fenced now.
+    pub fenced: bool,
+    /// The incarnation epoch of this run.
+    pub incarnation: u64,
+    /// Milliseconds since its last processed heartbeat; `None` before the first.
+    pub heartbeat_age_ms: Option<u64>,
+    /// The fence threshold in force.
+    pub fence_ms: u64,
+}
+
+impl From<proto::ShowLocalLeaseResp> for LocalLeaseView {
+    fn from(r: proto::ShowLocalLeaseResp) -> Self {
+        LocalLeaseView {
+            data_node_id: r.data_node_id,
+            endpoint: r.endpoint,
+            state: r.state,
+            fenced: r.fenced,
+            incarnation: r.incarnation,
+            heartbeat_age_ms: r.heartbeat_age_ms,
+            fence_ms: r.fence_ms,
+        }
+    }
+}
+
+/// One replica's digest (`fencepost verify`): comparable with another replica's only at the same
+/// applied index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionDigestView {
+    /// The region.
+    pub region_id: u64,
+    /// The DataNode holding this replica.
+    pub data_node_id: u64,
+    /// The raft index the replica has applied.
+    pub applied_index: u64,
+    /// FNV-1a 64 over every series' type and points.
+    pub digest: u64,
+    /// Whether this replica leads the region.
+    pub is_leader: bool,
+}
+
+impl From<proto::RegionDigest> for RegionDigestView {
+    fn from(d: proto::RegionDigest) -> Self {
+        RegionDigestView {
+            region_id: d.region_id,
+            data_node_id: d.data_node_id,
+            applied_index: d.applied_index,
+            digest: d.digest,
+            is_leader: d.is_leader,
+        }
+    }
+}

@@ -3,7 +3,7 @@
 use common::{DataType, StatusCode, Tablet, Value};
 use session::{BlockingSession, Record, Session, SessionConfig, SessionError};
 
-use crate::harness::{s1_points, tablet, wait_for, Cluster, FENCE_MS, LONG_FENCE_MS};
+use testkit::{s1_points, tablet, wait_for, Cluster, DEADLINE, FENCE_MS, LONG_FENCE_MS};
 
 fn config() -> SessionConfig {
     SessionConfig {
@@ -202,4 +202,133 @@ fn the_blocking_session_writes_and_reads() {
     assert_eq!(s.show_cluster().unwrap().data_nodes.len(), 1);
     drop(s);
     runtime.block_on(cluster.stop());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_real_datanode_redirects_to_the_region_leader_and_the_cache_hits_after_the_first_write() {
+    let cluster = Cluster::start(3, 3, LONG_FENCE_MS).await;
+    let endpoints = cluster.endpoints();
+    let s = connect(&endpoints).await;
+    let device = "root.rd.d1";
+    s.insert_tablet(&tablet(device, 0, 100, 5)).await.unwrap();
+
+    // Node 0, the session's first endpoint, hands every region it leads to node 1, so it leads
+    // none of the device's regions and a write through it is forwarded.
+    let node0 = &cluster.nodes[0];
+    let to = cluster.nodes[1].node_id();
+    wait_for("node 0 leads no region", || async {
+        let led: Vec<u64> = node0
+            .region_status()
+            .into_iter()
+            .filter(|(_, g)| g.leader == Some(node0.node_id()))
+            .map(|(id, _)| id)
+            .collect();
+        for region in &led {
+            // A refused or lost transfer is retried on the next poll.
+            drop(node0.transfer_leader(*region, to).await);
+        }
+        led.is_empty()
+    })
+    .await;
+
+    let fresh = connect(&endpoints).await;
+    // The redirect needs node 0 to know the new leader (its raft replica or a heartbeat's hint):
+    // write until a hint arrives, within the harness deadline.
+    let mut written = Vec::new();
+    let started = std::time::Instant::now();
+    while fresh.stats().redirects_recorded == 0 {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "no redirect within {DEADLINE:?}"
+        );
+        let t = tablet(device, 1000 * (written.len() as i64 + 1), 100, 5);
+        fresh.insert_tablet(&t).await.unwrap();
+        written.push(t);
+    }
+    let target = fresh.cached_endpoint(device).expect("a cached endpoint");
+    assert_ne!(
+        target, endpoints[0],
+        "the hint names the leader, not node 0"
+    );
+
+    // The next writes to the device go straight to the cached leader.
+    let hits = fresh.stats().redirect_hits;
+    let next = tablet(device, 100_000, 100, 5);
+    fresh.insert_tablet(&next).await.unwrap();
+    assert_eq!(fresh.stats().redirect_hits, hits + 1, "{:?}", fresh.stats());
+    assert_eq!(fresh.stats().retries(), 0, "{:?}", fresh.stats());
+    let total: u64 = cluster
+        .nodes
+        .iter()
+        .map(|n| metric(&n.metrics_text(), "write_redirects_total"))
+        .sum();
+    assert!(total >= 1, "the DataNodes counted their redirects");
+
+    let points = fresh
+        .query_raw(device, "s1", 1000, 1_000_000)
+        .await
+        .unwrap();
+    let mut all: Vec<&Tablet> = written.iter().collect();
+    all.push(&next);
+    assert_eq!(points, s1_points(&all));
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_continue_while_the_first_datanode_is_stopped_mid_stream() {
+    let mut cluster = Cluster::start(3, 3, LONG_FENCE_MS).await;
+    let endpoints = cluster.endpoints();
+    let writer = std::sync::Arc::new(connect(&endpoints).await);
+    let device = "root.kd.d1";
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+
+    // The writer streams tablets until it has written ten after DataNode 0 was gone.
+    let (quarter_tx, quarter_rx) = tokio::sync::oneshot::channel::<()>();
+    let stream = {
+        let writer = writer.clone();
+        let stopped = stopped.clone();
+        tokio::spawn(async move {
+            let mut quarter = Some(quarter_tx);
+            let mut written = Vec::new();
+            let mut after_stop = 0;
+            while after_stop < 10 {
+                assert!(written.len() < 100_000, "DataNode 0 never stopped");
+                let t = tablet(device, written.len() as i64 * 1000, 100, 10);
+                writer.insert_tablet(&t).await.expect("no error surfaces");
+                written.push(t);
+                if written.len() == 10 {
+                    if let Some(q) = quarter.take() {
+                        q.send(()).expect("the test waits for the signal");
+                    }
+                }
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    after_stop += 1;
+                }
+            }
+            written
+        })
+    };
+    quarter_rx.await.expect("the writer got going");
+    // The session's first DataNode goes away while the writer streams.
+    let node0 = cluster.nodes.remove(0);
+    node0.stop().await.expect("DataNode 0 stops");
+    stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+    let tablets = stream.await.expect("the writer finished without an error");
+
+    let stats = writer.stats();
+    assert!(
+        stats.connection_retries > 0,
+        "the writer had to move: {stats:?}"
+    );
+    let points = writer.query_raw(device, "s1", 0, i64::MAX).await.unwrap();
+    assert_eq!(points, s1_points(&tablets.iter().collect::<Vec<_>>()));
+    cluster.stop().await;
+}
+
+/// The value of an unlabelled metric on a Prometheus text page (0 when absent).
+fn metric(page: &str, name: &str) -> u64 {
+    page.lines()
+        .filter_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+        .next()
+        .unwrap_or(0)
 }

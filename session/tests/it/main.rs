@@ -1,6 +1,5 @@
-//! Session integration tests: a real in-process cluster over loopback (`harness.rs`) and, for
-//! redirects (which Fencepost's DataNodes do not send to clients), scripted test doubles.
+//! Session integration tests: a real in-process cluster over loopback (`testkit`) and scripted
+//! test doubles for answers a healthy cluster rarely gives (redirect loops, bounded retries).
 
 mod cluster;
 mod doubles;
-mod harness;

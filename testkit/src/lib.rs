@@ -1,6 +1,6 @@
-//! An in-process cluster (copied from the DataNode's test harness): one real ConfigNode and real
-//! DataNodes on `127.0.0.1:0`. Every wait polls a condition until a generous deadline, so a slow
-//! machine makes the tests slower, not flaky.
+//! An in-process cluster for tests: one real ConfigNode and real DataNodes on `127.0.0.1:0`.
+//! Every wait polls a condition until a generous deadline, so a slow machine makes the tests
+//! slower, not flaky.
 
 use std::future::Future;
 use std::sync::Arc;
