@@ -53,6 +53,10 @@ pub struct ConfigNodeConfig {
     pub series_slot_num: u32,
     /// Width of a time partition in milliseconds. Default 604800000 (7 days).
     pub time_partition_interval_ms: i64,
+    /// Largest gRPC message the ConfigNode takes or sends, raft messages between ConfigNodes
+    /// included (a metadata snapshot or a DataNode's metadata pull must fit). Default 64 MiB;
+    /// 1 MiB..=2 GiB.
+    pub cn_rpc_max_message_bytes: u64,
 }
 
 impl Default for ConfigNodeConfig {
@@ -75,6 +79,7 @@ impl Default for ConfigNodeConfig {
             data_region_group_num_per_database: 2,
             series_slot_num: 1000,
             time_partition_interval_ms: 604_800_000,
+            cn_rpc_max_message_bytes: 64 << 20,
         }
     }
 }
@@ -138,6 +143,9 @@ pub struct ConfigNodeArgs {
     /// Time partition width in ms [default: 604800000]
     #[arg(long, allow_hyphen_values = true)]
     pub time_partition_interval_ms: Option<i64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub cn_rpc_max_message_bytes: Option<u64>,
 }
 
 fn err(key: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -194,7 +202,8 @@ impl ConfigNodeConfig {
             data_replication_factor,
             data_region_group_num_per_database,
             series_slot_num,
-            time_partition_interval_ms
+            time_partition_interval_ms,
+            cn_rpc_max_message_bytes
         );
         c.validate()?;
         Ok(c)
@@ -304,6 +313,12 @@ impl ConfigNodeConfig {
         if !(1..=1_000_000).contains(&self.series_slot_num) {
             return Err(err("series_slot_num", "must be in 1..=1000000"));
         }
+        if self.cn_rpc_max_message_bytes < 1 << 20 || self.cn_rpc_max_message_bytes > 1 << 31 {
+            return Err(err(
+                "cn_rpc_max_message_bytes",
+                "must be between 1 MiB and 2 GiB",
+            ));
+        }
         if self.time_partition_interval_ms <= 0 {
             return Err(err("time_partition_interval_ms", "must be > 0"));
         }
@@ -349,7 +364,7 @@ mod tests {
             .lines()
             .filter(|l| !l.starts_with('#') && l.contains(" = "))
             .count();
-        assert_eq!(keys, 17, "a key is missing from confignode.example.toml");
+        assert_eq!(keys, 18, "a key is missing from confignode.example.toml");
     }
 
     #[test]

@@ -585,7 +585,10 @@ pub async fn run_with_listener(
         node_id,
         PeerService::ConfigNode,
         addresses,
-        TransportConfig::default(),
+        TransportConfig {
+            message_bytes_max: config.cn_rpc_max_message_bytes as usize,
+            ..TransportConfig::default()
+        },
         tokio::runtime::Handle::current(),
     );
     let raft_dir = config.cn_data_dir.join("raft");
@@ -678,11 +681,16 @@ pub async fn run_with_listener(
     let metrics_task = tokio::spawn(crate::metrics::serve(metrics_listener, shared.clone()));
     let snapshot_task = tokio::spawn(snapshot_loop(shared.clone(), snapshot_path, snapshot_index));
     tracing::info!(node_id, address = ?listener.local_addr().ok(), "ConfigNode serving");
+    let message_bytes_max = shared.config.cn_rpc_max_message_bytes as usize;
     let service = crate::service::ConfigNodeServiceImpl::new(shared.clone());
     let mut stop = stop_rx;
     let stopping = shared.clone();
     let serve = tonic::transport::Server::builder()
-        .add_service(proto::config_node_service_server::ConfigNodeServiceServer::new(service))
+        .add_service(
+            proto::config_node_service_server::ConfigNodeServiceServer::new(service)
+                .max_decoding_message_size(message_bytes_max)
+                .max_encoding_message_size(message_bytes_max),
+        )
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
             async move {

@@ -58,6 +58,12 @@ pub struct DataNodeConfig {
     /// Entries kept in the schema cache (devices) and the partition cache (device, time slot)
     /// each; a full cache is cleared rather than grown. Default 100000.
     pub cache_entries_max: u32,
+    /// Largest gRPC message the session and internal services take or send, and the raft
+    /// transport's limit (IoTDB's `dn_thrift_max_frame_size`). Default 64 MiB; at least 1 MiB.
+    pub dn_rpc_max_message_bytes: u64,
+    /// Points of one series one query answers at most; a session pages through larger results.
+    /// Default 1000000.
+    pub query_points_max: u32,
 }
 
 impl Default for DataNodeConfig {
@@ -80,6 +86,8 @@ impl Default for DataNodeConfig {
             memtable_flush_age_ms: 600_000,
             tablet_rows_max: 100_000,
             cache_entries_max: 100_000,
+            dn_rpc_max_message_bytes: 64 << 20,
+            query_points_max: 1_000_000,
         }
     }
 }
@@ -143,6 +151,12 @@ pub struct DataNodeArgs {
     #[allow(missing_docs)]
     #[arg(long)]
     pub cache_entries_max: Option<u32>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_rpc_max_message_bytes: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub query_points_max: Option<u32>,
 }
 
 fn err(key: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -198,7 +212,9 @@ impl DataNodeConfig {
             memtable_flush_bytes,
             memtable_flush_age_ms,
             tablet_rows_max,
-            cache_entries_max
+            cache_entries_max,
+            dn_rpc_max_message_bytes,
+            query_points_max
         );
         c.validate()?;
         Ok(c)
@@ -252,6 +268,15 @@ impl DataNodeConfig {
                 "dn_raft_election_ticks",
                 "must be >= 3 (the raft heartbeat runs every election_ticks / 5 ticks, at least 1)",
             ));
+        }
+        if self.dn_rpc_max_message_bytes < 1 << 20 || self.dn_rpc_max_message_bytes > 1 << 31 {
+            return Err(err(
+                "dn_rpc_max_message_bytes",
+                "must be between 1 MiB and 2 GiB",
+            ));
+        }
+        if self.query_points_max == 0 {
+            return Err(err("query_points_max", "must be > 0"));
         }
         if self.wal_segment_bytes < 4096 {
             return Err(err("wal_segment_bytes", "must be >= 4096"));

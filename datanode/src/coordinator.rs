@@ -696,6 +696,8 @@ pub(crate) struct SeriesPoints {
     pub path: proto::SeriesPath,
     pub data_type: DataType,
     pub points: BTreeMap<i64, Value>,
+    /// The points limit cut the series short.
+    pub truncated: bool,
 }
 
 /// Reads `paths` in `[start, end)` (or, with `last`, the newest point) through the region
@@ -711,6 +713,7 @@ pub(crate) async fn read(
     if shared.lease.check(LeaseFencedRetryPolicy::None).is_err() {
         return Err(fenced_read(shared));
     }
+    let points_limit = shared.points_limit(points_limit);
     let generation = shared.cache.generation();
     // Schemas of the devices, through the cache.
     let devices: BTreeSet<&str> = paths.iter().map(|p| p.device.as_str()).collect();
@@ -790,7 +793,8 @@ pub(crate) async fn read(
                 paths: db_paths.clone(),
                 start_time: start,
                 end_time: end,
-                points_limit,
+                // One more than answered: a region holding more tells the merge it was cut.
+                points_limit: points_limit.saturating_add(1),
                 last,
             };
             let shared = shared.clone();
@@ -811,17 +815,14 @@ pub(crate) async fn read(
             }
         }
     }
-    let limit = if points_limit == 0 {
-        usize::MAX
-    } else {
-        points_limit as usize
-    };
+    let limit = points_limit as usize;
     let mut out = Vec::new();
     for p in paths {
         let key = (p.device.clone(), p.measurement.clone());
         let (Some(points), Some(t)) = (merged.get(&key), types.get(&key)) else {
             continue;
         };
+        let merged_len = points.len();
         let points: BTreeMap<i64, Value> = if last {
             points
                 .iter()
@@ -842,6 +843,7 @@ pub(crate) async fn read(
         out.push(SeriesPoints {
             path: p.clone(),
             data_type: *t,
+            truncated: !last && points.len() < merged_len,
             points,
         });
     }

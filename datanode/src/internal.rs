@@ -365,11 +365,7 @@ pub(crate) async fn read_region_local(
         .into_iter()
         .map(|(d, m, t)| ((d, m), t))
         .collect();
-    let limit = if req.points_limit == 0 {
-        usize::MAX
-    } else {
-        req.points_limit as usize
-    };
+    let limit = shared.region_points_limit(req.points_limit) as usize;
     let mut out = Vec::new();
     for path in &req.paths {
         let Some(data_type) = types.get(&(path.device.clone(), path.measurement.clone())) else {

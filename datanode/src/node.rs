@@ -187,7 +187,8 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
     let metrics_address = local_addr(&metrics_listener)?;
 
     let rpc_timeout = Duration::from_millis(config.dn_rpc_timeout_ms);
-    let confignode = ConfigNodeClient::new(config.seed_config_nodes(), rpc_timeout, 10);
+    let confignode = ConfigNodeClient::new(config.seed_config_nodes(), rpc_timeout, 10)
+        .with_message_bytes_max(config.dn_rpc_max_message_bytes as usize);
     let identity_path = config.dn_data_dir.join("identity");
     let (stored_id, stored_epoch) = read_identity(&identity_path)?;
     let registration = register(
@@ -237,7 +238,10 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
         node_id,
         PeerService::DataNode,
         addresses.clone(),
-        runtime::TransportConfig::default(),
+        runtime::TransportConfig {
+            message_bytes_max: config.dn_rpc_max_message_bytes as usize,
+            ..runtime::TransportConfig::default()
+        },
         tokio::runtime::Handle::current(),
     );
     let mut wal_options = wal::WalOptions::new(config.dn_data_dir.join("raft"));
@@ -359,13 +363,16 @@ async fn serve(
     let metrics_task = tokio::spawn(crate::metrics::serve(metrics_listener, shared.clone()));
     let monitor_task = tokio::spawn(lease_monitor(shared.clone()));
     let flush_task = tokio::spawn(flush_loop(shared.clone()));
+    let message_bytes_max = shared.config.dn_rpc_max_message_bytes as usize;
     let internal = {
         let mut stop = stop.clone();
         tonic::transport::Server::builder()
             .add_service(
                 proto::data_node_internal_service_server::DataNodeInternalServiceServer::new(
                     crate::internal::InternalService::new(shared.clone()),
-                ),
+                )
+                .max_decoding_message_size(message_bytes_max)
+                .max_encoding_message_size(message_bytes_max),
             )
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(internal_listener),
@@ -377,9 +384,13 @@ async fn serve(
     let session = {
         let mut stop = stop.clone();
         tonic::transport::Server::builder()
-            .add_service(proto::session_service_server::SessionServiceServer::new(
-                crate::session::SessionServiceImpl::new(shared.clone()),
-            ))
+            .add_service(
+                proto::session_service_server::SessionServiceServer::new(
+                    crate::session::SessionServiceImpl::new(shared.clone()),
+                )
+                .max_decoding_message_size(message_bytes_max)
+                .max_encoding_message_size(message_bytes_max),
+            )
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(rpc_listener),
                 async move {
@@ -587,7 +598,29 @@ impl Shared {
                     .connect_lazy()
             })
             .clone();
+        let limit = self.config.dn_rpc_max_message_bytes as usize;
         DataNodeInternalServiceClient::new(channel)
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit)
+    }
+
+    /// Points of one series a query may answer: the request's limit (0 = none asked) capped
+    /// by `query_points_max`.
+    pub(crate) fn points_limit(&self, requested: u32) -> u32 {
+        match requested {
+            0 => self.config.query_points_max,
+            n => n.min(self.config.query_points_max),
+        }
+    }
+
+    /// The same for one region's part of a query: one point more, so the coordinator can tell a
+    /// region that held more than it answers (`SeriesData.truncated`).
+    pub(crate) fn region_points_limit(&self, requested: u32) -> u32 {
+        let cap = self.config.query_points_max.saturating_add(1);
+        match requested {
+            0 => cap,
+            n => n.min(cap),
+        }
     }
 
     /// The internal address of a DataNode, from the address book (not lease-gated: it is the

@@ -176,6 +176,7 @@ impl SessionService for SessionServiceImpl {
                 series: series
                     .into_iter()
                     .map(|s| proto::SeriesData {
+                        truncated: s.truncated,
                         path: Some(s.path),
                         data_type: proto::data_type_to_wire(s.data_type) as i32,
                         timestamps: s.points.keys().copied().collect(),

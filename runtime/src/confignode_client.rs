@@ -59,6 +59,7 @@ pub struct ConfigNodeClient {
     leader: Mutex<Option<String>>,
     rpc_timeout: Duration,
     attempts_max: u32,
+    message_bytes_max: usize,
 }
 
 impl ConfigNodeClient {
@@ -71,7 +72,15 @@ impl ConfigNodeClient {
             leader: Mutex::new(None),
             rpc_timeout,
             attempts_max: attempts_max.max(1),
+            message_bytes_max: 64 << 20,
         }
+    }
+
+    /// Sets the largest message sent or taken (default 64 MiB): a metadata pull of a large
+    /// schema must fit.
+    pub fn with_message_bytes_max(mut self, bytes: usize) -> Self {
+        self.message_bytes_max = bytes;
+        self
     }
 
     /// The ConfigNode last seen leading.
@@ -85,7 +94,9 @@ impl ConfigNodeClient {
             .timeout(self.rpc_timeout)
             .connect_timeout(self.rpc_timeout)
             .connect_lazy();
-        Ok(ConfigNodeServiceClient::new(channel))
+        Ok(ConfigNodeServiceClient::new(channel)
+            .max_decoding_message_size(self.message_bytes_max)
+            .max_encoding_message_size(self.message_bytes_max))
     }
 
     /// Runs `call` against the leader and returns the first response that is not a redirect or

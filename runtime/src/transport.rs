@@ -28,6 +28,12 @@ pub struct TransportConfig {
     pub queue_messages_max: usize,
     /// Messages per RPC. Default 256.
     pub batch_messages_max: usize,
+    /// Encoded bytes per RPC; a batch closes before a message that would pass it (a single larger
+    /// message still goes alone). Default 8 MiB.
+    pub batch_bytes_max: usize,
+    /// Largest RPC the client encodes or decodes; must not exceed the peers' server limit
+    /// (`dn_rpc_max_message_bytes`, `cn_rpc_max_message_bytes`). Default 64 MiB.
+    pub message_bytes_max: usize,
     /// Deadline of one RPC, in milliseconds. Default 2000.
     pub rpc_timeout_ms: u64,
     /// Deadline to establish a connection, in milliseconds. Default 1000.
@@ -39,6 +45,8 @@ impl Default for TransportConfig {
         TransportConfig {
             queue_messages_max: 4096,
             batch_messages_max: 256,
+            batch_bytes_max: 8 << 20,
+            message_bytes_max: 64 << 20,
             rpc_timeout_ms: 2000,
             connect_timeout_ms: 1000,
         }
@@ -126,14 +134,17 @@ async fn peer_task(
     mut rx: mpsc::Receiver<Vec<u8>>,
 ) {
     let mut channel: Option<(String, tonic::transport::Channel)> = None;
-    while let Some(first) = rx.recv().await {
-        let mut messages = vec![first];
-        while messages.len() < config.batch_messages_max {
-            match rx.try_recv() {
-                Ok(m) => messages.push(m),
-                Err(_) => break,
-            }
-        }
+    // A message that did not fit the previous batch opens the next one.
+    let mut carried: Option<Vec<u8>> = None;
+    loop {
+        let first = match carried.take() {
+            Some(m) => m,
+            None => match rx.recv().await {
+                Some(m) => m,
+                None => break,
+            },
+        };
+        let messages = fill_batch(first, &mut rx, &config, &mut carried);
         let Some(address) = addresses.read().get(&to).cloned() else {
             tracing::debug!(
                 to,
@@ -161,9 +172,12 @@ async fn peer_task(
             to_node_id: to,
             messages,
         };
+        let limit = config.message_bytes_max;
         let outcome = match service {
             PeerService::ConfigNode => {
                 proto::config_node_service_client::ConfigNodeServiceClient::new(ch.clone())
+                    .max_encoding_message_size(limit)
+                    .max_decoding_message_size(limit)
                     .send_raft_message(batch)
                     .await
             }
@@ -171,6 +185,8 @@ async fn peer_task(
                 proto::data_node_internal_service_client::DataNodeInternalServiceClient::new(
                     ch.clone(),
                 )
+                .max_encoding_message_size(limit)
+                .max_decoding_message_size(limit)
                 .send_raft_message(batch)
                 .await
             }
@@ -179,6 +195,32 @@ async fn peer_task(
             tracing::debug!(to, address, "raft messages lost: {e}");
         }
     }
+}
+
+/// `first` and whatever else is queued, up to `batch_messages_max` messages and
+/// `batch_bytes_max` bytes; the message that would pass the byte limit goes to `carried`.
+fn fill_batch(
+    first: Vec<u8>,
+    rx: &mut mpsc::Receiver<Vec<u8>>,
+    config: &TransportConfig,
+    carried: &mut Option<Vec<u8>>,
+) -> Vec<Vec<u8>> {
+    let mut bytes = first.len();
+    let mut messages = vec![first];
+    while messages.len() < config.batch_messages_max {
+        match rx.try_recv() {
+            Ok(m) if bytes + m.len() > config.batch_bytes_max => {
+                *carried = Some(m);
+                break;
+            }
+            Ok(m) => {
+                bytes += m.len();
+                messages.push(m);
+            }
+            Err(_) => break,
+        }
+    }
+    messages
 }
 
 /// Decodes a received batch into raft messages, skipping (and logging) undecodable ones.
@@ -194,4 +236,47 @@ pub fn decode_batch(batch: &proto::RaftMessageBatch) -> Vec<RaftMessage> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn batches_stop_at_the_message_and_byte_limits_and_carry_the_rest() {
+        let config = TransportConfig {
+            batch_messages_max: 3,
+            batch_bytes_max: 10,
+            ..TransportConfig::default()
+        };
+        let (tx, mut rx) = mpsc::channel(16);
+        for len in [4, 4, 4, 20, 1, 1, 1, 1] {
+            tx.send(vec![0u8; len]).await.unwrap();
+        }
+        let mut carried = None;
+        let lens = |b: Vec<Vec<u8>>| b.iter().map(Vec::len).collect::<Vec<_>>();
+        let first = rx.recv().await.unwrap();
+        // 4 + 4 fit, the third 4 would make 12 > 10: carried.
+        assert_eq!(
+            lens(fill_batch(first, &mut rx, &config, &mut carried)),
+            [4, 4]
+        );
+        let first = carried.take().unwrap();
+        // A message over the byte limit goes alone.
+        assert_eq!(lens(fill_batch(first, &mut rx, &config, &mut carried)), [4]);
+        let first = carried.take().unwrap();
+        assert_eq!(
+            lens(fill_batch(first, &mut rx, &config, &mut carried)),
+            [20]
+        );
+        let first = carried.take().unwrap();
+        // The message limit.
+        assert_eq!(
+            lens(fill_batch(first, &mut rx, &config, &mut carried)),
+            [1, 1, 1]
+        );
+        assert!(carried.is_none());
+        let first = rx.recv().await.unwrap();
+        assert_eq!(lens(fill_batch(first, &mut rx, &config, &mut carried)), [1]);
+    }
 }

@@ -15,6 +15,12 @@ pub struct SessionConfig {
     pub retry_interval_ms: u64,
     /// Deadline of one RPC (connecting included), in milliseconds (1..=600,000). Default 10,000.
     pub request_timeout_ms: u64,
+    /// Largest gRPC message sent or taken, in bytes (1 MiB..=2 GiB); keep it within the
+    /// DataNodes' `dn_rpc_max_message_bytes`. Default 64 MiB.
+    pub max_message_bytes: usize,
+    /// Points of one series asked per query RPC (1..=10,000,000); `query_raw` pages through
+    /// larger results. The DataNode's `query_points_max` may cut a page shorter. Default 100,000.
+    pub query_page_points: u32,
 }
 
 impl Default for SessionConfig {
@@ -23,6 +29,8 @@ impl Default for SessionConfig {
             max_attempts: 60,
             retry_interval_ms: 500,
             request_timeout_ms: 10_000,
+            max_message_bytes: 64 << 20,
+            query_page_points: 100_000,
         }
     }
 }
@@ -47,6 +55,18 @@ impl SessionConfig {
             return bad(format!(
                 "request_timeout_ms is {}, not in 1..=600000",
                 self.request_timeout_ms
+            ));
+        }
+        if !(1 << 20..=1 << 31).contains(&self.max_message_bytes) {
+            return bad(format!(
+                "max_message_bytes is {}, not in 1 MiB..=2 GiB",
+                self.max_message_bytes
+            ));
+        }
+        if !(1..=10_000_000).contains(&self.query_page_points) {
+            return bad(format!(
+                "query_page_points is {}, not in 1..=10000000",
+                self.query_page_points
             ));
         }
         Ok(())
@@ -75,6 +95,14 @@ mod tests {
             },
             SessionConfig {
                 request_timeout_ms: 0,
+                ..SessionConfig::default()
+            },
+            SessionConfig {
+                max_message_bytes: 1000,
+                ..SessionConfig::default()
+            },
+            SessionConfig {
+                query_page_points: 0,
                 ..SessionConfig::default()
             },
         ] {

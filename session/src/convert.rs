@@ -100,6 +100,7 @@ mod tests {
             path: None,
             data_type: data_type_to_wire(DataType::Int64),
             timestamps: wire.timestamps.clone(),
+            truncated: false,
             values: Some(wire.columns[0].clone()),
         };
         let points = series_points(&series).unwrap();

@@ -190,7 +190,9 @@ fn lazy_client(address: &str, config: &SessionConfig) -> Result<Client> {
         .map_err(|e| SessionError::Config(format!("{address}: {e}")))?
         .connect_timeout(Duration::from_millis(config.request_timeout_ms))
         .connect_lazy();
-    Ok(SessionServiceClient::new(channel))
+    Ok(SessionServiceClient::new(channel)
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(config.max_message_bytes))
 }
 type RpcResult<T> = std::result::Result<(proto::Status, T), tonic::Status>;
 
@@ -350,7 +352,8 @@ impl Session {
         .await
     }
 
-    /// The points of `device.measurement` with `from <= time < to`, in time order.
+    /// The points of `device.measurement` with `from <= time < to`, in time order. Pages of
+    /// `query_page_points` (each a linearizable read) until the DataNode reports no more.
     pub async fn query_raw(
         &self,
         device: &str,
@@ -362,27 +365,37 @@ impl Session {
             device: device.into(),
             measurement: measurement.into(),
         };
-        let series = self
-            .call(None, |mut c, session_id| {
-                let req = proto::QueryRawReq {
-                    session_id,
-                    paths: vec![path.clone()],
-                    start_time: from,
-                    end_time: to,
-                    points_limit: 0,
-                };
-                async move {
-                    let r = c.query_raw(req).await?.into_inner();
-                    Ok((status_of(r.status), r.series))
-                }
-            })
-            .await?;
-        match series
-            .iter()
-            .find(|s| s.path.as_ref() == Some(&path) || s.path.is_none())
-        {
-            Some(s) => series_points(s),
-            None => Ok(Vec::new()),
+        let mut points = Vec::new();
+        let mut start = from;
+        loop {
+            let series = self
+                .call(None, |mut c, session_id| {
+                    let req = proto::QueryRawReq {
+                        session_id,
+                        paths: vec![path.clone()],
+                        start_time: start,
+                        end_time: to,
+                        points_limit: self.config.query_page_points,
+                    };
+                    async move {
+                        let r = c.query_raw(req).await?.into_inner();
+                        Ok((status_of(r.status), r.series))
+                    }
+                })
+                .await?;
+            let Some(page) = series
+                .iter()
+                .find(|s| s.path.as_ref() == Some(&path) || s.path.is_none())
+            else {
+                return Ok(points);
+            };
+            let page_points = series_points(page)?;
+            let last = page_points.last().map(|(t, _)| *t);
+            points.extend(page_points);
+            match last {
+                Some(t) if page.truncated && t < i64::MAX => start = t + 1,
+                _ => return Ok(points),
+            }
         }
     }
 

@@ -10,6 +10,7 @@ fn config() -> SessionConfig {
         max_attempts: 60,
         retry_interval_ms: 200,
         request_timeout_ms: 10_000,
+        ..SessionConfig::default()
     }
 }
 
@@ -331,4 +332,61 @@ fn metric(page: &str, name: &str) -> u64 {
         .filter_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
         .next()
         .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_large_range_is_read_in_pages_whole_and_in_order() {
+    let cluster = Cluster::start(1, 1, LONG_FENCE_MS).await;
+    let endpoints = cluster.endpoints();
+    let writer = connect(&endpoints).await;
+    // 1,000 points over several 1 s partitions, so pages cross regions and partitions.
+    let tablets: Vec<Tablet> = (0..10)
+        .map(|i| tablet("root.pg.d1", i * 1000, 10, 100))
+        .collect();
+    writer.insert_tablets(&tablets).await.unwrap();
+    let endpoints: Vec<&str> = endpoints.iter().map(String::as_str).collect();
+    let reader = Session::connect(
+        &endpoints,
+        SessionConfig {
+            query_page_points: 64,
+            ..config()
+        },
+    )
+    .await
+    .unwrap();
+    let points = reader
+        .query_raw("root.pg.d1", "s1", 0, i64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(points.len(), 1000);
+    assert_eq!(points, s1_points(&tablets.iter().collect::<Vec<_>>()));
+    // A range that ends inside a page.
+    let some = reader.query_raw("root.pg.d1", "s1", 5, 2005).await.unwrap();
+    assert_eq!(some.len(), 200);
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tablet_above_grpcs_default_4_mib_is_replicated_and_read_back() {
+    let cluster = Cluster::start(3, 3, LONG_FENCE_MS).await;
+    let s = connect(&cluster.endpoints()).await;
+    // 100,000 rows × 6 DOUBLE columns ≈ 5.6 MB on the wire and in one raft entry.
+    let columns: Vec<(String, DataType)> = (0..6)
+        .map(|c| (format!("s{c}"), DataType::Double))
+        .collect();
+    let schema: Vec<(&str, DataType)> = columns.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+    let mut t = Tablet::new("root.big.d1", &schema);
+    for row in 0..100_000i64 {
+        t.push_row(
+            row,
+            (0..6)
+                .map(|c| Some(Value::Double((row * 6 + c) as f64)))
+                .collect(),
+        );
+    }
+    s.insert_tablet(&t).await.unwrap();
+    let s5 = s.query_raw("root.big.d1", "s5", 0, i64::MAX).await.unwrap();
+    assert_eq!(s5.len(), 100_000);
+    assert_eq!(s5[99_999], (99_999, Value::Double((99_999 * 6 + 5) as f64)));
+    cluster.stop().await;
 }

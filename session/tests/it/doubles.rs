@@ -67,6 +67,7 @@ fn config() -> SessionConfig {
         max_attempts: 5,
         retry_interval_ms: 10,
         request_timeout_ms: 5000,
+        ..SessionConfig::default()
     }
 }
 
@@ -169,6 +170,7 @@ async fn unreachable_endpoints_are_connection_errors_retried_a_bounded_number_of
             max_attempts: 3,
             retry_interval_ms: 10,
             request_timeout_ms: 2000,
+            ..SessionConfig::default()
         },
     )
     .await
