@@ -10,24 +10,33 @@ use common::{DataType, Tablet, Value};
 use confignode::client::GrpcDataNodeClient;
 use confignode::ConfigNodeConfig;
 use datanode::{DataNodeConfig, DataNodeHandle};
+use proto::session_service_client::SessionServiceClient;
 use tempfile::TempDir;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tonic::transport::Channel;
+
+pub mod raw;
 
 /// The short test fence.
 pub const FENCE_MS: u64 = 1500;
 /// For clusters whose tests do not exercise fencing, so a slow machine cannot fence by accident.
 pub const LONG_FENCE_MS: u64 = 20_000;
 pub const DEADLINE: Duration = Duration::from_secs(60);
+/// Time partitions of one second, so a tablet over a few seconds spans several.
+pub const INTERVAL_MS: i64 = 1000;
 
 pub struct Cluster {
     pub dir: TempDir,
+    /// The ConfigNode's address.
+    pub cn_address: String,
     cn_stop: Option<oneshot::Sender<()>>,
     cn_task: Option<tokio::task::JoinHandle<confignode::Result<()>>>,
     pub nodes: Vec<DataNodeHandle>,
 }
 
-fn datanode_config(dir: &std::path::Path, index: usize, cn_address: &str) -> DataNodeConfig {
+/// The DataNode settings of node `index` (short raft ticks, ports picked by the OS).
+pub fn datanode_config(dir: &std::path::Path, index: usize, cn_address: &str) -> DataNodeConfig {
     DataNodeConfig {
         dn_rpc_address: "127.0.0.1:0".into(),
         dn_internal_address: "127.0.0.1:0".into(),
@@ -63,7 +72,7 @@ impl Cluster {
             invalidation_retry_interval_ms: 100,
             data_replication_factor: replication,
             data_region_group_num_per_database: 2,
-            time_partition_interval_ms: 1000,
+            time_partition_interval_ms: INTERVAL_MS,
             ..ConfigNodeConfig::default()
         };
         let (stop, stopped) = oneshot::channel::<()>();
@@ -81,6 +90,7 @@ impl Cluster {
         ));
         let mut cluster = Cluster {
             dir,
+            cn_address: cn_address.clone(),
             cn_stop: Some(stop),
             cn_task: Some(cn_task),
             nodes: Vec::new(),
@@ -108,6 +118,14 @@ impl Cluster {
             .collect()
     }
 
+    /// A raw `SessionService` client of DataNode `node`.
+    pub async fn client(&self, node: usize) -> SessionServiceClient<Channel> {
+        SessionServiceClient::connect(format!("http://{}", self.nodes[node].rpc_address))
+            .await
+            .expect("session connects")
+    }
+
+    /// Stops every DataNode, then the ConfigNode.
     pub async fn stop(mut self) {
         for node in self.nodes.drain(..) {
             node.stop().await.expect("DataNode stops cleanly");

@@ -116,7 +116,7 @@ fn a_stalled_heartbeat_handler_fences_the_datanode_until_it_recovers() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let cluster = harness::Cluster::start(1, 1).await;
+        let cluster = harness::Cluster::start(1, 1, harness::FENCE_MS).await;
         let device = "root.fp.d1";
         let before = harness::tablet(device, 0, 300, 10);
         let mut client = cluster.client(0).await;

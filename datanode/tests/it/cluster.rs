@@ -6,16 +6,13 @@ use datanode::DataNodeHandle;
 
 use crate::harness::{
     assert_s1_matches, code, datanode_config, insert, insert_retrying, metric, path, query,
-    query_ok, tablet, wait_for, Cluster,
+    query_ok, tablet, wait_for, Cluster, FENCE_MS, LONG_FENCE_MS,
 };
-
-/// For clusters whose tests do not exercise fencing.
-const LONG_FENCE_MS: u64 = 20_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_tablet_over_several_partitions_and_regions_is_written_through_one_node_and_read_through_another(
 ) {
-    let cluster = Cluster::start_with_fence(3, 1, LONG_FENCE_MS).await;
+    let cluster = Cluster::start(3, 1, LONG_FENCE_MS).await;
     // Each tablet spans 8 time partitions of 1 s. The ConfigNode maps (series slot, time slot)
     // to the database's region groups, which sit on different DataNodes (replication 1); several
     // devices make sure more than one region (and DataNode) is involved, so parts are forwarded.
@@ -110,7 +107,7 @@ async fn a_tablet_over_several_partitions_and_regions_is_written_through_one_nod
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stalled_heartbeat_fences_the_node_its_leaders_step_aside_and_it_recovers() {
-    let cluster = Cluster::start(3, 3).await;
+    let cluster = Cluster::start(3, 3, FENCE_MS).await;
     let device = "root.sg.d2";
     let first = tablet(device, 0, 300, 10);
     let mut c0 = cluster.client(0).await;
@@ -219,7 +216,7 @@ async fn a_stalled_heartbeat_fences_the_node_its_leaders_step_aside_and_it_recov
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_restarted_datanode_re_registers_with_a_higher_incarnation_and_keeps_its_data() {
-    let mut cluster = Cluster::start_with_fence(1, 1, LONG_FENCE_MS).await;
+    let mut cluster = Cluster::start(1, 1, LONG_FENCE_MS).await;
     let device = "root.sg.d3";
     let t = tablet(device, 0, 400, 10);
     let mut c = cluster.client(0).await;
@@ -245,7 +242,7 @@ async fn a_restarted_datanode_re_registers_with_a_higher_incarnation_and_keeps_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn delete_timeseries_invalidates_every_cache_and_deletes_the_data_on_every_replica() {
-    let cluster = Cluster::start_with_fence(3, 3, LONG_FENCE_MS).await;
+    let cluster = Cluster::start(3, 3, LONG_FENCE_MS).await;
     let device = "root.sg.d4";
     let t = tablet(device, 0, 300, 10);
     // Every DataNode caches the INT64 schema of s1: node 0 writes, nodes 1 and 2 read.
