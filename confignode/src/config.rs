@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use runtime::config::{check_host_address, config_error, parse_toml, read_toml};
+
 use crate::error::ConfigError;
 
 /// The ConfigNode's settings. Cluster-wide values (fence, partitioning, replication) are handed to
@@ -148,32 +150,15 @@ pub struct ConfigNodeArgs {
     pub cn_rpc_max_message_bytes: Option<u64>,
 }
 
-fn err(key: &'static str, reason: impl Into<String>) -> ConfigError {
-    ConfigError {
-        key,
-        reason: reason.into(),
-    }
-}
-
-fn check_address(key: &'static str, address: &str) -> Result<(), ConfigError> {
-    address
-        .parse::<std::net::SocketAddr>()
-        .map(|_| ())
-        .or_else(|_| proto::parse_endpoint(address).map(|_| ()))
-        .map_err(|e| err(key, format!("{address:?} is not host:port ({e})")))
-}
-
 impl ConfigNodeConfig {
     /// Reads a TOML file; unknown keys are an error.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| err("config", format!("reading {}: {e}", path.display())))?;
-        Self::from_toml(&text)
+        read_toml(path)
     }
 
     /// Parses TOML text; unknown keys are an error.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| err("config", e.to_string()))
+        parse_toml(text)
     }
 
     /// Defaults, then the `--config` file, then the command-line values; validated.
@@ -220,14 +205,13 @@ impl ConfigNodeConfig {
             let item = item.trim();
             let (id, address) = item
                 .split_once('@')
-                .ok_or_else(|| err(KEY, format!("{item:?} is not id@host:port")))?;
-            let id: u64 =
-                id.parse().ok().filter(|id| *id > 0).ok_or_else(|| {
-                    err(KEY, format!("{item:?}: the id must be a positive integer"))
-                })?;
-            check_address(KEY, address)?;
+                .ok_or_else(|| config_error(KEY, format!("{item:?} is not id@host:port")))?;
+            let id: u64 = id.parse().ok().filter(|id| *id > 0).ok_or_else(|| {
+                config_error(KEY, format!("{item:?}: the id must be a positive integer"))
+            })?;
+            check_host_address(KEY, address)?;
             if members.iter().any(|(other, _)| *other == id) {
-                return Err(err(KEY, format!("id {id} appears twice")));
+                return Err(config_error(KEY, format!("id {id} appears twice")));
             }
             members.push((id, address.to_string()));
         }
@@ -238,40 +222,46 @@ impl ConfigNodeConfig {
     /// Checks every key once at start-up, with an error that names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.cn_node_id == 0 {
-            return Err(err("cn_node_id", "must be > 0 (0 is raft's 'nobody')"));
+            return Err(config_error(
+                "cn_node_id",
+                "must be > 0 (0 is raft's 'nobody')",
+            ));
         }
-        check_address("cn_internal_address", &self.cn_internal_address)?;
-        check_address("cn_metrics_address", &self.cn_metrics_address)?;
+        check_host_address("cn_internal_address", &self.cn_internal_address)?;
+        check_host_address("cn_metrics_address", &self.cn_metrics_address)?;
         let members = self.members()?;
         if members.len() != 1 && members.len() != 3 {
-            return Err(err(
+            return Err(config_error(
                 "cn_initial_members",
                 format!("{} members; use 1 or 3", members.len()),
             ));
         }
         if !members.iter().any(|(id, _)| *id == self.cn_node_id) {
-            return Err(err(
+            return Err(config_error(
                 "cn_initial_members",
                 format!("does not contain cn_node_id {}", self.cn_node_id),
             ));
         }
         if self.cn_data_dir.as_os_str().is_empty() {
-            return Err(err("cn_data_dir", "must not be empty"));
+            return Err(config_error("cn_data_dir", "must not be empty"));
         }
         if !(1..=60_000).contains(&self.cn_raft_tick_ms) {
-            return Err(err("cn_raft_tick_ms", "must be in 1..=60000"));
+            return Err(config_error("cn_raft_tick_ms", "must be in 1..=60000"));
         }
         if !(3..=1000).contains(&self.cn_raft_election_ticks) {
-            return Err(err("cn_raft_election_ticks", "must be in 3..=1000"));
+            return Err(config_error(
+                "cn_raft_election_ticks",
+                "must be in 3..=1000",
+            ));
         }
         if self.cn_snapshot_interval_entries == 0 {
-            return Err(err("cn_snapshot_interval_entries", "must be > 0"));
+            return Err(config_error("cn_snapshot_interval_entries", "must be > 0"));
         }
         if self.heartbeat_interval_ms == 0 {
-            return Err(err("heartbeat_interval_ms", "must be > 0"));
+            return Err(config_error("heartbeat_interval_ms", "must be > 0"));
         }
         if self.metadata_lease_fence_ms <= self.heartbeat_interval_ms {
-            return Err(err(
+            return Err(config_error(
                 "metadata_lease_fence_ms",
                 format!(
                     "{} must exceed heartbeat_interval_ms ({}), or every DataNode fences between two heartbeats",
@@ -284,7 +274,7 @@ impl ConfigNodeConfig {
         // proceed while a DataNode still holds a lease renewed by the old one.
         let step_down_ms = 2 * self.cn_raft_election_ticks * self.cn_raft_tick_ms;
         if self.lease_proceed_margin_ms <= step_down_ms {
-            return Err(err(
+            return Err(config_error(
                 "lease_proceed_margin_ms",
                 format!(
                     "{} must exceed 2 × cn_raft_election_ticks × cn_raft_tick_ms = {step_down_ms}, the time a deposed leader may still send heartbeats",
@@ -293,34 +283,37 @@ impl ConfigNodeConfig {
             ));
         }
         if self.failure_detector_threshold_ms == 0 {
-            return Err(err("failure_detector_threshold_ms", "must be > 0"));
+            return Err(config_error("failure_detector_threshold_ms", "must be > 0"));
         }
         if self.invalidation_retry_interval_ms == 0 {
-            return Err(err("invalidation_retry_interval_ms", "must be > 0"));
+            return Err(config_error(
+                "invalidation_retry_interval_ms",
+                "must be > 0",
+            ));
         }
         if !(1..=crate::state::REPLICATION_FACTOR_MAX).contains(&self.data_replication_factor) {
-            return Err(err(
+            return Err(config_error(
                 "data_replication_factor",
                 format!("must be in 1..={}", crate::state::REPLICATION_FACTOR_MAX),
             ));
         }
         if !(1..=10_000).contains(&self.data_region_group_num_per_database) {
-            return Err(err(
+            return Err(config_error(
                 "data_region_group_num_per_database",
                 "must be in 1..=10000",
             ));
         }
         if !(1..=1_000_000).contains(&self.series_slot_num) {
-            return Err(err("series_slot_num", "must be in 1..=1000000"));
+            return Err(config_error("series_slot_num", "must be in 1..=1000000"));
         }
         if self.cn_rpc_max_message_bytes < 1 << 20 || self.cn_rpc_max_message_bytes > 1 << 31 {
-            return Err(err(
+            return Err(config_error(
                 "cn_rpc_max_message_bytes",
                 "must be between 1 MiB and 2 GiB",
             ));
         }
         if self.time_partition_interval_ms <= 0 {
-            return Err(err("time_partition_interval_ms", "must be > 0"));
+            return Err(config_error("time_partition_interval_ms", "must be > 0"));
         }
         Ok(())
     }

@@ -87,15 +87,7 @@ impl MetadataError {
     }
 }
 
-/// Why a configuration is invalid.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid config key {key}: {reason}")]
-pub struct ConfigError {
-    /// The TOML key (also `--kebab-case` on the command line).
-    pub key: &'static str,
-    /// What is wrong.
-    pub reason: String,
-}
+pub use runtime::ConfigError;
 
 /// A failure of the running ConfigNode.
 #[derive(Debug, thiserror::Error)]

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use runtime::config::{check_socket_address, config_error, parse_toml, read_toml};
+
 use crate::error::ConfigError;
 
 /// The DataNode's settings.
@@ -159,31 +161,15 @@ pub struct DataNodeArgs {
     pub query_points_max: Option<u32>,
 }
 
-fn err(key: &'static str, reason: impl Into<String>) -> ConfigError {
-    ConfigError {
-        key,
-        reason: reason.into(),
-    }
-}
-
-fn check_address(key: &'static str, address: &str) -> Result<(), ConfigError> {
-    address
-        .parse::<std::net::SocketAddr>()
-        .map(|_| ())
-        .map_err(|e| err(key, format!("{address:?} is not ip:port ({e})")))
-}
-
 impl DataNodeConfig {
     /// Reads a TOML file; unknown keys are an error.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| err("config", format!("reading {}: {e}", path.display())))?;
-        Self::from_toml(&text)
+        read_toml(path)
     }
 
     /// Parses TOML text; unknown keys are an error.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| err("config", e.to_string()))
+        parse_toml(text)
     }
 
     /// Defaults, then the `--config` file, then the command-line values; validated.
@@ -232,25 +218,28 @@ impl DataNodeConfig {
 
     /// Checks every key once at start-up, with an error that names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check_address("dn_rpc_address", &self.dn_rpc_address)?;
-        check_address("dn_internal_address", &self.dn_internal_address)?;
-        check_address("dn_metrics_address", &self.dn_metrics_address)?;
+        check_socket_address("dn_rpc_address", &self.dn_rpc_address)?;
+        check_socket_address("dn_internal_address", &self.dn_internal_address)?;
+        check_socket_address("dn_metrics_address", &self.dn_metrics_address)?;
         let seeds = self.seed_config_nodes();
         if seeds.is_empty() {
-            return Err(err(
+            return Err(config_error(
                 "dn_seed_config_nodes",
                 "at least one ConfigNode is needed",
             ));
         }
         for seed in &seeds {
             proto::parse_endpoint(seed)
-                .map_err(|e| err("dn_seed_config_nodes", format!("{seed:?}: {e}")))?;
+                .map_err(|e| config_error("dn_seed_config_nodes", format!("{seed:?}: {e}")))?;
         }
         if self.dn_data_dir.as_os_str().is_empty() {
-            return Err(err("dn_data_dir", "must not be empty"));
+            return Err(config_error("dn_data_dir", "must not be empty"));
         }
         if self.data_region_write_retry_wait_ms == 0 {
-            return Err(err("data_region_write_retry_wait_ms", "must be > 0"));
+            return Err(config_error(
+                "data_region_write_retry_wait_ms",
+                "must be > 0",
+            ));
         }
         for (key, value) in [
             ("dn_write_timeout_ms", self.dn_write_timeout_ms),
@@ -260,29 +249,29 @@ impl DataNodeConfig {
             ("memtable_flush_age_ms", self.memtable_flush_age_ms),
         ] {
             if value == 0 {
-                return Err(err(key, "must be > 0"));
+                return Err(config_error(key, "must be > 0"));
             }
         }
         if self.dn_raft_election_ticks < 3 {
-            return Err(err(
+            return Err(config_error(
                 "dn_raft_election_ticks",
                 "must be >= 3 (the raft heartbeat runs every election_ticks / 5 ticks, at least 1)",
             ));
         }
         if self.dn_rpc_max_message_bytes < 1 << 20 || self.dn_rpc_max_message_bytes > 1 << 31 {
-            return Err(err(
+            return Err(config_error(
                 "dn_rpc_max_message_bytes",
                 "must be between 1 MiB and 2 GiB",
             ));
         }
         if self.query_points_max == 0 {
-            return Err(err("query_points_max", "must be > 0"));
+            return Err(config_error("query_points_max", "must be > 0"));
         }
         if self.wal_segment_bytes < 4096 {
-            return Err(err("wal_segment_bytes", "must be >= 4096"));
+            return Err(config_error("wal_segment_bytes", "must be >= 4096"));
         }
         if self.tablet_rows_max == 0 || self.cache_entries_max == 0 {
-            return Err(err(
+            return Err(config_error(
                 "tablet_rows_max",
                 "tablet_rows_max and cache_entries_max must be > 0",
             ));

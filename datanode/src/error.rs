@@ -2,15 +2,7 @@
 
 use crate::storage::StorageError;
 
-/// Why a configuration is invalid.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid config key {key}: {reason}")]
-pub struct ConfigError {
-    /// The TOML key (also `--kebab-case` on the command line).
-    pub key: &'static str,
-    /// What is wrong.
-    pub reason: String,
-}
+pub use runtime::ConfigError;
 
 /// `pub type Result<T>` of the DataNode service.
 pub type Result<T> = std::result::Result<T, Error>;

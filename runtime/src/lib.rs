@@ -9,15 +9,19 @@
 //!   `RaftMessageBatch` over the ConfigNode's or the DataNode's internal gRPC service.
 //!
 //! - [`ConfigNodeClient`]: calls whichever ConfigNode leads, following redirects.
+//! - [`config`]: what both servers' configurations share (the key-naming error, TOML loading,
+//!   address checks).
 //!
 //! Architecture invariant: nothing here interprets raft entries or metadata; it moves bytes.
 #![deny(missing_docs)]
 
+pub mod config;
 mod confignode_client;
 mod driver;
 mod error;
 mod transport;
 
+pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
