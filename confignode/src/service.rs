@@ -12,6 +12,7 @@ use tonic::{Request, Response};
 use crate::command::{Command, CommandResult, SeriesSpec};
 use crate::error::{Error, MetadataError};
 use crate::server::{location, replica_set, status_ok, Shared};
+use crate::state::OperationKind;
 
 type RpcResult<T> = std::result::Result<Response<T>, tonic::Status>;
 
@@ -134,10 +135,20 @@ impl ConfigNodeServiceImpl {
         if let Err(s) = self.leader() {
             return s;
         }
-        let operation_id = match self.shared.propose(begin).await {
-            Ok(CommandResult::OperationBegun(id)) => id,
-            Ok(other) => panic!("Begin* returned {other:?}"),
-            Err(e) => return error_status(&e),
+        // A retry of a DROP / DELETE still in progress (the client's deadline is often shorter
+        // than fence + margin) joins that operation instead of being refused as "being deleted".
+        let kind = operation_kind(&begin);
+        let operation_id = match self.pending_operation(&kind) {
+            Some(id) => id,
+            None => match self.shared.propose(begin).await {
+                Ok(CommandResult::OperationBegun(id)) => id,
+                Ok(other) => panic!("Begin* returned {other:?}"),
+                // Another request for the same target may have begun it meanwhile.
+                Err(e) => match self.pending_operation(&kind) {
+                    Some(id) => id,
+                    None => return error_status(&e),
+                },
+            },
         };
         self.shared.spawn_operation(operation_id);
         let config = &self.shared.config;
@@ -175,6 +186,16 @@ impl ConfigNodeServiceImpl {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// The pending fence operation of exactly this kind and target, if one is in progress.
+    fn pending_operation(&self, kind: &OperationKind) -> Option<u64> {
+        self.shared
+            .state
+            .read()
+            .operations()
+            .find(|(_, k)| *k == kind)
+            .map(|(id, _)| id)
     }
 
     fn registration_response(&self, data_node_id: u64, epoch: u64) -> proto::RegisterDataNodeResp {
@@ -737,5 +758,16 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         Ok(Response::new(proto::RaftMessageResp {
             status: Some(status),
         }))
+    }
+}
+
+/// The operation a Begin* command starts.
+fn operation_kind(begin: &Command) -> OperationKind {
+    match begin {
+        Command::BeginDropDatabase { database } => OperationKind::DropDatabase(database.clone()),
+        Command::BeginDeleteTimeseries { series } => {
+            OperationKind::DeleteTimeseries(series.clone())
+        }
+        other => panic!("{other:?} begins no fence operation"),
     }
 }

@@ -363,6 +363,7 @@ async fn serve(
     let metrics_task = tokio::spawn(crate::metrics::serve(metrics_listener, shared.clone()));
     let monitor_task = tokio::spawn(lease_monitor(shared.clone()));
     let flush_task = tokio::spawn(flush_loop(shared.clone()));
+    let reconcile_task = tokio::spawn(region_reconciler(shared.clone()));
     let message_bytes_max = shared.config.dn_rpc_max_message_bytes as usize;
     let internal = {
         let mut stop = stop.clone();
@@ -412,6 +413,7 @@ async fn serve(
     metrics_task.abort();
     monitor_task.abort();
     flush_task.abort();
+    reconcile_task.abort();
     let driver_failed = shared.driver.is_stopped();
     shared.driver.shutdown();
     internal.map_err(|e| Error::Transport(e.to_string()))?;
@@ -451,6 +453,26 @@ async fn lease_monitor(shared: Arc<Shared>) {
         // Short: the time between the lease lapsing and the leaders stepping aside is a window
         // in which proposals would fail at apply instead of at admission.
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How often a DataNode asks the ConfigNode which region replicas it should host.
+const REGION_RECONCILE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The pull side of region creation: every [`REGION_RECONCILE_INTERVAL`] while the lease is live,
+/// creates the replicas the ConfigNode assigned to this node that it does not host. A CreateRegion
+/// push can be lost (the node was cut off, or the ConfigNode's handler was dropped mid-way);
+/// without this the region would run one replica short for good.
+async fn region_reconciler(shared: Arc<Shared>) {
+    loop {
+        tokio::time::sleep(REGION_RECONCILE_INTERVAL).await;
+        if !shared.lease.is_live() {
+            continue;
+        }
+        match shared.assigned_regions().await {
+            Ok(assigned) => shared.create_missing_regions(&assigned).await,
+            Err(e) => tracing::debug!(node = shared.node_id, "region reconciliation: {e}"),
+        }
     }
 }
 
@@ -705,6 +727,9 @@ impl Shared {
         // The pull happens after the heartbeat that triggered recovery was received, so it reads
         // metadata at least as new as every invalidation this node may have missed.
         let pulled = self.pull_metadata().await;
+        if let Ok(pulled) = &pulled {
+            self.create_missing_regions(&pulled.regions).await;
+        }
         let outcome = self.lease.recover(
             || self.cache.clear(),
             || match pulled {
@@ -726,6 +751,48 @@ impl Shared {
             ),
         }
         self.recovering.store(false, Ordering::Release);
+    }
+
+    /// Creates every replica `regions` assigns to this node that it does not host yet (preferred
+    /// leader: none, the group's existing replicas lead). Failures are logged and retried by the
+    /// next reconciliation.
+    async fn create_missing_regions(&self, regions: &BTreeMap<u64, RegionRoute>) {
+        let missing: Vec<(u64, &RegionRoute)> = {
+            let hosted = self.regions.read();
+            regions
+                .iter()
+                .filter(|(id, r)| r.replicas.contains(&self.node_id) && !hosted.contains_key(id))
+                .map(|(id, r)| (*id, r))
+                .collect()
+        };
+        for (id, route) in missing {
+            match self
+                .create_region(id, &route.database, &route.replicas, 0)
+                .await
+            {
+                Ok(()) => tracing::info!(
+                    node = self.node_id,
+                    region = id,
+                    "created a missing replica"
+                ),
+                Err(e) => tracing::warn!(
+                    node = self.node_id,
+                    region = id,
+                    "creating a missing replica: {e}"
+                ),
+            }
+        }
+    }
+
+    /// The regions the ConfigNode knows, with their replica sets.
+    async fn assigned_regions(&self) -> std::result::Result<BTreeMap<u64, RegionRoute>, String> {
+        let regions = self
+            .confignode
+            .call(|mut c| async move { c.show_regions(proto::ShowRegionsReq {}).await })
+            .await
+            .map_err(|e| e.to_string())?;
+        check_status(regions.status.as_ref())?;
+        Ok(region_routes(regions.regions))
     }
 
     async fn pull_metadata(&self) -> std::result::Result<PulledMetadata, String> {
@@ -760,19 +827,27 @@ impl Shared {
                 },
             );
         }
-        for r in regions.regions {
-            let Some(set) = r.replica_set else { continue };
-            pulled.regions.insert(
+        pulled.regions = region_routes(regions.regions);
+        Ok(pulled)
+    }
+}
+
+/// Routes of a ShowRegions answer.
+fn region_routes(regions: Vec<proto::RegionInfo>) -> BTreeMap<u64, RegionRoute> {
+    regions
+        .into_iter()
+        .filter_map(|r| {
+            let set = r.replica_set?;
+            Some((
                 set.region_id,
                 RegionRoute {
                     database: set.database,
                     replicas: set.data_node_ids,
                     leader: r.leader_id,
                 },
-            );
-        }
-        Ok(pulled)
-    }
+            ))
+        })
+        .collect()
 }
 
 /// `Err(description)` unless the status is 200.

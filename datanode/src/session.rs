@@ -3,6 +3,7 @@
 //! and cluster views are forwarded to the ConfigNode leader.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{DataType, StatusCode, Tablet};
 use proto::session_service_server::SessionService;
@@ -18,6 +19,10 @@ type RpcResult<T> = Result<Response<T>, tonic::Status>;
 const BATCH_ITEMS_MAX: usize = 10_000;
 /// Paths in one query.
 const QUERY_PATHS_MAX: usize = 10_000;
+
+/// Beyond twice the fence, how long a schema statement may take at the ConfigNode (its own
+/// deadline is fence + margin + 60 s; the margin is below the fence).
+const SCHEMA_STATEMENT_SLACK: Duration = Duration::from_secs(90);
 
 /// The session service of one DataNode.
 pub(crate) struct SessionServiceImpl {
@@ -241,10 +246,16 @@ impl SessionService for SessionServiceImpl {
                 "no statement",
             )));
         };
+        // A DROP DATABASE / DELETE TIMESERIES waits until every DataNode acknowledged the
+        // invalidation or is fenced (fence + margin), then deletes through the regions' logs:
+        // the ConfigNode gives it fence + margin + 60 s before it answers "still in progress".
+        // A shorter deadline here would re-send the statement while the first still runs.
+        let timeout =
+            Duration::from_millis(self.shared.lease.fence_ms() * 2) + SCHEMA_STATEMENT_SLACK;
         let outcome = self
             .shared
             .confignode
-            .call(|mut c| {
+            .call_with_timeout(timeout, |mut c| {
                 let statement = statement.clone();
                 async move {
                     match statement {

@@ -88,10 +88,14 @@ impl ConfigNodeClient {
         self.leader.lock().clone()
     }
 
-    fn client(&self, address: &str) -> Result<ConfigNodeServiceClient<Channel>, String> {
+    fn client(
+        &self,
+        address: &str,
+        timeout: Duration,
+    ) -> Result<ConfigNodeServiceClient<Channel>, String> {
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
             .map_err(|e| e.to_string())?
-            .timeout(self.rpc_timeout)
+            .timeout(timeout)
             .connect_timeout(self.rpc_timeout)
             .connect_lazy();
         Ok(ConfigNodeServiceClient::new(channel)
@@ -102,6 +106,21 @@ impl ConfigNodeClient {
     /// Runs `call` against the leader and returns the first response that is not a redirect or
     /// a "no leader yet" (its status may still be an error for the caller to judge).
     pub async fn call<T, F, Fut>(&self, call: F) -> Result<T, NoLeader>
+    where
+        T: HasStatus,
+        F: Fn(ConfigNodeServiceClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.call_with_timeout(self.rpc_timeout, call).await
+    }
+
+    /// [`ConfigNodeClient::call`] with a deadline of its own for each attempt, for calls the
+    /// ConfigNode legitimately holds long (a DROP waits out an unreachable DataNode's fence).
+    pub async fn call_with_timeout<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        call: F,
+    ) -> Result<T, NoLeader>
     where
         T: HasStatus,
         F: Fn(ConfigNodeServiceClient<Channel>) -> Fut,
@@ -119,7 +138,7 @@ impl ConfigNodeClient {
                     seed
                 }
             };
-            let outcome = match self.client(&address) {
+            let outcome = match self.client(&address, timeout) {
                 Ok(client) => call(client).await.map_err(|s| s.to_string()),
                 Err(e) => Err(e),
             };

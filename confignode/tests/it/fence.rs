@@ -1,5 +1,6 @@
 //! The fence protocol end to end on one ConfigNode with a live fake DataNode and a dead one:
-//! the dead one turns Unknown, and DROP DATABASE proceeds only once it counts as fenced.
+//! the dead one turns Unknown, and DROP DATABASE proceeds only once it counts as fenced; a retry
+//! of the drop meanwhile joins it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -102,15 +103,23 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
     let registered_dead = Instant::now();
     assert_eq!(dead.status.unwrap().code, 200);
 
-    let dropped = cn
-        .drop_database(proto::DropDatabaseReq {
+    // The drop, and a retry of it sent while the first still waits (a client whose deadline is
+    // shorter than fence + margin): the retry joins the operation rather than being refused.
+    let drop_database = |mut cn: ConfigNodeServiceClient<tonic::transport::Channel>| async move {
+        cn.drop_database(proto::DropDatabaseReq {
             database: "root.sg".into(),
         })
         .await
         .unwrap()
-        .into_inner();
+        .into_inner()
+    };
+    let first = tokio::spawn(drop_database(cn.clone()));
+    tokio::time::sleep(Duration::from_millis(FENCE_MS / 4)).await;
+    let retry = drop_database(cn.clone()).await;
+    let dropped = first.await.unwrap();
     let waited = registered_dead.elapsed();
     assert_eq!(dropped.code, 200, "{dropped:?}");
+    assert_eq!(retry.code, 200, "the retry joined the drop: {retry:?}");
     assert!(
         waited > Duration::from_millis(FENCE_MS + MARGIN_MS),
         "the drop proceeded {waited:?} after the dead DataNode's last contact"
