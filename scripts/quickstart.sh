@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Quickstart: builds the release binaries, starts 1 ConfigNode + 3 DataNodes with replication 3 on
-# 127.0.0.1, writes tablets through one DataNode, reads them back through another, and prints the
-# cluster, region, lease and replica-digest views. The cluster keeps running; stop it with
-# `scripts/cluster.sh stop -b <base dir>` (printed at the end).
+# 127.0.0.1, writes tablets through one DataNode, reads them back through another, runs SQL with the
+# `fencepost` CLI, and checks that every region's replicas hold identical data (`fencepost verify`).
+# The cluster keeps running; stop it with `scripts/cluster.sh stop -b <base dir>` (printed at the
+# end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 base=${FENCEPOST_BASE:-/tmp/fencepost-quickstart}
 
 echo "== building release binaries (first build takes a few minutes)"
-cargo build --release -p confignode -p datanode --bins --examples
+cargo build --release -p confignode -p datanode -p fencepost-cli --bins --examples
 
 echo "== starting 1 ConfigNode + 3 DataNodes, replication 3, under $base"
 # One-hour time partitions, so the quickstart's 17 hours of data span several partitions.
@@ -26,6 +27,21 @@ scripts/cluster.sh status -b "$base"
 
 echo "== writing through 127.0.0.1:6667, reading through 127.0.0.1:6669"
 target/release/examples/quickstart_client 127.0.0.1:6667,127.0.0.1:6668,127.0.0.1:6669
+
+all=127.0.0.1:6667,127.0.0.1:6668,127.0.0.1:6669
+echo "== the fencepost CLI: SQL through 127.0.0.1:6668"
+target/release/fencepost --endpoints 127.0.0.1:6668,127.0.0.1:6667,127.0.0.1:6669 -e "
+    CREATE DATABASE root.cli;
+    INSERT INTO root.cli.d1(time, temperature, status) VALUES (1, 21.5, 'ok'), (2, 22.0, 'ok'), (3, 35.5, 'hot');
+    SELECT temperature, status FROM root.cli.d1 WHERE time >= 0 AND time < 10;
+    SELECT LAST temperature FROM root.cli.d1;
+    SELECT COUNT(temperature) FROM root.quickstart.d0;
+    SHOW REGIONS;
+    SHOW LEASES;
+    SHOW LOCAL LEASE"
+
+echo "== replica digests of every region (fencepost verify)"
+target/release/fencepost --endpoints $all verify
 
 echo
 echo "The cluster is running: logs and data under $base."

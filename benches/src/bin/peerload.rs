@@ -1,0 +1,464 @@
+//! `peerload`: writes the points of `fencepost bench` (the same [`fencepost_cli::loadgen`] spec:
+//! devices, measurements, timestamps, values) to InfluxDB 1.x or VictoriaMetrics, and prints the
+//! same report.
+//!
+//! Both peers take InfluxDB line protocol on `POST /write?db=<db>&precision=ms` (VictoriaMetrics
+//! serves the same endpoint), so the client does identical work for either and only the server
+//! differs. One tablet is one request: one line per row, `measurement = device`, fields
+//! `s0`…`s<n>`, e.g. `root.bench.d7 s0=130.28,s1=873.02 1764509999000`. Each client keeps one
+//! HTTP/1.1 keep-alive connection (a small client over tokio's `TcpStream`: no HTTP dependency).
+//! A response other than 204/200 counts as an error under `http <status>`; a broken connection
+//! under `io`, after one reconnect when a kept-alive connection had gone stale.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, ValueEnum};
+use common::{Column, Tablet};
+use fencepost_cli::loadgen::{self, LoadArgs, Sink, WriteFailure};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// Largest response header block accepted, in bytes.
+const RESPONSE_HEAD_BYTES_MAX: usize = 64 * 1024;
+/// Largest response body accepted, in bytes (errors are short JSON messages).
+const RESPONSE_BODY_BYTES_MAX: usize = 1024 * 1024;
+/// Characters of an error body kept in a failure message.
+const ERROR_MESSAGE_CHARS_MAX: usize = 300;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Target {
+    /// InfluxDB 1.x: `/write?db=…&precision=ms`; the database is created first.
+    Influxdb,
+    /// VictoriaMetrics single node: its InfluxDB line-protocol endpoint `/write`.
+    Victoriametrics,
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Influxdb => "influxdb",
+            Target::Victoriametrics => "victoriametrics",
+        }
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "peerload",
+    about = "Write fencepost bench's points to InfluxDB 1.x or VictoriaMetrics"
+)]
+struct Cli {
+    /// The system to write to.
+    #[arg(long, value_enum)]
+    target: Target,
+    /// Its HTTP address, host:port.
+    #[arg(long)]
+    address: String,
+    /// InfluxDB database (`db=`); VictoriaMetrics takes it as a label.
+    #[arg(long, default_value = "bench")]
+    db: String,
+    /// One JSON object instead of the text report.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+/// A minimal HTTP/1.1 client: one keep-alive connection, `POST` only, `Content-Length` bodies
+/// out, `Content-Length`, chunked or close-delimited bodies in.
+struct HttpConnection {
+    address: String,
+    stream: Option<BufReader<TcpStream>>,
+    request: Vec<u8>,
+}
+
+struct Response {
+    status: u16,
+    body: Vec<u8>,
+}
+
+impl HttpConnection {
+    async fn connect(address: &str) -> anyhow::Result<HttpConnection> {
+        let mut c = HttpConnection {
+            address: address.to_string(),
+            stream: None,
+            request: Vec::new(),
+        };
+        c.reconnect().await?;
+        Ok(c)
+    }
+
+    async fn reconnect(&mut self) -> std::io::Result<()> {
+        let stream = TcpStream::connect(&self.address).await?;
+        stream.set_nodelay(true)?;
+        self.stream = Some(BufReader::with_capacity(16 * 1024, stream));
+        Ok(())
+    }
+
+    /// Sends one `POST`; reconnects once when a kept-alive connection turns out closed.
+    /// Returns the response and whether a reconnect was needed.
+    async fn post(&mut self, path: &str, body: &[u8]) -> std::io::Result<(Response, bool)> {
+        self.request.clear();
+        write!(
+            Adapter(&mut self.request),
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+             Content-Length: {}\r\n\r\n",
+            self.address,
+            body.len()
+        )
+        .expect("writing to a Vec cannot fail");
+        let reused = self.stream.is_some();
+        match self.exchange(body).await {
+            Ok(r) => Ok((r, false)),
+            Err(_) if reused => {
+                self.reconnect().await?;
+                Ok((self.exchange(body).await?, true))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn exchange(&mut self, body: &[u8]) -> std::io::Result<Response> {
+        if self.stream.is_none() {
+            self.reconnect().await?;
+        }
+        let stream = self.stream.as_mut().expect("connected above");
+        let result = async {
+            stream.get_mut().write_all(&self.request).await?;
+            stream.get_mut().write_all(body).await?;
+            read_response(stream).await
+        }
+        .await;
+        match result {
+            Ok((response, keep_alive)) => {
+                if !keep_alive {
+                    self.stream = None;
+                }
+                Ok(response)
+            }
+            Err(e) => {
+                self.stream = None;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// `fmt::Write` into a byte buffer.
+struct Adapter<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for Adapter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+fn invalid(what: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what)
+}
+
+/// Reads one line (CRLF kept) into `line`; end of stream is an error.
+async fn read_line(stream: &mut BufReader<TcpStream>, line: &mut String) -> std::io::Result<usize> {
+    line.clear();
+    let n = stream.read_line(line).await?;
+    if n == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "connection closed before the response ended",
+        ));
+    }
+    Ok(n)
+}
+
+/// Reads one response; the flag says whether the connection may be reused.
+async fn read_response(stream: &mut BufReader<TcpStream>) -> std::io::Result<(Response, bool)> {
+    let mut line = String::new();
+    let mut head_bytes = 0;
+    head_bytes += read_line(stream, &mut line).await?;
+    let mut parts = line.split_whitespace();
+    let version = parts.next().unwrap_or_default().to_string();
+    let status: u16 = parts
+        .next()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| invalid(format!("bad status line {line:?}")))?;
+    let mut content_length = None;
+    let mut chunked = false;
+    let mut keep_alive = version == "HTTP/1.1";
+    loop {
+        head_bytes += read_line(stream, &mut line).await?;
+        if head_bytes > RESPONSE_HEAD_BYTES_MAX {
+            return Err(invalid(format!(
+                "response head over {RESPONSE_HEAD_BYTES_MAX} bytes"
+            )));
+        }
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        let Some((name, value)) = header.split_once(':') else {
+            return Err(invalid(format!("bad header {header:?}")));
+        };
+        let value = value.trim();
+        match name.to_ascii_lowercase().as_str() {
+            "content-length" => {
+                let n: usize = value
+                    .parse()
+                    .map_err(|_| invalid(format!("bad Content-Length {value:?}")))?;
+                content_length = Some(n);
+            }
+            "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
+            "connection" => {
+                if value.eq_ignore_ascii_case("close") {
+                    keep_alive = false;
+                } else if value.eq_ignore_ascii_case("keep-alive") {
+                    keep_alive = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    let too_big = |n: usize| {
+        if n > RESPONSE_BODY_BYTES_MAX {
+            Err(invalid(format!(
+                "response body over {RESPONSE_BODY_BYTES_MAX} bytes"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    let mut body = Vec::new();
+    if status == 204 || status == 304 || (100..200).contains(&status) {
+        // No body by definition.
+    } else if chunked {
+        loop {
+            read_line(stream, &mut line).await?;
+            let size_text = line.trim_end().split(';').next().unwrap_or_default();
+            let size = usize::from_str_radix(size_text, 16)
+                .map_err(|_| invalid(format!("bad chunk size {line:?}")))?;
+            too_big(body.len() + size)?;
+            let start = body.len();
+            body.resize(start + size, 0);
+            stream.read_exact(&mut body[start..]).await?;
+            read_line(stream, &mut line).await?; // the CRLF after the chunk (or the trailer end)
+            if size == 0 {
+                break;
+            }
+        }
+    } else if let Some(n) = content_length {
+        too_big(n)?;
+        body.resize(n, 0);
+        stream.read_exact(&mut body).await?;
+    } else {
+        // Delimited by the connection closing.
+        (&mut *stream)
+            .take(RESPONSE_BODY_BYTES_MAX as u64 + 1)
+            .read_to_end(&mut body)
+            .await?;
+        too_big(body.len())?;
+        keep_alive = false;
+    }
+    Ok((Response { status, body }, keep_alive))
+}
+
+/// Appends `tablet` as line protocol: one line per row, every column a field.
+fn encode_line_protocol(tablet: &Tablet, out: &mut Vec<u8>) {
+    let mut w = Adapter(out);
+    for row in 0..tablet.row_count() {
+        w.0.extend_from_slice(tablet.device.as_bytes());
+        for (m, (name, column)) in tablet.measurements.iter().zip(&tablet.columns).enumerate() {
+            assert!(!tablet.is_null(row, m), "the generator writes no nulls");
+            w.0.push(if m == 0 { b' ' } else { b',' });
+            w.0.extend_from_slice(name.as_bytes());
+            w.0.push(b'=');
+            let r = match column {
+                Column::Double(v) => write!(w, "{}", v[row]),
+                Column::Float(v) => write!(w, "{}", v[row]),
+                Column::Int64(v) => write!(w, "{}i", v[row]),
+                Column::Int32(v) => write!(w, "{}i", v[row]),
+                Column::Boolean(v) => write!(w, "{}", v[row]),
+                Column::Text(v) => write!(
+                    w,
+                    "\"{}\"",
+                    v[row].replace('\\', "\\\\").replace('"', "\\\"")
+                ),
+            };
+            r.expect("writing to a Vec cannot fail");
+        }
+        writeln!(w, " {}", tablet.timestamps[row]).expect("writing to a Vec cannot fail");
+    }
+}
+
+/// One peer client.
+struct HttpSink {
+    connection: HttpConnection,
+    path: String,
+    body: Vec<u8>,
+    reconnects: u64,
+}
+
+impl Sink for HttpSink {
+    async fn write(&mut self, tablet: &Tablet) -> Result<(), WriteFailure> {
+        self.body.clear();
+        encode_line_protocol(tablet, &mut self.body);
+        match self.connection.post(&self.path, &self.body).await {
+            Ok((response, reconnected)) => {
+                self.reconnects += u64::from(reconnected);
+                if response.status == 204 || response.status == 200 {
+                    Ok(())
+                } else {
+                    let text = String::from_utf8_lossy(&response.body);
+                    Err(WriteFailure {
+                        code: format!("http {}", response.status),
+                        message: text.chars().take(ERROR_MESSAGE_CHARS_MAX).collect(),
+                    })
+                }
+            }
+            Err(e) => Err(WriteFailure {
+                code: "io".into(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    fn retries_by_code(&self) -> BTreeMap<String, u64> {
+        if self.reconnects == 0 {
+            BTreeMap::new()
+        } else {
+            BTreeMap::from([("reconnect".to_string(), self.reconnects)])
+        }
+    }
+}
+
+/// Percent-encodes a query value (unreserved characters kept).
+fn query_escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            write!(out, "%{b:02X}").expect("writing to a String cannot fail");
+        }
+    }
+    out
+}
+
+async fn run(cli: Cli) -> anyhow::Result<u8> {
+    let spec = cli.load.to_spec(loadgen::now_ms())?;
+    let db = query_escape(&cli.db);
+    if cli.target == Target::Influxdb {
+        let mut c = HttpConnection::connect(&cli.address)
+            .await
+            .with_context(|| format!("connecting to {}", cli.address))?;
+        let q = query_escape(&format!("CREATE DATABASE \"{}\"", cli.db));
+        let (r, _) = c.post(&format!("/query?q={q}"), b"").await?;
+        anyhow::ensure!(
+            r.status == 200,
+            "CREATE DATABASE: HTTP {}: {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    let path = format!("/write?db={db}&precision=ms");
+    let address = cli.address.as_str();
+    let report = loadgen::drive(cli.target.name(), spec, |_client| {
+        let path = path.clone();
+        async move {
+            Ok(HttpSink {
+                connection: HttpConnection::connect(address)
+                    .await
+                    .with_context(|| format!("connecting to {address}"))?,
+                path,
+                body: Vec::new(),
+                reconnects: 0,
+            })
+        }
+    })
+    .await?;
+    if cli.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(u8::from(report.errors > 0))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("peerload: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("peerload: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::DataType;
+    use fencepost_cli::loadgen::{Generator, LoadSpec, StopAfter};
+
+    fn generator(t: DataType) -> Generator {
+        Generator::new(LoadSpec {
+            devices: 2,
+            measurements: 2,
+            rows_per_tablet: 2,
+            clients: 1,
+            data_type: t,
+            database: "root.bench".into(),
+            start_time_ms: 1_700_000_000_000,
+            step_ms: 1,
+            seed: 7,
+            stop: StopAfter::Tablets(1),
+        })
+    }
+
+    #[test]
+    fn line_protocol_has_one_line_per_row_and_every_point() {
+        let g = generator(DataType::Double);
+        let tablet = g.tablet(1, 0);
+        let mut out = Vec::new();
+        encode_line_protocol(&tablet, &mut out);
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        for (row, line) in lines.iter().enumerate() {
+            let t = tablet.timestamps[row];
+            let expected = format!(
+                "root.bench.d1 s0={},s1={} {t}",
+                tablet.columns[0].value(row),
+                tablet.columns[1].value(row)
+            );
+            assert_eq!(*line, expected);
+        }
+        let mut ints = Vec::new();
+        encode_line_protocol(&generator(DataType::Int32).tablet(0, 0), &mut ints);
+        let ints = String::from_utf8(ints).expect("utf-8");
+        assert!(ints.lines().all(|l| l.matches("i,").count() == 1), "{ints}");
+        let mut text = Vec::new();
+        encode_line_protocol(&generator(DataType::Text).tablet(0, 0), &mut text);
+        let text = String::from_utf8(text).expect("utf-8");
+        assert!(text.contains("s0=\"v"), "{text}");
+    }
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(
+            query_escape("CREATE DATABASE \"b\""),
+            "CREATE%20DATABASE%20%22b%22"
+        );
+        assert_eq!(query_escape("bench_1"), "bench_1");
+    }
+}

@@ -1,0 +1,342 @@
+//! The lexer: source text → tokens with their line and column. It never fails as a whole: a
+//! malformed token becomes [`TokenKind::Error`] so the statement holding it can be reported and
+//! the following statements still run.
+
+use super::Position;
+
+/// What a token is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TokenKind {
+    /// A keyword, a name or a dotted path (`root.sg.d1.s1`, `root.**`); keywords are words
+    /// compared case-insensitively by the parser.
+    Word(String),
+    /// Digits, with an optional fraction and exponent; the sign is a separate token.
+    Number(String),
+    /// A quoted string, quotes removed and doubled quotes collapsed.
+    Str(String),
+    /// `(`
+    LeftParen,
+    /// `)`
+    RightParen,
+    /// `,`
+    Comma,
+    /// `;`: ends a statement.
+    Semicolon,
+    /// `=` or `==`
+    Equal,
+    /// `<`
+    Less,
+    /// `<=`
+    LessEqual,
+    /// `>`
+    Greater,
+    /// `>=`
+    GreaterEqual,
+    /// `*`
+    Star,
+    /// `-`
+    Minus,
+    /// `+`
+    Plus,
+    /// Text that is no token; the message says why.
+    Error(String),
+}
+
+/// A token, where it starts, and the source text it was read from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Token {
+    /// What it is.
+    pub kind: TokenKind,
+    /// Line and column of its first character.
+    pub position: Position,
+    /// Byte offset of its first character in the lexed text.
+    pub offset: usize,
+    /// The source text, for error messages.
+    pub text: String,
+}
+
+/// Splits `text`, whose first character sits at `base`, into tokens. Whitespace and `--`
+/// comments (to the end of the line) separate tokens and are dropped.
+pub fn tokenize(text: &str, base: Position) -> Vec<Token> {
+    let mut lexer = Lexer {
+        text,
+        offset: 0,
+        position: base,
+    };
+    let mut tokens = Vec::new();
+    while let Some(token) = lexer.next_token() {
+        tokens.push(token);
+    }
+    tokens
+}
+
+/// The position just after `text` when it starts at `base`.
+pub fn advance(base: Position, text: &str) -> Position {
+    let mut position = base;
+    for c in text.chars() {
+        position = step(position, c);
+    }
+    position
+}
+
+fn step(position: Position, c: char) -> Position {
+    if c == '\n' {
+        Position {
+            line: position.line + 1,
+            column: 1,
+        }
+    } else {
+        Position {
+            line: position.line,
+            column: position.column + 1,
+        }
+    }
+}
+
+struct Lexer<'a> {
+    text: &'a str,
+    offset: usize,
+    position: Position,
+}
+
+impl Lexer<'_> {
+    fn peek(&self) -> Option<char> {
+        self.text[self.offset..].chars().next()
+    }
+
+    fn peek_second(&self) -> Option<char> {
+        self.text[self.offset..].chars().nth(1)
+    }
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.offset += c.len_utf8();
+        self.position = step(self.position, c);
+        Some(c)
+    }
+
+    fn bump_while(&mut self, keep: impl Fn(char) -> bool) {
+        while self.peek().is_some_and(&keep) {
+            self.bump();
+        }
+    }
+
+    /// Skips whitespace and `--` comments.
+    fn skip_blank(&mut self) {
+        loop {
+            match (self.peek(), self.peek_second()) {
+                (Some(c), _) if c.is_whitespace() => {
+                    self.bump();
+                }
+                (Some('-'), Some('-')) => self.bump_while(|c| c != '\n'),
+                _ => return,
+            }
+        }
+    }
+
+    fn next_token(&mut self) -> Option<Token> {
+        self.skip_blank();
+        let start = self.offset;
+        let position = self.position;
+        let c = self.bump()?;
+        let kind = match c {
+            '(' => TokenKind::LeftParen,
+            ')' => TokenKind::RightParen,
+            ',' => TokenKind::Comma,
+            ';' => TokenKind::Semicolon,
+            '*' => TokenKind::Star,
+            '-' => TokenKind::Minus,
+            '+' => TokenKind::Plus,
+            '=' => self.then('=', TokenKind::Equal, TokenKind::Equal),
+            '<' => self.then('=', TokenKind::LessEqual, TokenKind::Less),
+            '>' => self.then('=', TokenKind::GreaterEqual, TokenKind::Greater),
+            '\'' | '"' => self.string(c),
+            '`' => self.error_until_blank("backquoted names are not supported"),
+            c if c.is_ascii_digit() => self.number(start),
+            c if is_word_start(c) => self.word(start),
+            _ => TokenKind::Error(format!("unexpected character '{c}'")),
+        };
+        Some(Token {
+            kind,
+            position,
+            offset: start,
+            text: self.text[start..self.offset].to_string(),
+        })
+    }
+
+    /// `matched` when the next character is `next` (consumed), else `single`.
+    fn then(&mut self, next: char, matched: TokenKind, single: TokenKind) -> TokenKind {
+        if self.peek() == Some(next) {
+            self.bump();
+            matched
+        } else {
+            single
+        }
+    }
+
+    /// A string quoted with `quote`; a doubled quote stands for one.
+    fn string(&mut self, quote: char) -> TokenKind {
+        let mut value = String::new();
+        loop {
+            match self.bump() {
+                None => return TokenKind::Error("unterminated string".into()),
+                Some(c) if c == quote => {
+                    if self.peek() == Some(quote) {
+                        self.bump();
+                        value.push(quote);
+                    } else {
+                        return TokenKind::Str(value);
+                    }
+                }
+                Some(c) => value.push(c),
+            }
+        }
+    }
+
+    /// Digits, an optional `.digits`, an optional exponent; a letter right after is an error.
+    fn number(&mut self, start: usize) -> TokenKind {
+        self.bump_while(|c| c.is_ascii_digit());
+        if self.peek() == Some('.') {
+            self.bump();
+            self.bump_while(|c| c.is_ascii_digit());
+        }
+        if matches!(self.peek(), Some('e' | 'E')) {
+            let sign = matches!(self.peek_second(), Some('+' | '-'));
+            let digit_at = if sign { 2 } else { 1 };
+            if self.text[self.offset..]
+                .chars()
+                .nth(digit_at)
+                .is_some_and(|c| c.is_ascii_digit())
+            {
+                self.bump();
+                if sign {
+                    self.bump();
+                }
+                self.bump_while(|c| c.is_ascii_digit());
+            }
+        }
+        if self.peek().is_some_and(is_word_char) {
+            self.bump_while(is_word_char);
+            return TokenKind::Error(format!(
+                "invalid number '{}'",
+                &self.text[start..self.offset]
+            ));
+        }
+        TokenKind::Number(self.text[start..self.offset].to_string())
+    }
+
+    /// A name, continued by `.` + name characters or `*` into a dotted path.
+    fn word(&mut self, start: usize) -> TokenKind {
+        loop {
+            self.bump_while(is_word_char);
+            let dotted = self.peek() == Some('.')
+                && self
+                    .peek_second()
+                    .is_some_and(|c| is_word_char(c) || c == '*');
+            if !dotted {
+                break;
+            }
+            self.bump();
+            self.bump_while(|c| c == '*');
+        }
+        TokenKind::Word(self.text[start..self.offset].to_string())
+    }
+
+    fn error_until_blank(&mut self, message: &str) -> TokenKind {
+        self.bump_while(|c| !c.is_whitespace() && c != ';');
+        TokenKind::Error(message.into())
+    }
+}
+
+fn is_word_start(c: char) -> bool {
+    c.is_alphabetic() || c == '_'
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<TokenKind> {
+        tokenize(text, Position::START)
+            .into_iter()
+            .map(|t| t.kind)
+            .collect()
+    }
+
+    fn word(w: &str) -> TokenKind {
+        TokenKind::Word(w.into())
+    }
+
+    #[test]
+    fn paths_numbers_strings_and_symbols() {
+        assert_eq!(
+            kinds("root.sg.d1.s1 (1.5e-3, -2, 'it''s', \"a\"\"b\") <= >= = < > * ;"),
+            vec![
+                word("root.sg.d1.s1"),
+                TokenKind::LeftParen,
+                TokenKind::Number("1.5e-3".into()),
+                TokenKind::Comma,
+                TokenKind::Minus,
+                TokenKind::Number("2".into()),
+                TokenKind::Comma,
+                TokenKind::Str("it's".into()),
+                TokenKind::Comma,
+                TokenKind::Str("a\"b".into()),
+                TokenKind::RightParen,
+                TokenKind::LessEqual,
+                TokenKind::GreaterEqual,
+                TokenKind::Equal,
+                TokenKind::Less,
+                TokenKind::Greater,
+                TokenKind::Star,
+                TokenKind::Semicolon,
+            ]
+        );
+    }
+
+    #[test]
+    fn wildcard_paths_and_digit_nodes_stay_one_word() {
+        assert_eq!(kinds("root.**"), vec![word("root.**")]);
+        assert_eq!(kinds("root.sg.1.s"), vec![word("root.sg.1.s")]);
+        assert_eq!(kinds("root.sg."), vec![word("root.sg"), err("'.'")]);
+    }
+
+    fn err(found: &str) -> TokenKind {
+        TokenKind::Error(format!("unexpected character {found}"))
+    }
+
+    #[test]
+    fn positions_count_lines_and_columns_from_the_base() {
+        let tokens = tokenize("a\n  b -- note\n c", Position { line: 3, column: 5 });
+        let at: Vec<(u32, u32)> = tokens
+            .iter()
+            .map(|t| (t.position.line, t.position.column))
+            .collect();
+        assert_eq!(at, vec![(3, 5), (4, 3), (5, 2)]);
+        assert_eq!(
+            advance(Position::START, "ab\ncd"),
+            Position { line: 2, column: 3 }
+        );
+    }
+
+    #[test]
+    fn malformed_tokens_become_errors() {
+        assert_eq!(
+            kinds("'open"),
+            vec![TokenKind::Error("unterminated string".into())]
+        );
+        assert_eq!(
+            kinds("12ab x"),
+            vec![TokenKind::Error("invalid number '12ab'".into()), word("x")]
+        );
+        assert_eq!(kinds("a # b"), vec![word("a"), err("'#'"), word("b")]);
+        assert_eq!(
+            kinds("1e"),
+            vec![TokenKind::Error("invalid number '1e'".into())]
+        );
+    }
+}

@@ -1,0 +1,42 @@
+//! IoTDB's SQL subset: a lexer ([`lexer`]), the statements ([`ast`]) and a recursive-descent
+//! parser ([`parser`]). Keywords are case-insensitive; positions are 1-based lines and columns
+//! (columns count characters) within the whole input, so `-e "A; B"` reports B's errors where B
+//! sits in that string.
+
+pub mod ast;
+pub mod lexer;
+pub mod parser;
+
+pub use ast::{Insert, Literal, Projection, Statement, TimeRange};
+pub use parser::{complete_prefix_bytes, parse_script, Parsed};
+
+/// Longest statement accepted, in bytes (the REPL refuses to buffer more).
+pub const STATEMENT_BYTES_MAX: usize = 16 << 20;
+/// Most rows in one `INSERT` (they travel as one tablet).
+pub const INSERT_ROWS_MAX: usize = 100_000;
+/// Most measurements named in one statement (`INSERT` columns, `SELECT` list).
+pub const MEASUREMENTS_MAX: usize = 1024;
+
+/// A place in the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Position {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, in characters.
+    pub column: u32,
+}
+
+impl Position {
+    /// The first character of an input.
+    pub const START: Position = Position { line: 1, column: 1 };
+}
+
+/// A statement that cannot be parsed; IoTDB answers these with 700 (SQL_PARSE_ERROR).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {}, column {}: {message}", position.line, position.column)]
+pub struct ParseError {
+    /// Where the offending token starts (or where the statement ends, for a missing token).
+    pub position: Position,
+    /// What was expected and what was found.
+    pub message: String,
+}

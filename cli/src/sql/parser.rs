@@ -1,0 +1,727 @@
+//! A recursive-descent parser over the lexer's tokens, one statement per `;`-separated group.
+
+use common::DataType;
+
+use super::ast::{Insert, InsertRow, Literal, Projection, Statement, TimeRange};
+use super::lexer::{advance, tokenize, Token, TokenKind};
+use super::{ParseError, Position, INSERT_ROWS_MAX, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
+
+/// One statement of a script: where it starts and what it parsed to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed {
+    /// Its first token.
+    pub position: Position,
+    /// The statement, or why it is malformed.
+    pub result: Result<Statement, ParseError>,
+}
+
+/// Parses every `;`-separated statement of `text`, whose first character sits at `base`.
+/// Empty statements (`;;`, a trailing `;`) are skipped; a malformed statement does not stop
+/// the ones after it. The last statement needs no `;`.
+pub fn parse_script(text: &str, base: Position) -> Vec<Parsed> {
+    let tokens = tokenize(text, base);
+    let end_of_input = advance(base, text);
+    let mut parsed = Vec::new();
+    let mut start = 0;
+    while start < tokens.len() {
+        let stop = tokens[start..]
+            .iter()
+            .position(|t| t.kind == TokenKind::Semicolon)
+            .map_or(tokens.len(), |i| start + i);
+        if stop > start {
+            let (end, end_offset) = tokens
+                .get(stop)
+                .map_or((end_of_input, text.len()), |t| (t.position, t.offset));
+            let bytes = end_offset - tokens[start].offset;
+            parsed.push(Parsed {
+                position: tokens[start].position,
+                result: parse_statement(&tokens[start..stop], end, bytes),
+            });
+        }
+        start = stop + 1;
+    }
+    parsed
+}
+
+/// The length in bytes of the longest prefix of `text` made of whole statements, i.e. up to and
+/// including the last `;` that ends a statement (not one inside a string or comment); 0 if none.
+pub fn complete_prefix_bytes(text: &str) -> usize {
+    tokenize(text, Position::START)
+        .iter()
+        .rev()
+        .find(|t| t.kind == TokenKind::Semicolon)
+        .map_or(0, |t| t.offset + 1)
+}
+
+fn parse_statement(tokens: &[Token], end: Position, bytes: usize) -> Result<Statement, ParseError> {
+    if bytes > STATEMENT_BYTES_MAX {
+        return Err(ParseError {
+            position: tokens[0].position,
+            message: format!(
+                "statement of {bytes} bytes is over the limit of {STATEMENT_BYTES_MAX} bytes"
+            ),
+        });
+    }
+    if let Some(bad) = tokens
+        .iter()
+        .find(|t| matches!(t.kind, TokenKind::Error(_)))
+    {
+        let TokenKind::Error(message) = &bad.kind else {
+            unreachable!("found an error token")
+        };
+        return Err(ParseError {
+            position: bad.position,
+            message: message.clone(),
+        });
+    }
+    let mut parser = Parser {
+        tokens,
+        next: 0,
+        end,
+    };
+    let statement = parser.statement()?;
+    parser.expect_end()?;
+    Ok(statement)
+}
+
+/// What kind of path a statement expects, for validation and messages.
+#[derive(Clone, Copy)]
+enum PathKind {
+    /// `root.sg`: two nodes or more.
+    Database,
+    /// `root.sg.d1`: two nodes or more.
+    Device,
+    /// `root.sg.d1.s1`: three nodes or more.
+    Series,
+}
+
+impl PathKind {
+    fn example(self) -> &'static str {
+        match self {
+            PathKind::Database => "a database path like root.sg",
+            PathKind::Device => "a device path like root.sg.d1",
+            PathKind::Series => "a series path like root.sg.d1.s1",
+        }
+    }
+
+    fn nodes_min(self) -> usize {
+        match self {
+            PathKind::Database | PathKind::Device => 2,
+            PathKind::Series => 3,
+        }
+    }
+}
+
+struct Parser<'a> {
+    tokens: &'a [Token],
+    next: usize,
+    /// Where the statement ends (its `;`, or the end of the input).
+    end: Position,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.next)
+    }
+
+    fn peek_kind(&self) -> Option<&TokenKind> {
+        self.peek().map(|t| &t.kind)
+    }
+
+    /// "expected `expected`, found '<next token>'" at the next token (or the statement's end).
+    fn error(&self, expected: &str) -> ParseError {
+        match self.peek() {
+            Some(t) => ParseError {
+                position: t.position,
+                message: format!("expected {expected}, found '{}'", t.text),
+            },
+            None => ParseError {
+                position: self.end,
+                message: format!("expected {expected}, found end of statement"),
+            },
+        }
+    }
+
+    fn error_at(token: &Token, message: String) -> ParseError {
+        ParseError {
+            position: token.position,
+            message,
+        }
+    }
+
+    fn is_keyword(&self, keyword: &str) -> bool {
+        matches!(self.peek_kind(), Some(TokenKind::Word(w)) if w.eq_ignore_ascii_case(keyword))
+    }
+
+    fn eat_keyword(&mut self, keyword: &str) -> bool {
+        let found = self.is_keyword(keyword);
+        if found {
+            self.next += 1;
+        }
+        found
+    }
+
+    fn expect_keyword(&mut self, keyword: &str) -> Result<(), ParseError> {
+        if self.eat_keyword(keyword) {
+            Ok(())
+        } else {
+            Err(self.error(keyword))
+        }
+    }
+
+    fn eat(&mut self, kind: &TokenKind) -> bool {
+        let found = self.peek_kind() == Some(kind);
+        if found {
+            self.next += 1;
+        }
+        found
+    }
+
+    fn expect(&mut self, kind: &TokenKind, name: &str) -> Result<(), ParseError> {
+        if self.eat(kind) {
+            Ok(())
+        } else {
+            Err(self.error(name))
+        }
+    }
+
+    fn expect_end(&self) -> Result<(), ParseError> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(self.error("end of statement")),
+        }
+    }
+
+    fn statement(&mut self) -> Result<Statement, ParseError> {
+        const EXPECTED: &str = "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SHOW, QUIT)";
+        let keyword = match self.peek_kind() {
+            Some(TokenKind::Word(w)) => w.to_ascii_uppercase(),
+            _ => return Err(self.error(EXPECTED)),
+        };
+        match keyword.as_str() {
+            "CREATE" => self.create(),
+            "DROP" => {
+                self.next += 1;
+                self.expect_keyword("DATABASE")?;
+                let database = self.path(PathKind::Database)?;
+                Ok(Statement::DropDatabase { database })
+            }
+            "DELETE" => {
+                self.next += 1;
+                self.expect_keyword("TIMESERIES")?;
+                let path = self.path(PathKind::Series)?;
+                Ok(Statement::DeleteTimeseries { path })
+            }
+            "INSERT" => self.insert(),
+            "SELECT" => self.select(),
+            "SHOW" => self.show(),
+            "QUIT" | "EXIT" => {
+                self.next += 1;
+                Ok(Statement::Quit)
+            }
+            _ => Err(self.error(EXPECTED)),
+        }
+    }
+
+    fn create(&mut self) -> Result<Statement, ParseError> {
+        self.expect_keyword("CREATE")?;
+        if self.eat_keyword("DATABASE") {
+            let database = self.path(PathKind::Database)?;
+            return Ok(Statement::CreateDatabase { database });
+        }
+        if !self.eat_keyword("TIMESERIES") {
+            return Err(self.error("DATABASE or TIMESERIES"));
+        }
+        let path = self.path(PathKind::Series)?;
+        let data_type = if self.eat_keyword("WITH") {
+            self.expect_keyword("DATATYPE")?;
+            self.expect(&TokenKind::Equal, "'='")?;
+            self.data_type("a data type")?
+        } else {
+            self.data_type("WITH or a data type")?
+        };
+        self.ignored_attributes()?;
+        Ok(Statement::CreateTimeseries { path, data_type })
+    }
+
+    fn data_type(&mut self, expected: &str) -> Result<DataType, ParseError> {
+        let parsed = match self.peek_kind() {
+            Some(TokenKind::Word(w)) => DataType::parse(w),
+            _ => None,
+        };
+        match parsed {
+            Some(t) => {
+                self.next += 1;
+                Ok(t)
+            }
+            None => Err(self.error(&format!(
+                "{expected} (BOOLEAN, INT32, INT64, FLOAT, DOUBLE, TEXT)"
+            ))),
+        }
+    }
+
+    /// IoTDB's `, ENCODING=...`, `, COMPRESSOR=...` (also `COMPRESSION`): accepted, ignored.
+    fn ignored_attributes(&mut self) -> Result<(), ParseError> {
+        while self.peek().is_some() {
+            self.eat(&TokenKind::Comma);
+            let known = ["ENCODING", "COMPRESSOR", "COMPRESSION"]
+                .iter()
+                .any(|k| self.is_keyword(k));
+            if !known {
+                return Err(self.error("ENCODING or COMPRESSOR"));
+            }
+            self.next += 1;
+            self.expect(&TokenKind::Equal, "'='")?;
+            if !matches!(self.peek_kind(), Some(TokenKind::Word(_))) {
+                return Err(self.error("an encoding or compressor name"));
+            }
+            self.next += 1;
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self) -> Result<Statement, ParseError> {
+        self.expect_keyword("INSERT")?;
+        self.expect_keyword("INTO")?;
+        let device = self.path(PathKind::Device)?;
+        let (time_column, measurements) = self.insert_columns()?;
+        self.expect_keyword("VALUES")?;
+        let mut rows = Vec::new();
+        loop {
+            if rows.len() == INSERT_ROWS_MAX {
+                return Err(self.error(&format!(
+                    "end of statement: one INSERT takes at most {INSERT_ROWS_MAX} rows"
+                )));
+            }
+            rows.push(self.insert_row(time_column, measurements.len())?);
+            if !self.eat(&TokenKind::Comma) {
+                break;
+            }
+        }
+        Ok(Statement::Insert(Insert {
+            device,
+            measurements,
+            rows,
+        }))
+    }
+
+    /// `(time, s1, s2)`: the time column's index and the measurements in order.
+    fn insert_columns(&mut self) -> Result<(usize, Vec<String>), ParseError> {
+        self.expect(&TokenKind::LeftParen, "'('")?;
+        let mut time_column = None;
+        let mut measurements: Vec<String> = Vec::new();
+        let mut index = 0;
+        loop {
+            if self.is_keyword("TIME") || self.is_keyword("TIMESTAMP") {
+                if time_column.is_some() {
+                    return Err(self.error("a measurement name (time appears twice)"));
+                }
+                time_column = Some(index);
+                self.next += 1;
+            } else {
+                if measurements.len() == MEASUREMENTS_MAX {
+                    return Err(self.error(&format!(
+                        "')': at most {MEASUREMENTS_MAX} measurements in one statement"
+                    )));
+                }
+                let token = self.peek().cloned();
+                let name = self.measurement()?;
+                if let Some(token) = token.filter(|_| measurements.contains(&name)) {
+                    return Err(Self::error_at(
+                        &token,
+                        format!("measurement '{name}' appears twice"),
+                    ));
+                }
+                measurements.push(name);
+            }
+            index += 1;
+            if !self.eat(&TokenKind::Comma) {
+                break;
+            }
+        }
+        let Some(time_column) = time_column else {
+            return Err(self.error("',' and a time column (time or timestamp)"));
+        };
+        if measurements.is_empty() {
+            return Err(self.error("',' and a measurement besides time"));
+        }
+        self.expect(&TokenKind::RightParen, "',' or ')'")?;
+        Ok((time_column, measurements))
+    }
+
+    /// `(1, 1.5, 'x')`: as many literals as columns; the time column an integer.
+    fn insert_row(
+        &mut self,
+        time_column: usize,
+        measurements: usize,
+    ) -> Result<InsertRow, ParseError> {
+        let open = self.peek().cloned();
+        self.expect(&TokenKind::LeftParen, "'('")?;
+        let mut timestamp = None;
+        let mut values = Vec::with_capacity(measurements);
+        let columns = measurements + 1;
+        let mut index = 0;
+        loop {
+            if index == columns {
+                return Err(self.error(&format!(
+                    "')': the row has more values than the {columns} columns"
+                )));
+            }
+            if index == time_column {
+                timestamp = Some(self.timestamp()?);
+            } else {
+                values.push(self.literal()?);
+            }
+            index += 1;
+            if !self.eat(&TokenKind::Comma) {
+                break;
+            }
+        }
+        if index < columns {
+            return Err(self.error(&format!(
+                "',': the row has {index} values for {columns} columns"
+            )));
+        }
+        self.expect(&TokenKind::RightParen, "')'")?;
+        let timestamp = match (timestamp, open) {
+            (Some(t), _) => t,
+            (None, open) => unreachable!("a complete row has its time column: {open:?}"),
+        };
+        Ok(InsertRow { timestamp, values })
+    }
+
+    fn timestamp(&mut self) -> Result<i64, ParseError> {
+        let at = self.next;
+        match self.literal()? {
+            Literal::Integer(t) => Ok(t),
+            _ => Err(Self::error_at(
+                &self.tokens[at],
+                format!(
+                    "expected an integer timestamp in milliseconds, found '{}'",
+                    self.tokens[at].text
+                ),
+            )),
+        }
+    }
+
+    /// A number (with an optional sign), a quoted string, TRUE, FALSE or NULL.
+    fn literal(&mut self) -> Result<Literal, ParseError> {
+        const EXPECTED: &str = "a value (number, 'string', true, false or null)";
+        let literal = match self.peek_kind() {
+            Some(TokenKind::Minus | TokenKind::Plus | TokenKind::Number(_)) => {
+                return self.number(EXPECTED)
+            }
+            Some(TokenKind::Str(s)) => Literal::Text(s.clone()),
+            Some(TokenKind::Word(w)) if w.eq_ignore_ascii_case("true") => Literal::Boolean(true),
+            Some(TokenKind::Word(w)) if w.eq_ignore_ascii_case("false") => Literal::Boolean(false),
+            Some(TokenKind::Word(w)) if w.eq_ignore_ascii_case("null") => Literal::Null,
+            _ => return Err(self.error(EXPECTED)),
+        };
+        self.next += 1;
+        Ok(literal)
+    }
+
+    /// `[+|-]digits[.digits][e[+|-]digits]`: an integer when there is neither fraction nor
+    /// exponent.
+    fn number(&mut self, expected: &str) -> Result<Literal, ParseError> {
+        let negative = match self.peek_kind() {
+            Some(TokenKind::Minus) => {
+                self.next += 1;
+                true
+            }
+            Some(TokenKind::Plus) => {
+                self.next += 1;
+                false
+            }
+            _ => false,
+        };
+        let Some(TokenKind::Number(digits)) = self.peek_kind().cloned() else {
+            return Err(self.error(expected));
+        };
+        let token = self.peek().cloned();
+        self.next += 1;
+        let text = if negative {
+            format!("-{digits}")
+        } else {
+            digits.clone()
+        };
+        let out_of_range = || {
+            let token = token.as_ref().expect("the number token was peeked");
+            Self::error_at(token, format!("number '{text}' is out of range"))
+        };
+        if digits.contains(['.', 'e', 'E']) {
+            match text.parse::<f64>() {
+                Ok(v) if v.is_finite() => Ok(Literal::Float(v)),
+                _ => Err(out_of_range()),
+            }
+        } else {
+            text.parse::<i64>()
+                .map(Literal::Integer)
+                .map_err(|_| out_of_range())
+        }
+    }
+
+    fn select(&mut self) -> Result<Statement, ParseError> {
+        self.expect_keyword("SELECT")?;
+        let next_is =
+            |p: &Self, kind: TokenKind| p.tokens.get(p.next + 1).map(|t| &t.kind) == Some(&kind);
+        let last = self.is_keyword("LAST") && !self.next_is_from_or_comma();
+        if last {
+            self.next += 1;
+            let measurements = self.projection()?;
+            let device = self.from()?;
+            return Ok(Statement::SelectLast {
+                device,
+                measurements,
+            });
+        }
+        if self.is_keyword("COUNT") && next_is(self, TokenKind::LeftParen) {
+            let measurements = self.counts()?;
+            let device = self.from()?;
+            let range = self.where_clause()?;
+            return Ok(Statement::SelectCount {
+                device,
+                measurements,
+                range,
+            });
+        }
+        let measurements = self.projection()?;
+        let device = self.from()?;
+        let range = self.where_clause()?;
+        Ok(Statement::Select {
+            device,
+            measurements,
+            range,
+        })
+    }
+
+    /// True when the token after the next one is FROM or `,` (so `SELECT last FROM` names a
+    /// measurement called `last`).
+    fn next_is_from_or_comma(&self) -> bool {
+        match self.tokens.get(self.next + 1).map(|t| &t.kind) {
+            Some(TokenKind::Comma) => true,
+            Some(TokenKind::Word(w)) => w.eq_ignore_ascii_case("FROM"),
+            _ => false,
+        }
+    }
+
+    fn from(&mut self) -> Result<String, ParseError> {
+        self.expect_keyword("FROM")?;
+        self.path(PathKind::Device)
+    }
+
+    /// `*` or `s1, s2, ...`.
+    fn projection(&mut self) -> Result<Projection, ParseError> {
+        if self.eat(&TokenKind::Star) {
+            return Ok(Projection::All);
+        }
+        let mut names = Vec::new();
+        loop {
+            if names.len() == MEASUREMENTS_MAX {
+                return Err(self.error(&format!(
+                    "FROM: at most {MEASUREMENTS_MAX} measurements in one statement"
+                )));
+            }
+            names.push(self.measurement_or("'*' or a measurement name")?);
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(Projection::Measurements(names));
+            }
+        }
+    }
+
+    /// `COUNT(*)` or `COUNT(s1), COUNT(s2), ...`.
+    fn counts(&mut self) -> Result<Projection, ParseError> {
+        let mut names = Vec::new();
+        loop {
+            if names.len() == MEASUREMENTS_MAX {
+                return Err(self.error(&format!(
+                    "FROM: at most {MEASUREMENTS_MAX} measurements in one statement"
+                )));
+            }
+            self.expect_keyword("COUNT")?;
+            self.expect(&TokenKind::LeftParen, "'('")?;
+            if names.is_empty() && self.eat(&TokenKind::Star) {
+                self.expect(&TokenKind::RightParen, "')'")?;
+                return Ok(Projection::All);
+            }
+            names.push(self.measurement()?);
+            self.expect(&TokenKind::RightParen, "')'")?;
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(Projection::Measurements(names));
+            }
+        }
+    }
+
+    /// `[WHERE bound AND bound ...]` with `bound := time (>=|>|<=|<|=) integer`.
+    fn where_clause(&mut self) -> Result<TimeRange, ParseError> {
+        let mut range = TimeRange::ALL;
+        if self.peek().is_none() {
+            return Ok(range);
+        }
+        if !self.eat_keyword("WHERE") {
+            return Err(self.error("WHERE or end of statement"));
+        }
+        loop {
+            self.time_bound(&mut range)?;
+            if !self.eat_keyword("AND") {
+                return Ok(range);
+            }
+        }
+    }
+
+    fn time_bound(&mut self, range: &mut TimeRange) -> Result<(), ParseError> {
+        if !(self.eat_keyword("TIME") || self.eat_keyword("TIMESTAMP")) {
+            return Err(self.error("time (only time bounds are supported)"));
+        }
+        let operator = match self.peek_kind() {
+            Some(
+                k @ (TokenKind::Greater
+                | TokenKind::GreaterEqual
+                | TokenKind::Less
+                | TokenKind::LessEqual
+                | TokenKind::Equal),
+            ) => k.clone(),
+            _ => return Err(self.error("one of >=, >, <=, <, =")),
+        };
+        self.next += 1;
+        let at = self.next;
+        let bound = match self.number("an integer time in milliseconds")? {
+            Literal::Integer(t) => t,
+            _ => {
+                let token = &self.tokens[at];
+                return Err(Self::error_at(
+                    token,
+                    format!(
+                        "expected an integer time in milliseconds, found '{}'",
+                        token.text
+                    ),
+                ));
+            }
+        };
+        narrow(range, &operator, bound);
+        Ok(())
+    }
+
+    fn measurement(&mut self) -> Result<String, ParseError> {
+        self.measurement_or("a measurement name")
+    }
+
+    /// A single path node: a word without dots or wildcards.
+    fn measurement_or(&mut self, expected: &str) -> Result<String, ParseError> {
+        match self.peek_kind() {
+            Some(TokenKind::Word(w)) if !w.contains(['.', '*']) => {
+                let name = w.clone();
+                self.next += 1;
+                Ok(name)
+            }
+            _ => Err(self.error(expected)),
+        }
+    }
+
+    /// A dotted path starting with `root` (any case, normalised to `root`), without wildcards.
+    fn path(&mut self, kind: PathKind) -> Result<String, ParseError> {
+        let path = match self.peek_kind() {
+            Some(TokenKind::Word(w)) => normalise_path(w, kind.nodes_min()),
+            _ => None,
+        };
+        match path {
+            Some(p) if !p.contains('*') => {
+                self.next += 1;
+                Ok(p)
+            }
+            _ => Err(self.error(kind.example())),
+        }
+    }
+
+    fn show(&mut self) -> Result<Statement, ParseError> {
+        self.expect_keyword("SHOW")?;
+        let keyword = match self.peek_kind() {
+            Some(TokenKind::Word(w)) => w.to_ascii_uppercase(),
+            _ => String::new(),
+        };
+        let statement = match keyword.as_str() {
+            "DATABASES" => Statement::ShowDatabases,
+            "CLUSTER" => Statement::ShowCluster,
+            "REGIONS" => Statement::ShowRegions,
+            "LEASES" => Statement::ShowLeases,
+            "TIMESERIES" => {
+                self.next += 1;
+                return self.show_timeseries();
+            }
+            "LOCAL" => {
+                self.next += 1;
+                self.expect_keyword("LEASE")?;
+                return Ok(Statement::ShowLocalLease);
+            }
+            _ => {
+                return Err(
+                    self.error("DATABASES, TIMESERIES, CLUSTER, REGIONS, LEASES or LOCAL LEASE")
+                )
+            }
+        };
+        self.next += 1;
+        Ok(statement)
+    }
+
+    /// `SHOW TIMESERIES [root.sg[.**]]`: only a trailing `.**` wildcard.
+    fn show_timeseries(&mut self) -> Result<Statement, ParseError> {
+        const EXPECTED: &str = "end of statement or a path prefix like root.sg.**";
+        let Some(TokenKind::Word(word)) = self.peek_kind() else {
+            return match self.peek() {
+                None => Ok(Statement::ShowTimeseries { prefix: None }),
+                Some(_) => Err(self.error(EXPECTED)),
+            };
+        };
+        let trimmed = word.strip_suffix(".**").unwrap_or(word);
+        match normalise_path(trimmed, 1) {
+            Some(prefix) if !prefix.contains('*') => {
+                self.next += 1;
+                Ok(Statement::ShowTimeseries {
+                    prefix: Some(prefix),
+                })
+            }
+            _ => Err(self.error(EXPECTED)),
+        }
+    }
+}
+
+/// Narrows `range` by `time <operator> bound`.
+fn narrow(range: &mut TimeRange, operator: &TokenKind, bound: i64) {
+    // `> i64::MAX` selects nothing; `<= i64::MAX` cannot include i64::MAX itself in a
+    // half-open range, which is documented on `TimeRange::ALL`.
+    let after = bound.checked_add(1);
+    match operator {
+        TokenKind::GreaterEqual => range.from = range.from.max(bound),
+        TokenKind::Greater => range.from = after.map_or(i64::MAX, |a| range.from.max(a)),
+        TokenKind::Less => range.to = range.to.min(bound),
+        TokenKind::LessEqual => range.to = range.to.min(after.unwrap_or(i64::MAX)),
+        TokenKind::Equal => {
+            range.from = range.from.max(bound);
+            range.to = range.to.min(after.unwrap_or(i64::MAX));
+        }
+        other => unreachable!("time_bound only passes comparison operators, not {other:?}"),
+    }
+}
+
+/// `path` with its first node `root` in lower case, if it has at least `nodes_min` nonempty
+/// nodes and starts with `root`.
+fn normalise_path(path: &str, nodes_min: usize) -> Option<String> {
+    let mut nodes = path.split('.');
+    let first = nodes.next()?;
+    if !first.eq_ignore_ascii_case("root") {
+        return None;
+    }
+    let rest: Vec<&str> = nodes.collect();
+    if rest.len() + 1 < nodes_min || rest.iter().any(|n| n.is_empty()) {
+        return None;
+    }
+    Some(
+        std::iter::once("root")
+            .chain(rest)
+            .collect::<Vec<_>>()
+            .join("."),
+    )
+}
+
+#[cfg(test)]
+mod tests;

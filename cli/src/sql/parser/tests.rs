@@ -1,0 +1,406 @@
+use common::DataType;
+
+use super::*;
+
+fn one(text: &str) -> Statement {
+    let parsed = parse_script(text, Position::START);
+    assert_eq!(parsed.len(), 1, "{text}: {parsed:?}");
+    match &parsed[0].result {
+        Ok(s) => s.clone(),
+        Err(e) => panic!("{text}: {e}"),
+    }
+}
+
+/// The error of the only statement in `text`, as displayed.
+fn error(text: &str) -> String {
+    let parsed = parse_script(text, Position::START);
+    assert_eq!(parsed.len(), 1, "{text}: {parsed:?}");
+    match &parsed[0].result {
+        Ok(s) => panic!("{text} parsed as {s:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn names(names: &[&str]) -> Projection {
+    Projection::Measurements(names.iter().map(|n| n.to_string()).collect())
+}
+
+fn range(from: i64, to: i64) -> TimeRange {
+    TimeRange { from, to }
+}
+
+#[test]
+fn schema_statements() {
+    assert_eq!(
+        one("CREATE DATABASE root.sg"),
+        Statement::CreateDatabase {
+            database: "root.sg".into()
+        }
+    );
+    assert_eq!(
+        one("drop database ROOT.sg"),
+        Statement::DropDatabase {
+            database: "root.sg".into()
+        }
+    );
+    assert_eq!(
+        one("DELETE TIMESERIES root.sg.d1.s1"),
+        Statement::DeleteTimeseries {
+            path: "root.sg.d1.s1".into()
+        }
+    );
+}
+
+#[test]
+fn create_timeseries_forms() {
+    let double = Statement::CreateTimeseries {
+        path: "root.sg.d1.s1".into(),
+        data_type: DataType::Double,
+    };
+    assert_eq!(
+        one("CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=DOUBLE"),
+        double
+    );
+    assert_eq!(
+        one("create timeseries root.sg.d1.s1 with datatype = double, encoding=GORILLA, compressor=SNAPPY"),
+        double
+    );
+    assert_eq!(
+        one("CREATE TIMESERIES root.sg.d1.s1 DOUBLE ENCODING=PLAIN"),
+        double
+    );
+    for t in DataType::ALL {
+        assert_eq!(
+            one(&format!("CREATE TIMESERIES root.a.b.c WITH DATATYPE={t}")),
+            Statement::CreateTimeseries {
+                path: "root.a.b.c".into(),
+                data_type: t
+            }
+        );
+    }
+}
+
+#[test]
+fn insert_with_every_literal_kind() {
+    let statement = one(
+        "INSERT INTO root.sg.d1(time, s1, s2, s3, s4) VALUES \
+         (1, 1.5, 2, 'a''b', true), (-2, -3e2, NULL, \"q\", FALSE), (3, +4, -9223372036854775808, '', null)",
+    );
+    let Statement::Insert(insert) = statement else {
+        panic!("{statement:?}")
+    };
+    assert_eq!(insert.device, "root.sg.d1");
+    assert_eq!(insert.measurements, ["s1", "s2", "s3", "s4"]);
+    assert_eq!(
+        insert.rows,
+        vec![
+            InsertRow {
+                timestamp: 1,
+                values: vec![
+                    Literal::Float(1.5),
+                    Literal::Integer(2),
+                    Literal::Text("a'b".into()),
+                    Literal::Boolean(true)
+                ]
+            },
+            InsertRow {
+                timestamp: -2,
+                values: vec![
+                    Literal::Float(-300.0),
+                    Literal::Null,
+                    Literal::Text("q".into()),
+                    Literal::Boolean(false)
+                ]
+            },
+            InsertRow {
+                timestamp: 3,
+                values: vec![
+                    Literal::Integer(4),
+                    Literal::Integer(i64::MIN),
+                    Literal::Text(String::new()),
+                    Literal::Null
+                ]
+            },
+        ]
+    );
+}
+
+#[test]
+fn insert_time_column_may_be_timestamp_and_anywhere() {
+    let Statement::Insert(insert) = one("insert into root.sg.d1(s1, TIMESTAMP) values(1.5, 7)")
+    else {
+        panic!()
+    };
+    assert_eq!(insert.measurements, ["s1"]);
+    assert_eq!(
+        insert.rows,
+        vec![InsertRow {
+            timestamp: 7,
+            values: vec![Literal::Float(1.5)]
+        }]
+    );
+}
+
+#[test]
+fn select_forms() {
+    assert_eq!(
+        one("SELECT s1, s2 FROM root.sg.d1 WHERE time >= 0 AND time < 100"),
+        Statement::Select {
+            device: "root.sg.d1".into(),
+            measurements: names(&["s1", "s2"]),
+            range: range(0, 100)
+        }
+    );
+    assert_eq!(
+        one("select * from root.sg.d1"),
+        Statement::Select {
+            device: "root.sg.d1".into(),
+            measurements: Projection::All,
+            range: TimeRange::ALL
+        }
+    );
+    assert_eq!(
+        one("SELECT s1 FROM root.sg.d1 WHERE TIME > 5 and time <= 10 AND timestamp >= 7"),
+        Statement::Select {
+            device: "root.sg.d1".into(),
+            measurements: names(&["s1"]),
+            range: range(7, 11)
+        }
+    );
+    assert_eq!(
+        one("SELECT s1 FROM root.sg.d1 WHERE time = -3"),
+        Statement::Select {
+            device: "root.sg.d1".into(),
+            measurements: names(&["s1"]),
+            range: range(-3, -2)
+        }
+    );
+    // A contradiction is an empty range, not an error.
+    assert_eq!(
+        one("SELECT s1 FROM root.sg.d1 WHERE time > 9223372036854775807"),
+        Statement::Select {
+            device: "root.sg.d1".into(),
+            measurements: names(&["s1"]),
+            range: range(i64::MAX, i64::MAX)
+        }
+    );
+}
+
+#[test]
+fn select_last_and_count() {
+    assert_eq!(
+        one("SELECT LAST s1, s2 FROM root.sg.d1"),
+        Statement::SelectLast {
+            device: "root.sg.d1".into(),
+            measurements: names(&["s1", "s2"])
+        }
+    );
+    assert_eq!(
+        one("select last * from root.sg.d1"),
+        Statement::SelectLast {
+            device: "root.sg.d1".into(),
+            measurements: Projection::All
+        }
+    );
+    // `last` and `count` are also measurement names where no keyword fits.
+    assert_eq!(
+        one("SELECT last, count FROM root.sg.d1"),
+        Statement::Select {
+            device: "root.sg.d1".into(),
+            measurements: names(&["last", "count"]),
+            range: TimeRange::ALL
+        }
+    );
+    assert_eq!(
+        one("SELECT COUNT(s1), count(s2) FROM root.sg.d1 WHERE time < 10"),
+        Statement::SelectCount {
+            device: "root.sg.d1".into(),
+            measurements: names(&["s1", "s2"]),
+            range: range(i64::MIN, 10)
+        }
+    );
+    assert_eq!(
+        one("SELECT COUNT(*) FROM root.sg.d1"),
+        Statement::SelectCount {
+            device: "root.sg.d1".into(),
+            measurements: Projection::All,
+            range: TimeRange::ALL
+        }
+    );
+}
+
+#[test]
+fn show_statements_any_case() {
+    assert_eq!(one("SHOW DATABASES"), Statement::ShowDatabases);
+    assert_eq!(one("show databases"), Statement::ShowDatabases);
+    assert_eq!(one("Show Cluster"), Statement::ShowCluster);
+    assert_eq!(one("SHOW REGIONS"), Statement::ShowRegions);
+    assert_eq!(one("SHOW LEASES"), Statement::ShowLeases);
+    assert_eq!(one("show local lease"), Statement::ShowLocalLease);
+    assert_eq!(
+        one("SHOW TIMESERIES"),
+        Statement::ShowTimeseries { prefix: None }
+    );
+    assert_eq!(
+        one("SHOW TIMESERIES root.sg.**"),
+        Statement::ShowTimeseries {
+            prefix: Some("root.sg".into())
+        }
+    );
+    assert_eq!(
+        one("SHOW TIMESERIES root.sg.d1"),
+        Statement::ShowTimeseries {
+            prefix: Some("root.sg.d1".into())
+        }
+    );
+    assert_eq!(one("quit"), Statement::Quit);
+    assert_eq!(one("EXIT"), Statement::Quit);
+}
+
+#[test]
+fn several_statements_and_empty_ones() {
+    let parsed = parse_script(
+        "CREATE DATABASE root.sg;;\nSHOW DATABASES ; select * from root.sg.d1;",
+        Position::START,
+    );
+    let statements: Vec<_> = parsed
+        .iter()
+        .map(|p| (p.position, p.result.clone().expect("parses")))
+        .collect();
+    assert_eq!(
+        statements,
+        vec![
+            (
+                Position { line: 1, column: 1 },
+                Statement::CreateDatabase {
+                    database: "root.sg".into()
+                }
+            ),
+            (Position { line: 2, column: 1 }, Statement::ShowDatabases),
+            (
+                Position {
+                    line: 2,
+                    column: 18
+                },
+                Statement::Select {
+                    device: "root.sg.d1".into(),
+                    measurements: Projection::All,
+                    range: TimeRange::ALL
+                }
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_semicolon_in_a_string_or_comment_does_not_end_a_statement() {
+    let parsed = parse_script(
+        "INSERT INTO root.sg.d1(time, s) VALUES (1, 'a;b') -- c;d\n; SHOW CLUSTER",
+        Position::START,
+    );
+    assert_eq!(parsed.len(), 2, "{parsed:?}");
+    assert_eq!(parsed[1].result, Ok(Statement::ShowCluster));
+    assert_eq!(complete_prefix_bytes("SHOW CLUSTER; SELECT 'x;"), 13);
+    assert_eq!(complete_prefix_bytes("SHOW CLUSTER"), 0);
+}
+
+#[test]
+fn error_positions_name_line_and_column() {
+    assert_eq!(
+        error("CREATE TIMESERIES root.sg.d1.s1 WITH DATATYP=DOUBLE"),
+        "line 1, column 38: expected DATATYPE, found 'DATATYP'"
+    );
+    assert_eq!(
+        error("CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=REAL"),
+        "line 1, column 47: expected a data type (BOOLEAN, INT32, INT64, FLOAT, DOUBLE, TEXT), found 'REAL'"
+    );
+    assert_eq!(
+        error("SELECT s1 FROM root.sg.d1 WHERE s1 > 3"),
+        "line 1, column 33: expected time (only time bounds are supported), found 's1'"
+    );
+    assert_eq!(
+        error("SELECT s1\nFROM root.sg.d1\n  WHERE time >"),
+        "line 3, column 15: expected an integer time in milliseconds, found end of statement"
+    );
+    assert_eq!(
+        error("INSERT INTO root.sg.d1(time, s1) VALUES (1, 2, 3)"),
+        "line 1, column 48: expected ')': the row has more values than the 2 columns, found '3'"
+    );
+    assert_eq!(
+        error("INSERT INTO root.sg.d1(time, s1, s2) VALUES (1, 2)"),
+        "line 1, column 50: expected ',': the row has 2 values for 3 columns, found ')'"
+    );
+    assert_eq!(
+        error("INSERT INTO root.sg.d1(s1, s2) VALUES (1, 2)"),
+        "line 1, column 30: expected ',' and a time column (time or timestamp), found ')'"
+    );
+    assert_eq!(
+        error("INSERT INTO root.sg.d1(time, s1, s1) VALUES (1, 2, 3)"),
+        "line 1, column 34: measurement 's1' appears twice"
+    );
+    assert_eq!(
+        error("INSERT INTO root.sg.d1(time, s1) VALUES (1.5, 2)"),
+        "line 1, column 42: expected an integer timestamp in milliseconds, found '1.5'"
+    );
+    assert_eq!(
+        error("INSERT INTO root.sg.d1(time, s1) VALUES (1, 99999999999999999999)"),
+        "line 1, column 45: number '99999999999999999999' is out of range"
+    );
+    assert_eq!(
+        error("SELEC * FROM root.sg.d1"),
+        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SHOW, QUIT), found 'SELEC'"
+    );
+    assert_eq!(
+        error("CREATE DATABASE sg"),
+        "line 1, column 17: expected a database path like root.sg, found 'sg'"
+    );
+    assert_eq!(
+        error("DELETE TIMESERIES root.sg.*"),
+        "line 1, column 19: expected a series path like root.sg.d1.s1, found 'root.sg.*'"
+    );
+    assert_eq!(
+        error("SHOW DATABASES extra"),
+        "line 1, column 16: expected end of statement, found 'extra'"
+    );
+    assert_eq!(
+        error("INSERT INTO root.sg.d1(time, s1) VALUES (1, 'open)"),
+        "line 1, column 45: unterminated string"
+    );
+}
+
+#[test]
+fn errors_in_later_statements_count_from_the_whole_input() {
+    let parsed = parse_script(
+        "SHOW CLUSTER; SHOW CLUSTR;\n  CREATE DATABASE root.sg;\nSELECT s1 FROM root.sg.d1 WHERE time >= x",
+        Position::START,
+    );
+    assert_eq!(parsed.len(), 4);
+    assert_eq!(parsed[0].result, Ok(Statement::ShowCluster));
+    assert_eq!(
+        parsed[1].result.clone().map_err(|e| e.to_string()),
+        Err("line 1, column 20: expected DATABASES, TIMESERIES, CLUSTER, REGIONS, LEASES or LOCAL LEASE, found 'CLUSTR'".into())
+    );
+    assert_eq!(parsed[2].position, Position { line: 2, column: 3 });
+    assert!(parsed[2].result.is_ok());
+    assert_eq!(
+        parsed[3].result.clone().map_err(|e| e.to_string()),
+        Err("line 3, column 41: expected an integer time in milliseconds, found 'x'".into())
+    );
+}
+
+#[test]
+fn a_base_position_shifts_every_position() {
+    let parsed = parse_script("SHOW BOGUS", Position { line: 7, column: 4 });
+    assert_eq!(
+        parsed[0].result.clone().map_err(|e| e.position),
+        Err(Position { line: 7, column: 9 })
+    );
+}
+
+#[test]
+fn a_missing_token_at_the_end_points_at_the_semicolon() {
+    assert_eq!(
+        error("CREATE DATABASE ;"),
+        "line 1, column 17: expected a database path like root.sg, found end of statement"
+    );
+}

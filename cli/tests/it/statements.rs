@@ -1,0 +1,465 @@
+//! Every statement in both output formats, errors, `-f`, the REPL and `verify`, against ONE
+//! cluster (3 DataNodes, replication 3): clusters are slow to start on a small machine, so the
+//! steps run in order inside one test and each names itself in its assertion messages.
+
+use serde_json::{json, Value};
+
+use crate::harness::{fencepost, rows, sql, status, Run};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_statement_against_one_cluster() {
+    let cluster = testkit::Cluster::start(3, 3, testkit::LONG_FENCE_MS).await;
+    let endpoints = cluster.endpoints().join(",");
+    let e = endpoints.as_str();
+
+    databases(e).await;
+    create_and_show_timeseries(e).await;
+    insert_and_select(e).await;
+    select_last_and_count(e).await;
+    wrong_type_writes_nothing(e).await;
+    parse_errors_name_their_position(e).await;
+    delete_timeseries(e).await;
+    cluster_views(e, &cluster.endpoints()[0]).await;
+    script_file(e).await;
+    repl_over_piped_stdin(e).await;
+    verify_healthy_cluster(e).await;
+    drop_database(e).await;
+
+    cluster.stop().await;
+}
+
+/// Runs `statements` with `--json`, expecting exit status `code`, and returns the objects.
+async fn json(e: &str, statements: &str, code: i32) -> Vec<Value> {
+    sql(e, true, statements).await.assert_exit(code).json()
+}
+
+/// Runs `statements` as boxed tables, expecting exit status `code`.
+async fn table(e: &str, statements: &str, code: i32) -> Run {
+    let run = sql(e, false, statements).await;
+    run.assert_exit(code);
+    run
+}
+
+fn non_query(object: &Value) {
+    assert_eq!(
+        object,
+        &json!({
+            "status": 200,
+            "message": "The statement is executed successfully.",
+            "columns": [],
+            "rows": [],
+        })
+    );
+}
+
+async fn databases(e: &str) {
+    let objects = json(e, "CREATE DATABASE root.sg; show databases;", 0).await;
+    assert_eq!(objects.len(), 2, "{objects:?}");
+    non_query(&objects[0]);
+    assert_eq!(objects[1]["columns"], json!(["Database"]));
+    assert!(
+        rows(&objects[1]).contains(&json!(["root.sg"])),
+        "{objects:?}"
+    );
+
+    let run = table(e, "create database root.other", 0).await;
+    assert_eq!(run.stdout, "Msg: The statement is executed successfully.\n");
+    let run = table(e, "SHOW DATABASES", 0).await;
+    assert_eq!(
+        run.stdout,
+        "+----------+\n\
+         |  Database|\n\
+         +----------+\n\
+         |root.other|\n\
+         |   root.sg|\n\
+         +----------+\n\
+         Total line number = 2\n"
+    );
+}
+
+async fn create_and_show_timeseries(e: &str) {
+    let objects = json(
+        e,
+        "CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=INT64, ENCODING=RLE, COMPRESSOR=SNAPPY;
+         SHOW TIMESERIES root.sg.**",
+        0,
+    )
+    .await;
+    non_query(&objects[0]);
+    assert_eq!(
+        objects[1]["columns"],
+        json!(["Timeseries", "Database", "DataType", "PendingDelete"])
+    );
+    assert_eq!(
+        rows(&objects[1]),
+        vec![json!(["root.sg.d1.s1", "root.sg", "INT64", false])]
+    );
+    let run = table(e, "show timeseries root.sg.d1", 0).await;
+    assert!(
+        run.stdout.contains("|root.sg.d1.s1| root.sg|   INT64|"),
+        "{run:?}"
+    );
+}
+
+async fn insert_and_select(e: &str) {
+    let objects = json(
+        e,
+        "INSERT INTO root.sg.d1(time, s1, s2, s3, s4) VALUES \
+         (1, 10, 1.5, true, 'a'), (2, 20, NULL, false, \"b\"), (3, 30, 3.5e0, NULL, NULL)",
+        0,
+    )
+    .await;
+    non_query(&objects[0]);
+    // The existing s1 keeps INT64; the new series are inferred.
+    let objects = json(e, "SHOW TIMESERIES root.sg.d1", 0).await;
+    let mut types: Vec<(String, String)> = rows(&objects[0])
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap().to_string(),
+                r[2].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    types.sort();
+    let expected: Vec<(String, String)> = [
+        ("root.sg.d1.s1", "INT64"),
+        ("root.sg.d1.s2", "DOUBLE"),
+        ("root.sg.d1.s3", "BOOLEAN"),
+        ("root.sg.d1.s4", "TEXT"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(types, expected);
+
+    let objects = json(
+        e,
+        "SELECT s1, s2, s3, s4 FROM root.sg.d1 WHERE time >= 1 AND time < 3",
+        0,
+    )
+    .await;
+    assert_eq!(
+        objects[0]["columns"],
+        json!([
+            "Time",
+            "root.sg.d1.s1",
+            "root.sg.d1.s2",
+            "root.sg.d1.s3",
+            "root.sg.d1.s4"
+        ])
+    );
+    assert_eq!(
+        rows(&objects[0]),
+        vec![
+            json!([1, 10, 1.5, true, "a"]),
+            json!([2, 20, null, false, "b"])
+        ]
+    );
+    // Outer join: a time appears when any selected series has a point there.
+    let objects = json(e, "select s2, s3 from root.sg.d1", 0).await;
+    assert_eq!(
+        rows(&objects[0]),
+        vec![
+            json!([1, 1.5, true]),
+            json!([2, null, false]),
+            json!([3, 3.5, null])
+        ]
+    );
+    let objects = json(e, "SELECT * FROM root.sg.d1 WHERE time > 2", 0).await;
+    let columns = objects[0]["columns"].as_array().unwrap().clone();
+    assert_eq!(columns.len(), 5, "{objects:?}");
+    assert_eq!(rows(&objects[0]).len(), 1);
+    let objects = json(e, "SELECT s1 FROM root.sg.d1 WHERE time <= 0", 0).await;
+    assert_eq!(rows(&objects[0]), Vec::<Value>::new());
+
+    let run = table(e, "SELECT s1, s2 FROM root.sg.d1 WHERE time = 2", 0).await;
+    assert!(
+        run.stdout.contains("|Time|root.sg.d1.s1|root.sg.d1.s2|"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("|   2|           20|         null|"),
+        "{run:?}"
+    );
+    assert!(run.stdout.ends_with("Total line number = 1\n"), "{run:?}");
+    let run = table(e, "SELECT s1 FROM root.sg.d1 WHERE time >= 100", 0).await;
+    assert!(run.stdout.contains("|Time|root.sg.d1.s1|"), "{run:?}");
+    assert!(run.stdout.contains("Empty set."), "{run:?}");
+}
+
+async fn select_last_and_count(e: &str) {
+    let objects = json(e, "SELECT LAST s1, s4 FROM root.sg.d1", 0).await;
+    assert_eq!(
+        objects[0]["columns"],
+        json!(["Time", "Timeseries", "Value", "DataType"])
+    );
+    assert_eq!(
+        rows(&objects[0]),
+        vec![
+            json!([3, "root.sg.d1.s1", 30, "INT64"]),
+            json!([2, "root.sg.d1.s4", "b", "TEXT"])
+        ]
+    );
+    let objects = json(e, "select last * from root.sg.d1", 0).await;
+    assert_eq!(rows(&objects[0]).len(), 4, "{objects:?}");
+    let run = table(e, "SELECT LAST s2 FROM root.sg.d1", 0).await;
+    assert!(
+        run.stdout.contains("|root.sg.d1.s2|  3.5|  DOUBLE|"),
+        "{run:?}"
+    );
+
+    let objects = json(
+        e,
+        "SELECT COUNT(s1), COUNT(s2) FROM root.sg.d1 WHERE time > 1",
+        0,
+    )
+    .await;
+    assert_eq!(
+        objects[0]["columns"],
+        json!(["COUNT(root.sg.d1.s1)", "COUNT(root.sg.d1.s2)"])
+    );
+    assert_eq!(rows(&objects[0]), vec![json!([2, 1])]);
+    let objects = json(e, "SELECT COUNT(*) FROM root.sg.d1", 0).await;
+    assert_eq!(rows(&objects[0])[0].as_array().unwrap().len(), 4);
+    let run = table(e, "select count(s3) from root.sg.d1", 0).await;
+    assert!(run.stdout.contains("|COUNT(root.sg.d1.s3)|"), "{run:?}");
+    assert!(run.stdout.contains(&format!("|{:>20}|", 2)), "{run:?}");
+}
+
+/// A value of the wrong type for an existing series answers 614, writes nothing (not even the
+/// other columns of the same statement), and the next statements still run.
+async fn wrong_type_writes_nothing(e: &str) {
+    let objects = json(
+        e,
+        "INSERT INTO root.sg.d1(time, s2, s1) VALUES (10, 1.0, 'text'), (11, 2.0, 'more');
+         SELECT COUNT(s1), COUNT(s2) FROM root.sg.d1 WHERE time >= 10",
+        1,
+    )
+    .await;
+    assert_eq!(objects.len(), 2, "{objects:?}");
+    assert_eq!(status(&objects[0]), 614, "{objects:?}");
+    assert_eq!(objects[0]["columns"], json!([]));
+    assert_eq!(rows(&objects[1]), vec![json!([0, 0])]);
+
+    let run = table(e, "INSERT INTO root.sg.d1(time, s3) VALUES (12, 7)", 1).await;
+    assert!(run.stderr.starts_with("Msg: 614: "), "{run:?}");
+    let objects = json(e, "SELECT COUNT(s3) FROM root.sg.d1 WHERE time >= 10", 0).await;
+    assert_eq!(rows(&objects[0]), vec![json!([0])]);
+}
+
+async fn parse_errors_name_their_position(e: &str) {
+    let objects = json(
+        e,
+        "SHOW DATABASES; CREATE TIMESERIES root.sg.d1.s9 WITH DATATYP=DOUBLE; SHOW DATABASES",
+        1,
+    )
+    .await;
+    assert_eq!(objects.len(), 3, "{objects:?}");
+    assert_eq!(status(&objects[0]), 200);
+    assert_eq!(
+        objects[1],
+        json!({
+            "status": 700,
+            "message": "line 1, column 54: expected DATATYPE, found 'DATATYP'",
+            "columns": [],
+            "rows": [],
+        })
+    );
+    assert_eq!(
+        status(&objects[2]),
+        200,
+        "statements after a failure still run"
+    );
+
+    let run = table(
+        e,
+        "SHOW DATABASES;\nSELECT s1 FROM root.sg.d1 WHERE s1 > 0",
+        1,
+    )
+    .await;
+    assert!(run.stdout.contains("|  Database|"), "{run:?}");
+    assert_eq!(
+        run.stderr,
+        "Msg: 700: line 2, column 33: expected time (only time bounds are supported), found 's1'\n"
+    );
+    let objects = json(e, "INSERT INTO root.sg.d1(time, s1) VALUES (1, 'open)", 1).await;
+    assert_eq!(
+        objects[0]["message"],
+        json!("line 1, column 45: unterminated string")
+    );
+}
+
+async fn delete_timeseries(e: &str) {
+    let objects = json(
+        e,
+        "DELETE TIMESERIES root.sg.d1.s4; SHOW TIMESERIES root.sg.d1.s4; SELECT LAST s4 FROM root.sg.d1",
+        0,
+    )
+    .await;
+    non_query(&objects[0]);
+    assert_eq!(rows(&objects[1]), Vec::<Value>::new());
+    assert_eq!(rows(&objects[2]), Vec::<Value>::new());
+    let run = table(e, "SHOW TIMESERIES root.sg.d1.s4", 0).await;
+    assert!(run.stdout.contains("Empty set."), "{run:?}");
+}
+
+async fn cluster_views(e: &str, first_endpoint: &str) {
+    let objects = json(e, "SHOW CLUSTER", 0).await;
+    let cluster = rows(&objects[0]);
+    let kinds: Vec<&str> = cluster.iter().map(|r| r[1].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["ConfigNode", "DataNode", "DataNode", "DataNode"],
+        "{objects:?}"
+    );
+    let run = table(e, "show cluster", 0).await;
+    assert!(run.stdout.contains("|NodeID|"), "{run:?}");
+    assert!(run.stdout.contains("Total line number = 4"), "{run:?}");
+
+    let objects = json(e, "SHOW REGIONS", 0).await;
+    assert_eq!(
+        objects[0]["columns"],
+        json!(["RegionId", "Type", "Database", "DataNodeId", "Role"])
+    );
+    let replicas = rows(&objects[0]);
+    assert!(!replicas.is_empty(), "the inserts created regions");
+    assert_eq!(
+        replicas.len() % 3,
+        0,
+        "three replicas per region: {replicas:?}"
+    );
+    assert!(
+        replicas.iter().all(|r| r[2] == json!("root.sg")),
+        "{replicas:?}"
+    );
+
+    // The ConfigNode's view: every DataNode holds its lease (it may take a heartbeat to say so).
+    testkit::wait_for("SHOW LEASES lists three live leases", || async {
+        let objects = json(e, "SHOW LEASES", 0).await;
+        let leases = rows(&objects[0]);
+        leases.len() == 3
+            && leases
+                .iter()
+                .all(|l| l[3] == json!(true) && l[4] == json!(false))
+    })
+    .await;
+    let run = table(e, "SHOW LEASES", 0).await;
+    assert!(run.stdout.contains("|HoldsLease|"), "{run:?}");
+
+    let objects = json(e, "SHOW LOCAL LEASE", 0).await;
+    assert_eq!(
+        objects[0]["columns"],
+        json!([
+            "DataNodeId",
+            "Endpoint",
+            "State",
+            "Fenced",
+            "Incarnation",
+            "HeartbeatAgeMs",
+            "FenceMs"
+        ])
+    );
+    let lease = rows(&objects[0]);
+    assert_eq!(lease.len(), 1);
+    assert_eq!(
+        lease[0][1],
+        json!(first_endpoint),
+        "the session talks to the first endpoint"
+    );
+    assert_eq!(lease[0][3], json!(false));
+    assert_eq!(lease[0][6], json!(testkit::LONG_FENCE_MS));
+    let run = table(e, "show local lease", 0).await;
+    assert!(run.stdout.contains(first_endpoint), "{run:?}");
+}
+
+async fn script_file(e: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("script.sql");
+    std::fs::write(
+        &path,
+        "-- a script\nINSERT INTO root.sg.d2(time, v)\n  VALUES (1, 1), (2, 2);\n\
+         SELECT COUNT(v) FROM root.sg.d2;\nSELECT v FROM root.sg.d2 WHERE time >= 2;\n",
+    )
+    .expect("write the script");
+    let path = path.to_str().expect("UTF-8 path");
+    let run = fencepost(&["--endpoints", e, "--json", "-f", path], None).await;
+    let objects = run.assert_exit(0).json();
+    assert_eq!(objects.len(), 3, "{run:?}");
+    non_query(&objects[0]);
+    assert_eq!(rows(&objects[1]), vec![json!([2])]);
+    assert_eq!(rows(&objects[2]), vec![json!([2, 2.0])]);
+
+    std::fs::write(
+        dir.path().join("bad.sql"),
+        "SHOW DATABASES;\n\nSHOW NOTHING;\n",
+    )
+    .expect("write the script");
+    let bad = dir.path().join("bad.sql");
+    let run = fencepost(&["--endpoints", e, "-f", bad.to_str().unwrap()], None).await;
+    run.assert_exit(1);
+    assert!(
+        run.stderr
+            .starts_with("Msg: 700: line 3, column 6: expected DATABASES"),
+        "{run:?}"
+    );
+}
+
+async fn repl_over_piped_stdin(e: &str) {
+    let input = "SHOW DATABASES;\nSELECT v\n  FROM root.sg.d2\n  WHERE time < 2;\n  SHOW BOGUS;\nquit\nSHOW CLUSTER;\n";
+    let run = fencepost(&["--endpoints", e, "--json"], Some(input)).await;
+    let objects = run.assert_exit(1).json();
+    assert_eq!(objects.len(), 3, "nothing runs after quit: {run:?}");
+    assert!(rows(&objects[0]).contains(&json!(["root.sg"])));
+    assert_eq!(rows(&objects[1]), vec![json!([1, 1.0])]);
+    assert_eq!(
+        objects[2]["message"],
+        json!("line 5, column 8: expected DATABASES, TIMESERIES, CLUSTER, REGIONS, LEASES or LOCAL LEASE, found 'BOGUS'")
+    );
+
+    // No prompt when stdin is not a terminal; a last statement without `;` still runs.
+    let run = fencepost(
+        &["--endpoints", e],
+        Some("select count(v)\nfrom root.sg.d2"),
+    )
+    .await;
+    run.assert_exit(0);
+    assert!(!run.stdout.contains("fencepost>"), "{run:?}");
+    assert!(run.stdout.contains("|COUNT(root.sg.d2.v)|"), "{run:?}");
+    let run = fencepost(&["--endpoints", e], Some("exit;\nSHOW DATABASES;\n")).await;
+    run.assert_exit(0);
+    assert_eq!(run.stdout, "");
+}
+
+async fn verify_healthy_cluster(e: &str) {
+    let run = fencepost(
+        &["--endpoints", e, "--json", "verify", "--timeout-s", "60"],
+        None,
+    )
+    .await;
+    let report = run.assert_exit(0).one();
+    assert_eq!(report["status"], json!(200), "{report}");
+    assert_eq!(report["mismatches"], json!(0), "{report}");
+    let regions = report["regions"].as_array().expect("regions").clone();
+    assert!(!regions.is_empty(), "{report}");
+    for region in &regions {
+        assert_eq!(region["verdict"], json!("OK"), "{report}");
+        assert_eq!(region["replicas"].as_array().unwrap().len(), 3, "{report}");
+        assert_eq!(region["digests"].as_array().unwrap().len(), 1, "{report}");
+        assert!(region["applied_index"].as_u64().is_some(), "{report}");
+    }
+    let run = fencepost(&["--endpoints", e, "verify"], None).await;
+    run.assert_exit(0);
+    assert!(run.stdout.contains("|RegionId|"), "{run:?}");
+    assert!(run.stdout.contains("|     OK|"), "{run:?}");
+    assert!(run.stdout.contains("0 mismatches"), "{run:?}");
+}
+
+async fn drop_database(e: &str) {
+    let objects = json(e, "DROP DATABASE root.other; SHOW DATABASES", 0).await;
+    non_query(&objects[0]);
+    assert!(
+        !rows(&objects[1]).contains(&json!(["root.other"])),
+        "{objects:?}"
+    );
+}
