@@ -15,5 +15,10 @@ echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --exclude fencepost-benches --all-targets --all-features -- -D warnings
 
+# The fault suite (fencepost-tests) starts the real binaries from the target dir: build them with
+# the test profile and features the test run uses, so nothing is compiled twice.
+echo "== binaries for the real-process fault suite"
+cargo build --profile test --workspace --exclude fencepost-benches --all-features --bins
+
 echo "== cargo test (with failpoints)"
 cargo test --workspace --exclude fencepost-benches --all-features "$@"

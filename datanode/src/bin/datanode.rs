@@ -10,6 +10,11 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    // With the feature `failpoints`, failpoints named in the `FAILPOINTS` env var
+    // (`name=action;...`) are armed before anything runs; the metrics server changes them later
+    // (`PUT` / `DELETE /fail/<name>`).
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     let config = datanode::DataNodeConfig::from_args(datanode::DataNodeArgs::parse())?;
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -1,0 +1,580 @@
+//! A cluster of real `confignode` and `datanode` processes, one network namespace each.
+//!
+//! Binaries are taken from `FENCEPOST_BIN_DIR`, else from the cargo target directory next to the
+//! test executable (`target/debug/deps/..`). Logs, data directories and the failure report live
+//! in a temporary directory that is kept (and printed) when the test fails.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use session::{RegionDigestView, Session, SessionConfig};
+
+use crate::netns::Network;
+use crate::process::NodeProcess;
+use crate::wait_for;
+
+/// The command that builds what the suite runs.
+pub const BUILD_COMMAND: &str =
+    "cargo build -p confignode -p datanode --features datanode/failpoints";
+
+/// Ports: every node has its own address, so every node uses the defaults.
+const CN_PORT: u16 = 10710;
+const CN_METRICS_PORT: u16 = 9092;
+const DN_RPC_PORT: u16 = 6667;
+const DN_INTERNAL_PORT: u16 = 10730;
+const DN_METRICS_PORT: u16 = 9091;
+
+/// The failpoint that stalls a DataNode's heartbeat handler (`return(ms)`).
+pub const HEARTBEAT_STALL: &str = "datanode::heartbeat::stall";
+
+/// Shape and timing of a test cluster. Short leases keep the suite fast.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// 1 or 3.
+    pub config_nodes: usize,
+    /// DataNodes.
+    pub data_nodes: usize,
+    /// `data_replication_factor`.
+    pub replication: u32,
+    /// `data_region_group_num_per_database`.
+    pub region_groups: u32,
+    /// `metadata_lease_fence_ms`.
+    pub fence_ms: u64,
+    /// `heartbeat_interval_ms`.
+    pub heartbeat_ms: u64,
+    /// `lease_proceed_margin_ms` (must exceed 2 × election ticks × tick on the ConfigNode).
+    pub margin_ms: u64,
+    /// `time_partition_interval_ms`.
+    pub time_partition_ms: i64,
+    /// `cn_raft_tick_ms` and `dn_raft_tick_ms`.
+    pub raft_tick_ms: u64,
+    /// `cn_raft_election_ticks` and `dn_raft_election_ticks`.
+    pub election_ticks: u64,
+    /// `dn_rpc_timeout_ms`: DataNode → DataNode and DataNode → ConfigNode calls. Short, because
+    /// a dropped packet makes a call hang until it expires.
+    pub dn_rpc_timeout_ms: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            config_nodes: 1,
+            data_nodes: 3,
+            replication: 3,
+            region_groups: 2,
+            fence_ms: 3000,
+            heartbeat_ms: 400,
+            margin_ms: 1500,
+            time_partition_ms: 10_000,
+            raft_tick_ms: 100,
+            election_ticks: 5,
+            dn_rpc_timeout_ms: 1500,
+        }
+    }
+}
+
+/// Where the binaries are; fails naming the build command when one is missing.
+pub fn bin_dir() -> Result<PathBuf> {
+    let dir = match std::env::var_os("FENCEPOST_BIN_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let exe = std::env::current_exe().context("current_exe")?;
+            // target/<profile>/deps/<test> → target/<profile>
+            exe.parent()
+                .and_then(Path::parent)
+                .context("test executable has no target dir")?
+                .to_path_buf()
+        }
+    };
+    for binary in ["confignode", "datanode"] {
+        if !dir.join(binary).is_file() {
+            bail!(
+                "binary `{binary}` not found in {} — build it first with `{BUILD_COMMAND}` \
+                 (or set FENCEPOST_BIN_DIR)",
+                dir.display()
+            );
+        }
+    }
+    Ok(dir)
+}
+
+/// One HTTP/1.0 exchange with a node's metrics server.
+pub fn http(address: SocketAddr, method: &str, path: &str, body: &str) -> Result<String> {
+    let timeout = Duration::from_secs(2);
+    let mut stream = TcpStream::connect_timeout(&address, timeout)
+        .with_context(|| format!("connecting to {address}"))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: {address}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .with_context(|| format!("reading from {address}"))?;
+    let (head, content) = response
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("malformed HTTP answer from {address}: {response:?}"))?;
+    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+        bail!("{method} {path} on {address}: {head}: {content}");
+    }
+    Ok(content.to_string())
+}
+
+/// Parses Prometheus text into `name{labels}` → value.
+pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A running cluster. Dropping it kills every process and removes the network; when the
+/// thread is panicking it first prints every log's tail and keeps the directory.
+pub struct Cluster {
+    /// Its configuration.
+    pub config: ClusterConfig,
+    /// ConfigNode processes; index `i` is network node `i`.
+    pub config_nodes: Vec<NodeProcess>,
+    /// DataNode processes; index `j` is network node `config_nodes + j`.
+    pub data_nodes: Vec<NodeProcess>,
+    /// The network.
+    pub net: Network,
+    /// Runs sessions and the workload.
+    pub runtime: tokio::runtime::Runtime,
+    dir: Option<tempfile::TempDir>,
+    /// Printed with the logs when the test fails (the seed, the faults injected).
+    notes: Mutex<Vec<String>>,
+    started: Instant,
+}
+
+impl Cluster {
+    /// Creates the network, starts every node and waits until every DataNode is registered and
+    /// holds its lease.
+    pub fn start(config: ClusterConfig) -> Result<Cluster> {
+        let bins = bin_dir()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let dir = tempfile::Builder::new()
+            .prefix("fencepost-faults-")
+            .tempdir()?;
+        let net = Network::create(config.config_nodes + config.data_nodes)?;
+        let c = config.config_nodes;
+        let members: Vec<String> = (0..c)
+            .map(|i| format!("{}@{}:{CN_PORT}", i + 1, net.ip(i)))
+            .collect();
+        let mut config_nodes = Vec::new();
+        for i in 0..c {
+            let ip = net.ip(i);
+            let data = dir.path().join(format!("cn{}", i + 1));
+            let args = [
+                ("--cn-node-id", (i + 1).to_string()),
+                ("--cn-internal-address", format!("{ip}:{CN_PORT}")),
+                ("--cn-initial-members", members.join(",")),
+                ("--cn-data-dir", data.display().to_string()),
+                ("--cn-metrics-address", format!("{ip}:{CN_METRICS_PORT}")),
+                ("--cn-raft-tick-ms", config.raft_tick_ms.to_string()),
+                (
+                    "--cn-raft-election-ticks",
+                    config.election_ticks.to_string(),
+                ),
+                ("--heartbeat-interval-ms", config.heartbeat_ms.to_string()),
+                ("--metadata-lease-fence-ms", config.fence_ms.to_string()),
+                ("--lease-proceed-margin-ms", config.margin_ms.to_string()),
+                (
+                    "--failure-detector-threshold-ms",
+                    config.fence_ms.to_string(),
+                ),
+                ("--invalidation-retry-interval-ms", "300".to_string()),
+                ("--data-replication-factor", config.replication.to_string()),
+                (
+                    "--data-region-group-num-per-database",
+                    config.region_groups.to_string(),
+                ),
+                (
+                    "--time-partition-interval-ms",
+                    config.time_partition_ms.to_string(),
+                ),
+            ];
+            config_nodes.push(NodeProcess::new(
+                &format!("confignode-{}", i + 1),
+                net.namespace(i),
+                &bins.join("confignode"),
+                flatten(&args),
+                vec![("NO_COLOR".into(), "1".into())],
+                dir.path().join(format!("confignode-{}.log", i + 1)),
+            ));
+        }
+        let seeds: Vec<String> = (0..c).map(|i| format!("{}:{CN_PORT}", net.ip(i))).collect();
+        let mut data_nodes = Vec::new();
+        for j in 0..config.data_nodes {
+            let ip = net.ip(c + j);
+            let data = dir.path().join(format!("dn{}", j + 1));
+            let args = [
+                ("--dn-rpc-address", format!("{ip}:{DN_RPC_PORT}")),
+                ("--dn-internal-address", format!("{ip}:{DN_INTERNAL_PORT}")),
+                ("--dn-seed-config-nodes", seeds.join(",")),
+                ("--dn-data-dir", data.display().to_string()),
+                ("--dn-metrics-address", format!("{ip}:{DN_METRICS_PORT}")),
+                ("--dn-raft-tick-ms", config.raft_tick_ms.to_string()),
+                (
+                    "--dn-raft-election-ticks",
+                    config.election_ticks.to_string(),
+                ),
+                ("--data-region-write-retry-wait-ms", "200".to_string()),
+                ("--remote-write-max-retry-ms", "8000".to_string()),
+                ("--dn-write-timeout-ms", "5000".to_string()),
+                ("--dn-rpc-timeout-ms", config.dn_rpc_timeout_ms.to_string()),
+            ];
+            data_nodes.push(NodeProcess::new(
+                &format!("datanode-{}", j + 1),
+                net.namespace(c + j),
+                &bins.join("datanode"),
+                flatten(&args),
+                vec![
+                    ("RUST_LOG".into(), "info,raft=warn".into()),
+                    ("NO_COLOR".into(), "1".into()),
+                ],
+                dir.path().join(format!("datanode-{}.log", j + 1)),
+            ));
+        }
+        let mut cluster = Cluster {
+            config,
+            config_nodes,
+            data_nodes,
+            net,
+            runtime,
+            dir: Some(dir),
+            notes: Mutex::new(Vec::new()),
+            started: Instant::now(),
+        };
+        eprintln!(
+            "harness: cluster in {} ({} ConfigNodes, {} DataNodes, bridge {})",
+            cluster.dir().display(),
+            cluster.config.config_nodes,
+            cluster.config.data_nodes,
+            cluster.net.bridge_ip()
+        );
+        for p in &mut cluster.config_nodes {
+            p.start()?;
+        }
+        for p in &mut cluster.data_nodes {
+            p.start()?;
+        }
+        // A panic here, while the cluster is alive, prints the logs and keeps the directory.
+        if let Err(e) = cluster.wait_healthy() {
+            panic!("the cluster did not become healthy: {e:#}");
+        }
+        Ok(cluster)
+    }
+
+    /// The cluster's directory (logs, data).
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().expect("dir until drop").path()
+    }
+
+    /// Adds a line to the failure report (seeds, faults).
+    pub fn note(&self, line: impl Into<String>) {
+        let line = line.into();
+        eprintln!("harness: {line}");
+        self.notes.lock().expect("notes").push(line);
+    }
+
+    /// Network node index of DataNode `j`.
+    pub fn dn_net(&self, j: usize) -> usize {
+        self.config.config_nodes + j
+    }
+
+    /// DataNode `j`'s session endpoint.
+    pub fn dn_endpoint(&self, j: usize) -> String {
+        format!("{}:{DN_RPC_PORT}", self.net.ip(self.dn_net(j)))
+    }
+
+    /// Every DataNode's session endpoint.
+    pub fn dn_endpoints(&self) -> Vec<String> {
+        (0..self.data_nodes.len())
+            .map(|j| self.dn_endpoint(j))
+            .collect()
+    }
+
+    /// DataNode `j`'s metrics address.
+    pub fn dn_metrics_address(&self, j: usize) -> SocketAddr {
+        SocketAddr::new(self.net.ip(self.dn_net(j)).into(), DN_METRICS_PORT)
+    }
+
+    /// ConfigNode `i`'s metrics address.
+    pub fn cn_metrics_address(&self, i: usize) -> SocketAddr {
+        SocketAddr::new(self.net.ip(i).into(), CN_METRICS_PORT)
+    }
+
+    /// DataNode `j`'s metrics.
+    pub fn dn_metrics(&self, j: usize) -> Result<BTreeMap<String, f64>> {
+        Ok(parse_metrics(&http(
+            self.dn_metrics_address(j),
+            "GET",
+            "/metrics",
+            "",
+        )?))
+    }
+
+    /// One metric of DataNode `j` (`None` when unreachable).
+    pub fn dn_metric(&self, j: usize, name: &str) -> Option<f64> {
+        self.dn_metrics(j).ok()?.get(name).copied()
+    }
+
+    /// Whether DataNode `j` reports a live lease (`None` when its metrics do not answer).
+    pub fn lease_live(&self, j: usize) -> Option<bool> {
+        self.dn_metric(j, "metadata_lease_live").map(|v| v == 1.0)
+    }
+
+    /// The ConfigNode that reports itself leader, if exactly one does.
+    pub fn cn_leader(&self) -> Option<usize> {
+        let leaders: Vec<usize> = (0..self.config_nodes.len())
+            .filter(|&i| {
+                http(self.cn_metrics_address(i), "GET", "/metrics", "")
+                    .ok()
+                    .and_then(|t| parse_metrics(&t).get("confignode_is_leader").copied())
+                    == Some(1.0)
+            })
+            .collect();
+        (leaders.len() == 1).then(|| leaders[0])
+    }
+
+    /// Arms failpoint `name` with `action` in DataNode `j` (`PUT /fail/<name>`).
+    pub fn arm_failpoint(&self, j: usize, name: &str, action: &str) -> Result<()> {
+        let answer = http(
+            self.dn_metrics_address(j),
+            "PUT",
+            &format!("/fail/{name}"),
+            action,
+        )?;
+        if !answer.starts_with(&format!("{name}=")) {
+            bail!(
+                "datanode-{} did not arm failpoint {name} (answer: {:.80}…); was it built with \
+                 `{BUILD_COMMAND}`?",
+                j + 1,
+                answer
+            );
+        }
+        self.data_nodes[j].log_line(&format!("failpoint {name}={action}"));
+        Ok(())
+    }
+
+    /// Disarms failpoint `name` in DataNode `j` (`DELETE /fail/<name>`).
+    pub fn disarm_failpoint(&self, j: usize, name: &str) -> Result<()> {
+        http(
+            self.dn_metrics_address(j),
+            "DELETE",
+            &format!("/fail/{name}"),
+            "",
+        )?;
+        self.data_nodes[j].log_line(&format!("failpoint {name} removed"));
+        Ok(())
+    }
+
+    /// Silently drops every packet between DataNode `j` and every ConfigNode, both ways; its
+    /// DataNode peers and the test process still reach it.
+    pub fn cut_from_config_nodes(&self, j: usize) -> Result<()> {
+        for i in 0..self.config_nodes.len() {
+            self.net.drop_both_ways(self.dn_net(j), i)?;
+        }
+        self.data_nodes[j].log_line("cut from every ConfigNode");
+        Ok(())
+    }
+
+    /// Removes every network fault.
+    pub fn heal_network(&self) -> Result<()> {
+        for p in &self.data_nodes {
+            p.log_line("network healed");
+        }
+        self.net.heal()
+    }
+
+    /// The session configuration of the workload: short timeouts, because dropped packets make
+    /// calls hang rather than fail.
+    pub fn session_config() -> SessionConfig {
+        SessionConfig {
+            max_attempts: 60,
+            retry_interval_ms: 150,
+            request_timeout_ms: 3000,
+            ..SessionConfig::default()
+        }
+    }
+
+    /// The session configuration for DELETE TIMESERIES / DROP DATABASE: such a call legitimately
+    /// takes fence + margin when a DataNode is unreachable, and a session that times it out and
+    /// retries gets 507 ("is being deleted") for its own pending operation.
+    pub fn ddl_session_config() -> SessionConfig {
+        SessionConfig {
+            max_attempts: 10,
+            retry_interval_ms: 300,
+            request_timeout_ms: 30_000,
+            ..SessionConfig::default()
+        }
+    }
+
+    /// A session over the given DataNodes.
+    pub fn session_on(&self, data_nodes: &[usize], config: SessionConfig) -> Result<Session> {
+        let endpoints: Vec<String> = data_nodes.iter().map(|&j| self.dn_endpoint(j)).collect();
+        let refs: Vec<&str> = endpoints.iter().map(String::as_str).collect();
+        self.runtime
+            .block_on(Session::connect(&refs, config))
+            .context("connecting a session")
+    }
+
+    /// A session over every DataNode.
+    pub fn session(&self) -> Result<Arc<Session>> {
+        let all: Vec<usize> = (0..self.data_nodes.len()).collect();
+        Ok(Arc::new(self.session_on(&all, Self::session_config())?))
+    }
+
+    /// DataNode `j`'s region replicas.
+    pub fn digests(&self, session: &Session, j: usize) -> Result<Vec<RegionDigestView>> {
+        Ok(self
+            .runtime
+            .block_on(session.region_digests_at(&self.dn_endpoint(j)))?)
+    }
+
+    /// Maps each DataNode id (assigned by the ConfigNode) to its index here.
+    pub fn data_node_ids(&self, session: &Session) -> Result<BTreeMap<u64, usize>> {
+        let view = self.runtime.block_on(session.show_cluster())?;
+        let mut ids = BTreeMap::new();
+        for d in view.data_nodes {
+            let j = (0..self.data_nodes.len())
+                .find(|&j| self.dn_endpoint(j) == d.rpc_endpoint)
+                .with_context(|| format!("unknown DataNode {d:?}"))?;
+            ids.insert(d.data_node_id, j);
+        }
+        Ok(ids)
+    }
+
+    /// Regions DataNode `j` leads, by its own account (`None` when it does not answer).
+    pub fn regions_led(&self, session: &Session, j: usize) -> Option<Vec<u64>> {
+        let digests = self.digests(session, j).ok()?;
+        Some(
+            digests
+                .iter()
+                .filter(|d| d.is_leader)
+                .map(|d| d.region_id)
+                .collect(),
+        )
+    }
+
+    /// Waits until every process runs, every DataNode holds its lease and answers sessions, and
+    /// every region replica has a leader somewhere.
+    pub fn wait_healthy(&self) -> Result<()> {
+        wait_for(
+            "every DataNode to hold its lease",
+            Duration::from_secs(90),
+            Duration::from_millis(200),
+            || {
+                (0..self.data_nodes.len())
+                    .all(|j| self.lease_live(j) == Some(true))
+                    .then_some(())
+            },
+        )?;
+        let session = self.session()?;
+        wait_for(
+            "every DataNode registered and Running",
+            Duration::from_secs(60),
+            Duration::from_millis(200),
+            || {
+                let view = self.runtime.block_on(session.show_cluster()).ok()?;
+                (view.data_nodes.len() == self.data_nodes.len()
+                    && view.data_nodes.iter().all(|d| d.status == "Running"))
+                .then_some(())
+            },
+        )?;
+        wait_for(
+            "a leader for every region",
+            Duration::from_secs(60),
+            Duration::from_millis(200),
+            || {
+                let mut replicas: BTreeMap<u64, usize> = BTreeMap::new();
+                for j in 0..self.data_nodes.len() {
+                    for d in self.digests(&session, j).ok()? {
+                        *replicas.entry(d.region_id).or_default() += usize::from(d.is_leader);
+                    }
+                }
+                replicas.values().all(|&leaders| leaders == 1).then_some(())
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Waits until DataNode `j` has fenced itself (metrics: lease not live).
+    pub fn wait_fenced(&self, j: usize) -> Result<()> {
+        wait_for(
+            &format!("datanode-{} to fence itself", j + 1),
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            || (self.lease_live(j) == Some(false)).then_some(()),
+        )
+    }
+
+    /// Restarts DataNode `j` after a kill (same data directory).
+    pub fn restart_data_node(&mut self, j: usize) -> Result<()> {
+        self.data_nodes[j].kill9()?;
+        self.data_nodes[j].start()
+    }
+
+    /// Time since start, for notes.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+fn flatten(args: &[(&str, String)]) -> Vec<String> {
+    args.iter()
+        .flat_map(|(k, v)| [k.to_string(), v.clone()])
+        .collect()
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Processes first (a stopped one gets SIGKILL like the rest), then the network.
+        let panicking = std::thread::panicking();
+        if panicking {
+            eprintln!("\n======== FAULT TEST FAILED — node logs (tails) ========");
+            for p in self.config_nodes.iter().chain(&self.data_nodes) {
+                eprintln!(
+                    "-------- {} ({}) --------\n{}",
+                    p.name,
+                    p.log_path().display(),
+                    p.log_tail(6000)
+                );
+            }
+            eprintln!(
+                "-------- faults installed --------\n{}",
+                self.net.describe_faults()
+            );
+        }
+        self.config_nodes.clear();
+        self.data_nodes.clear();
+        if let Some(dir) = self.dir.take() {
+            if panicking {
+                let kept = dir.keep();
+                eprintln!("======== notes ========");
+                for n in self.notes.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                    eprintln!("{n}");
+                }
+                eprintln!(
+                    "======== kept the cluster directory: {} ========",
+                    kept.display()
+                );
+            }
+        }
+    }
+}
