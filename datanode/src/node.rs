@@ -531,7 +531,30 @@ impl Shared {
 
     /// Hosts a replica of `region_id` (idempotent): its directory, its replica-set file (so a
     /// restart finds it without the ConfigNode) and its raft group.
+    ///
+    /// Runs to completion in a task of its own even when the caller is dropped (a ConfigNode
+    /// whose CreateRegion call timed out): stopping between creating the raft group and
+    /// registering the region would leave a group no reconciliation could ever host.
     pub(crate) async fn create_region(
+        self: &Arc<Self>,
+        region_id: u64,
+        database: &str,
+        peers: &[u64],
+        preferred_leader: u64,
+    ) -> Result<()> {
+        let shared = self.clone();
+        let database = database.to_string();
+        let peers = peers.to_vec();
+        tokio::spawn(async move {
+            shared
+                .create_region_to_completion(region_id, &database, &peers, preferred_leader)
+                .await
+        })
+        .await
+        .map_err(|e| Error::Transport(format!("creating region {region_id}: {e}")))?
+    }
+
+    async fn create_region_to_completion(
         &self,
         region_id: u64,
         database: &str,
@@ -756,7 +779,7 @@ impl Shared {
     /// Creates every replica `regions` assigns to this node that it does not host yet (preferred
     /// leader: none, the group's existing replicas lead). Failures are logged and retried by the
     /// next reconciliation.
-    async fn create_missing_regions(&self, regions: &BTreeMap<u64, RegionRoute>) {
+    async fn create_missing_regions(self: &Arc<Self>, regions: &BTreeMap<u64, RegionRoute>) {
         let missing: Vec<(u64, &RegionRoute)> = {
             let hosted = self.regions.read();
             regions
