@@ -691,17 +691,14 @@ pub async fn run_with_listener(
                 .max_decoding_message_size(message_bytes_max)
                 .max_encoding_message_size(message_bytes_max),
         )
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            async move {
-                // Stop on the caller's shutdown, or when the raft driver died.
-                tokio::select! {
-                    _ = shutdown => {}
-                    _ = stop.changed() => {}
-                }
-                stopping.stopping.store(true, Ordering::SeqCst);
-            },
-        );
+        .serve_with_incoming_shutdown(runtime::incoming(listener), async move {
+            // Stop on the caller's shutdown, or when the raft driver died.
+            tokio::select! {
+                _ = shutdown => {}
+                _ = stop.changed() => {}
+            }
+            stopping.stopping.store(true, Ordering::SeqCst);
+        });
     let watchdog = {
         let shared = shared.clone();
         let stop_tx = stop_tx.clone();

@@ -375,12 +375,9 @@ async fn serve(
                 .max_decoding_message_size(message_bytes_max)
                 .max_encoding_message_size(message_bytes_max),
             )
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(internal_listener),
-                async move {
-                    drop(stop.changed().await);
-                },
-            )
+            .serve_with_incoming_shutdown(runtime::incoming(internal_listener), async move {
+                drop(stop.changed().await);
+            })
     };
     let session = {
         let mut stop = stop.clone();
@@ -392,12 +389,9 @@ async fn serve(
                 .max_decoding_message_size(message_bytes_max)
                 .max_encoding_message_size(message_bytes_max),
             )
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(rpc_listener),
-                async move {
-                    drop(stop.changed().await);
-                },
-            )
+            .serve_with_incoming_shutdown(runtime::incoming(rpc_listener), async move {
+                drop(stop.changed().await);
+            })
     };
     let watchdog = async {
         while !shared.driver.is_stopped() && !*stop.borrow() {

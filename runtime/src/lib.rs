@@ -25,4 +25,6 @@ pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
-pub use transport::{decode_batch, AddressBook, GrpcTransport, PeerService, TransportConfig};
+pub use transport::{
+    decode_batch, incoming, AddressBook, GrpcTransport, PeerService, TransportConfig,
+};
