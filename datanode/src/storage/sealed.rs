@@ -65,15 +65,34 @@ pub struct SealedFile {
     index: BTreeMap<(String, String), ChunkIndex>,
 }
 
+/// Bytes of file written per `write(2)` while a sealed file is encoded: the encoder holds one
+/// chunk and this much of the file in memory, never the whole file.
+const WRITE_BUFFER_BYTES: usize = 1 << 20;
+
 /// Encodes a frozen memtable as a sealed file's bytes.
-pub fn encode(frozen: &FrozenMemTable, time_slot: i64, checkpoint: u64) -> Vec<u8> {
-    let mut w = Writer::with_capacity(frozen.memory_bytes() + 1024);
+#[cfg(test)]
+fn encode(frozen: &FrozenMemTable, time_slot: i64, checkpoint: u64) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(frozen.memory_bytes() + 1024);
+    encode_into(frozen, time_slot, checkpoint, &mut bytes).expect("writing to a Vec cannot fail");
+    bytes
+}
+
+/// Encodes a frozen memtable as a sealed file into `out`, one chunk at a time.
+fn encode_into(
+    frozen: &FrozenMemTable,
+    time_slot: i64,
+    checkpoint: u64,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let mut w = Writer::with_capacity(HEADER_BYTES as usize);
     w.bytes(HEADER_MAGIC);
     w.u32(FORMAT_VERSION);
     w.i64(time_slot);
     w.u64(checkpoint);
     let crc = crc32fast::hash(&w.buf);
     w.u32(crc);
+    out.write_all(&w.buf)?;
+    let mut offset = w.buf.len() as u64;
     let mut entries = Vec::new();
     for series in frozen.series() {
         let count = series.timestamps.len();
@@ -85,7 +104,7 @@ pub fn encode(frozen: &FrozenMemTable, time_slot: i64, checkpoint: u64) -> Vec<u
         if count == 0 {
             continue;
         }
-        let offset = w.buf.len();
+        w.buf.clear();
         w.str16(series.device);
         w.str16(series.measurement);
         w.u8(series.data_type.code());
@@ -94,22 +113,24 @@ pub fn encode(frozen: &FrozenMemTable, time_slot: i64, checkpoint: u64) -> Vec<u
             w.i64(t);
         }
         w.column_rows(series.values, 0..count);
-        let crc = crc32fast::hash(&w.buf[offset..]);
+        let crc = crc32fast::hash(&w.buf);
         w.u32(crc);
+        out.write_all(&w.buf)?;
         entries.push((
             series.device.to_string(),
             series.measurement.to_string(),
             ChunkIndex {
                 data_type: series.data_type,
-                offset: offset as u64,
-                length: (w.buf.len() - offset) as u32,
+                offset,
+                length: w.buf.len() as u32,
                 count: count as u32,
                 min_time: series.timestamps[0],
                 max_time: series.timestamps[count - 1],
             },
         ));
+        offset += w.buf.len() as u64;
     }
-    let index_offset = w.buf.len();
+    w.buf.clear();
     w.u32(entries.len() as u32);
     for (device, measurement, e) in &entries {
         w.str16(device);
@@ -121,23 +142,40 @@ pub fn encode(frozen: &FrozenMemTable, time_slot: i64, checkpoint: u64) -> Vec<u
         w.i64(e.min_time);
         w.i64(e.max_time);
     }
-    let crc = crc32fast::hash(&w.buf[index_offset..]);
+    let crc = crc32fast::hash(&w.buf);
     w.u32(crc);
-    let index_length = w.buf.len() - index_offset;
-    w.u64(index_offset as u64);
+    let index_length = w.buf.len();
+    w.u64(offset);
     w.u32(index_length as u32);
     w.bytes(FOOTER_MAGIC);
-    w.buf
+    out.write_all(&w.buf)
 }
 
 /// Writes and fsyncs a sealed file. The file is not live until a manifest names it.
+///
+/// Once durable, the file's pages are dropped from the page cache: a flush writes tens of MiB
+/// that queries rarely read back soon, and keeping them would grow the cache by every flush
+/// instead of letting the next flush and the raft log reuse the same pages.
 pub fn write(path: &Path, frozen: &FrozenMemTable, time_slot: i64, checkpoint: u64) -> Result<()> {
-    let bytes = encode(frozen, time_slot, checkpoint);
-    let mut file = File::create(path).map_err(|e| StorageError::io(path, e))?;
-    file.write_all(&bytes)
-        .map_err(|e| StorageError::io(path, e))?;
-    file.sync_data().map_err(|e| StorageError::io(path, e))?;
+    let io = |e| StorageError::io(path, e);
+    let file = File::create(path).map_err(io)?;
+    let mut out = std::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, file);
+    encode_into(frozen, time_slot, checkpoint, &mut out).map_err(io)?;
+    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_data().map_err(io)?;
+    drop_cached_pages(&file);
     Ok(())
+}
+
+/// Advises the kernel to drop `file`'s clean cached pages (best effort: a failure only keeps them).
+fn drop_cached_pages(file: &File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: posix_fadvise only reads its integer arguments; the descriptor is open for the
+    // duration of the call.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        tracing::debug!("posix_fadvise(DONTNEED) on a sealed file: error {rc}");
+    }
 }
 
 impl SealedFile {
