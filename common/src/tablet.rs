@@ -172,6 +172,21 @@ impl Column {
         self.len() == 0
     }
 
+    /// The values at `rows`, in that order. Panics when a row is out of range.
+    pub fn select(&self, rows: &[usize]) -> Column {
+        fn gather<T: Clone>(v: &[T], rows: &[usize]) -> Vec<T> {
+            rows.iter().map(|&r| v[r].clone()).collect()
+        }
+        match self {
+            Column::Boolean(v) => Column::Boolean(gather(v, rows)),
+            Column::Int32(v) => Column::Int32(gather(v, rows)),
+            Column::Int64(v) => Column::Int64(gather(v, rows)),
+            Column::Float(v) => Column::Float(gather(v, rows)),
+            Column::Double(v) => Column::Double(gather(v, rows)),
+            Column::Text(v) => Column::Text(gather(v, rows)),
+        }
+    }
+
     /// The value at `row`. Panics when out of range.
     pub fn value(&self, row: usize) -> Value {
         match self {
@@ -451,6 +466,32 @@ impl Tablet {
         }
     }
 
+    /// The rows `rows` of this tablet, in that order, copied column by column. Panics when a row
+    /// is out of range.
+    pub fn select_rows(&self, rows: &[usize]) -> Tablet {
+        Tablet {
+            device: self.device.clone(),
+            measurements: self.measurements.clone(),
+            data_types: self.data_types.clone(),
+            timestamps: rows.iter().map(|&r| self.timestamps[r]).collect(),
+            columns: self.columns.iter().map(|c| c.select(rows)).collect(),
+            bitmaps: self
+                .bitmaps
+                .iter()
+                .map(|b| {
+                    let b = b.as_ref()?;
+                    let mut part = Bitmap::new(rows.len());
+                    for (i, &r) in rows.iter().enumerate() {
+                        if b.get(r) {
+                            part.set(i);
+                        }
+                    }
+                    Some(part)
+                })
+                .collect(),
+        }
+    }
+
     /// Marks `(row, column)` null.
     pub fn set_null(&mut self, row: usize, column: usize) {
         let rows = self.timestamps.len();
@@ -689,5 +730,23 @@ mod tests {
             assert_eq!(DataType::parse(&t.name().to_lowercase()), Some(t));
         }
         assert_eq!(DataType::from_code(6), None);
+    }
+
+    #[test]
+    fn selected_rows_keep_values_and_nulls() {
+        let mut t = Tablet::new(
+            "root.sg.d1",
+            &[("a", DataType::Int32), ("b", DataType::Text)],
+        );
+        t.push_row(1, vec![Some(Value::Int32(1)), None]);
+        t.push_row(2, vec![None, Some(Value::Text("x".into()))]);
+        t.push_row(
+            3,
+            vec![Some(Value::Int32(3)), Some(Value::Text("y".into()))],
+        );
+        let part = t.select_rows(&[1, 2]);
+        assert_eq!(part.timestamps, [2, 3]);
+        assert!(part.is_null(0, 0));
+        assert_eq!(part.columns[1].value(1), Value::Text("y".into()));
     }
 }

@@ -24,9 +24,9 @@ fn bitmap_from_words(words: &[u64], rows: usize) -> Bitmap {
     bitmap
 }
 
-/// The internal tablet of a wire tablet; shape problems are reported, the tablet's own
-/// `validate` runs later with the limits.
-pub fn tablet_from_wire(wire: &proto::Tablet) -> Result<Tablet, BadTablet> {
+/// The internal tablet of a wire tablet, taking its vectors without copying them; shape problems
+/// are reported, the tablet's own `validate` runs later with the limits.
+pub fn tablet_from_wire(wire: proto::Tablet) -> Result<Tablet, BadTablet> {
     if wire.schema.len() != wire.columns.len() {
         return Err(BadTablet(format!(
             "{} measurements but {} columns",
@@ -36,22 +36,22 @@ pub fn tablet_from_wire(wire: &proto::Tablet) -> Result<Tablet, BadTablet> {
     }
     let rows = wire.timestamps.len();
     let mut tablet = Tablet {
-        device: wire.device.clone(),
+        device: wire.device,
         measurements: Vec::with_capacity(wire.schema.len()),
         data_types: Vec::with_capacity(wire.schema.len()),
-        timestamps: wire.timestamps.clone(),
+        timestamps: wire.timestamps,
         columns: Vec::with_capacity(wire.schema.len()),
         bitmaps: Vec::with_capacity(wire.schema.len()),
     };
-    for (schema, column) in wire.schema.iter().zip(&wire.columns) {
+    for (schema, column) in wire.schema.into_iter().zip(wire.columns) {
         let data_type = proto::data_type(schema.data_type).map_err(|e| BadTablet(e.to_string()))?;
-        let values = match &column.values {
-            Some(Values::BoolValues(v)) => Column::Boolean(v.values.clone()),
-            Some(Values::Int32Values(v)) => Column::Int32(v.values.clone()),
-            Some(Values::Int64Values(v)) => Column::Int64(v.values.clone()),
-            Some(Values::FloatValues(v)) => Column::Float(v.values.clone()),
-            Some(Values::DoubleValues(v)) => Column::Double(v.values.clone()),
-            Some(Values::TextValues(v)) => Column::Text(v.values.clone()),
+        let values = match column.values {
+            Some(Values::BoolValues(v)) => Column::Boolean(v.values),
+            Some(Values::Int32Values(v)) => Column::Int32(v.values),
+            Some(Values::Int64Values(v)) => Column::Int64(v.values),
+            Some(Values::FloatValues(v)) => Column::Float(v.values),
+            Some(Values::DoubleValues(v)) => Column::Double(v.values),
+            Some(Values::TextValues(v)) => Column::Text(v.values),
             None => return Err(BadTablet(format!("column {} has no values", schema.name))),
         };
         if values.data_type() != data_type {
@@ -68,7 +68,7 @@ pub fn tablet_from_wire(wire: &proto::Tablet) -> Result<Tablet, BadTablet> {
                 values.len()
             )));
         }
-        tablet.measurements.push(schema.name.clone());
+        tablet.measurements.push(schema.name);
         tablet.data_types.push(data_type);
         tablet.columns.push(values);
         tablet.bitmaps.push(
@@ -114,7 +114,7 @@ mod tests {
             let text = (i % 3 != 0).then(|| Value::Text(format!("v{i}")));
             t.push_row(i, vec![Some(Value::Int64(i * 10)), text]);
         }
-        let back = tablet_from_wire(&tablet_to_wire(&t)).unwrap();
+        let back = tablet_from_wire(tablet_to_wire(&t)).unwrap();
         assert_eq!(back, t);
     }
 
@@ -123,8 +123,8 @@ mod tests {
         let t = Tablet::new("root.sg.d1", &[("s1", DataType::Int64)]);
         let mut wire = tablet_to_wire(&t);
         wire.schema[0].data_type = proto::DataType::Double as i32;
-        assert!(tablet_from_wire(&wire).is_err());
+        assert!(tablet_from_wire(wire.clone()).is_err());
         wire.columns.clear();
-        assert!(tablet_from_wire(&wire).is_err());
+        assert!(tablet_from_wire(wire).is_err());
     }
 }

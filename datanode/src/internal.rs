@@ -230,7 +230,7 @@ impl DataNodeInternalService for InternalService {
             }))
         };
         let command = match req.command {
-            Some(proto::region_write_req::Command::InsertTablet(t)) => match tablet_from_wire(&t) {
+            Some(proto::region_write_req::Command::InsertTablet(t)) => match tablet_from_wire(t) {
                 Ok(t) => RegionCommand::InsertTablet(t),
                 Err(e) => return reply(status(StatusCode::IllegalParameter, e.to_string()), 0),
             },

@@ -82,7 +82,7 @@ impl SessionService for SessionServiceImpl {
                 "no tablet",
             )));
         };
-        match tablet_from_wire(&wire) {
+        match tablet_from_wire(wire) {
             Ok(tablet) => Ok(Response::new(self.insert_all(vec![tablet]).await)),
             Err(e) => Ok(Response::new(status(
                 StatusCode::IllegalParameter,
@@ -100,7 +100,7 @@ impl SessionService for SessionServiceImpl {
             return Ok(Response::new(s));
         }
         let mut tablets = Vec::with_capacity(req.tablets.len());
-        for wire in &req.tablets {
+        for wire in req.tablets {
             match tablet_from_wire(wire) {
                 Ok(t) => tablets.push(t),
                 Err(e) => {
