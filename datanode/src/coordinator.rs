@@ -150,23 +150,18 @@ pub(crate) async fn insert_tablet(shared: &Arc<Shared>, tablet: Tablet) -> proto
             Ok(resolved) => resolved,
             Err(s) => return s,
         };
-    let mut rows_by_region: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-    for (row, t) in tablet.timestamps.iter().enumerate() {
-        let slot = shared.partition.time_slot(*t);
-        let region = regions[&slot];
-        rows_by_region.entry(region).or_default().push(row);
-    }
     // The region of the newest rows: where the device's next writes most likely go.
-    let newest_region = tablet
-        .timestamps
-        .iter()
-        .max()
-        .map(|t| regions[&shared.partition.time_slot(*t)]);
+    let newest_region = slots.last().map(|slot| regions[slot]);
+    let tablet_regions: BTreeSet<u64> = slots.iter().map(|slot| regions[slot]).collect();
     // One region takes the whole tablet in the common case: hand it on without a copy.
-    let split: Vec<(u64, Tablet)> = if rows_by_region.len() == 1 {
-        let region = *rows_by_region.keys().next().expect("one region");
-        vec![(region, tablet)]
+    let split: Vec<(u64, Tablet)> = if tablet_regions.len() == 1 {
+        vec![(*tablet_regions.first().expect("one region"), tablet)]
     } else {
+        let mut rows_by_region: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        for (row, t) in tablet.timestamps.iter().enumerate() {
+            let region = regions[&shared.partition.time_slot(*t)];
+            rows_by_region.entry(region).or_default().push(row);
+        }
         rows_by_region
             .iter()
             .map(|(region, rows)| (*region, tablet.select_rows(rows)))
