@@ -8,6 +8,7 @@
 mod bytes;
 mod command;
 mod digest;
+mod direct;
 mod error;
 mod lease_gate;
 mod manifest;

@@ -28,6 +28,7 @@ use common::{Column, DataType};
 use memtable::FrozenMemTable;
 
 use super::bytes::{DecodeError, Reader, Writer};
+use super::direct::DirectWriter;
 use super::error::{Result, StorageError};
 
 const HEADER_MAGIC: &[u8; 8] = b"FPSEAL01";
@@ -153,29 +154,18 @@ fn encode_into(
 
 /// Writes and fsyncs a sealed file. The file is not live until a manifest names it.
 ///
-/// Once durable, the file's pages are dropped from the page cache: a flush writes tens of MiB
-/// that queries rarely read back soon, and keeping them would grow the cache by every flush
-/// instead of letting the next flush and the raft log reuse the same pages.
+/// The file bypasses the page cache (`O_DIRECT`, see [`super::direct`]): a flush writes tens of
+/// MiB that queries rarely read back soon, and copying them into fresh cache pages cost more CPU
+/// than encoding them.
 pub fn write(path: &Path, frozen: &FrozenMemTable, time_slot: i64, checkpoint: u64) -> Result<()> {
     let io = |e| StorageError::io(path, e);
-    let file = File::create(path).map_err(io)?;
-    let mut out = std::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, file);
-    encode_into(frozen, time_slot, checkpoint, &mut out).map_err(io)?;
-    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_data().map_err(io)?;
-    drop_cached_pages(&file);
-    Ok(())
-}
-
-/// Advises the kernel to drop `file`'s clean cached pages (best effort: a failure only keeps them).
-fn drop_cached_pages(file: &File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: posix_fadvise only reads its integer arguments; the descriptor is open for the
-    // duration of the call.
-    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if rc != 0 {
-        tracing::debug!("posix_fadvise(DONTNEED) on a sealed file: error {rc}");
+    let mut out = DirectWriter::create(path, WRITE_BUFFER_BYTES).map_err(io)?;
+    if !out.is_direct() {
+        tracing::debug!(path = %path.display(), "no O_DIRECT here: sealed file goes through the page cache");
     }
+    encode_into(frozen, time_slot, checkpoint, &mut out).map_err(io)?;
+    out.finish().map_err(io)?;
+    Ok(())
 }
 
 impl SealedFile {

@@ -1,0 +1,268 @@
+//! Writing a new file whole with `O_DIRECT`: bytes go from one reused, page-aligned buffer to
+//! the disk, never through the page cache.
+//!
+//! Why: a sealed file is written once and rarely read back soon. Through the page cache every
+//! byte is copied into freshly allocated pages, and on a VM whose freed guest pages return to
+//! the host each such page also costs a host fault: `dd bs=1M conv=fdatasync` into a new file
+//! spends 2.98 s of system time per GB here against 0.19 s with `oflag=direct`. In an RF=3 run
+//! that copy was a fifth of all CPU.
+//!
+//! `O_DIRECT` needs the buffer address, the file offset and the length aligned to the device's
+//! logical block; [`ALIGN`] (4 KiB) covers every common device. The last block is padded with
+//! zeroes and the file is then truncated to its real length. Where the file system refuses
+//! `O_DIRECT` (tmpfs before Linux 6.6 answers EINVAL), the same writer falls back to buffered writes and drops the
+//! file's pages from the cache once they are durable.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use memmap2::MmapMut;
+use parking_lot::Mutex;
+
+/// Alignment of buffer addresses, file offsets and write lengths under `O_DIRECT`.
+pub const ALIGN: usize = 4096;
+
+/// Buffers kept for reuse: a buffer's pages stay mapped, so the next file does not fault them in.
+const POOL_MAX: usize = 2;
+
+static POOL: Mutex<Vec<MmapMut>> = Mutex::new(Vec::new());
+
+/// A file being written from start to end in `buffer_bytes` blocks.
+pub struct DirectWriter {
+    file: File,
+    buffer: Option<MmapMut>,
+    /// Bytes of `buffer` holding data not yet written.
+    filled: usize,
+    /// File offset of `buffer[0]`; always a multiple of [`ALIGN`].
+    offset: u64,
+    /// Whether the descriptor still has `O_DIRECT` (false after a fallback).
+    direct: bool,
+}
+
+impl DirectWriter {
+    /// Creates (or truncates) `path` for writing through a buffer of `buffer_bytes`, rounded up
+    /// to a multiple of [`ALIGN`].
+    pub fn create(path: &Path, buffer_bytes: usize) -> io::Result<DirectWriter> {
+        DirectWriter::open(path, buffer_bytes, true)
+    }
+
+    /// [`DirectWriter::create`], trying `O_DIRECT` only when `try_direct`.
+    fn open(path: &Path, buffer_bytes: usize, try_direct: bool) -> io::Result<DirectWriter> {
+        let open = |flags: i32| {
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(flags)
+                .open(path)
+        };
+        let (file, direct) = match try_direct.then(|| open(libc::O_DIRECT)) {
+            Some(Ok(file)) => (file, true),
+            Some(Err(e)) if e.raw_os_error() != Some(libc::EINVAL) => return Err(e),
+            // Not asked for, or refused by the file system.
+            _ => (open(0)?, false),
+        };
+        let len = buffer_bytes.max(ALIGN).div_ceil(ALIGN) * ALIGN;
+        let buffer = take_buffer(len)?;
+        Ok(DirectWriter {
+            file,
+            buffer: Some(buffer),
+            filled: 0,
+            offset: 0,
+            direct,
+        })
+    }
+
+    /// Whether the file is being written with `O_DIRECT` (false where the file system refused).
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    /// Writes what is buffered, truncates the file to the bytes written, makes it durable
+    /// (`fdatasync`) and returns it.
+    pub fn finish(mut self) -> io::Result<File> {
+        let len = self.offset + self.filled as u64;
+        let padded = self.filled.div_ceil(ALIGN) * ALIGN;
+        let buffer = self.buffer.as_mut().expect("the buffer lives until drop");
+        buffer[self.filled..padded].fill(0);
+        self.write_block(padded)?;
+        self.file.set_len(len)?;
+        self.file.sync_data()?;
+        if !self.direct {
+            drop_cached_pages(&self.file);
+        }
+        let file = self.file.try_clone()?;
+        Ok(file)
+    }
+
+    /// Writes `buffer[..len]` at `offset` (`len` a multiple of [`ALIGN`]) and advances past it.
+    fn write_block(&mut self, len: usize) -> io::Result<()> {
+        debug_assert_eq!(len % ALIGN, 0);
+        let buffer = self.buffer.as_ref().expect("the buffer lives until drop");
+        match self.file.write_all_at(&buffer[..len], self.offset) {
+            Err(e) if self.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                // The file system opened the file with O_DIRECT but refuses the write: go on
+                // through the page cache.
+                set_direct(&self.file, false)?;
+                self.direct = false;
+                self.file.write_all_at(&buffer[..len], self.offset)?;
+            }
+            other => other?,
+        }
+        self.offset += len as u64;
+        self.filled = 0;
+        Ok(())
+    }
+}
+
+impl Write for DirectWriter {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let capacity = self.buffer.as_ref().map_or(0, |b| b.len());
+        if self.filled == capacity {
+            self.write_block(capacity)?;
+        }
+        let buffer = self.buffer.as_mut().expect("the buffer lives until drop");
+        let n = bytes.len().min(capacity - self.filled);
+        buffer[self.filled..self.filled + n].copy_from_slice(&bytes[..n]);
+        self.filled += n;
+        Ok(n)
+    }
+
+    /// Writes nothing: only whole blocks reach the file before [`DirectWriter::finish`].
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for DirectWriter {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            let mut pool = POOL.lock();
+            if pool.len() < POOL_MAX {
+                pool.push(buffer);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for DirectWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectWriter")
+            .field("offset", &self.offset)
+            .field("filled", &self.filled)
+            .field("direct", &self.direct)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A page-aligned buffer of exactly `len` bytes: a pooled one of that size, else a new mapping.
+fn take_buffer(len: usize) -> io::Result<MmapMut> {
+    let mut pool = POOL.lock();
+    if let Some(at) = pool.iter().position(|b| b.len() == len) {
+        return Ok(pool.swap_remove(at));
+    }
+    drop(pool);
+    MmapMut::map_anon(len)
+}
+
+/// Sets or clears `O_DIRECT` on an open descriptor.
+fn set_direct(file: &File, on: bool) -> io::Result<()> {
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl with F_GETFL/F_SETFL reads and sets the status flags of a descriptor that
+    // `file` keeps open for the duration of the calls; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let flags = if on {
+        flags | libc::O_DIRECT
+    } else {
+        flags & !libc::O_DIRECT
+    };
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Advises the kernel to drop `file`'s clean cached pages (best effort: a failure only keeps them).
+fn drop_cached_pages(file: &File) {
+    // SAFETY: posix_fadvise only reads its integer arguments; the descriptor is open for the
+    // duration of the call.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        tracing::debug!("posix_fadvise(DONTNEED): error {rc}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_whole(path: &Path, buffer_bytes: usize, pieces: &[&[u8]]) -> Vec<u8> {
+        write_whole_with(path, buffer_bytes, pieces, true)
+    }
+
+    fn write_whole_with(
+        path: &Path,
+        buffer_bytes: usize,
+        pieces: &[&[u8]],
+        try_direct: bool,
+    ) -> Vec<u8> {
+        let mut w = DirectWriter::open(path, buffer_bytes, try_direct).unwrap();
+        if !try_direct {
+            assert!(!w.is_direct());
+        }
+        let mut expected = Vec::new();
+        for piece in pieces {
+            w.write_all(piece).unwrap();
+            expected.extend_from_slice(piece);
+        }
+        w.finish().unwrap();
+        expected
+    }
+
+    #[test]
+    fn files_of_every_length_read_back_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        for len in [0, 1, ALIGN - 1, ALIGN, ALIGN + 1, 3 * ALIGN + 17, 40_000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            // Odd piece sizes so pieces straddle buffer boundaries.
+            let pieces: Vec<&[u8]> = data.chunks(777).collect();
+            let expected = write_whole(&path, ALIGN, &pieces);
+            assert_eq!(std::fs::read(&path).unwrap(), expected, "length {len}");
+        }
+    }
+
+    #[test]
+    fn rewriting_a_longer_file_leaves_no_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        write_whole(&path, ALIGN, &[&[7u8; 3 * ALIGN]]);
+        let expected = write_whole(&path, ALIGN, &[b"short"]);
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn buffer_sizes_round_up_to_the_alignment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        let expected = write_whole(&path, 1000, &[&data]);
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn without_o_direct_the_same_bytes_go_through_the_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..3 * ALIGN + 5).map(|i| i as u8).collect();
+        let expected = write_whole_with(&path, ALIGN, &[&data], false);
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+}
