@@ -66,7 +66,18 @@ pub struct DataNodeConfig {
     /// Points of one series one query answers at most; a session pages through larger results.
     /// Default 1000000.
     pub query_points_max: u32,
+    /// glibc `M_MMAP_THRESHOLD` of the `datanode` process: allocations from this size on get a
+    /// mapping of their own, returned (and faulted in afresh) at every free. Raft messages and
+    /// tablets of 100 KiB–MiBs sit above glibc's 128 KiB start value; on a VM every fresh page
+    /// costs a host fault. 0 keeps glibc's dynamic default. Default 32 MiB (glibc's maximum).
+    pub malloc_mmap_threshold_bytes: u64,
+    /// glibc `M_TRIM_THRESHOLD`: free memory at the top of the heap kept for reuse instead of
+    /// being returned to the kernel. 0 keeps glibc's default. Default 256 MiB.
+    pub malloc_trim_threshold_bytes: u64,
 }
+
+/// Largest `M_MMAP_THRESHOLD` glibc accepts on 64-bit targets (`HEAP_MAX_SIZE / 2`).
+pub const MALLOC_MMAP_THRESHOLD_MAX: u64 = 32 << 20;
 
 impl Default for DataNodeConfig {
     fn default() -> Self {
@@ -90,6 +101,8 @@ impl Default for DataNodeConfig {
             cache_entries_max: 100_000,
             dn_rpc_max_message_bytes: 64 << 20,
             query_points_max: 1_000_000,
+            malloc_mmap_threshold_bytes: MALLOC_MMAP_THRESHOLD_MAX,
+            malloc_trim_threshold_bytes: 256 << 20,
         }
     }
 }
@@ -159,6 +172,12 @@ pub struct DataNodeArgs {
     #[allow(missing_docs)]
     #[arg(long)]
     pub query_points_max: Option<u32>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub malloc_mmap_threshold_bytes: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub malloc_trim_threshold_bytes: Option<u64>,
 }
 
 impl DataNodeConfig {
@@ -200,10 +219,40 @@ impl DataNodeConfig {
             tablet_rows_max,
             cache_entries_max,
             dn_rpc_max_message_bytes,
-            query_points_max
+            query_points_max,
+            malloc_mmap_threshold_bytes,
+            malloc_trim_threshold_bytes
         );
         c.validate()?;
         Ok(c)
+    }
+
+    /// Applies `malloc_mmap_threshold_bytes` and `malloc_trim_threshold_bytes` to this process's
+    /// allocator (glibc only; elsewhere nothing happens). Process-wide, so the `datanode` binary
+    /// calls it once; in-process test clusters leave the allocator alone.
+    pub fn tune_allocator(&self) {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        for (param, name, value) in [
+            (
+                libc::M_MMAP_THRESHOLD,
+                "malloc_mmap_threshold_bytes",
+                self.malloc_mmap_threshold_bytes,
+            ),
+            (
+                libc::M_TRIM_THRESHOLD,
+                "malloc_trim_threshold_bytes",
+                self.malloc_trim_threshold_bytes,
+            ),
+        ] {
+            if value == 0 {
+                continue;
+            }
+            // SAFETY: mallopt only sets an allocator parameter; `validate` keeps the value in
+            // an int's range.
+            if unsafe { libc::mallopt(param, value as libc::c_int) } != 1 {
+                tracing::warn!("mallopt refused {name} = {value}");
+            }
+        }
     }
 
     /// The seed ConfigNodes as `host:port`.
@@ -269,6 +318,18 @@ impl DataNodeConfig {
         }
         if self.wal_segment_bytes < 4096 {
             return Err(config_error("wal_segment_bytes", "must be >= 4096"));
+        }
+        if self.malloc_mmap_threshold_bytes > MALLOC_MMAP_THRESHOLD_MAX {
+            return Err(config_error(
+                "malloc_mmap_threshold_bytes",
+                format!("must be <= {MALLOC_MMAP_THRESHOLD_MAX} (glibc's maximum)"),
+            ));
+        }
+        if self.malloc_trim_threshold_bytes > i32::MAX as u64 {
+            return Err(config_error(
+                "malloc_trim_threshold_bytes",
+                "must be below 2 GiB (mallopt takes an int)",
+            ));
         }
         if self.tablet_rows_max == 0 || self.cache_entries_max == 0 {
             return Err(config_error(

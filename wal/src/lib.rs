@@ -32,6 +32,7 @@
 //! fsync the kernel may have dropped the dirty pages and a second fsync can report success.
 #![deny(missing_docs)]
 
+pub mod direct;
 mod error;
 pub mod format;
 #[doc(hidden)]

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::direct::{self, AlignedBuf, ALIGN};
 use crate::error::{Error, Result};
 use crate::format::{self, SEGMENT_HEADER_BYTES};
 use crate::iter::WalIter;
@@ -96,6 +97,97 @@ struct Writer {
     encode: Vec<u8>,
     /// Reused plan of the pieces of one write, in order.
     pieces: Vec<Piece>,
+    /// `Some` while appends go through `O_DIRECT`; `None` when `direct_io` is off or the file
+    /// system refused it.
+    direct: Option<DirectAppender>,
+}
+
+/// The `O_DIRECT` append path: a batch is encoded into `buf` behind the bytes of the active
+/// segment's last, partly written block, padded with zeroes to whole blocks and written at
+/// that block's start. Rewriting the block with the same leading bytes is safe against a torn
+/// write: a sector holds either its old bytes or its new ones, and the old ones are a prefix of
+/// the new.
+struct DirectAppender {
+    /// The active segment, opened again write-only with `O_DIRECT`.
+    file: File,
+    buf: AlignedBuf,
+    /// `buf[..tail_len]` are the segment's bytes from the last block boundary at or below the
+    /// write offset up to it.
+    tail_len: usize,
+}
+
+impl DirectAppender {
+    /// Opens the direct path on `segment`, whose bytes end at `write_offset`; `None` where the
+    /// file system refuses `O_DIRECT`.
+    fn open(
+        segment: &Segment,
+        write_offset: u64,
+        buf: Option<AlignedBuf>,
+    ) -> Result<Option<DirectAppender>> {
+        let io = |e| Error::io(&segment.path, e);
+        let Some(file) = direct::open_direct(&segment.path).map_err(io)? else {
+            tracing::info!(
+                segment = %segment.path.display(),
+                "the file system refuses O_DIRECT: log appends go through the page cache"
+            );
+            return Ok(None);
+        };
+        let mut buf = match buf {
+            Some(buf) => buf,
+            None => AlignedBuf::new(ENCODE_BUFFER_BYTES_KEPT).map_err(io)?,
+        };
+        let tail_len = (write_offset % ALIGN as u64) as usize;
+        std::os::unix::fs::FileExt::read_exact_at(
+            &segment.file,
+            &mut buf[..tail_len],
+            write_offset - tail_len as u64,
+        )
+        .map_err(io)?;
+        Ok(Some(DirectAppender {
+            file,
+            buf,
+            tail_len,
+        }))
+    }
+
+    /// Encodes `payloads` (indexes from `first_index`, `batch_bytes` in all) after the tail and
+    /// writes them at `write_offset`. Returns `Err(refused)` with the file system's refusal of
+    /// an `O_DIRECT` write, nothing written; the caller goes on without the direct path.
+    fn write(
+        &mut self,
+        segment: &Segment,
+        write_offset: u64,
+        first_index: u64,
+        payloads: &[&[u8]],
+        batch_bytes: u64,
+    ) -> Result<std::result::Result<(), std::io::Error>> {
+        let io = |e| Error::io(&segment.path, e);
+        let end = self.tail_len + batch_bytes as usize;
+        let padded = end.next_multiple_of(ALIGN);
+        self.buf
+            .resize(padded, self.tail_len, ENCODE_BUFFER_BYTES_KEPT)
+            .map_err(io)?;
+        let mut at = self.tail_len;
+        for (i, payload) in payloads.iter().enumerate() {
+            let continues = i + 1 < payloads.len();
+            let header = format::encode_record_header(first_index + i as u64, payload, continues);
+            self.buf[at..at + header.len()].copy_from_slice(&header);
+            at += header.len();
+            self.buf[at..at + payload.len()].copy_from_slice(payload);
+            at += payload.len();
+        }
+        debug_assert_eq!(at, end, "planned write size");
+        self.buf[end..padded].fill(0);
+        let block_start = write_offset - self.tail_len as u64;
+        match sys::pwrite_direct(&self.file, &segment.path, &self.buf[..padded], block_start) {
+            Err(e) if direct::is_refusal(&e) => return Ok(Err(e)),
+            other => other.map_err(io)?,
+        }
+        let last_block = end / ALIGN * ALIGN;
+        self.buf.copy_within(last_block..end, 0);
+        self.tail_len = end - last_block;
+        Ok(Ok(()))
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -195,6 +287,11 @@ impl Wal {
             "opened log"
         );
 
+        let direct = if options.direct_io {
+            DirectAppender::open(&active, recovered.write_offset, None)?
+        } else {
+            None
+        };
         let inner = Arc::new(Inner {
             writer: Mutex::new(Writer {
                 active,
@@ -203,6 +300,7 @@ impl Wal {
                 written_pos: 0,
                 encode: Vec::new(),
                 pieces: Vec::new(),
+                direct,
             }),
             published: Mutex::new(Published {
                 segments,
@@ -253,7 +351,7 @@ impl Wal {
     }
 
     /// Appends `payloads` as records with consecutive indexes and returns the first. The batch is
-    /// written with one pwritev(2) into one segment and made durable together; after a crash,
+    /// written with one pwrite(2) (pwritev(2) without `direct_io`) into one segment and made durable together; after a crash,
     /// recovery returns either all of it or none of it.
     pub fn append_batch(&self, payloads: &[&[u8]]) -> Result<u64> {
         self.inner.append(payloads)
@@ -460,8 +558,27 @@ impl Inner {
             pieces,
             active,
             write_offset,
+            direct,
             ..
         } = &mut *writer;
+        if let Some(appender) = direct {
+            let written = appender.write(active, *write_offset, first_index, payloads, batch_bytes);
+            match written {
+                Ok(Ok(())) => return Ok(self.finish_write(&mut writer, payloads, batch_bytes)),
+                Ok(Err(refusal)) => {
+                    tracing::info!(
+                        segment = %active.path.display(),
+                        "the file system refuses O_DIRECT writes ({refusal}): log appends go \
+                         through the page cache"
+                    );
+                    *direct = None;
+                }
+                Err(error) => {
+                    self.poison("write", &error);
+                    return Err(error);
+                }
+            }
+        }
 
         // Plan the write: headers and small payloads into `encode`, large payloads in place.
         encode.clear();
@@ -525,7 +642,18 @@ impl Inner {
             encode.clear();
             encode.shrink_to(ENCODE_BUFFER_BYTES_KEPT);
         }
+        Ok(self.finish_write(&mut writer, payloads, batch_bytes))
+    }
 
+    /// Advances the writer past a batch just written and publishes it to readers and syncers.
+    /// Returns the first index, the log position after the batch and the segment it went to.
+    fn finish_write(
+        &self,
+        writer: &mut Writer,
+        payloads: &[&[u8]],
+        batch_bytes: u64,
+    ) -> (u64, u64, Arc<Segment>) {
+        let first_index = writer.next_index;
         writer.write_offset += batch_bytes;
         writer.next_index += payloads.len() as u64;
         writer.written_pos += batch_bytes;
@@ -542,7 +670,7 @@ impl Inner {
         self.stats
             .bytes_written
             .fetch_add(batch_bytes, Ordering::Relaxed);
-        Ok((first_index, writer.written_pos, Arc::clone(&writer.active)))
+        (first_index, writer.written_pos, Arc::clone(&writer.active))
     }
 
     /// Seals the active segment and starts the next. Any failure poisons the log: the old
@@ -579,6 +707,10 @@ impl Inner {
         // The new file's fdatasync and the directory's fsync.
         self.stats.fsyncs.fetch_add(2, Ordering::Relaxed);
         tracing::debug!(segment = %segment.path.display(), "rolled to a new segment");
+        if let Some(appender) = writer.direct.take() {
+            let offset = SEGMENT_HEADER_BYTES as u64;
+            writer.direct = DirectAppender::open(&segment, offset, Some(appender.buf))?;
+        }
         writer.active = Arc::clone(&segment);
         writer.write_offset = SEGMENT_HEADER_BYTES as u64;
         let mut published = self.published.lock();

@@ -53,6 +53,11 @@ pub struct WalOptions {
     /// Preallocate segments with fallocate(2). Writing into preallocated space saves the file-size
     /// update on every fdatasync, which roughly doubles small durable appends on ext4. Default true.
     pub preallocate: bool,
+    /// Write segments with `O_DIRECT` from an aligned buffer instead of through the page cache
+    /// (see [`crate::direct`]): every record is copied once into the buffer, and the last,
+    /// partly filled 4 KiB block is written again with the next batch. Falls back to the page
+    /// cache where the file system refuses `O_DIRECT`. Default true.
+    pub direct_io: bool,
 }
 
 /// Default of [`WalOptions::segment_bytes`].
@@ -76,6 +81,7 @@ impl WalOptions {
                 window: Duration::from_millis(1),
             },
             preallocate: true,
+            direct_io: true,
         }
     }
 

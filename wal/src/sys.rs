@@ -141,6 +141,24 @@ pub(crate) unsafe fn pwritev_all(
     }
 }
 
+/// Writes `bytes` at `offset` through a descriptor opened with `O_DIRECT` (`bytes`, its address
+/// and `offset` aligned to [`crate::direct::ALIGN`]).
+///
+/// Failpoints as for [`pwritev_all`]: `wal::write` fails before writing anything;
+/// `wal::write_partial` writes the whole blocks of the first half of `bytes`, then fails.
+pub(crate) fn pwrite_direct(file: &File, path: &Path, bytes: &[u8], offset: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    if failpoint_fires("wal::write", path) {
+        return Err(injected("wal::write"));
+    }
+    if failpoint_fires("wal::write_partial", path) {
+        let half = bytes.len() / 2 / crate::direct::ALIGN * crate::direct::ALIGN;
+        file.write_all_at(&bytes[..half], offset)?;
+        return Err(injected("wal::write_partial"));
+    }
+    file.write_all_at(bytes, offset)
+}
+
 /// Writes `len` zero bytes at `offset`.
 pub(crate) fn write_zeroes(file: &File, mut offset: u64, len: u64) -> io::Result<()> {
     use std::os::unix::fs::FileExt;

@@ -8,7 +8,6 @@
 mod bytes;
 mod command;
 mod digest;
-mod direct;
 mod error;
 mod lease_gate;
 mod manifest;

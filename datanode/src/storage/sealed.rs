@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 
 use common::{Column, DataType};
 use memtable::FrozenMemTable;
+use wal::direct::DirectWriter;
 
 use super::bytes::{DecodeError, Reader, Writer};
-use super::direct::DirectWriter;
 use super::error::{Result, StorageError};
 
 const HEADER_MAGIC: &[u8; 8] = b"FPSEAL01";
@@ -154,7 +154,7 @@ fn encode_into(
 
 /// Writes and fsyncs a sealed file. The file is not live until a manifest names it.
 ///
-/// The file bypasses the page cache (`O_DIRECT`, see [`super::direct`]): a flush writes tens of
+/// The file bypasses the page cache (`O_DIRECT`, see [`wal::direct`]): a flush writes tens of
 /// MiB that queries rarely read back soon, and copying them into fresh cache pages cost more CPU
 /// than encoding them.
 pub fn write(path: &Path, frozen: &FrozenMemTable, time_slot: i64, checkpoint: u64) -> Result<()> {

@@ -66,26 +66,37 @@ fn segment_file_bytes() {
     expected.extend_from_slice(&RECORD_2_AB_CONTINUES);
     expected.extend_from_slice(&RECORD_3_EMPTY);
 
-    let dir = mem_dir("wal-golden");
-    let mut opts = options(dir.path(), 4096, Durability::None);
-    opts.preallocate = false;
-    let wal = Wal::open(opts.clone()).expect("open");
-    assert_eq!(wal.append(b"hello").expect("append"), 1);
-    assert_eq!(wal.append_batch(&[b"ab", b""]).expect("append_batch"), 2);
-    wal.sync().expect("sync");
-    drop(wal);
-    let files = segment_files(dir.path());
-    assert_eq!(files.len(), 1);
-    assert_eq!(
-        files[0].file_name().expect("name"),
-        "00000000000000000001.wal"
-    );
-    assert_eq!(fs::read(&files[0]).expect("read"), expected);
+    // Through the page cache the file ends with the last record; with O_DIRECT the last block
+    // is padded with zeroes, which the format allows after the last record.
+    for direct_io in [false, true] {
+        let dir = mem_dir("wal-golden");
+        let mut opts = options(dir.path(), 4096, Durability::None);
+        opts.preallocate = false;
+        opts.direct_io = direct_io;
+        let wal = Wal::open(opts.clone()).expect("open");
+        assert_eq!(wal.append(b"hello").expect("append"), 1);
+        assert_eq!(wal.append_batch(&[b"ab", b""]).expect("append_batch"), 2);
+        wal.sync().expect("sync");
+        drop(wal);
+        let files = segment_files(dir.path());
+        assert_eq!(files.len(), 1);
+        assert_eq!(
+            files[0].file_name().expect("name"),
+            "00000000000000000001.wal"
+        );
+        let mut bytes = fs::read(&files[0]).expect("read");
+        if direct_io {
+            assert_eq!(bytes.len(), 4096, "one padded block");
+            assert!(bytes[expected.len()..].iter().all(|&b| b == 0));
+            bytes.truncate(expected.len());
+        }
+        assert_eq!(bytes, expected, "direct_io {direct_io}");
+    }
 
     let dir2 = mem_dir("wal-golden-read");
     fs::write(dir2.path().join("00000000000000000001.wal"), &expected).expect("write");
-    let mut opts2 = opts;
-    opts2.dir = dir2.path().to_path_buf();
+    let mut opts2 = options(dir2.path(), 4096, Durability::None);
+    opts2.preallocate = false;
     let wal = Wal::open(opts2).expect("open golden");
     assert_eq!(
         read_all(&wal).expect("read"),

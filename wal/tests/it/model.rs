@@ -93,10 +93,16 @@ struct Harness {
     synced_image: Image,
 }
 
+thread_local! {
+    /// The `direct_io` option of every log the current test opens.
+    static DIRECT_IO: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
 fn opts(dir: &std::path::Path) -> WalOptions {
     let mut options = WalOptions::new(dir);
     options.segment_bytes = SEGMENT_BYTES;
     options.durability = Durability::None;
+    options.direct_io = DIRECT_IO.get();
     options
 }
 
@@ -482,15 +488,27 @@ struct Coverage {
     max_segments: usize,
 }
 
-static COVERAGE: std::sync::Mutex<Option<Coverage>> = std::sync::Mutex::new(None);
+thread_local! {
+    /// Per test thread, so the two model tests running in parallel count separately.
+    static COVERAGE: std::cell::RefCell<Coverage> = std::cell::RefCell::default();
+}
 
 fn cover(f: impl FnOnce(&mut Coverage)) {
-    let mut guard = COVERAGE.lock().unwrap_or_else(|p| p.into_inner());
-    f(guard.get_or_insert_with(Coverage::default));
+    COVERAGE.with_borrow_mut(f);
 }
 
 #[test]
 fn wal_matches_model_through_crashes() {
+    run_model(true);
+}
+
+#[test]
+fn wal_matches_model_through_crashes_through_the_page_cache() {
+    run_model(false);
+}
+
+fn run_model(direct_io: bool) {
+    DIRECT_IO.set(direct_io);
     let config = ProptestConfig {
         cases: 256,
         failure_persistence: None,
@@ -521,13 +539,9 @@ fn wal_matches_model_through_crashes() {
         harness.check_contents()
     });
     if let Err(e) = result {
-        panic!("WAL_MODEL_SEED={seed}: {e}");
+        panic!("WAL_MODEL_SEED={seed} (direct_io {direct_io}): {e}");
     }
-    let coverage = COVERAGE
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take()
-        .unwrap_or_default();
+    let coverage = COVERAGE.take();
     eprintln!("model coverage: {coverage:?}");
     // Guard against a generator change that silently stops exercising the crash paths.
     assert!(coverage.crashes_keeping_unsynced > 0, "{coverage:?}");

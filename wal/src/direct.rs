@@ -1,17 +1,17 @@
-//! Writing a new file whole with `O_DIRECT`: bytes go from one reused, page-aligned buffer to
-//! the disk, never through the page cache.
+//! Writing with `O_DIRECT`: bytes go from a reused, page-aligned buffer to the disk, never
+//! through the page cache. The log's appends use it (see `Writer` in `log.rs`), and so does
+//! [`DirectWriter`], which writes a new file whole (the DataNode's sealed files).
 //!
-//! Why: a sealed file is written once and rarely read back soon. Through the page cache every
-//! byte is copied into freshly allocated pages, and on a VM whose freed guest pages return to
-//! the host each such page also costs a host fault: `dd bs=1M conv=fdatasync` into a new file
-//! spends 2.98 s of system time per GB here against 0.19 s with `oflag=direct`. In an RF=3 run
-//! that copy was a fifth of all CPU.
+//! Why: log segments and sealed files are written once and rarely read back soon. Through the
+//! page cache every byte is copied into freshly allocated pages, and on a VM whose freed guest
+//! pages return to the host each such page also costs a host fault: `dd bs=1M conv=fdatasync`
+//! into a new file spends 2.98 s of system time per GB on the development machine against
+//! 0.19 s with `oflag=direct`. In an RF=3 run those copies were two fifths of all CPU.
 //!
 //! `O_DIRECT` needs the buffer address, the file offset and the length aligned to the device's
-//! logical block; [`ALIGN`] (4 KiB) covers every common device. The last block is padded with
-//! zeroes and the file is then truncated to its real length. Where the file system refuses
-//! `O_DIRECT` (tmpfs before Linux 6.6 answers EINVAL), the same writer falls back to buffered writes and drops the
-//! file's pages from the cache once they are durable.
+//! logical block; [`ALIGN`] (4 KiB) covers every common device. A partly filled last block is
+//! padded with zeroes. Where the file system refuses `O_DIRECT` (tmpfs before Linux 6.6 answers
+//! EINVAL, at open or at the first write), writes fall back to the page cache.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -25,10 +25,73 @@ use parking_lot::Mutex;
 /// Alignment of buffer addresses, file offsets and write lengths under `O_DIRECT`.
 pub const ALIGN: usize = 4096;
 
-/// Buffers kept for reuse: a buffer's pages stay mapped, so the next file does not fault them in.
+/// [`DirectWriter`] buffers kept for reuse: a buffer's pages stay mapped, so the next file does
+/// not fault them in.
 const POOL_MAX: usize = 2;
 
 static POOL: Mutex<Vec<MmapMut>> = Mutex::new(Vec::new());
+
+/// A page-aligned byte buffer that grows (and shrinks) keeping a prefix.
+pub(crate) struct AlignedBuf {
+    map: MmapMut,
+}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes rounded up to [`ALIGN`].
+    pub(crate) fn new(len: usize) -> io::Result<AlignedBuf> {
+        Ok(AlignedBuf {
+            map: MmapMut::map_anon(len.max(ALIGN).next_multiple_of(ALIGN))?,
+        })
+    }
+
+    /// Makes the buffer exactly `len` bytes (rounded up to [`ALIGN`]) if it is shorter, or
+    /// longer than `shrink_above`, keeping `buf[..keep]`.
+    pub(crate) fn resize(
+        &mut self,
+        len: usize,
+        keep: usize,
+        shrink_above: usize,
+    ) -> io::Result<()> {
+        let len = len.max(ALIGN).next_multiple_of(ALIGN);
+        if self.map.len() < len || (self.map.len() > shrink_above && len <= shrink_above) {
+            let mut bigger = MmapMut::map_anon(len)?;
+            bigger[..keep].copy_from_slice(&self.map[..keep]);
+            self.map = bigger;
+        }
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.map
+    }
+}
+
+/// Opens `path` write-only with `O_DIRECT`; `None` where the file system refuses the flag.
+pub(crate) fn open_direct(path: &Path) -> io::Result<Option<File>> {
+    match OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `error` is the file system refusing an `O_DIRECT` write (rather than an I/O failure).
+pub(crate) fn is_refusal(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::EINVAL)
+}
 
 /// A file being written from start to end in `buffer_bytes` blocks.
 pub struct DirectWriter {
@@ -65,7 +128,7 @@ impl DirectWriter {
             // Not asked for, or refused by the file system.
             _ => (open(0)?, false),
         };
-        let len = buffer_bytes.max(ALIGN).div_ceil(ALIGN) * ALIGN;
+        let len = buffer_bytes.max(ALIGN).next_multiple_of(ALIGN);
         let buffer = take_buffer(len)?;
         Ok(DirectWriter {
             file,
@@ -85,7 +148,7 @@ impl DirectWriter {
     /// (`fdatasync`) and returns it.
     pub fn finish(mut self) -> io::Result<File> {
         let len = self.offset + self.filled as u64;
-        let padded = self.filled.div_ceil(ALIGN) * ALIGN;
+        let padded = self.filled.next_multiple_of(ALIGN);
         let buffer = self.buffer.as_mut().expect("the buffer lives until drop");
         buffer[self.filled..padded].fill(0);
         self.write_block(padded)?;
@@ -103,10 +166,10 @@ impl DirectWriter {
         debug_assert_eq!(len % ALIGN, 0);
         let buffer = self.buffer.as_ref().expect("the buffer lives until drop");
         match self.file.write_all_at(&buffer[..len], self.offset) {
-            Err(e) if self.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            Err(e) if self.direct && is_refusal(&e) => {
                 // The file system opened the file with O_DIRECT but refuses the write: go on
                 // through the page cache.
-                set_direct(&self.file, false)?;
+                clear_direct(&self.file)?;
                 self.direct = false;
                 self.file.write_all_at(&buffer[..len], self.offset)?;
             }
@@ -168,8 +231,8 @@ fn take_buffer(len: usize) -> io::Result<MmapMut> {
     MmapMut::map_anon(len)
 }
 
-/// Sets or clears `O_DIRECT` on an open descriptor.
-fn set_direct(file: &File, on: bool) -> io::Result<()> {
+/// Clears `O_DIRECT` on an open descriptor: later writes go through the page cache.
+pub(crate) fn clear_direct(file: &File) -> io::Result<()> {
     let fd = file.as_raw_fd();
     // SAFETY: fcntl with F_GETFL/F_SETFL reads and sets the status flags of a descriptor that
     // `file` keeps open for the duration of the calls; no memory is passed.
@@ -177,20 +240,15 @@ fn set_direct(file: &File, on: bool) -> io::Result<()> {
     if flags < 0 {
         return Err(io::Error::last_os_error());
     }
-    let flags = if on {
-        flags | libc::O_DIRECT
-    } else {
-        flags & !libc::O_DIRECT
-    };
     // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_DIRECT) } < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
 }
 
 /// Advises the kernel to drop `file`'s clean cached pages (best effort: a failure only keeps them).
-fn drop_cached_pages(file: &File) {
+pub(crate) fn drop_cached_pages(file: &File) {
     // SAFETY: posix_fadvise only reads its integer arguments; the descriptor is open for the
     // duration of the call.
     let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
