@@ -682,7 +682,8 @@ pub async fn run_with_listener(
     let snapshot_task = tokio::spawn(snapshot_loop(shared.clone(), snapshot_path, snapshot_index));
     tracing::info!(node_id, address = ?listener.local_addr().ok(), "ConfigNode serving");
     let message_bytes_max = shared.config.cn_rpc_max_message_bytes as usize;
-    let service = crate::service::ConfigNodeServiceImpl::new(shared.clone());
+    let (streams_stop_tx, streams_stop_rx) = tokio::sync::watch::channel(false);
+    let service = crate::service::ConfigNodeServiceImpl::new(shared.clone(), streams_stop_rx);
     let mut stop = stop_rx;
     let stopping = shared.clone();
     let serve = tonic::transport::Server::builder()
@@ -698,6 +699,7 @@ pub async fn run_with_listener(
                 _ = stop.changed() => {}
             }
             stopping.stopping.store(true, Ordering::SeqCst);
+            streams_stop_tx.send_replace(true);
         });
     let watchdog = {
         let shared = shared.clone();

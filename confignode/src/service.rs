@@ -21,6 +21,9 @@ const REQUEST_ITEMS_MAX: usize = 100_000;
 
 pub(crate) struct ConfigNodeServiceImpl {
     shared: Arc<Shared>,
+    /// Becomes true when the server shuts down: raft streams end then, so the graceful
+    /// shutdown does not wait for the peers to hang up.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
 /// 507 for a request from an incarnation older than the registered one.
@@ -44,8 +47,8 @@ fn stale_caller(
 }
 
 impl ConfigNodeServiceImpl {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        ConfigNodeServiceImpl { shared }
+    pub(crate) fn new(shared: Arc<Shared>, stop: tokio::sync::watch::Receiver<bool>) -> Self {
+        ConfigNodeServiceImpl { shared, stop }
     }
 
     /// `Ok(term)` on the leader; a redirecting status otherwise.
@@ -744,20 +747,22 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         }))
     }
 
-    async fn send_raft_message(
+    async fn stream_raft_messages(
         &self,
-        request: Request<proto::RaftMessageBatch>,
+        request: Request<tonic::Streaming<proto::RaftMessageBatch>>,
     ) -> RpcResult<proto::RaftMessageResp> {
-        let batch = request.into_inner();
-        let messages = runtime::decode_batch(&batch);
-        let status = match self.shared.driver.step(messages) {
-            Ok(()) => status_ok(),
-            // Dropped like a lost packet; raft retransmits.
-            Err(e) => proto::status(StatusCode::WriteProcessReject, e.to_string()),
+        let mut stop = self.stop.clone();
+        let stopped = async move {
+            drop(stop.wait_for(|stopped| *stopped).await);
         };
-        Ok(Response::new(proto::RaftMessageResp {
-            status: Some(status),
-        }))
+        let answer = runtime::serve_raft_stream(request.into_inner(), stopped, |messages| {
+            // Dropped like a lost packet; raft retransmits.
+            if let Err(e) = self.shared.driver.step(messages) {
+                tracing::trace!("raft messages dropped: {e}");
+            }
+        })
+        .await?;
+        Ok(Response::new(answer))
     }
 }
 

@@ -5,7 +5,7 @@
 //!   and starts lease recovery when the lease had lapsed.
 //! - InvalidateCache: acknowledged once the entries are gone and every operation that read
 //!   cached metadata before has finished.
-//! - SendRaftMessage, ForwardRegionWrite (the region admission gate: 536 when fenced, 905 with a
+//! - StreamRaftMessages, ForwardRegionWrite (the region admission gate: 536 when fenced, 905 with a
 //!   redirect when not the leader), CreateRegion, ReadRegion.
 
 use std::sync::atomic::Ordering;
@@ -30,11 +30,14 @@ const INVALIDATION_DRAIN_MS: u64 = 10_000;
 /// The internal service of one DataNode.
 pub(crate) struct InternalService {
     shared: Arc<Shared>,
+    /// Becomes true when the node stops: raft streams end then, so the server's graceful
+    /// shutdown does not wait for the peers to hang up.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl InternalService {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        InternalService { shared }
+    pub(crate) fn new(shared: Arc<Shared>, stop: tokio::sync::watch::Receiver<bool>) -> Self {
+        InternalService { shared, stop }
     }
 
     fn refuse_heartbeat(&self, req: &proto::HeartbeatReq, message: String) -> proto::HeartbeatResp {
@@ -198,20 +201,22 @@ impl DataNodeInternalService for InternalService {
         Ok(Response::new(reply(ok())))
     }
 
-    async fn send_raft_message(
+    async fn stream_raft_messages(
         &self,
-        request: Request<proto::RaftMessageBatch>,
+        request: Request<tonic::Streaming<proto::RaftMessageBatch>>,
     ) -> RpcResult<proto::RaftMessageResp> {
-        let batch = request.into_inner();
-        let messages = runtime::decode_batch(&batch);
-        // A full driver queue drops the batch like a lost packet; raft retransmits.
-        let outcome = match self.shared.driver.step(messages) {
-            Ok(()) => ok(),
-            Err(e) => status(StatusCode::WriteProcessReject, e.to_string()),
+        let mut stop = self.stop.clone();
+        let stopped = async move {
+            drop(stop.wait_for(|stopped| *stopped).await);
         };
-        Ok(Response::new(proto::RaftMessageResp {
-            status: Some(outcome),
-        }))
+        let answer = runtime::serve_raft_stream(request.into_inner(), stopped, |messages| {
+            // A full driver queue drops the batch like a lost packet; raft retransmits.
+            if let Err(e) = self.shared.driver.step(messages) {
+                tracing::trace!(node = self.shared.node_id, "raft messages dropped: {e}");
+            }
+        })
+        .await?;
+        Ok(Response::new(answer))
     }
 
     async fn forward_region_write(

@@ -370,7 +370,7 @@ async fn serve(
         tonic::transport::Server::builder()
             .add_service(
                 proto::data_node_internal_service_server::DataNodeInternalServiceServer::new(
-                    crate::internal::InternalService::new(shared.clone()),
+                    crate::internal::InternalService::new(shared.clone(), stop.clone()),
                 )
                 .max_decoding_message_size(message_bytes_max)
                 .max_encoding_message_size(message_bytes_max),

@@ -26,5 +26,6 @@ pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
 pub use transport::{
-    decode_batch, incoming, AddressBook, GrpcTransport, PeerService, TransportConfig,
+    decode_batch, incoming, serve_raft_stream, AddressBook, GrpcTransport, PeerService,
+    TransportConfig,
 };

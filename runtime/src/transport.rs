@@ -11,9 +11,9 @@ use tokio::sync::mpsc;
 /// Which gRPC service carries raft messages to the peers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PeerService {
-    /// `ConfigNodeService.SendRaftMessage` (the ConfigNode group).
+    /// `ConfigNodeService.StreamRaftMessages` (the ConfigNode group).
     ConfigNode,
-    /// `DataNodeInternalService.SendRaftMessage` (data region groups).
+    /// `DataNodeInternalService.StreamRaftMessages` (data region groups).
     DataNode,
 }
 
@@ -34,7 +34,8 @@ pub struct TransportConfig {
     /// Largest RPC the client encodes or decodes; must not exceed the peers' server limit
     /// (`dn_rpc_max_message_bytes`, `cn_rpc_max_message_bytes`). Default 64 MiB.
     pub message_bytes_max: usize,
-    /// Deadline of one RPC, in milliseconds. Default 2000.
+    /// Milliseconds a batch may wait for a stalled stream before the stream is dropped and the
+    /// messages with it, and the keepalive deadline of a stream's connection. Default 2000.
     pub rpc_timeout_ms: u64,
     /// Deadline to establish a connection, in milliseconds. Default 1000.
     pub connect_timeout_ms: u64,
@@ -125,6 +126,76 @@ impl Transport for GrpcTransport {
     }
 }
 
+/// One open `StreamRaftMessages` call to a peer; batches go in through `batches`. Dropping it
+/// ends the call.
+struct PeerStream {
+    address: String,
+    batches: mpsc::Sender<proto::RaftMessageBatch>,
+    call: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PeerStream {
+    fn drop(&mut self) {
+        self.call.abort();
+    }
+}
+
+/// Batches queued on one stream before the sender waits for the connection.
+const STREAM_BATCHES_QUEUED: usize = 16;
+
+/// Opens a stream to `address` on a connection of its own: after a failure the next stream
+/// starts on a fresh connection instead of a half-dead one. HTTP/2 keepalive pings (every
+/// `rpc_timeout_ms / 2`, answered within `rpc_timeout_ms`) end the call when the peer stops
+/// answering, for instance behind a partition.
+fn open_stream(
+    to: NodeId,
+    address: &str,
+    service: PeerService,
+    config: &TransportConfig,
+) -> Result<PeerStream, String> {
+    let rpc_timeout = Duration::from_millis(config.rpc_timeout_ms);
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        .map_err(|e| format!("bad raft peer address {address}: {e}"))?
+        .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(rpc_timeout / 2)
+        .keep_alive_timeout(rpc_timeout)
+        .keep_alive_while_idle(true);
+    let channel = endpoint.connect_lazy();
+    let (batches, queued) = mpsc::channel(STREAM_BATCHES_QUEUED);
+    let requests = tokio_stream::wrappers::ReceiverStream::new(queued);
+    let limit = config.message_bytes_max;
+    let address_owned = address.to_string();
+    let call = tokio::spawn(async move {
+        let outcome = match service {
+            PeerService::ConfigNode => {
+                proto::config_node_service_client::ConfigNodeServiceClient::new(channel)
+                    .max_encoding_message_size(limit)
+                    .max_decoding_message_size(limit)
+                    .stream_raft_messages(requests)
+                    .await
+            }
+            PeerService::DataNode => {
+                proto::data_node_internal_service_client::DataNodeInternalServiceClient::new(
+                    channel,
+                )
+                .max_encoding_message_size(limit)
+                .max_decoding_message_size(limit)
+                .stream_raft_messages(requests)
+                .await
+            }
+        };
+        if let Err(e) = outcome {
+            tracing::debug!(to, address = address_owned, "raft stream ended: {e}");
+        }
+    });
+    Ok(PeerStream {
+        address: address.to_string(),
+        batches,
+        call,
+    })
+}
+
 async fn peer_task(
     from: NodeId,
     to: NodeId,
@@ -133,7 +204,7 @@ async fn peer_task(
     config: TransportConfig,
     mut rx: mpsc::Receiver<Vec<u8>>,
 ) {
-    let mut channel: Option<(String, tonic::transport::Channel)> = None;
+    let mut stream: Option<PeerStream> = None;
     // A message that did not fit the previous batch opens the next one.
     let mut carried: Option<Vec<u8>> = None;
     loop {
@@ -153,46 +224,44 @@ async fn peer_task(
             );
             continue;
         };
-        if channel.as_ref().is_none_or(|(a, _)| *a != address) {
-            let endpoint =
-                match tonic::transport::Endpoint::from_shared(format!("http://{address}")) {
-                    Ok(e) => e
-                        .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-                        .timeout(Duration::from_millis(config.rpc_timeout_ms)),
-                    Err(e) => {
-                        tracing::warn!(to, address, "bad raft peer address: {e}");
-                        continue;
-                    }
-                };
-            channel = Some((address.clone(), endpoint.connect_lazy()));
+        // A stream whose call ended (connection lost, peer restarted) is replaced.
+        if stream
+            .as_ref()
+            .is_none_or(|s| s.address != address || s.batches.is_closed())
+        {
+            stream = match open_stream(to, &address, service, &config) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(to, "{e}");
+                    continue;
+                }
+            };
         }
-        let (_, ch) = channel.as_ref().expect("set above");
+        let open = stream.as_ref().expect("set above");
         let batch = proto::RaftMessageBatch {
             from_node_id: from,
             to_node_id: to,
             messages,
         };
-        let limit = config.message_bytes_max;
-        let outcome = match service {
-            PeerService::ConfigNode => {
-                proto::config_node_service_client::ConfigNodeServiceClient::new(ch.clone())
-                    .max_encoding_message_size(limit)
-                    .max_decoding_message_size(limit)
-                    .send_raft_message(batch)
-                    .await
+        let sent = tokio::time::timeout(
+            Duration::from_millis(config.rpc_timeout_ms),
+            open.batches.send(batch),
+        )
+        .await;
+        match sent {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => {
+                tracing::debug!(to, address, "raft stream closed; messages lost");
+                stream = None;
             }
-            PeerService::DataNode => {
-                proto::data_node_internal_service_client::DataNodeInternalServiceClient::new(
-                    ch.clone(),
-                )
-                .max_encoding_message_size(limit)
-                .max_decoding_message_size(limit)
-                .send_raft_message(batch)
-                .await
+            Err(_) => {
+                tracing::debug!(
+                    to,
+                    address,
+                    "raft stream stalled; messages lost, reconnecting"
+                );
+                stream = None;
             }
-        };
-        if let Err(e) = outcome {
-            tracing::debug!(to, address, "raft messages lost: {e}");
         }
     }
 }
@@ -236,6 +305,29 @@ pub fn decode_batch(batch: &proto::RaftMessageBatch) -> Vec<RaftMessage> {
             }
         })
         .collect()
+}
+
+/// Serves one `StreamRaftMessages` call: hands every batch's messages to `step` until the peer
+/// ends the stream, its connection fails or `stop` completes (a server shutting down must not
+/// wait for its peers to hang up).
+pub async fn serve_raft_stream(
+    mut stream: tonic::Streaming<proto::RaftMessageBatch>,
+    stop: impl std::future::Future<Output = ()>,
+    mut step: impl FnMut(Vec<RaftMessage>),
+) -> Result<proto::RaftMessageResp, tonic::Status> {
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            batch = stream.message() => match batch? {
+                Some(batch) => step(decode_batch(&batch)),
+                None => break,
+            },
+        }
+    }
+    Ok(proto::RaftMessageResp {
+        status: Some(proto::status(common::StatusCode::Success, String::new())),
+    })
 }
 
 /// The accepted connections of a gRPC server's `listener`, with `TCP_NODELAY` set on each.
