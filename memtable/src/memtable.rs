@@ -133,6 +133,9 @@ pub struct MemTable {
     /// True once a mark was taken since the undo log was last emptied: only then is anything
     /// logged.
     logging: AtomicBool,
+    /// device → measurement → points to reserve when the series is created: what the series
+    /// held in the memtable this one succeeds, plus headroom (see [`MemTable::successor`]).
+    capacity_hints: HashMap<String, HashMap<String, usize>>,
 }
 
 impl fmt::Debug for MemTable {
@@ -161,7 +164,30 @@ impl MemTable {
             next_undo_tag: 1,
             epoch: AtomicU64::new(1),
             logging: AtomicBool::new(false),
+            capacity_hints: HashMap::new(),
         }
+    }
+
+    /// An empty memtable with the same settings that takes over from this one: each series it
+    /// creates reserves room for what the series holds here plus a quarter, so a steady workload
+    /// fills its series without regrowing them (every regrowth copies the whole series).
+    ///
+    /// The reservation is made when a series receives its first write, so the successor's heap
+    /// may run ahead of [`memory_bytes`](MemTable::memory_bytes) (which counts points written) by
+    /// at most a quarter more than this memtable holds.
+    pub fn successor(&self) -> MemTable {
+        let mut next = MemTable::new(self.config);
+        for series in &self.series {
+            let points = series.len();
+            if points == 0 {
+                continue;
+            }
+            next.capacity_hints
+                .entry(series.device.clone())
+                .or_default()
+                .insert(series.measurement.clone(), points + points / 4);
+        }
+        next
     }
 
     /// The settings it was made with.
@@ -310,6 +336,13 @@ impl MemTable {
         if epoch.is_some() {
             self.log(id, UndoStep::Created);
         }
+        let hint = self
+            .capacity_hints
+            .get(device)
+            .and_then(|m| m.get(measurement))
+            .copied()
+            .unwrap_or(0);
+        let capacity = capacity.max(hint);
         self.series.push(Series::new(
             device,
             measurement,
@@ -548,5 +581,49 @@ impl MemTable {
         if measurements.is_empty() {
             self.index.remove(device);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use common::{DataType, Tablet, Value};
+
+    use super::*;
+
+    fn tablet(device: &str, measurement: &str, from: i64, rows: i64) -> Tablet {
+        let mut tablet = Tablet::new(device, &[(measurement, DataType::Double)]);
+        for t in from..from + rows {
+            tablet.push_row(t, vec![Some(Value::Double(t as f64))]);
+        }
+        tablet
+    }
+
+    fn insert(mt: &mut MemTable, tablet: &Tablet) {
+        let rows: Vec<u32> = (0..tablet.row_count() as u32).collect();
+        mt.insert_tablet(tablet, &rows).unwrap();
+    }
+
+    #[test]
+    fn a_successor_reserves_what_each_series_held_plus_a_quarter() {
+        let mut mt = MemTable::new(MemTableConfig::default());
+        for i in 0..10 {
+            insert(&mut mt, &tablet("root.sg.d1", "s1", i * 100, 100));
+        }
+        insert(&mut mt, &tablet("root.sg.d2", "s1", 0, 7));
+
+        let mut next = mt.successor();
+        assert!(next.is_empty());
+        assert_eq!(next.memory_bytes(), 0);
+        insert(&mut next, &tablet("root.sg.d1", "s1", 5000, 100));
+        insert(&mut next, &tablet("root.sg.d3", "s1", 0, 3));
+        let d1 = &next.series[next.id("root.sg.d1", "s1").unwrap() as usize];
+        assert!(d1.timestamps.capacity() >= 1250, "{}", d1.timestamps.capacity());
+        assert_eq!(d1.len(), 100);
+        // A series the predecessor did not hold reserves only its first tablet's rows.
+        let d3 = &next.series[next.id("root.sg.d3", "s1").unwrap() as usize];
+        assert!(d3.timestamps.capacity() < 100);
+        // Hints are not contents.
+        assert_eq!(next.point_count(), 103);
+        assert!(next.id("root.sg.d2", "s1").is_none());
     }
 }

@@ -542,10 +542,8 @@ impl DataRegion {
                 if partition.working.is_empty() {
                     continue;
                 }
-                let working = std::mem::replace(
-                    &mut partition.working,
-                    MemTable::new(memtable_config(&self.config)),
-                );
+                let successor = partition.working.successor();
+                let working = std::mem::replace(&mut partition.working, successor);
                 partition
                     .flushing
                     .push((checkpoint, Arc::new(working.freeze())));

@@ -421,7 +421,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::Query { from: f, to: t } => (from, to) = (f, t),
             Op::Freeze => {
-                let frozen = std::mem::replace(&mut mt, MemTable::new(config)).freeze();
+                // The successor reserves room by the frozen series' sizes; it must behave
+                // exactly like a new memtable.
+                let next = mt.successor();
+                let frozen = std::mem::replace(&mut mt, next).freeze();
                 check_frozen(&frozen, &model, from, to)?;
                 model = Model::default();
                 marks.clear();
