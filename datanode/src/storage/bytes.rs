@@ -1,6 +1,8 @@
 //! Little-endian byte writing and bounds-checked reading shared by every engine encoding (log
 //! entries, sealed files, the manifest). A reader never allocates more than the bytes it holds.
 
+use std::ops::Range;
+
 use common::{Bitmap, Column, DataType};
 
 /// Why a byte string did not decode; `offset` is relative to the start of the decoded buffer.
@@ -52,17 +54,31 @@ impl Writer {
         self.u16(len);
         self.bytes(v.as_bytes());
     }
+    /// Fixed-width values in one pass over a pre-sized tail, `N` little-endian bytes each:
+    /// cheaper than growing the buffer value by value (sealed files and log entries are mostly
+    /// timestamps and numeric columns).
+    fn fixed<T: Copy, const N: usize>(&mut self, values: &[T], to_le: impl Fn(T) -> [u8; N]) {
+        let start = self.buf.len();
+        self.buf.resize(start + N * values.len(), 0);
+        for (out, &v) in self.buf[start..].chunks_exact_mut(N).zip(values) {
+            out.copy_from_slice(&to_le(v));
+        }
+    }
+    /// Timestamps (or any i64s), 8 bytes each.
+    pub(crate) fn i64s(&mut self, values: &[i64]) {
+        self.fixed(values, i64::to_le_bytes);
+    }
     /// Column values for the given rows, in row order.
-    pub(crate) fn column_rows(&mut self, column: &Column, rows: impl Iterator<Item = usize>) {
+    pub(crate) fn column_rows(&mut self, column: &Column, rows: Range<usize>) {
         match column {
-            Column::Boolean(v) => rows.for_each(|r| self.u8(v[r] as u8)),
-            Column::Int32(v) => rows.for_each(|r| self.bytes(&v[r].to_le_bytes())),
-            Column::Int64(v) => rows.for_each(|r| self.i64(v[r])),
-            Column::Float(v) => rows.for_each(|r| self.u32(v[r].to_bits())),
-            Column::Double(v) => rows.for_each(|r| self.u64(v[r].to_bits())),
-            Column::Text(v) => rows.for_each(|r| {
-                self.u32(v[r].len() as u32);
-                self.bytes(v[r].as_bytes());
+            Column::Boolean(v) => self.fixed(&v[rows], |b| [b as u8]),
+            Column::Int32(v) => self.fixed(&v[rows], i32::to_le_bytes),
+            Column::Int64(v) => self.i64s(&v[rows]),
+            Column::Float(v) => self.fixed(&v[rows], f32::to_le_bytes),
+            Column::Double(v) => self.fixed(&v[rows], f64::to_le_bytes),
+            Column::Text(v) => v[rows].iter().for_each(|s| {
+                self.u32(s.len() as u32);
+                self.bytes(s.as_bytes());
             }),
         }
     }
@@ -116,6 +132,21 @@ impl<'a> Reader<'a> {
     pub(crate) fn i64(&mut self) -> DecodeResult<i64> {
         Ok(i64::from_le_bytes(self.array()?))
     }
+    /// `count` i64s; the byte count is checked before anything is allocated.
+    pub(crate) fn i64s(&mut self, count: usize) -> DecodeResult<Vec<i64>> {
+        if count.saturating_mul(8) > self.remaining() {
+            return self.error(format!(
+                "{count} i64s cannot fit the remaining bytes ({} needed, {} remain)",
+                count.saturating_mul(8),
+                self.remaining()
+            ));
+        }
+        Ok(self
+            .take(8 * count)?
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+            .collect())
+    }
     pub(crate) fn str16(&mut self) -> DecodeResult<String> {
         let len = self.u16()? as usize;
         let at = self.pos;
@@ -165,12 +196,7 @@ impl<'a> Reader<'a> {
                     .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
                     .collect(),
             ),
-            DataType::Int64 => Column::Int64(
-                self.take(8 * count)?
-                    .chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
-            ),
+            DataType::Int64 => Column::Int64(self.i64s(count)?),
             DataType::Float => Column::Float(
                 self.take(4 * count)?
                     .chunks_exact(4)

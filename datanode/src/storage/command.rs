@@ -104,9 +104,7 @@ fn encode_tablet(w: &mut Writer, tablet: &Tablet) {
     w.str16(&tablet.device);
     w.u32(rows as u32);
     w.u32(tablet.columns.len() as u32);
-    for &t in &tablet.timestamps {
-        w.i64(t);
-    }
+    w.i64s(&tablet.timestamps);
     let all_rows: Vec<usize> = (0..rows).collect();
     for (i, column) in tablet.columns.iter().enumerate() {
         w.str16(&tablet.measurements[i]);
@@ -133,13 +131,7 @@ fn decode_tablet(r: &mut Reader<'_>, limits: &TabletLimits) -> DecodeResult<Tabl
             limits.rows_max, limits.measurements_max
         ));
     }
-    if rows.saturating_mul(8) > r.remaining() {
-        return r.error(format!("{rows} timestamps cannot fit the remaining bytes"));
-    }
-    let mut timestamps = Vec::with_capacity(rows);
-    for _ in 0..rows {
-        timestamps.push(r.i64()?);
-    }
+    let timestamps = r.i64s(rows)?;
     let mut tablet = Tablet {
         device,
         measurements: Vec::with_capacity(columns),

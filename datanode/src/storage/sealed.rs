@@ -110,9 +110,7 @@ fn encode_into(
         w.str16(series.measurement);
         w.u8(series.data_type.code());
         w.u32(count as u32);
-        for &t in series.timestamps {
-            w.i64(t);
-        }
+        w.i64s(series.timestamps);
         w.column_rows(series.values, 0..count);
         let crc = crc32fast::hash(&w.buf);
         w.u32(crc);
@@ -311,10 +309,7 @@ impl SealedFile {
                 "timestamps overrun the chunk".into(),
             ));
         }
-        let mut timestamps = Vec::with_capacity(count);
-        for _ in 0..count {
-            timestamps.push(r.i64().map_err(decode)?);
-        }
+        let timestamps = r.i64s(count).map_err(decode)?;
         if timestamps.windows(2).any(|w| w[0] >= w[1]) {
             return Err(corrupt(
                 0,
