@@ -517,23 +517,27 @@ fn encode_header(kind: u8, group: GroupId, payload_hint: usize) -> Vec<u8> {
 }
 
 fn encode_message(kind: u8, group: GroupId, message: &dyn protobuf::Message) -> Vec<u8> {
-    let body = message
-        .write_to_bytes()
+    let mut out = encode_header(kind, group, message.compute_size() as usize);
+    message
+        .write_to_vec(&mut out)
         .expect("raft protobuf messages in memory always encode");
-    let mut out = encode_header(kind, group, body.len());
-    out.extend_from_slice(&body);
     out
 }
 
 fn encode_entries(group: GroupId, entries: &[Entry]) -> Vec<u8> {
-    let mut out = encode_header(KIND_ENTRIES, group, 64 * entries.len());
+    // Sized up front: the data dominates, plus a few bytes of fields per entry.
+    let hint = 4 + entries.iter().map(|e| 4 + 32 + e.data.len() + e.context.len()).sum::<usize>();
+    let mut out = encode_header(KIND_ENTRIES, group, hint);
     out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
     for entry in entries {
-        let body = entry
-            .write_to_bytes()
+        // The length word is patched once the entry is encoded in place behind it.
+        let at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        entry
+            .write_to_vec(&mut out)
             .expect("raft entries in memory always encode");
-        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        out.extend_from_slice(&body);
+        let len = (out.len() - at - 4) as u32;
+        out[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }
     out
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use bytes::Bytes;
 use protobuf::Message as _;
 use raft::eraftpb::Message;
 
@@ -25,18 +26,23 @@ impl RaftMessage {
     /// Wire form for a networked transport: group id as u64 little-endian, then the protobuf
     /// encoding of the raft-rs message.
     pub fn encode(&self) -> Vec<u8> {
-        let body = self
-            .message
-            .write_to_bytes()
-            .expect("a raft message in memory always encodes");
-        let mut out = Vec::with_capacity(8 + body.len());
+        let body_len = self.message.compute_size() as usize;
+        let mut out = Vec::with_capacity(8 + body_len);
         out.extend_from_slice(&self.group.to_le_bytes());
-        out.extend_from_slice(&body);
+        self.message
+            .write_to_vec(&mut out)
+            .expect("a raft message in memory always encodes");
         out
     }
 
     /// Inverse of [`RaftMessage::encode`].
     pub fn decode(bytes: &[u8]) -> Result<RaftMessage, StorageError> {
+        RaftMessage::decode_shared(&Bytes::copy_from_slice(bytes))
+    }
+
+    /// Inverse of [`RaftMessage::encode`] without copying: the entries' data are slices of
+    /// `bytes`, which they keep alive.
+    pub fn decode_shared(bytes: &Bytes) -> Result<RaftMessage, StorageError> {
         let corrupt = |reason: String| StorageError::Corrupt {
             log_index: 0,
             reason,
@@ -45,7 +51,8 @@ impl RaftMessage {
             return Err(corrupt(format!("raft message of {} bytes", bytes.len())));
         }
         let group = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
-        let message = Message::parse_from_bytes(&bytes[8..]).map_err(|e| corrupt(e.to_string()))?;
+        let message = Message::parse_from_carllerche_bytes(&bytes.slice(8..))
+            .map_err(|e| corrupt(e.to_string()))?;
         Ok(RaftMessage { group, message })
     }
 }
@@ -289,6 +296,35 @@ mod tests {
         assert_eq!(&bytes[..8], &7u64.to_le_bytes());
         assert_eq!(RaftMessage::decode(&bytes).unwrap(), envelope);
         assert!(RaftMessage::decode(&bytes[..5]).is_err());
+    }
+
+    #[test]
+    fn shared_decoding_leaves_entry_data_in_the_received_buffer() {
+        let mut message = Message {
+            to: 2,
+            from: 1,
+            term: 5,
+            ..Default::default()
+        };
+        message.set_msg_type(MessageType::MsgAppend);
+        let data = Bytes::from(vec![0xab; 4096]);
+        message.entries.push(raft::eraftpb::Entry {
+            index: 9,
+            term: 5,
+            data: data.clone(),
+            ..Default::default()
+        });
+        let envelope = RaftMessage { group: 3, message };
+        let received = Bytes::from(envelope.encode());
+        let decoded = RaftMessage::decode_shared(&received).unwrap();
+        assert_eq!(decoded, envelope);
+        let entry = &decoded.message.entries[0].data;
+        let buffer = received.as_ptr_range();
+        assert!(
+            buffer.contains(&entry.as_ptr()),
+            "entry data was copied out of the received buffer"
+        );
+        assert!(RaftMessage::decode_shared(&received.slice(..7)).is_err());
     }
 
     #[test]

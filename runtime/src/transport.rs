@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use consensus::{NodeId, RaftMessage, Transport};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
@@ -63,7 +65,7 @@ pub struct GrpcTransport {
     addresses: AddressBook,
     config: TransportConfig,
     runtime: tokio::runtime::Handle,
-    peers: Arc<Mutex<BTreeMap<NodeId, mpsc::Sender<Vec<u8>>>>>,
+    peers: Arc<Mutex<BTreeMap<NodeId, mpsc::Sender<Bytes>>>>,
 }
 
 impl std::fmt::Debug for GrpcTransport {
@@ -94,7 +96,7 @@ impl GrpcTransport {
         }
     }
 
-    fn peer_queue(&self, to: NodeId) -> mpsc::Sender<Vec<u8>> {
+    fn peer_queue(&self, to: NodeId) -> mpsc::Sender<Bytes> {
         let mut peers = self.peers.lock();
         if let Some(queue) = peers.get(&to) {
             if !queue.is_closed() {
@@ -119,7 +121,7 @@ impl Transport for GrpcTransport {
     fn send(&self, to_node: NodeId, messages: Vec<RaftMessage>) {
         let queue = self.peer_queue(to_node);
         for message in messages {
-            if queue.try_send(message.encode()).is_err() {
+            if queue.try_send(Bytes::from(message.encode())).is_err() {
                 tracing::trace!(to_node, "raft message dropped: peer queue full");
             }
         }
@@ -202,11 +204,11 @@ async fn peer_task(
     service: PeerService,
     addresses: AddressBook,
     config: TransportConfig,
-    mut rx: mpsc::Receiver<Vec<u8>>,
+    mut rx: mpsc::Receiver<Bytes>,
 ) {
     let mut stream: Option<PeerStream> = None;
     // A message that did not fit the previous batch opens the next one.
-    let mut carried: Option<Vec<u8>> = None;
+    let mut carried: Option<Bytes> = None;
     loop {
         let first = match carried.take() {
             Some(m) => m,
@@ -269,11 +271,11 @@ async fn peer_task(
 /// `first` and whatever else is queued, up to `batch_messages_max` messages and
 /// `batch_bytes_max` bytes; the message that would pass the byte limit goes to `carried`.
 fn fill_batch(
-    first: Vec<u8>,
-    rx: &mut mpsc::Receiver<Vec<u8>>,
+    first: Bytes,
+    rx: &mut mpsc::Receiver<Bytes>,
     config: &TransportConfig,
-    carried: &mut Option<Vec<u8>>,
-) -> Vec<Vec<u8>> {
+    carried: &mut Option<Bytes>,
+) -> Vec<Bytes> {
     let mut bytes = first.len();
     let mut messages = vec![first];
     while messages.len() < config.batch_messages_max {
@@ -297,7 +299,7 @@ pub fn decode_batch(batch: &proto::RaftMessageBatch) -> Vec<RaftMessage> {
     batch
         .messages
         .iter()
-        .filter_map(|bytes| match RaftMessage::decode(bytes) {
+        .filter_map(|bytes| match RaftMessage::decode_shared(bytes) {
             Ok(m) => Some(m),
             Err(e) => {
                 tracing::warn!(from = batch.from_node_id, "undecodable raft message: {e}");
@@ -363,10 +365,10 @@ mod tests {
         };
         let (tx, mut rx) = mpsc::channel(16);
         for len in [4, 4, 4, 20, 1, 1, 1, 1] {
-            tx.send(vec![0u8; len]).await.unwrap();
+            tx.send(Bytes::from(vec![0u8; len])).await.unwrap();
         }
         let mut carried = None;
-        let lens = |b: Vec<Vec<u8>>| b.iter().map(Vec::len).collect::<Vec<_>>();
+        let lens = |b: Vec<Bytes>| b.iter().map(Bytes::len).collect::<Vec<_>>();
         let first = rx.recv().await.unwrap();
         // 4 + 4 fit, the third 4 would make 12 > 10: carried.
         assert_eq!(
