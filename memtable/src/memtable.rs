@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::mem;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use common::{DataType, Tablet, Value};
@@ -226,6 +227,7 @@ impl MemTable {
                 tablet.device
             );
         }
+        let contiguous = contiguous_rows(rows);
 
         // Resolve every series and check every type before the first append, so that a refused
         // tablet leaves no trace. A column with no non-null selected cell writes nothing and is
@@ -288,6 +290,7 @@ impl MemTable {
                 &tablet.columns[column],
                 nulls,
                 rows,
+                contiguous.clone(),
             );
             written += points;
             self.point_count += points;
@@ -584,6 +587,14 @@ impl MemTable {
     }
 }
 
+/// `Some(first..last + 1)` when `rows` are consecutive ascending indexes (the usual selection:
+/// every row of a tablet, or a run of them in one time partition).
+fn contiguous_rows(rows: &[u32]) -> Option<Range<usize>> {
+    let (&first, &last) = (rows.first()?, rows.last()?);
+    let consecutive = rows.windows(2).all(|w| w[0].checked_add(1) == Some(w[1]));
+    consecutive.then(|| first as usize..last as usize + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use common::{DataType, Tablet, Value};
@@ -617,7 +628,11 @@ mod tests {
         insert(&mut next, &tablet("root.sg.d1", "s1", 5000, 100));
         insert(&mut next, &tablet("root.sg.d3", "s1", 0, 3));
         let d1 = &next.series[next.id("root.sg.d1", "s1").unwrap() as usize];
-        assert!(d1.timestamps.capacity() >= 1250, "{}", d1.timestamps.capacity());
+        assert!(
+            d1.timestamps.capacity() >= 1250,
+            "{}",
+            d1.timestamps.capacity()
+        );
         assert_eq!(d1.len(), 100);
         // A series the predecessor did not hold reserves only its first tablet's rows.
         let d3 = &next.series[next.id("root.sg.d3", "s1").unwrap() as usize];
@@ -625,5 +640,19 @@ mod tests {
         // Hints are not contents.
         assert_eq!(next.point_count(), 103);
         assert!(next.id("root.sg.d2", "s1").is_none());
+    }
+
+    #[test]
+    fn only_consecutive_ascending_rows_are_contiguous() {
+        assert_eq!(contiguous_rows(&[]), None);
+        assert_eq!(contiguous_rows(&[4]), Some(4..5));
+        assert_eq!(contiguous_rows(&[0, 1, 2, 3]), Some(0..4));
+        assert_eq!(contiguous_rows(&[2, 3, 5]), None);
+        assert_eq!(contiguous_rows(&[3, 2]), None);
+        assert_eq!(contiguous_rows(&[1, 1]), None);
+        assert_eq!(
+            contiguous_rows(&[u32::MAX - 1, u32::MAX]),
+            Some(u32::MAX as usize - 1..u32::MAX as usize + 1)
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! common case) skips that sort.
 
 use std::mem;
+use std::ops::Range;
 
 use common::{Bitmap, Column, DataType, Value};
 
@@ -128,6 +129,7 @@ impl Series {
         column: &Column,
         nulls: Option<&Bitmap>,
         rows: &[u32],
+        contiguous: Option<Range<usize>>,
     ) -> (usize, usize) {
         let mut run = AppendRun {
             timestamps: &mut self.timestamps,
@@ -136,6 +138,7 @@ impl Series {
             tablet_timestamps,
             nulls,
             rows,
+            contiguous,
         };
         let result = match (&mut self.values, column) {
             (Column::Boolean(out), Column::Boolean(input)) => run.append(out, input),
@@ -239,6 +242,9 @@ struct AppendRun<'a> {
     tablet_timestamps: &'a [i64],
     nulls: Option<&'a Bitmap>,
     rows: &'a [u32],
+    /// `Some(range)` when `rows` is exactly `range` in order (a tablet whose rows all fall in
+    /// one time partition): the cells are then copied as slices, not gathered row by row.
+    contiguous: Option<Range<usize>>,
 }
 
 impl AppendRun<'_> {
@@ -250,13 +256,18 @@ impl AppendRun<'_> {
         let start = out.len();
         debug_assert_eq!(start, self.timestamps.len());
         let tablet_timestamps = self.tablet_timestamps;
-        match self.nulls {
-            None => {
+        match (self.nulls, self.contiguous.clone()) {
+            (None, Some(range)) => {
+                self.timestamps
+                    .extend_from_slice(&tablet_timestamps[range.clone()]);
+                out.extend_from_slice(&input[range]);
+            }
+            (None, None) => {
                 self.timestamps
                     .extend(self.rows.iter().map(|&row| tablet_timestamps[row as usize]));
                 out.extend(self.rows.iter().map(|&row| input[row as usize].clone()));
             }
-            Some(nulls) => {
+            (Some(nulls), _) => {
                 self.timestamps.reserve(self.rows.len());
                 out.reserve(self.rows.len());
                 for &row in self.rows {

@@ -29,6 +29,9 @@ enum Op {
         rows: Vec<(i64, [Cell; 3])>,
         /// Row selection, each taken modulo the row count.
         selection: Vec<u32>,
+        /// Select a run of consecutive rows instead (from the first selected row, or row 0, to
+        /// the end): the memtable copies such runs as slices.
+        run: bool,
     },
     Mark,
     /// Roll back to the live mark at this index, modulo their number.
@@ -73,8 +76,9 @@ fn insert_strategy() -> impl Strategy<Value = Op> {
             1..8,
         ),
         proptest::collection::vec(any::<u32>(), 0..10),
+        proptest::bool::weighted(0.4),
     )
-        .prop_map(|(device, columns, rows, selection)| {
+        .prop_map(|(device, columns, rows, selection, run)| {
             let mut seen = [false; 3];
             let columns = columns
                 .into_iter()
@@ -93,6 +97,7 @@ fn insert_strategy() -> impl Strategy<Value = Op> {
                 columns,
                 rows,
                 selection,
+                run,
             }
         })
 }
@@ -363,9 +368,15 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 columns,
                 rows,
                 selection,
+                run,
             } => {
                 let tablet = build_tablet(device, &columns, &rows);
-                let selection: Vec<u32> = selection.iter().map(|r| r % rows.len() as u32).collect();
+                let n = rows.len() as u32;
+                let selection: Vec<u32> = if run {
+                    (selection.first().map_or(0, |r| r % n)..n).collect()
+                } else {
+                    selection.iter().map(|r| r % n).collect()
+                };
                 let before = (mt.memory_bytes(), mt.undo_entries());
                 let expected = model.insert(&tablet, &selection);
                 let actual = mt.insert_tablet(&tablet, &selection);
