@@ -61,9 +61,10 @@ impl Appender for RaftEngine {
     }
 }
 
-fn open_wal(dir: &Path, durability: Durability) -> Wal {
+fn open_wal(dir: &Path, durability: Durability, direct_io: bool) -> Wal {
     let mut options = WalOptions::new(dir);
     options.durability = durability;
+    options.direct_io = direct_io;
     Wal::open(options).expect("open wal")
 }
 
@@ -120,17 +121,31 @@ fn settle() {
 
 fn durable_appends(c: &mut Criterion) {
     let window = Duration::from_millis(1);
-    let modes: [(&str, Option<Durability>); 5] = [
-        ("wal_sync", Some(Durability::Sync)),
-        ("wal_group_commit", Some(Durability::GroupCommit { window })),
+    // (name, durability (None: raft-engine), O_DIRECT). The log's default goes through the page
+    // cache; the `_direct` rows set `WalOptions::direct_io`, as the DataNode's raft log does.
+    let modes: [(&str, Option<Durability>, bool); 8] = [
+        ("wal_sync", Some(Durability::Sync), false),
+        (
+            "wal_group_commit",
+            Some(Durability::GroupCommit { window }),
+            false,
+        ),
+        ("wal_sync_direct", Some(Durability::Sync), true),
+        (
+            "wal_group_commit_direct",
+            Some(Durability::GroupCommit { window }),
+            true,
+        ),
         (
             "wal_async_10ms",
             Some(Durability::Async {
                 interval: Duration::from_millis(10),
             }),
+            false,
         ),
-        ("wal_none", Some(Durability::None)),
-        ("raft_engine_sync", None),
+        ("wal_none", Some(Durability::None), false),
+        ("wal_none_direct", Some(Durability::None), true),
+        ("raft_engine_sync", None, false),
     ];
     for (size, size_name) in SIZES {
         for writers in WRITERS {
@@ -143,7 +158,7 @@ fn durable_appends(c: &mut Criterion) {
             // Criterion reports one throughput per benchmark: appends per second. The line
             // printed after each benchmark adds bytes per second.
             group.throughput(Throughput::Elements(1));
-            for (name, durability) in modes {
+            for (name, durability, direct_io) in modes {
                 // Opened on first use, so benchmarks left out by a filter cost nothing.
                 let mut opened: Option<(tempfile::TempDir, Arc<dyn Appender>)> = None;
                 let mut total = (0u64, Duration::ZERO);
@@ -155,7 +170,9 @@ fn durable_appends(c: &mut Criterion) {
                                 .tempdir()
                                 .expect("temp dir");
                             let appender: Arc<dyn Appender> = match durability {
-                                Some(durability) => Arc::new(open_wal(dir.path(), durability)),
+                                Some(durability) => {
+                                    Arc::new(open_wal(dir.path(), durability, direct_io))
+                                }
                                 None => Arc::new(open_raft_engine(dir.path())),
                             };
                             settle();

@@ -595,6 +595,8 @@ pub async fn run_with_listener(
     let mut wal_options = wal::WalOptions::new(&raft_dir);
     // handle_ready issues one sync per round that raft needs durable (see consensus).
     wal_options.durability = wal::Durability::None;
+    // One writer that syncs its own batches (see WalOptions::direct_io).
+    wal_options.direct_io = true;
     wal_options.segment_bytes = 8 << 20;
     let wal = wal::Wal::open(wal_options)?;
     let snapshot_path = config.cn_data_dir.join("snapshot");

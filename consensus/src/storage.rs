@@ -526,7 +526,10 @@ fn encode_message(kind: u8, group: GroupId, message: &dyn protobuf::Message) -> 
 
 fn encode_entries(group: GroupId, entries: &[Entry]) -> Vec<u8> {
     // Sized up front: the data dominates, plus a few bytes of fields per entry.
-    let hint = 4 + entries.iter().map(|e| 4 + 32 + e.data.len() + e.context.len()).sum::<usize>();
+    let hint = 4 + entries
+        .iter()
+        .map(|e| 4 + 32 + e.data.len() + e.context.len())
+        .sum::<usize>();
     let mut out = encode_header(KIND_ENTRIES, group, hint);
     out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
     for entry in entries {

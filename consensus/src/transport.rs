@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use bytes::Bytes;
+use parking_lot::Mutex;
 use protobuf::Message as _;
 use raft::eraftpb::Message;
 

@@ -248,6 +248,8 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
     // consensus issues one sync per ready round for all regions (group commit); the log itself
     // must not add its own.
     wal_options.durability = wal::Durability::None;
+    // One writer, large batches, its own syncs: what O_DIRECT is for (see WalOptions::direct_io).
+    wal_options.direct_io = true;
     wal_options.segment_bytes = config.wal_segment_bytes;
     let wal = wal::Wal::open(wal_options)?;
     let election_tick = config.dn_raft_election_ticks as usize;
