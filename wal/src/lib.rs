@@ -41,6 +41,7 @@ mod iter;
 mod log;
 mod options;
 mod segment;
+mod spare;
 mod sys;
 
 pub use error::{Error, Result};

@@ -15,6 +15,7 @@ use crate::format::{self, SEGMENT_HEADER_BYTES};
 use crate::iter::WalIter;
 use crate::options::{Durability, WalOptions};
 use crate::segment::{self, Segment};
+use crate::spare::Spares;
 use crate::sys;
 
 /// Payloads up to this size are copied next to their header so that a batch of small records is
@@ -84,6 +85,8 @@ struct Inner {
     /// Tells the background syncer of `Durability::Async` to stop.
     stop_async: Mutex<bool>,
     stop_async_cv: Condvar,
+    /// The zero-filled next segment (`WalOptions::prefill_segments`), `None` when off.
+    spares: Option<Spares>,
 }
 
 struct Writer {
@@ -323,10 +326,15 @@ impl Wal {
             stats,
             stop_async: Mutex::new(false),
             stop_async_cv: Condvar::new(),
+            spares: (options.preallocate && options.prefill_segments)
+                .then(|| Spares::new(&dir, options.segment_bytes)),
             options,
             dir_file,
             _lock_file: lock_file,
         });
+        if let Some(spares) = &inner.spares {
+            spares.refill();
+        }
         let async_syncer = match inner.options.durability {
             Durability::Async { interval } => {
                 let inner = Arc::clone(&inner);
@@ -430,6 +438,9 @@ impl Wal {
 
 impl Drop for Wal {
     fn drop(&mut self) {
+        if let Some(spares) = &self.inner.spares {
+            spares.close();
+        }
         if let Some(handle) = self.async_syncer.take() {
             *self.inner.stop_async.lock() = true;
             self.inner.stop_async_cv.notify_all();
@@ -466,8 +477,14 @@ fn open_segments(
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if name.ends_with(segment::TEMP_SUFFIX) {
-            // A segment whose creation did not finish; it never held a record.
-            fs::remove_file(entry.path()).map_err(|e| Error::io(entry.path(), e))?;
+            // A segment whose creation did not finish, or a spare: it never held a record. The
+            // spare thread of a log dropped just before may delete its own file first.
+            match fs::remove_file(entry.path()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io(entry.path(), e));
+                }
+                _ => {}
+            }
             continue;
         }
         if let Some(first_index) = segment::parse_segment_file_name(name) {
@@ -697,13 +714,22 @@ impl Inner {
             .options
             .preallocate
             .then_some(self.options.segment_bytes);
-        let created = Segment::create(
-            &self.options.dir,
-            &self.dir_file,
-            writer.next_index,
-            preallocate,
-        );
+        let spare = self.spares.as_ref().and_then(Spares::take);
+        let created = match spare {
+            Some(spare) => {
+                Segment::from_spare(&self.options.dir, &self.dir_file, writer.next_index, spare)
+            }
+            None => Segment::create(
+                &self.options.dir,
+                &self.dir_file,
+                writer.next_index,
+                preallocate,
+            ),
+        };
         let segment = Arc::new(created?);
+        if let Some(spares) = &self.spares {
+            spares.refill();
+        }
         // The new file's fdatasync and the directory's fsync.
         self.stats.fsyncs.fetch_add(2, Ordering::Relaxed);
         tracing::debug!(segment = %segment.path.display(), "rolled to a new segment");

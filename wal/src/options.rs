@@ -64,6 +64,12 @@ pub struct WalOptions {
     /// waits for the device under the writer lock, so fewer of them join one fsync (4 KiB × 4
     /// writers: about 0.7× the page cache's rate).
     pub direct_io: bool,
+    /// Zero-fill the next segment on a background thread while the active one fills, and roll
+    /// into it when it is ready (see `spare.rs`): fdatasync into written blocks needs no journal
+    /// commit, where fallocated space needs one per sync (on ext4 about 120 µs against 230 µs
+    /// for a 4 KiB append + fdatasync). Costs one extra sequential write of every segment.
+    /// Only with `preallocate`. Default true.
+    pub prefill_segments: bool,
 }
 
 /// Default of [`WalOptions::segment_bytes`].
@@ -88,6 +94,7 @@ impl WalOptions {
             },
             preallocate: true,
             direct_io: false,
+            prefill_segments: true,
         }
     }
 

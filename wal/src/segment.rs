@@ -12,6 +12,7 @@ use crate::format::{
     self, decode_record, decode_segment_header, Decoded, SegmentHeaderProblem, FORMAT_VERSION,
     SEGMENT_HEADER_BYTES,
 };
+use crate::spare::Spare;
 use crate::sys;
 
 /// File name suffix of a segment.
@@ -102,6 +103,33 @@ impl Segment {
         }
         sys::fdatasync(&file, &temp_path).map_err(|e| Error::io(&temp_path, e))?;
         fs::rename(&temp_path, &path).map_err(|e| Error::io(&path, e))?;
+        sys::fsync_dir(dir_file, dir).map_err(|e| Error::io(dir, e))?;
+        Ok(Segment {
+            first_index,
+            path,
+            file,
+            sealed_map: OnceLock::new(),
+        })
+    }
+
+    /// Makes `spare` (a zero-filled, durable file in `dir`) the segment whose first record has
+    /// index `first_index`: header, fdatasync, rename, directory fsync, as [`Segment::create`].
+    pub(crate) fn from_spare(
+        dir: &Path,
+        dir_file: &File,
+        first_index: u64,
+        spare: Spare,
+    ) -> Result<Segment> {
+        let Spare {
+            file,
+            path: spare_path,
+        } = spare;
+        let path = dir.join(segment_file_name(first_index));
+        let header = format::encode_segment_header(first_index);
+        file.write_all_at(&header, 0)
+            .map_err(|e| Error::io(&spare_path, e))?;
+        sys::fdatasync(&file, &spare_path).map_err(|e| Error::io(&spare_path, e))?;
+        fs::rename(&spare_path, &path).map_err(|e| Error::io(&path, e))?;
         sys::fsync_dir(dir_file, dir).map_err(|e| Error::io(dir, e))?;
         Ok(Segment {
             first_index,

@@ -377,3 +377,65 @@ fn async_mode_syncs_in_the_background() {
     }
     drop(wal); // stops and joins the thread
 }
+
+/// `*.wal.tmp` files of a log directory: spares (and interrupted segment creations).
+fn temp_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(".wal.tmp"))
+        .collect()
+}
+
+#[test]
+fn rolls_take_zero_filled_spares_prepared_in_the_background() {
+    let dir = mem_dir("wal-spare");
+    let opts = options(dir.path(), 64 * 1024, Durability::None);
+    assert!(opts.prefill_segments, "on by default");
+    let wal = Wal::open(opts.clone()).expect("open");
+    // The first spare is prepared right after open.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while temp_files(dir.path()).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no spare appeared");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let spare = temp_files(dir.path()).remove(0);
+    assert_eq!(std::fs::metadata(&spare).unwrap().len(), 64 * 1024);
+    assert!(std::fs::read(&spare).unwrap().iter().all(|&b| b == 0));
+
+    let mut expected = Vec::new();
+    for i in 1..=400u64 {
+        let payload = payload_for(i, 1000);
+        assert_eq!(wal.append(&payload).expect("append"), i);
+        expected.push((i, payload));
+    }
+    // The spare became a segment (renamed away), and the rolls went on with or without one.
+    assert!(!spare.exists(), "the first roll takes the ready spare");
+    let files = segment_files(dir.path());
+    assert!(
+        files.len() >= 5,
+        "expected rolls, got {} segments",
+        files.len()
+    );
+    assert_eq!(read_all(&wal).expect("read"), expected);
+    wal.sync().expect("sync");
+    drop(wal);
+    // A spare still being written deletes itself once the log is gone; open removes any left.
+    let wal = Wal::open(opts).expect("reopen");
+    assert_eq!(read_all(&wal).expect("read"), expected);
+    drop(wal);
+
+    let mut off = options(dir.path(), 64 * 1024, Durability::None);
+    off.prefill_segments = false;
+    let wal = Wal::open(off).expect("reopen without spares");
+    // Open removed what was there; a spare the closed log was still writing deletes itself.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !temp_files(dir.path()).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a spare outlived its log"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(wal.append(b"more").expect("append"), 401);
+}
