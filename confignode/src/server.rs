@@ -607,7 +607,7 @@ pub async fn run_with_listener(
     let raft_config = consensus::Config {
         election_tick,
         heartbeat_tick: (election_tick / 5).max(1),
-        seed: node_id,
+        seed: runtime::entropy_seed(node_id),
         ..consensus::Config::default()
     };
     let sm_state = state.clone();

@@ -32,6 +32,8 @@ pub struct Config {
     /// Cap of the exponential apply-retry backoff, in milliseconds. Default 1000.
     pub apply_retry_backoff_max_ms: u64,
     /// Seed of the node's RNG, used for election jitter (mixed with the node id). Default 0.
+    /// Simulations fix it to replay a run; servers draw it per process
+    /// (`runtime::entropy_seed`), or every cluster would share one jitter sequence.
     pub seed: u64,
 }
 

@@ -256,7 +256,7 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
     let raft_config = consensus::Config {
         election_tick,
         heartbeat_tick: (election_tick / 5).max(1),
-        seed: node_id,
+        seed: runtime::entropy_seed(node_id),
         ..consensus::Config::default()
     };
     let node_clock = clock.clone();

@@ -250,6 +250,21 @@ async fn wait<V>(rx: oneshot::Receiver<Result<V>>, timeout: Duration) -> Result<
     }
 }
 
+/// A seed for a node's raft RNG (election jitter) that differs from process to process.
+///
+/// Simulations pass fixed seeds to replay a run; a real node must not: with a seed derived from
+/// the node id, every cluster draws the same jitter sequence, and two nodes whose sequences agree
+/// for a few draws time out in the same tick election after election (seen: three split votes in
+/// a row after a ConfigNode leader was killed, 3.5 s without a leader).
+pub fn entropy_seed(node_id: u64) -> u64 {
+    use std::hash::BuildHasher;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // RandomState is keyed from the OS's randomness once per process.
+    std::collections::hash_map::RandomState::new().hash_one((node_id, std::process::id(), nanos))
+}
+
 fn run_loop<T: Transport>(
     mut node: RaftNode<T>,
     config: &DriverConfig,

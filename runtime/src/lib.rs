@@ -23,7 +23,7 @@ mod transport;
 
 pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
-pub use driver::{DriverConfig, DriverStatus, RaftDriver};
+pub use driver::{entropy_seed, DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
 pub use transport::{
     decode_batch, incoming, serve_raft_stream, AddressBook, GrpcTransport, PeerService,
