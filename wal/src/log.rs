@@ -15,7 +15,7 @@ use crate::format::{self, SEGMENT_HEADER_BYTES};
 use crate::iter::WalIter;
 use crate::options::{Durability, WalOptions};
 use crate::segment::{self, Segment};
-use crate::spare::Spares;
+use crate::spare::{self, Spares};
 use crate::sys;
 
 /// Payloads up to this size are copied next to their header so that a batch of small records is
@@ -498,7 +498,16 @@ fn open_segments(
     }
     if segments.is_empty() {
         let preallocate = options.preallocate.then_some(options.segment_bytes);
-        segments.push(Arc::new(Segment::create(dir, dir_file, 1, preallocate)?));
+        // A new log's first segment is zero-filled here, before anything waits on it; later
+        // ones are prepared in the background.
+        let created = match preallocate.filter(|_| options.prefill_segments) {
+            Some(bytes) => {
+                let spare = spare::prepare_now(dir, bytes).map_err(|e| Error::io(dir, e))?;
+                Segment::from_spare(dir, dir_file, 1, spare)?
+            }
+            None => Segment::create(dir, dir_file, 1, preallocate)?,
+        };
+        segments.push(Arc::new(created));
         stats.fsyncs.fetch_add(2, Ordering::Relaxed);
     }
     Ok(segments)

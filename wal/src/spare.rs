@@ -50,6 +50,17 @@ pub(crate) struct Spares {
 
 static NEXT_SPARE: AtomicU64 = AtomicU64::new(1);
 
+fn spare_path(dir: &Path) -> PathBuf {
+    let n = NEXT_SPARE.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!("spare-{}-{n}{TEMP_SUFFIX}", std::process::id()))
+}
+
+/// A spare made on the calling thread (a new log's first segment).
+pub(crate) fn prepare_now(dir: &Path, bytes: u64) -> std::io::Result<Spare> {
+    let path = spare_path(dir);
+    prepare(&path, bytes).inspect_err(|_| remove(&path))
+}
+
 impl Spares {
     pub(crate) fn new(dir: &Path, bytes: u64) -> Spares {
         Spares {
@@ -68,10 +79,7 @@ impl Spares {
             }
             state.preparing = true;
         }
-        let n = NEXT_SPARE.fetch_add(1, Ordering::Relaxed);
-        let path = self
-            .dir
-            .join(format!("spare-{}-{n}{TEMP_SUFFIX}", std::process::id()));
+        let path = spare_path(&self.dir);
         let bytes = self.bytes;
         let state = Arc::clone(&self.state);
         let spawned = std::thread::Builder::new()
