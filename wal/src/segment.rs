@@ -85,8 +85,6 @@ impl Segment {
         first_index: u64,
         preallocate_bytes: Option<u64>,
     ) -> Result<Segment> {
-        let name = segment_file_name(first_index);
-        let path = dir.join(&name);
         let temp_path = dir.join(format!("{first_index:020}{TEMP_SUFFIX}"));
         let file = OpenOptions::new()
             .read(true)
@@ -95,21 +93,14 @@ impl Segment {
             .truncate(true)
             .open(&temp_path)
             .map_err(|e| Error::io(&temp_path, e))?;
-        let header = format::encode_segment_header(first_index);
-        file.write_all_at(&header, 0)
-            .map_err(|e| Error::io(&temp_path, e))?;
-        if let Some(bytes) = preallocate_bytes {
-            sys::preallocate(&file, bytes).map_err(|e| Error::io(&temp_path, e))?;
-        }
-        sys::fdatasync(&file, &temp_path).map_err(|e| Error::io(&temp_path, e))?;
-        fs::rename(&temp_path, &path).map_err(|e| Error::io(&path, e))?;
-        sys::fsync_dir(dir_file, dir).map_err(|e| Error::io(dir, e))?;
-        Ok(Segment {
+        Segment::install(
+            dir,
+            dir_file,
             first_index,
-            path,
             file,
-            sealed_map: OnceLock::new(),
-        })
+            &temp_path,
+            preallocate_bytes,
+        )
     }
 
     /// Makes `spare` (a zero-filled, durable file in `dir`) the segment whose first record has
@@ -120,16 +111,28 @@ impl Segment {
         first_index: u64,
         spare: Spare,
     ) -> Result<Segment> {
-        let Spare {
-            file,
-            path: spare_path,
-        } = spare;
+        Segment::install(dir, dir_file, first_index, spare.file, &spare.path, None)
+    }
+
+    /// Writes the header into `file` (at `temp_path`), preallocates, makes both durable, and
+    /// only then gives the file its segment name and makes the name durable.
+    fn install(
+        dir: &Path,
+        dir_file: &File,
+        first_index: u64,
+        file: File,
+        temp_path: &Path,
+        preallocate_bytes: Option<u64>,
+    ) -> Result<Segment> {
         let path = dir.join(segment_file_name(first_index));
         let header = format::encode_segment_header(first_index);
         file.write_all_at(&header, 0)
-            .map_err(|e| Error::io(&spare_path, e))?;
-        sys::fdatasync(&file, &spare_path).map_err(|e| Error::io(&spare_path, e))?;
-        fs::rename(&spare_path, &path).map_err(|e| Error::io(&path, e))?;
+            .map_err(|e| Error::io(temp_path, e))?;
+        if let Some(bytes) = preallocate_bytes {
+            sys::preallocate(&file, bytes).map_err(|e| Error::io(temp_path, e))?;
+        }
+        sys::fdatasync(&file, temp_path).map_err(|e| Error::io(temp_path, e))?;
+        fs::rename(temp_path, &path).map_err(|e| Error::io(&path, e))?;
         sys::fsync_dir(dir_file, dir).map_err(|e| Error::io(dir, e))?;
         Ok(Segment {
             first_index,
