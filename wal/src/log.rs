@@ -326,8 +326,9 @@ impl Wal {
             stats,
             stop_async: Mutex::new(false),
             stop_async_cv: Condvar::new(),
-            spares: (options.preallocate && options.prefill_segments)
-                .then(|| Spares::new(&dir, options.segment_bytes)),
+            spares: options
+                .prefilled_segment_bytes()
+                .map(|bytes| Spares::new(&dir, bytes)),
             options,
             dir_file,
             _lock_file: lock_file,
@@ -359,8 +360,8 @@ impl Wal {
     }
 
     /// Appends `payloads` as records with consecutive indexes and returns the first. The batch is
-    /// written with one pwrite(2) (pwritev(2) without `direct_io`) into one segment and made durable together; after a crash,
-    /// recovery returns either all of it or none of it.
+    /// written with one pwrite(2) (pwritev(2) without `direct_io`) into one segment and made
+    /// durable together; after a crash, recovery returns either all of it or none of it.
     pub fn append_batch(&self, payloads: &[&[u8]]) -> Result<u64> {
         self.inner.append(payloads)
     }
@@ -500,7 +501,7 @@ fn open_segments(
         let preallocate = options.preallocate.then_some(options.segment_bytes);
         // A new log's first segment is zero-filled here, before anything waits on it; later
         // ones are prepared in the background.
-        let created = match preallocate.filter(|_| options.prefill_segments) {
+        let created = match options.prefilled_segment_bytes() {
             Some(bytes) => {
                 let spare = spare::prepare_now(dir, bytes).map_err(|e| Error::io(dir, e))?;
                 Segment::from_spare(dir, dir_file, 1, spare)?

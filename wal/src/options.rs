@@ -98,6 +98,12 @@ impl WalOptions {
         }
     }
 
+    /// Bytes of the zero-filled segments the log prepares (`segment_bytes`), or `None` when it
+    /// prepares none (`prefill_segments` or `preallocate` off).
+    pub(crate) fn prefilled_segment_bytes(&self) -> Option<u64> {
+        (self.preallocate && self.prefill_segments).then_some(self.segment_bytes)
+    }
+
     /// Checks every field; `Wal::open` calls it.
     pub fn validate(&self) -> Result<()> {
         fn invalid(field: &'static str, reason: String) -> Result<()> {

@@ -141,10 +141,19 @@ impl<'a> Reader<'a> {
                 self.remaining()
             ));
         }
+        self.fixed(count, i64::from_le_bytes)
+    }
+    /// `count` fixed-width values of `N` little-endian bytes each, the inverse of
+    /// `Writer::fixed`. `take` checks the byte count before anything is allocated.
+    fn fixed<T, const N: usize>(
+        &mut self,
+        count: usize,
+        from_le: impl Fn([u8; N]) -> T,
+    ) -> DecodeResult<Vec<T>> {
         Ok(self
-            .take(8 * count)?
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+            .take(N.saturating_mul(count))?
+            .chunks_exact(N)
+            .map(|c| from_le(c.try_into().expect("chunks of N bytes")))
             .collect())
     }
     pub(crate) fn str16(&mut self) -> DecodeResult<String> {
@@ -190,25 +199,10 @@ impl<'a> Reader<'a> {
                 }
                 Column::Boolean(out)
             }
-            DataType::Int32 => Column::Int32(
-                self.take(4 * count)?
-                    .chunks_exact(4)
-                    .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
-            ),
-            DataType::Int64 => Column::Int64(self.i64s(count)?),
-            DataType::Float => Column::Float(
-                self.take(4 * count)?
-                    .chunks_exact(4)
-                    .map(|c| f32::from_bits(u32::from_le_bytes(c.try_into().unwrap())))
-                    .collect(),
-            ),
-            DataType::Double => Column::Double(
-                self.take(8 * count)?
-                    .chunks_exact(8)
-                    .map(|c| f64::from_bits(u64::from_le_bytes(c.try_into().unwrap())))
-                    .collect(),
-            ),
+            DataType::Int32 => Column::Int32(self.fixed(count, i32::from_le_bytes)?),
+            DataType::Int64 => Column::Int64(self.fixed(count, i64::from_le_bytes)?),
+            DataType::Float => Column::Float(self.fixed(count, f32::from_le_bytes)?),
+            DataType::Double => Column::Double(self.fixed(count, f64::from_le_bytes)?),
             DataType::Text => {
                 let mut out = Vec::with_capacity(count);
                 for _ in 0..count {
