@@ -93,8 +93,7 @@ fn bench(c: &mut Criterion) {
                         }
                         // Ten devices; each round a fresh time range, as ingest does.
                         let start = (i / 10) * INTERVAL_MS * partitions;
-                        let command =
-                            RegionCommand::InsertTablet(tablet((i % 10) as usize, start, step));
+                        let command = RegionCommand::insert(tablet((i % 10) as usize, start, step));
                         index += 1;
                         let begin = Instant::now();
                         region.apply(index, &command, gate).unwrap();

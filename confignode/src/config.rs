@@ -47,6 +47,10 @@ pub struct ConfigNodeConfig {
     pub failure_detector_threshold_ms: u64,
     /// Milliseconds between two invalidation broadcasts of a pending fence operation. Default 1000.
     pub invalidation_retry_interval_ms: u64,
+    /// Milliseconds a DataNode may wait for operations that read the old metadata before it
+    /// answers an invalidation (sent in the request); the ConfigNode waits that long plus 2 s for
+    /// the answer. Default 10000.
+    pub invalidation_drain_timeout_ms: u64,
     /// Replicas per data region group. Default 1.
     pub data_replication_factor: u32,
     /// Data region groups per database. Default 2.
@@ -77,6 +81,7 @@ impl Default for ConfigNodeConfig {
             lease_proceed_margin_ms: 5000,
             failure_detector_threshold_ms: 20_000,
             invalidation_retry_interval_ms: 1000,
+            invalidation_drain_timeout_ms: 10_000,
             data_replication_factor: 1,
             data_region_group_num_per_database: 2,
             series_slot_num: 1000,
@@ -133,6 +138,9 @@ pub struct ConfigNodeArgs {
     /// ms between invalidation broadcasts [default: 1000]
     #[arg(long)]
     pub invalidation_retry_interval_ms: Option<u64>,
+    /// ms a DataNode may drain in-flight operations per invalidation [default: 10000]
+    #[arg(long)]
+    pub invalidation_drain_timeout_ms: Option<u64>,
     /// Replicas per data region group [default: 1]
     #[arg(long)]
     pub data_replication_factor: Option<u32>,
@@ -184,6 +192,7 @@ impl ConfigNodeConfig {
             lease_proceed_margin_ms,
             failure_detector_threshold_ms,
             invalidation_retry_interval_ms,
+            invalidation_drain_timeout_ms,
             data_replication_factor,
             data_region_group_num_per_database,
             series_slot_num,
@@ -285,6 +294,9 @@ impl ConfigNodeConfig {
         if self.failure_detector_threshold_ms == 0 {
             return Err(config_error("failure_detector_threshold_ms", "must be > 0"));
         }
+        if self.invalidation_drain_timeout_ms == 0 {
+            return Err(config_error("invalidation_drain_timeout_ms", "must be > 0"));
+        }
         if self.invalidation_retry_interval_ms == 0 {
             return Err(config_error(
                 "invalidation_retry_interval_ms",
@@ -357,7 +369,7 @@ mod tests {
             .lines()
             .filter(|l| !l.starts_with('#') && l.contains(" = "))
             .count();
-        assert_eq!(keys, 18, "a key is missing from confignode.example.toml");
+        assert_eq!(keys, 19, "a key is missing from confignode.example.toml");
     }
 
     #[test]

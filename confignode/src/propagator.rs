@@ -11,7 +11,7 @@ use consensus::Clock;
 use parking_lot::Mutex;
 
 use crate::client::DataNodeClient;
-use crate::tracker::ContactTracker;
+use crate::tracker::{ContactRefused, ContactTracker};
 
 /// A DataNode that must acknowledge an invalidation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,9 +29,10 @@ pub struct Target {
 pub struct InvalidationOutcome {
     /// DataNodes that acknowledged.
     pub acknowledged: BTreeSet<u64>,
-    /// DataNodes the protocol went ahead without: fenced (`fence + margin` since last contact).
+    /// DataNodes the protocol went ahead without: fenced (`fence + margin` since last contact,
+    /// or, when a newer incarnation answered, since the last contact with the older one).
     pub fenced: BTreeSet<u64>,
-    /// Broadcast rounds sent.
+    /// The most attempts sent to any one DataNode.
     pub rounds: u32,
 }
 
@@ -50,6 +51,19 @@ pub struct Propagator {
     tracker: Arc<Mutex<ContactTracker>>,
     clock: Arc<dyn Clock>,
     retry_interval_ms: u64,
+    drain_timeout_ms: u64,
+}
+
+/// Where one target of an invalidation stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TargetState {
+    /// Not settled; the next attempt may go out at this time (if none is in flight).
+    Pending { next_attempt_ms: u64 },
+    /// A newer incarnation answered: the targeted process may still be alive (paused, or on
+    /// another host with the same data directory), so only time settles it.
+    Superseded,
+    /// Settled.
+    Done,
 }
 
 impl Propagator {
@@ -57,118 +71,189 @@ impl Propagator {
     /// pending and is resumed by the next sweep or leader).
     pub const REGION_WRITE_ROUNDS_MAX: u32 = 30;
 
-    /// A propagator that retries every `retry_interval_ms` (IoTDB: 1000).
+    /// Slack on top of the drain timeout before an invalidation call is abandoned.
+    pub const CALL_SLACK_MS: u64 = 2000;
+
+    /// A propagator that retries every `retry_interval_ms` (IoTDB: 1000) and lets a DataNode
+    /// drain its in-flight operations for up to `drain_timeout_ms` per attempt.
     pub fn new(
         client: Arc<dyn DataNodeClient>,
         tracker: Arc<Mutex<ContactTracker>>,
         clock: Arc<dyn Clock>,
         retry_interval_ms: u64,
+        drain_timeout_ms: u64,
     ) -> Self {
         assert!(retry_interval_ms > 0, "retry interval must be > 0");
+        assert!(drain_timeout_ms > 0, "drain timeout must be > 0");
         Propagator {
             client,
             tracker,
             clock,
             retry_interval_ms,
+            drain_timeout_ms,
         }
     }
 
-    /// Sends `request` (its `data_node_id` and `incarnation_epoch` filled per target) to every
-    /// target until each one acknowledged (200 with its current epoch) or is fenced. Returns at
-    /// once when all acknowledge; an unreachable DataNode holds it until `fence + margin` past
-    /// its last contact (or past this leader's election).
+    /// Sends `request` (its `data_node_id`, `incarnation_epoch` and drain timeout filled per
+    /// target) to every target until each one acknowledged (200 with its current epoch) or is
+    /// fenced, as judged in `term`. Returns at once when all acknowledge; an unreachable DataNode
+    /// holds it until `fence + margin` past its last contact (or past this leader's election).
+    ///
+    /// Each target has at most one call in flight, and a call may take as long as the DataNode's
+    /// drain (plus slack): abandoning a call sooner than the DataNode gives up draining would let
+    /// a node under long requests never acknowledge (a livelock, M3 in REVIEW-2026-12). Targets
+    /// are independent: a slow one delays neither the others nor the fencing verdicts.
     pub async fn invalidate(
         &self,
+        term: u64,
         targets: &[Target],
         request: proto::InvalidateCacheReq,
     ) -> InvalidationOutcome {
         let mut outcome = InvalidationOutcome::default();
+        let mut states: BTreeMap<u64, TargetState> = targets
+            .iter()
+            .map(|t| (t.id, TargetState::Pending { next_attempt_ms: 0 }))
+            .collect();
+        let mut attempts: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut in_flight: BTreeSet<u64> = BTreeSet::new();
+        let mut calls = tokio::task::JoinSet::new();
+        let call_timeout = Duration::from_millis(self.drain_timeout_ms + Self::CALL_SLACK_MS);
         loop {
-            let round_start = self.clock.now_ms();
-            let pending: Vec<&Target> = {
+            let now = self.clock.now_ms();
+            // Verdicts first: time alone settles fenced and superseded targets.
+            {
                 let tracker = self.tracker.lock();
-                targets
-                    .iter()
-                    .filter(|t| !outcome.acknowledged.contains(&t.id))
-                    .filter(|t| {
-                        if tracker.is_fenced(t.id, round_start) {
+                for t in targets {
+                    let state = states.get_mut(&t.id).expect("every target has a state");
+                    match *state {
+                        TargetState::Pending { .. } if tracker.is_fenced_in(term, t.id, now) => {
                             outcome.fenced.insert(t.id);
-                            false
-                        } else {
-                            true
+                            *state = TargetState::Done;
                         }
-                    })
-                    .collect()
-            };
-            if pending.is_empty() {
+                        TargetState::Superseded
+                            if tracker.older_incarnations_fenced_in(
+                                term,
+                                t.id,
+                                t.incarnation_epoch + 1,
+                                now,
+                            ) =>
+                        {
+                            outcome.fenced.insert(t.id);
+                            *state = TargetState::Done;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if states.values().all(|s| *s == TargetState::Done) {
                 return outcome;
             }
-            outcome.rounds += 1;
-            let mut calls = tokio::task::JoinSet::new();
-            for t in &pending {
+            // Attempts that are due.
+            for t in targets {
+                let TargetState::Pending { next_attempt_ms } = states[&t.id] else {
+                    continue;
+                };
+                if next_attempt_ms > now || in_flight.contains(&t.id) {
+                    continue;
+                }
+                let attempt = attempts.entry(t.id).or_default();
+                *attempt += 1;
+                outcome.rounds = outcome.rounds.max(*attempt);
+                states.insert(
+                    t.id,
+                    TargetState::Pending {
+                        next_attempt_ms: now + self.retry_interval_ms,
+                    },
+                );
                 let req = proto::InvalidateCacheReq {
                     data_node_id: t.id,
                     incarnation_epoch: t.incarnation_epoch,
+                    drain_timeout_ms: self.drain_timeout_ms,
                     ..request.clone()
                 };
                 let call = self.client.invalidate(&t.address, req);
-                let timeout = Duration::from_millis(self.retry_interval_ms);
-                let target = (*t).clone();
-                calls.spawn(async move { (target, tokio::time::timeout(timeout, call).await) });
+                let target = t.clone();
+                in_flight.insert(t.id);
+                calls
+                    .spawn(async move { (target, tokio::time::timeout(call_timeout, call).await) });
             }
-            while let Some(joined) = calls.join_next().await {
-                let Ok((target, result)) = joined else {
-                    continue;
-                };
-                match result {
-                    Ok(Ok(resp))
-                        if resp.status.as_ref().is_some_and(|s| s.code == 200)
-                            && resp.incarnation_epoch == target.incarnation_epoch =>
-                    {
-                        let now = self.clock.now_ms();
-                        // An ack is a contact too; a refused one (stale) simply is not counted.
-                        let recorded = self.tracker.lock().record_contact(
-                            target.id,
-                            target.incarnation_epoch,
-                            now,
-                        );
-                        if recorded.is_ok() {
-                            outcome.acknowledged.insert(target.id);
-                        }
-                    }
-                    // A newer incarnation answered: the targeted one is gone with its caches (a
-                    // registration starts a DataNode with empty caches), and the newer one
-                    // registered after the pending state was committed, so it never saw the old
-                    // metadata as usable.
-                    Ok(Ok(resp)) if resp.incarnation_epoch > target.incarnation_epoch => {
-                        outcome.acknowledged.insert(target.id);
-                    }
-                    Ok(Ok(resp)) => tracing::debug!(
-                        node = target.id,
-                        "invalidation refused: {:?}, epoch {}",
-                        resp.status,
-                        resp.incarnation_epoch
-                    ),
-                    Ok(Err(e)) => tracing::debug!(node = target.id, "invalidation failed: {e}"),
-                    Err(_) => tracing::debug!(node = target.id, "invalidation timed out"),
-                }
-            }
-            if targets.iter().all(|t| outcome.acknowledged.contains(&t.id)) {
-                return outcome;
-            }
-            // Sleep until the next broadcast, or until the first pending node counts as fenced.
-            let now = self.clock.now_ms();
-            let next_fence = {
+            // Sleep until the next attempt is due, a target may count as fenced, or a call ends.
+            let wake = {
                 let tracker = self.tracker.lock();
                 targets
                     .iter()
-                    .filter(|t| !outcome.acknowledged.contains(&t.id))
-                    .map(|t| tracker.fenced_at_ms(t.id, now))
+                    .filter_map(|t| match states[&t.id] {
+                        TargetState::Pending { next_attempt_ms } => {
+                            let fenced_at = tracker.fenced_at_ms(t.id, now);
+                            Some(if in_flight.contains(&t.id) {
+                                fenced_at
+                            } else {
+                                fenced_at.min(next_attempt_ms)
+                            })
+                        }
+                        TargetState::Superseded => Some(tracker.older_incarnations_fenced_at_ms(
+                            t.id,
+                            t.incarnation_epoch + 1,
+                            now,
+                        )),
+                        TargetState::Done => None,
+                    })
                     .min()
                     .unwrap_or(now)
             };
-            let wake = (round_start + self.retry_interval_ms).min(next_fence);
-            tokio::time::sleep(Duration::from_millis(wake.saturating_sub(now))).await;
+            let sleep = tokio::time::sleep(Duration::from_millis(wake.saturating_sub(now).max(1)));
+            let joined = tokio::select! {
+                joined = calls.join_next(), if !calls.is_empty() => joined,
+                () = sleep => None,
+            };
+            let Some(Ok((target, result))) = joined else {
+                continue;
+            };
+            in_flight.remove(&target.id);
+            if states[&target.id] == TargetState::Done {
+                continue;
+            }
+            match result {
+                Ok(Ok(resp))
+                    if resp.status.as_ref().is_some_and(|s| s.code == 200)
+                        && resp.incarnation_epoch == target.incarnation_epoch =>
+                {
+                    let now = self.clock.now_ms();
+                    // An ack is a contact too; a refused one (stale) simply is not counted.
+                    let recorded = self.tracker.lock().record_contact(
+                        target.id,
+                        target.incarnation_epoch,
+                        now,
+                    );
+                    // The reply names the targeted incarnation, so it is the ack asked for; only
+                    // a registry that already knows a newer incarnation makes it stale.
+                    if !matches!(recorded, Err(ContactRefused::StaleIncarnation { .. })) {
+                        outcome.acknowledged.insert(target.id);
+                        states.insert(target.id, TargetState::Done);
+                    }
+                }
+                // A newer incarnation answered: it registered after the pending state was
+                // committed (the targets were read after it), so it never saw the old metadata
+                // as usable. The targeted process, though, may still be alive: wait it out.
+                Ok(Ok(resp)) if resp.incarnation_epoch > target.incarnation_epoch => {
+                    tracing::debug!(
+                        node = target.id,
+                        "invalidation answered by incarnation {} (targeted {}): waiting out the \
+                         older one's lease",
+                        resp.incarnation_epoch,
+                        target.incarnation_epoch
+                    );
+                    states.insert(target.id, TargetState::Superseded);
+                }
+                Ok(Ok(resp)) => tracing::debug!(
+                    node = target.id,
+                    "invalidation refused: {:?}, epoch {}",
+                    resp.status,
+                    resp.incarnation_epoch
+                ),
+                Ok(Err(e)) => tracing::debug!(node = target.id, "invalidation failed: {e}"),
+                Err(_) => tracing::debug!(node = target.id, "invalidation timed out"),
+            }
         }
     }
 

@@ -130,6 +130,9 @@ impl Shared {
         let term = self
             .check_leader()
             .map_err(|leader| Error::NotLeader { leader })?;
+        // The term's clock starts no later than here: if raft made this node leader after the
+        // leader loop's last round, every DataNode counts as contacted now.
+        self.track_leadership(Some(term), self.clock.now_ms());
         let (kind, targets, version, regions) = {
             let state = self.state.read();
             let Some((_, kind)) = state.operations().find(|(id, _)| *id == operation_id) else {
@@ -147,6 +150,18 @@ impl Shared {
             let regions = self.affected_regions(&state, &kind);
             (kind, targets, state.metadata_version(), regions)
         };
+        // Lock order everywhere: state before tracker (the state lock is released here).
+        {
+            let registry: Vec<(u64, u64)> = targets
+                .iter()
+                .map(|t| (t.id, t.incarnation_epoch))
+                .collect();
+            let now = self.clock.now_ms();
+            let mut tracker = self.tracker.lock();
+            if tracker.leading_term() == Some(term) {
+                tracker.sync_registry(&registry, now);
+            }
+        }
         let (databases, series) = match &kind {
             OperationKind::DropDatabase(db) => (vec![db.clone()], Vec::new()),
             OperationKind::DeleteTimeseries(series) => (
@@ -168,10 +183,12 @@ impl Shared {
             operation_id,
             databases: databases.clone(),
             series: series.clone(),
+            // Filled per target by the propagator.
+            drain_timeout_ms: 0,
         };
         // A deposed leader stops at once; the new leader resumes the operation.
         let outcome = tokio::select! {
-            outcome = self.propagator.invalidate(&targets, request) => outcome,
+            outcome = self.propagator.invalidate(term, &targets, request) => outcome,
             () = self.lost_term(term) => return Err(Error::NotLeader { leader: None }),
         };
         tracing::info!(
@@ -203,6 +220,10 @@ impl Shared {
                     region_id,
                     command: Some(command.clone()),
                     operation_id,
+                    // The fencing token: at or after the pending state, which hides the target
+                    // from every later fetch, so every insert validated against metadata that
+                    // still showed it carries an older version.
+                    metadata_version: version,
                 });
         let failed = tokio::select! {
             failed = deletion => failed,
@@ -275,6 +296,28 @@ impl Shared {
             .collect()
     }
 
+    /// Records that this node leads in `term` (or no longer leads) as of `now_ms`: the tracker
+    /// starts the term's clock (every DataNode counts as contacted now) and the region-leader
+    /// hints of an earlier term are forgotten. Idempotent within a term; called by the leader
+    /// loop and, before anything else, by every fence operation, so that no operation judges
+    /// a DataNode with a clock that this term has not started (C1 in REVIEW-2026-12).
+    pub(crate) fn track_leadership(&self, leading_term: Option<u64>, now_ms: u64) {
+        let mut current = self.leader_term.lock();
+        if *current == leading_term {
+            return;
+        }
+        let mut tracker = self.tracker.lock();
+        match leading_term {
+            Some(term) => {
+                tracing::info!(node = self.config.cn_node_id, term, "ConfigNode leader");
+                tracker.become_leader(term, now_ms);
+                self.region_leaders.lock().clear();
+            }
+            None => tracker.step_down(),
+        }
+        *current = leading_term;
+    }
+
     /// One leader round: notice leadership changes, heartbeat every DataNode, judge failures,
     /// resume pending fence operations.
     async fn leader_round(self: &Arc<Self>) {
@@ -284,21 +327,7 @@ impl Shared {
             .as_ref()
             .filter(|s| s.role == StateRole::Leader)
             .map(|s| s.term);
-        {
-            let mut current = self.leader_term.lock();
-            if *current != leading_term {
-                let mut tracker = self.tracker.lock();
-                match leading_term {
-                    Some(term) => {
-                        tracing::info!(node = self.config.cn_node_id, term, "ConfigNode leader");
-                        tracker.become_leader(now);
-                        self.region_leaders.lock().clear();
-                    }
-                    None => tracker.step_down(),
-                }
-                *current = leading_term;
-            }
-        }
+        self.track_leadership(leading_term, now);
         let Some(term) = leading_term else {
             return;
         };
@@ -642,6 +671,7 @@ pub async fn run_with_listener(
         tracker.clone(),
         clock.clone(),
         config.invalidation_retry_interval_ms,
+        config.invalidation_drain_timeout_ms,
     );
     let shared = Arc::new(Shared {
         config: config.clone(),

@@ -25,6 +25,9 @@ pub struct DeviceSchema {
     pub database: String,
     /// Measurement → type.
     pub types: BTreeMap<String, DataType>,
+    /// The ConfigNode metadata version the entry was fetched at: the fencing token of the
+    /// inserts validated against it.
+    pub version: u64,
 }
 
 /// Where a region lives.
@@ -262,6 +265,7 @@ mod tests {
         let schema = DeviceSchema {
             database: "root.sg".into(),
             types: [("s1".to_string(), DataType::Int64)].into(),
+            version: 1,
         };
         assert!(cache.put_schema(g, "root.sg.d1", schema.clone()));
         assert_eq!(cache.schema("root.sg.d1").unwrap(), Some(schema.clone()));
@@ -291,6 +295,7 @@ mod tests {
                 ("s2".to_string(), DataType::Double),
             ]
             .into(),
+            version: 1,
         };
         cache.put_schema(g, "root.sg.d1", schema);
         cache.invalidate(&[], &[("root.sg.d1".into(), "s1".into())]);

@@ -118,7 +118,10 @@ pub(crate) async fn insert_tablet(shared: &Arc<Shared>, tablet: Tablet) -> proto
     if tablet.row_count() == 0 {
         return ok();
     }
-    let generation = shared.cache.generation();
+    // Counted until the tablet's answer is decided: an invalidation is acknowledged only after
+    // every tablet validated against the entries it removed has been answered.
+    let in_flight = shared.in_flight.enter(&shared.cache);
+    let generation = in_flight.generation();
     let schema = match resolve_schema(shared, &tablet, generation).await {
         Ok(schema) => schema,
         Err(s) => return s,
@@ -167,13 +170,15 @@ pub(crate) async fn insert_tablet(shared: &Arc<Shared>, tablet: Tablet) -> proto
             .map(|(region, rows)| (*region, tablet.select_rows(rows)))
             .collect()
     };
+    // The fencing token: the version of the metadata the tablet was validated against.
+    let schema_version = schema.version;
     let mut parts = tokio::task::JoinSet::new();
     for (index, (region, part)) in split.into_iter().enumerate() {
         let route = routes.get(&region).cloned().unwrap_or_default();
         let shared = shared.clone();
         parts.spawn(async move {
             let points = part.point_count() as u64;
-            let s = write_region(&shared, region, route, part, generation).await;
+            let s = write_region(&shared, region, route, part, generation, schema_version).await;
             if s.code == 200 {
                 add(&shared.metrics.write_points, points);
                 inc(&shared.metrics.write_requests);
@@ -312,6 +317,7 @@ async fn fetch_schema(
             DeviceSchema {
                 database: d.database,
                 types,
+                version: resp.metadata_version,
             },
         ));
     }
@@ -517,13 +523,14 @@ async fn write_region(
     route: RegionRoute,
     part: Tablet,
     generation: u64,
+    metadata_version: u64,
 ) -> proto::Status {
     let deadline = Instant::now() + Duration::from_millis(shared.config.remote_write_max_retry_ms);
-    let command = RegionCommand::InsertTablet(part);
-    let wire = tablet_to_wire(match &command {
-        RegionCommand::InsertTablet(t) => t,
-        _ => unreachable!("built above"),
-    });
+    let wire = tablet_to_wire(&part);
+    let command = RegionCommand::InsertTablet {
+        tablet: part,
+        metadata_version,
+    };
     let mut targets = Targets::new(shared, region, &route);
     let mut attempt = 0u32;
     loop {
@@ -562,6 +569,7 @@ async fn write_region(
                     region_id: region,
                     command: Some(proto::region_write_req::Command::InsertTablet(wire.clone())),
                     operation_id: 0,
+                    metadata_version,
                 };
                 match shared.peer(&address).forward_region_write(request).await {
                     Ok(resp) => resp.into_inner().status.unwrap_or_else(|| {

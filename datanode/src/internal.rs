@@ -19,13 +19,15 @@ use tonic::{Request, Response};
 use crate::convert::{ok, status, tablet_from_wire, value_to_wire};
 use crate::metrics::inc;
 use crate::node::Shared;
-use crate::storage::{LeaseGate, RegionCommand};
+use crate::storage::{Deletion, LeaseGate, RegionCommand};
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
 
 /// How long an invalidation waits for in-flight operations before answering non-200 (the
-/// ConfigNode retries it).
+/// ConfigNode retries it), when the request does not say.
 const INVALIDATION_DRAIN_MS: u64 = 10_000;
+/// The longest drain a request may ask for.
+const INVALIDATION_DRAIN_MAX_MS: u64 = 120_000;
 
 /// The internal service of one DataNode.
 pub(crate) struct InternalService {
@@ -180,22 +182,27 @@ impl DataNodeInternalService for InternalService {
             .map(|s| (s.device.clone(), s.measurement.clone()))
             .collect();
         shared.cache.invalidate(&req.databases, &series);
-        // Every operation that read the old entries holds a read guard; taking the write guard
-        // waits for them. Operations started after `invalidate` cannot see the entries, and the
-        // coordinator re-checks the cache generation before each dispatch.
-        match tokio::time::timeout(
-            Duration::from_millis(INVALIDATION_DRAIN_MS),
-            shared.in_flight.write(),
-        )
-        .await
+        let generation = shared.cache.generation();
+        // Operations started before the bump may have read the old entries: wait for them.
+        // Operations started after it cannot see the entries, and the coordinator re-checks the
+        // generation before each dispatch (and wakes from its backoff when it moves), so the
+        // wait is short. New requests are not held up meanwhile.
+        let drain_ms = match req.drain_timeout_ms {
+            0 => INVALIDATION_DRAIN_MS,
+            ms => ms.min(INVALIDATION_DRAIN_MAX_MS),
+        };
+        if !shared
+            .in_flight
+            .drain(generation, Duration::from_millis(drain_ms))
+            .await
         {
-            Ok(guard) => drop(guard),
-            Err(_) => {
-                return Ok(Response::new(reply(status(
-                    StatusCode::InternalRequestTimeOut,
-                    "operations that read the old metadata are still running",
-                ))))
-            }
+            return Ok(Response::new(reply(status(
+                StatusCode::InternalRequestTimeOut,
+                format!(
+                    "{} operations that read the old metadata are still running after {drain_ms} ms",
+                    shared.in_flight.older_than(generation)
+                ),
+            ))));
         }
         inc(&shared.metrics.invalidations);
         Ok(Response::new(reply(ok())))
@@ -234,19 +241,35 @@ impl DataNodeInternalService for InternalService {
                 log_index,
             }))
         };
+        // The token travels into the log with the command: whenever this request is proposed,
+        // however late, apply judges it against the deletions ordered before it.
+        let deletion = Deletion {
+            metadata_version: req.metadata_version,
+            operation_id: req.operation_id,
+        };
         let command = match req.command {
             Some(proto::region_write_req::Command::InsertTablet(t)) => match tablet_from_wire(t) {
-                Ok(t) => RegionCommand::InsertTablet(t),
+                Ok(tablet) => RegionCommand::InsertTablet {
+                    tablet,
+                    metadata_version: req.metadata_version,
+                },
                 Err(e) => return reply(status(StatusCode::IllegalParameter, e.to_string()), 0),
             },
-            Some(proto::region_write_req::Command::DeleteSeries(d)) => RegionCommand::DeleteSeries(
-                d.series
-                    .into_iter()
-                    .map(|s| (s.device, s.measurement))
-                    .collect(),
-            ),
+            Some(proto::region_write_req::Command::DeleteSeries(d)) => {
+                RegionCommand::DeleteSeries {
+                    series: d
+                        .series
+                        .into_iter()
+                        .map(|s| (s.device, s.measurement))
+                        .collect(),
+                    deletion,
+                }
+            }
             Some(proto::region_write_req::Command::DeleteDatabase(d)) => {
-                RegionCommand::DeleteDatabase(d.database)
+                RegionCommand::DeleteDatabase {
+                    database: d.database,
+                    deletion,
+                }
             }
             None => return reply(status(StatusCode::IllegalParameter, "no command"), 0),
         };

@@ -10,6 +10,7 @@ pub mod config;
 pub mod convert;
 mod coordinator;
 pub mod error;
+mod in_flight;
 mod internal;
 pub mod lease;
 pub mod metrics;

@@ -54,9 +54,9 @@ pub(crate) struct Shared {
     pub metrics: Metrics,
     /// Newest `(config_node_term, sequence)` of a processed heartbeat.
     pub heartbeat_order: Mutex<(u64, u64)>,
-    /// Operations that use cached metadata hold a read guard; an invalidation takes the write
-    /// guard once its entries are gone, so it is acknowledged only after those finished.
-    pub in_flight: tokio::sync::RwLock<()>,
+    /// Operations that use cached metadata, by the cache generation they started under; an
+    /// invalidation is acknowledged only once those older than its bump finished.
+    pub in_flight: crate::in_flight::InFlight,
     /// Test hook: while set, the heartbeat handler waits (like the failpoint
     /// `datanode::heartbeat::stall`), so heartbeats are received but not processed.
     pub stall_heartbeats: AtomicBool,
@@ -291,7 +291,7 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
         storage_config,
         metrics: Metrics::default(),
         heartbeat_order: Mutex::new((0, 0)),
-        in_flight: tokio::sync::RwLock::new(()),
+        in_flight: crate::in_flight::InFlight::default(),
         stall_heartbeats: AtomicBool::new(false),
         recovering: AtomicBool::new(false),
         region_create: tokio::sync::Mutex::new(()),

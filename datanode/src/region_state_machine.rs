@@ -15,7 +15,7 @@ use common::{StatusCode, Tablet, TabletLimits};
 use consensus::{ApplyError, Clock, StateMachine};
 
 use crate::storage::{
-    ApplyOutcome, DataRegion, DecodeError, LeaseGate, RegionCommand, StorageError,
+    ApplyOutcome, DataRegion, DecodeError, LeaseGate, RegionCommand, StorageError, Tombstone,
 };
 
 /// Retry settings of the state machine (DataNode config keys of the same names).
@@ -191,7 +191,7 @@ impl StateMachine for DataRegionStateMachine {
 
     fn snapshot(&self) -> Vec<u8> {
         match self.region.export() {
-            Ok((index, tablets)) => encode_snapshot(index, &tablets),
+            Ok((index, tablets, tombstones)) => encode_snapshot(index, &tablets, &tombstones),
             // The trait has no error path here; an unreadable region cannot produce a snapshot,
             // and sending a wrong one would be worse than stopping.
             Err(e) => panic!(
@@ -202,26 +202,30 @@ impl StateMachine for DataRegionStateMachine {
     }
 
     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {
-        let (at, tablets) = decode_snapshot(snapshot, &self.region.config().tablet_limits)
-            .map_err(|e| ApplyError::Recoverable {
-                code: StatusCode::InternalServerError.code(),
-                message: format!(
-                    "snapshot for entry {index} does not decode at offset {}: {}",
-                    e.offset, e.reason
-                ),
+        let (at, tablets, tombstones) =
+            decode_snapshot(snapshot, &self.region.config().tablet_limits).map_err(|e| {
+                ApplyError::Recoverable {
+                    code: StatusCode::InternalServerError.code(),
+                    message: format!(
+                        "snapshot for entry {index} does not decode at offset {}: {}",
+                        e.offset, e.reason
+                    ),
+                }
             })?;
         assert!(
             at <= index,
             "snapshot content at {at} is newer than its index {index}"
         );
         self.pending = None;
-        self.region.reset_to(index, &tablets).map_err(|e| {
-            let status = e.status();
-            ApplyError::Recoverable {
-                code: status.code.code(),
-                message: status.message,
-            }
-        })
+        self.region
+            .reset_to(index, &tablets, &tombstones)
+            .map_err(|e| {
+                let status = e.status();
+                ApplyError::Recoverable {
+                    code: status.code.code(),
+                    message: status.message,
+                }
+            })
     }
 }
 
@@ -270,17 +274,45 @@ pub fn decode_outcome(bytes: &[u8]) -> Option<ApplyOutcome> {
     }
 }
 
-const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP1";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP2";
+const SNAPSHOT_MAGIC_WITHOUT_DELETIONS: &[u8; 8] = b"FPRSNAP1";
 
-/// Snapshot body: `magic "FPRSNAP1", u64 applied index, u32 tablets, tablets × { u32 length,
-/// InsertTablet command bytes }, u32 CRC32 of everything before it` (little-endian).
-pub fn encode_snapshot(index: u64, tablets: &[Tablet]) -> Vec<u8> {
+/// Snapshot body (little-endian): `magic "FPRSNAP2", u64 applied index, u32 tablets, tablets ×
+/// { u32 length, InsertTablet command bytes }, u32 deletions, deletions × { u64 log index, u32
+/// length, DeleteSeries (one series) or DeleteDatabase command bytes }, u32 CRC32 of everything
+/// before it`. The deletions are part of the replicated state: their fencing tokens decide later
+/// inserts. `FPRSNAP1` (no deletions) still decodes.
+pub fn encode_snapshot(index: u64, tablets: &[Tablet], tombstones: &[Tombstone]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(SNAPSHOT_MAGIC);
     out.extend_from_slice(&index.to_le_bytes());
     out.extend_from_slice(&(tablets.len() as u32).to_le_bytes());
     for tablet in tablets {
-        let bytes = RegionCommand::InsertTablet(tablet.clone()).encode();
+        let bytes = RegionCommand::insert(tablet.clone()).encode();
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&bytes);
+    }
+    out.extend_from_slice(&(tombstones.len() as u32).to_le_bytes());
+    for tombstone in tombstones {
+        let command = match tombstone {
+            Tombstone::Series {
+                device,
+                measurement,
+                deletion,
+                ..
+            } => RegionCommand::DeleteSeries {
+                series: vec![(device.clone(), measurement.clone())],
+                deletion: *deletion,
+            },
+            Tombstone::Database {
+                database, deletion, ..
+            } => RegionCommand::DeleteDatabase {
+                database: database.clone(),
+                deletion: *deletion,
+            },
+        };
+        let bytes = command.encode();
+        out.extend_from_slice(&tombstone.index().to_le_bytes());
         out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
         out.extend_from_slice(&bytes);
     }
@@ -289,11 +321,14 @@ pub fn encode_snapshot(index: u64, tablets: &[Tablet]) -> Vec<u8> {
     out
 }
 
+/// What a snapshot holds: the applied index, one tablet per series, the deletions.
+pub type SnapshotContent = (u64, Vec<Tablet>, Vec<Tombstone>);
+
 /// Reads [`encode_snapshot`]'s bytes.
 pub fn decode_snapshot(
     bytes: &[u8],
     limits: &TabletLimits,
-) -> Result<(u64, Vec<Tablet>), DecodeError> {
+) -> Result<SnapshotContent, DecodeError> {
     let error = |offset: usize, reason: &str| DecodeError {
         offset: offset as u64,
         reason: reason.to_string(),
@@ -305,31 +340,75 @@ pub fn decode_snapshot(
     if crc32fast::hash(body) != u32::from_le_bytes(crc.try_into().unwrap()) {
         return Err(error(body.len(), "snapshot CRC mismatch"));
     }
-    if &body[..8] != SNAPSHOT_MAGIC {
-        return Err(error(0, "bad snapshot magic"));
-    }
+    let with_deletions = match &body[..8] {
+        m if m == SNAPSHOT_MAGIC => true,
+        m if m == SNAPSHOT_MAGIC_WITHOUT_DELETIONS => false,
+        _ => return Err(error(0, "bad snapshot magic")),
+    };
     let index = u64::from_le_bytes(body[8..16].try_into().unwrap());
-    let count = u32::from_le_bytes(body[16..20].try_into().unwrap()) as usize;
-    let mut pos = 20;
+    let mut pos = 16;
+    let take = |pos: &mut usize, n: usize, what: &str| -> Result<&[u8], DecodeError> {
+        let slice = body
+            .get(*pos..*pos + n)
+            .ok_or_else(|| error(*pos, &format!("truncated {what}")))?;
+        *pos += n;
+        Ok(slice)
+    };
+    let u32_at = |pos: &mut usize, what: &str| -> Result<usize, DecodeError> {
+        Ok(u32::from_le_bytes(take(pos, 4, what)?.try_into().unwrap()) as usize)
+    };
+    let count = u32_at(&mut pos, "tablet count")?;
     let mut tablets = Vec::new();
     for _ in 0..count {
-        let len_bytes = body
-            .get(pos..pos + 4)
-            .ok_or_else(|| error(pos, "truncated length"))?;
-        let len = u32::from_le_bytes(len_bytes.try_into().unwrap()) as usize;
-        pos += 4;
-        let command = body
-            .get(pos..pos + len)
-            .ok_or_else(|| error(pos, "truncated tablet"))?;
+        let len = u32_at(&mut pos, "length")?;
+        let start = pos;
+        let command = take(&mut pos, len, "tablet")?;
         match RegionCommand::decode(command, limits) {
-            Ok(RegionCommand::InsertTablet(tablet)) => tablets.push(tablet),
-            Ok(_) => return Err(error(pos, "snapshot holds a command that is not a tablet")),
-            Err(e) => return Err(error(pos + e.offset as usize, &e.reason)),
+            Ok(RegionCommand::InsertTablet { tablet, .. }) => tablets.push(tablet),
+            Ok(_) => {
+                return Err(error(
+                    start,
+                    "snapshot holds a command that is not a tablet",
+                ))
+            }
+            Err(e) => return Err(error(start + e.offset as usize, &e.reason)),
         }
-        pos += len;
+    }
+    let mut tombstones = Vec::new();
+    if with_deletions {
+        let count = u32_at(&mut pos, "deletion count")?;
+        for _ in 0..count {
+            let log_index = u64::from_le_bytes(take(&mut pos, 8, "index")?.try_into().unwrap());
+            if log_index > index {
+                return Err(error(pos - 8, "deletion newer than the snapshot"));
+            }
+            let len = u32_at(&mut pos, "length")?;
+            let start = pos;
+            let command = take(&mut pos, len, "deletion")?;
+            match RegionCommand::decode(command, limits) {
+                Ok(RegionCommand::DeleteSeries { series, deletion }) if series.len() == 1 => {
+                    let (device, measurement) = series.into_iter().next().expect("one series");
+                    tombstones.push(Tombstone::Series {
+                        device,
+                        measurement,
+                        index: log_index,
+                        deletion,
+                    });
+                }
+                Ok(RegionCommand::DeleteDatabase { database, deletion }) => {
+                    tombstones.push(Tombstone::Database {
+                        database,
+                        index: log_index,
+                        deletion,
+                    })
+                }
+                Ok(_) => return Err(error(start, "snapshot deletion is not one deletion")),
+                Err(e) => return Err(error(start + e.offset as usize, &e.reason)),
+            }
+        }
     }
     if pos != body.len() {
         return Err(error(pos, "trailing bytes"));
     }
-    Ok((index, tablets))
+    Ok((index, tablets, tombstones))
 }

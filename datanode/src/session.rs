@@ -34,8 +34,9 @@ impl SessionServiceImpl {
         SessionServiceImpl { shared }
     }
 
+    /// Each tablet counts as its own in-flight operation (`coordinator::insert_tablet`), so an
+    /// invalidation waits for the tablet being written, not for a whole batch.
     async fn insert_all(&self, tablets: Vec<Tablet>) -> proto::Status {
-        let _in_flight = self.shared.in_flight.read().await;
         let mut statuses = Vec::with_capacity(tablets.len());
         for tablet in tablets {
             statuses.push(insert_tablet(&self.shared, tablet).await);
@@ -165,7 +166,7 @@ impl SessionService for SessionServiceImpl {
                 series: Vec::new(),
             }));
         }
-        let _in_flight = self.shared.in_flight.read().await;
+        let _in_flight = self.shared.in_flight.enter(&self.shared.cache);
         let outcome = read(
             &self.shared,
             &req.paths,
@@ -210,7 +211,7 @@ impl SessionService for SessionServiceImpl {
                 points: Vec::new(),
             }));
         }
-        let _in_flight = self.shared.in_flight.read().await;
+        let _in_flight = self.shared.in_flight.enter(&self.shared.cache);
         let outcome = read(&self.shared, &req.paths, i64::MIN, i64::MAX, 0, true).await;
         Ok(Response::new(match outcome {
             Ok(series) => proto::QueryLastResp {

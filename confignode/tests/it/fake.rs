@@ -19,6 +19,8 @@ pub enum Behaviour {
     Unreachable,
     /// 200, but from an older incarnation.
     AckFromEpoch(u64),
+    /// 200 with the epoch it was sent, after this many milliseconds.
+    SlowAck(u64),
 }
 
 #[derive(Default)]
@@ -61,17 +63,22 @@ impl DataNodeClient for FakeClient {
             .copied()
             .unwrap_or(Behaviour::Ack);
         Box::pin(async move {
+            if let Behaviour::SlowAck(ms) = behaviour {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            }
             match behaviour {
                 Behaviour::Unreachable => Err("connection refused".to_string()),
-                Behaviour::Ack | Behaviour::AckFromEpoch(_) => Ok(proto::InvalidateCacheResp {
-                    status: ok(),
-                    data_node_id: request.data_node_id,
-                    incarnation_epoch: match behaviour {
-                        Behaviour::AckFromEpoch(e) => e,
-                        _ => request.incarnation_epoch,
-                    },
-                    operation_id: request.operation_id,
-                }),
+                Behaviour::Ack | Behaviour::AckFromEpoch(_) | Behaviour::SlowAck(_) => {
+                    Ok(proto::InvalidateCacheResp {
+                        status: ok(),
+                        data_node_id: request.data_node_id,
+                        incarnation_epoch: match behaviour {
+                            Behaviour::AckFromEpoch(e) => e,
+                            _ => request.incarnation_epoch,
+                        },
+                        operation_id: request.operation_id,
+                    })
+                }
             }
         })
     }

@@ -2,61 +2,132 @@
 //! the command (DESIGN §5, "apply is deterministic"): the tablet carries its own types, so an
 //! apply never consults a cache.
 //!
-//! Encoding (all integers little-endian), format version 1:
+//! The fencing token (DESIGN §4): an insert carries the ConfigNode metadata version its
+//! coordinator validated it against, a deletion the version (and fence operation) that ordered it.
+//! The region keeps its deletions, and apply rejects an insert older than a deletion of its target
+//! — the same verdict on every replica and at every replay, whenever the insert arrives.
+//!
+//! Encoding (all integers little-endian), format version 2:
 //!
 //! ```text
-//! u8 version = 1, u8 kind
-//! kind 1 InsertTablet:  str16 device, u32 rows M, u32 columns N, i64 × M timestamps,
+//! u8 version = 2, u8 kind
+//! kind 1 InsertTablet:  u64 metadata_version, tablet
+//! kind 2 DeleteSeries:  u64 metadata_version, u64 operation_id,
+//!                       u32 count, count × { str16 device, str16 measurement }
+//! kind 3 DeleteDatabase: u64 metadata_version, u64 operation_id, str16 database
+//! tablet:               str16 device, u32 rows M, u32 columns N, i64 × M timestamps,
 //!                       N × { str16 measurement, u8 type, u8 has_bitmap,
 //!                             [u64 × ceil(M/64) null bitmap], values }
 //!                       values: BOOLEAN u8 (0/1) × M, INT32 i32 × M, INT64 i64 × M,
 //!                               FLOAT f32 bits × M, DOUBLE f64 bits × M,
 //!                               TEXT { u32 len, UTF-8 bytes } × M
-//! kind 2 DeleteSeries:  u32 count, count × { str16 device, str16 measurement }
-//! kind 3 DeleteDatabase: str16 database
 //! ```
+//!
+//! Version 1 (before the token) is the same without the u64 fields; it still decodes, with
+//! version and operation 0.
 
 use common::{Tablet, TabletLimits};
 
 use super::bytes::{write_bitmap_rows, DecodeError, DecodeResult, Reader, Writer};
 
-const FORMAT_VERSION: u8 = 1;
+const FORMAT_VERSION: u8 = 2;
+const FORMAT_VERSION_WITHOUT_TOKEN: u8 = 1;
 const KIND_INSERT_TABLET: u8 = 1;
 const KIND_DELETE_SERIES: u8 = 2;
 const KIND_DELETE_DATABASE: u8 = 3;
+
+/// What ordered a deletion: its fencing token.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Deletion {
+    /// The ConfigNode metadata version of the fence operation (at or after its pending state
+    /// was committed). Inserts validated against an older version lose to this deletion.
+    pub metadata_version: u64,
+    /// The ConfigNode fence operation; a second delivery of the same operation is a no-op
+    /// (0: none, every delivery applies).
+    pub operation_id: u64,
+}
 
 /// A command applied to a data region, in log order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RegionCommand {
     /// Upsert the tablet's rows (IoTDB's InsertTabletNode; a batch of records becomes one tablet
     /// per device).
-    InsertTablet(Tablet),
+    InsertTablet {
+        /// The rows.
+        tablet: Tablet,
+        /// The metadata version the coordinator validated the tablet against (the oldest of the
+        /// cache entries it used).
+        metadata_version: u64,
+    },
     /// Drop these series' data (DELETE TIMESERIES), ordered through the log.
-    DeleteSeries(Vec<(String, String)>),
+    DeleteSeries {
+        /// (device, measurement) pairs.
+        series: Vec<(String, String)>,
+        /// Its token.
+        deletion: Deletion,
+    },
     /// Drop every series under a database, e.g. `root.sg` (DROP DATABASE).
-    DeleteDatabase(String),
+    DeleteDatabase {
+        /// e.g. `root.sg`.
+        database: String,
+        /// Its token.
+        deletion: Deletion,
+    },
 }
 
 impl RegionCommand {
+    /// An insert validated against metadata version 0 (tests and tools: it loses to every
+    /// deletion with a version).
+    pub fn insert(tablet: Tablet) -> RegionCommand {
+        RegionCommand::InsertTablet {
+            tablet,
+            metadata_version: 0,
+        }
+    }
+
+    /// A DELETE TIMESERIES without a token.
+    pub fn delete_series(series: Vec<(String, String)>) -> RegionCommand {
+        RegionCommand::DeleteSeries {
+            series,
+            deletion: Deletion::default(),
+        }
+    }
+
+    /// A DROP DATABASE without a token.
+    pub fn delete_database(database: impl Into<String>) -> RegionCommand {
+        RegionCommand::DeleteDatabase {
+            database: database.into(),
+            deletion: Deletion::default(),
+        }
+    }
+
     /// The command's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(self.encoded_len_hint());
         w.u8(FORMAT_VERSION);
         match self {
-            RegionCommand::InsertTablet(tablet) => {
+            RegionCommand::InsertTablet {
+                tablet,
+                metadata_version,
+            } => {
                 w.u8(KIND_INSERT_TABLET);
+                w.u64(*metadata_version);
                 encode_tablet(&mut w, tablet);
             }
-            RegionCommand::DeleteSeries(series) => {
+            RegionCommand::DeleteSeries { series, deletion } => {
                 w.u8(KIND_DELETE_SERIES);
+                w.u64(deletion.metadata_version);
+                w.u64(deletion.operation_id);
                 w.u32(series.len() as u32);
                 for (device, measurement) in series {
                     w.str16(device);
                     w.str16(measurement);
                 }
             }
-            RegionCommand::DeleteDatabase(database) => {
+            RegionCommand::DeleteDatabase { database, deletion } => {
                 w.u8(KIND_DELETE_DATABASE);
+                w.u64(deletion.metadata_version);
+                w.u64(deletion.operation_id);
                 w.str16(database);
             }
         }
@@ -65,7 +136,9 @@ impl RegionCommand {
 
     fn encoded_len_hint(&self) -> usize {
         match self {
-            RegionCommand::InsertTablet(t) => 64 + t.row_count() * (8 + 9 * t.columns.len()),
+            RegionCommand::InsertTablet { tablet: t, .. } => {
+                64 + t.row_count() * (8 + 9 * t.columns.len())
+            }
             _ => 64,
         }
     }
@@ -75,12 +148,32 @@ impl RegionCommand {
     pub fn decode(bytes: &[u8], limits: &TabletLimits) -> DecodeResult<RegionCommand> {
         let mut r = Reader::new(bytes);
         let version = r.u8()?;
-        if version != FORMAT_VERSION {
-            return r.error(format!("unknown command format version {version}"));
-        }
-        let command = match r.u8()? {
-            KIND_INSERT_TABLET => RegionCommand::InsertTablet(decode_tablet(&mut r, limits)?),
+        let tokens = match version {
+            FORMAT_VERSION => true,
+            FORMAT_VERSION_WITHOUT_TOKEN => false,
+            _ => return r.error(format!("unknown command format version {version}")),
+        };
+        let kind = r.u8()?;
+        let token = |r: &mut Reader<'_>| -> DecodeResult<u64> {
+            if tokens {
+                r.u64()
+            } else {
+                Ok(0)
+            }
+        };
+        let command = match kind {
+            KIND_INSERT_TABLET => {
+                let metadata_version = token(&mut r)?;
+                RegionCommand::InsertTablet {
+                    metadata_version,
+                    tablet: decode_tablet(&mut r, limits)?,
+                }
+            }
             KIND_DELETE_SERIES => {
+                let deletion = Deletion {
+                    metadata_version: token(&mut r)?,
+                    operation_id: token(&mut r)?,
+                };
                 let count = r.u32()? as usize;
                 if count.saturating_mul(4) > r.remaining() {
                     return r.error(format!("{count} series cannot fit the remaining bytes"));
@@ -89,9 +182,18 @@ impl RegionCommand {
                 for _ in 0..count {
                     series.push((r.str16()?, r.str16()?));
                 }
-                RegionCommand::DeleteSeries(series)
+                RegionCommand::DeleteSeries { series, deletion }
             }
-            KIND_DELETE_DATABASE => RegionCommand::DeleteDatabase(r.str16()?),
+            KIND_DELETE_DATABASE => {
+                let deletion = Deletion {
+                    metadata_version: token(&mut r)?,
+                    operation_id: token(&mut r)?,
+                };
+                RegionCommand::DeleteDatabase {
+                    database: r.str16()?,
+                    deletion,
+                }
+            }
             kind => return r.error(format!("unknown command kind {kind}")),
         };
         r.finish()?;
@@ -175,10 +277,15 @@ mod tests {
 
     #[test]
     fn golden_insert_tablet() {
-        let bytes = RegionCommand::InsertTablet(tablet()).encode();
+        let command = RegionCommand::InsertTablet {
+            tablet: tablet(),
+            metadata_version: 0x0102,
+        };
+        let bytes = command.encode();
         #[rustfmt::skip]
         let golden: Vec<u8> = vec![
-            1, 1,                                   // version, kind InsertTablet
+            2, 1,                                   // version, kind InsertTablet
+            2, 1, 0, 0, 0, 0, 0, 0,                 // metadata version 0x0102
             10, 0, b'r', b'o', b'o', b't', b'.', b's', b'g', b'.', b'd', b'1',
             1, 0, 0, 0,                             // rows
             2, 0, 0, 0,                             // columns
@@ -191,23 +298,62 @@ mod tests {
         ];
         assert_eq!(bytes, golden);
         let decoded = RegionCommand::decode(&golden, &TabletLimits::default()).unwrap();
-        assert_eq!(decoded, RegionCommand::InsertTablet(tablet()));
+        assert_eq!(decoded, command);
+        // Format version 1 (no token) still decodes, as version 0.
+        let mut v1 = vec![1u8, 1];
+        v1.extend_from_slice(&golden[10..]);
+        let decoded = RegionCommand::decode(&v1, &TabletLimits::default()).unwrap();
+        assert_eq!(decoded, RegionCommand::insert(tablet()));
     }
 
     #[test]
     fn golden_deletes() {
-        let bytes = RegionCommand::DeleteSeries(vec![("root.a.b".into(), "s".into())]).encode();
+        let deletion = Deletion {
+            metadata_version: 7,
+            operation_id: 3,
+        };
+        let bytes = RegionCommand::DeleteSeries {
+            series: vec![("root.a.b".into(), "s".into())],
+            deletion,
+        }
+        .encode();
         #[rustfmt::skip]
-        let golden: Vec<u8> = vec![1, 2, 1, 0, 0, 0, 8, 0, b'r', b'o', b'o', b't', b'.', b'a', b'.', b'b', 1, 0, b's'];
+        let golden: Vec<u8> = vec![
+            2, 2, 7, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0,
+            1, 0, 0, 0, 8, 0, b'r', b'o', b'o', b't', b'.', b'a', b'.', b'b', 1, 0, b's',
+        ];
         assert_eq!(bytes, golden);
-        let bytes = RegionCommand::DeleteDatabase("root.a".into()).encode();
-        assert_eq!(bytes, vec![1, 3, 6, 0, b'r', b'o', b'o', b't', b'.', b'a']);
+        let bytes = RegionCommand::DeleteDatabase {
+            database: "root.a".into(),
+            deletion,
+        }
+        .encode();
+        #[rustfmt::skip]
+        let golden: Vec<u8> = vec![
+            2, 3, 7, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0,
+            6, 0, b'r', b'o', b'o', b't', b'.', b'a',
+        ];
+        assert_eq!(bytes, golden);
+        // Format version 1.
+        let limits = TabletLimits::default();
+        assert_eq!(
+            RegionCommand::decode(&[1, 3, 6, 0, b'r', b'o', b'o', b't', b'.', b'a'], &limits)
+                .unwrap(),
+            RegionCommand::delete_database("root.a")
+        );
+        let v1 = [
+            1, 2, 1, 0, 0, 0, 8, 0, b'r', b'o', b'o', b't', b'.', b'a', b'.', b'b', 1, 0, b's',
+        ];
+        assert_eq!(
+            RegionCommand::decode(&v1, &limits).unwrap(),
+            RegionCommand::delete_series(vec![("root.a.b".into(), "s".into())])
+        );
     }
 
     #[test]
     fn every_truncation_and_bit_flip_is_an_error_or_a_valid_command() {
         let limits = TabletLimits::default();
-        let bytes = RegionCommand::InsertTablet(tablet()).encode();
+        let bytes = RegionCommand::insert(tablet()).encode();
         for cut in 0..bytes.len() {
             assert!(
                 RegionCommand::decode(&bytes[..cut], &limits).is_err(),
@@ -227,7 +373,7 @@ mod tests {
     #[test]
     fn huge_declared_counts_do_not_allocate() {
         let limits = TabletLimits::default();
-        let mut bytes = vec![1, 1, 6, 0];
+        let mut bytes = vec![2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0];
         bytes.extend_from_slice(b"root.a");
         bytes.extend_from_slice(&1_000_000u32.to_le_bytes());
         bytes.extend_from_slice(&1u32.to_le_bytes());

@@ -51,6 +51,21 @@ pub enum StorageError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The fencing token: the insert was validated against metadata older than a deletion of its
+    /// target that this region has applied. Deterministic (every replica holds the same
+    /// deletions); the client retries, and its coordinator validates against fresh metadata.
+    #[error(
+        "{target} was deleted at metadata version {deleted}; this write was validated against \
+         version {validated}: retry with fresh metadata"
+    )]
+    StaleMetadata {
+        /// The deleted series or database.
+        target: String,
+        /// The insert's metadata version.
+        validated: u64,
+        /// The deletion's.
+        deleted: u64,
+    },
     /// An injected failure (failpoints in tests): behaves like a crash of the current step.
     #[error("injected failure at {0}")]
     Injected(&'static str),
@@ -78,6 +93,9 @@ impl StorageError {
             StorageError::MetadataLeaseFenced { policy } => policy.status_code(),
             StorageError::InvalidTablet(_) => StatusCode::IllegalParameter,
             StorageError::DataTypeMismatch { .. } => StatusCode::DataTypeMismatch,
+            // The client must retry (the write is lost otherwise); the coordinator turns it into
+            // 536 with need_retry once its caches moved on.
+            StorageError::StaleMetadata { .. } => StatusCode::MetadataLeaseFencedRetryRequired,
             StorageError::Corruption { .. }
             | StorageError::Io { .. }
             | StorageError::Injected(_) => StatusCode::InternalServerError,

@@ -2,25 +2,33 @@
 //! it), and the deletions that mask older data. Replaced atomically (write temp, fsync, rename,
 //! fsync directory), so a crash leaves either the old or the new manifest.
 //!
-//! Layout (all integers little-endian), format version 1:
+//! Layout (all integers little-endian), format version 2:
 //!
 //! ```text
-//! magic "FPMANIF1" (8), u32 version = 1, u64 checkpoint index, u64 next file sequence,
+//! magic "FPMANIF1" (8), u32 version = 2, u64 checkpoint index, u64 next file sequence,
 //! u32 files, files × { i64 time slot, u64 sequence, u64 checkpoint },
 //! u32 tombstones, tombstones × { u8 kind (1 series, 2 database), str16 device or database,
-//!                                str16 measurement (empty for a database), u64 index },
+//!                                str16 measurement (empty for a database), u64 index,
+//!                                u64 metadata version, u64 operation id },
 //! u32 CRC32 of everything before it
 //! ```
+//!
+//! Version 1 lacks the last two fields of a tombstone; it still loads, with zeroes there.
+//! Tombstones are never dropped: besides masking older data they are the region's record of
+//! deletions for the fencing token (an insert validated before a deletion of its target is
+//! refused, [`Tombstone::fences`]).
 
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::Path;
 
 use super::bytes::{DecodeError, Reader, Writer};
+use super::command::Deletion;
 use super::error::{Result, StorageError};
 
 const MAGIC: &[u8; 8] = b"FPMANIF1";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION_WITHOUT_TOKENS: u32 = 1;
 /// File name of the live manifest inside a region directory.
 pub const MANIFEST_FILE: &str = "MANIFEST";
 const MANIFEST_TMP: &str = "MANIFEST.tmp";
@@ -55,6 +63,8 @@ pub enum Tombstone {
         measurement: String,
         /// Log index of the deletion.
         index: u64,
+        /// What ordered it.
+        deletion: Deletion,
     },
     /// DROP DATABASE: every device under `database.`.
     Database {
@@ -62,6 +72,8 @@ pub enum Tombstone {
         database: String,
         /// Log index of the deletion.
         index: u64,
+        /// What ordered it.
+        deletion: Deletion,
     },
 }
 
@@ -73,10 +85,43 @@ impl Tombstone {
                 device: d,
                 measurement: m,
                 index,
+                ..
             } => checkpoint < *index && d == device && m == measurement,
-            Tombstone::Database { database, index } => {
-                checkpoint < *index && device_in_database(device, database)
+            Tombstone::Database {
+                database, index, ..
+            } => checkpoint < *index && device_in_database(device, database),
+        }
+    }
+
+    /// True when this deletion refuses an insert into `(device, measurement)` that was validated
+    /// against `metadata_version`: the insert read metadata from before the deletion was ordered.
+    pub fn fences(&self, device: &str, measurement: &str, metadata_version: u64) -> bool {
+        match self {
+            Tombstone::Series {
+                device: d,
+                measurement: m,
+                deletion,
+                ..
+            } => metadata_version < deletion.metadata_version && d == device && m == measurement,
+            Tombstone::Database {
+                database, deletion, ..
+            } => {
+                metadata_version < deletion.metadata_version && device_in_database(device, database)
             }
+        }
+    }
+
+    /// What ordered the deletion.
+    pub fn deletion(&self) -> Deletion {
+        match self {
+            Tombstone::Series { deletion, .. } | Tombstone::Database { deletion, .. } => *deletion,
+        }
+    }
+
+    /// Log index of the deletion.
+    pub fn index(&self) -> u64 {
+        match self {
+            Tombstone::Series { index, .. } | Tombstone::Database { index, .. } => *index,
         }
     }
 }
@@ -122,17 +167,26 @@ impl Manifest {
                     device,
                     measurement,
                     index,
+                    deletion,
                 } => {
                     w.u8(1);
                     w.str16(device);
                     w.str16(measurement);
                     w.u64(*index);
+                    w.u64(deletion.metadata_version);
+                    w.u64(deletion.operation_id);
                 }
-                Tombstone::Database { database, index } => {
+                Tombstone::Database {
+                    database,
+                    index,
+                    deletion,
+                } => {
                     w.u8(2);
                     w.str16(database);
                     w.str16("");
                     w.u64(*index);
+                    w.u64(deletion.metadata_version);
+                    w.u64(deletion.operation_id);
                 }
             }
         }
@@ -161,7 +215,7 @@ impl Manifest {
             return r.error("bad manifest magic");
         }
         let version = r.u32()?;
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != FORMAT_VERSION_WITHOUT_TOKENS {
             return r.error(format!("unknown manifest version {version}"));
         }
         let mut m = Manifest {
@@ -191,13 +245,26 @@ impl Manifest {
             let a = r.str16()?;
             let b = r.str16()?;
             let index = r.u64()?;
+            let deletion = if version == FORMAT_VERSION {
+                Deletion {
+                    metadata_version: r.u64()?,
+                    operation_id: r.u64()?,
+                }
+            } else {
+                Deletion::default()
+            };
             m.tombstones.push(match kind {
                 1 => Tombstone::Series {
                     device: a,
                     measurement: b,
                     index,
+                    deletion,
                 },
-                2 => Tombstone::Database { database: a, index },
+                2 => Tombstone::Database {
+                    database: a,
+                    index,
+                    deletion,
+                },
                 k => return r.error(format!("unknown tombstone kind {k}")),
             });
         }
@@ -261,10 +328,18 @@ mod tests {
                     device: "root.a.b".into(),
                     measurement: "s".into(),
                     index: 3,
+                    deletion: Deletion {
+                        metadata_version: 9,
+                        operation_id: 4,
+                    },
                 },
                 Tombstone::Database {
                     database: "root.x".into(),
                     index: 5,
+                    deletion: Deletion {
+                        metadata_version: 11,
+                        operation_id: 6,
+                    },
                 },
             ],
         }
@@ -275,11 +350,13 @@ mod tests {
         let bytes = sample().encode();
         #[rustfmt::skip]
         let golden: Vec<u8> = [
-            &b"FPMANIF1"[..], &[1, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0],
+            &b"FPMANIF1"[..], &[2, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0],
             &[1, 0, 0, 0], &[0xff; 8], &[1, 0, 0, 0, 0, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0],
             &[2, 0, 0, 0],
             &[1, 8, 0], b"root.a.b", &[1, 0], b"s", &[3, 0, 0, 0, 0, 0, 0, 0],
+            &[9, 0, 0, 0, 0, 0, 0, 0], &[4, 0, 0, 0, 0, 0, 0, 0],
             &[2, 6, 0], b"root.x", &[0, 0], &[5, 0, 0, 0, 0, 0, 0, 0],
+            &[11, 0, 0, 0, 0, 0, 0, 0], &[6, 0, 0, 0, 0, 0, 0, 0],
         ].concat();
         assert_eq!(&bytes[..golden.len()], &golden[..]);
         assert_eq!(
@@ -292,6 +369,42 @@ mod tests {
             flipped[i] ^= 1;
             assert!(Manifest::decode(&flipped).is_err(), "flip at {i}");
         }
+    }
+
+    #[test]
+    fn version_1_manifests_still_load() {
+        #[rustfmt::skip]
+        let body: Vec<u8> = [
+            &b"FPMANIF1"[..], &[1, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0],
+            &[0, 0, 0, 0],
+            &[1, 0, 0, 0],
+            &[2, 6, 0], b"root.x", &[0, 0], &[5, 0, 0, 0, 0, 0, 0, 0],
+        ].concat();
+        let mut bytes = body.clone();
+        bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        let m = Manifest::decode(&bytes).unwrap();
+        assert_eq!(
+            m.tombstones,
+            vec![Tombstone::Database {
+                database: "root.x".into(),
+                index: 5,
+                deletion: Deletion::default(),
+            }]
+        );
+    }
+
+    #[test]
+    fn tombstones_fence_only_inserts_validated_before_them() {
+        let t = &sample().tombstones;
+        assert!(t[0].fences("root.a.b", "s", 8));
+        assert!(
+            !t[0].fences("root.a.b", "s", 9),
+            "validated after the deletion"
+        );
+        assert!(!t[0].fences("root.a.b", "s2", 0), "another series");
+        assert!(t[1].fences("root.x.d", "s", 10));
+        assert!(!t[1].fences("root.x.d", "s", 11));
+        assert!(!t[1].fences("root.xy.d", "s", 0));
     }
 
     #[test]

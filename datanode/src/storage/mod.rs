@@ -15,7 +15,7 @@ mod region;
 mod sealed;
 
 pub use bytes::DecodeError;
-pub use command::RegionCommand;
+pub use command::{Deletion, RegionCommand};
 pub use error::{Result, StorageError};
 pub use lease_gate::{LeaseFenced, LeaseGate, ManualGate, OpenGate};
 pub use manifest::{FileEntry, Manifest, Tombstone};

@@ -117,6 +117,83 @@ struct RegionState {
     recent_tombstones: Vec<Tombstone>,
     /// When the oldest write not yet frozen arrived; drives the age-based flush.
     dirty_since: Option<Instant>,
+    /// The deletions' fencing tokens, indexed for the insert check (derived from the tombstones).
+    fences: Fences,
+}
+
+/// The newest deletion version per deleted target: an insert validated against an older
+/// metadata version than a deletion of one of its series (or its database) is refused.
+#[derive(Default)]
+struct Fences {
+    series: HashMap<String, HashMap<String, u64>>,
+    databases: HashMap<String, u64>,
+}
+
+impl Fences {
+    fn from_tombstones<'a>(tombstones: impl Iterator<Item = &'a Tombstone>) -> Fences {
+        let mut fences = Fences::default();
+        for t in tombstones {
+            fences.add(t);
+        }
+        fences
+    }
+
+    fn add(&mut self, tombstone: &Tombstone) {
+        let version = tombstone.deletion().metadata_version;
+        if version == 0 {
+            // A deletion without a token fences nothing.
+            return;
+        }
+        let slot = match tombstone {
+            Tombstone::Series {
+                device,
+                measurement,
+                ..
+            } => self
+                .series
+                .entry(device.clone())
+                .or_default()
+                .entry(measurement.clone())
+                .or_default(),
+            Tombstone::Database { database, .. } => {
+                self.databases.entry(database.clone()).or_default()
+            }
+        };
+        *slot = (*slot).max(version);
+    }
+
+    /// The deletion that refuses an insert into `tablet` validated against `metadata_version`.
+    fn refusal(&self, tablet: &Tablet, metadata_version: u64) -> Option<StorageError> {
+        if self.series.is_empty() && self.databases.is_empty() {
+            return None;
+        }
+        let stale = |target: String, deleted: u64| StorageError::StaleMetadata {
+            target,
+            validated: metadata_version,
+            deleted,
+        };
+        let device = tablet.device.as_str();
+        // Every proper prefix ending before a '.' may be the database.
+        for (at, _) in device.match_indices('.') {
+            if let Some(&deleted) = self.databases.get(&device[..at]) {
+                if metadata_version < deleted {
+                    return Some(stale(device[..at].to_string(), deleted));
+                }
+            }
+        }
+        let measurements = self.series.get(device)?;
+        for (column, measurement) in tablet.measurements.iter().enumerate() {
+            if !has_value(tablet, column) {
+                continue;
+            }
+            if let Some(&deleted) = measurements.get(measurement) {
+                if metadata_version < deleted {
+                    return Some(stale(format!("{device}.{measurement}"), deleted));
+                }
+            }
+        }
+        None
+    }
 }
 
 impl RegionState {
@@ -125,6 +202,15 @@ impl RegionState {
             .tombstones
             .iter()
             .chain(self.recent_tombstones.iter())
+    }
+
+    /// True when a deletion of fence operation `operation_id` was applied already (a second
+    /// delivery of it, e.g. a retry that raced the first, must not delete what was written since).
+    fn applied_operation(&self, operation_id: u64) -> bool {
+        operation_id != 0
+            && self
+                .tombstones()
+                .any(|t| t.deletion().operation_id == operation_id)
     }
 
     fn masked(&self, device: &str, measurement: &str, checkpoint: u64) -> bool {
@@ -189,7 +275,9 @@ impl DataRegion {
             manifest,
             recent_tombstones: Vec::new(),
             dirty_since: None,
+            fences: Fences::default(),
         };
+        state.fences = Fences::from_tombstones(state.manifest.tombstones.iter());
         for entry in state.manifest.files.clone() {
             let path = sealed_dir.join(entry.file_name());
             let file = SealedFile::open(&path)?;
@@ -268,27 +356,44 @@ impl DataRegion {
             return Ok(ApplyOutcome::AlreadyApplied);
         }
         let outcome = match command {
-            RegionCommand::InsertTablet(tablet) => self
-                .insert_tablet(&mut state, tablet, gate)
+            RegionCommand::InsertTablet {
+                tablet,
+                metadata_version,
+            } => self
+                .insert_tablet(&mut state, tablet, *metadata_version, gate)
                 .map(|points| ApplyOutcome::Inserted { points }),
-            RegionCommand::DeleteSeries(series) => {
+            RegionCommand::DeleteSeries { deletion, .. }
+            | RegionCommand::DeleteDatabase { deletion, .. }
+                if state.applied_operation(deletion.operation_id) =>
+            {
+                Ok(ApplyOutcome::Deleted { series: 0 })
+            }
+            RegionCommand::DeleteSeries { series, deletion } => {
                 let mut dropped = 0;
                 for (device, measurement) in series {
                     dropped += delete(&mut state, index, |d, m| d == device && m == measurement);
-                    state.recent_tombstones.push(Tombstone::Series {
-                        device: device.clone(),
-                        measurement: measurement.clone(),
-                        index,
-                    });
+                    record_tombstone(
+                        &mut state,
+                        Tombstone::Series {
+                            device: device.clone(),
+                            measurement: measurement.clone(),
+                            index,
+                            deletion: *deletion,
+                        },
+                    );
                 }
                 Ok(ApplyOutcome::Deleted { series: dropped })
             }
-            RegionCommand::DeleteDatabase(database) => {
+            RegionCommand::DeleteDatabase { database, deletion } => {
                 let dropped = delete(&mut state, index, |d, _| device_in_database(d, database));
-                state.recent_tombstones.push(Tombstone::Database {
-                    database: database.clone(),
-                    index,
-                });
+                record_tombstone(
+                    &mut state,
+                    Tombstone::Database {
+                        database: database.clone(),
+                        index,
+                        deletion: *deletion,
+                    },
+                );
                 Ok(ApplyOutcome::Deleted { series: dropped })
             }
         };
@@ -300,14 +405,21 @@ impl DataRegion {
     }
 
     /// Writes a tablet fragment by fragment (one per time partition), consulting the lease gate
-    /// before each. If any fragment fails, every fragment of this attempt is rolled back.
+    /// before each. If any fragment fails, every fragment of this attempt is rolled back. A
+    /// tablet validated against metadata older than a deletion of one of its series is refused
+    /// whole (the fencing token), before the type check: its type verdict came from metadata
+    /// that no longer holds.
     fn insert_tablet(
         &self,
         state: &mut RegionState,
         tablet: &Tablet,
+        metadata_version: u64,
         gate: &dyn LeaseGate,
     ) -> Result<usize> {
         tablet.validate(&self.config.tablet_limits)?;
+        if let Some(refusal) = state.fences.refusal(tablet, metadata_version) {
+            return Err(refusal);
+        }
         check_types(state, tablet)?;
         let fragments = split_by_time_slot(tablet, &self.config.partition);
 
@@ -439,8 +551,9 @@ impl DataRegion {
     }
 
     /// The region's whole logical content as one tablet per series (all points, sorted), with the
-    /// applied index it reflects: the body of a raft snapshot for a replica that fell behind.
-    pub fn export(&self) -> Result<(u64, Vec<Tablet>)> {
+    /// applied index it reflects and every deletion applied so far (their fencing tokens are part
+    /// of the replicated state): the body of a raft snapshot for a replica that fell behind.
+    pub fn export(&self) -> Result<(u64, Vec<Tablet>, Vec<Tombstone>)> {
         let state = self.state.read();
         let series = state.sorted_series();
         let mut tablets = Vec::with_capacity(series.len());
@@ -460,13 +573,15 @@ impl DataRegion {
             }
             tablets.push(tablet);
         }
-        Ok((state.applied_index, tablets))
+        let tombstones = state.tombstones().cloned().collect();
+        Ok((state.applied_index, tablets, tombstones))
     }
 
-    /// Replaces the region's whole content with `tablets` as of log index `index` (installing a
-    /// snapshot), and makes it durable: the content is flushed under a manifest whose checkpoint
-    /// is `index`, and the old sealed files are deleted once that manifest is installed.
-    pub fn reset_to(&self, index: u64, tablets: &[Tablet]) -> Result<()> {
+    /// Replaces the region's whole content with `tablets` and `tombstones` as of log index
+    /// `index` (installing a snapshot), and makes it durable: the content is flushed under a
+    /// manifest whose checkpoint is `index`, and the old sealed files are deleted once that
+    /// manifest is installed.
+    pub fn reset_to(&self, index: u64, tablets: &[Tablet], tombstones: &[Tombstone]) -> Result<()> {
         {
             let _one_flush = self.flush_lock.lock();
             let mut state = self.state.write();
@@ -474,7 +589,14 @@ impl DataRegion {
             state.series_types.clear();
             state.recent_tombstones.clear();
             state.manifest.files.clear();
-            state.manifest.tombstones.clear();
+            assert!(
+                tombstones.iter().all(|t| t.index() <= index),
+                "a snapshot at {index} holds a deletion from a later entry"
+            );
+            // Every restored source is at checkpoint `index`, so these mask nothing restored;
+            // they are kept for their fencing tokens.
+            state.manifest.tombstones = tombstones.to_vec();
+            state.fences = Fences::from_tombstones(tombstones.iter());
             state.applied_index = index;
             state.dirty_since = None;
             for tablet in tablets {
@@ -620,9 +742,13 @@ impl DataRegion {
 }
 
 fn tombstone_index(t: &Tombstone) -> u64 {
-    match t {
-        Tombstone::Series { index, .. } | Tombstone::Database { index, .. } => *index,
-    }
+    t.index()
+}
+
+/// Records an applied deletion: it masks older sources and fences older inserts.
+fn record_tombstone(state: &mut RegionState, tombstone: Tombstone) {
+    state.fences.add(&tombstone);
+    state.recent_tombstones.push(tombstone);
 }
 
 /// True when the column holds at least one non-null value. An all-null column writes nothing and

@@ -23,14 +23,14 @@ fn failure_before_any_fragment_rolls_back_the_attempt() {
         let mut model = Model::new();
         let prior = tablet("root.sg.d1", &[1, 2, 22], 0.0);
         region
-            .write(&RegionCommand::InsertTablet(prior.clone()), &OpenGate)
+            .write(&RegionCommand::insert(prior.clone()), &OpenGate)
             .unwrap();
         apply_to_model(&mut model, &prior);
         let digest = region.region.digest().unwrap();
 
         fail::cfg("storage::before_fragment", &format!("{k}*off->1*return")).unwrap();
         let err = region
-            .write(&RegionCommand::InsertTablet(attempt.clone()), &OpenGate)
+            .write(&RegionCommand::insert(attempt.clone()), &OpenGate)
             .unwrap_err();
         fail::remove("storage::before_fragment");
         assert!(matches!(err, StorageError::Injected(_)), "k={k}: {err:?}");
@@ -53,7 +53,7 @@ fn crash_between_sealed_files_and_manifest_loses_nothing() {
     let mut model = Model::new();
     let first = tablet("root.sg.d1", &[1, 12, 23], 0.0);
     region
-        .write(&RegionCommand::InsertTablet(first.clone()), &OpenGate)
+        .write(&RegionCommand::insert(first.clone()), &OpenGate)
         .unwrap();
     apply_to_model(&mut model, &first);
 
@@ -73,7 +73,7 @@ fn crash_between_sealed_files_and_manifest_loses_nothing() {
     // The live region carries on: a later flush writes the left-over frozen memtables too.
     let second = tablet("root.sg.d2", &[5], 1.0);
     region
-        .write(&RegionCommand::InsertTablet(second.clone()), &OpenGate)
+        .write(&RegionCommand::insert(second.clone()), &OpenGate)
         .unwrap();
     apply_to_model(&mut model, &second);
 
@@ -177,7 +177,7 @@ fn a_delayed_apply_holds_the_index_and_then_applies_whole() {
         RegionRetryConfig::default(),
     );
     let t = tablet("root.sg.d1", &[1, 11, 21], 0.0);
-    let entry = RegionCommand::InsertTablet(t.clone()).encode();
+    let entry = RegionCommand::insert(t.clone()).encode();
 
     fail::cfg("datanode::apply::delay", "2*return").unwrap();
     for _ in 0..2 {

@@ -30,15 +30,14 @@ enum Step {
 
 #[test]
 fn every_sync_point_recovers_exactly_the_logged_entries() {
-    let t =
-        |device: &str, ts: &[i64], seed: f64| RegionCommand::InsertTablet(tablet(device, ts, seed));
+    let t = |device: &str, ts: &[i64], seed: f64| RegionCommand::insert(tablet(device, ts, seed));
     let steps = vec![
         Step::Write(t("root.sg.d1", &[1, 11, 21], 0.0)),
         Step::Write(t("root.sg.d2", &[2, 3, 44], 10.0)),
         Step::Flush,
         Step::FencedWrite(t("root.sg.d1", &[1, 15, 33, 47], 20.0), 2),
         Step::Write(t("root.sg.d1", &[5, 15], 30.0)),
-        Step::Write(RegionCommand::DeleteSeries(vec![(
+        Step::Write(RegionCommand::delete_series(vec![(
             "root.sg.d2".into(),
             "s1".into(),
         )])),
@@ -124,13 +123,13 @@ fn push_state(states: &mut Vec<Model>, command: &RegionCommand) {
 
 fn apply_command(model: &mut Model, command: &RegionCommand) {
     match command {
-        RegionCommand::InsertTablet(t) => apply_to_model(model, t),
-        RegionCommand::DeleteSeries(series) => {
+        RegionCommand::InsertTablet { tablet: t, .. } => apply_to_model(model, t),
+        RegionCommand::DeleteSeries { series, .. } => {
             for (d, m) in series {
                 model.remove(&(d.clone(), m.clone()));
             }
         }
-        RegionCommand::DeleteDatabase(db) => {
+        RegionCommand::DeleteDatabase { database: db, .. } => {
             model.retain(|(d, _), _| !d.starts_with(&format!("{db}.")))
         }
     }

@@ -10,13 +10,13 @@ fn seed(region: &LoggedRegion, model: &mut Model) {
     let gate = OpenGate;
     let first = tablet("root.sg.d1", &[1, 5, 12, 25, 38], 0.0);
     region
-        .write(&RegionCommand::InsertTablet(first.clone()), &gate)
+        .write(&RegionCommand::insert(first.clone()), &gate)
         .unwrap();
     apply_to_model(model, &first);
     region.flush();
     let second = tablet("root.sg.d1", &[5, 6, 31], 100.0);
     region
-        .write(&RegionCommand::InsertTablet(second.clone()), &gate)
+        .write(&RegionCommand::insert(second.clone()), &gate)
         .unwrap();
     apply_to_model(model, &second);
 }
@@ -38,7 +38,7 @@ fn fenced_between_every_pair_of_fragments_rolls_back_everything() {
         let gate = ManualGate::new();
         gate.fence_after(k);
         let err = region
-            .write(&RegionCommand::InsertTablet(attempt.clone()), &gate)
+            .write(&RegionCommand::insert(attempt.clone()), &gate)
             .unwrap_err();
         assert!(
             matches!(
@@ -96,7 +96,7 @@ fn type_mismatch_is_deterministic_and_writes_nothing() {
     bad.data_types[1] = common::DataType::Double;
     bad.columns[1] = common::Column::Double(vec![1.0, 2.0, 3.0]);
     let err = region
-        .write(&RegionCommand::InsertTablet(bad), &OpenGate)
+        .write(&RegionCommand::insert(bad), &OpenGate)
         .unwrap_err();
     assert!(
         matches!(err, StorageError::DataTypeMismatch { .. }),
@@ -127,13 +127,13 @@ fn deletes_mask_flushed_data_and_survive_restart() {
     seed(&region, &mut model);
     let other = tablet("root.sg.d2", &[1, 2], 0.0);
     region
-        .write(&RegionCommand::InsertTablet(other.clone()), &OpenGate)
+        .write(&RegionCommand::insert(other.clone()), &OpenGate)
         .unwrap();
     apply_to_model(&mut model, &other);
 
     let outcome = region
         .write(
-            &RegionCommand::DeleteSeries(vec![("root.sg.d1".into(), "s1".into())]),
+            &RegionCommand::delete_series(vec![("root.sg.d1".into(), "s1".into())]),
             &OpenGate,
         )
         .unwrap();
@@ -144,7 +144,7 @@ fn deletes_mask_flushed_data_and_survive_restart() {
     // Rewriting the series after the delete is visible; older sealed data stays masked.
     let again = tablet("root.sg.d1", &[50], 7.0);
     region
-        .write(&RegionCommand::InsertTablet(again.clone()), &OpenGate)
+        .write(&RegionCommand::insert(again.clone()), &OpenGate)
         .unwrap();
     apply_to_model(&mut model, &again);
     assert_eq!(content(&region.region), model);
@@ -162,7 +162,7 @@ fn deletes_mask_flushed_data_and_survive_restart() {
     }
 
     region
-        .write(&RegionCommand::DeleteDatabase("root.sg".into()), &OpenGate)
+        .write(&RegionCommand::delete_database("root.sg"), &OpenGate)
         .unwrap();
     assert!(content(&region.region).is_empty());
     assert!(region.region.series().is_empty());
@@ -184,7 +184,7 @@ fn flush_triggers_by_size_and_by_age() {
     region
         .apply(
             1,
-            &RegionCommand::InsertTablet(tablet("root.sg.d1", &[1], 0.0)),
+            &RegionCommand::insert(tablet("root.sg.d1", &[1], 0.0)),
             &OpenGate,
         )
         .unwrap();
@@ -197,7 +197,7 @@ fn flush_triggers_by_size_and_by_age() {
     region
         .apply(
             2,
-            &RegionCommand::InsertTablet(tablet("root.sg.d1", &many, 0.0)),
+            &RegionCommand::insert(tablet("root.sg.d1", &many, 0.0)),
             &OpenGate,
         )
         .unwrap();

@@ -9,3 +9,4 @@ mod model;
 mod raft_region;
 mod state_machine;
 mod support;
+mod token;

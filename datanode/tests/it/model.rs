@@ -127,7 +127,7 @@ proptest! {
             match op {
                 Op::Insert { device, rows, fence_after, clash } => {
                     let tablet = build(device, &rows, clash);
-                    let command = RegionCommand::InsertTablet(tablet.clone());
+                    let command = RegionCommand::insert(tablet.clone());
                     let gate = ManualGate::new();
                     if let Some(k) = fence_after {
                         gate.fence_after(k);
@@ -158,16 +158,16 @@ proptest! {
                 }
                 Op::Delete { device, measurement } => {
                     let key = (format!("root.sg.d{device}"), format!("s{measurement}"));
-                    region.write(&RegionCommand::DeleteSeries(vec![key.clone()]), &OpenGate).unwrap();
+                    region.write(&RegionCommand::delete_series(vec![key.clone()]), &OpenGate).unwrap();
                     model.remove(&key);
                     types.remove(&key);
                 }
                 Op::Flush => region.flush(),
                 Op::Snapshot => {
                     let digest = region.region.digest().unwrap();
-                    let (index, tablets) = region.region.export().unwrap();
+                    let (index, tablets, tombstones) = region.region.export().unwrap();
                     prop_assert_eq!(index, region.region.applied_index());
-                    region.region.reset_to(index, &tablets).unwrap();
+                    region.region.reset_to(index, &tablets, &tombstones).unwrap();
                     prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across snapshot at step {}", step);
                     prop_assert_eq!(region.region.checkpoint_index(), index);
                 }

@@ -226,9 +226,7 @@ impl Sim {
             .unwrap();
         // A fenced leader refuses (536) and a full queue pushes back: the session would retry
         // elsewhere; here the tablet is simply not written.
-        if let Ok(ticket) =
-            node.propose(GROUP, RegionCommand::InsertTablet(tablet.clone()).encode())
-        {
+        if let Ok(ticket) = node.propose(GROUP, RegionCommand::insert(tablet.clone()).encode()) {
             self.pending.push((tablet, ticket));
         }
     }

@@ -37,7 +37,7 @@ fn code(e: &ApplyError) -> (bool, u16) {
 fn fenced_write_retries_a_bounded_number_of_times_then_hands_536_to_the_proxy() {
     let dir = tempfile::tempdir().unwrap();
     let (mut sm, gate, clock) = machine(dir.path());
-    let entry = RegionCommand::InsertTablet(tablet("root.sg.d1", &[1, 11, 21], 0.0)).encode();
+    let entry = RegionCommand::insert(tablet("root.sg.d1", &[1, 11, 21], 0.0)).encode();
     gate.set_fenced(true);
 
     // First attempt and three retries, each 1000 ms apart; calls in between do not attempt.
@@ -84,14 +84,14 @@ fn fenced_write_retries_a_bounded_number_of_times_then_hands_536_to_the_proxy() 
 fn type_mismatch_and_undecodable_entries_are_deterministic() {
     let dir = tempfile::tempdir().unwrap();
     let (mut sm, _gate, _clock) = machine(dir.path());
-    let good = RegionCommand::InsertTablet(tablet("root.sg.d1", &[1], 0.0)).encode();
+    let good = RegionCommand::insert(tablet("root.sg.d1", &[1], 0.0)).encode();
     sm.apply(1, &good).unwrap();
 
     let mut clash = tablet("root.sg.d1", &[2], 0.0);
     clash.data_types[0] = common::DataType::Int64;
     clash.columns[0] = common::Column::Int64(vec![7]);
     let err = sm
-        .apply(2, &RegionCommand::InsertTablet(clash).encode())
+        .apply(2, &RegionCommand::insert(clash).encode())
         .unwrap_err();
     assert_eq!(code(&err), (false, 614));
     assert_eq!(
@@ -113,20 +113,20 @@ fn snapshot_restores_identical_content_on_another_replica() {
     leader
         .apply(
             1,
-            &RegionCommand::InsertTablet(tablet("root.sg.d1", &[1, 15, 29], 0.0)).encode(),
+            &RegionCommand::insert(tablet("root.sg.d1", &[1, 15, 29], 0.0)).encode(),
         )
         .unwrap();
     leader.region().flush().unwrap();
     leader
         .apply(
             2,
-            &RegionCommand::InsertTablet(tablet("root.sg.d2", &[3, 4], 9.0)).encode(),
+            &RegionCommand::insert(tablet("root.sg.d2", &[3, 4], 9.0)).encode(),
         )
         .unwrap();
     follower
         .apply(
             1,
-            &RegionCommand::InsertTablet(tablet("root.sg.old", &[1], 0.0)).encode(),
+            &RegionCommand::insert(tablet("root.sg.old", &[1], 0.0)).encode(),
         )
         .unwrap();
 
