@@ -372,6 +372,8 @@ impl Shared {
                 lease_holder_ids: lease_holders.clone(),
                 region_leaders: region_leaders.clone(),
                 sequence: self.heartbeat_sequence.fetch_add(1, Ordering::Relaxed) + 1,
+                metadata_lease_fence_ms: self.config.metadata_lease_fence_ms,
+                lease_proceed_margin_ms: self.config.lease_proceed_margin_ms,
             };
             let call = self.client.heartbeat(address, request);
             let shared = self.clone();

@@ -215,6 +215,7 @@ impl ConfigNodeServiceImpl {
                 metadata_lease_fence_ms: config.metadata_lease_fence_ms,
                 heartbeat_interval_ms: config.heartbeat_interval_ms,
                 data_replication_factor: config.data_replication_factor,
+                lease_proceed_margin_ms: config.lease_proceed_margin_ms,
             }),
             config_nodes: self
                 .shared

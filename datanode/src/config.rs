@@ -37,6 +37,12 @@ pub struct DataNodeConfig {
     /// Milliseconds the coordinator keeps retrying a region write that failed with 536, a leader
     /// change or a lost connection, on another replica or the new leader. Default 60000.
     pub remote_write_max_retry_ms: u64,
+    /// Milliseconds a request this DataNode must forward to the ConfigNode (a schema or cluster
+    /// statement, a schema or partition fetch) may take before it answers 712 with
+    /// `need_retry` — bounded, so a DataNode cut off from the ConfigNode answers in time and the
+    /// client moves on. A DROP DATABASE / DELETE TIMESERIES on a DataNode holding its lease may
+    /// take longer (it waits out fenced DataNodes). Default 5000.
+    pub dn_confignode_deadline_ms: u64,
     /// Milliseconds a proposal may wait for commit and local apply on the region leader before
     /// the write answers 712 (the coordinator then retries; writes are idempotent). Default 10000.
     pub dn_write_timeout_ms: u64,
@@ -90,6 +96,7 @@ impl Default for DataNodeConfig {
             data_region_write_retry_max: 5,
             data_region_write_retry_wait_ms: 1000,
             remote_write_max_retry_ms: 60_000,
+            dn_confignode_deadline_ms: 5000,
             dn_write_timeout_ms: 10_000,
             dn_rpc_timeout_ms: 5000,
             dn_raft_tick_ms: 100,
@@ -139,6 +146,9 @@ pub struct DataNodeArgs {
     #[allow(missing_docs)]
     #[arg(long)]
     pub remote_write_max_retry_ms: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_confignode_deadline_ms: Option<u64>,
     #[allow(missing_docs)]
     #[arg(long)]
     pub dn_write_timeout_ms: Option<u64>,
@@ -209,6 +219,7 @@ impl DataNodeConfig {
             data_region_write_retry_max,
             data_region_write_retry_wait_ms,
             remote_write_max_retry_ms,
+            dn_confignode_deadline_ms,
             dn_write_timeout_ms,
             dn_rpc_timeout_ms,
             dn_raft_tick_ms,
@@ -292,6 +303,7 @@ impl DataNodeConfig {
         }
         for (key, value) in [
             ("dn_write_timeout_ms", self.dn_write_timeout_ms),
+            ("dn_confignode_deadline_ms", self.dn_confignode_deadline_ms),
             ("dn_rpc_timeout_ms", self.dn_rpc_timeout_ms),
             ("dn_raft_tick_ms", self.dn_raft_tick_ms),
             ("memtable_flush_bytes", self.memtable_flush_bytes),

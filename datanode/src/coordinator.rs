@@ -92,15 +92,34 @@ pub(crate) fn aggregate(statuses: Vec<proto::Status>) -> proto::Status {
     s
 }
 
+/// Whether a coordinator that cannot validate a write itself hands it to a peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Relay {
+    /// A fenced coordinator (or one whose ConfigNode does not answer) relays the write,
+    /// unvalidated, to a DataNode holding its lease, which validates it itself. Clients that know
+    /// nothing of 536 (every official IoTDB client) then see their write succeed while this
+    /// DataNode is cut off from the ConfigNode.
+    WhenFenced,
+    /// A relayed write: it is written here or refused, never relayed on.
+    Never,
+}
+
 /// Writes one tablet through the cluster.
-pub(crate) async fn insert_tablet(shared: &Arc<Shared>, tablet: Tablet) -> proto::Status {
+pub(crate) async fn insert_tablet(
+    shared: &Arc<Shared>,
+    tablet: Tablet,
+    relay: Relay,
+) -> proto::Status {
     let started = Instant::now();
     if shared
         .lease
         .check(LeaseFencedRetryPolicy::RetryUntilSuccess)
         .is_err()
     {
-        return fenced_write(shared);
+        return match relay {
+            Relay::WhenFenced => relay_tablet(shared, &tablet).await,
+            Relay::Never => fenced_write(shared),
+        };
     }
     if tablet.row_count() > shared.config.tablet_rows_max as usize {
         return status(
@@ -124,6 +143,10 @@ pub(crate) async fn insert_tablet(shared: &Arc<Shared>, tablet: Tablet) -> proto
     let generation = in_flight.generation();
     let schema = match resolve_schema(shared, &tablet, generation).await {
         Ok(schema) => schema,
+        Err(s) if relay == Relay::WhenFenced && confignode_unreachable(&s) => {
+            drop(in_flight);
+            return relay_tablet(shared, &tablet).await;
+        }
         Err(s) => return s,
     };
     for (m, t) in tablet.measurements.iter().zip(&tablet.data_types) {
@@ -151,6 +174,10 @@ pub(crate) async fn insert_tablet(shared: &Arc<Shared>, tablet: Tablet) -> proto
     let (regions, routes) =
         match resolve_partitions(shared, &tablet.device, &slots, generation).await {
             Ok(resolved) => resolved,
+            Err(s) if relay == Relay::WhenFenced && confignode_unreachable(&s) => {
+                drop(in_flight);
+                return relay_tablet(shared, &tablet).await;
+            }
             Err(s) => return s,
         };
     // The region of the newest rows: where the device's next writes most likely go.
@@ -216,6 +243,69 @@ pub(crate) async fn insert_tablet(shared: &Arc<Shared>, tablet: Tablet) -> proto
         }
         _ => outcome,
     }
+}
+
+/// A ConfigNode request ran out of its deadline (`Shared::call_confignode`).
+fn confignode_unreachable(s: &proto::Status) -> bool {
+    s.code == i32::from(StatusCode::InternalRequestTimeOut.code()) && s.need_retry
+}
+
+/// Hands `tablet` to a DataNode that holds its lease (the ConfigNode's last word on who does,
+/// else any peer), which validates and writes it itself: nothing here is trusted, so a fenced
+/// coordinator may do this. 536 with `need_retry` when no peer takes it.
+async fn relay_tablet(shared: &Arc<Shared>, tablet: &Tablet) -> proto::Status {
+    let mut candidates: Vec<u64> = shared.lease_holders.lock().clone();
+    let known: Vec<u64> = shared.addresses.read().keys().copied().collect();
+    // Holders first, then everyone else known (the holder list may be as stale as the lease).
+    for node in known {
+        if !candidates.contains(&node) {
+            candidates.push(node);
+        }
+    }
+    candidates.retain(|n| *n != shared.node_id);
+    if candidates.is_empty() {
+        return fenced_write(shared);
+    }
+    let wire = tablet_to_wire(tablet);
+    let timeout = Duration::from_millis(shared.config.dn_write_timeout_ms);
+    let mut last = None;
+    for node in candidates {
+        let Some(address) = shared.node_address(node) else {
+            continue;
+        };
+        let request = proto::RelayInsertReq {
+            tablets: vec![wire.clone()],
+            from_data_node_id: shared.node_id,
+        };
+        let mut peer = shared.peer(&address);
+        let s = match tokio::time::timeout(timeout, peer.relay_insert(request)).await {
+            Ok(Ok(resp)) => resp.into_inner(),
+            Ok(Err(e)) => status(
+                StatusCode::CanNotConnectDatanode,
+                format!("{address}: {}", e.message()),
+            ),
+            Err(_) => status(
+                StatusCode::InternalRequestTimeOut,
+                format!("{address}: no answer within {} ms", timeout.as_millis()),
+            ),
+        };
+        if written(&s) || !(is_retryable(s.code) || s.need_retry) {
+            if written(&s) {
+                inc(&shared.metrics.relayed_writes);
+            }
+            return s;
+        }
+        tracing::debug!(node, "relay refused: {} {}", s.code, s.message);
+        last = Some(s);
+    }
+    let mut s = fenced_write(shared);
+    if let Some(last) = last {
+        s.message = format!(
+            "{}; no peer took the write either (last: {})",
+            s.message, last.message
+        );
+    }
+    s
 }
 
 /// IoTDB's REDIRECTION_RECOMMEND hint: the session address of `region`'s leader when another
@@ -295,13 +385,11 @@ async fn fetch_schema(
     request: proto::FetchSchemaReq,
 ) -> Outcome<Vec<(String, DeviceSchema)>> {
     let resp = shared
-        .confignode
-        .call(|mut c| {
+        .call_confignode(None, |mut c| {
             let request = request.clone();
             async move { c.fetch_schema(request).await }
         })
-        .await
-        .map_err(|e| status(StatusCode::InternalRequestTimeOut, e.to_string()))?;
+        .await?;
     check_status(resp.status.as_ref())
         .map_err(|e| status(StatusCode::MetadataError, format!("FetchSchema: {e}")))?;
     let mut out = Vec::new();
@@ -355,13 +443,11 @@ async fn resolve_partitions(
             caller: Some(shared.caller()),
         };
         let resp = shared
-            .confignode
-            .call(|mut c| {
+            .call_confignode(None, |mut c| {
                 let request = request.clone();
                 async move { c.fetch_partitions(request).await }
             })
-            .await
-            .map_err(|e| status(StatusCode::InternalRequestTimeOut, e.to_string()))?;
+            .await?;
         check_status(resp.status.as_ref())
             .map_err(|e| status(StatusCode::MetadataError, format!("FetchPartitions: {e}")))?;
         let series_slot = shared.partition.series_slot(device);
@@ -847,10 +933,10 @@ pub(crate) async fn read(
 /// Pulls region routes and DataNode addresses from the ConfigNode into the cache.
 async fn refresh_regions(shared: &Shared, generation: u64) -> Outcome<()> {
     let regions = shared
-        .confignode
-        .call(|mut c| async move { c.show_regions(proto::ShowRegionsReq {}).await })
-        .await
-        .map_err(|e| status(StatusCode::InternalRequestTimeOut, e.to_string()))?;
+        .call_confignode(None, |mut c| async move {
+            c.show_regions(proto::ShowRegionsReq {}).await
+        })
+        .await?;
     check_status(regions.status.as_ref())
         .map_err(|e| status(StatusCode::MetadataError, format!("ShowRegions: {e}")))?;
     let routes = regions

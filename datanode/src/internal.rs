@@ -17,6 +17,7 @@ use proto::data_node_internal_service_server::DataNodeInternalService;
 use tonic::{Request, Response};
 
 use crate::convert::{ok, status, tablet_from_wire, value_to_wire};
+use crate::coordinator::Relay;
 use crate::metrics::inc;
 use crate::node::Shared;
 use crate::storage::{Deletion, LeaseGate, RegionCommand};
@@ -88,6 +89,10 @@ impl DataNodeInternalService for InternalService {
             );
             return Ok(Response::new(self.refuse_heartbeat(&req, message)));
         }
+        if let Some(message) = lease_settings_disagree(shared.registered_lease_settings, &req) {
+            tracing::error!(node = shared.node_id, "{message}");
+            return Ok(Response::new(self.refuse_heartbeat(&req, message)));
+        }
         {
             let mut newest = shared.heartbeat_order.lock();
             let order = (req.config_node_term, req.sequence);
@@ -108,6 +113,7 @@ impl DataNodeInternalService for InternalService {
         // Peers that hold their lease are the only acceptable leadership-transfer targets.
         let holders: std::collections::BTreeSet<u64> =
             req.lease_holder_ids.iter().copied().collect();
+        *shared.lease_holders.lock() = req.lease_holder_ids.clone();
         let peers: Vec<u64> = shared
             .addresses
             .read()
@@ -117,16 +123,25 @@ impl DataNodeInternalService for InternalService {
             .collect();
         let fenced_peers: Vec<(u64, bool)> =
             peers.iter().map(|p| (*p, !holders.contains(p))).collect();
-        if let Err(e) = shared
-            .driver
-            .call(move |node| {
-                for (peer, fenced) in fenced_peers {
-                    node.set_peer_fenced(peer, fenced);
-                }
-            })
-            .await
+        // Told to consensus off the handler: the raft thread may be slow, and a renewal whose
+        // reply reaches the ConfigNode after its heartbeat timeout is one the ConfigNode does not
+        // count (its clock for this node runs on while this node's lease was renewed; L5 in
+        // REVIEW-2026-12). Nothing between the renewal above and the reply below waits.
         {
-            tracing::warn!("telling consensus about lease holders: {e}");
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                if let Err(e) = shared
+                    .driver
+                    .call(move |node| {
+                        for (peer, fenced) in fenced_peers {
+                            node.set_peer_fenced(peer, fenced);
+                        }
+                    })
+                    .await
+                {
+                    tracing::warn!("telling consensus about lease holders: {e}");
+                }
+            });
         }
         for l in &req.region_leaders {
             shared.cache.set_leader(l.region_id, l.leader_id);
@@ -344,6 +359,22 @@ impl DataNodeInternalService for InternalService {
         }
     }
 
+    async fn relay_insert(
+        &self,
+        request: Request<proto::RelayInsertReq>,
+    ) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        inc(&self.shared.metrics.relayed_writes_received);
+        tracing::debug!(
+            from = req.from_data_node_id,
+            tablets = req.tablets.len(),
+            "relayed write"
+        );
+        Ok(Response::new(
+            crate::session::insert_wire_tablets(&self.shared, req.tablets, Relay::Never).await,
+        ))
+    }
+
     async fn read_region(
         &self,
         request: Request<proto::RegionReadReq>,
@@ -355,6 +386,25 @@ impl DataNodeInternalService for InternalService {
             series,
         }))
     }
+}
+
+/// Why a heartbeat's lease settings cannot be trusted, if they differ from the registered ones
+/// (L4 in REVIEW-2026-12): the sender judges this node fenced after its own `fence + margin`,
+/// while this node trusts its caches for the fence it registered under. Zero means "not sent".
+fn lease_settings_disagree(registered: (u64, u64), req: &proto::HeartbeatReq) -> Option<String> {
+    let (fence_ms, margin_ms) = registered;
+    let fence_differs = req.metadata_lease_fence_ms != 0 && req.metadata_lease_fence_ms != fence_ms;
+    let margin_differs = req.lease_proceed_margin_ms != 0
+        && margin_ms != 0
+        && req.lease_proceed_margin_ms != margin_ms;
+    (fence_differs || margin_differs).then(|| {
+        format!(
+            "ConfigNode {} leads with metadata_lease_fence_ms = {} and lease_proceed_margin_ms = {}, \
+             but this DataNode registered under {fence_ms} and {margin_ms}: every ConfigNode of a \
+             cluster must use the same values; the heartbeat does not renew the lease",
+            req.config_node_id, req.metadata_lease_fence_ms, req.lease_proceed_margin_ms
+        )
+    })
 }
 
 /// A linearizable read of a region led here: ReadIndex, then the local replica. 535 when fenced,
@@ -433,4 +483,38 @@ pub(crate) async fn read_region_local(
         });
     }
     (ok(), out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn heartbeat(fence_ms: u64, margin_ms: u64) -> proto::HeartbeatReq {
+        proto::HeartbeatReq {
+            config_node_id: 2,
+            metadata_lease_fence_ms: fence_ms,
+            lease_proceed_margin_ms: margin_ms,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_leader_with_other_lease_settings_is_refused() {
+        let registered = (20_000, 5000);
+        assert_eq!(
+            lease_settings_disagree(registered, &heartbeat(20_000, 5000)),
+            None
+        );
+        assert_eq!(lease_settings_disagree(registered, &heartbeat(0, 0)), None);
+        let message = lease_settings_disagree(registered, &heartbeat(10_000, 5000)).unwrap();
+        assert!(
+            message.contains("metadata_lease_fence_ms = 10000"),
+            "{message}"
+        );
+        assert!(lease_settings_disagree(registered, &heartbeat(20_000, 1000)).is_some());
+        assert_eq!(
+            lease_settings_disagree((20_000, 0), &heartbeat(20_000, 1000)),
+            None
+        );
+    }
 }

@@ -18,6 +18,46 @@ use consensus::Clock;
 
 use crate::storage::{LeaseFenced, LeaseGate};
 
+/// Milliseconds on `CLOCK_BOOTTIME`: monotonic, and unlike `CLOCK_MONOTONIC` (Rust's `Instant`)
+/// it keeps counting while the host is suspended. A DataNode whose host slept through its lease
+/// must wake up fenced, not believing that no time passed (L2 in REVIEW-2026-12).
+#[derive(Debug, Clone)]
+pub struct BootClock {
+    origin_ns: u128,
+}
+
+impl BootClock {
+    fn now_ns() -> u128 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+        assert_eq!(
+            rc,
+            0,
+            "clock_gettime(CLOCK_BOOTTIME): {}",
+            std::io::Error::last_os_error()
+        );
+        ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+    }
+}
+
+impl Default for BootClock {
+    fn default() -> Self {
+        BootClock {
+            origin_ns: BootClock::now_ns(),
+        }
+    }
+}
+
+impl Clock for BootClock {
+    fn now_ms(&self) -> u64 {
+        ((BootClock::now_ns() - self.origin_ns) / 1_000_000) as u64
+    }
+}
+
 /// Where the lease stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -286,6 +326,27 @@ impl LeaseGate for MetadataLeaseManager {
 mod tests {
     use super::*;
     use consensus::ManualClock;
+
+    #[test]
+    fn the_lease_clock_is_the_boot_clock() {
+        let clock = BootClock::default();
+        let start = BootClock::now_ns();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let elapsed = clock.now_ms();
+        assert!(elapsed >= 20, "{elapsed} ms");
+        // It reads the same clock as clock_gettime(CLOCK_BOOTTIME).
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid timespec.
+        assert_eq!(
+            unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) },
+            0
+        );
+        let boot_ns = ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128;
+        assert!(boot_ns >= start && boot_ns - start < 10_000_000_000);
+    }
 
     fn lease() -> (MetadataLeaseManager, ManualClock) {
         let clock = ManualClock::default();

@@ -38,6 +38,12 @@ pub struct Metrics {
     pub write_redirects: AtomicU64,
     /// Writes refused at the coordinator with 536 because the lease was fenced.
     pub fenced_writes: AtomicU64,
+    /// Writes a fenced coordinator relayed, unvalidated, to a peer holding its lease.
+    pub relayed_writes: AtomicU64,
+    /// Writes relayed here by a fenced peer.
+    pub relayed_writes_received: AtomicU64,
+    /// Requests to the ConfigNode that ran out of `dn_confignode_deadline_ms`.
+    pub confignode_deadlines: AtomicU64,
     /// Reads refused with 535.
     pub fenced_reads: AtomicU64,
     /// Schema-cache misses that went to the ConfigNode.
@@ -163,6 +169,21 @@ pub(crate) fn render(shared: &Shared) -> String {
             "fenced_writes_total",
             "Session writes refused with 536 at the coordinator.",
             &m.fenced_writes,
+        ),
+        (
+            "relayed_writes_total",
+            "Session writes a fenced coordinator relayed to a peer DataNode holding its lease.",
+            &m.relayed_writes,
+        ),
+        (
+            "relayed_writes_received_total",
+            "Session writes relayed here by a fenced peer DataNode.",
+            &m.relayed_writes_received,
+        ),
+        (
+            "confignode_deadlines_total",
+            "Requests to the ConfigNode that ran out of dn_confignode_deadline_ms.",
+            &m.confignode_deadlines,
         ),
         (
             "fenced_reads_total",

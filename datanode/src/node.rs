@@ -11,8 +11,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use common::{PartitionConfig, StatusCode};
-use consensus::{Clock, GroupStatus, MonotonicClock, RaftNode, StateRole};
+use consensus::{Clock, GroupStatus, RaftNode, StateRole};
 use parking_lot::{Mutex, RwLock};
+use proto::config_node_service_client::ConfigNodeServiceClient;
 use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
 use runtime::{ConfigNodeClient, DriverConfig, GrpcTransport, PeerService, RaftDriver};
 use tokio::net::TcpListener;
@@ -42,6 +43,9 @@ pub(crate) struct Shared {
     /// The bound session address (what clients are told to use).
     pub rpc_address: String,
     pub lease: Arc<MetadataLeaseManager>,
+    /// `(metadata_lease_fence_ms, lease_proceed_margin_ms)` handed out at registration; a
+    /// heartbeat from a leader with other settings is refused (ConfigNodes must agree).
+    pub registered_lease_settings: (u64, u64),
     pub clock: Arc<dyn Clock>,
     pub driver: RaftDriver<GrpcTransport>,
     pub raft_metrics: OnceLock<Arc<consensus::Metrics>>,
@@ -52,6 +56,9 @@ pub(crate) struct Shared {
     pub partition: PartitionConfig,
     pub storage_config: StorageConfig,
     pub metrics: Metrics,
+    /// DataNodes holding their lease, as of the last heartbeat processed: where a fenced
+    /// coordinator relays writes.
+    pub lease_holders: Mutex<Vec<u64>>,
     /// Newest `(config_node_term, sequence)` of a processed heartbeat.
     pub heartbeat_order: Mutex<(u64, u64)>,
     /// Operations that use cached metadata, by the cache generation they started under; an
@@ -217,7 +224,8 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
         time_partition_interval_ms: parameters.time_partition_interval_ms,
         time_partition_origin_ms: parameters.time_partition_origin_ms,
     };
-    let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::default());
+    // CLOCK_BOOTTIME: a suspended host's lease keeps ageing.
+    let clock: Arc<dyn Clock> = Arc::new(crate::lease::BootClock::default());
     let lease = Arc::new(MetadataLeaseManager::new(
         clock.clone(),
         parameters.metadata_lease_fence_ms,
@@ -281,6 +289,10 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
         internal_address: internal_address.to_string(),
         rpc_address: rpc_address.to_string(),
         lease,
+        registered_lease_settings: (
+            parameters.metadata_lease_fence_ms,
+            parameters.lease_proceed_margin_ms,
+        ),
         clock,
         driver,
         raft_metrics: OnceLock::new(),
@@ -290,6 +302,7 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
         partition,
         storage_config,
         metrics: Metrics::default(),
+        lease_holders: Mutex::new(Vec::new()),
         heartbeat_order: Mutex::new((0, 0)),
         in_flight: crate::in_flight::InFlight::default(),
         stall_heartbeats: AtomicBool::new(false),
@@ -514,6 +527,63 @@ impl Shared {
     }
 
     /// Who this DataNode is, for ConfigNode requests (an older incarnation is refused).
+    /// Calls the ConfigNode leader, bounded by `dn_confignode_deadline_ms` — or by `long`, for a
+    /// statement the ConfigNode legitimately holds (a DROP waiting out a fenced DataNode), but
+    /// only while this node holds its lease: a fenced node is most likely cut off from the
+    /// ConfigNode, and must answer in time so the client moves on. Past the deadline: 712 with
+    /// `need_retry`.
+    pub(crate) async fn call_confignode<T, F, Fut>(
+        &self,
+        long: Option<Duration>,
+        call: F,
+    ) -> std::result::Result<T, proto::Status>
+    where
+        T: runtime::HasStatus,
+        F: Fn(ConfigNodeServiceClient<Channel>) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let short = Duration::from_millis(self.config.dn_confignode_deadline_ms);
+        let deadline = match long {
+            Some(long) if self.lease.is_live() => long,
+            _ => short,
+        };
+        let attempt_timeout = deadline.min(Duration::from_millis(self.config.dn_rpc_timeout_ms));
+        let attempt_timeout = if long.is_some() {
+            deadline
+        } else {
+            attempt_timeout
+        };
+        match tokio::time::timeout(
+            deadline,
+            self.confignode.call_with_timeout(attempt_timeout, call),
+        )
+        .await
+        {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => {
+                let mut s =
+                    crate::convert::status(StatusCode::InternalRequestTimeOut, e.to_string());
+                s.need_retry = true;
+                Err(s)
+            }
+            Err(_) => {
+                inc(&self.metrics.confignode_deadlines);
+                let mut s = crate::convert::status(
+                    StatusCode::InternalRequestTimeOut,
+                    format!(
+                        "DataNode {} got no answer from the ConfigNode within {} ms (metadata \
+                         lease {}); retry on another DataNode",
+                        self.node_id,
+                        deadline.as_millis(),
+                        self.lease.state().name()
+                    ),
+                );
+                s.need_retry = true;
+                Err(s)
+            }
+        }
+    }
+
     pub(crate) fn caller(&self) -> proto::Caller {
         proto::Caller {
             data_node_id: self.node_id,

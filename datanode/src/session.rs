@@ -10,7 +10,7 @@ use proto::session_service_server::SessionService;
 use tonic::{Request, Response};
 
 use crate::convert::{column_of, ok, status, tablet_from_wire, value_from_wire, value_to_wire};
-use crate::coordinator::{aggregate, insert_tablet, read};
+use crate::coordinator::{aggregate, insert_tablet, read, Relay};
 use crate::node::Shared;
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
@@ -37,12 +37,35 @@ impl SessionServiceImpl {
     /// Each tablet counts as its own in-flight operation (`coordinator::insert_tablet`), so an
     /// invalidation waits for the tablet being written, not for a whole batch.
     async fn insert_all(&self, tablets: Vec<Tablet>) -> proto::Status {
-        let mut statuses = Vec::with_capacity(tablets.len());
-        for tablet in tablets {
-            statuses.push(insert_tablet(&self.shared, tablet).await);
-        }
-        aggregate(statuses)
+        insert_tablets(&self.shared, tablets, Relay::WhenFenced).await
     }
+}
+
+async fn insert_tablets(shared: &Arc<Shared>, tablets: Vec<Tablet>, relay: Relay) -> proto::Status {
+    let mut statuses = Vec::with_capacity(tablets.len());
+    for tablet in tablets {
+        statuses.push(insert_tablet(shared, tablet, relay).await);
+    }
+    aggregate(statuses)
+}
+
+/// Decodes and writes wire tablets (a relayed write), with the session's limits.
+pub(crate) async fn insert_wire_tablets(
+    shared: &Arc<Shared>,
+    wire: Vec<proto::Tablet>,
+    relay: Relay,
+) -> proto::Status {
+    if let Some(s) = too_many("tablets", wire.len(), BATCH_ITEMS_MAX) {
+        return s;
+    }
+    let mut tablets = Vec::with_capacity(wire.len());
+    for t in wire {
+        match tablet_from_wire(t) {
+            Ok(t) => tablets.push(t),
+            Err(e) => return status(StatusCode::IllegalParameter, e.to_string()),
+        }
+    }
+    insert_tablets(shared, tablets, relay).await
 }
 
 fn too_many(what: &str, n: usize, max: usize) -> Option<proto::Status> {
@@ -255,8 +278,7 @@ impl SessionService for SessionServiceImpl {
             Duration::from_millis(self.shared.lease.fence_ms() * 2) + SCHEMA_STATEMENT_SLACK;
         let outcome = self
             .shared
-            .confignode
-            .call_with_timeout(timeout, |mut c| {
+            .call_confignode(Some(timeout), |mut c| {
                 let statement = statement.clone();
                 async move {
                     match statement {
@@ -268,9 +290,7 @@ impl SessionService for SessionServiceImpl {
                 }
             })
             .await;
-        Ok(Response::new(outcome.unwrap_or_else(|e| {
-            status(StatusCode::InternalRequestTimeOut, e.to_string())
-        })))
+        Ok(Response::new(outcome.unwrap_or_else(|s| s)))
     }
 
     async fn show_databases(
@@ -279,12 +299,13 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::ShowDatabasesResp> {
         let outcome = self
             .shared
-            .confignode
-            .call(|mut c| async move { c.show_databases(proto::ShowDatabasesReq {}).await })
+            .call_confignode(None, |mut c| async move {
+                c.show_databases(proto::ShowDatabasesReq {}).await
+            })
             .await;
-        Ok(Response::new(outcome.unwrap_or_else(|e| {
+        Ok(Response::new(outcome.unwrap_or_else(|s| {
             proto::ShowDatabasesResp {
-                status: Some(status(StatusCode::InternalRequestTimeOut, e.to_string())),
+                status: Some(s),
                 ..Default::default()
             }
         })))
@@ -297,15 +318,14 @@ impl SessionService for SessionServiceImpl {
         let prefix = request.into_inner().prefix;
         let outcome = self
             .shared
-            .confignode
-            .call(|mut c| {
+            .call_confignode(None, |mut c| {
                 let prefix = prefix.clone();
                 async move { c.show_timeseries(proto::ShowTimeseriesReq { prefix }).await }
             })
             .await;
-        Ok(Response::new(outcome.unwrap_or_else(|e| {
+        Ok(Response::new(outcome.unwrap_or_else(|s| {
             proto::ShowTimeseriesResp {
-                status: Some(status(StatusCode::InternalRequestTimeOut, e.to_string())),
+                status: Some(s),
                 ..Default::default()
             }
         })))
@@ -317,12 +337,13 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::ShowClusterResp> {
         let outcome = self
             .shared
-            .confignode
-            .call(|mut c| async move { c.show_cluster(proto::ShowClusterReq {}).await })
+            .call_confignode(None, |mut c| async move {
+                c.show_cluster(proto::ShowClusterReq {}).await
+            })
             .await;
-        Ok(Response::new(outcome.unwrap_or_else(|e| {
+        Ok(Response::new(outcome.unwrap_or_else(|s| {
             proto::ShowClusterResp {
-                status: Some(status(StatusCode::InternalRequestTimeOut, e.to_string())),
+                status: Some(s),
                 ..Default::default()
             }
         })))
@@ -334,12 +355,13 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::ShowRegionsResp> {
         let outcome = self
             .shared
-            .confignode
-            .call(|mut c| async move { c.show_regions(proto::ShowRegionsReq {}).await })
+            .call_confignode(None, |mut c| async move {
+                c.show_regions(proto::ShowRegionsReq {}).await
+            })
             .await;
-        Ok(Response::new(outcome.unwrap_or_else(|e| {
+        Ok(Response::new(outcome.unwrap_or_else(|s| {
             proto::ShowRegionsResp {
-                status: Some(status(StatusCode::InternalRequestTimeOut, e.to_string())),
+                status: Some(s),
                 ..Default::default()
             }
         })))
@@ -351,12 +373,13 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::ShowLeasesResp> {
         let outcome = self
             .shared
-            .confignode
-            .call(|mut c| async move { c.show_leases(proto::ShowLeasesReq {}).await })
+            .call_confignode(None, |mut c| async move {
+                c.show_leases(proto::ShowLeasesReq {}).await
+            })
             .await;
-        Ok(Response::new(outcome.unwrap_or_else(|e| {
+        Ok(Response::new(outcome.unwrap_or_else(|s| {
             proto::ShowLeasesResp {
-                status: Some(status(StatusCode::InternalRequestTimeOut, e.to_string())),
+                status: Some(s),
                 ..Default::default()
             }
         })))

@@ -161,23 +161,42 @@ async fn writes_move_off_a_fenced_node_and_a_query_there_fails_with_535_unretrie
     let err = reader.query_last(device, "s1").await.unwrap_err();
     assert!(matches!(err, SessionError::LeaseFenced { .. }), "{err:?}");
 
-    // Writes keep succeeding: 536 from node 0, retried on another DataNode, no error surfaced.
+    // Writes keep succeeding, even from a client that knows only node 0 and never retries
+    // (what an official IoTDB client sees): the fenced coordinator relays each write,
+    // unvalidated, to a DataNode holding its lease, which validates it itself.
+    let only_node0 = Session::connect(
+        &[endpoints[0].as_str()],
+        SessionConfig {
+            max_attempts: 1,
+            ..config()
+        },
+    )
+    .await
+    .expect("session connects");
     let during: Vec<Tablet> = (1..=5)
         .map(|i| tablet(device, i * 10_000, 300, 10))
         .collect();
     for t in &during {
-        writer.insert_tablet(t).await.unwrap();
+        only_node0.insert_tablet(t).await.unwrap();
     }
-    let stats = writer.stats();
+    assert_eq!(only_node0.stats().retries(), 0, "{:?}", only_node0.stats());
     assert!(
-        stats.retries_by_code.get(&536).is_some_and(|n| *n >= 1),
-        "{stats:?}"
+        metric(&node0.metrics_text(), "relayed_writes_total") >= during.len() as u64,
+        "node 0 relayed its writes"
     );
+    let taken: u64 = cluster.nodes[1..]
+        .iter()
+        .map(|n| metric(&n.metrics_text(), "relayed_writes_received_total"))
+        .sum();
+    assert!(taken >= during.len() as u64, "{taken} relayed writes taken");
+    // The session that knows every node writes on too.
+    writer.insert_tablet(&during[0]).await.unwrap();
 
-    // Everything reads back through the rest of the cluster (the writer moved on from node 0).
+    // Everything reads back through the rest of the cluster.
     let mut all: Vec<&Tablet> = vec![&before];
     all.extend(during.iter());
-    let points = writer.query_raw(device, "s1", 0, 1_000_000).await.unwrap();
+    let others = connect(&endpoints[1..]).await;
+    let points = others.query_raw(device, "s1", 0, 1_000_000).await.unwrap();
     assert_eq!(points, s1_points(&all));
 
     node0.stall_heartbeats(false);
