@@ -25,12 +25,11 @@ mod driver;
 mod error;
 mod transport;
 
-pub use channel::{server, BadAddress, ChannelConfig, ChannelPool, PooledChannel};
+pub use channel::{incoming, server, BadAddress, ChannelConfig, ChannelPool, PooledChannel};
 pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{entropy_seed, DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
 pub use transport::{
-    decode_batch, incoming, serve_raft_stream, AddressBook, GrpcTransport, PeerService,
-    TransportConfig,
+    decode_batch, serve_raft_stream, AddressBook, GrpcTransport, PeerService, TransportConfig,
 };

@@ -331,29 +331,9 @@ pub async fn serve_raft_stream(
     })
 }
 
-/// The accepted connections of a gRPC server's `listener`, with `TCP_NODELAY` set on each.
-///
-/// tonic sets `TCP_NODELAY` only on listeners it binds itself; on a listener handed to
-/// `serve_with_incoming` Nagle's algorithm stays on, and the small HTTP/2 frame that ends a
-/// response waits for the peer's delayed ACK: a 40 ms stall on a fraction of all calls.
-pub fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
-    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn accepted_server_connections_have_nodelay() {
-        use tokio_stream::StreamExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let mut accepted = incoming(listener);
-        let _client = tokio::net::TcpStream::connect(address).await.unwrap();
-        let server_side = accepted.next().await.unwrap().unwrap();
-        assert!(server_side.nodelay().unwrap());
-    }
 
     #[tokio::test]
     async fn batches_stop_at_the_message_and_byte_limits_and_carry_the_rest() {

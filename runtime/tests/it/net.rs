@@ -172,7 +172,7 @@ async fn serve(config: ChannelConfig) -> (SocketAddr, Double) {
     tokio::spawn(async move {
         runtime::server(&config)
             .add_service(service)
-            .serve_with_incoming(runtime::channel::incoming(listener, &config))
+            .serve_with_incoming(runtime::incoming(listener, &config))
             .await
             .unwrap();
     });
