@@ -1,14 +1,12 @@
 //! How the ConfigNode leader talks to DataNodes: a trait, so the heartbeat pusher and the fence
 //! propagator run against a fake in tests, and the gRPC implementation.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
+use runtime::{ChannelConfig, ChannelPool, PooledChannel};
 
 /// A boxed future of an RPC outcome; the error is a description (the caller only logs it and
 /// treats the DataNode as not reached).
@@ -42,44 +40,42 @@ pub trait DataNodeClient: Send + Sync + 'static {
     ) -> RpcFuture<proto::Status>;
 }
 
-/// The tonic client, one lazily connected channel per address.
-#[derive(Clone)]
+/// The tonic client: one pooled channel per DataNode address, with HTTP/2 keepalive, replaced
+/// after a call fails in the transport or times out (see `runtime::channel`). A heartbeat
+/// connection to a DataNode behind a partition is given up within the keepalive bound, so the
+/// first heartbeat after the partition heals goes out on a fresh connection.
+#[derive(Clone, Debug)]
 pub struct GrpcDataNodeClient {
-    channels: Arc<Mutex<BTreeMap<String, tonic::transport::Channel>>>,
-    rpc_timeout: Duration,
-    connect_timeout: Duration,
+    channels: ChannelPool,
 }
 
 impl GrpcDataNodeClient {
-    /// Most cached channels; beyond it the cache is cleared (addresses of removed DataNodes).
-    const CHANNELS_MAX: usize = 4096;
-
-    /// A client whose RPCs time out after `rpc_timeout`.
+    /// A client whose RPCs time out after `rpc_timeout` and whose connections must be
+    /// established within `connect_timeout`; keepalive and socket options are
+    /// [`ChannelConfig::default`]'s.
     pub fn new(rpc_timeout: Duration, connect_timeout: Duration) -> Self {
-        GrpcDataNodeClient {
-            channels: Arc::new(Mutex::new(BTreeMap::new())),
+        Self::with_channel_config(
             rpc_timeout,
-            connect_timeout,
+            ChannelConfig {
+                connect_timeout_ms: connect_timeout.as_millis() as u64,
+                ..ChannelConfig::default()
+            },
+        )
+    }
+
+    /// A client whose RPCs time out after `rpc_timeout`, with connections built by `channel`
+    /// (`ConfigNodeConfig::channel_config`).
+    pub fn with_channel_config(rpc_timeout: Duration, channel: ChannelConfig) -> Self {
+        GrpcDataNodeClient {
+            channels: ChannelPool::new(channel, rpc_timeout),
         }
     }
 
     fn client(
         &self,
         address: &str,
-    ) -> Result<DataNodeInternalServiceClient<tonic::transport::Channel>, String> {
-        let mut channels = self.channels.lock();
-        if let Some(ch) = channels.get(address) {
-            return Ok(DataNodeInternalServiceClient::new(ch.clone()));
-        }
-        if channels.len() >= Self::CHANNELS_MAX {
-            channels.clear();
-        }
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-            .map_err(|e| format!("bad address {address}: {e}"))?
-            .connect_timeout(self.connect_timeout)
-            .timeout(self.rpc_timeout)
-            .connect_lazy();
-        channels.insert(address.to_string(), channel.clone());
+    ) -> Result<DataNodeInternalServiceClient<PooledChannel>, String> {
+        let channel = self.channels.channel(address).map_err(|e| e.to_string())?;
         Ok(DataNodeInternalServiceClient::new(channel))
     }
 }

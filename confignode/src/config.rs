@@ -5,9 +5,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use runtime::config::{check_host_address, config_error, parse_toml, read_toml};
+use runtime::config::{check_host_address, check_keepalive, config_error, parse_toml, read_toml};
 
 use crate::error::ConfigError;
+
+/// Milliseconds a ConfigNode waits to establish a connection (to a DataNode or a raft peer).
+pub const CONNECT_TIMEOUT_MS: u64 = 1000;
 
 /// The ConfigNode's settings. Cluster-wide values (fence, partitioning, replication) are handed to
 /// DataNodes at registration so that every node agrees.
@@ -63,6 +66,16 @@ pub struct ConfigNodeConfig {
     /// included (a metadata snapshot or a DataNode's metadata pull must fit). Default 64 MiB;
     /// 1 MiB..=2 GiB.
     pub cn_rpc_max_message_bytes: u64,
+    /// Milliseconds between two HTTP/2 keepalive PINGs on every connection of this ConfigNode
+    /// (heartbeats, invalidations and region writes to DataNodes, raft streams to its peers) and
+    /// from its server to its clients, idle connections included. Default 1000; 100..=60000.
+    pub cn_rpc_keepalive_interval_ms: u64,
+    /// Milliseconds a PING may go unanswered before its connection is closed and the next call
+    /// connects afresh; also sets `TCP_USER_TIMEOUT` (interval + timeout). Keep interval +
+    /// timeout well below `metadata_lease_fence_ms`: a heartbeat connection to a DataNode behind
+    /// a partition must be given up before the first heartbeat after the heal is due.
+    /// Default 2000; 100..=60000.
+    pub cn_rpc_keepalive_timeout_ms: u64,
 }
 
 impl Default for ConfigNodeConfig {
@@ -87,6 +100,8 @@ impl Default for ConfigNodeConfig {
             series_slot_num: 1000,
             time_partition_interval_ms: 604_800_000,
             cn_rpc_max_message_bytes: 64 << 20,
+            cn_rpc_keepalive_interval_ms: 1000,
+            cn_rpc_keepalive_timeout_ms: 2000,
         }
     }
 }
@@ -156,6 +171,12 @@ pub struct ConfigNodeArgs {
     #[allow(missing_docs)]
     #[arg(long)]
     pub cn_rpc_max_message_bytes: Option<u64>,
+    /// ms between HTTP/2 keepalive PINGs on every connection [default: 1000]
+    #[arg(long)]
+    pub cn_rpc_keepalive_interval_ms: Option<u64>,
+    /// ms a keepalive PING may go unanswered before the connection is dropped [default: 2000]
+    #[arg(long)]
+    pub cn_rpc_keepalive_timeout_ms: Option<u64>,
 }
 
 impl ConfigNodeConfig {
@@ -197,7 +218,9 @@ impl ConfigNodeConfig {
             data_region_group_num_per_database,
             series_slot_num,
             time_partition_interval_ms,
-            cn_rpc_max_message_bytes
+            cn_rpc_max_message_bytes,
+            cn_rpc_keepalive_interval_ms,
+            cn_rpc_keepalive_timeout_ms
         );
         c.validate()?;
         Ok(c)
@@ -327,7 +350,24 @@ impl ConfigNodeConfig {
         if self.time_partition_interval_ms <= 0 {
             return Err(config_error("time_partition_interval_ms", "must be > 0"));
         }
+        check_keepalive(
+            "cn_rpc_keepalive_interval_ms",
+            self.cn_rpc_keepalive_interval_ms,
+            "cn_rpc_keepalive_timeout_ms",
+            self.cn_rpc_keepalive_timeout_ms,
+        )?;
         Ok(())
+    }
+
+    /// How this node's connections are built and watched: connect within
+    /// [`CONNECT_TIMEOUT_MS`], keepalive from `cn_rpc_keepalive_interval_ms` and
+    /// `cn_rpc_keepalive_timeout_ms`.
+    pub fn channel_config(&self) -> runtime::ChannelConfig {
+        runtime::ChannelConfig::with_keepalive(
+            CONNECT_TIMEOUT_MS,
+            self.cn_rpc_keepalive_interval_ms,
+            self.cn_rpc_keepalive_timeout_ms,
+        )
     }
 
     /// The partitioning every node must use.
@@ -356,6 +396,12 @@ mod tests {
         assert_eq!(c.metadata_lease_fence_ms, 20_000);
         assert_eq!(c.lease_proceed_margin_ms, 5000);
         assert_eq!(c.series_slot_num, 1000);
+        assert_eq!(c.cn_rpc_keepalive_interval_ms, 1000);
+        assert_eq!(c.cn_rpc_keepalive_timeout_ms, 2000);
+        assert_eq!(
+            c.channel_config().dead_connection_bound(),
+            std::time::Duration::from_secs(3)
+        );
     }
 
     #[test]
@@ -369,7 +415,7 @@ mod tests {
             .lines()
             .filter(|l| !l.starts_with('#') && l.contains(" = "))
             .count();
-        assert_eq!(keys, 19, "a key is missing from confignode.example.toml");
+        assert_eq!(keys, 21, "a key is missing from confignode.example.toml");
     }
 
     #[test]
@@ -436,6 +482,20 @@ mod tests {
                 ..d()
             }),
             "cn_internal_address"
+        );
+        assert_eq!(
+            bad(ConfigNodeConfig {
+                cn_rpc_keepalive_interval_ms: 50,
+                ..d()
+            }),
+            "cn_rpc_keepalive_interval_ms"
+        );
+        assert_eq!(
+            bad(ConfigNodeConfig {
+                cn_rpc_keepalive_timeout_ms: 60_001,
+                ..d()
+            }),
+            "cn_rpc_keepalive_timeout_ms"
         );
         assert_eq!(
             ConfigNodeConfig::from_toml("no_such_key = 1")

@@ -588,16 +588,9 @@ pub async fn run(
             context: format!("binding {}", config.cn_internal_address),
             source,
         })?;
-    run_with_listener(
-        config,
-        listener,
-        Arc::new(GrpcDataNodeClient::new(
-            Duration::from_secs(5),
-            Duration::from_secs(1),
-        )),
-        shutdown,
-    )
-    .await
+    let client =
+        GrpcDataNodeClient::with_channel_config(Duration::from_secs(5), config.channel_config());
+    run_with_listener(config, listener, Arc::new(client), shutdown).await
 }
 
 /// Runs on an already bound listener (tests bind `127.0.0.1:0`), calling DataNodes through
@@ -618,6 +611,7 @@ pub async fn run_with_listener(
         addresses,
         TransportConfig {
             message_bytes_max: config.cn_rpc_max_message_bytes as usize,
+            channel: config.channel_config(),
             ..TransportConfig::default()
         },
         tokio::runtime::Handle::current(),
@@ -720,13 +714,14 @@ pub async fn run_with_listener(
     let service = crate::service::ConfigNodeServiceImpl::new(shared.clone(), streams_stop_rx);
     let mut stop = stop_rx;
     let stopping = shared.clone();
-    let serve = tonic::transport::Server::builder()
+    let net = shared.config.channel_config();
+    let serve = runtime::server(&net)
         .add_service(
             proto::config_node_service_server::ConfigNodeServiceServer::new(service)
                 .max_decoding_message_size(message_bytes_max)
                 .max_encoding_message_size(message_bytes_max),
         )
-        .serve_with_incoming_shutdown(runtime::incoming(listener), async move {
+        .serve_with_incoming_shutdown(runtime::incoming(listener, &net), async move {
             // Stop on the caller's shutdown, or when the raft driver died.
             tokio::select! {
                 _ = shutdown => {}

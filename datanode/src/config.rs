@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use runtime::config::{check_socket_address, config_error, parse_toml, read_toml};
+use runtime::config::{check_keepalive, check_socket_address, config_error, parse_toml, read_toml};
 
 use crate::error::ConfigError;
 
@@ -48,6 +48,14 @@ pub struct DataNodeConfig {
     pub dn_write_timeout_ms: u64,
     /// Milliseconds of one DataNode → DataNode or DataNode → ConfigNode RPC. Default 5000.
     pub dn_rpc_timeout_ms: u64,
+    /// Milliseconds between two HTTP/2 keepalive PINGs on every internal connection of this node
+    /// (to ConfigNodes, to other DataNodes, raft streams) and from its servers to their clients,
+    /// idle connections included. Default 1000; 100..=60000.
+    pub dn_rpc_keepalive_interval_ms: u64,
+    /// Milliseconds a PING may go unanswered before its connection is closed and the next call
+    /// connects afresh; also sets `TCP_USER_TIMEOUT` (interval + timeout). A connection to a
+    /// peer behind a partition is given up within interval + timeout. Default 2000; 100..=60000.
+    pub dn_rpc_keepalive_timeout_ms: u64,
     /// Milliseconds between two raft ticks of the node's region groups. Default 100.
     pub dn_raft_tick_ms: u64,
     /// Raft ticks without a leader before a replica campaigns (effective timeout is drawn from
@@ -99,6 +107,8 @@ impl Default for DataNodeConfig {
             dn_confignode_deadline_ms: 5000,
             dn_write_timeout_ms: 10_000,
             dn_rpc_timeout_ms: 5000,
+            dn_rpc_keepalive_interval_ms: 1000,
+            dn_rpc_keepalive_timeout_ms: 2000,
             dn_raft_tick_ms: 100,
             dn_raft_election_ticks: 10,
             wal_segment_bytes: 64 << 20,
@@ -155,6 +165,12 @@ pub struct DataNodeArgs {
     #[allow(missing_docs)]
     #[arg(long)]
     pub dn_rpc_timeout_ms: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_rpc_keepalive_interval_ms: Option<u64>,
+    #[allow(missing_docs)]
+    #[arg(long)]
+    pub dn_rpc_keepalive_timeout_ms: Option<u64>,
     #[allow(missing_docs)]
     #[arg(long)]
     pub dn_raft_tick_ms: Option<u64>,
@@ -222,6 +238,8 @@ impl DataNodeConfig {
             dn_confignode_deadline_ms,
             dn_write_timeout_ms,
             dn_rpc_timeout_ms,
+            dn_rpc_keepalive_interval_ms,
+            dn_rpc_keepalive_timeout_ms,
             dn_raft_tick_ms,
             dn_raft_election_ticks,
             wal_segment_bytes,
@@ -276,6 +294,16 @@ impl DataNodeConfig {
             .collect()
     }
 
+    /// How this node's connections are built and watched: connect within `dn_rpc_timeout_ms`,
+    /// keepalive from `dn_rpc_keepalive_interval_ms` and `dn_rpc_keepalive_timeout_ms`.
+    pub fn channel_config(&self) -> runtime::ChannelConfig {
+        runtime::ChannelConfig::with_keepalive(
+            self.dn_rpc_timeout_ms,
+            self.dn_rpc_keepalive_interval_ms,
+            self.dn_rpc_keepalive_timeout_ms,
+        )
+    }
+
     /// Checks every key once at start-up, with an error that names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_socket_address("dn_rpc_address", &self.dn_rpc_address)?;
@@ -313,6 +341,12 @@ impl DataNodeConfig {
                 return Err(config_error(key, "must be > 0"));
             }
         }
+        check_keepalive(
+            "dn_rpc_keepalive_interval_ms",
+            self.dn_rpc_keepalive_interval_ms,
+            "dn_rpc_keepalive_timeout_ms",
+            self.dn_rpc_keepalive_timeout_ms,
+        )?;
         if self.dn_raft_election_ticks < 3 {
             return Err(config_error(
                 "dn_raft_election_ticks",
@@ -369,6 +403,13 @@ mod tests {
         assert_eq!(c.data_region_write_retry_max, 5);
         assert_eq!(c.data_region_write_retry_wait_ms, 1000);
         assert_eq!(c.remote_write_max_retry_ms, 60_000);
+        assert_eq!(c.dn_rpc_keepalive_interval_ms, 1000);
+        assert_eq!(c.dn_rpc_keepalive_timeout_ms, 2000);
+        // A dead connection is given up within 3 s, well inside one fence (20 s by default).
+        assert_eq!(
+            c.channel_config().dead_connection_bound(),
+            std::time::Duration::from_secs(3)
+        );
     }
 
     #[test]
@@ -414,5 +455,19 @@ mod tests {
         .validate()
         .unwrap_err();
         assert_eq!(e.key, "dn_raft_tick_ms");
+        for (interval, timeout, key) in [
+            (0, 2000, "dn_rpc_keepalive_interval_ms"),
+            (1000, 99, "dn_rpc_keepalive_timeout_ms"),
+            (1000, 60_001, "dn_rpc_keepalive_timeout_ms"),
+        ] {
+            let e = DataNodeConfig {
+                dn_rpc_keepalive_interval_ms: interval,
+                dn_rpc_keepalive_timeout_ms: timeout,
+                ..DataNodeConfig::default()
+            }
+            .validate()
+            .unwrap_err();
+            assert_eq!(e.key, key);
+        }
     }
 }

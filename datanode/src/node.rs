@@ -15,9 +15,10 @@ use consensus::{Clock, GroupStatus, RaftNode, StateRole};
 use parking_lot::{Mutex, RwLock};
 use proto::config_node_service_client::ConfigNodeServiceClient;
 use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
-use runtime::{ConfigNodeClient, DriverConfig, GrpcTransport, PeerService, RaftDriver};
+use runtime::{
+    ConfigNodeClient, DriverConfig, GrpcTransport, PeerService, PooledChannel, RaftDriver,
+};
 use tokio::net::TcpListener;
-use tonic::transport::Channel;
 
 use crate::cache::{MetadataCache, NodeAddresses, PulledMetadata, RegionRoute};
 use crate::config::DataNodeConfig;
@@ -69,7 +70,7 @@ pub(crate) struct Shared {
     pub stall_heartbeats: AtomicBool,
     pub recovering: AtomicBool,
     pub region_create: tokio::sync::Mutex<()>,
-    peer_channels: Mutex<BTreeMap<String, Channel>>,
+    peers: runtime::ChannelPool,
     next_session: AtomicU64,
 }
 
@@ -195,6 +196,7 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
 
     let rpc_timeout = Duration::from_millis(config.dn_rpc_timeout_ms);
     let confignode = ConfigNodeClient::new(config.seed_config_nodes(), rpc_timeout, 10)
+        .with_channel_config(config.channel_config())
         .with_message_bytes_max(config.dn_rpc_max_message_bytes as usize);
     let identity_path = config.dn_data_dir.join("identity");
     let (stored_id, stored_epoch) = read_identity(&identity_path)?;
@@ -248,6 +250,7 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
         addresses.clone(),
         runtime::TransportConfig {
             message_bytes_max: config.dn_rpc_max_message_bytes as usize,
+            channel: config.channel_config(),
             ..runtime::TransportConfig::default()
         },
         tokio::runtime::Handle::current(),
@@ -282,6 +285,7 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
         memtable_flush_age_ms: config.memtable_flush_age_ms,
         ..StorageConfig::default()
     };
+    let peers = runtime::ChannelPool::new(config.channel_config(), rpc_timeout);
     let shared = Arc::new(Shared {
         cache: MetadataCache::new(lease.clone(), config.cache_entries_max as usize),
         config,
@@ -308,7 +312,7 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
         stall_heartbeats: AtomicBool::new(false),
         recovering: AtomicBool::new(false),
         region_create: tokio::sync::Mutex::new(()),
-        peer_channels: Mutex::new(BTreeMap::new()),
+        peers,
         next_session: AtomicU64::new(1),
     });
     let raft_metrics = shared.driver.call(|node| node.metrics().clone()).await?;
@@ -380,9 +384,10 @@ async fn serve(
     let flush_task = tokio::spawn(flush_loop(shared.clone()));
     let reconcile_task = tokio::spawn(region_reconciler(shared.clone()));
     let message_bytes_max = shared.config.dn_rpc_max_message_bytes as usize;
+    let net = shared.config.channel_config();
     let internal = {
         let mut stop = stop.clone();
-        tonic::transport::Server::builder()
+        runtime::server(&net)
             .add_service(
                 proto::data_node_internal_service_server::DataNodeInternalServiceServer::new(
                     crate::internal::InternalService::new(shared.clone(), stop.clone()),
@@ -390,13 +395,13 @@ async fn serve(
                 .max_decoding_message_size(message_bytes_max)
                 .max_encoding_message_size(message_bytes_max),
             )
-            .serve_with_incoming_shutdown(runtime::incoming(internal_listener), async move {
+            .serve_with_incoming_shutdown(runtime::incoming(internal_listener, &net), async move {
                 drop(stop.changed().await);
             })
     };
     let session = {
         let mut stop = stop.clone();
-        tonic::transport::Server::builder()
+        runtime::server(&net)
             .add_service(
                 proto::session_service_server::SessionServiceServer::new(
                     crate::session::SessionServiceImpl::new(shared.clone()),
@@ -404,7 +409,7 @@ async fn serve(
                 .max_decoding_message_size(message_bytes_max)
                 .max_encoding_message_size(message_bytes_max),
             )
-            .serve_with_incoming_shutdown(runtime::incoming(rpc_listener), async move {
+            .serve_with_incoming_shutdown(runtime::incoming(rpc_listener, &net), async move {
                 drop(stop.changed().await);
             })
     };
@@ -539,7 +544,7 @@ impl Shared {
     ) -> std::result::Result<T, proto::Status>
     where
         T: runtime::HasStatus,
-        F: Fn(ConfigNodeServiceClient<Channel>) -> Fut,
+        F: Fn(ConfigNodeServiceClient<runtime::PooledChannel>) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
         let short = Duration::from_millis(self.config.dn_confignode_deadline_ms);
@@ -695,20 +700,13 @@ impl Shared {
         }
     }
 
-    /// A channel to another DataNode's internal service.
-    pub(crate) fn peer(&self, address: &str) -> DataNodeInternalServiceClient<Channel> {
-        let mut channels = self.peer_channels.lock();
-        let channel = channels
-            .entry(address.to_string())
-            .or_insert_with(|| {
-                let timeout = Duration::from_millis(self.config.dn_rpc_timeout_ms);
-                tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-                    .expect("addresses are validated host:port")
-                    .connect_timeout(timeout)
-                    .timeout(timeout)
-                    .connect_lazy()
-            })
-            .clone();
+    /// A channel to another DataNode's internal service, replaced after a transport failure or
+    /// a timeout (`runtime::ChannelPool`).
+    pub(crate) fn peer(&self, address: &str) -> DataNodeInternalServiceClient<PooledChannel> {
+        let channel = self
+            .peers
+            .channel(address)
+            .expect("addresses are validated host:port");
         let limit = self.config.dn_rpc_max_message_bytes as usize;
         DataNodeInternalServiceClient::new(channel)
             .max_decoding_message_size(limit)

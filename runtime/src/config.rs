@@ -50,6 +50,32 @@ pub fn check_host_address(key: &'static str, address: &str) -> Result<(), Config
         .map_err(|e| config_error(key, format!("{address:?} is not host:port ({e})")))
 }
 
+/// Shortest keepalive interval or timeout a node accepts, in milliseconds: below it PINGs
+/// compete with the traffic and a scheduling hiccup closes healthy connections.
+pub const KEEPALIVE_MS_MIN: u64 = 100;
+/// Longest, in milliseconds: a dead connection noticed later than this outlives the heartbeat
+/// and fence scale, which is what keepalive is there to prevent.
+pub const KEEPALIVE_MS_MAX: u64 = 60_000;
+
+/// The HTTP/2 keepalive keys of a node: interval and timeout each in
+/// [`KEEPALIVE_MS_MIN`]`..=`[`KEEPALIVE_MS_MAX`].
+pub fn check_keepalive(
+    interval_key: &'static str,
+    interval_ms: u64,
+    timeout_key: &'static str,
+    timeout_ms: u64,
+) -> Result<(), ConfigError> {
+    for (key, value) in [(interval_key, interval_ms), (timeout_key, timeout_ms)] {
+        if !(KEEPALIVE_MS_MIN..=KEEPALIVE_MS_MAX).contains(&value) {
+            return Err(config_error(
+                key,
+                format!("{value} is not in {KEEPALIVE_MS_MIN}..={KEEPALIVE_MS_MAX}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +104,11 @@ mod tests {
         );
         assert!(check_host_address("b", "localhost:1").is_ok());
         assert_eq!(check_host_address("b", "localhost").unwrap_err().key, "b");
+        assert!(check_keepalive("i", 1000, "t", 2000).is_ok());
+        assert_eq!(check_keepalive("i", 0, "t", 2000).unwrap_err().key, "i");
+        assert_eq!(
+            check_keepalive("i", 1000, "t", 60_001).unwrap_err().key,
+            "t"
+        );
     }
 }

@@ -1,13 +1,17 @@
 //! A ConfigNode client that finds the leader: it follows `Status.redirect` (400), moves on to
 //! the next ConfigNode on connection errors and waits out elections (`need_retry`), with a
-//! bounded number of attempts. Used by DataNodes and tests.
+//! bounded number of attempts. One pooled channel per ConfigNode: a connection that fails or
+//! stalls a call is replaced, and HTTP/2 keepalive finds a dead one within
+//! `keepalive_interval_ms + keepalive_timeout_ms` (see [`crate::channel`]). Used by DataNodes
+//! and tests.
 
 use std::future::Future;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use proto::config_node_service_client::ConfigNodeServiceClient;
-use tonic::transport::Channel;
+
+use crate::channel::{ChannelConfig, ChannelPool, PooledChannel};
 
 /// A ConfigNode response that carries a status.
 pub trait HasStatus {
@@ -57,19 +61,26 @@ pub struct NoLeader {
 pub struct ConfigNodeClient {
     endpoints: Vec<String>,
     leader: Mutex<Option<String>>,
+    channels: ChannelPool,
     rpc_timeout: Duration,
     attempts_max: u32,
     message_bytes_max: usize,
 }
 
 impl ConfigNodeClient {
-    /// A client over the seed ConfigNodes (`host:port`). Each RPC times out after `rpc_timeout`;
-    /// a call gives up after `attempts_max` attempts (backoff 50 ms doubling to 1 s).
+    /// A client over the seed ConfigNodes (`host:port`). Each RPC times out after `rpc_timeout`,
+    /// and so does connecting; a call gives up after `attempts_max` attempts (backoff 50 ms
+    /// doubling to 1 s). Keepalive and socket options are [`ChannelConfig::default`]'s.
     pub fn new(endpoints: Vec<String>, rpc_timeout: Duration, attempts_max: u32) -> Self {
         assert!(!endpoints.is_empty(), "at least one ConfigNode endpoint");
+        let channel = ChannelConfig {
+            connect_timeout_ms: rpc_timeout.as_millis() as u64,
+            ..ChannelConfig::default()
+        };
         ConfigNodeClient {
             endpoints,
             leader: Mutex::new(None),
+            channels: ChannelPool::new(channel, rpc_timeout),
             rpc_timeout,
             attempts_max: attempts_max.max(1),
             message_bytes_max: 64 << 20,
@@ -83,6 +94,18 @@ impl ConfigNodeClient {
         self
     }
 
+    /// Builds the connections to the ConfigNodes with `config` (connect timeout, keepalive,
+    /// socket options).
+    pub fn with_channel_config(mut self, config: ChannelConfig) -> Self {
+        self.channels = ChannelPool::new(config, self.rpc_timeout);
+        self
+    }
+
+    /// Channels to ConfigNodes dropped after a failed call (see [`ChannelPool::replaced`]).
+    pub fn channels_replaced(&self) -> u64 {
+        self.channels.replaced()
+    }
+
     /// The ConfigNode last seen leading.
     pub fn leader(&self) -> Option<String> {
         self.leader.lock().clone()
@@ -92,12 +115,11 @@ impl ConfigNodeClient {
         &self,
         address: &str,
         timeout: Duration,
-    ) -> Result<ConfigNodeServiceClient<Channel>, String> {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-            .map_err(|e| e.to_string())?
-            .timeout(timeout)
-            .connect_timeout(self.rpc_timeout)
-            .connect_lazy();
+    ) -> Result<ConfigNodeServiceClient<PooledChannel>, String> {
+        let channel = self
+            .channels
+            .channel_with_timeout(address, timeout)
+            .map_err(|e| e.to_string())?;
         Ok(ConfigNodeServiceClient::new(channel)
             .max_decoding_message_size(self.message_bytes_max)
             .max_encoding_message_size(self.message_bytes_max))
@@ -108,7 +130,7 @@ impl ConfigNodeClient {
     pub async fn call<T, F, Fut>(&self, call: F) -> Result<T, NoLeader>
     where
         T: HasStatus,
-        F: Fn(ConfigNodeServiceClient<Channel>) -> Fut,
+        F: Fn(ConfigNodeServiceClient<PooledChannel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         self.call_with_timeout(self.rpc_timeout, call).await
@@ -123,7 +145,7 @@ impl ConfigNodeClient {
     ) -> Result<T, NoLeader>
     where
         T: HasStatus,
-        F: Fn(ConfigNodeServiceClient<Channel>) -> Fut,
+        F: Fn(ConfigNodeServiceClient<PooledChannel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let mut next_seed = 0usize;

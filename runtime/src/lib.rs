@@ -9,23 +9,27 @@
 //!   `RaftMessageBatch` over the ConfigNode's or the DataNode's internal gRPC service.
 //!
 //! - [`ConfigNodeClient`]: calls whichever ConfigNode leads, following redirects.
+//! - [`channel`]: every internal connection, client and server side, built from one
+//!   [`ChannelConfig`] (connect timeout, HTTP/2 keepalive, TCP keepalive, `TCP_NODELAY`,
+//!   `TCP_USER_TIMEOUT`); [`ChannelPool`] replaces a channel whose call failed.
 //! - [`config`]: what both servers' configurations share (the key-naming error, TOML loading,
 //!   address checks).
 //!
 //! Architecture invariant: nothing here interprets raft entries or metadata; it moves bytes.
 #![deny(missing_docs)]
 
+pub mod channel;
 pub mod config;
 mod confignode_client;
 mod driver;
 mod error;
 mod transport;
 
+pub use channel::{incoming, server, BadAddress, ChannelConfig, ChannelPool, PooledChannel};
 pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{entropy_seed, DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
 pub use transport::{
-    decode_batch, incoming, serve_raft_stream, AddressBook, GrpcTransport, PeerService,
-    TransportConfig,
+    decode_batch, serve_raft_stream, AddressBook, GrpcTransport, PeerService, TransportConfig,
 };

@@ -10,6 +10,8 @@ use consensus::{NodeId, RaftMessage, Transport};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 
+use crate::channel::ChannelConfig;
+
 /// Which gRPC service carries raft messages to the peers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PeerService {
@@ -37,10 +39,12 @@ pub struct TransportConfig {
     /// (`dn_rpc_max_message_bytes`, `cn_rpc_max_message_bytes`). Default 64 MiB.
     pub message_bytes_max: usize,
     /// Milliseconds a batch may wait for a stalled stream before the stream is dropped and the
-    /// messages with it, and the keepalive deadline of a stream's connection. Default 2000.
+    /// messages with it. Default 2000.
     pub rpc_timeout_ms: u64,
-    /// Deadline to establish a connection, in milliseconds. Default 1000.
-    pub connect_timeout_ms: u64,
+    /// How a stream's connection is made and watched: connect timeout, HTTP/2 keepalive (a
+    /// stream whose peer stops answering PINGs ends), socket options. Default
+    /// [`ChannelConfig::default`] (connect 1000 ms, PING every 1000 ms, answered within 2000 ms).
+    pub channel: ChannelConfig,
 }
 
 impl Default for TransportConfig {
@@ -51,7 +55,7 @@ impl Default for TransportConfig {
             batch_bytes_max: 8 << 20,
             message_bytes_max: 64 << 20,
             rpc_timeout_ms: 2000,
-            connect_timeout_ms: 1000,
+            channel: ChannelConfig::default(),
         }
     }
 }
@@ -146,24 +150,19 @@ impl Drop for PeerStream {
 const STREAM_BATCHES_QUEUED: usize = 16;
 
 /// Opens a stream to `address` on a connection of its own: after a failure the next stream
-/// starts on a fresh connection instead of a half-dead one. HTTP/2 keepalive pings (every
-/// `rpc_timeout_ms / 2`, answered within `rpc_timeout_ms`) end the call when the peer stops
-/// answering, for instance behind a partition.
+/// starts on a fresh connection instead of a half-dead one. HTTP/2 keepalive PINGs
+/// (`config.channel`) end the call when the peer stops answering, for instance behind a
+/// partition.
 fn open_stream(
     to: NodeId,
     address: &str,
     service: PeerService,
     config: &TransportConfig,
 ) -> Result<PeerStream, String> {
-    let rpc_timeout = Duration::from_millis(config.rpc_timeout_ms);
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-        .map_err(|e| format!("bad raft peer address {address}: {e}"))?
-        .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(rpc_timeout / 2)
-        .keep_alive_timeout(rpc_timeout)
-        .keep_alive_while_idle(true);
-    let channel = endpoint.connect_lazy();
+    let channel = config
+        .channel
+        .connect_lazy(address)
+        .map_err(|e| e.to_string())?;
     let (batches, queued) = mpsc::channel(STREAM_BATCHES_QUEUED);
     let requests = tokio_stream::wrappers::ReceiverStream::new(queued);
     let limit = config.message_bytes_max;
@@ -332,29 +331,9 @@ pub async fn serve_raft_stream(
     })
 }
 
-/// The accepted connections of a gRPC server's `listener`, with `TCP_NODELAY` set on each.
-///
-/// tonic sets `TCP_NODELAY` only on listeners it binds itself; on a listener handed to
-/// `serve_with_incoming` Nagle's algorithm stays on, and the small HTTP/2 frame that ends a
-/// response waits for the peer's delayed ACK: a 40 ms stall on a fraction of all calls.
-pub fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
-    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn accepted_server_connections_have_nodelay() {
-        use tokio_stream::StreamExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let mut accepted = incoming(listener);
-        let _client = tokio::net::TcpStream::connect(address).await.unwrap();
-        let server_side = accepted.next().await.unwrap().unwrap();
-        assert!(server_side.nodelay().unwrap());
-    }
 
     #[tokio::test]
     async fn batches_stop_at_the_message_and_byte_limits_and_carry_the_rest() {

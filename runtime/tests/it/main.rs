@@ -1,6 +1,8 @@
 //! The raft driver on one node with an in-memory log: proposals complete with the state
 //! machine's result, reads wait for leadership, calls run on the thread, shutdown resolves
-//! everything.
+//! everything. `net`: connections through a partition (keepalive, the reconnect policy).
+
+mod net;
 
 use std::sync::Arc;
 use std::time::Duration;
