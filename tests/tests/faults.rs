@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencepost_tests::checker::{check, Report};
-use fencepost_tests::cluster::{Cluster, ClusterConfig, HEARTBEAT_STALL};
+use fencepost_tests::cluster::{Cluster, ClusterConfig, LeaderWatch, HEARTBEAT_STALL};
 use fencepost_tests::workload::{
     churn_database, drop_recorded, write_recorded, DropContext, DropOp, DropTarget, DropVia,
     History, Outcome, SchemaChurn, TabletOp, Writers, DATABASE,
@@ -808,4 +808,286 @@ fn writes_during_and_after_drops_obey_the_fence() {
         report.before_drop,
         report.after_drop
     );
+}
+
+/// Timings that open the window of REVIEW C1: a new ConfigNode leader tells its tracker that it
+/// leads only at its first leader round, up to a heartbeat interval after the election. The
+/// margin exceeds 2 × election ticks × raft tick (1 s), as the ConfigNode requires.
+fn wide_heartbeat_config(config_nodes: usize) -> ClusterConfig {
+    ClusterConfig {
+        config_nodes,
+        heartbeat_ms: 3000,
+        fence_ms: 9000,
+        margin_ms: 2500,
+        ..ClusterConfig::default()
+    }
+}
+
+/// The safety lower bound of REVIEW T4: a drop acknowledged by the leader of `election` cannot
+/// be complete before fence + margin after that election (until then a cut-off DataNode may
+/// still hold a lease the old leader renewed). `None` when it holds.
+fn check_waited_from_election(
+    run: &Run,
+    d: &DropOp,
+    election: &fencepost_tests::cluster::Election,
+) -> Option<String> {
+    let cfg = &run.cluster.config;
+    let wait = Duration::from_millis(cfg.fence_ms + cfg.margin_ms);
+    let Some(not_before) = election.not_before else {
+        return Some(format!(
+            "harness: cannot bound the election of confignode-{} (term {})",
+            election.node + 1,
+            election.term
+        ));
+    };
+    let since_seen = d.completed.saturating_duration_since(election.seen_at);
+    let since_bound = d.completed.saturating_duration_since(not_before);
+    run.cluster.note(format!(
+        "drop via {} ({:?}) completed {since_seen:?} after confignode-{} was seen leading term \
+         {} ({since_bound:?} after the last scrape that saw it not leading)",
+        d.via,
+        d.outcome,
+        election.node + 1,
+        election.term
+    ));
+    (d.outcome.is_ok() && d.completed < not_before + wait).then(|| {
+        format!(
+            "the drop via {} was acknowledged {since_seen:?} after confignode-{} was elected \
+             (term {}; at most {since_bound:?} after), before fence + margin = {wait:?}: the new \
+             leader proceeded past the cut-off DataNode without waiting out the lease the old \
+             leader had renewed (REVIEW C1)",
+            d.via,
+            election.node + 1,
+            election.term
+        )
+    })
+}
+
+/// A cut-off DataNode caching `device`, healthy writers and a stale writer through it: the
+/// common set-up of scenarios 9 and 10. Returns (stale node, healthy drop context, writers,
+/// stale writer's stop flag and task).
+#[allow(clippy::type_complexity)]
+fn stale_target_set_up(
+    run: &Run,
+    device: &str,
+) -> (
+    usize,
+    DropContext,
+    Writers,
+    Arc<std::sync::Mutex<Option<Instant>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let interval = run.cluster.config.time_partition_ms;
+    let stale_node = run.busiest_leader();
+    let stale = Arc::new(run.single(stale_node));
+    for _ in 0..4 {
+        let outcome = run.cluster.runtime.block_on(write_recorded(
+            &stale,
+            &run.history,
+            "prime",
+            device,
+            interval,
+        ));
+        assert_eq!(outcome, Outcome::Ok, "priming {device}");
+    }
+    let others: Vec<usize> = (0..run.cluster.data_nodes.len())
+        .filter(|&j| j != stale_node)
+        .collect();
+    let healthy = DropContext {
+        session: Arc::new(
+            run.cluster
+                .session_on(&others, Cluster::session_config())
+                .expect("session"),
+        ),
+        ..run.drop_context(run.ddl_on(&others))
+    };
+    let target = DropTarget::Series {
+        device: device.into(),
+        measurement: "s1".into(),
+    };
+    let writers = healthy.target_writers(run.cluster.runtime.handle(), "healthy", &target, 2, POLL);
+    let stop: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let stale_writer = spawn_stale_writer(run, stale, "stale", device.into(), stop.clone());
+    (stale_node, healthy, writers, stop, stale_writer)
+}
+
+/// Scenario 9 (REVIEW T4a, C1): DELETE TIMESERIES waits out a DataNode cut from the ConfigNodes
+/// (but not from its peers) while a writer with a stale cache writes through it; the ConfigNode
+/// leader is killed mid-drop and the same drop is re-sent to the new leader the moment it is
+/// elected. The drop must not complete before fence + margin from that election, no write
+/// through the cut-off DataNode is acknowledged after the drop was, and the checker's rules hold.
+#[test]
+fn drop_resent_to_a_new_config_node_leader_waits_fence_plus_margin() {
+    let _serial = serial();
+    if !require_namespaces("drop_resent_to_a_new_config_node_leader_waits_fence_plus_margin") {
+        return;
+    }
+    let mut run = Run::start("9-drop-resent-after-election", wide_heartbeat_config(3));
+    let watch = LeaderWatch::start(&run.cluster);
+    let device = format!("{DATABASE}.t4a");
+    let (stale_node, healthy, writers, stop, stale_writer) = stale_target_set_up(&run, &device);
+    let leader = wait_for("a ConfigNode leader", WAIT, POLL, || {
+        run.cluster.cn_leader()
+    })
+    .expect("leader");
+    let (_, term) = run.cluster.cn_role(leader).expect("the leader's term");
+    run.fault(&format!(
+        "cut datanode-{} from every ConfigNode",
+        stale_node + 1
+    ));
+    run.cluster.cut_from_config_nodes(stale_node).expect("cut");
+    let target = DropTarget::Series {
+        device: device.clone(),
+        measurement: "s1".into(),
+    };
+    let first = run.cluster.runtime.spawn({
+        let (h, t) = (healthy.clone(), target.clone());
+        async move {
+            drop_recorded(
+                &DropVia::Session(h.ddl.clone()),
+                &h.config_nodes,
+                &h.history,
+                t,
+            )
+            .await
+        }
+    });
+    // The leader now waits out the cut-off DataNode (fence + margin from its last contact).
+    std::thread::sleep(Duration::from_secs(2));
+    run.fault(&format!(
+        "kill -9 confignode-{} (term {term}) mid-drop",
+        leader + 1
+    ));
+    run.cluster.config_nodes[leader].kill9().expect("kill");
+    let elected = wait_for(
+        "a new ConfigNode leader",
+        WAIT,
+        Duration::from_millis(10),
+        || watch.first_after_term(term),
+    )
+    .expect("new leader");
+    let resent = run.cluster.runtime.spawn({
+        let (h, t) = (healthy.clone(), target.clone());
+        let to = run.cluster.cn_endpoint(elected.node);
+        async move { drop_recorded(&DropVia::ConfigNode(to), &h.config_nodes, &h.history, t).await }
+    });
+    let resent = run.cluster.runtime.block_on(resent).expect("re-sent drop");
+    let first = run.cluster.runtime.block_on(first).expect("first drop");
+    watch.not_leading(leader, Instant::now());
+    run.cluster.config_nodes[leader].start().expect("restart");
+    let drops: Vec<DropOp> = {
+        let d = run.history.drops.lock().expect("history");
+        vec![d[first].clone(), d[resent].clone()]
+    };
+    let mut failures = Vec::new();
+    let acked: Vec<&DropOp> = drops.iter().filter(|d| d.outcome.is_ok()).collect();
+    let acked_at = acked.iter().map(|d| d.completed).min();
+    *stop.lock().expect("flag") = Some(acked_at.unwrap_or_else(Instant::now));
+    match acked_at {
+        None => failures.push(format!("neither drop was acknowledged: {drops:?}")),
+        Some(at) => {
+            for d in &acked {
+                failures.extend(check_waited_from_election(&run, d, &elected));
+            }
+            run.cluster
+                .runtime
+                .block_on(stale_writer)
+                .expect("stale writer");
+            let late = acknowledged_after(&run.history, "stale", at);
+            if !late.is_empty() {
+                failures.push(format!(
+                    "the cut-off DataNode acknowledged {} writes to {device}.s1 after the drop \
+                     was acknowledged (first: {:?})",
+                    late.len(),
+                    late[0]
+                ));
+            }
+        }
+    }
+    run.cluster
+        .note(format!("elections seen: {:?}", watch.elections()));
+    note_outcomes(&run, "stale");
+    writers.stop(&run.cluster.runtime);
+    run.cluster.heal_network().expect("heal");
+    run.wait_recovered(stale_node);
+    run.finish_with(failures);
+}
+
+/// Scenario 10 (REVIEW T4b, C1): a single ConfigNode is killed and restarted at once while a
+/// DataNode that caches a series is cut from it and a writer writes through that DataNode; the
+/// moment the restarted ConfigNode leads, a fresh DELETE TIMESERIES of the series — within its
+/// first heartbeat interval. It must not complete before fence + margin from the election.
+#[test]
+fn fresh_drop_right_after_a_config_node_restart_waits_fence_plus_margin() {
+    let _serial = serial();
+    if !require_namespaces("fresh_drop_right_after_a_config_node_restart_waits_fence_plus_margin") {
+        return;
+    }
+    let mut run = Run::start("10-drop-after-restart", wide_heartbeat_config(1));
+    let watch = LeaderWatch::start(&run.cluster);
+    let device = format!("{DATABASE}.t4b");
+    let (stale_node, healthy, writers, stop, stale_writer) = stale_target_set_up(&run, &device);
+    let (_, term) = wait_for("the ConfigNode leads", WAIT, POLL, || {
+        run.cluster.cn_role(0).filter(|r| r.0)
+    })
+    .expect("leader");
+    run.fault(&format!(
+        "cut datanode-{} from the ConfigNode",
+        stale_node + 1
+    ));
+    run.cluster.cut_from_config_nodes(stale_node).expect("cut");
+    run.fault("kill -9 the ConfigNode and restart it at once");
+    run.cluster.config_nodes[0].kill9().expect("kill");
+    watch.not_leading(0, Instant::now());
+    run.cluster.config_nodes[0].start().expect("restart");
+    let elected = wait_for(
+        "the restarted ConfigNode to lead",
+        WAIT,
+        Duration::from_millis(10),
+        || watch.first_after_term(term),
+    )
+    .expect("leader again");
+    let target = DropTarget::Series {
+        device: device.clone(),
+        measurement: "s1".into(),
+    };
+    let sent_after = elected.seen_at.elapsed();
+    let index = run.cluster.runtime.block_on(drop_recorded(
+        &DropVia::ConfigNode(run.cluster.cn_endpoint(0)),
+        &healthy.config_nodes,
+        &healthy.history,
+        target,
+    ));
+    let d = run.history.drops.lock().expect("history")[index].clone();
+    let heartbeat = Duration::from_millis(run.cluster.config.heartbeat_ms);
+    assert!(
+        sent_after < heartbeat,
+        "harness: the drop went out {sent_after:?} after the election was seen, not within the \
+         first heartbeat interval ({heartbeat:?})"
+    );
+    let mut failures = Vec::new();
+    *stop.lock().expect("flag") = Some(d.completed);
+    if d.outcome.is_ok() {
+        failures.extend(check_waited_from_election(&run, &d, &elected));
+    } else {
+        failures.push(format!("DELETE TIMESERIES {device}.s1: {:?}", d.outcome));
+    }
+    run.cluster
+        .runtime
+        .block_on(stale_writer)
+        .expect("stale writer");
+    let late = acknowledged_after(&run.history, "stale", d.completed);
+    if d.outcome.is_ok() && !late.is_empty() {
+        failures.push(format!(
+            "the cut-off DataNode acknowledged {} writes to {device}.s1 after the drop was \
+             acknowledged (first: {:?})",
+            late.len(),
+            late[0]
+        ));
+    }
+    note_outcomes(&run, "stale");
+    writers.stop(&run.cluster.runtime);
+    run.cluster.heal_network().expect("heal");
+    run.wait_recovered(stale_node);
+    run.finish_with(failures);
 }
