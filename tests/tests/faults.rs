@@ -1091,3 +1091,70 @@ fn fresh_drop_right_after_a_config_node_restart_waits_fence_plus_margin() {
     run.wait_recovered(stale_node);
     run.finish_with(failures);
 }
+
+/// `FENCEPOST_LONG_CUT_SECS`: the long partition of scenario 11 (default 80 s, past the ~60 s
+/// beyond which recovery used to take minutes; 180 for three minutes).
+fn long_cut_from_env() -> Duration {
+    let secs = std::env::var("FENCEPOST_LONG_CUT_SECS")
+        .ok()
+        .map(|s| {
+            s.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("FENCEPOST_LONG_CUT_SECS={s:?} is not a number"))
+        })
+        .unwrap_or(80);
+    Duration::from_secs(secs)
+}
+
+/// Scenario 11: a DataNode cut from the ConfigNode for 30 s, then for `FENCEPOST_LONG_CUT_SECS`
+/// (default 80), while writes flow: after each heal it must be NORMAL again (lease live, caches
+/// pulled) within 3 heartbeat intervals + 10 s — the target is one heartbeat plus the pull.
+/// Prints "heal-to-NORMAL after a Ns cut: X s" for both.
+#[test]
+fn long_partition_heals_to_normal_within_a_few_heartbeats() {
+    let _serial = serial();
+    if !require_namespaces("long_partition_heals_to_normal_within_a_few_heartbeats") {
+        return;
+    }
+    let mut run = Run::start("11-long-partition", ClusterConfig::default());
+    let target = run.busiest_leader();
+    let bound =
+        Duration::from_millis(3 * run.cluster.config.heartbeat_ms) + Duration::from_secs(10);
+    // Measured well past the bound, so a failure says how long it really took.
+    let measure_for = bound + Duration::from_secs(150);
+    let mut failures = Vec::new();
+    for cut in [Duration::from_secs(30), long_cut_from_env()] {
+        run.fault(&format!(
+            "cut datanode-{} from the ConfigNode for {cut:?}",
+            target + 1
+        ));
+        run.cluster.cut_from_config_nodes(target).expect("cut");
+        std::thread::sleep(cut);
+        run.cluster.heal_network().expect("heal");
+        let healed = Instant::now();
+        let normal = wait_for("NORMAL after the heal", measure_for, POLL, || {
+            run.cluster.lease_normal(target).then_some(())
+        });
+        let took = healed.elapsed();
+        let figure = match normal {
+            Ok(()) => format!("{:.1} s", took.as_secs_f64()),
+            Err(_) => format!("not within {:.0} s", measure_for.as_secs_f64()),
+        };
+        let line = format!(
+            "heal-to-NORMAL after a {}s cut: {figure} (bound {:.1} s)",
+            cut.as_secs(),
+            bound.as_secs_f64()
+        );
+        eprintln!("{line}");
+        run.cluster.note(line.clone());
+        if normal.is_err() || took > bound {
+            failures.push(format!(
+                "datanode-{}: {line}; lease state now {:?}",
+                target + 1,
+                run.cluster.lease_state(target)
+            ));
+        }
+        run.wait_acked_since(Instant::now(), 10, "writes after the heal");
+    }
+    run.finish_with(failures);
+}
