@@ -127,6 +127,19 @@ impl Report {
             self.count(Kind::PartialDrop),
             self.count(Kind::Replicas),
         );
+        if !self.violations.is_empty() {
+            // Which targets the violations are about: the first path each names.
+            let mut by_subject: BTreeMap<(Kind, String), usize> = BTreeMap::new();
+            for (k, v) in &self.violations {
+                let subject = v
+                    .split(|c: char| c.is_whitespace() || ",:()[]{}\"".contains(c))
+                    .find(|w| w.starts_with("root."))
+                    .unwrap_or("?")
+                    .to_string();
+                *by_subject.entry((*k, subject)).or_default() += 1;
+            }
+            eprintln!("checker: violations by kind and path: {by_subject:?}");
+        }
         if !self.violations.is_empty() || !failures.is_empty() {
             let shown: Vec<String> = self
                 .violations
@@ -345,6 +358,34 @@ pub fn check(cluster: &Cluster, session: &Session, history: &History) -> Result<
         .map(|s| (s.device, s.measurement))
         .collect();
 
+    // What every region holds, read on its leader, whatever the ConfigNode's schema says:
+    // atomicity is judged on it (a region applies a tablet's part whole or not at all, whether
+    // or not a client can see it), and survival of stale writes on it too.
+    let paths: Vec<(String, String)> = devices
+        .iter()
+        .flat_map(|d| {
+            MEASUREMENTS
+                .iter()
+                .map(|(m, _)| (d.to_string(), m.to_string()))
+        })
+        .collect();
+    let regions = match region_contents(cluster, session, &paths) {
+        Ok(r) => r,
+        Err(e) => {
+            report.violation(Kind::Replicas, format!("{e:#}"));
+            BTreeMap::new()
+        }
+    };
+    let in_region = |region: u64, device: &str, m: &str, ts: i64| -> bool {
+        regions.get(&region).is_some_and(|(_, c)| {
+            c.get(&(device.to_string(), m.to_string()))
+                .is_some_and(|p| p.contains_key(&ts))
+        })
+    };
+    let in_any_region = |device: &str, m: &str, ts: i64| -> bool {
+        regions.keys().any(|&r| in_region(r, device, m, ts))
+    };
+
     let mut written: BTreeMap<&str, BTreeMap<i64, u64>> = BTreeMap::new();
     let mut seen_before = BTreeSet::new();
     let mut seen_after = BTreeSet::new();
@@ -373,17 +414,21 @@ pub fn check(cluster: &Cluster, session: &Session, history: &History) -> Result<
                 seen_after.insert(op.id);
             }
             for &ts in &op.timestamps {
+                // Visible to clients; held by the region its slot maps to; held anywhere.
                 let present = points.contains_key(&ts);
                 let region = regions_of
                     .get(&(op.device.clone(), time_slot(ts, interval)))
                     .copied();
+                let held = region.map_or(present, |r| in_region(r, &op.device, m, ts));
                 let g = groups.entry((region, v.may_remove.clone())).or_default();
                 g.1 += 1;
-                g.0 += usize::from(present);
-                if present {
+                g.0 += usize::from(held);
+                if present || in_any_region(&op.device, m, ts) {
                     if let Some(d) = v.must_be_gone {
                         gone_but_there.push(format!("{m}@{ts} (drop {d})"));
                     }
+                }
+                if present {
                     if region.is_none() {
                         report.violation(
                             Kind::Phantom,
@@ -524,20 +569,11 @@ pub fn check(cluster: &Cluster, session: &Session, history: &History) -> Result<
         }
     }
 
-    // What every region holds, read on its leader, whatever the ConfigNode's schema says. A
-    // region the ConfigNode dropped with its database stays on the DataNodes (REVIEW L1):
+    // A region the ConfigNode dropped with its database stays on the DataNodes (REVIEW L1):
     // whatever it still shows was written under the dropped metadata and survived the drop. In
     // a live region, points of a series the ConfigNode does not know survived its deletion too
     // (a write validated against the new schema re-creates the series); and a point must sit
     // in the region the partition table names for its slot.
-    let paths: Vec<(String, String)> = devices
-        .iter()
-        .flat_map(|d| {
-            MEASUREMENTS
-                .iter()
-                .map(|(m, _)| (d.to_string(), m.to_string()))
-        })
-        .collect();
     let tablets_of = |device: &str, points: &BTreeMap<i64, Value>| -> BTreeSet<u64> {
         points
             .keys()
@@ -545,58 +581,53 @@ pub fn check(cluster: &Cluster, session: &Session, history: &History) -> Result<
             .copied()
             .collect()
     };
-    match region_contents(cluster, session, &paths) {
-        Ok(regions) => {
-            for (region, (listed, contents)) in regions {
-                if !listed {
-                    report.dropped_regions += 1;
-                }
-                for ((device, m), points) in contents {
-                    let tablets = tablets_of(&device, &points);
-                    if !listed {
-                        report.violation(
-                            Kind::StaleSurvived,
-                            format!(
-                                "region {region}, dropped with its database, still holds {} \
-                                 points of {device}.{m} (tablets {tablets:?}): written under the \
-                                 dropped metadata, they survived the drop",
-                                points.len()
-                            ),
-                        );
-                        continue;
-                    }
-                    if !known_series.contains(&(device.clone(), m.clone())) {
-                        report.violation(
-                            Kind::StaleSurvived,
-                            format!(
-                                "region {region} holds {} points of {device}.{m} (tablets \
-                                 {tablets:?}) but the ConfigNode does not know the series: \
-                                 writes validated against a deleted schema survived",
-                                points.len()
-                            ),
-                        );
-                    }
-                    let misplaced: Vec<i64> = points
-                        .keys()
-                        .filter(|&&ts| {
-                            regions_of.get(&(device.clone(), time_slot(ts, interval)))
-                                != Some(&region)
-                        })
-                        .copied()
-                        .collect();
-                    if !misplaced.is_empty() {
-                        report.violation(
-                            Kind::Phantom,
-                            format!(
-                                "region {region} holds {device}.{m} at {misplaced:?}, slots the \
-                                 partition table maps elsewhere"
-                            ),
-                        );
-                    }
-                }
+    for (&region, (listed, contents)) in &regions {
+        let listed = *listed;
+        if !listed {
+            report.dropped_regions += 1;
+        }
+        for ((device, m), points) in contents {
+            let tablets = tablets_of(device, points);
+            if !listed {
+                report.violation(
+                    Kind::StaleSurvived,
+                    format!(
+                        "region {region}, dropped with its database, still holds {} \
+                         points of {device}.{m} (tablets {tablets:?}): written under the \
+                         dropped metadata, they survived the drop",
+                        points.len()
+                    ),
+                );
+                continue;
+            }
+            if !known_series.contains(&(device.clone(), m.clone())) {
+                report.violation(
+                    Kind::StaleSurvived,
+                    format!(
+                        "region {region} holds {} points of {device}.{m} (tablets \
+                         {tablets:?}) but the ConfigNode does not know the series: \
+                         writes validated against a deleted schema survived",
+                        points.len()
+                    ),
+                );
+            }
+            let misplaced: Vec<i64> = points
+                .keys()
+                .filter(|&&ts| {
+                    regions_of.get(&(device.clone(), time_slot(ts, interval))) != Some(&region)
+                })
+                .copied()
+                .collect();
+            if !misplaced.is_empty() {
+                report.violation(
+                    Kind::Phantom,
+                    format!(
+                        "region {region} holds {device}.{m} at {misplaced:?}, slots the \
+                         partition table maps elsewhere"
+                    ),
+                );
             }
         }
-        Err(e) => report.violation(Kind::Replicas, format!("{e:#}")),
     }
 
     match converged_digests(cluster, session) {

@@ -577,6 +577,11 @@ impl Cluster {
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
+
+    /// Seconds from the cluster's start to `at`, for notes (the nemesis notes its faults so).
+    pub fn t(&self, at: Instant) -> f64 {
+        at.saturating_duration_since(self.started).as_secs_f64()
+    }
 }
 
 fn flatten(args: &[(&str, String)]) -> Vec<String> {

@@ -120,7 +120,32 @@ impl Fault {
     }
 }
 
-fn pick(rng: &mut Rng, cluster: &Cluster) -> Fault {
+/// Fault kinds left out: `FENCEPOST_NEMESIS_SKIP`, comma-separated [`Fault::kind`] names (to
+/// tell which fault a violation comes from; CI leaves nothing out).
+pub fn skipped_from_env() -> Vec<String> {
+    std::env::var("FENCEPOST_NEMESIS_SKIP")
+        .map(|s| {
+            s.split(',')
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn pick(rng: &mut Rng, cluster: &Cluster, skipped: &[String]) -> Fault {
+    // Bounded: at most 1000 draws, then whatever came last (a skip list naming every kind).
+    let mut fault = draw(rng, cluster);
+    for _ in 0..1000 {
+        if !skipped.iter().any(|k| k == fault.kind()) {
+            break;
+        }
+        fault = draw(rng, cluster);
+    }
+    fault
+}
+
+fn draw(rng: &mut Rng, cluster: &Cluster) -> Fault {
     let n = cluster.data_nodes.len() as u64;
     let dn = rng.range(0, n) as usize;
     match rng.range(0, 20) {
@@ -280,9 +305,15 @@ pub fn run(
     let start = Instant::now();
     let floor = fault_floor(duration);
     let mut summary = Summary::default();
+    let skipped = skipped_from_env();
+    if !skipped.is_empty() {
+        cluster.note(format!(
+            "nemesis: FENCEPOST_NEMESIS_SKIP leaves out {skipped:?}"
+        ));
+    }
     while (start.elapsed() < duration || summary.injected < floor) && start.elapsed() < 2 * duration
     {
-        let mut fault = pick(&mut rng, cluster);
+        let mut fault = pick(&mut rng, cluster, &skipped);
         let hold = match fault {
             Fault::LongCutFromConfigNodes(_) => Duration::from_millis(rng.range(10_000, 25_000)),
             _ => Duration::from_millis(rng.range(500, 2500)),

@@ -402,6 +402,24 @@ fn acknowledged_after(history: &History, writer: &str, acked_at: Instant) -> Vec
         .collect()
 }
 
+/// Notes every drop with its times (seconds since the cluster started, as the nemesis notes
+/// its faults), so a violation naming drop `i` can be set against the faults around it.
+fn note_drops(run: &Run) {
+    let drops = run.history.drops.lock().expect("history").clone();
+    for (i, d) in drops.iter().enumerate() {
+        run.cluster.note(format!(
+            "drop {i} {:?} via {}: t={:.2}..{:.2}s (last seen pending {}) {:?}",
+            d.target,
+            d.via,
+            run.cluster.t(d.invoked),
+            run.cluster.t(d.completed),
+            d.pending_seen
+                .map_or("never".into(), |p| format!("t={:.2}s", run.cluster.t(p))),
+            d.outcome
+        ));
+    }
+}
+
 /// Notes how the writes of `writer` ended.
 fn note_outcomes(run: &Run, writer: &str) {
     let tablets = run.history.tablets.lock().expect("history");
@@ -602,6 +620,7 @@ fn random_nemesis() {
         summary.describe()
     );
     run.cluster.note(summary.describe());
+    note_drops(&run);
     let report = run.finish();
     eprintln!(
         "NEMESIS SEED {seed}: {} faults ({:?}); {} acknowledged writes lost, {} partial \
@@ -790,16 +809,7 @@ fn writes_during_and_after_drops_obey_the_fence() {
         before,
         after,
     ));
-    let drops: Vec<DropOp> = run.history.drops.lock().expect("history").clone();
-    for d in &drops {
-        run.cluster.note(format!(
-            "drop {:?} via {}: {:?} after {:?}",
-            d.target,
-            d.via,
-            d.outcome,
-            d.completed.duration_since(d.invoked)
-        ));
-    }
+    note_drops(&run);
     let report = run.finish_with(failures);
     // The rules were exercised, not vacuous.
     assert!(
