@@ -20,7 +20,7 @@ use crate::wait_for;
 
 /// The command that builds what the suite runs.
 pub const BUILD_COMMAND: &str =
-    "cargo build -p confignode -p datanode --features datanode/failpoints";
+    "cargo build --profile test --workspace --exclude fencepost-benches --all-features --bins";
 
 /// Ports: every node has its own address, so every node uses the defaults.
 const CN_PORT: u16 = 10710;
@@ -312,6 +312,23 @@ impl Cluster {
             .collect()
     }
 
+    /// DataNode `j`'s internal endpoint (`DataNodeInternalService`).
+    pub fn dn_internal_endpoint(&self, j: usize) -> String {
+        format!("{}:{DN_INTERNAL_PORT}", self.net.ip(self.dn_net(j)))
+    }
+
+    /// ConfigNode `i`'s endpoint.
+    pub fn cn_endpoint(&self, i: usize) -> String {
+        format!("{}:{CN_PORT}", self.net.ip(i))
+    }
+
+    /// Every ConfigNode's endpoint.
+    pub fn cn_endpoints(&self) -> Vec<String> {
+        (0..self.config_nodes.len())
+            .map(|i| self.cn_endpoint(i))
+            .collect()
+    }
+
     /// DataNode `j`'s metrics address.
     pub fn dn_metrics_address(&self, j: usize) -> SocketAddr {
         SocketAddr::new(self.net.ip(self.dn_net(j)).into(), DN_METRICS_PORT)
@@ -340,6 +357,29 @@ impl Cluster {
     /// Whether DataNode `j` reports a live lease (`None` when its metrics do not answer).
     pub fn lease_live(&self, j: usize) -> Option<bool> {
         self.dn_metric(j, "metadata_lease_live").map(|v| v == 1.0)
+    }
+
+    /// DataNode `j`'s lease state (`metadata_lease_state`: 0 NORMAL, 1 NEED_CLEAR, 2
+    /// CACHE_CLEARING, 3 CACHE_CLEARED, 4 PULLING, 5 PULL_FAILED); `None` when unreachable.
+    pub fn lease_state(&self, j: usize) -> Option<u8> {
+        self.dn_metric(j, "metadata_lease_state").map(|v| v as u8)
+    }
+
+    /// Whether DataNode `j` is NORMAL: state 0 with a live lease.
+    pub fn lease_normal(&self, j: usize) -> bool {
+        let Ok(m) = self.dn_metrics(j) else {
+            return false;
+        };
+        m.get("metadata_lease_state") == Some(&0.0) && m.get("metadata_lease_live") == Some(&1.0)
+    }
+
+    /// ConfigNode `i`'s (is leader, raft term), `None` when its metrics do not answer.
+    pub fn cn_role(&self, i: usize) -> Option<(bool, u64)> {
+        let m = parse_metrics(&http(self.cn_metrics_address(i), "GET", "/metrics", "").ok()?);
+        Some((
+            m.get("confignode_is_leader")? == &1.0,
+            *m.get("confignode_raft_term")? as u64,
+        ))
     }
 
     /// The ConfigNode that reports itself leader, if exactly one does.
@@ -537,6 +577,11 @@ impl Cluster {
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
+
+    /// Seconds from the cluster's start to `at`, for notes (the nemesis notes its faults so).
+    pub fn t(&self, at: Instant) -> f64 {
+        at.saturating_duration_since(self.started).as_secs_f64()
+    }
 }
 
 fn flatten(args: &[(&str, String)]) -> Vec<String> {
@@ -577,6 +622,126 @@ impl Drop for Cluster {
                     "======== kept the cluster directory: {} ========",
                     kept.display()
                 );
+            }
+        }
+    }
+}
+
+/// A ConfigNode leader's election as a [`LeaderWatch`] saw it.
+#[derive(Clone, Copy, Debug)]
+pub struct Election {
+    /// The ConfigNode (index).
+    pub node: usize,
+    /// Its raft term.
+    pub term: u64,
+    /// A lower bound of the election: a scrape begun then still saw the node not leading at
+    /// this term (or the node was not running yet). `None` when the watch never saw it not
+    /// leading (it led when the watch started).
+    pub not_before: Option<Instant>,
+    /// When the watch first saw it lead at this term.
+    pub seen_at: Instant,
+}
+
+/// Polls every ConfigNode's `confignode_is_leader` / `confignode_raft_term` every 20 ms on a
+/// thread of its own, and records each election with bounds on when it happened: a safety
+/// assertion needs a lower bound (the drop must wait fence + margin from the election).
+pub struct LeaderWatch {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    state: Arc<Mutex<WatchState>>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    /// Per node: the start of the latest scrape that saw it not leading (or a noted start).
+    not_leading_at: BTreeMap<usize, (Instant, u64)>,
+    elections: Vec<Election>,
+}
+
+impl LeaderWatch {
+    /// Starts watching `cluster`'s ConfigNodes.
+    pub fn start(cluster: &Cluster) -> LeaderWatch {
+        let addresses: Vec<SocketAddr> = (0..cluster.config_nodes.len())
+            .map(|i| cluster.cn_metrics_address(i))
+            .collect();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let state = Arc::new(Mutex::new(WatchState::default()));
+        let thread = std::thread::spawn({
+            let (stop, state) = (stop.clone(), state.clone());
+            move || {
+                // Bounded like every loop of the suite: at most an hour of polling.
+                let started = Instant::now();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                    && started.elapsed() < Duration::from_secs(3600)
+                {
+                    for (i, &address) in addresses.iter().enumerate() {
+                        let asked = Instant::now();
+                        let Some(m) = http(address, "GET", "/metrics", "")
+                            .ok()
+                            .map(|t| parse_metrics(&t))
+                        else {
+                            continue;
+                        };
+                        let (Some(leader), Some(term)) =
+                            (m.get("confignode_is_leader"), m.get("confignode_raft_term"))
+                        else {
+                            continue;
+                        };
+                        let term = *term as u64;
+                        let mut s = state.lock().expect("watch");
+                        if *leader == 1.0 {
+                            let known = s.elections.iter().any(|e| e.node == i && e.term == term);
+                            if !known {
+                                let not_before = match s.not_leading_at.get(&i) {
+                                    Some(&(at, t)) if t <= term => Some(at),
+                                    _ => None,
+                                };
+                                s.elections.push(Election {
+                                    node: i,
+                                    term,
+                                    not_before,
+                                    seen_at: asked,
+                                });
+                            }
+                        } else {
+                            s.not_leading_at.insert(i, (asked, term));
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        });
+        LeaderWatch {
+            stop,
+            thread: Some(thread),
+            state,
+        }
+    }
+
+    /// Records that ConfigNode `i` does not lead at `at` (e.g. it is (re)started then; a
+    /// process cannot lead before it runs).
+    pub fn not_leading(&self, i: usize, at: Instant) {
+        let mut s = self.state.lock().expect("watch");
+        s.not_leading_at.insert(i, (at, 0));
+    }
+
+    /// Every election seen so far, in the order seen.
+    pub fn elections(&self) -> Vec<Election> {
+        self.state.lock().expect("watch").elections.clone()
+    }
+
+    /// The first election seen at a term above `term`.
+    pub fn first_after_term(&self, term: u64) -> Option<Election> {
+        self.elections().into_iter().find(|e| e.term > term)
+    }
+}
+
+impl Drop for LeaderWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                eprintln!("harness: the ConfigNode leader watch panicked");
             }
         }
     }

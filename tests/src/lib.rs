@@ -15,6 +15,7 @@
 //! The harness needs root, `ip` (iproute2) and `nft` (nftables). Without them the tests say so
 //! loudly and fail under `CI=true` ([`require_namespaces`]).
 
+pub mod admin;
 pub mod checker;
 pub mod cluster;
 pub mod nemesis;

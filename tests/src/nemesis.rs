@@ -2,11 +2,13 @@
 //! for a bounded time. The seed comes from `FENCEPOST_NEMESIS_SEED` or is drawn and printed;
 //! the same seed gives the same sequence of faults (their effects still depend on timing).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
 use crate::cluster::{Cluster, HEARTBEAT_STALL};
+use crate::workload::{drop_recorded, DropContext, DropTarget, DropVia};
 
 /// splitmix64: small, seedable, good enough to pick faults.
 #[derive(Clone, Debug)]
@@ -51,7 +53,7 @@ pub fn seed_from_env() -> u64 {
     }
 }
 
-/// How long the nemesis runs: `FENCEPOST_NEMESIS_SECS`, default 30 s (the CI budget).
+/// How long the nemesis runs: `FENCEPOST_NEMESIS_SECS`, default [`DEFAULT_SECS`].
 pub fn duration_from_env() -> Duration {
     let secs = std::env::var("FENCEPOST_NEMESIS_SECS")
         .ok()
@@ -60,8 +62,18 @@ pub fn duration_from_env() -> Duration {
                 .parse()
                 .unwrap_or_else(|_| panic!("FENCEPOST_NEMESIS_SECS={s:?} is not a number"))
         })
-        .unwrap_or(30);
+        .unwrap_or(DEFAULT_SECS);
     Duration::from_secs(secs)
+}
+
+/// The default duration (CI): long enough for [`fault_floor`] faults.
+pub const DEFAULT_SECS: u64 = 150;
+
+/// The fewest faults a run of `duration` must inject: 50 for the CI default, one per 3 s of a
+/// longer run (200 for `FENCEPOST_NEMESIS_SECS=600`). The nemesis runs on past `duration` (up to
+/// twice it) until it gets there.
+pub fn fault_floor(duration: Duration) -> u64 {
+    (duration.as_secs() / 3).max(50)
 }
 
 /// One fault, with what it targets.
@@ -69,6 +81,8 @@ pub fn duration_from_env() -> Duration {
 pub enum Fault {
     /// DataNode cut from every ConfigNode, both ways; peers still reach it.
     CutFromConfigNodes(usize),
+    /// The same, held for 10–25 s: long enough for the lease to lapse many times over.
+    LongCutFromConfigNodes(usize),
     /// Packets from the DataNode to the ConfigNodes dropped (heartbeat replies lost).
     DataNodeToConfigNodes(usize),
     /// Packets from the ConfigNodes to the DataNode dropped (heartbeats lost).
@@ -83,30 +97,86 @@ pub enum Fault {
     StallHeartbeats(usize),
     /// kill -9 of the ConfigNode leader, then restart.
     KillConfigNodeLeader(Option<usize>),
+    /// kill -9 of the ConfigNode leader while writers write to a fresh series; the moment a new
+    /// leader is seen, DELETE TIMESERIES of it (REVIEW C1/T4); the killed one restarts after.
+    DropAfterElection(Option<usize>),
 }
 
-fn pick(rng: &mut Rng, cluster: &Cluster) -> Fault {
+impl Fault {
+    /// The kind, for the counts.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::CutFromConfigNodes(_) => "cut-from-confignodes",
+            Fault::LongCutFromConfigNodes(_) => "long-cut-from-confignodes",
+            Fault::DataNodeToConfigNodes(_) => "datanode-to-confignodes-dropped",
+            Fault::ConfigNodesToDataNode(_) => "confignodes-to-datanode-dropped",
+            Fault::SplitDataNodes(..) => "split-datanodes",
+            Fault::Pause(_) => "pause-datanode",
+            Fault::Kill(_) => "kill-9-datanode",
+            Fault::StallHeartbeats(_) => "stall-heartbeats",
+            Fault::KillConfigNodeLeader(_) => "kill-9-confignode-leader",
+            Fault::DropAfterElection(_) => "drop-right-after-confignode-election",
+        }
+    }
+}
+
+/// Fault kinds left out: `FENCEPOST_NEMESIS_SKIP`, comma-separated [`Fault::kind`] names (to
+/// tell which fault a violation comes from; CI leaves nothing out).
+pub fn skipped_from_env() -> Vec<String> {
+    std::env::var("FENCEPOST_NEMESIS_SKIP")
+        .map(|s| {
+            s.split(',')
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn pick(rng: &mut Rng, cluster: &Cluster, skipped: &[String]) -> Fault {
+    // Bounded: at most 1000 draws, then whatever came last (a skip list naming every kind).
+    let mut fault = draw(rng, cluster);
+    for _ in 0..1000 {
+        if !skipped.iter().any(|k| k == fault.kind()) {
+            break;
+        }
+        fault = draw(rng, cluster);
+    }
+    fault
+}
+
+fn draw(rng: &mut Rng, cluster: &Cluster) -> Fault {
     let n = cluster.data_nodes.len() as u64;
     let dn = rng.range(0, n) as usize;
-    match rng.range(0, 8) {
-        0 => Fault::CutFromConfigNodes(dn),
-        1 => Fault::DataNodeToConfigNodes(dn),
-        2 => Fault::ConfigNodesToDataNode(dn),
-        3 => {
+    match rng.range(0, 20) {
+        0 | 1 => Fault::CutFromConfigNodes(dn),
+        2 | 3 => Fault::DataNodeToConfigNodes(dn),
+        4 | 5 => Fault::ConfigNodesToDataNode(dn),
+        6 | 7 => {
             let other = (dn + 1 + rng.range(0, n - 1) as usize) % n as usize;
             Fault::SplitDataNodes(dn, other)
         }
-        4 => Fault::Pause(dn),
-        5 => Fault::Kill(dn),
-        6 => Fault::StallHeartbeats(dn),
-        _ => Fault::KillConfigNodeLeader(None),
+        8 | 9 => Fault::Pause(dn),
+        10 | 11 => Fault::Kill(dn),
+        12 | 13 => Fault::StallHeartbeats(dn),
+        14 | 15 => Fault::KillConfigNodeLeader(None),
+        16..=18 => Fault::DropAfterElection(None),
+        _ => Fault::LongCutFromConfigNodes(dn),
     }
+}
+
+fn kill_config_node_leader(cluster: &mut Cluster) -> Result<usize> {
+    let leader = cluster.cn_leader().unwrap_or(0);
+    cluster.config_nodes[leader].kill9()?;
+    Ok(leader)
 }
 
 fn inject(cluster: &mut Cluster, fault: &mut Fault) -> Result<()> {
     let c = cluster.config.config_nodes;
     match fault {
-        Fault::CutFromConfigNodes(j) => cluster.cut_from_config_nodes(*j)?,
+        Fault::CutFromConfigNodes(j) | Fault::LongCutFromConfigNodes(j) => {
+            cluster.cut_from_config_nodes(*j)?
+        }
         Fault::DataNodeToConfigNodes(j) => {
             for i in 0..c {
                 cluster.net.drop_one_way(cluster.dn_net(*j), i)?;
@@ -126,10 +196,8 @@ fn inject(cluster: &mut Cluster, fault: &mut Fault) -> Result<()> {
         Fault::StallHeartbeats(j) => {
             cluster.arm_failpoint(*j, HEARTBEAT_STALL, "return(600000)")?
         }
-        Fault::KillConfigNodeLeader(target) => {
-            let leader = cluster.cn_leader().unwrap_or(0);
-            *target = Some(leader);
-            cluster.config_nodes[leader].kill9()?;
+        Fault::KillConfigNodeLeader(target) | Fault::DropAfterElection(target) => {
+            *target = Some(kill_config_node_leader(cluster)?);
         }
     }
     Ok(())
@@ -138,43 +206,183 @@ fn inject(cluster: &mut Cluster, fault: &mut Fault) -> Result<()> {
 fn heal(cluster: &mut Cluster, fault: &Fault) -> Result<()> {
     match fault {
         Fault::CutFromConfigNodes(_)
+        | Fault::LongCutFromConfigNodes(_)
         | Fault::DataNodeToConfigNodes(_)
         | Fault::ConfigNodesToDataNode(_)
         | Fault::SplitDataNodes(..) => cluster.heal_network(),
         Fault::Pause(j) => cluster.data_nodes[*j].resume(),
         Fault::Kill(j) => cluster.data_nodes[*j].start(),
         Fault::StallHeartbeats(j) => cluster.disarm_failpoint(*j, HEARTBEAT_STALL),
-        Fault::KillConfigNodeLeader(target) => {
-            cluster.config_nodes[target.expect("set at injection")].start()
-        }
+        Fault::KillConfigNodeLeader(target) | Fault::DropAfterElection(target) => match target {
+            Some(i) => cluster.config_nodes[*i].start(),
+            None => Ok(()),
+        },
     }
 }
 
-/// Runs the nemesis for `duration`; returns the number of faults injected. Every fault is
-/// healed before it returns, also on error.
-pub fn run(cluster: &mut Cluster, seed: u64, duration: Duration) -> Result<u64> {
+/// What a run did.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// Faults injected.
+    pub injected: u64,
+    /// By [`Fault::kind`].
+    pub by_kind: BTreeMap<&'static str, u64>,
+    /// Drops sent right after a ConfigNode election, and how long after the new leader was
+    /// first seen.
+    pub drops_after_election: Vec<Duration>,
+    /// Heal-to-NORMAL of each long cut: (cut, time to NORMAL; `None` when not within 60 s).
+    pub long_cuts: Vec<(Duration, Option<Duration>)>,
+}
+
+impl Summary {
+    /// One line per kind, for the log.
+    pub fn describe(&self) -> String {
+        let kinds: Vec<String> = self
+            .by_kind
+            .iter()
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect();
+        format!(
+            "{} faults injected ({}); drops sent after an election {:?} after the new leader \
+             was seen; long cuts (cut, heal-to-NORMAL): {:?}",
+            self.injected,
+            kinds.join(", "),
+            self.drops_after_election,
+            self.long_cuts
+        )
+    }
+}
+
+/// Drops the fault `DropAfterElection` runs: a fresh series per fault.
+fn drop_after_election(
+    cluster: &Cluster,
+    ctx: &DropContext,
+    n: u64,
+    killed: usize,
+    summary: &mut Summary,
+) {
+    let handle = cluster.runtime.handle().clone();
+    let target = DropTarget::Series {
+        device: format!("{}.nem{n}", crate::workload::DATABASE),
+        measurement: "s1".into(),
+    };
+    // Writers were started before the kill (see `run`); here: the new leader, then the drop.
+    let seen = crate::wait_for(
+        "a new ConfigNode leader",
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || cluster.cn_leader().filter(|&l| l != killed),
+    );
+    let Ok(leader) = seen else {
+        cluster.note("nemesis: no new ConfigNode leader within 20 s; drop skipped");
+        return;
+    };
+    let seen_at = Instant::now();
+    // Straight to the new leader on even faults, through a DataNode on odd ones.
+    let via = if n.is_multiple_of(2) {
+        DropVia::ConfigNode(cluster.cn_endpoint(leader))
+    } else {
+        DropVia::Session(ctx.ddl.clone())
+    };
+    let (cns, history) = (ctx.config_nodes.clone(), ctx.history.clone());
+    let drop = handle.spawn(async move { drop_recorded(&via, &cns, &history, target).await });
+    summary.drops_after_election.push(seen_at.elapsed());
+    if let Err(e) = cluster.runtime.block_on(drop) {
+        panic!("the drop task panicked: {e}");
+    }
+}
+
+/// Runs the nemesis for at least `duration` and until it injected [`fault_floor`] faults (but
+/// no longer than twice `duration`). Every fault is healed before it returns, also on error.
+/// Drops after elections go through `ctx`.
+pub fn run(
+    cluster: &mut Cluster,
+    seed: u64,
+    duration: Duration,
+    ctx: &DropContext,
+) -> Result<Summary> {
     let mut rng = Rng::new(seed);
     let start = Instant::now();
-    let mut injected = 0;
-    while start.elapsed() < duration {
-        let mut fault = pick(&mut rng, cluster);
-        let hold = Duration::from_millis(rng.range(1000, 5000));
-        let settle = Duration::from_millis(rng.range(500, 2500));
+    let floor = fault_floor(duration);
+    let mut summary = Summary::default();
+    let skipped = skipped_from_env();
+    if !skipped.is_empty() {
+        cluster.note(format!(
+            "nemesis: FENCEPOST_NEMESIS_SKIP leaves out {skipped:?}"
+        ));
+    }
+    while (start.elapsed() < duration || summary.injected < floor) && start.elapsed() < 2 * duration
+    {
+        let mut fault = pick(&mut rng, cluster, &skipped);
+        let hold = match fault {
+            Fault::LongCutFromConfigNodes(_) => Duration::from_millis(rng.range(10_000, 25_000)),
+            _ => Duration::from_millis(rng.range(500, 2500)),
+        };
+        let settle = Duration::from_millis(rng.range(200, 1000));
         cluster.note(format!(
             "nemesis seed {seed} t={:.1}s: {fault:?} for {hold:?}",
             cluster.elapsed().as_secs_f64()
         ));
+        // A drop after an election needs its target written (and cached) before the kill.
+        let writers = matches!(fault, Fault::DropAfterElection(_)).then(|| {
+            let target = DropTarget::Series {
+                device: format!("{}.nem{}", crate::workload::DATABASE, summary.injected),
+                measurement: "s1".into(),
+            };
+            let w = ctx.target_writers(
+                cluster.runtime.handle(),
+                &format!("nemesis{}", summary.injected),
+                &target,
+                2,
+                Duration::from_millis(30),
+            );
+            let device = target.devices()[0].clone();
+            cluster
+                .runtime
+                .block_on(ctx.wait_written(&device, Duration::from_secs(20)));
+            w
+        });
         let injected_ok = inject(cluster, &mut fault);
         if injected_ok.is_ok() {
-            injected += 1;
-            std::thread::sleep(hold);
+            summary.injected += 1;
+            *summary.by_kind.entry(fault.kind()).or_default() += 1;
+            match &fault {
+                Fault::DropAfterElection(Some(killed)) => {
+                    let n = summary.injected - 1;
+                    drop_after_election(cluster, ctx, n, *killed, &mut summary);
+                    std::thread::sleep(Duration::from_millis(800));
+                }
+                _ => std::thread::sleep(hold),
+            }
+        }
+        if let Some(w) = writers {
+            w.stop(&cluster.runtime);
         }
         let healed = heal(cluster, &fault);
         injected_ok?;
         healed?;
+        if let Fault::LongCutFromConfigNodes(j) = fault {
+            let healed_at = Instant::now();
+            let normal = crate::wait_for(
+                "NORMAL after a long cut",
+                Duration::from_secs(60),
+                Duration::from_millis(100),
+                || cluster.lease_normal(j).then_some(()),
+            );
+            let took = normal.is_ok().then(|| healed_at.elapsed());
+            cluster.note(format!(
+                "nemesis: heal-to-NORMAL after a {:.0}s cut: {}",
+                hold.as_secs_f64(),
+                took.map_or("not within 60 s".into(), |t| format!(
+                    "{:.1} s",
+                    t.as_secs_f64()
+                ))
+            ));
+            summary.long_cuts.push((hold, took));
+        }
         std::thread::sleep(settle);
     }
-    Ok(injected)
+    Ok(summary)
 }
 
 #[cfg(test)]

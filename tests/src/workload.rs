@@ -2,6 +2,7 @@
 //! timestamp) across time partitions, and schema changes (DELETE TIMESERIES, DROP DATABASE).
 //! Every operation is recorded with the instants it was invoked and completed and its outcome.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -59,7 +60,8 @@ pub struct TabletOp {
     pub writer: String,
     /// The device.
     pub device: String,
-    /// Its timestamps (unique per device across the whole history).
+    /// Its timestamps: unique per device across the whole history ([`History::next_tablet`]),
+    /// so a point present at the end is attributable to exactly this operation.
     pub timestamps: Vec<i64>,
     /// When the call started.
     pub invoked: Instant,
@@ -67,8 +69,6 @@ pub struct TabletOp {
     pub completed: Instant,
     /// Its outcome.
     pub outcome: Outcome,
-    /// Index in [`History::drops`] of the schema change that targets this data, if any.
-    pub dropped_by: Option<usize>,
 }
 
 /// What a schema change removes.
@@ -90,17 +90,66 @@ pub enum DropTarget {
     },
 }
 
-/// One schema change.
+impl DropTarget {
+    /// Whether the change removes `device.measurement`.
+    pub fn covers(&self, device: &str, measurement: &str) -> bool {
+        match self {
+            DropTarget::Series {
+                device: d,
+                measurement: m,
+            } => d == device && m == measurement,
+            DropTarget::Database { database, .. } => device
+                .strip_prefix(database.as_str())
+                .is_some_and(|rest| rest.starts_with('.')),
+        }
+    }
+
+    /// The SHOW TIMESERIES prefix of what it removes.
+    pub fn prefix(&self) -> String {
+        match self {
+            DropTarget::Series {
+                device,
+                measurement,
+            } => format!("{device}.{measurement}"),
+            DropTarget::Database { database, .. } => format!("{database}."),
+        }
+    }
+
+    /// The devices written in the target.
+    pub fn devices(&self) -> Vec<String> {
+        match self {
+            DropTarget::Series { device, .. } => vec![device.clone()],
+            DropTarget::Database { devices, .. } => devices.clone(),
+        }
+    }
+}
+
+/// One schema change (one call; a re-sent drop is a second one).
 #[derive(Clone, Debug)]
 pub struct DropOp {
     /// What it removes.
     pub target: DropTarget,
+    /// Who sent it, and to whom.
+    pub via: String,
     /// When the call started.
     pub invoked: Instant,
+    /// The last instant at which the test saw the target still pending delete on the
+    /// ConfigNode leader (a linearizable read begun then): the drop's final state was committed
+    /// after it. `None` when no probe saw it pending.
+    pub pending_seen: Option<Instant>,
     /// When it returned.
     pub completed: Instant,
     /// Its outcome.
     pub outcome: Outcome,
+}
+
+impl DropOp {
+    /// An instant before which the drop had certainly not committed its final state: a write
+    /// that completed before it was validated against the old metadata.
+    pub fn not_final_before(&self) -> Instant {
+        self.pending_seen
+            .map_or(self.invoked, |seen| seen.max(self.invoked))
+    }
 }
 
 /// Everything that happened, shared by the workload tasks.
@@ -111,12 +160,23 @@ pub struct History {
     /// Schema changes.
     pub drops: Mutex<Vec<DropOp>>,
     next_id: AtomicU64,
+    /// The next tablet number of each device (see [`timestamps`]).
+    next_tablet: Mutex<BTreeMap<String, u64>>,
 }
 
 impl History {
     /// A new, empty history.
     pub fn new() -> Arc<History> {
         Arc::new(History::default())
+    }
+
+    /// The next tablet number of `device`: every write op on a device gets its own, so its
+    /// timestamps ([`timestamps`]) belong to no other op of the history.
+    pub fn next_tablet(&self, device: &str) -> u64 {
+        let mut next = self.next_tablet.lock().expect("history");
+        let k = next.entry(device.to_string()).or_default();
+        *k += 1;
+        *k - 1
     }
 
     /// Records a tablet write.
@@ -181,16 +241,14 @@ pub fn value_s2(device: &str, ts: i64) -> i64 {
 }
 
 /// The timestamps of the `k`-th tablet of a device: one row in each of [`ROWS`] different time
-/// partitions among [`PARTITIONS`], offset by `k` inside the partition (so unique per device
-/// while `k < interval_ms`).
+/// partitions among [`PARTITIONS`], offset by `k` inside the partition. Once `k` reaches
+/// `interval_ms` the tablets move on to the next [`PARTITIONS`] partitions, so the timestamps
+/// of different `k` never meet.
 pub fn timestamps(k: u64, interval_ms: i64) -> Vec<i64> {
-    let k = k as i64;
-    assert!(
-        k < interval_ms,
-        "tablet {k} would reuse a timestamp (interval {interval_ms})"
-    );
+    let k = i64::try_from(k).expect("a tablet number fits in i64");
+    let (cycle, offset) = (k / interval_ms, k % interval_ms);
     let mut ts: Vec<i64> = (0..ROWS)
-        .map(|r| ((k + 2 * r) % PARTITIONS) * interval_ms + k)
+        .map(|r| ((k + 2 * r) % PARTITIONS + cycle * PARTITIONS) * interval_ms + offset)
         .collect();
     ts.sort_unstable();
     ts
@@ -211,15 +269,16 @@ pub fn tablet(device: &str, timestamps: &[i64]) -> Tablet {
     t
 }
 
-/// Writes one tablet and records it.
+/// Writes the next tablet of `device` (timestamps of its own, see [`History::next_tablet`]) and
+/// records it.
 pub async fn write_recorded(
     session: &Session,
     history: &History,
     writer: &str,
     device: &str,
-    timestamps: Vec<i64>,
-    dropped_by: Option<usize>,
+    interval_ms: i64,
 ) -> Outcome {
+    let timestamps = timestamps(history.next_tablet(device), interval_ms);
     let t = tablet(device, &timestamps);
     let invoked = Instant::now();
     let result = match tokio::time::timeout(OPERATION_TIMEOUT, session.insert_tablet(&t)).await {
@@ -238,15 +297,17 @@ pub async fn write_recorded(
         invoked,
         completed: Instant::now(),
         outcome: outcome.clone(),
-        dropped_by,
     });
     outcome
 }
 
-/// Concurrent writers of the main workload; stopped (and joined) by [`Writers::stop`].
+/// Writers that keep writing to some devices until stopped; each device's tablets get fresh
+/// timestamps. The main workload's writers, and the writers that keep writing to a drop's
+/// target while it is dropped and after (REVIEW T1).
 pub struct Writers {
     stop: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    interval_ms: i64,
 }
 
 impl Writers {
@@ -260,25 +321,54 @@ impl Writers {
         devices: usize,
         interval_ms: i64,
     ) -> Writers {
-        let stop = Arc::new(AtomicBool::new(false));
-        let tasks = (0..writers)
-            .map(|w| {
-                let (session, history, stop) = (session.clone(), history.clone(), stop.clone());
-                runtime.spawn(async move {
-                    let name = format!("writer-{w}");
-                    let mut n: u64 = 0;
-                    while !stop.load(Ordering::Relaxed) {
-                        let d = n % devices as u64;
-                        let device = format!("{DATABASE}.w{w}d{d}");
-                        let ts = timestamps(n / devices as u64, interval_ms);
-                        write_recorded(&session, &history, &name, &device, ts, None).await;
-                        n += 1;
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                })
-            })
-            .collect();
-        Writers { stop, tasks }
+        let mut all = Writers::none(interval_ms);
+        for w in 0..writers {
+            let mine: Vec<String> = (0..devices)
+                .map(|d| format!("{DATABASE}.w{w}d{d}"))
+                .collect();
+            all.add(
+                runtime.handle(),
+                session.clone(),
+                history.clone(),
+                &format!("writer-{w}"),
+                mine,
+                Duration::from_millis(20),
+            );
+        }
+        all
+    }
+
+    /// No writer yet; the writers added will write tablets for `time_partition_interval_ms`
+    /// `interval_ms`.
+    pub fn none(interval_ms: i64) -> Writers {
+        Writers {
+            stop: Arc::new(AtomicBool::new(false)),
+            tasks: Vec::new(),
+            interval_ms,
+        }
+    }
+
+    /// Adds a writer `name` that writes to `devices` in turn through `session`, `pause` apart.
+    pub fn add(
+        &mut self,
+        runtime: &tokio::runtime::Handle,
+        session: Arc<Session>,
+        history: Arc<History>,
+        name: &str,
+        devices: Vec<String>,
+        pause: Duration,
+    ) {
+        let (stop, interval_ms) = (self.stop.clone(), self.interval_ms);
+        let name = name.to_string();
+        self.tasks.push(runtime.spawn(async move {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let device = &devices[n % devices.len()];
+                write_recorded(&session, &history, &name, device, interval_ms).await;
+                n += 1;
+                tokio::time::sleep(pause).await;
+            }
+        }));
     }
 
     /// Asks every writer to stop and waits for their last operation to finish.
@@ -290,147 +380,277 @@ impl Writers {
                 .expect("a writer task panicked (see its message above)");
         }
     }
+
+    /// [`Writers::stop`] from async code.
+    pub async fn stop_async(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            t.await
+                .expect("a writer task panicked (see its message above)");
+        }
+    }
 }
 
-/// Runs a schema change with a bounded wait and records it.
-pub async fn drop_recorded(session: &Session, history: &History, target: DropTarget) -> usize {
+/// How a drop reaches the cluster.
+#[derive(Clone)]
+pub enum DropVia {
+    /// Through a session (a DataNode forwards it to the ConfigNode leader).
+    Session(Arc<Session>),
+    /// Straight to the ConfigNode at this endpoint, one attempt.
+    ConfigNode(String),
+}
+
+/// Runs a schema change with a bounded wait and records it. While it runs, the ConfigNode
+/// leaders at `config_nodes` are asked every 100 ms whether the target is still pending delete
+/// ([`DropOp::pending_seen`]).
+pub async fn drop_recorded(
+    via: &DropVia,
+    config_nodes: &[String],
+    history: &History,
+    target: DropTarget,
+) -> usize {
     let invoked = Instant::now();
-    let call = async {
-        match &target {
-            DropTarget::Series {
-                device,
-                measurement,
-            } => {
-                session
-                    .delete_timeseries(&format!("{device}.{measurement}"))
-                    .await
+    let asked = target.clone();
+    let call = async move {
+        match via {
+            DropVia::Session(session) => {
+                let r = match &asked {
+                    DropTarget::Series {
+                        device,
+                        measurement,
+                    } => {
+                        session
+                            .delete_timeseries(&format!("{device}.{measurement}"))
+                            .await
+                    }
+                    DropTarget::Database { database, .. } => session.drop_database(database).await,
+                };
+                Outcome::of(&r)
             }
-            DropTarget::Database { database, .. } => session.drop_database(database).await,
+            DropVia::ConfigNode(address) => match &asked {
+                DropTarget::Series {
+                    device,
+                    measurement,
+                } => crate::admin::drop_on(address, device, Some(measurement)).await,
+                DropTarget::Database { database, .. } => {
+                    crate::admin::drop_on(address, database, None).await
+                }
+            },
         }
     };
     // A drop waits fence + margin for an unreachable DataNode; the server answers 712 after
     // fence + margin + 60 s. Wait a little longer than the session would on its own.
-    let result = match tokio::time::timeout(Duration::from_secs(90), call).await {
-        Ok(r) => r,
-        Err(_) => Err(SessionError::Timeout {
-            endpoint: "(whole operation)".into(),
-            timeout_ms: 90_000,
-        }),
+    let call = async {
+        match tokio::time::timeout(Duration::from_secs(90), call).await {
+            Ok(outcome) => outcome,
+            Err(_) => Outcome::Unknown("no answer within 90 s (whole operation)".into()),
+        }
+    };
+    let prefix = target.prefix();
+    let mut call = std::pin::pin!(call);
+    let mut pending_seen = None;
+    let outcome = loop {
+        let asked = Instant::now();
+        tokio::select! {
+            outcome = &mut call => break outcome,
+            pending = crate::admin::pending_delete(config_nodes, &prefix) => {
+                if matches!(pending, Ok(true)) {
+                    pending_seen = Some(asked);
+                }
+            }
+        }
+        tokio::select! {
+            outcome = &mut call => break outcome,
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    };
+    let via = match via {
+        DropVia::Session(s) => format!("session on {:?}", s.endpoints()),
+        DropVia::ConfigNode(a) => format!("ConfigNode {a}"),
     };
     history.record_drop(DropOp {
         target,
+        via,
         invoked,
+        pending_seen,
         completed: Instant::now(),
-        outcome: Outcome::of(&result),
+        outcome,
     })
 }
 
-/// Schema churn for the nemesis: rounds that write a few tablets to a fresh series (or a fresh
-/// database), stop writing to it, then DELETE TIMESERIES (or DROP DATABASE) — while faults run.
-/// Nothing is written to a target once its drop was invoked, so after an acknowledged drop no
-/// point of it may survive.
+/// What drop rounds need: sessions, the ConfigNodes to probe, the history.
+#[derive(Clone)]
+pub struct DropContext {
+    /// Writes to the targets (retried across DataNodes).
+    pub session: Arc<Session>,
+    /// Sends the drops ([`crate::cluster::Cluster::ddl_session_config`]).
+    pub ddl: Arc<Session>,
+    /// ConfigNode endpoints, probed while a drop runs.
+    pub config_nodes: Vec<String>,
+    /// Where everything is recorded.
+    pub history: Arc<History>,
+    /// `time_partition_interval_ms`.
+    pub interval_ms: i64,
+}
+
+impl DropContext {
+    /// Starts `n` writers on the target's devices (named `<name>-<i>`), `pause` apart.
+    pub fn target_writers(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        name: &str,
+        target: &DropTarget,
+        n: usize,
+        pause: Duration,
+    ) -> Writers {
+        let mut writers = Writers::none(self.interval_ms);
+        for i in 0..n {
+            writers.add(
+                runtime,
+                self.session.clone(),
+                self.history.clone(),
+                &format!("{name}-{i}"),
+                target.devices(),
+                pause,
+            );
+        }
+        writers
+    }
+
+    /// Waits (at most `deadline`) until some write to `device` was acknowledged, so the
+    /// target exists and DataNodes cache it; returns whether one was.
+    pub async fn wait_written(&self, device: &str, deadline: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < deadline {
+            let acked = self
+                .history
+                .tablets
+                .lock()
+                .expect("history")
+                .iter()
+                .any(|o| o.device == device && o.outcome.is_ok());
+            if acked {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    /// One drop round (REVIEW T1): writers keep writing to the target before, while and after it
+    /// is dropped; the drop runs once the target holds data and `before` has passed; the
+    /// writers stop `after` its answer. Returns the drop's index in the history.
+    pub async fn drop_round(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        name: &str,
+        target: DropTarget,
+        before: Duration,
+        after: Duration,
+    ) -> usize {
+        let writers = self.target_writers(runtime, name, &target, 2, Duration::from_millis(30));
+        let device = target.devices()[0].clone();
+        if !self.wait_written(&device, Duration::from_secs(20)).await {
+            eprintln!("{name}: no write to {device} acknowledged within 20 s; dropping anyway");
+        }
+        tokio::time::sleep(before).await;
+        let index = drop_recorded(
+            &DropVia::Session(self.ddl.clone()),
+            &self.config_nodes,
+            &self.history,
+            target,
+        )
+        .await;
+        tokio::time::sleep(after).await;
+        writers.stop_async().await;
+        index
+    }
+}
+
+/// Schema churn for the nemesis: rounds that DELETE TIMESERIES a fresh series, or DROP DATABASE
+/// one of the databases created beforehand, while writers keep writing to it — before, during
+/// and after the drop (writes after it re-create the target) — and faults run.
 pub struct SchemaChurn {
     stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+/// The database of the churn's `i`-th DROP DATABASE round.
+pub fn churn_database(i: u64) -> String {
+    format!("root.fpx{i}")
 }
 
 impl SchemaChurn {
-    /// Starts the churn task: tablets through `session`, schema statements through `ddl` (see
-    /// [`crate::cluster::Cluster::ddl_session_config`]). The databases of the first
-    /// `precreated` rounds are created (with their regions) before this returns, so the faults
-    /// hit their drops but not their creation; later rounds create theirs during the faults.
+    /// Starts the churn task. The `databases` databases it drops are created, with their regions,
+    /// before this returns, so the faults hit their drops, not their creation. Every third round
+    /// drops one of them while any is left (a bounded number: each database keeps its regions on
+    /// the DataNodes, REVIEW L1); the other rounds delete a fresh series of [`DATABASE`].
     pub fn start(
         runtime: &tokio::runtime::Runtime,
-        session: Arc<Session>,
-        ddl: Arc<Session>,
-        history: Arc<History>,
-        interval_ms: i64,
-        precreated: u64,
+        ctx: DropContext,
+        databases: u64,
     ) -> SchemaChurn {
-        for round in (1..precreated).step_by(2) {
-            let database = format!("root.fpx{round}");
-            if let Err(e) = runtime.block_on(ddl.create_database(&database)) {
+        for i in 0..databases {
+            let database = churn_database(i);
+            if let Err(e) = runtime.block_on(ctx.ddl.create_database(&database)) {
                 panic!("pre-creating {database}: {e}");
             }
-            // The round's tablets, written now: the first writes allocate the regions. Round
-            // `r` records drop `r` (one drop per round).
-            for k in 0..4 {
+            // The first writes allocate the regions.
+            for _ in 0..4 {
                 let outcome = runtime.block_on(write_recorded(
-                    &session,
-                    &history,
-                    "churn",
+                    &ctx.session,
+                    &ctx.history,
+                    "churn-precreate",
                     &format!("{database}.d0"),
-                    timestamps(k, interval_ms),
-                    Some(round as usize),
+                    ctx.interval_ms,
                 ));
                 assert!(outcome.is_ok(), "pre-creating {database}: {outcome:?}");
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let handle = runtime.handle().clone();
         let task = runtime.spawn(async move {
             let mut round: u64 = 0;
+            let mut next_database = 0;
             while !flag.load(Ordering::Relaxed) {
-                // Pre-created databases first; fresh ones (created during faults) after them.
-                let by_database = round % 2 == 1;
-                let (target, devices) = if by_database {
-                    let database = format!("root.fpx{round}");
-                    let device = format!("{database}.d0");
-                    if round >= precreated {
-                        if let Err(e) = ddl.create_database(&database).await {
-                            eprintln!("churn: create {database}: {e} (auto-create will try)");
-                        }
+                let target = if round % 3 == 1 && next_database < databases {
+                    let database = churn_database(next_database);
+                    next_database += 1;
+                    DropTarget::Database {
+                        devices: vec![format!("{database}.d0")],
+                        database,
                     }
-                    (
-                        DropTarget::Database {
-                            database,
-                            devices: vec![device.clone()],
-                        },
-                        vec![device],
-                    )
                 } else {
-                    let device = format!("{DATABASE}.vic{round}");
-                    (
-                        DropTarget::Series {
-                            device: device.clone(),
-                            measurement: "s1".into(),
-                        },
-                        vec![device],
-                    )
-                };
-                // The drop's index is known before it runs: drops are recorded only here, one
-                // per round.
-                let index = history.drops.lock().expect("history").len();
-                assert_eq!(index as u64, round, "one drop per churn round");
-                let written_already = by_database && round < precreated;
-                for k in (0..4).filter(|_| !written_already) {
-                    for d in &devices {
-                        write_recorded(
-                            &session,
-                            &history,
-                            "churn",
-                            d,
-                            timestamps(k, interval_ms),
-                            Some(index),
-                        )
-                        .await;
+                    DropTarget::Series {
+                        device: format!("{DATABASE}.vic{round}"),
+                        measurement: "s1".into(),
                     }
-                }
-                let recorded = drop_recorded(&ddl, &history, target).await;
-                assert_eq!(recorded, index, "drops are recorded by the churn task only");
+                };
+                // Varied, so drops land at different points of the writers' cycle.
+                let before = Duration::from_millis(200 + (round * 337) % 900);
+                ctx.drop_round(
+                    &handle,
+                    &format!("churn{round}"),
+                    target,
+                    before,
+                    Duration::from_millis(800),
+                )
+                .await;
                 round += 1;
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
             }
+            round
         });
         SchemaChurn { stop, task }
     }
 
-    /// Stops after the current round.
-    pub fn stop(self, runtime: &tokio::runtime::Runtime) {
+    /// Stops after the current round; returns the number of rounds.
+    pub fn stop(self, runtime: &tokio::runtime::Runtime) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
         runtime
             .block_on(self.task)
-            .expect("the churn task panicked (see its message above)");
+            .expect("the churn task panicked (see its message above)")
     }
 }
 
@@ -440,9 +660,9 @@ mod tests {
 
     #[test]
     fn timestamps_are_unique_per_device_and_span_partitions() {
-        let interval = 10_000;
+        let interval = 1_000;
         let mut seen = std::collections::BTreeSet::new();
-        for k in 0..2000 {
+        for k in 0..5000 {
             let ts = timestamps(k, interval);
             let slots: std::collections::BTreeSet<i64> = ts.iter().map(|t| t / interval).collect();
             assert_eq!(slots.len(), ROWS as usize, "k={k}: {ts:?}");

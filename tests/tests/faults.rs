@@ -2,18 +2,19 @@
 //! network namespace, with partitions (nftables drops), SIGSTOP, kill -9 and failpoints, under a
 //! recorded workload, then the checker (`fencepost_tests::checker`).
 //!
-//! Build the binaries first: `cargo build -p confignode -p datanode --features
-//! datanode/failpoints`. Scenarios run one at a time (a static lock): a 2-core machine runs one
-//! cluster at a time. `FENCEPOST_NEMESIS_SEED` / `FENCEPOST_NEMESIS_SECS` steer the nemesis.
+//! Build the binaries first, as `scripts/test.sh` does: `cargo build --profile test --workspace
+//! --exclude fencepost-benches --all-features --bins`. Scenarios run one at a time (a static
+//! lock): a 2-core machine runs one cluster at a time. `FENCEPOST_NEMESIS_SEED` /
+//! `FENCEPOST_NEMESIS_SECS` steer the nemesis, `FENCEPOST_LONG_CUT_SECS` the long partition.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencepost_tests::checker::check;
-use fencepost_tests::cluster::{Cluster, ClusterConfig, HEARTBEAT_STALL};
+use fencepost_tests::checker::{check, Report};
+use fencepost_tests::cluster::{Cluster, ClusterConfig, LeaderWatch, HEARTBEAT_STALL};
 use fencepost_tests::workload::{
-    drop_recorded, timestamps, write_recorded, DropTarget, History, Outcome, SchemaChurn, Writers,
-    DATABASE,
+    churn_database, drop_recorded, write_recorded, DropContext, DropOp, DropTarget, DropVia,
+    History, Outcome, SchemaChurn, TabletOp, Writers, DATABASE,
 };
 use fencepost_tests::{nemesis, require_namespaces, serial, wait_for};
 use session::{Session, SessionConfig, SessionError};
@@ -146,8 +147,7 @@ impl Run {
             &self.history,
             "fenced-probe",
             &device,
-            timestamps(0, self.cluster.config.time_partition_ms),
-            None,
+            self.cluster.config.time_partition_ms,
         ));
         assert!(
             matches!(&outcome, Outcome::Unknown(m) | Outcome::Failed(m) if m.contains("536")),
@@ -165,14 +165,43 @@ impl Run {
         );
     }
 
+    /// A session over every DataNode for DELETE TIMESERIES / DROP DATABASE.
+    fn ddl_on(&self, data_nodes: &[usize]) -> Arc<Session> {
+        Arc::new(
+            self.cluster
+                .session_on(data_nodes, Cluster::ddl_session_config())
+                .expect("a DDL session"),
+        )
+    }
+
+    /// What drop rounds need; drops go through `ddl`.
+    fn drop_context(&self, ddl: Arc<Session>) -> DropContext {
+        DropContext {
+            session: self.session.clone(),
+            ddl,
+            config_nodes: self.cluster.cn_endpoints(),
+            history: self.history.clone(),
+            interval_ms: self.cluster.config.time_partition_ms,
+        }
+    }
+
     /// Heals everything, stops the workload and runs the checker.
-    fn finish(mut self) {
+    fn finish(self) -> Report {
+        self.finish_with(Vec::new())
+    }
+
+    /// [`Run::finish`], failing also with the scenario's own `failures` (so one run shows every
+    /// check that fails, the checker's included).
+    fn finish_with(mut self, failures: Vec<String>) -> Report {
         self.cluster.heal_network().expect("healing");
         if let Some(w) = self.writers.take() {
             w.stop(&self.cluster.runtime);
         }
         let report = check(&self.cluster, &self.session, &self.history).expect("checker");
-        report.assert_ok();
+        for f in &failures {
+            eprintln!("SCENARIO {} FAILED: {f}", self.name);
+        }
+        report.assert_ok_or(&failures);
         eprintln!(
             "SCENARIO {}: passed; {} faults injected; {} acked / {} failed / {} unknown tablets; \
              {:.1} s",
@@ -183,6 +212,7 @@ impl Run {
             report.unknown,
             self.started.elapsed().as_secs_f64()
         );
+        report
     }
 }
 
@@ -335,6 +365,75 @@ fn killed_data_node_restarts_with_acknowledged_data_intact() {
     run.finish();
 }
 
+/// Writes through `stale` to `device` until `stop` holds an instant 2 s past (or 120 s in all).
+fn spawn_stale_writer(
+    run: &Run,
+    stale: Arc<Session>,
+    name: &'static str,
+    device: String,
+    stop: Arc<std::sync::Mutex<Option<Instant>>>,
+) -> tokio::task::JoinHandle<()> {
+    let history = run.history.clone();
+    let interval = run.cluster.config.time_partition_ms;
+    run.cluster.runtime.spawn(async move {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(120) {
+            let done = *stop.lock().expect("flag");
+            if done.is_some_and(|at| at.elapsed() > Duration::from_secs(2)) {
+                break;
+            }
+            write_recorded(&stale, &history, name, &device, interval).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+/// Writes by `writer` acknowledged after `acked_at` (REVIEW T2: *completed* after it — a write
+/// invoked before the drop's acknowledgement but acknowledged after it is exactly what the
+/// fence guarantee forbids of a DataNode that was cut off).
+fn acknowledged_after(history: &History, writer: &str, acked_at: Instant) -> Vec<TabletOp> {
+    history
+        .tablets
+        .lock()
+        .expect("history")
+        .iter()
+        .filter(|o| o.writer == writer && o.completed > acked_at && o.outcome.is_ok())
+        .cloned()
+        .collect()
+}
+
+/// Notes every drop with its times (seconds since the cluster started, as the nemesis notes
+/// its faults), so a violation naming drop `i` can be set against the faults around it.
+fn note_drops(run: &Run) {
+    let drops = run.history.drops.lock().expect("history").clone();
+    for (i, d) in drops.iter().enumerate() {
+        run.cluster.note(format!(
+            "drop {i} {:?} via {}: t={:.2}..{:.2}s (last seen pending {}) {:?}",
+            d.target,
+            d.via,
+            run.cluster.t(d.invoked),
+            run.cluster.t(d.completed),
+            d.pending_seen
+                .map_or("never".into(), |p| format!("t={:.2}s", run.cluster.t(p))),
+            d.outcome
+        ));
+    }
+}
+
+/// Notes how the writes of `writer` ended.
+fn note_outcomes(run: &Run, writer: &str) {
+    let tablets = run.history.tablets.lock().expect("history");
+    let mine: Vec<&TabletOp> = tablets.iter().filter(|o| o.writer == writer).collect();
+    let outcomes: std::collections::BTreeSet<String> =
+        mine.iter().map(|o| format!("{:?}", o.outcome)).collect();
+    run.cluster.note(format!(
+        "{} writes by {writer}, {} acknowledged; outcomes: {:?}",
+        mine.len(),
+        mine.iter().filter(|o| o.outcome.is_ok()).count(),
+        outcomes.iter().take(4).collect::<Vec<_>>()
+    ));
+}
+
 /// Scenario 5: DELETE TIMESERIES while a DataNode holding the series in its cache is cut from the
 /// ConfigNode: the drop waits fence + margin, the cut DataNode acknowledges no write to the
 /// series once the drop is acknowledged, and no data of the series survives.
@@ -351,25 +450,20 @@ fn delete_timeseries_waits_out_a_partitioned_stale_data_node() {
     let stale = Arc::new(run.single(stale_node));
     // The stale node caches the victim's schema and every partition the stale writes will use
     // (tablets 0..4 cover all eight), and every replica holds some of its data.
-    for k in 0..4 {
+    for _ in 0..4 {
         let outcome = run.cluster.runtime.block_on(write_recorded(
             &stale,
             &run.history,
             "prime",
             &victim,
-            timestamps(k, interval),
-            Some(0),
+            interval,
         ));
         assert_eq!(outcome, Outcome::Ok, "priming the victim series");
     }
     let others: Vec<usize> = (0..run.cluster.data_nodes.len())
         .filter(|&j| j != stale_node)
         .collect();
-    let healthy = Arc::new(
-        run.cluster
-            .session_on(&others, Cluster::ddl_session_config())
-            .expect("session"),
-    );
+    let healthy = run.ddl_on(&others);
     run.fault(&format!(
         "cut datanode-{} from the ConfigNode",
         stale_node + 1
@@ -377,50 +471,24 @@ fn delete_timeseries_waits_out_a_partitioned_stale_data_node() {
     run.cluster.cut_from_config_nodes(stale_node).expect("cut");
     let cut_at = Instant::now();
     let drop_task = run.cluster.runtime.spawn({
-        let (healthy, history) = (healthy.clone(), run.history.clone());
-        let victim = victim.clone();
-        async move {
-            drop_recorded(
-                &healthy,
-                &history,
-                DropTarget::Series {
-                    device: victim,
-                    measurement: "s1".into(),
-                },
-            )
-            .await
-        }
+        let (history, cns) = (run.history.clone(), run.cluster.cn_endpoints());
+        let target = DropTarget::Series {
+            device: victim.clone(),
+            measurement: "s1".into(),
+        };
+        async move { drop_recorded(&DropVia::Session(healthy), &cns, &history, target).await }
     });
     // Writes to the victim through the stale node, during the drop and for 2 s after its ack.
     let drop_done: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
-    let stale_writer = run.cluster.runtime.spawn({
-        let (stale, history) = (stale.clone(), run.history.clone());
-        let drop_done = drop_done.clone();
-        let victim = victim.clone();
-        async move {
-            let mut k = 4;
-            loop {
-                let done = *drop_done.lock().expect("flag");
-                if done.is_some_and(|at| at.elapsed() > Duration::from_secs(2)) {
-                    break;
-                }
-                write_recorded(
-                    &stale,
-                    &history,
-                    "stale",
-                    &victim,
-                    timestamps(k, interval),
-                    Some(0),
-                )
-                .await;
-                k += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    });
+    let stale_writer = spawn_stale_writer(
+        &run,
+        stale.clone(),
+        "stale",
+        victim.clone(),
+        drop_done.clone(),
+    );
     let index = run.cluster.runtime.block_on(drop_task).expect("drop task");
-    assert_eq!(index, 0);
-    let dropped = run.history.drops.lock().expect("history")[0].clone();
+    let dropped = run.history.drops.lock().expect("history")[index].clone();
     // Known server bug (see the suite's report): the DataNode forwards the statement with its
     // `dn_rpc_timeout_ms` and re-sends it on timeout; the ConfigNode answers the re-sent one
     // 507 "is being deleted" while the first runs on. The other checks still run, against the
@@ -465,35 +533,21 @@ fn delete_timeseries_waits_out_a_partitioned_stale_data_node() {
         .runtime
         .block_on(stale_writer)
         .expect("stale writer");
-    {
-        let tablets = run.history.tablets.lock().expect("history");
-        let late: Vec<_> = tablets
+    note_outcomes(&run, "stale");
+    let late = acknowledged_after(&run.history, "stale", acked_at);
+    assert!(
+        late.is_empty(),
+        "the stale DataNode acknowledged writes to the dropped series after the drop was: {late:?}"
+    );
+    assert!(
+        run.history
+            .tablets
+            .lock()
+            .expect("history")
             .iter()
-            .filter(|o| o.writer == "stale" && o.invoked > acked_at && o.outcome.is_ok())
-            .collect();
-        assert!(
-            late.is_empty(),
-            "the stale DataNode acknowledged writes to the dropped series after the drop: {late:?}"
-        );
-        let stale_ops = tablets.iter().filter(|o| o.writer == "stale").count();
-        assert!(stale_ops > 0, "the stale writer wrote nothing");
-        let outcomes: std::collections::BTreeSet<String> = tablets
-            .iter()
-            .filter(|o| o.writer == "stale")
-            .map(|o| format!("{:?}", o.outcome))
-            .collect();
-        run.cluster.note(format!(
-            "stale writes' outcomes: {:?}",
-            outcomes.iter().take(4).collect::<Vec<_>>()
-        ));
-        run.cluster.note(format!(
-            "{stale_ops} writes through the stale DataNode, {} acknowledged",
-            tablets
-                .iter()
-                .filter(|o| o.writer == "stale" && o.outcome.is_ok())
-                .count()
-        ));
-    }
+            .any(|o| o.writer == "stale"),
+        "the stale writer wrote nothing"
+    );
     run.cluster.heal_network().expect("heal");
     run.wait_recovered(stale_node);
     let series = run
@@ -529,8 +583,11 @@ fn delete_timeseries_waits_out_a_partitioned_stale_data_node() {
     );
 }
 
-/// Scenario 6: a seeded random nemesis mixing every fault above (3 ConfigNodes), with schema
-/// churn, for `FENCEPOST_NEMESIS_SECS` (default 30); prints the seed and the fault count.
+/// Scenario 6: a seeded random nemesis mixing every fault above and drops right after
+/// ConfigNode elections and long partitions (3 ConfigNodes), with schema churn whose writers
+/// keep writing to each target while it is dropped and after, for `FENCEPOST_NEMESIS_SECS`
+/// (default 150) and at least [`nemesis::fault_floor`] faults; prints the seed and the faults
+/// by kind.
 #[test]
 fn random_nemesis() {
     let _serial = serial();
@@ -539,40 +596,49 @@ fn random_nemesis() {
     }
     let seed = nemesis::seed_from_env();
     let duration = nemesis::duration_from_env();
-    eprintln!("NEMESIS SEED {seed} (re-run with FENCEPOST_NEMESIS_SEED={seed}), {duration:?}");
+    let floor = nemesis::fault_floor(duration);
+    eprintln!(
+        "NEMESIS SEED {seed} (re-run with FENCEPOST_NEMESIS_SEED={seed}), {duration:?}, at least \
+         {floor} faults"
+    );
     let config = ClusterConfig {
         config_nodes: 3,
         ..ClusterConfig::default()
     };
-    // Databases dropped by the churn are created before the faults unless
-    // FENCEPOST_NEMESIS_FRESH_DATABASES=1: region creation during a fault is the known bug
-    // "a replica whose CreateRegion failed is never created" (see the suite's report).
-    let precreated = if std::env::var("FENCEPOST_NEMESIS_FRESH_DATABASES").is_ok_and(|v| v == "1") {
-        0
-    } else {
-        12
-    };
     let mut run = Run::start("6-random-nemesis", config);
     run.cluster.note(format!("NEMESIS SEED {seed}"));
     let all: Vec<usize> = (0..run.cluster.data_nodes.len()).collect();
-    let ddl = Arc::new(
-        run.cluster
-            .session_on(&all, Cluster::ddl_session_config())
-            .expect("session"),
+    let ctx = run.drop_context(run.ddl_on(&all));
+    // One DROP DATABASE round in three while databases last; each keeps its regions on the
+    // DataNodes (REVIEW L1), so their number is bounded.
+    let churn = SchemaChurn::start(&run.cluster.runtime, ctx.clone(), 8);
+    let summary = nemesis::run(&mut run.cluster, seed, duration, &ctx).expect("nemesis");
+    run.faults += summary.injected;
+    let rounds = churn.stop(&run.cluster.runtime);
+    eprintln!(
+        "NEMESIS SEED {seed}: {}; {rounds} churn rounds",
+        summary.describe()
     );
-    let churn = SchemaChurn::start(
-        &run.cluster.runtime,
-        run.session.clone(),
-        ddl,
-        run.history.clone(),
-        run.cluster.config.time_partition_ms,
-        precreated,
+    run.cluster.note(summary.describe());
+    note_drops(&run);
+    let report = run.finish();
+    eprintln!(
+        "NEMESIS SEED {seed}: {} faults ({:?}); {} acknowledged writes lost, {} partial \
+         tablets, {} stale writes surviving a drop, {} regions with identical replicas",
+        summary.injected,
+        summary.by_kind,
+        report.count(fencepost_tests::checker::Kind::AckedLost)
+            + report.count(fencepost_tests::checker::Kind::AckedAfterDropLost),
+        report.count(fencepost_tests::checker::Kind::Partial),
+        report.count(fencepost_tests::checker::Kind::StaleSurvived),
+        report.regions
     );
-    let faults = nemesis::run(&mut run.cluster, seed, duration).expect("nemesis");
-    run.faults += faults;
-    churn.stop(&run.cluster.runtime);
-    eprintln!("NEMESIS SEED {seed}: {faults} faults injected");
-    run.finish();
+    assert!(
+        summary.injected >= floor,
+        "the nemesis injected {} faults in {duration:?} (and up to twice that), fewer than the \
+         floor of {floor}",
+        summary.injected
+    );
 }
 
 /// Regression for a bug the nemesis found (seed 411110069 with
@@ -601,14 +667,13 @@ fn region_allocated_during_a_partition_gets_every_replica() {
         .runtime
         .block_on(healthy.create_database(database))
         .expect("CREATE DATABASE");
-    for k in 0..4 {
+    for _ in 0..4 {
         let outcome = run.cluster.runtime.block_on(write_recorded(
             &healthy,
             &run.history,
             "new-database",
             &format!("{database}.d0"),
-            timestamps(k, run.cluster.config.time_partition_ms),
-            None,
+            run.cluster.config.time_partition_ms,
         ));
         assert_eq!(
             outcome,
@@ -619,4 +684,487 @@ fn region_allocated_during_a_partition_gets_every_replica() {
     run.cluster.heal_network().expect("heal");
     run.wait_recovered(target);
     run.finish();
+}
+
+/// Scenario 8 (REVIEW T1): writers keep writing to a series or a database while it is dropped and
+/// after (their writes after it re-create the target), with timestamps unique per write: no point
+/// of a write that completed before the drop committed survives it, and every write acknowledged
+/// after the drop's acknowledgement is there at the end. Rounds: DELETE TIMESERIES; DROP
+/// DATABASE; DELETE TIMESERIES with a DataNode that caches the series cut from the ConfigNode
+/// and a writer through it; the first series deleted once more after its re-creation.
+#[test]
+fn writes_during_and_after_drops_obey_the_fence() {
+    let _serial = serial();
+    if !require_namespaces("writes_during_and_after_drops_obey_the_fence") {
+        return;
+    }
+    let mut run = Run::start("8-writes-during-drops", ClusterConfig::default());
+    let interval = run.cluster.config.time_partition_ms;
+    let handle = run.cluster.runtime.handle().clone();
+    let all: Vec<usize> = (0..run.cluster.data_nodes.len()).collect();
+    let ctx = run.drop_context(run.ddl_on(&all));
+    let database = churn_database(0);
+    run.cluster
+        .runtime
+        .block_on(ctx.ddl.create_database(&database))
+        .expect("CREATE DATABASE");
+    let series = |device: &str| DropTarget::Series {
+        device: format!("{DATABASE}.{device}"),
+        measurement: "s1".into(),
+    };
+    let (before, after) = (Duration::from_millis(500), Duration::from_millis(1500));
+    run.fault("DELETE TIMESERIES during writes");
+    run.cluster.runtime.block_on(ctx.drop_round(
+        &handle,
+        "t1-series",
+        series("t1a"),
+        before,
+        after,
+    ));
+    run.fault("DROP DATABASE during writes");
+    run.cluster.runtime.block_on(ctx.drop_round(
+        &handle,
+        "t1-database",
+        DropTarget::Database {
+            devices: vec![format!("{database}.d0")],
+            database: database.clone(),
+        },
+        before,
+        after,
+    ));
+
+    // A stale DataNode too: it caches the series, is cut from the ConfigNode, and a writer
+    // writes through it during the drop and after.
+    let stale_node = run.busiest_leader();
+    let stale = Arc::new(run.single(stale_node));
+    let target = series("t1c");
+    let device = target.devices()[0].clone();
+    for _ in 0..4 {
+        let outcome = run.cluster.runtime.block_on(write_recorded(
+            &stale,
+            &run.history,
+            "prime",
+            &device,
+            interval,
+        ));
+        assert_eq!(outcome, Outcome::Ok, "priming {device}");
+    }
+    let others: Vec<usize> = all.iter().copied().filter(|&j| j != stale_node).collect();
+    let healthy = DropContext {
+        session: Arc::new(
+            run.cluster
+                .session_on(&others, Cluster::session_config())
+                .expect("session"),
+        ),
+        ddl: run.ddl_on(&others),
+        ..ctx.clone()
+    };
+    let writers = healthy.target_writers(&handle, "t1c-healthy", &target, 2, POLL);
+    run.fault(&format!(
+        "cut datanode-{} from the ConfigNode; DELETE TIMESERIES {device}.s1",
+        stale_node + 1
+    ));
+    run.cluster.cut_from_config_nodes(stale_node).expect("cut");
+    let stop: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let stale_writer = spawn_stale_writer(&run, stale, "t1c-stale", device.clone(), stop.clone());
+    let index = run.cluster.runtime.block_on(drop_recorded(
+        &DropVia::Session(healthy.ddl.clone()),
+        &healthy.config_nodes,
+        &run.history,
+        target,
+    ));
+    let dropped = run.history.drops.lock().expect("history")[index].clone();
+    *stop.lock().expect("flag") = Some(dropped.completed);
+    run.cluster
+        .runtime
+        .block_on(stale_writer)
+        .expect("stale writer");
+    writers.stop(&run.cluster.runtime);
+    note_outcomes(&run, "t1c-stale");
+    let mut failures = Vec::new();
+    if dropped.outcome.is_ok() {
+        let late = acknowledged_after(&run.history, "t1c-stale", dropped.completed);
+        if !late.is_empty() {
+            failures.push(format!(
+                "the cut-off DataNode acknowledged {} writes to {device}.s1 after its DELETE \
+                 TIMESERIES was acknowledged: {late:?}",
+                late.len()
+            ));
+        }
+    } else {
+        failures.push(format!(
+            "DELETE TIMESERIES {device}.s1: {:?}",
+            dropped.outcome
+        ));
+    }
+    run.cluster.heal_network().expect("heal");
+    run.wait_recovered(stale_node);
+
+    // Several drops of one target: the re-created first series, deleted again.
+    run.fault("DELETE TIMESERIES during writes, of a series deleted before");
+    run.cluster.runtime.block_on(ctx.drop_round(
+        &handle,
+        "t1-series-again",
+        series("t1a"),
+        before,
+        after,
+    ));
+    note_drops(&run);
+    let report = run.finish_with(failures);
+    // The rules were exercised, not vacuous.
+    assert!(
+        report.before_drop > 0 && report.after_drop > 0,
+        "no write was judged before ({}) or after ({}) an acknowledged drop",
+        report.before_drop,
+        report.after_drop
+    );
+}
+
+/// Timings that open the window of REVIEW C1: a new ConfigNode leader tells its tracker that it
+/// leads only at its first leader round, up to a heartbeat interval after the election. The
+/// margin exceeds 2 × election ticks × raft tick (1 s), as the ConfigNode requires.
+fn wide_heartbeat_config(config_nodes: usize) -> ClusterConfig {
+    ClusterConfig {
+        config_nodes,
+        heartbeat_ms: 3000,
+        fence_ms: 9000,
+        margin_ms: 2500,
+        ..ClusterConfig::default()
+    }
+}
+
+/// The safety lower bound of REVIEW T4: a drop acknowledged by the leader of `election` cannot
+/// be complete before fence + margin after that election (until then a cut-off DataNode may
+/// still hold a lease the old leader renewed). `None` when it holds.
+fn check_waited_from_election(
+    run: &Run,
+    d: &DropOp,
+    election: &fencepost_tests::cluster::Election,
+) -> Option<String> {
+    let cfg = &run.cluster.config;
+    let wait = Duration::from_millis(cfg.fence_ms + cfg.margin_ms);
+    let Some(not_before) = election.not_before else {
+        return Some(format!(
+            "harness: cannot bound the election of confignode-{} (term {})",
+            election.node + 1,
+            election.term
+        ));
+    };
+    let since_seen = d.completed.saturating_duration_since(election.seen_at);
+    let since_bound = d.completed.saturating_duration_since(not_before);
+    run.cluster.note(format!(
+        "drop via {} ({:?}) completed {since_seen:?} after confignode-{} was seen leading term \
+         {} ({since_bound:?} after the last scrape that saw it not leading)",
+        d.via,
+        d.outcome,
+        election.node + 1,
+        election.term
+    ));
+    (d.outcome.is_ok() && d.completed < not_before + wait).then(|| {
+        format!(
+            "the drop via {} was acknowledged {since_seen:?} after confignode-{} was elected \
+             (term {}; at most {since_bound:?} after), before fence + margin = {wait:?}: the new \
+             leader proceeded past the cut-off DataNode without waiting out the lease the old \
+             leader had renewed (REVIEW C1)",
+            d.via,
+            election.node + 1,
+            election.term
+        )
+    })
+}
+
+/// A cut-off DataNode caching `device`, healthy writers and a stale writer through it: the
+/// common set-up of scenarios 9 and 10. Returns (stale node, healthy drop context, writers,
+/// stale writer's stop flag and task).
+#[allow(clippy::type_complexity)]
+fn stale_target_set_up(
+    run: &Run,
+    device: &str,
+) -> (
+    usize,
+    DropContext,
+    Writers,
+    Arc<std::sync::Mutex<Option<Instant>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let interval = run.cluster.config.time_partition_ms;
+    let stale_node = run.busiest_leader();
+    let stale = Arc::new(run.single(stale_node));
+    for _ in 0..4 {
+        let outcome = run.cluster.runtime.block_on(write_recorded(
+            &stale,
+            &run.history,
+            "prime",
+            device,
+            interval,
+        ));
+        assert_eq!(outcome, Outcome::Ok, "priming {device}");
+    }
+    let others: Vec<usize> = (0..run.cluster.data_nodes.len())
+        .filter(|&j| j != stale_node)
+        .collect();
+    let healthy = DropContext {
+        session: Arc::new(
+            run.cluster
+                .session_on(&others, Cluster::session_config())
+                .expect("session"),
+        ),
+        ..run.drop_context(run.ddl_on(&others))
+    };
+    let target = DropTarget::Series {
+        device: device.into(),
+        measurement: "s1".into(),
+    };
+    let writers = healthy.target_writers(run.cluster.runtime.handle(), "healthy", &target, 2, POLL);
+    let stop: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let stale_writer = spawn_stale_writer(run, stale, "stale", device.into(), stop.clone());
+    (stale_node, healthy, writers, stop, stale_writer)
+}
+
+/// Scenario 9 (REVIEW T4a, C1): DELETE TIMESERIES waits out a DataNode cut from the ConfigNodes
+/// (but not from its peers) while a writer with a stale cache writes through it; the ConfigNode
+/// leader is killed mid-drop and the same drop is re-sent to the new leader the moment it is
+/// elected. The drop must not complete before fence + margin from that election, no write
+/// through the cut-off DataNode is acknowledged after the drop was, and the checker's rules hold.
+#[test]
+fn drop_resent_to_a_new_config_node_leader_waits_fence_plus_margin() {
+    let _serial = serial();
+    if !require_namespaces("drop_resent_to_a_new_config_node_leader_waits_fence_plus_margin") {
+        return;
+    }
+    let mut run = Run::start("9-drop-resent-after-election", wide_heartbeat_config(3));
+    let watch = LeaderWatch::start(&run.cluster);
+    let device = format!("{DATABASE}.t4a");
+    let (stale_node, healthy, writers, stop, stale_writer) = stale_target_set_up(&run, &device);
+    let leader = wait_for("a ConfigNode leader", WAIT, POLL, || {
+        run.cluster.cn_leader()
+    })
+    .expect("leader");
+    let (_, term) = run.cluster.cn_role(leader).expect("the leader's term");
+    run.fault(&format!(
+        "cut datanode-{} from every ConfigNode",
+        stale_node + 1
+    ));
+    run.cluster.cut_from_config_nodes(stale_node).expect("cut");
+    let target = DropTarget::Series {
+        device: device.clone(),
+        measurement: "s1".into(),
+    };
+    let first = run.cluster.runtime.spawn({
+        let (h, t) = (healthy.clone(), target.clone());
+        async move {
+            drop_recorded(
+                &DropVia::Session(h.ddl.clone()),
+                &h.config_nodes,
+                &h.history,
+                t,
+            )
+            .await
+        }
+    });
+    // The leader now waits out the cut-off DataNode (fence + margin from its last contact).
+    std::thread::sleep(Duration::from_secs(2));
+    run.fault(&format!(
+        "kill -9 confignode-{} (term {term}) mid-drop",
+        leader + 1
+    ));
+    run.cluster.config_nodes[leader].kill9().expect("kill");
+    let elected = wait_for(
+        "a new ConfigNode leader",
+        WAIT,
+        Duration::from_millis(10),
+        || watch.first_after_term(term),
+    )
+    .expect("new leader");
+    let resent = run.cluster.runtime.spawn({
+        let (h, t) = (healthy.clone(), target.clone());
+        let to = run.cluster.cn_endpoint(elected.node);
+        async move { drop_recorded(&DropVia::ConfigNode(to), &h.config_nodes, &h.history, t).await }
+    });
+    let resent = run.cluster.runtime.block_on(resent).expect("re-sent drop");
+    let first = run.cluster.runtime.block_on(first).expect("first drop");
+    watch.not_leading(leader, Instant::now());
+    run.cluster.config_nodes[leader].start().expect("restart");
+    let drops: Vec<DropOp> = {
+        let d = run.history.drops.lock().expect("history");
+        vec![d[first].clone(), d[resent].clone()]
+    };
+    let mut failures = Vec::new();
+    let acked: Vec<&DropOp> = drops.iter().filter(|d| d.outcome.is_ok()).collect();
+    let acked_at = acked.iter().map(|d| d.completed).min();
+    *stop.lock().expect("flag") = Some(acked_at.unwrap_or_else(Instant::now));
+    match acked_at {
+        None => failures.push(format!("neither drop was acknowledged: {drops:?}")),
+        Some(at) => {
+            for d in &acked {
+                failures.extend(check_waited_from_election(&run, d, &elected));
+            }
+            run.cluster
+                .runtime
+                .block_on(stale_writer)
+                .expect("stale writer");
+            let late = acknowledged_after(&run.history, "stale", at);
+            if !late.is_empty() {
+                failures.push(format!(
+                    "the cut-off DataNode acknowledged {} writes to {device}.s1 after the drop \
+                     was acknowledged (first: {:?})",
+                    late.len(),
+                    late[0]
+                ));
+            }
+        }
+    }
+    run.cluster
+        .note(format!("elections seen: {:?}", watch.elections()));
+    note_outcomes(&run, "stale");
+    writers.stop(&run.cluster.runtime);
+    run.cluster.heal_network().expect("heal");
+    run.wait_recovered(stale_node);
+    run.finish_with(failures);
+}
+
+/// Scenario 10 (REVIEW T4b, C1): a single ConfigNode is killed and restarted at once while a
+/// DataNode that caches a series is cut from it and a writer writes through that DataNode; the
+/// moment the restarted ConfigNode leads, a fresh DELETE TIMESERIES of the series — within its
+/// first heartbeat interval. It must not complete before fence + margin from the election.
+#[test]
+fn fresh_drop_right_after_a_config_node_restart_waits_fence_plus_margin() {
+    let _serial = serial();
+    if !require_namespaces("fresh_drop_right_after_a_config_node_restart_waits_fence_plus_margin") {
+        return;
+    }
+    let mut run = Run::start("10-drop-after-restart", wide_heartbeat_config(1));
+    let watch = LeaderWatch::start(&run.cluster);
+    let device = format!("{DATABASE}.t4b");
+    let (stale_node, healthy, writers, stop, stale_writer) = stale_target_set_up(&run, &device);
+    let (_, term) = wait_for("the ConfigNode leads", WAIT, POLL, || {
+        run.cluster.cn_role(0).filter(|r| r.0)
+    })
+    .expect("leader");
+    run.fault(&format!(
+        "cut datanode-{} from the ConfigNode",
+        stale_node + 1
+    ));
+    run.cluster.cut_from_config_nodes(stale_node).expect("cut");
+    run.fault("kill -9 the ConfigNode and restart it at once");
+    run.cluster.config_nodes[0].kill9().expect("kill");
+    watch.not_leading(0, Instant::now());
+    run.cluster.config_nodes[0].start().expect("restart");
+    let elected = wait_for(
+        "the restarted ConfigNode to lead",
+        WAIT,
+        Duration::from_millis(10),
+        || watch.first_after_term(term),
+    )
+    .expect("leader again");
+    let target = DropTarget::Series {
+        device: device.clone(),
+        measurement: "s1".into(),
+    };
+    let sent_after = elected.seen_at.elapsed();
+    let index = run.cluster.runtime.block_on(drop_recorded(
+        &DropVia::ConfigNode(run.cluster.cn_endpoint(0)),
+        &healthy.config_nodes,
+        &healthy.history,
+        target,
+    ));
+    let d = run.history.drops.lock().expect("history")[index].clone();
+    let heartbeat = Duration::from_millis(run.cluster.config.heartbeat_ms);
+    assert!(
+        sent_after < heartbeat,
+        "harness: the drop went out {sent_after:?} after the election was seen, not within the \
+         first heartbeat interval ({heartbeat:?})"
+    );
+    let mut failures = Vec::new();
+    *stop.lock().expect("flag") = Some(d.completed);
+    if d.outcome.is_ok() {
+        failures.extend(check_waited_from_election(&run, &d, &elected));
+    } else {
+        failures.push(format!("DELETE TIMESERIES {device}.s1: {:?}", d.outcome));
+    }
+    run.cluster
+        .runtime
+        .block_on(stale_writer)
+        .expect("stale writer");
+    let late = acknowledged_after(&run.history, "stale", d.completed);
+    if d.outcome.is_ok() && !late.is_empty() {
+        failures.push(format!(
+            "the cut-off DataNode acknowledged {} writes to {device}.s1 after the drop was \
+             acknowledged (first: {:?})",
+            late.len(),
+            late[0]
+        ));
+    }
+    note_outcomes(&run, "stale");
+    writers.stop(&run.cluster.runtime);
+    run.cluster.heal_network().expect("heal");
+    run.wait_recovered(stale_node);
+    run.finish_with(failures);
+}
+
+/// `FENCEPOST_LONG_CUT_SECS`: the long partition of scenario 11 (default 80 s, past the ~60 s
+/// beyond which recovery used to take minutes; 180 for three minutes).
+fn long_cut_from_env() -> Duration {
+    let secs = std::env::var("FENCEPOST_LONG_CUT_SECS")
+        .ok()
+        .map(|s| {
+            s.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("FENCEPOST_LONG_CUT_SECS={s:?} is not a number"))
+        })
+        .unwrap_or(80);
+    Duration::from_secs(secs)
+}
+
+/// Scenario 11: a DataNode cut from the ConfigNode for 30 s, then for `FENCEPOST_LONG_CUT_SECS`
+/// (default 80), while writes flow: after each heal it must be NORMAL again (lease live, caches
+/// pulled) within 3 heartbeat intervals + 10 s — the target is one heartbeat plus the pull.
+/// Prints "heal-to-NORMAL after a Ns cut: X s" for both.
+#[test]
+fn long_partition_heals_to_normal_within_a_few_heartbeats() {
+    let _serial = serial();
+    if !require_namespaces("long_partition_heals_to_normal_within_a_few_heartbeats") {
+        return;
+    }
+    let mut run = Run::start("11-long-partition", ClusterConfig::default());
+    let target = run.busiest_leader();
+    let bound =
+        Duration::from_millis(3 * run.cluster.config.heartbeat_ms) + Duration::from_secs(10);
+    // Measured well past the bound, so a failure says how long it really took.
+    let measure_for = bound + Duration::from_secs(150);
+    let mut failures = Vec::new();
+    for cut in [Duration::from_secs(30), long_cut_from_env()] {
+        run.fault(&format!(
+            "cut datanode-{} from the ConfigNode for {cut:?}",
+            target + 1
+        ));
+        run.cluster.cut_from_config_nodes(target).expect("cut");
+        std::thread::sleep(cut);
+        run.cluster.heal_network().expect("heal");
+        let healed = Instant::now();
+        let normal = wait_for("NORMAL after the heal", measure_for, POLL, || {
+            run.cluster.lease_normal(target).then_some(())
+        });
+        let took = healed.elapsed();
+        let figure = match normal {
+            Ok(()) => format!("{:.1} s", took.as_secs_f64()),
+            Err(_) => format!("not within {:.0} s", measure_for.as_secs_f64()),
+        };
+        let line = format!(
+            "heal-to-NORMAL after a {}s cut: {figure} (bound {:.1} s)",
+            cut.as_secs(),
+            bound.as_secs_f64()
+        );
+        eprintln!("{line}");
+        run.cluster.note(line.clone());
+        if normal.is_err() || took > bound {
+            failures.push(format!(
+                "datanode-{}: {line}; lease state now {:?}",
+                target + 1,
+                run.cluster.lease_state(target)
+            ));
+        }
+        run.wait_acked_since(Instant::now(), 10, "writes after the heal");
+    }
+    run.finish_with(failures);
 }
