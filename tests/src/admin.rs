@@ -29,10 +29,16 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 const MESSAGE_BYTES_MAX: usize = 64 << 20;
 
 async fn channel(address: &str) -> Result<Channel> {
+    channel_with_timeout(address, CALL_TIMEOUT).await
+}
+
+/// A channel whose requests may take up to `request_timeout` (a drop legitimately waits out
+/// fence + margin; a 3 s request deadline cancelled it).
+async fn channel_with_timeout(address: &str, request_timeout: Duration) -> Result<Channel> {
     let endpoint = Endpoint::from_shared(format!("http://{address}"))
         .with_context(|| format!("endpoint {address}"))?
         .connect_timeout(CALL_TIMEOUT)
-        .timeout(CALL_TIMEOUT);
+        .timeout(request_timeout);
     match tokio::time::timeout(CALL_TIMEOUT, endpoint.connect()).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => bail!("connecting to {address}: {e}"),
@@ -236,7 +242,9 @@ pub async fn pending_delete(config_nodes: &[String], prefix: &str) -> Result<boo
 /// decides whom it asks and when. The outcome as the workload records it.
 pub async fn drop_on(address: &str, device: &str, measurement: Option<&str>) -> Outcome {
     let call = async {
-        let mut c = config_node(address).await?;
+        let mut c = ConfigNodeServiceClient::new(
+            channel_with_timeout(address, Duration::from_secs(90)).await?,
+        );
         let status = match measurement {
             Some(m) => c
                 .delete_timeseries(proto::DeleteTimeseriesReq {
