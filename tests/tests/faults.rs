@@ -138,7 +138,9 @@ impl Run {
             .expect("a session on one DataNode")
     }
 
-    /// Asserts that DataNode `j` refuses writes with 536 and reads with 535.
+    /// Asserts that fenced DataNode `j` answers writes at once — relayed to a DataNode holding
+    /// its lease (written, and counted in `relayed_writes_total`), or 536 when none takes it —
+    /// and reads with 535.
     fn assert_fenced_answers(&self, j: usize) {
         let single = self.single(j);
         let device = format!("{DATABASE}.fenced{j}");
@@ -149,10 +151,18 @@ impl Run {
             &device,
             self.cluster.config.time_partition_ms,
         ));
-        assert!(
-            matches!(&outcome, Outcome::Unknown(m) | Outcome::Failed(m) if m.contains("536")),
-            "a fenced DataNode must answer a write with 536: {outcome:?}"
-        );
+        match &outcome {
+            Outcome::Ok => assert!(
+                self.cluster
+                    .dn_metric(j, "relayed_writes_total")
+                    .is_some_and(|n| n >= 1.0),
+                "a fenced DataNode acknowledged a write it did not relay"
+            ),
+            Outcome::Failed(m) | Outcome::Unknown(m) => assert!(
+                m.contains("536"),
+                "a fenced DataNode must relay a write or answer 536: {outcome:?}"
+            ),
+        }
         let read = self.cluster.runtime.block_on(single.query_raw(
             &format!("{DATABASE}.w0d0"),
             "s1",
