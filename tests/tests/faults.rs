@@ -428,7 +428,12 @@ fn late_acks_lost(run: &Run, device: &str, late: &[TabletOp]) -> Vec<TabletOp> {
 
 /// Writes of `writer` to `device` that completed (any outcome) before `before`: validated
 /// against the metadata the drop invoked at `before` removes, so none of their points may survive.
-fn completed_before(history: &History, writer: &str, device: &str, before: Instant) -> Vec<TabletOp> {
+fn completed_before(
+    history: &History,
+    writer: &str,
+    device: &str,
+    before: Instant,
+) -> Vec<TabletOp> {
     history
         .tablets
         .lock()
@@ -639,10 +644,11 @@ fn delete_timeseries_waits_out_a_partitioned_stale_data_node() {
         .into_iter()
         .map(|(t, _)| t)
         .collect();
-    let survivors: Vec<TabletOp> = completed_before(&run.history, "stale", &victim, dropped.invoked)
-        .into_iter()
-        .filter(|op| op.timestamps.iter().any(|t| left.contains(t)))
-        .collect();
+    let survivors: Vec<TabletOp> =
+        completed_before(&run.history, "stale", &victim, dropped.invoked)
+            .into_iter()
+            .filter(|op| op.timestamps.iter().any(|t| left.contains(t)))
+            .collect();
     assert!(
         survivors.is_empty(),
         "points of {} writes completed before the drop survive it: {survivors:?}",
