@@ -190,13 +190,26 @@ impl ContactTracker {
         epoch: u64,
         now_ms: u64,
     ) -> bool {
-        let Some((leading, leader_since)) = self.leader_since else {
-            return false;
+        self.leading_term() == Some(term)
+            && now_ms.saturating_sub(self.older_incarnations_since(id, epoch))
+                > self.timings.fence_ms + self.timings.proceed_margin_ms
+    }
+
+    /// When every incarnation of `id` older than `epoch` counts as fenced, if nothing older is
+    /// heard from again (for a tracker that does not lead: a full `fence + margin` from now).
+    pub fn older_incarnations_fenced_at_ms(&self, id: u64, epoch: u64, now_ms: u64) -> u64 {
+        let since = match self.leader_since {
+            Some(_) => self.older_incarnations_since(id, epoch),
+            None => now_ms,
         };
-        if leading != term {
-            return false;
-        }
-        let since = match self.nodes.get(&id) {
+        since + self.timings.fence_ms + self.timings.proceed_margin_ms + 1
+    }
+
+    /// The last contact with any incarnation of `id` older than `epoch`, never before this
+    /// leader's election (a tracker that does not lead: 0; its verdicts check the term).
+    fn older_incarnations_since(&self, id: u64, epoch: u64) -> u64 {
+        let leader_since = self.leader_since_ms().unwrap_or(0);
+        match self.nodes.get(&id) {
             // The tracked incarnation is itself older than `epoch`: its contacts count too.
             Some(c) if c.incarnation_epoch < epoch => {
                 c.last_contact_ms.max(c.older_incarnations_last_contact_ms)
@@ -204,23 +217,7 @@ impl ContactTracker {
             Some(c) => c.older_incarnations_last_contact_ms,
             None => leader_since,
         }
-        .max(leader_since);
-        now_ms.saturating_sub(since) > self.timings.fence_ms + self.timings.proceed_margin_ms
-    }
-
-    /// When every incarnation of `id` older than `epoch` counts as fenced, if nothing older is
-    /// heard from again.
-    pub fn older_incarnations_fenced_at_ms(&self, id: u64, epoch: u64, now_ms: u64) -> u64 {
-        let leader_since = self.leader_since_ms().unwrap_or(now_ms);
-        let since = match self.nodes.get(&id) {
-            Some(c) if c.incarnation_epoch < epoch => {
-                c.last_contact_ms.max(c.older_incarnations_last_contact_ms)
-            }
-            Some(c) => c.older_incarnations_last_contact_ms,
-            None => leader_since,
-        }
-        .max(leader_since);
-        since + self.timings.fence_ms + self.timings.proceed_margin_ms + 1
+        .max(leader_since)
     }
 
     /// The DataNode's lease is live as far as this leader can tell.

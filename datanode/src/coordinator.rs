@@ -289,10 +289,11 @@ async fn relay_tablet(shared: &Arc<Shared>, tablet: &Tablet) -> proto::Status {
                 format!("{address}: no answer within {} ms", timeout.as_millis()),
             ),
         };
-        if written(&s) || !(is_retryable(s.code) || s.need_retry) {
-            if written(&s) {
-                inc(&shared.metrics.relayed_writes);
-            }
+        if written(&s) {
+            inc(&shared.metrics.relayed_writes);
+            return s;
+        }
+        if !is_retryable(s.code) && !s.need_retry {
             return s;
         }
         tracing::debug!(node, "relay refused: {} {}", s.code, s.message);

@@ -552,11 +552,11 @@ impl Shared {
             Some(long) if self.lease.is_live() => long,
             _ => short,
         };
-        let attempt_timeout = deadline.min(Duration::from_millis(self.config.dn_rpc_timeout_ms));
-        let attempt_timeout = if long.is_some() {
-            deadline
-        } else {
-            attempt_timeout
+        // A long statement gets one attempt for the whole deadline: re-sent after a shorter one,
+        // the ConfigNode would answer the copy "being deleted" while the first runs on.
+        let attempt_timeout = match long {
+            Some(_) => deadline,
+            None => deadline.min(Duration::from_millis(self.config.dn_rpc_timeout_ms)),
         };
         match tokio::time::timeout(
             deadline,

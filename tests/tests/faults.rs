@@ -444,6 +444,19 @@ fn completed_before(
         .collect()
 }
 
+/// Heals the network, waits until the cut-off DataNode is NORMAL again, then judges the writes it
+/// acknowledged after the drop ([`late_ack_failure`]): reads need the healed cluster.
+fn heal_and_judge_late_acks(
+    run: &Run,
+    stale_node: usize,
+    device: &str,
+    late: &[TabletOp],
+) -> Option<String> {
+    run.cluster.heal_network().expect("heal");
+    run.wait_recovered(stale_node);
+    late_ack_failure(run, device, late)
+}
+
 /// The failure, if any write the cut-off DataNode acknowledged after the drop is gone
 /// ([`late_acks_lost`]); notes how many were acknowledged late (relayed) either way.
 fn late_ack_failure(run: &Run, device: &str, late: &[TabletOp]) -> Option<String> {
@@ -871,9 +884,7 @@ fn writes_during_and_after_drops_obey_the_fence() {
         ));
         Vec::new()
     };
-    run.cluster.heal_network().expect("heal");
-    run.wait_recovered(stale_node);
-    failures.extend(late_ack_failure(&run, &device, &late));
+    failures.extend(heal_and_judge_late_acks(&run, stale_node, &device, &late));
 
     // Several drops of one target: the re-created first series, deleted again.
     run.fault("DELETE TIMESERIES during writes, of a series deleted before");
@@ -1086,9 +1097,7 @@ fn drop_resent_to_a_new_config_node_leader_waits_fence_plus_margin() {
         .note(format!("elections seen: {:?}", watch.elections()));
     note_outcomes(&run, "stale");
     writers.stop(&run.cluster.runtime);
-    run.cluster.heal_network().expect("heal");
-    run.wait_recovered(stale_node);
-    failures.extend(late_ack_failure(&run, &device, &late));
+    failures.extend(heal_and_judge_late_acks(&run, stale_node, &device, &late));
     run.finish_with(failures);
 }
 
@@ -1162,9 +1171,7 @@ fn fresh_drop_right_after_a_config_node_restart_waits_fence_plus_margin() {
     };
     note_outcomes(&run, "stale");
     writers.stop(&run.cluster.runtime);
-    run.cluster.heal_network().expect("heal");
-    run.wait_recovered(stale_node);
-    failures.extend(late_ack_failure(&run, &device, &late));
+    failures.extend(heal_and_judge_late_acks(&run, stale_node, &device, &late));
     run.finish_with(failures);
 }
 

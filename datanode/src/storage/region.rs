@@ -685,7 +685,7 @@ impl DataRegion {
                 state
                     .recent_tombstones
                     .iter()
-                    .filter(|t| tombstone_index(t) <= checkpoint)
+                    .filter(|t| t.index() <= checkpoint)
                     .cloned(),
             );
             (checkpoint, frozen, manifest)
@@ -733,16 +733,10 @@ impl DataRegion {
                 .retain(|(_, f)| !Arc::ptr_eq(f, &snapshot));
             partition.sealed.push(file);
         }
-        state
-            .recent_tombstones
-            .retain(|t| tombstone_index(t) > checkpoint);
+        state.recent_tombstones.retain(|t| t.index() > checkpoint);
         state.manifest = manifest;
         Ok(checkpoint)
     }
-}
-
-fn tombstone_index(t: &Tombstone) -> u64 {
-    t.index()
 }
 
 /// Records an applied deletion: it masks older sources and fences older inserts.
