@@ -2,7 +2,8 @@
 //! table of columns and rows that `output` renders as a box or as JSON.
 //!
 //! INSERT type rules (one tablet per statement, so the server's per-tablet atomicity holds):
-//! - a series that exists (looked up once per statement with `SHOW TIMESERIES <device>.`): every
+//! - a series that exists (its type looked up once per statement with `Session::series_types`,
+//!   which the DataNode answers from its schema cache): every
 //!   literal of its column is converted to the series' type when that is lossless (an integer to
 //!   INT32 / INT64 when it fits, to FLOAT up to 2^24 and to DOUBLE up to 2^53 in magnitude; a
 //!   float to FLOAT, rounded to single precision, or to DOUBLE); otherwise the column is sent with
@@ -173,7 +174,7 @@ pub async fn execute(session: &Session, statement: &Statement) -> Result<Outcome
             Ok(Outcome::done())
         }
         Statement::Insert(insert) => {
-            let tablet = build_tablet(insert, &series_types(session, &insert.device).await?)?;
+            let tablet = build_tablet(insert, &series_types(session, insert).await?)?;
             session.insert_tablet(&tablet).await?;
             Ok(Outcome::done())
         }
@@ -216,11 +217,18 @@ async fn device_series(
         .collect())
 }
 
+/// The types of those of the INSERT's series that exist. The DataNode answers this from its
+/// schema cache, or relays it when it is fenced: an INSERT needs no ConfigNode round trip on a
+/// DataNode that cannot make one.
 async fn series_types(
     session: &Session,
-    device: &str,
+    insert: &Insert,
 ) -> Result<HashMap<String, DataType>, ExecError> {
-    Ok(device_series(session, device).await?.into_iter().collect())
+    Ok(session
+        .series_types(&insert.device, &insert.measurements)
+        .await?
+        .into_iter()
+        .collect())
 }
 
 /// The measurements a projection names: `*` is every series of the device.

@@ -254,25 +254,14 @@ fn confignode_unreachable(s: &proto::Status) -> bool {
 /// else any peer), which validates and writes it itself: nothing here is trusted, so a fenced
 /// coordinator may do this. 536 with `need_retry` when no peer takes it.
 async fn relay_tablet(shared: &Arc<Shared>, tablet: &Tablet) -> proto::Status {
-    let mut candidates: Vec<u64> = shared.lease_holders.lock().clone();
-    let known: Vec<u64> = shared.addresses.read().keys().copied().collect();
-    // Holders first, then everyone else known (the holder list may be as stale as the lease).
-    for node in known {
-        if !candidates.contains(&node) {
-            candidates.push(node);
-        }
-    }
-    candidates.retain(|n| *n != shared.node_id);
-    if candidates.is_empty() {
+    let peers = relay_peers(shared);
+    if peers.is_empty() {
         return fenced_write(shared);
     }
     let wire = tablet_to_wire(tablet);
     let timeout = Duration::from_millis(shared.config.dn_write_timeout_ms);
     let mut last = None;
-    for node in candidates {
-        let Some(address) = shared.node_address(node) else {
-            continue;
-        };
+    for (node, address) in peers {
         let request = proto::RelayInsertReq {
             tablets: vec![wire.clone()],
             from_data_node_id: shared.node_id,
@@ -307,6 +296,157 @@ async fn relay_tablet(shared: &Arc<Shared>, tablet: &Tablet) -> proto::Status {
         );
     }
     s
+}
+
+/// Where a fenced coordinator relays: the DataNodes the ConfigNode last named as lease holders,
+/// then every other one known (the holder list may be as stale as the lease), never itself; each
+/// with its internal address.
+fn relay_peers(shared: &Shared) -> Vec<(u64, String)> {
+    let mut candidates: Vec<u64> = shared.lease_holders.lock().clone();
+    let known: Vec<u64> = shared.addresses.read().keys().copied().collect();
+    for node in known {
+        if !candidates.contains(&node) {
+            candidates.push(node);
+        }
+    }
+    candidates
+        .into_iter()
+        .filter(|n| *n != shared.node_id)
+        .filter_map(|n| Some((n, shared.node_address(n)?)))
+        .collect()
+}
+
+/// The types of `measurements` of `device` that exist, in the request's order, for a client that
+/// types its literals (the CLI's INSERT): from the schema cache when it holds every name, else
+/// from the ConfigNode (without creating anything). A fenced node, or one whose ConfigNode does
+/// not answer within its deadline, relays the lookup when `relay` allows, so the lookup never
+/// waits on a ConfigNode round trip this node cannot make; unrelayed it answers 536 (the lookup
+/// belongs to a write) with `need_retry`.
+pub(crate) async fn series_types(
+    shared: &Arc<Shared>,
+    device: &str,
+    measurements: &[String],
+    relay: Relay,
+) -> Outcome<Vec<(String, DataType)>> {
+    if measurements.len() > shared.storage_config.tablet_limits.measurements_max {
+        return Err(status(
+            StatusCode::IllegalParameter,
+            format!(
+                "{} measurements named; at most {} per lookup",
+                measurements.len(),
+                shared.storage_config.tablet_limits.measurements_max
+            ),
+        ));
+    }
+    let pick = |types: &BTreeMap<String, DataType>| -> Vec<(String, DataType)> {
+        measurements
+            .iter()
+            .filter_map(|m| Some((m.clone(), *types.get(m)?)))
+            .collect()
+    };
+    match shared.cache.schema(device) {
+        Err(_) => {
+            return match relay {
+                Relay::WhenFenced => relay_series_types(shared, device, measurements).await,
+                Relay::Never => Err(fenced_write(shared)),
+            }
+        }
+        Ok(Some(schema)) if measurements.iter().all(|m| schema.types.contains_key(m)) => {
+            return Ok(pick(&schema.types));
+        }
+        Ok(_) => {}
+    }
+    inc(&shared.metrics.schema_fetches);
+    let request = proto::FetchSchemaReq {
+        devices: vec![proto::DeviceSchemaRequest {
+            device: device.to_string(),
+            measurements: measurements
+                .iter()
+                .map(|m| proto::MeasurementSchema {
+                    name: m.clone(),
+                    data_type: 0,
+                })
+                .collect(),
+        }],
+        auto_create: false,
+        caller: Some(shared.caller()),
+    };
+    match fetch_schema(shared, request).await {
+        Ok(devices) => Ok(devices
+            .into_iter()
+            .find(|(d, _)| d == device)
+            .map(|(_, schema)| pick(&schema.types))
+            .unwrap_or_default()),
+        Err(s) if relay == Relay::WhenFenced && confignode_unreachable(&s) => {
+            relay_series_types(shared, device, measurements).await
+        }
+        Err(s) => Err(s),
+    }
+}
+
+/// [`series_types`] asked of the peers [`relay_peers`] names, first answer wins.
+async fn relay_series_types(
+    shared: &Arc<Shared>,
+    device: &str,
+    measurements: &[String],
+) -> Outcome<Vec<(String, DataType)>> {
+    let timeout = Duration::from_millis(shared.config.dn_rpc_timeout_ms);
+    let mut last: Option<proto::Status> = None;
+    for (node, address) in relay_peers(shared) {
+        let request = proto::SeriesTypesReq {
+            session_id: 0,
+            device: device.to_string(),
+            measurements: measurements.to_vec(),
+        };
+        let mut peer = shared.peer(&address);
+        let s = match tokio::time::timeout(timeout, peer.relay_series_types(request)).await {
+            Ok(Ok(resp)) => {
+                let resp = resp.into_inner();
+                match resp.status {
+                    Some(s) if s.code != i32::from(StatusCode::Success.code()) => s,
+                    _ => {
+                        inc(&shared.metrics.relayed_lookups);
+                        return series_from_wire(resp.series);
+                    }
+                }
+            }
+            Ok(Err(e)) => status(
+                StatusCode::CanNotConnectDatanode,
+                format!("{address}: {}", e.message()),
+            ),
+            Err(_) => status(
+                StatusCode::InternalRequestTimeOut,
+                format!("{address}: no answer within {} ms", timeout.as_millis()),
+            ),
+        };
+        if !is_retryable(s.code) && !s.need_retry {
+            return Err(s);
+        }
+        tracing::debug!(node, "relayed lookup refused: {} {}", s.code, s.message);
+        last = Some(s);
+    }
+    let mut s = fenced_write(shared);
+    if let Some(last) = last {
+        s.message = format!(
+            "{}; no peer answered the lookup either (last: {})",
+            s.message, last.message
+        );
+    }
+    Err(s)
+}
+
+/// Series types off the wire; a type this build does not know is a metadata error.
+pub(crate) fn series_from_wire(
+    series: Vec<proto::MeasurementSchema>,
+) -> Outcome<Vec<(String, DataType)>> {
+    series
+        .into_iter()
+        .map(|m| {
+            let t = proto::data_type(m.data_type)
+                .map_err(|e| status(StatusCode::MetadataError, e.to_string()))?;
+            Ok((m.name, t))
+        })
+        .collect()
 }
 
 /// IoTDB's REDIRECTION_RECOMMEND hint: the session address of `region`'s leader when another

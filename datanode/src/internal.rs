@@ -375,6 +375,21 @@ impl DataNodeInternalService for InternalService {
         ))
     }
 
+    async fn relay_series_types(
+        &self,
+        request: Request<proto::SeriesTypesReq>,
+    ) -> RpcResult<proto::SeriesTypesResp> {
+        let req = request.into_inner();
+        let outcome = crate::coordinator::series_types(
+            &self.shared,
+            &req.device,
+            &req.measurements,
+            Relay::Never,
+        )
+        .await;
+        Ok(Response::new(crate::session::series_types_resp(outcome)))
+    }
+
     async fn read_region(
         &self,
         request: Request<proto::RegionReadReq>,

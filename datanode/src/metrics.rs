@@ -42,6 +42,10 @@ pub struct Metrics {
     pub relayed_writes: AtomicU64,
     /// Writes relayed here by a fenced peer.
     pub relayed_writes_received: AtomicU64,
+    /// Series-type lookups a fenced coordinator relayed to a peer holding its lease.
+    pub relayed_lookups: AtomicU64,
+    /// Requests forwarded or made to the ConfigNode for sessions and writes.
+    pub confignode_requests: AtomicU64,
     /// Requests to the ConfigNode that ran out of `dn_confignode_deadline_ms`.
     pub confignode_deadlines: AtomicU64,
     /// Reads refused with 535.
@@ -179,6 +183,16 @@ pub(crate) fn render(shared: &Shared) -> String {
             "relayed_writes_received_total",
             "Session writes relayed here by a fenced peer DataNode.",
             &m.relayed_writes_received,
+        ),
+        (
+            "relayed_lookups_total",
+            "Series-type lookups a fenced coordinator relayed to a peer DataNode holding its lease.",
+            &m.relayed_lookups,
+        ),
+        (
+            "confignode_requests_total",
+            "Requests forwarded or made to the ConfigNode for sessions and writes.",
+            &m.confignode_requests,
         ),
         (
             "confignode_deadlines_total",

@@ -547,6 +547,7 @@ impl Shared {
         F: Fn(ConfigNodeServiceClient<runtime::PooledChannel>) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
+        inc(&self.metrics.confignode_requests);
         let short = Duration::from_millis(self.config.dn_confignode_deadline_ms);
         let deadline = match long {
             Some(long) if self.lease.is_live() => long,

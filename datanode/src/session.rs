@@ -68,6 +68,28 @@ pub(crate) async fn insert_wire_tablets(
     insert_tablets(shared, tablets, relay).await
 }
 
+/// A [`crate::coordinator::series_types`] outcome on the wire.
+pub(crate) fn series_types_resp(
+    outcome: Result<Vec<(String, DataType)>, proto::Status>,
+) -> proto::SeriesTypesResp {
+    match outcome {
+        Ok(series) => proto::SeriesTypesResp {
+            status: Some(ok()),
+            series: series
+                .into_iter()
+                .map(|(name, t)| proto::MeasurementSchema {
+                    name,
+                    data_type: proto::data_type_to_wire(t) as i32,
+                })
+                .collect(),
+        },
+        Err(s) => proto::SeriesTypesResp {
+            status: Some(s),
+            series: Vec::new(),
+        },
+    }
+}
+
 fn too_many(what: &str, n: usize, max: usize) -> Option<proto::Status> {
     (n > max).then(|| {
         status(
@@ -329,6 +351,21 @@ impl SessionService for SessionServiceImpl {
                 ..Default::default()
             }
         })))
+    }
+
+    async fn series_types(
+        &self,
+        request: Request<proto::SeriesTypesReq>,
+    ) -> RpcResult<proto::SeriesTypesResp> {
+        let req = request.into_inner();
+        let outcome = crate::coordinator::series_types(
+            &self.shared,
+            &req.device,
+            &req.measurements,
+            Relay::WhenFenced,
+        )
+        .await;
+        Ok(Response::new(series_types_resp(outcome)))
     }
 
     async fn show_cluster(

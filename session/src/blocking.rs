@@ -88,6 +88,16 @@ impl BlockingSession {
         self.runtime.block_on(self.session.insert_records(records))
     }
 
+    /// See [`Session::series_types`].
+    pub fn series_types(
+        &self,
+        device: &str,
+        measurements: &[String],
+    ) -> Result<Vec<(String, common::DataType)>> {
+        self.runtime
+            .block_on(self.session.series_types(device, measurements))
+    }
+
     /// See [`Session::show_timeseries`].
     pub fn show_timeseries(&self, prefix: &str) -> Result<Vec<TimeseriesView>> {
         self.runtime.block_on(self.session.show_timeseries(prefix))

@@ -518,6 +518,35 @@ impl Session {
         .collect()
     }
 
+    /// The types of those of `measurements` of `device` that exist, in the order named (what
+    /// the CLI's INSERT types its literals by). The DataNode answers from its schema cache when
+    /// it can, and a fenced one relays the lookup to a peer holding its lease.
+    pub async fn series_types(
+        &self,
+        device: &str,
+        measurements: &[String],
+    ) -> Result<Vec<(String, DataType)>> {
+        self.call(Some(device), |mut c, session_id| {
+            let req = proto::SeriesTypesReq {
+                session_id,
+                device: device.to_string(),
+                measurements: measurements.to_vec(),
+            };
+            async move {
+                let r = c.series_types(req).await?.into_inner();
+                Ok((status_of(r.status), r.series))
+            }
+        })
+        .await?
+        .into_iter()
+        .map(|m| {
+            let t = proto::data_type(m.data_type)
+                .map_err(|e| SessionError::Protocol(format!("series {device}.{}: {e}", m.name)))?;
+            Ok((m.name, t))
+        })
+        .collect()
+    }
+
     /// `SHOW CLUSTER`.
     pub async fn show_cluster(&self) -> Result<ClusterView> {
         self.call(None, |mut c, session_id| async move {

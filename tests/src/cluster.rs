@@ -94,7 +94,7 @@ pub fn bin_dir() -> Result<PathBuf> {
                 .to_path_buf()
         }
     };
-    for binary in ["confignode", "datanode"] {
+    for binary in ["confignode", "datanode", "fencepost"] {
         if !dir.join(binary).is_file() {
             bail!(
                 "binary `{binary}` not found in {} — build it first with `{BUILD_COMMAND}` \

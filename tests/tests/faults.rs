@@ -1175,6 +1175,67 @@ fn fresh_drop_right_after_a_config_node_restart_waits_fence_plus_margin() {
     run.finish_with(failures);
 }
 
+/// Observation 1 of issue 15, through the real CLI: `n` INSERTs given DataNode `j` (fenced, cut
+/// off from the ConfigNode) as the first endpoint. Each must succeed, and `j` must make no
+/// ConfigNode round trip for them (`confignode_requests_total` unchanged): the type lookup and
+/// the write are relayed to a lease holder. (The lookup used to be a SHOW TIMESERIES forwarded to
+/// the unreachable ConfigNode: 10 s per statement, later 5 s.) Prints the statements' latencies;
+/// returns the failures.
+fn cli_inserts_through(run: &Run, j: usize, database: &str, n: usize) -> Vec<String> {
+    let bin = fencepost_tests::cluster::bin_dir()
+        .expect("binaries")
+        .join("fencepost");
+    let mut endpoints = vec![run.cluster.dn_endpoint(j)];
+    endpoints.extend(
+        (0..run.cluster.config.data_nodes)
+            .filter(|k| *k != j)
+            .map(|k| run.cluster.dn_endpoint(k)),
+    );
+    let endpoints = endpoints.join(",");
+    let requests = |run: &Run| run.cluster.dn_metric(j, "confignode_requests_total");
+    let before = requests(run);
+    let mut failures = Vec::new();
+    let mut took = Vec::new();
+    for i in 0..n {
+        let statement = format!(
+            "INSERT INTO {database}.d(time, v) VALUES ({}, {i})",
+            1_000 + i
+        );
+        let started = Instant::now();
+        let out = std::process::Command::new(&bin)
+            .args(["--endpoints", &endpoints, "-e", &statement])
+            .output()
+            .expect("running the fencepost CLI");
+        took.push(started.elapsed());
+        if !out.status.success() {
+            failures.push(format!(
+                "CLI `{statement}` through datanode-{} (cut off) failed: {} {}",
+                j + 1,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    let after = requests(run);
+    let max = took.iter().max().copied().unwrap_or_default();
+    let mean = took.iter().sum::<Duration>() / n.max(1) as u32;
+    let line = format!(
+        "CLI INSERT through the cut-off datanode-{}: mean {:.0} ms, max {:.0} ms over {n}; its \
+         ConfigNode requests {before:?} -> {after:?}",
+        j + 1,
+        mean.as_secs_f64() * 1e3,
+        max.as_secs_f64() * 1e3
+    );
+    eprintln!("{line}");
+    run.cluster.note(line.clone());
+    if before.is_none() || before != after {
+        failures.push(format!(
+            "{line}: the fenced DataNode asked the ConfigNode for a CLI INSERT"
+        ));
+    }
+    failures
+}
+
 /// `FENCEPOST_LONG_CUT_SECS`: the long partition of scenario 11 (default 80 s, past the ~60 s
 /// beyond which recovery used to take minutes; 180 for three minutes).
 fn long_cut_from_env() -> Duration {
@@ -1192,7 +1253,8 @@ fn long_cut_from_env() -> Duration {
 /// Scenario 11: a DataNode cut from the ConfigNode for 30 s, then for `FENCEPOST_LONG_CUT_SECS`
 /// (default 80), while writes flow: after each heal it must be NORMAL again (lease live, caches
 /// pulled) within 3 heartbeat intervals + 10 s — the target is one heartbeat plus the pull.
-/// Prints "heal-to-NORMAL after a Ns cut: X s" for both.
+/// Prints "heal-to-NORMAL after a Ns cut: X s" for both. During the first cut, CLI INSERTs
+/// through the cut-off DataNode must succeed without a ConfigNode round trip there.
 #[test]
 fn long_partition_heals_to_normal_within_a_few_heartbeats() {
     let _serial = serial();
@@ -1206,13 +1268,28 @@ fn long_partition_heals_to_normal_within_a_few_heartbeats() {
     // Measured well past the bound, so a failure says how long it really took.
     let measure_for = bound + Duration::from_secs(150);
     let mut failures = Vec::new();
-    for cut in [Duration::from_secs(30), long_cut_from_env()] {
+    let probe_database = "root.fpcli";
+    run.cluster
+        .runtime
+        .block_on(run.session.create_database(probe_database))
+        .expect("CREATE DATABASE for the CLI probe");
+    for (i, cut) in [Duration::from_secs(30), long_cut_from_env()]
+        .into_iter()
+        .enumerate()
+    {
         run.fault(&format!(
             "cut datanode-{} from the ConfigNode for {cut:?}",
             target + 1
         ));
+        let cut_at = Instant::now();
         run.cluster.cut_from_config_nodes(target).expect("cut");
-        std::thread::sleep(cut);
+        if i == 0 {
+            run.cluster
+                .wait_fenced(target)
+                .expect("the cut DataNode fences itself");
+            failures.extend(cli_inserts_through(&run, target, probe_database, 10));
+        }
+        std::thread::sleep(cut.saturating_sub(cut_at.elapsed()));
         run.cluster.heal_network().expect("heal");
         let healed = Instant::now();
         let normal = wait_for("NORMAL after the heal", measure_for, POLL, || {

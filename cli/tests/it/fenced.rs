@@ -1,5 +1,6 @@
 //! A fenced DataNode through the CLI: its own lease view says so, a query sent only to it
-//! answers 535 (never retried), and writes given every endpoint still succeed elsewhere.
+//! answers 535 (never retried), an INSERT sent only to it is relayed (type lookup and write) with
+//! no ConfigNode round trip there, and writes given every endpoint still succeed.
 
 use serde_json::json;
 
@@ -13,7 +14,8 @@ async fn a_fenced_datanode_answers_535() {
     sql(
         &all,
         true,
-        "CREATE DATABASE root.f; INSERT INTO root.f.d(time, v) VALUES (1, 1)",
+        "CREATE DATABASE root.f; CREATE TIMESERIES root.f.d.i WITH DATATYPE=INT32; \
+         INSERT INTO root.f.d(time, v) VALUES (1, 1)",
     )
     .await
     .assert_exit(0);
@@ -46,8 +48,41 @@ async fn a_fenced_datanode_answers_535() {
     run.assert_exit(1);
     assert!(run.stderr.starts_with("Msg: 535: "), "{run:?}");
 
+    // Given only the fenced DataNode, an INSERT succeeds and that node makes no ConfigNode
+    // round trip for it: it relays both the type lookup and the write to a lease holder.
+    let page = cluster.nodes[0].metrics_text();
+    let requests = testkit::raw::metric(&page, "confignode_requests_total");
+    let lookups = testkit::raw::metric(&page, "relayed_lookups_total");
+    let answer = sql(&first, true, "INSERT INTO root.f.d(time, v) VALUES (2, 2)")
+        .await
+        .assert_exit(0)
+        .one();
+    assert_eq!(status(&answer), 200, "{answer}");
+    let page = cluster.nodes[0].metrics_text();
+    assert_eq!(
+        testkit::raw::metric(&page, "confignode_requests_total"),
+        requests,
+        "the fenced DataNode asked the ConfigNode during the INSERT"
+    );
+    assert_eq!(
+        testkit::raw::metric(&page, "relayed_lookups_total"),
+        lookups + 1,
+        "the type lookup was relayed"
+    );
+    // The relayed lookup finds an existing series' type: an integer literal for the INT32
+    // series goes as INT32 (a new series would be DOUBLE, answered 614).
+    let answer = sql(
+        &first,
+        true,
+        "INSERT INTO root.f.d(time, v, i) VALUES (3, 3.5, 7)",
+    )
+    .await
+    .assert_exit(0)
+    .one();
+    assert_eq!(status(&answer), 200, "{answer}");
+
     // With every endpoint, the session moves a 536 on to a DataNode that holds its lease.
-    let answer = sql(&all, true, "INSERT INTO root.f.d(time, v) VALUES (2, 2)")
+    let answer = sql(&all, true, "INSERT INTO root.f.d(time, v) VALUES (4, 4)")
         .await
         .assert_exit(0)
         .one();
@@ -62,6 +97,6 @@ async fn a_fenced_datanode_answers_535() {
         .await
         .assert_exit(0)
         .one();
-    assert_eq!(rows(&counted), vec![json!([2])]);
+    assert_eq!(rows(&counted), vec![json!([4])]);
     cluster.stop().await;
 }
