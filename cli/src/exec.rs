@@ -99,9 +99,9 @@ impl ExecError {
     /// The IoTDB status code; 305 (INTERNAL_SERVER_ERROR) when the session has none (a
     /// malformed answer, an RPC failure that is no status).
     pub fn code(&self) -> i32 {
-        let internal = i32::from(StatusCode::InternalServerError.code());
+        let internal = StatusCode::InternalServerError.wire();
         match self {
-            ExecError::Parse(_) => i32::from(StatusCode::IllegalParameter.code()),
+            ExecError::Parse(_) => StatusCode::IllegalParameter.wire(),
             ExecError::Session(e) => e.code().unwrap_or(internal),
             ExecError::Refused { code, .. } => i32::from(code.code()),
         }

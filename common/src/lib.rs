@@ -1,11 +1,18 @@
 //! Fencepost's shared vocabulary: the IoTDB tree-model data types, tablets, status codes and the
-//! partition math every node must agree on (DESIGN §2, §3).
+//! partition math every node must agree on (design §2, §3).
 //!
-//! Architecture invariant: this crate does no I/O and knows no server; the client (`session`) may
-//! depend on it.
+//! It also holds the one byte codec ([`codec`]), the one sealed-file envelope ([`envelope`]) and
+//! the one durable file replacement ([`durable`]) every node uses.
+//!
+//! Architecture invariant: this crate does no networking, no async and knows no server (its only
+//! file I/O is [`durable`]); the client (`session`) may depend on it.
 #![deny(missing_docs)]
 
+pub mod codec;
+pub mod durable;
+pub mod envelope;
 mod partition;
+pub mod path;
 mod status;
 mod tablet;
 

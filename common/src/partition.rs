@@ -1,4 +1,4 @@
-//! Partition math (DESIGN §2): series slots by BKDR hash of the device path, time slots by floor
+//! Partition math (design §2): series slots by BKDR hash of the device path, time slots by floor
 //! division from an origin. Every node must compute the same numbers, so these functions are the
 //! only place the formulas live.
 

@@ -1,4 +1,4 @@
-//! IoTDB status codes (DESIGN §3). Numbers are IoTDB's; a number is never reused for another meaning.
+//! IoTDB status codes (design §3). Numbers are IoTDB's; a number is never reused for another meaning.
 
 use std::fmt;
 
@@ -55,9 +55,35 @@ impl StatusCode {
         StatusCode::CanNotConnectDatanode,
     ];
 
+    /// Answers that say nothing against the request itself, only against where or when it was
+    /// sent: a session, a coordinator and a relaying DataNode retry them on another DataNode (or
+    /// the same one later). Every other code is final.
+    pub const RETRYABLE: [StatusCode; 5] = [
+        StatusCode::MetadataLeaseFencedRetryRequired,
+        StatusCode::RegionLeaderChangeError,
+        StatusCode::InternalRequestTimeOut,
+        StatusCode::WriteProcessReject,
+        StatusCode::CanNotConnectDatanode,
+    ];
+
     /// The IoTDB number.
     pub fn code(self) -> u16 {
         self as u16
+    }
+
+    /// The number as protobuf carries it.
+    pub fn wire(self) -> i32 {
+        i32::from(self.code())
+    }
+
+    /// The code for a protobuf number, if Fencepost knows it.
+    pub fn from_wire(code: i32) -> Option<StatusCode> {
+        StatusCode::from_code(u16::try_from(code).ok()?)
+    }
+
+    /// Whether the code is in [`StatusCode::RETRYABLE`].
+    pub fn is_retryable(self) -> bool {
+        StatusCode::RETRYABLE.contains(&self)
     }
 
     /// The code for an IoTDB number, if Fencepost knows it.

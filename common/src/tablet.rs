@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// A series' value type (DESIGN §2). The `u8` codes are IoTDB's `TSDataType` ordinals and are
+/// A series' value type (design §2). The `u8` codes are IoTDB's `TSDataType` ordinals and are
 /// used on disk and on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
@@ -305,7 +305,7 @@ impl Default for TabletLimits {
             rows_max: 1_000_000,
             measurements_max: 10_000,
             text_bytes_max: 65_536,
-            path_bytes_max: 1024,
+            path_bytes_max: crate::path::PATH_BYTES_MAX,
         }
     }
 }
@@ -591,53 +591,22 @@ fn limit(what: &'static str, actual: usize, limit: usize) -> Result<(), TabletEr
     Ok(())
 }
 
-fn valid_name(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() {
-        return Err("empty name");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b >= 0x80)
-    {
-        return Err("names may hold letters, digits, '_' and '-' only");
-    }
-    Ok(())
-}
-
 fn validate_device(device: &str, limits: &TabletLimits) -> Result<(), TabletError> {
-    let invalid = |reason| TabletError::InvalidDevice {
-        device: device.to_string(),
-        reason,
-    };
-    if device.len() > limits.path_bytes_max {
-        return Err(invalid("path too long"));
-    }
-    let mut parts = device.split('.');
-    if parts.next() != Some("root") {
-        return Err(invalid("must start with 'root.'"));
-    }
-    let mut count = 0;
-    for part in parts {
-        valid_name(part).map_err(invalid)?;
-        count += 1;
-    }
-    if count < 2 {
-        return Err(invalid(
-            "needs a database and a device name, e.g. root.sg.d1",
-        ));
-    }
-    Ok(())
+    crate::path::check_device(device, limits.path_bytes_max).map_err(|reason| {
+        TabletError::InvalidDevice {
+            device: device.to_string(),
+            reason,
+        }
+    })
 }
 
 fn validate_measurement(name: &str, limits: &TabletLimits) -> Result<(), TabletError> {
-    let invalid = |reason| TabletError::InvalidMeasurement {
-        name: name.to_string(),
-        reason,
-    };
-    if name.len() > limits.path_bytes_max {
-        return Err(invalid("name too long"));
-    }
-    valid_name(name).map_err(invalid)
+    crate::path::check_measurement(name, limits.path_bytes_max).map_err(|reason| {
+        TabletError::InvalidMeasurement {
+            name: name.to_string(),
+            reason,
+        }
+    })
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 
 use common::DataType;
 
-use crate::codec::{Reader, Writer};
 use crate::error::DecodeError;
 use crate::state::NodeStatus;
+use common::codec::{Reader, Writer};
 
 /// Version byte of the encoding.
 pub const COMMAND_VERSION: u8 = 1;
@@ -24,7 +24,7 @@ pub struct SeriesSpec {
     pub data_type: DataType,
 }
 
-/// A change to the metadata. Everything apply needs is inside the command (DESIGN §5: apply is
+/// A change to the metadata. Everything apply needs is inside the command (design §5: apply is
 /// deterministic), including the leader's allocation parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -132,7 +132,7 @@ impl Command {
             } => {
                 w.u8(kind::CREATE_TIMESERIES);
                 w.bool(*auto_create);
-                w.count(series.len());
+                w.len32(series.len());
                 for s in series {
                     w.str16(&s.device);
                     w.str16(&s.measurement);
@@ -149,7 +149,7 @@ impl Command {
                 w.str16(database);
                 w.u32(*replication_factor);
                 w.u32(*region_groups_max);
-                w.count(slots.len());
+                w.len32(slots.len());
                 for (series_slot, time_slot) in slots {
                     w.u32(*series_slot);
                     w.i64(*time_slot);
@@ -157,7 +157,7 @@ impl Command {
             }
             Command::BeginDeleteTimeseries { series } => {
                 w.u8(kind::BEGIN_DELETE_TIMESERIES);
-                w.count(series.len());
+                w.len32(series.len());
                 for (device, measurement) in series {
                     w.str16(device);
                     w.str16(measurement);
@@ -172,7 +172,7 @@ impl Command {
                 w.u64(*operation_id);
             }
         }
-        w.buf
+        w.into_bytes()
     }
 
     /// Inverse of [`Command::encode`]; refuses unknown versions and kinds and trailing bytes.
@@ -290,7 +290,7 @@ impl CommandResult {
             }
             CommandResult::RegionsCreated(ids) => {
                 w.u8(2);
-                w.count(ids.len());
+                w.len32(ids.len());
                 ids.iter().for_each(|id| w.u64(*id));
             }
             CommandResult::OperationBegun(id) => {
@@ -298,7 +298,7 @@ impl CommandResult {
                 w.u64(*id);
             }
         }
-        w.buf
+        w.into_bytes()
     }
 
     /// Inverse of [`CommandResult::encode`].

@@ -40,7 +40,7 @@ pub struct ConfigNodeConfig {
     /// Milliseconds between two heartbeats from the leader to every DataNode. Default 1000.
     pub heartbeat_interval_ms: u64,
     /// A DataNode trusts its caches while its last processed heartbeat is younger than this many
-    /// milliseconds (DESIGN §4). Default 20000.
+    /// milliseconds (design §4). Default 20000.
     pub metadata_lease_fence_ms: u64,
     /// Extra milliseconds the ConfigNode waits past `metadata_lease_fence_ms` before it counts an
     /// unreachable DataNode as fenced (covers clock-rate differences and heartbeat processing).

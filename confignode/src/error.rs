@@ -5,15 +5,7 @@ use common::StatusCode;
 /// Result of a ConfigNode call.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Why a byte string did not decode; `offset` is relative to the start of the buffer.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("decode error at byte {offset}: {reason}")]
-pub struct DecodeError {
-    /// Byte offset of the problem.
-    pub offset: u64,
-    /// What is wrong.
-    pub reason: String,
-}
+pub use common::codec::DecodeError;
 
 /// A command that the metadata state machine refuses. Deterministic: every replica refuses it
 /// alike, so it is the entry's result.

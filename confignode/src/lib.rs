@@ -10,7 +10,6 @@
 #![deny(missing_docs)]
 
 pub mod client;
-mod codec;
 pub mod command;
 pub mod config;
 mod error;

@@ -1,4 +1,4 @@
-//! The fence protocol's waiting steps (DESIGN §4): broadcast an invalidation until every
+//! The fence protocol's waiting steps (design §4): broadcast an invalidation until every
 //! DataNode acknowledged it or is fenced, then order the data deletion through each affected
 //! region's raft log. Time comes from an injected clock and `tokio::time` (tests pause it).
 
@@ -215,7 +215,7 @@ impl Propagator {
             }
             match result {
                 Ok(Ok(resp))
-                    if resp.status.as_ref().is_some_and(|s| s.code == 200)
+                    if resp.status.as_ref().is_some_and(|s| s.is_success())
                         && resp.incarnation_epoch == target.incarnation_epoch =>
                 {
                     let now = self.clock.now_ms();
@@ -298,7 +298,7 @@ impl Propagator {
             match tokio::time::timeout(timeout, call).await {
                 Ok(Ok(resp)) => {
                     let status = resp.status.unwrap_or_default();
-                    if status.code == i32::from(StatusCode::Success.code()) {
+                    if status.is(StatusCode::Success) {
                         return true;
                     }
                     if let Some(redirect) = status.redirect {

@@ -418,7 +418,7 @@ impl Shared {
         if self.leader_term.lock().as_ref() != Some(&term) {
             return;
         }
-        if resp.status.as_ref().is_none_or(|s| s.code != 200) || resp.incarnation_epoch != epoch {
+        if resp.status.as_ref().is_none_or(|s| !s.is_success()) || resp.incarnation_epoch != epoch {
             tracing::debug!(
                 node = id,
                 "heartbeat refused: {:?} (epoch {} vs {epoch})",
@@ -474,7 +474,7 @@ impl Shared {
         }
         while let Some(joined) = calls.join_next().await {
             match joined {
-                Ok((_, Ok(Ok(status)))) if status.code == 200 => {}
+                Ok((_, Ok(Ok(status)))) if status.is_success() => {}
                 Ok((address, outcome)) => {
                     tracing::warn!(address, "creating a region replica: {outcome:?}")
                 }
@@ -499,18 +499,6 @@ fn load_snapshot(path: &std::path::Path) -> Result<MetadataState> {
     }
 }
 
-/// Writes `bytes` to `path` atomically and durably: temp file, fsync, rename, fsync directory.
-fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let dir = path.parent().expect("the snapshot path has a directory");
-    let temp = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&temp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temp, path)?;
-    std::fs::File::open(dir)?.sync_all()
-}
-
 /// Every second: once `cn_snapshot_interval_entries` entries were applied since the last
 /// snapshot, write a new one durably, then let raft drop the log up to it. The file is written
 /// first, so after a crash at any point the snapshot plus the remaining log hold everything.
@@ -527,7 +515,8 @@ async fn snapshot_loop(shared: Arc<Shared>, path: std::path::PathBuf, mut last_i
         };
         let written = {
             let path = path.clone();
-            tokio::task::spawn_blocking(move || write_durably(&path, &bytes)).await
+            tokio::task::spawn_blocking(move || common::durable::replace_durably(&path, &bytes))
+                .await
         };
         match written {
             Ok(Ok(())) => {}

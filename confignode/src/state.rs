@@ -1,5 +1,5 @@
 //! The metadata state machine: a pure, deterministic `apply(command)` over the DataNode registry,
-//! databases, series, the partition table and region groups (DESIGN §2, §4).
+//! databases, series, the partition table and region groups (design §2, §4).
 //!
 //! Architecture invariant: `apply` reads nothing but the command and the prior state — no clock,
 //! no randomness, no configuration — so every ConfigNode replica computes the same state and the
@@ -8,14 +8,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::DataType;
+use common::codec::Writer;
+use common::{envelope, DataType};
 
-use crate::codec::{Reader, Writer};
 use crate::command::{Command, CommandResult, SeriesSpec};
 use crate::error::{DecodeError, MetadataError};
 
 /// Longest path (database, device) in bytes.
-pub const PATH_BYTES_MAX: usize = 1024;
+pub const PATH_BYTES_MAX: usize = common::path::PATH_BYTES_MAX;
 /// Most DataNodes in the registry.
 pub const DATA_NODES_MAX: usize = 4096;
 /// Most series in the registry.
@@ -133,52 +133,24 @@ pub struct MetadataState {
     operations: BTreeMap<u64, OperationKind>,
 }
 
-fn validate_path(path: &str, components_min: usize) -> Result<(), MetadataError> {
-    let illegal = |reason| {
-        Err(MetadataError::IllegalPath {
-            path: path.to_string(),
-            reason,
-        })
-    };
-    if path.len() > PATH_BYTES_MAX {
-        return illegal("longer than 1024 bytes");
-    }
-    let mut parts = path.split('.');
-    if parts.next() != Some("root") {
-        return illegal("does not start with root.");
-    }
-    let mut count = 1;
-    for part in parts {
-        count += 1;
-        if part.is_empty() {
-            return illegal("empty component");
-        }
-        if !part
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            return illegal("components hold only letters, digits, '_' and '-'");
-        }
-    }
-    if count < components_min {
-        return illegal("too few components");
-    }
-    Ok(())
+/// `path` judged by `check` (one of `common::path`'s rules).
+fn validate_path(
+    path: &str,
+    check: fn(&str, usize) -> common::path::PathResult,
+) -> Result<(), MetadataError> {
+    check(path, PATH_BYTES_MAX).map_err(|reason| MetadataError::IllegalPath {
+        path: path.to_string(),
+        reason,
+    })
 }
 
 fn validate_measurement(device: &str, measurement: &str) -> Result<(), MetadataError> {
-    if measurement.is_empty()
-        || measurement.len() > PATH_BYTES_MAX
-        || !measurement
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        return Err(MetadataError::IllegalPath {
+    common::path::check_measurement(measurement, PATH_BYTES_MAX).map_err(|reason| {
+        MetadataError::IllegalPath {
             path: format!("{device}.{measurement}"),
-            reason: "a measurement is one component of letters, digits, '_' and '-'",
-        });
-    }
-    Ok(())
+            reason,
+        }
+    })
 }
 
 /// Whether `path` lies strictly inside `database`.
@@ -446,7 +418,7 @@ impl MetadataState {
     }
 
     fn create_database(&mut self, database: &str) -> Result<(), MetadataError> {
-        validate_path(database, 2)?;
+        validate_path(database, common::path::check_database)?;
         if let Some(pending) = self.databases.get(database) {
             return Err(if *pending {
                 MetadataError::PendingDelete(database.to_string())
@@ -477,7 +449,7 @@ impl MetadataState {
         // Validate everything first so that a refused command changes nothing.
         let mut new_databases = BTreeSet::new();
         for s in series {
-            validate_path(&s.device, 3)?;
+            validate_path(&s.device, common::path::check_device)?;
             validate_measurement(&s.device, &s.measurement)?;
             match self.database_of(&s.device) {
                 Some((db, true)) => return Err(MetadataError::PendingDelete(db.to_string())),
@@ -717,14 +689,16 @@ impl MetadataState {
     /// partitions, regions and operations (each a u32 count then items), then CRC32 of all
     /// preceding bytes.
     pub fn encode_snapshot(&self) -> Vec<u8> {
-        let mut w = Writer::default();
-        w.buf.extend_from_slice(Self::SNAPSHOT_MAGIC);
+        envelope::seal(Self::SNAPSHOT_MAGIC, |w| self.encode_snapshot_body(w))
+    }
+
+    fn encode_snapshot_body(&self, w: &mut Writer) {
         w.u64(self.applied_index);
         w.u64(self.metadata_version);
         w.u64(self.next_data_node_id);
         w.u64(self.next_region_id);
         w.u64(self.next_operation_id);
-        w.count(self.data_nodes.len());
+        w.len32(self.data_nodes.len());
         for n in self.data_nodes.values() {
             w.u64(n.id);
             w.str16(&n.internal_address);
@@ -732,40 +706,40 @@ impl MetadataState {
             w.u64(n.incarnation_epoch);
             w.u8(n.status.code());
         }
-        w.count(self.databases.len());
+        w.len32(self.databases.len());
         for (db, pending) in &self.databases {
             w.str16(db);
             w.bool(*pending);
         }
-        w.count(self.series.len());
+        w.len32(self.series.len());
         for ((device, measurement), r) in &self.series {
             w.str16(device);
             w.str16(measurement);
             w.u8(r.data_type.code());
             w.bool(r.pending_delete);
         }
-        w.count(self.partitions.len());
+        w.len32(self.partitions.len());
         for ((db, s, t), r) in &self.partitions {
             w.str16(db);
             w.u32(*s);
             w.i64(*t);
             w.u64(*r);
         }
-        w.count(self.regions.len());
+        w.len32(self.regions.len());
         for r in self.regions.values() {
             w.u64(r.id);
             w.str16(&r.database);
-            w.count(r.replicas.len());
+            w.len32(r.replicas.len());
             r.replicas.iter().for_each(|n| w.u64(*n));
             w.u64(r.preferred_leader);
         }
-        w.count(self.operations.len());
+        w.len32(self.operations.len());
         for (id, kind) in &self.operations {
             w.u64(*id);
             match kind {
                 OperationKind::DeleteTimeseries(series) => {
                     w.u8(1);
-                    w.count(series.len());
+                    w.len32(series.len());
                     for (d, m) in series {
                         w.str16(d);
                         w.str16(m);
@@ -777,28 +751,15 @@ impl MetadataState {
                 }
             }
         }
-        let crc = crc32fast::hash(&w.buf);
-        w.u32(crc);
-        w.buf
     }
 
     /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
     pub fn decode_snapshot(bytes: &[u8]) -> Result<MetadataState, DecodeError> {
-        if bytes.len() < 12 || &bytes[..8] != Self::SNAPSHOT_MAGIC {
-            return Err(DecodeError {
-                offset: 0,
-                reason: "not a ConfigNode snapshot (magic)".into(),
-            });
-        }
-        let (body, crc) = bytes.split_at(bytes.len() - 4);
-        let stored = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
-        if crc32fast::hash(body) != stored {
-            return Err(DecodeError {
-                offset: body.len() as u64,
-                reason: "snapshot CRC mismatch".into(),
-            });
-        }
-        let mut r = Reader::new(&body[8..]);
+        let (_, mut r) =
+            envelope::open(bytes, &[Self::SNAPSHOT_MAGIC]).map_err(|e| DecodeError {
+                reason: format!("ConfigNode snapshot: {}", e.reason),
+                ..e
+            })?;
         let mut s = MetadataState {
             applied_index: r.u64()?,
             metadata_version: r.u64()?,

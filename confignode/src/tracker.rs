@@ -1,5 +1,5 @@
 //! The leader's record of when it last reached each DataNode, and what that means for the lease
-//! (DESIGN §4). Pure: time is an argument.
+//! (design §4). Pure: time is an argument.
 //!
 //! Architecture invariant: the tracker never believes a DataNode fenced earlier than the DataNode
 //! can have fenced itself. Contacts are recorded at the time the reply *arrived* (the latest time

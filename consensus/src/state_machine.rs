@@ -17,7 +17,7 @@ use crate::error::ApplyError;
 /// bounded in-state-machine retry (IoTDB's 5 × 1000 ms) should count attempts across calls rather
 /// than sleep inside one.
 ///
-/// Determinism contract (DESIGN §5): the outcome of `apply` depends only on `data` and the prior
+/// Determinism contract (design §5): the outcome of `apply` depends only on `data` and the prior
 /// state — never on local lease state, caches or clocks. A lease problem may make `apply` return
 /// [`ApplyError::Recoverable`] (it is retried, the result is then decided by a later call); it must
 /// never turn into a [`ApplyError::Deterministic`] result on one replica only.

@@ -531,7 +531,7 @@ fn encode_entries(group: GroupId, entries: &[Entry]) -> Vec<u8> {
         .map(|e| 4 + 32 + e.data.len() + e.context.len())
         .sum::<usize>();
     let mut out = encode_header(KIND_ENTRIES, group, hint);
-    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    out.extend_from_slice(&common::codec::len32(entries.len()).to_le_bytes());
     for entry in entries {
         // The length word is patched once the entry is encoded in place behind it.
         let at = out.len();
@@ -539,7 +539,7 @@ fn encode_entries(group: GroupId, entries: &[Entry]) -> Vec<u8> {
         entry
             .write_to_vec(&mut out)
             .expect("raft entries in memory always encode");
-        let len = (out.len() - at - 4) as u32;
+        let len = common::codec::len32(out.len() - at - 4);
         out[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }
     out

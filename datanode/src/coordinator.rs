@@ -1,4 +1,4 @@
-//! The coordinator (DESIGN §5 step 1): the DataNode a session talks to turns a tablet into
+//! The coordinator (design §5 step 1): the DataNode a session talks to turns a tablet into
 //! region writes and a query into region reads.
 //!
 //! Write: lease gate (fenced → 536) → schema through the cache (miss → ConfigNode FetchSchema with
@@ -66,8 +66,7 @@ fn backoff(attempt: u32) -> Duration {
 
 /// True for 200 and for 400 REDIRECTION_RECOMMEND (written, with a hint for next time).
 fn written(s: &proto::Status) -> bool {
-    s.code == i32::from(StatusCode::Success.code())
-        || s.code == i32::from(StatusCode::RedirectionRecommend.code())
+    s.is(StatusCode::Success) || s.is(StatusCode::RedirectionRecommend)
 }
 
 /// Combines the statuses of the parts of one request.
@@ -206,7 +205,7 @@ pub(crate) async fn insert_tablet(
         parts.spawn(async move {
             let points = part.point_count() as u64;
             let s = write_region(&shared, region, route, part, generation, schema_version).await;
-            if s.code == 200 {
+            if s.is_success() {
                 add(&shared.metrics.write_points, points);
                 inc(&shared.metrics.write_requests);
             }
@@ -233,7 +232,7 @@ pub(crate) async fn insert_tablet(
     );
     let outcome = aggregate(statuses.into_iter().map(|(_, s)| s).collect());
     match newest_region.and_then(|r| redirect_hint(shared, r)) {
-        Some(leader) if outcome.code == i32::from(StatusCode::Success.code()) => {
+        Some(leader) if outcome.is(StatusCode::Success) => {
             inc(&shared.metrics.write_redirects);
             proto::status_with_redirect(
                 StatusCode::RedirectionRecommend,
@@ -247,7 +246,7 @@ pub(crate) async fn insert_tablet(
 
 /// A ConfigNode request ran out of its deadline (`Shared::call_confignode`).
 fn confignode_unreachable(s: &proto::Status) -> bool {
-    s.code == i32::from(StatusCode::InternalRequestTimeOut.code()) && s.need_retry
+    s.is(StatusCode::InternalRequestTimeOut) && s.need_retry
 }
 
 /// Hands `tablet` to a DataNode that holds its lease (the ConfigNode's last word on who does,
@@ -282,7 +281,7 @@ async fn relay_tablet(shared: &Arc<Shared>, tablet: &Tablet) -> proto::Status {
             inc(&shared.metrics.relayed_writes);
             return s;
         }
-        if !is_retryable(s.code) && !s.need_retry {
+        if !s.is_retryable() && !s.need_retry {
             return s;
         }
         tracing::debug!(node, "relay refused: {} {}", s.code, s.message);
@@ -403,7 +402,7 @@ async fn relay_series_types(
             Ok(Ok(resp)) => {
                 let resp = resp.into_inner();
                 match resp.status {
-                    Some(s) if s.code != i32::from(StatusCode::Success.code()) => s,
+                    Some(s) if !s.is(StatusCode::Success) => s,
                     _ => {
                         inc(&shared.metrics.relayed_lookups);
                         return series_from_wire(resp.series);
@@ -419,7 +418,7 @@ async fn relay_series_types(
                 format!("{address}: no answer within {} ms", timeout.as_millis()),
             ),
         };
-        if !is_retryable(s.code) && !s.need_retry {
+        if !s.is_retryable() && !s.need_retry {
             return Err(s);
         }
         tracing::debug!(node, "relayed lookup refused: {} {}", s.code, s.message);
@@ -731,18 +730,6 @@ impl<'a> Targets<'a> {
     }
 }
 
-fn is_retryable(code: i32) -> bool {
-    [
-        StatusCode::MetadataLeaseFencedRetryRequired,
-        StatusCode::RegionLeaderChangeError,
-        StatusCode::CanNotConnectDatanode,
-        StatusCode::InternalRequestTimeOut,
-        StatusCode::WriteProcessReject,
-    ]
-    .iter()
-    .any(|c| c.code() as i32 == code)
-}
-
 /// One region's part of a write, retried within `remote_write_max_retry_ms`.
 async fn write_region(
     shared: &Arc<Shared>,
@@ -809,7 +796,7 @@ async fn write_region(
                 }
             }
         };
-        if last.code == 200 || !is_retryable(last.code) {
+        if last.is_success() || !last.is_retryable() {
             return last;
         }
         targets.redirected(&last);
@@ -895,11 +882,11 @@ async fn read_region(
                 ),
             },
         };
-        if s.code == 200 {
+        if s.is_success() {
             return Ok(series);
         }
         // A fenced replica (535) is not the place to read; another may be.
-        if !is_retryable(s.code) && s.code != StatusCode::MetadataLeaseFenced.code() as i32 {
+        if !s.is_retryable() && !s.is(StatusCode::MetadataLeaseFenced) {
             return Err(s);
         }
         targets.redirected(&s);

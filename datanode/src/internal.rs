@@ -248,7 +248,7 @@ impl DataNodeInternalService for InternalService {
         let req = request.into_inner();
         let shared = &self.shared;
         let reply = |s: proto::Status, log_index: u64| {
-            if s.code != 200 {
+            if !s.is_success() {
                 inc(&shared.metrics.proxy_rejections);
             }
             Ok(Response::new(proto::RegionWriteResp {
@@ -288,7 +288,7 @@ impl DataNodeInternalService for InternalService {
             }
             None => return reply(status(StatusCode::IllegalParameter, "no command"), 0),
         };
-        // The region admission gate (DESIGN §5 step 2).
+        // The region admission gate (design §5 step 2).
         if let Err(e) = shared
             .lease
             .check(LeaseFencedRetryPolicy::RetryUntilSuccess)

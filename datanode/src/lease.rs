@@ -1,4 +1,4 @@
-//! `MetadataLeaseManager` (DESIGN §4): the DataNode's side of the metadata lease. The ConfigNode's
+//! `MetadataLeaseManager` (design §4): the DataNode's side of the metadata lease. The ConfigNode's
 //! heartbeats renew it; while the last heartbeat this node *processed* is younger than
 //! `metadata_lease_fence_ms` (monotonic clock), the node trusts its schema, partition and route
 //! caches. Otherwise it is fenced, and it trusts nothing again until it has cleared every cache

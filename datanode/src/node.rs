@@ -806,7 +806,7 @@ impl Shared {
             .is_some_and(|s| s.role == StateRole::Leader)
     }
 
-    /// Lease recovery (DESIGN §4): pull fresh routes from the ConfigNode, then clear every cache
+    /// Lease recovery (design §4): pull fresh routes from the ConfigNode, then clear every cache
     /// and install them; the lease returns to NORMAL only if it is still fresh by then.
     pub(crate) async fn recover_lease(self: &Arc<Self>) {
         if self.recovering.swap(true, Ordering::AcqRel) {
@@ -941,7 +941,7 @@ fn region_routes(regions: Vec<proto::RegionInfo>) -> BTreeMap<u64, RegionRoute> 
 /// `Err(description)` unless the status is 200.
 pub(crate) fn check_status(status: Option<&proto::Status>) -> std::result::Result<(), String> {
     match status {
-        Some(s) if s.code == 200 => Ok(()),
+        Some(s) if s.is_success() => Ok(()),
         Some(s) => Err(format!("{} {}", s.code, s.message)),
         None => Err("response without a status".into()),
     }
@@ -1008,19 +1008,10 @@ fn read_identity(path: &Path) -> Result<(u64, u64)> {
     Ok((id, epoch))
 }
 
-/// Writes a small file atomically and durably: temp file, fsync, rename, fsync directory.
+/// Replaces a small file atomically and durably ([`common::durable::replace_durably`]).
 fn write_durably(path: &Path, text: &str) -> Result<()> {
-    use std::io::Write as _;
-    let io = |e| Error::io(format!("writing {}", path.display()), e);
-    let tmp = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    file.write_all(text.as_bytes()).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)?;
-    let dir = path.parent().expect("files live in a directory");
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io)
+    common::durable::replace_durably(path, text.as_bytes())
+        .map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
 fn write_identity(path: &Path, id: u64, epoch: u64) -> Result<()> {

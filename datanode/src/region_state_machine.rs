@@ -1,4 +1,4 @@
-//! `DataRegionStateMachine` (DESIGN §5 step 4): a data region's raft state machine. It applies a
+//! `DataRegionStateMachine` (design §5 step 4): a data region's raft state machine. It applies a
 //! committed entry through the storage engine; when the lease is fenced (536) it retries the entry
 //! up to `data_region_write_retry_max` times, `data_region_write_retry_wait_ms` apart, then hands
 //! 536 to the apply proxy, which keeps retrying with its own capped backoff and never skips.
@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::{StatusCode, Tablet, TabletLimits};
+use common::{envelope, StatusCode, Tablet, TabletLimits};
 use consensus::{ApplyError, Clock, StateMachine};
 
 use crate::storage::{
@@ -283,42 +283,35 @@ const SNAPSHOT_MAGIC_WITHOUT_DELETIONS: &[u8; 8] = b"FPRSNAP1";
 /// before it`. The deletions are part of the replicated state: their fencing tokens decide later
 /// inserts. `FPRSNAP1` (no deletions) still decodes.
 pub fn encode_snapshot(index: u64, tablets: &[Tablet], tombstones: &[Tombstone]) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(SNAPSHOT_MAGIC);
-    out.extend_from_slice(&index.to_le_bytes());
-    out.extend_from_slice(&(tablets.len() as u32).to_le_bytes());
-    for tablet in tablets {
-        let bytes = RegionCommand::insert(tablet.clone()).encode();
-        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-        out.extend_from_slice(&bytes);
-    }
-    out.extend_from_slice(&(tombstones.len() as u32).to_le_bytes());
-    for tombstone in tombstones {
-        let command = match tombstone {
-            Tombstone::Series {
-                device,
-                measurement,
-                deletion,
-                ..
-            } => RegionCommand::DeleteSeries {
-                series: vec![(device.clone(), measurement.clone())],
-                deletion: *deletion,
-            },
-            Tombstone::Database {
-                database, deletion, ..
-            } => RegionCommand::DeleteDatabase {
-                database: database.clone(),
-                deletion: *deletion,
-            },
-        };
-        let bytes = command.encode();
-        out.extend_from_slice(&tombstone.index().to_le_bytes());
-        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-        out.extend_from_slice(&bytes);
-    }
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    envelope::seal(SNAPSHOT_MAGIC, |w| {
+        w.u64(index);
+        w.len32(tablets.len());
+        for tablet in tablets {
+            w.bytes32(&RegionCommand::insert(tablet.clone()).encode());
+        }
+        w.len32(tombstones.len());
+        for tombstone in tombstones {
+            let command = match tombstone {
+                Tombstone::Series {
+                    device,
+                    measurement,
+                    deletion,
+                    ..
+                } => RegionCommand::DeleteSeries {
+                    series: vec![(device.clone(), measurement.clone())],
+                    deletion: *deletion,
+                },
+                Tombstone::Database {
+                    database, deletion, ..
+                } => RegionCommand::DeleteDatabase {
+                    database: database.clone(),
+                    deletion: *deletion,
+                },
+            };
+            w.u64(tombstone.index());
+            w.bytes32(&command.encode());
+        }
+    })
 }
 
 /// What a snapshot holds: the applied index, one tablet per series, the deletions.
@@ -329,64 +322,46 @@ pub fn decode_snapshot(
     bytes: &[u8],
     limits: &TabletLimits,
 ) -> Result<SnapshotContent, DecodeError> {
-    let error = |offset: usize, reason: &str| DecodeError {
-        offset: offset as u64,
-        reason: reason.to_string(),
+    let (magic, mut r) = envelope::open(bytes, &[SNAPSHOT_MAGIC, SNAPSHOT_MAGIC_WITHOUT_DELETIONS])
+        .map_err(|e| DecodeError {
+            reason: format!("region snapshot: {}", e.reason),
+            ..e
+        })?;
+    let with_deletions = magic == 0;
+    // A command's errors report offsets in the whole snapshot.
+    let command_at = |start: usize, bytes: &[u8]| {
+        RegionCommand::decode(bytes, limits).map_err(|e| DecodeError {
+            offset: (start as u64) + e.offset,
+            reason: e.reason,
+        })
     };
-    if bytes.len() < 8 + 8 + 4 + 4 {
-        return Err(error(0, "snapshot too short"));
-    }
-    let (body, crc) = bytes.split_at(bytes.len() - 4);
-    if crc32fast::hash(body) != u32::from_le_bytes(crc.try_into().unwrap()) {
-        return Err(error(body.len(), "snapshot CRC mismatch"));
-    }
-    let with_deletions = match &body[..8] {
-        m if m == SNAPSHOT_MAGIC => true,
-        m if m == SNAPSHOT_MAGIC_WITHOUT_DELETIONS => false,
-        _ => return Err(error(0, "bad snapshot magic")),
-    };
-    let index = u64::from_le_bytes(body[8..16].try_into().unwrap());
-    let mut pos = 16;
-    let take = |pos: &mut usize, n: usize, what: &str| -> Result<&[u8], DecodeError> {
-        let slice = body
-            .get(*pos..*pos + n)
-            .ok_or_else(|| error(*pos, &format!("truncated {what}")))?;
-        *pos += n;
-        Ok(slice)
-    };
-    let u32_at = |pos: &mut usize, what: &str| -> Result<usize, DecodeError> {
-        Ok(u32::from_le_bytes(take(pos, 4, what)?.try_into().unwrap()) as usize)
-    };
-    let count = u32_at(&mut pos, "tablet count")?;
+    let index = r.u64()?;
+    // Each tablet or deletion is at least its u32 length.
+    let count = r.count(4)?;
     let mut tablets = Vec::new();
     for _ in 0..count {
-        let len = u32_at(&mut pos, "length")?;
-        let start = pos;
-        let command = take(&mut pos, len, "tablet")?;
-        match RegionCommand::decode(command, limits) {
-            Ok(RegionCommand::InsertTablet { tablet, .. }) => tablets.push(tablet),
-            Ok(_) => {
-                return Err(error(
-                    start,
-                    "snapshot holds a command that is not a tablet",
-                ))
+        let start = envelope::MAGIC_LEN + r.position() + 4;
+        match command_at(start, r.bytes32()?)? {
+            RegionCommand::InsertTablet { tablet, .. } => tablets.push(tablet),
+            _ => {
+                return Err(DecodeError {
+                    offset: start as u64,
+                    reason: "snapshot holds a command that is not a tablet".into(),
+                })
             }
-            Err(e) => return Err(error(start + e.offset as usize, &e.reason)),
         }
     }
     let mut tombstones = Vec::new();
     if with_deletions {
-        let count = u32_at(&mut pos, "deletion count")?;
+        let count = r.count(12)?;
         for _ in 0..count {
-            let log_index = u64::from_le_bytes(take(&mut pos, 8, "index")?.try_into().unwrap());
+            let log_index = r.u64()?;
             if log_index > index {
-                return Err(error(pos - 8, "deletion newer than the snapshot"));
+                return r.error("deletion newer than the snapshot");
             }
-            let len = u32_at(&mut pos, "length")?;
-            let start = pos;
-            let command = take(&mut pos, len, "deletion")?;
-            match RegionCommand::decode(command, limits) {
-                Ok(RegionCommand::DeleteSeries { series, deletion }) if series.len() == 1 => {
+            let start = envelope::MAGIC_LEN + r.position() + 4;
+            match command_at(start, r.bytes32()?)? {
+                RegionCommand::DeleteSeries { series, deletion } if series.len() == 1 => {
                     let (device, measurement) = series.into_iter().next().expect("one series");
                     tombstones.push(Tombstone::Series {
                         device,
@@ -395,20 +370,22 @@ pub fn decode_snapshot(
                         deletion,
                     });
                 }
-                Ok(RegionCommand::DeleteDatabase { database, deletion }) => {
+                RegionCommand::DeleteDatabase { database, deletion } => {
                     tombstones.push(Tombstone::Database {
                         database,
                         index: log_index,
                         deletion,
                     })
                 }
-                Ok(_) => return Err(error(start, "snapshot deletion is not one deletion")),
-                Err(e) => return Err(error(start + e.offset as usize, &e.reason)),
+                _ => {
+                    return Err(DecodeError {
+                        offset: start as u64,
+                        reason: "snapshot deletion is not one deletion".into(),
+                    })
+                }
             }
         }
     }
-    if pos != body.len() {
-        return Err(error(pos, "trailing bytes"));
-    }
+    r.finish()?;
     Ok((index, tablets, tombstones))
 }

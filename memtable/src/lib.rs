@@ -1,4 +1,4 @@
-//! In-memory columnar series buffers for one time partition, with rollback marks (DESIGN §2, §5).
+//! In-memory columnar series buffers for one time partition, with rollback marks (design §2, §5).
 //!
 //! A [`MemTable`] takes tablets ([`MemTable::insert_tablet`]), answers raw and last-point reads,
 //! and rolls back to a [`Mark`] exactly, so the storage engine can undo every fragment of a failed

@@ -3,10 +3,27 @@
 use crate::error::{Error, Result};
 use crate::generated as wire;
 
+impl wire::Status {
+    /// Whether the status carries `code`.
+    pub fn is(&self, code: common::StatusCode) -> bool {
+        self.code == code.wire()
+    }
+
+    /// 200 SUCCESS.
+    pub fn is_success(&self) -> bool {
+        self.is(common::StatusCode::Success)
+    }
+
+    /// Whether the code is one of [`common::StatusCode::RETRYABLE`].
+    pub fn is_retryable(&self) -> bool {
+        common::StatusCode::from_wire(self.code).is_some_and(common::StatusCode::is_retryable)
+    }
+}
+
 /// A wire status from an IoTDB code and a message.
 pub fn status(code: common::StatusCode, message: impl Into<String>) -> wire::Status {
     wire::Status {
-        code: i32::from(code.code()),
+        code: code.wire(),
         message: message.into(),
         sub_status: Vec::new(),
         redirect: None,

@@ -168,13 +168,16 @@ impl ConfigNodeClient {
                 Ok(resp) => {
                     let resp = resp.into_inner();
                     match resp.status() {
-                        Some(s) if s.code == 400 && s.redirect.is_some() => {
+                        Some(s)
+                            if s.is(common::StatusCode::RedirectionRecommend)
+                                && s.redirect.is_some() =>
+                        {
                             let to = proto::endpoint(s.redirect.as_ref().expect("checked"));
                             last = format!("{address} redirected to {to}");
                             *self.leader.lock() = Some(to);
                             continue;
                         }
-                        Some(s) if s.need_retry && s.code != 200 => {
+                        Some(s) if s.need_retry && !s.is_success() => {
                             last = format!("{address}: {} {}", s.code, s.message);
                             *self.leader.lock() = None;
                         }

@@ -1,4 +1,4 @@
-//! The Fencepost client (DESIGN §6): an async [`Session`] over the DataNodes' `SessionService`
+//! The Fencepost client (design §6): an async [`Session`] over the DataNodes' `SessionService`
 //! and a [`BlockingSession`] wrapper.
 //!
 //! Retry policy: 536, 905, 712, 606, 1007, a 302 whose failed parts are all of those, connection

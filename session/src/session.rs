@@ -109,36 +109,20 @@ pub(crate) enum Verdict {
     Final,
 }
 
-/// Status codes retried on a different DataNode.
-const RETRYABLE_CODES: [StatusCode; 5] = [
-    StatusCode::MetadataLeaseFencedRetryRequired,
-    StatusCode::RegionLeaderChangeError,
-    StatusCode::InternalRequestTimeOut,
-    StatusCode::WriteProcessReject,
-    StatusCode::CanNotConnectDatanode,
-];
-
-fn retryable_code(code: i32) -> bool {
-    RETRYABLE_CODES.iter().any(|c| i32::from(c.code()) == code)
-}
-
 pub(crate) fn verdict(status: &proto::Status) -> Verdict {
-    let code = status.code;
-    if code == i32::from(StatusCode::Success.code())
-        || code == i32::from(StatusCode::RedirectionRecommend.code())
-    {
+    if status.is_success() || status.is(StatusCode::RedirectionRecommend) {
         Verdict::Success
-    } else if code == i32::from(StatusCode::MetadataLeaseFenced.code()) {
+    } else if status.is(StatusCode::MetadataLeaseFenced) {
         Verdict::Fenced
-    } else if retryable_code(code) {
+    } else if status.is_retryable() {
         Verdict::Retry
-    } else if code == i32::from(StatusCode::MultipleError.code()) {
+    } else if status.is(StatusCode::MultipleError) {
         // Writes are upserts, so a batch may be sent again whole when every failed part is
         // retryable; one final part (e.g. 614) makes the whole answer final.
         let failed: Vec<&proto::Status> = status
             .sub_status
             .iter()
-            .filter(|s| s.code != i32::from(StatusCode::Success.code()))
+            .filter(|s| !s.is(StatusCode::Success))
             .collect();
         if failed.iter().any(|s| verdict(s) == Verdict::Fenced) {
             Verdict::Fenced
@@ -166,7 +150,7 @@ fn connection_failure(code: tonic::Code) -> bool {
 
 fn status_error(status: &proto::Status) -> SessionError {
     let mut message = status.message.clone();
-    for sub in status.sub_status.iter().filter(|s| s.code != 200) {
+    for sub in status.sub_status.iter().filter(|s| !s.is_success()) {
         message.push_str(&format!("; {}: {}", sub.code, sub.message));
     }
     SessionError::Status {
@@ -791,7 +775,7 @@ mod tests {
             verdict(&st(StatusCode::MetadataLeaseFenced)),
             Verdict::Fenced
         );
-        for c in RETRYABLE_CODES {
+        for c in StatusCode::RETRYABLE {
             assert_eq!(verdict(&st(c)), Verdict::Retry, "{c}");
         }
         for c in [

@@ -13,8 +13,8 @@ use crate::DEADLINE;
 /// answered as 200 so tests assert on the outcome; [`insert_raw`] keeps the hint.
 pub async fn insert(client: &mut SessionServiceClient<Channel>, t: &Tablet) -> proto::Status {
     let mut s = insert_raw(client, t).await;
-    if s.code == i32::from(StatusCode::RedirectionRecommend.code()) {
-        s.code = i32::from(StatusCode::Success.code());
+    if s.is(StatusCode::RedirectionRecommend) {
+        s.code = StatusCode::Success.wire();
         s.redirect = None;
     }
     s

@@ -1,4 +1,4 @@
-//! Real-process cluster harness for the fault-injection suite (DESIGN §8, layer 3).
+//! Real-process cluster harness for the fault-injection suite (design §8, layer 3).
 //!
 //! Every node — ConfigNode or DataNode — is a real binary running in its own network namespace,
 //! attached by a veth pair to a Linux bridge in the root namespace that holds `.1` of the

@@ -1,8 +1,8 @@
 //! Region commands: the payload of a region's log entries. Everything the apply needs travels in
-//! the command (DESIGN §5, "apply is deterministic"): the tablet carries its own types, so an
+//! the command (design §5, "apply is deterministic"): the tablet carries its own types, so an
 //! apply never consults a cache.
 //!
-//! The fencing token (DESIGN §4): an insert carries the ConfigNode metadata version its
+//! The fencing token (design §4): an insert carries the ConfigNode metadata version its
 //! coordinator validated it against, a deletion the version (and fence operation) that ordered it.
 //! The region keeps its deletions, and apply rejects an insert older than a deletion of its target
 //! — the same verdict on every replica and at every replay, whenever the insert arrives.
@@ -28,7 +28,7 @@
 
 use common::{Tablet, TabletLimits};
 
-use super::bytes::{write_bitmap_rows, DecodeError, DecodeResult, Reader, Writer};
+use common::codec::{DecodeError, DecodeResult, Reader, Writer};
 
 const FORMAT_VERSION: u8 = 2;
 const FORMAT_VERSION_WITHOUT_TOKEN: u8 = 1;
@@ -118,7 +118,7 @@ impl RegionCommand {
                 w.u8(KIND_DELETE_SERIES);
                 w.u64(deletion.metadata_version);
                 w.u64(deletion.operation_id);
-                w.u32(series.len() as u32);
+                w.len32(series.len());
                 for (device, measurement) in series {
                     w.str16(device);
                     w.str16(measurement);
@@ -131,7 +131,7 @@ impl RegionCommand {
                 w.str16(database);
             }
         }
-        w.buf
+        w.into_bytes()
     }
 
     fn encoded_len_hint(&self) -> usize {
@@ -204,8 +204,8 @@ impl RegionCommand {
 fn encode_tablet(w: &mut Writer, tablet: &Tablet) {
     let rows = tablet.row_count();
     w.str16(&tablet.device);
-    w.u32(rows as u32);
-    w.u32(tablet.columns.len() as u32);
+    w.len32(rows);
+    w.len32(tablet.columns.len());
     w.i64s(&tablet.timestamps);
     let all_rows: Vec<usize> = (0..rows).collect();
     for (i, column) in tablet.columns.iter().enumerate() {
@@ -214,7 +214,7 @@ fn encode_tablet(w: &mut Writer, tablet: &Tablet) {
         match &tablet.bitmaps[i] {
             Some(bitmap) => {
                 w.u8(1);
-                write_bitmap_rows(w, bitmap, &all_rows);
+                w.bitmap_rows(bitmap, &all_rows);
             }
             None => w.u8(0),
         }

@@ -75,7 +75,7 @@ pub enum StorageError {
 pub type Result<T> = std::result::Result<T, StorageError>;
 
 impl StorageError {
-    /// True when applying the same entry again later may succeed (DESIGN §5 step 3): a fenced
+    /// True when applying the same entry again later may succeed (design §5 step 3): a fenced
     /// lease, an I/O failure. Everything else is deterministic: every replica reaches the same
     /// verdict from the same entry and prior state.
     pub fn is_recoverable(&self) -> bool {

@@ -1,4 +1,4 @@
-//! The lease gate the engine consults once per time-partition fragment (DESIGN §5 step 5).
+//! The lease gate the engine consults once per time-partition fragment (design §5 step 5).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

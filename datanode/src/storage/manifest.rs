@@ -13,16 +13,19 @@
 //! u32 CRC32 of everything before it
 //! ```
 //!
+//! (the magic and the CRC are `common::envelope`'s).
+//!
 //! Version 1 lacks the last two fields of a tombstone; it still loads, with zeroes there.
 //! Tombstones are never dropped: besides masking older data they are the region's record of
 //! deletions for the fencing token (an insert validated before a deletion of its target is
 //! refused, [`Tombstone::fences`]).
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::Path;
 
-use super::bytes::{DecodeError, Reader, Writer};
+use common::codec::DecodeError;
+use common::envelope;
+
 use super::command::Deletion;
 use super::error::{Result, StorageError};
 
@@ -31,7 +34,6 @@ const FORMAT_VERSION: u32 = 2;
 const FORMAT_VERSION_WITHOUT_TOKENS: u32 = 1;
 /// File name of the live manifest inside a region directory.
 pub const MANIFEST_FILE: &str = "MANIFEST";
-const MANIFEST_TMP: &str = "MANIFEST.tmp";
 
 /// A live sealed file, as the manifest names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,71 +151,47 @@ pub struct Manifest {
 impl Manifest {
     /// The manifest's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::default();
-        w.bytes(MAGIC);
-        w.u32(FORMAT_VERSION);
-        w.u64(self.checkpoint);
-        w.u64(self.next_sequence);
-        w.u32(self.files.len() as u32);
-        for f in &self.files {
-            w.i64(f.time_slot);
-            w.u64(f.sequence);
-            w.u64(f.checkpoint);
-        }
-        w.u32(self.tombstones.len() as u32);
-        for t in &self.tombstones {
-            match t {
-                Tombstone::Series {
-                    device,
-                    measurement,
-                    index,
-                    deletion,
-                } => {
-                    w.u8(1);
-                    w.str16(device);
-                    w.str16(measurement);
-                    w.u64(*index);
-                    w.u64(deletion.metadata_version);
-                    w.u64(deletion.operation_id);
-                }
-                Tombstone::Database {
-                    database,
-                    index,
-                    deletion,
-                } => {
-                    w.u8(2);
-                    w.str16(database);
-                    w.str16("");
-                    w.u64(*index);
-                    w.u64(deletion.metadata_version);
-                    w.u64(deletion.operation_id);
-                }
+        envelope::seal(MAGIC, |w| {
+            w.u32(FORMAT_VERSION);
+            w.u64(self.checkpoint);
+            w.u64(self.next_sequence);
+            w.len32(self.files.len());
+            for f in &self.files {
+                w.i64(f.time_slot);
+                w.u64(f.sequence);
+                w.u64(f.checkpoint);
             }
-        }
-        let crc = crc32fast::hash(&w.buf);
-        w.u32(crc);
-        w.buf
+            w.len32(self.tombstones.len());
+            for t in &self.tombstones {
+                let (kind, a, b, index, deletion) = match t {
+                    Tombstone::Series {
+                        device,
+                        measurement,
+                        index,
+                        deletion,
+                    } => (1, device.as_str(), measurement.as_str(), index, deletion),
+                    Tombstone::Database {
+                        database,
+                        index,
+                        deletion,
+                    } => (2, database.as_str(), "", index, deletion),
+                };
+                w.u8(kind);
+                w.str16(a);
+                w.str16(b);
+                w.u64(*index);
+                w.u64(deletion.metadata_version);
+                w.u64(deletion.operation_id);
+            }
+        })
     }
 
-    /// Decodes a manifest, verifying magic, version and CRC.
+    /// Decodes a manifest, verifying CRC, magic and version.
     pub fn decode(bytes: &[u8]) -> std::result::Result<Manifest, DecodeError> {
-        if bytes.len() < 12 + 4 {
-            return Err(DecodeError {
-                offset: 0,
-                reason: format!("{} bytes is too short for a manifest", bytes.len()),
-            });
-        }
-        let (body, crc) = bytes.split_at(bytes.len() - 4);
-        if crc32fast::hash(body) != u32::from_le_bytes(crc.try_into().unwrap()) {
-            return Err(DecodeError {
-                offset: body.len() as u64,
-                reason: "manifest CRC mismatch".into(),
-            });
-        }
-        let mut r = Reader::new(body);
-        if r.take(8)? != MAGIC {
-            return r.error("bad manifest magic");
-        }
+        let (_, mut r) = envelope::open(bytes, &[MAGIC]).map_err(|e| DecodeError {
+            reason: format!("manifest: {}", e.reason),
+            ..e
+        })?;
         let version = r.u32()?;
         if version != FORMAT_VERSION && version != FORMAT_VERSION_WITHOUT_TOKENS {
             return r.error(format!("unknown manifest version {version}"));
@@ -223,10 +201,7 @@ impl Manifest {
             next_sequence: r.u64()?,
             ..Manifest::default()
         };
-        let files = r.u32()? as usize;
-        if files.saturating_mul(24) > r.remaining() {
-            return r.error(format!("{files} files cannot fit the remaining bytes"));
-        }
+        let files = r.count(24)?;
         for _ in 0..files {
             m.files.push(FileEntry {
                 time_slot: r.i64()?,
@@ -234,12 +209,7 @@ impl Manifest {
                 checkpoint: r.u64()?,
             });
         }
-        let tombstones = r.u32()? as usize;
-        if tombstones.saturating_mul(13) > r.remaining() {
-            return r.error(format!(
-                "{tombstones} tombstones cannot fit the remaining bytes"
-            ));
-        }
+        let tombstones = r.count(13)?;
         for _ in 0..tombstones {
             let kind = r.u8()?;
             let a = r.str16()?;
@@ -292,22 +262,15 @@ impl Manifest {
 
     /// Atomically replaces the region's manifest.
     pub fn store(&self, dir: &Path) -> Result<()> {
-        let tmp = dir.join(MANIFEST_TMP);
-        let mut file = File::create(&tmp).map_err(|e| StorageError::io(&tmp, e))?;
-        file.write_all(&self.encode())
-            .map_err(|e| StorageError::io(&tmp, e))?;
-        file.sync_data().map_err(|e| StorageError::io(&tmp, e))?;
         let path = dir.join(MANIFEST_FILE);
-        fs::rename(&tmp, &path).map_err(|e| StorageError::io(&path, e))?;
-        sync_dir(dir)
+        common::durable::replace_durably(&path, &self.encode())
+            .map_err(|e| StorageError::io(&path, e))
     }
 }
 
 /// fsyncs a directory so that renames and creations in it are durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::io(dir, e))
+    common::durable::sync_dir(dir).map_err(|e| StorageError::io(dir, e))
 }
 
 #[cfg(test)]

@@ -1,11 +1,10 @@
-//! The storage engine (DESIGN §5 step 5): a region's committed commands become memtable rows,
+//! The storage engine (design §5 step 5): a region's committed commands become memtable rows,
 //! split by time partition, gated by the metadata lease per fragment and rolled back as a whole
 //! when any fragment fails; memtables flush to sealed files; queries merge all of them.
 //!
 //! Architecture invariant: the engine does no network I/O and never reads a metadata cache;
 //! everything an apply needs is in the command.
 
-mod bytes;
 mod command;
 mod digest;
 mod error;
@@ -14,8 +13,8 @@ mod manifest;
 mod region;
 mod sealed;
 
-pub use bytes::DecodeError;
 pub use command::{Deletion, RegionCommand};
+pub use common::codec::DecodeError;
 pub use error::{Result, StorageError};
 pub use lease_gate::{LeaseFenced, LeaseGate, ManualGate, OpenGate};
 pub use manifest::{FileEntry, Manifest, Tombstone};

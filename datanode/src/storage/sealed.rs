@@ -28,8 +28,8 @@ use common::{Column, DataType};
 use memtable::FrozenMemTable;
 use wal::direct::DirectWriter;
 
-use super::bytes::{DecodeError, Reader, Writer};
 use super::error::{Result, StorageError};
+use common::codec::{len32, DecodeError, Reader, Writer};
 
 const HEADER_MAGIC: &[u8; 8] = b"FPSEAL01";
 const FOOTER_MAGIC: &[u8; 8] = b"FPSEALND";
@@ -90,10 +90,10 @@ fn encode_into(
     w.u32(FORMAT_VERSION);
     w.i64(time_slot);
     w.u64(checkpoint);
-    let crc = crc32fast::hash(&w.buf);
+    let crc = crc32fast::hash(w.as_slice());
     w.u32(crc);
-    out.write_all(&w.buf)?;
-    let mut offset = w.buf.len() as u64;
+    out.write_all(w.as_slice())?;
+    let mut offset = w.len() as u64;
     let mut entries = Vec::new();
     for series in frozen.series() {
         let count = series.timestamps.len();
@@ -105,32 +105,32 @@ fn encode_into(
         if count == 0 {
             continue;
         }
-        w.buf.clear();
+        w.clear();
         w.str16(series.device);
         w.str16(series.measurement);
         w.u8(series.data_type.code());
-        w.u32(count as u32);
+        w.len32(count);
         w.i64s(series.timestamps);
         w.column_rows(series.values, 0..count);
-        let crc = crc32fast::hash(&w.buf);
+        let crc = crc32fast::hash(w.as_slice());
         w.u32(crc);
-        out.write_all(&w.buf)?;
+        out.write_all(w.as_slice())?;
         entries.push((
             series.device.to_string(),
             series.measurement.to_string(),
             ChunkIndex {
                 data_type: series.data_type,
                 offset,
-                length: w.buf.len() as u32,
-                count: count as u32,
+                length: len32(w.len()),
+                count: len32(count),
                 min_time: series.timestamps[0],
                 max_time: series.timestamps[count - 1],
             },
         ));
-        offset += w.buf.len() as u64;
+        offset += w.len() as u64;
     }
-    w.buf.clear();
-    w.u32(entries.len() as u32);
+    w.clear();
+    w.len32(entries.len());
     for (device, measurement, e) in &entries {
         w.str16(device);
         w.str16(measurement);
@@ -141,13 +141,13 @@ fn encode_into(
         w.i64(e.min_time);
         w.i64(e.max_time);
     }
-    let crc = crc32fast::hash(&w.buf);
+    let crc = crc32fast::hash(w.as_slice());
     w.u32(crc);
-    let index_length = w.buf.len();
+    let index_length = w.len();
     w.u64(offset);
-    w.u32(index_length as u32);
+    w.len32(index_length);
     w.bytes(FOOTER_MAGIC);
-    out.write_all(&w.buf)
+    out.write_all(w.as_slice())
 }
 
 /// Writes and fsyncs a sealed file. The file is not live until a manifest names it.

@@ -155,16 +155,12 @@ async fn a_stalled_heartbeat_fences_the_node_its_leaders_step_aside_and_it_recov
     // its lease, which validates and writes them: the client sees success. Reads: 535.
     let s = insert(&mut c0, &tablet(device, 5000, 300, 3)).await;
     assert!(
-        s.code == StatusCode::Success.code() as i32
-            || s.code == StatusCode::RedirectionRecommend.code() as i32,
+        s.is(StatusCode::Success) || s.is(StatusCode::RedirectionRecommend),
         "{s:?}"
     );
     assert!(node0.metrics_text().contains("relayed_writes_total 1"));
     let r = query(&mut c0, device, 0, 100_000).await;
-    assert_eq!(
-        code(&r.status),
-        StatusCode::MetadataLeaseFenced.code() as i32
-    );
+    assert_eq!(code(&r.status), StatusCode::MetadataLeaseFenced.wire());
     let last = c0
         .query_last(proto::QueryLastReq {
             session_id: 1,
@@ -173,10 +169,7 @@ async fn a_stalled_heartbeat_fences_the_node_its_leaders_step_aside_and_it_recov
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(
-        code(&last.status),
-        StatusCode::MetadataLeaseFenced.code() as i32
-    );
+    assert_eq!(code(&last.status), StatusCode::MetadataLeaseFenced.wire());
 
     // Node 0 leads nothing any more: it handed its regions to replicas holding leases.
     wait_for("node 0 leads no region", || async { leads(node0) == 0 }).await;

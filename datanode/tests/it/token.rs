@@ -1,4 +1,4 @@
-//! The fencing token (DESIGN §4, H1 in REVIEW-2026-12): an insert validated against metadata older
+//! The fencing token (design §4, H1 in REVIEW-2026-12): an insert validated against metadata older
 //! than a deletion of its target is refused whenever it reaches the log after that deletion —
 //! the same verdict live, after a replay, after a flush and restart, and on a replica restored
 //! from a snapshot. A second delivery of one fence operation deletes nothing written since.
@@ -183,4 +183,69 @@ fn a_snapshot_carries_the_deletions_and_their_tokens() {
     drop(target);
     let target = LoggedRegion::open(target_dir.path());
     assert!(stale(target.region.apply(index + 1, &late, &OpenGate)));
+}
+
+/// The region snapshot's bytes (`FPRSNAP2`): the envelope, the applied index, each tablet and
+/// each deletion as a length-prefixed region command (whose own bytes `command.rs` pins), the
+/// CRC. An older `FPRSNAP1` snapshot (no deletions) still decodes.
+#[test]
+fn golden_region_snapshot() {
+    use datanode::storage::Tombstone;
+    let t = tablet("root.sg.d1", &[7], 1.5);
+    let deletion = Deletion {
+        metadata_version: 4,
+        operation_id: 2,
+    };
+    let tombstone = Tombstone::Series {
+        device: "root.sg.d1".into(),
+        measurement: "s2".into(),
+        index: 3,
+        deletion,
+    };
+    let bytes = encode_snapshot(
+        9,
+        std::slice::from_ref(&t),
+        std::slice::from_ref(&tombstone),
+    );
+    let insert = RegionCommand::insert(t.clone()).encode();
+    let delete = RegionCommand::DeleteSeries {
+        series: vec![("root.sg.d1".into(), "s2".into())],
+        deletion,
+    }
+    .encode();
+    let len = |b: &[u8]| (b.len() as u32).to_le_bytes();
+    #[rustfmt::skip]
+    let golden: Vec<u8> = [
+        &b"FPRSNAP2"[..], &9u64.to_le_bytes(),
+        &1u32.to_le_bytes(), &len(&insert), &insert,
+        &1u32.to_le_bytes(), &3u64.to_le_bytes(), &len(&delete), &delete,
+    ].concat();
+    assert_eq!(&bytes[..golden.len()], &golden[..]);
+    assert_eq!(
+        &bytes[golden.len()..],
+        &crc32fast::hash(&golden).to_le_bytes()
+    );
+    let (index, tablets, tombstones) = decode_snapshot(&bytes, &config().tablet_limits).unwrap();
+    assert_eq!(
+        (index, tablets, tombstones),
+        (9, vec![t.clone()], vec![tombstone])
+    );
+
+    #[rustfmt::skip]
+    let v1: Vec<u8> = [
+        &b"FPRSNAP1"[..], &9u64.to_le_bytes(), &1u32.to_le_bytes(), &len(&insert), &insert,
+    ].concat();
+    let mut v1_bytes = v1.clone();
+    v1_bytes.extend_from_slice(&crc32fast::hash(&v1).to_le_bytes());
+    let (index, tablets, tombstones) = decode_snapshot(&v1_bytes, &config().tablet_limits).unwrap();
+    assert_eq!((index, tablets, tombstones.len()), (9, vec![t], 0));
+
+    for i in 0..bytes.len() {
+        let mut flipped = bytes.clone();
+        flipped[i] ^= 0x10;
+        assert!(
+            decode_snapshot(&flipped, &config().tablet_limits).is_err(),
+            "flip at {i}"
+        );
+    }
 }

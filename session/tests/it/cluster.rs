@@ -92,7 +92,7 @@ async fn writes_read_back_views_answer_and_a_type_mismatch_writes_nothing() {
     let err = s.insert_tablet(&wrong).await.unwrap_err();
     assert_eq!(
         err.code(),
-        Some(i32::from(StatusCode::DataTypeMismatch.code())),
+        Some(StatusCode::DataTypeMismatch.wire()),
         "{err:?}"
     );
     assert!(
