@@ -1,30 +1,22 @@
-//! Prometheus text metrics over plain HTTP on `cn_metrics_address`: leadership, raft progress,
-//! the registry and, on the leader, each DataNode's lease as the ConfigNode sees it.
+//! Prometheus text metrics over plain HTTP on `cn_metrics_address` (every path is /metrics):
+//! leadership, raft progress, the registry and, on the leader, each DataNode's lease as the
+//! ConfigNode sees it. Written with and served by `runtime::metrics`.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Duration;
 
 use consensus::StateRole;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use runtime::metrics::{HttpRequest, HttpResponse, Page};
 use tokio::net::TcpListener;
 
 use crate::server::Shared;
 
-/// Bytes of a request read before answering (the path is ignored: every path is /metrics).
-const REQUEST_BYTES_MAX: usize = 8192;
-
 /// The metrics text.
 pub(crate) fn render(shared: &Shared) -> String {
-    let mut out = String::new();
+    let mut page = Page::new();
     let status = shared.leader_status();
     let leader = status.as_ref().is_some_and(|s| s.role == StateRole::Leader);
     let mut gauge = |name: &str, help: &str, samples: Vec<(String, u64)>| {
-        // Writing into a String cannot fail.
-        writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge").expect("String write");
-        for (labels, value) in samples {
-            writeln!(out, "{name}{labels} {value}").expect("String write");
-        }
+        page.samples(name, "gauge", help, samples);
     };
     gauge(
         "confignode_is_leader",
@@ -87,41 +79,14 @@ pub(crate) fn render(shared: &Shared) -> String {
                 .collect(),
         );
     }
-    out
+    drop(state);
+    page.into_string()
 }
 
-/// Serves one connection at a time (the bound on concurrent scrapes), until the task is aborted.
+/// Serves the page until the task is aborted.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let Ok((mut socket, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let mut buf = vec![0u8; REQUEST_BYTES_MAX];
-        let mut read = 0;
-        // Read the request head (or give up after a second): HTTP/1.1 clients wait for it.
-        let head = tokio::time::timeout(Duration::from_secs(1), async {
-            while read < buf.len() {
-                match socket.read(&mut buf[read..]).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => read += n,
-                }
-                if buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-        })
-        .await;
-        if head.is_err() {
-            tracing::debug!("metrics request head incomplete after 1 s; answering anyway");
-        }
-        let body = render(&shared);
-        let response = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        if let Err(e) = socket.write_all(response.as_bytes()).await {
-            tracing::debug!("metrics scrape: {e}");
-        }
-    }
+    runtime::metrics::serve(listener, move |_: &HttpRequest<'_>| {
+        HttpResponse::metrics(render(&shared))
+    })
+    .await
 }

@@ -1,6 +1,5 @@
-//! Prometheus text format on `dn_metrics_address` (`GET /metrics`; any path answers the same).
-//! A minimal HTTP/1.0 responder: one request per connection, bounded request size, bounded
-//! concurrent connections.
+//! Prometheus text format on `dn_metrics_address` (`GET /metrics`; any path answers the same),
+//! written with and served by `runtime::metrics` (bounded request size and connections).
 //!
 //! With the feature `failpoints` the same server also controls the `fail` crate's failpoints at
 //! run time, like TiKV's status server, so a test harness can arm them in a running binary:
@@ -9,12 +8,12 @@
 //! the armed ones. Answers: 200 with a one-line body, 400 when the action does not parse.
 //! Avoid the `pause` action on handlers that run on the async runtime: it blocks a worker thread.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use consensus::Metrics as RaftMetrics;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+pub use runtime::metrics::{add, inc};
+use runtime::metrics::{get, HttpRequest, HttpResponse, Page};
 use tokio::net::TcpListener;
 
 use crate::node::Shared;
@@ -64,29 +63,11 @@ pub struct Metrics {
     pub raft_fenced_switches: AtomicU64,
 }
 
-/// Increments a counter.
-pub fn inc(counter: &AtomicU64) {
-    counter.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Adds to a counter.
-pub fn add(counter: &AtomicU64, n: u64) {
-    counter.fetch_add(n, Ordering::Relaxed);
-}
-
-fn get(counter: &AtomicU64) -> u64 {
-    counter.load(Ordering::Relaxed)
-}
-
 /// The metrics page.
 pub(crate) fn render(shared: &Shared) -> String {
-    let mut out = String::new();
+    let mut page = Page::new();
     let mut line = |name: &str, kind: &str, help: &str, value: u64| {
-        // Writing to a String cannot fail.
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-        );
+        page.samples(name, kind, help, [(String::new(), value)]);
     };
     let lease = &shared.lease;
     line(
@@ -292,158 +273,84 @@ pub(crate) fn render(shared: &Shared) -> String {
         "Region replicas on this DataNode.",
         shared.regions.read().len() as u64,
     );
-    out
+    page.into_string()
 }
 
-const CONNECTIONS_MAX: usize = 16;
-const REQUEST_BYTES_MAX: usize = 8192;
-
-/// Serves the page until the task is aborted.
+/// Serves the page (and, with the feature `failpoints`, the failpoint requests) until the task
+/// is aborted.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    let permits = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
-    loop {
-        let Ok((mut socket, _)) = listener.accept().await else {
-            continue;
-        };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            // Over the limit: close at once rather than queue.
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let mut request = vec![0u8; REQUEST_BYTES_MAX];
-            let mut read = 0;
-            // Read until the end of the headers and, for a failpoint request, of its body (or the
-            // limit); a metrics request itself is ignored.
-            while read < request.len() {
-                match tokio::time::timeout(
-                    std::time::Duration::from_secs(2),
-                    socket.read(&mut request[read..]),
-                )
-                .await
-                {
-                    Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
-                    Ok(Ok(n)) => {
-                        read += n;
-                        if request_complete(&request[..read]) {
-                            break;
-                        }
-                    }
-                }
-            }
-            let response = match failpoint_request(&request[..read]) {
-                Some((code, body)) => format!(
-                    "HTTP/1.0 {code}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                ),
-                None => {
-                    let body = render(&shared);
-                    format!(
-                        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
-                }
-            };
-            if let Err(e) = socket.write_all(response.as_bytes()).await {
-                tracing::debug!("metrics response: {e}");
-            }
-        });
-    }
-}
-
-/// Where the headers of `request` end (the index after the blank line), once they have.
-fn headers_end(request: &[u8]) -> Option<usize> {
-    request
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| i + 4)
-}
-
-/// The `Content-Length` of a request whose headers are complete (0 when absent or malformed).
-fn content_length(headers: &str) -> usize {
-    headers
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// The headers and the body announced by `Content-Length` have arrived.
-fn request_complete(request: &[u8]) -> bool {
-    let Some(end) = headers_end(request) else {
-        return false;
-    };
-    let headers = String::from_utf8_lossy(&request[..end]);
-    request.len() >= end + content_length(&headers)
+    runtime::metrics::serve(listener, move |request: &HttpRequest<'_>| {
+        failpoint_request(request).unwrap_or_else(|| HttpResponse::metrics(render(&shared)))
+    })
+    .await
 }
 
 /// Answers a failpoint request (`PUT` / `DELETE /fail/<name>`, `GET /fail`) with its status line
 /// and body; `None` for anything else (the metrics page). Without the feature `failpoints` no
 /// request is one.
 #[cfg(feature = "failpoints")]
-fn failpoint_request(request: &[u8]) -> Option<(&'static str, String)> {
-    let end = headers_end(request)?;
-    let head = String::from_utf8_lossy(&request[..end]);
-    let mut words = head.lines().next()?.split_whitespace();
-    let (method, path) = (words.next()?, words.next()?);
+fn failpoint_request(request: &HttpRequest<'_>) -> Option<HttpResponse> {
+    let (method, path) = (request.method, request.path);
     if method == "GET" && path == "/fail" {
         let armed: String = fail::list()
             .into_iter()
             .map(|(name, action)| format!("{name}={action}\n"))
             .collect();
-        return Some(("200 OK", armed));
+        return Some(HttpResponse::text("200 OK", armed));
     }
     let name = path.strip_prefix("/fail/")?;
     if name.is_empty() {
-        return Some(("400 Bad Request", "no failpoint name\n".into()));
+        return Some(HttpResponse::text(
+            "400 Bad Request",
+            "no failpoint name\n".into(),
+        ));
     }
     match method {
         "PUT" | "POST" => {
-            let length = content_length(&head).min(request.len() - end);
-            let action = String::from_utf8_lossy(&request[end..end + length]);
+            let action = String::from_utf8_lossy(request.body);
             let action = action.trim();
             match fail::cfg(name, action) {
                 Ok(()) => {
                     tracing::warn!(failpoint = name, action, "failpoint armed over HTTP");
-                    Some(("200 OK", format!("{name}={action}\n")))
+                    Some(HttpResponse::text("200 OK", format!("{name}={action}\n")))
                 }
-                Err(e) => Some(("400 Bad Request", format!("{name}: {e}\n"))),
+                Err(e) => Some(HttpResponse::text(
+                    "400 Bad Request",
+                    format!("{name}: {e}\n"),
+                )),
             }
         }
         "DELETE" => {
             fail::remove(name);
             tracing::warn!(failpoint = name, "failpoint removed over HTTP");
-            Some(("200 OK", format!("{name} removed\n")))
+            Some(HttpResponse::text("200 OK", format!("{name} removed\n")))
         }
-        _ => Some(("405 Method Not Allowed", "PUT, DELETE or GET\n".into())),
+        _ => Some(HttpResponse::text(
+            "405 Method Not Allowed",
+            "PUT, DELETE or GET\n".into(),
+        )),
     }
 }
 
 #[cfg(not(feature = "failpoints"))]
-fn failpoint_request(_request: &[u8]) -> Option<(&'static str, String)> {
+fn failpoint_request(_request: &HttpRequest<'_>) -> Option<HttpResponse> {
     None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runtime::metrics::parse_request;
 
-    #[test]
-    fn a_request_is_complete_once_its_announced_body_arrived() {
-        assert!(!request_complete(b"GET /metrics HTTP/1.0\r\n"));
-        assert!(request_complete(b"GET /metrics HTTP/1.0\r\n\r\n"));
-        let put = b"PUT /fail/x HTTP/1.0\r\nContent-Length: 6\r\n\r\nreturn";
-        assert!(!request_complete(&put[..put.len() - 1]));
-        assert!(request_complete(put));
+    fn answer(request: &[u8]) -> Option<(&'static str, String)> {
+        failpoint_request(&parse_request(request)).map(|r| (r.status, r.body))
     }
 
     #[cfg(not(feature = "failpoints"))]
     #[test]
     fn without_the_feature_every_request_gets_the_metrics_page() {
         assert_eq!(
-            failpoint_request(b"PUT /fail/x HTTP/1.0\r\nContent-Length: 3\r\n\r\noff"),
+            answer(b"PUT /fail/x HTTP/1.0\r\nContent-Length: 3\r\n\r\noff"),
             None
         );
     }
@@ -456,23 +363,20 @@ mod tests {
         let hit = || fail::eval(name, |arg| arg.unwrap_or_default());
         assert_eq!(hit(), None);
         let put = format!("PUT /fail/{name} HTTP/1.0\r\nContent-Length: 10\r\n\r\nreturn(7)\n");
-        let (code, body) = failpoint_request(put.as_bytes()).unwrap();
+        let (code, body) = answer(put.as_bytes()).unwrap();
         assert_eq!(
             (code, body.as_str()),
             ("200 OK", "metrics::test::http=return(7)\n")
         );
         assert_eq!(hit(), Some("7".to_string()));
-        let (_, listed) = failpoint_request(b"GET /fail HTTP/1.0\r\n\r\n").unwrap();
+        let (_, listed) = answer(b"GET /fail HTTP/1.0\r\n\r\n").unwrap();
         assert!(listed.contains("metrics::test::http=return(7)"), "{listed}");
         let bad = format!("PUT /fail/{name} HTTP/1.0\r\nContent-Length: 5\r\n\r\nbogus");
-        assert_eq!(
-            failpoint_request(bad.as_bytes()).unwrap().0,
-            "400 Bad Request"
-        );
+        assert_eq!(answer(bad.as_bytes()).unwrap().0, "400 Bad Request");
         let delete = format!("DELETE /fail/{name} HTTP/1.0\r\n\r\n");
-        assert_eq!(failpoint_request(delete.as_bytes()).unwrap().0, "200 OK");
+        assert_eq!(answer(delete.as_bytes()).unwrap().0, "200 OK");
         assert_eq!(hit(), None);
-        assert_eq!(failpoint_request(b"GET /metrics HTTP/1.0\r\n\r\n"), None);
+        assert_eq!(answer(b"GET /metrics HTTP/1.0\r\n\r\n"), None);
         scenario.teardown();
     }
 }

@@ -12,6 +12,8 @@
 //! - [`channel`]: every internal connection, client and server side, built from one
 //!   [`ChannelConfig`] (connect timeout, HTTP/2 keepalive, TCP keepalive, `TCP_NODELAY`,
 //!   `TCP_USER_TIMEOUT`); [`ChannelPool`] replaces a channel whose call failed.
+//! - [`metrics`]: the Prometheus page writer and the HTTP responder both servers' metrics
+//!   addresses serve.
 //! - [`config`]: what both servers' configurations share (the key-naming error, TOML loading,
 //!   address checks).
 //!
@@ -23,6 +25,7 @@ pub mod config;
 mod confignode_client;
 mod driver;
 mod error;
+pub mod metrics;
 mod transport;
 
 pub use channel::{incoming, server, BadAddress, ChannelConfig, ChannelPool, PooledChannel};
