@@ -136,16 +136,21 @@ pub(crate) fn verdict(status: &proto::Status) -> Verdict {
     }
 }
 
-/// gRPC codes that mean the DataNode was not reached or the connection broke.
-fn connection_failure(code: tonic::Code) -> bool {
-    matches!(
-        code,
+/// Whether a gRPC error means the DataNode was not reached or the connection broke, rather than
+/// an answer from it: the codes below, and INTERNAL raised on this side of the wire (tonic maps
+/// an HTTP/2 stream reset or GOAWAY, e.g. from a DataNode shutting down mid-request, to
+/// INTERNAL with the h2 error as its source; a status the server sent has no source). Writes are
+/// upserts, so one sent again elsewhere after a broken connection cannot double anything.
+fn connection_failure(status: &tonic::Status) -> bool {
+    match status.code() {
         tonic::Code::Unavailable
-            | tonic::Code::Unknown
-            | tonic::Code::Cancelled
-            | tonic::Code::Aborted
-            | tonic::Code::DeadlineExceeded
-    )
+        | tonic::Code::Unknown
+        | tonic::Code::Cancelled
+        | tonic::Code::Aborted
+        | tonic::Code::DeadlineExceeded => true,
+        tonic::Code::Internal => std::error::Error::source(status).is_some(),
+        _ => false,
+    }
 }
 
 fn status_error(status: &proto::Status) -> SessionError {
@@ -602,7 +607,7 @@ impl Session {
                     timeout_ms: self.config.request_timeout_ms,
                 })
             }
-            Ok(Err(status)) if connection_failure(status.code()) => {
+            Ok(Err(status)) if connection_failure(&status) => {
                 return Err(SessionError::Connection {
                     endpoint: endpoint.to_string(),
                     message: status.message().to_string(),
@@ -675,7 +680,7 @@ impl Session {
                     },
                     None,
                 ),
-                Ok(Err(status)) if connection_failure(status.code()) => (
+                Ok(Err(status)) if connection_failure(&status) => (
                     SessionError::Connection {
                         endpoint: endpoint.clone(),
                         message: status.message().to_string(),
@@ -762,6 +767,20 @@ mod tests {
 
     fn st(code: StatusCode) -> proto::Status {
         proto::status(code, "m")
+    }
+
+    #[test]
+    fn a_broken_stream_is_a_connection_failure_but_a_servers_internal_error_is_final() {
+        // What tonic makes of an HTTP/2 reset on this side: INTERNAL with the cause attached.
+        let mut reset = tonic::Status::internal("h2 protocol error: stream reset");
+        reset.set_source(std::sync::Arc::new(std::io::Error::other("stream reset")));
+        assert!(connection_failure(&reset));
+        // INTERNAL as the server sent it (decoded from trailers: no source) is an answer.
+        assert!(!connection_failure(&tonic::Status::internal(
+            "handler failed"
+        )));
+        assert!(connection_failure(&tonic::Status::unavailable("refused")));
+        assert!(!connection_failure(&tonic::Status::invalid_argument("bad")));
     }
 
     #[test]
