@@ -101,7 +101,7 @@ mod kind {
 impl Command {
     /// The version-1 encoding.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::default();
+        let mut w = Writer::new();
         w.u8(COMMAND_VERSION);
         match self {
             Command::RegisterDataNode {
@@ -172,7 +172,13 @@ impl Command {
                 w.u64(*operation_id);
             }
         }
-        w.into_bytes()
+        let bytes = w.into_bytes();
+        debug_assert_eq!(
+            Command::decode(&bytes).as_ref(),
+            Ok(self),
+            "command round trip"
+        );
+        bytes
     }
 
     /// Inverse of [`Command::encode`]; refuses unknown versions and kinds and trailing bytes.
@@ -277,7 +283,7 @@ pub enum CommandResult {
 impl CommandResult {
     /// Encoding: `u8 tag` (0 Done, 1 Registered, 2 RegionsCreated, 3 OperationBegun) then fields.
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::default();
+        let mut w = Writer::new();
         match self {
             CommandResult::Done => w.u8(0),
             CommandResult::Registered {
@@ -298,7 +304,13 @@ impl CommandResult {
                 w.u64(*id);
             }
         }
-        w.into_bytes()
+        let bytes = w.into_bytes();
+        debug_assert_eq!(
+            CommandResult::decode(&bytes).as_ref(),
+            Ok(self),
+            "command result round trip"
+        );
+        bytes
     }
 
     /// Inverse of [`CommandResult::encode`].

@@ -19,6 +19,7 @@ pub mod server;
 mod service;
 pub mod sm;
 pub mod state;
+mod timing;
 pub mod tracker;
 
 pub use config::{ConfigNodeArgs, ConfigNodeConfig};

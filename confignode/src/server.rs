@@ -66,8 +66,7 @@ pub(crate) struct Shared {
     heartbeat_sequence: AtomicU64,
 }
 
-/// How long a proposal may take before the caller gets 712.
-pub(crate) const PROPOSAL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) use crate::timing::PROPOSAL_TIMEOUT;
 
 impl Shared {
     pub(crate) fn leader_status(&self) -> Option<consensus::GroupStatus> {
@@ -466,7 +465,7 @@ impl Shared {
             }
             out
         };
-        let timeout = Duration::from_secs(5);
+        let timeout = crate::timing::CREATE_REGION_TIMEOUT;
         let mut calls = tokio::task::JoinSet::new();
         for (address, request) in requests {
             let call = self.client.create_region(&address, request);
@@ -505,7 +504,7 @@ fn load_snapshot(path: &std::path::Path) -> Result<MetadataState> {
 async fn snapshot_loop(shared: Arc<Shared>, path: std::path::PathBuf, mut last_index: u64) {
     let interval = shared.config.cn_snapshot_interval_entries;
     loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(crate::timing::SNAPSHOT_CHECK_INTERVAL).await;
         let (index, bytes) = {
             let state = shared.state.read();
             if state.applied_index() < last_index + interval {
@@ -577,8 +576,10 @@ pub async fn run(
             context: format!("binding {}", config.cn_internal_address),
             source,
         })?;
-    let client =
-        GrpcDataNodeClient::with_channel_config(Duration::from_secs(5), config.channel_config());
+    let client = GrpcDataNodeClient::with_channel_config(
+        crate::timing::DATANODE_RPC_TIMEOUT,
+        config.channel_config(),
+    );
     run_with_listener(config, listener, Arc::new(client), shutdown).await
 }
 
@@ -724,7 +725,7 @@ pub async fn run_with_listener(
         let stop_tx = stop_tx.clone();
         tokio::spawn(async move {
             while !shared.driver.is_stopped() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(crate::timing::DRIVER_WATCHDOG_POLL).await;
             }
             tracing::error!("the ConfigNode raft driver stopped");
             stop_tx.send_replace(true);

@@ -160,7 +160,7 @@ impl ConfigNodeServiceImpl {
             + Duration::from_millis(
                 config.metadata_lease_fence_ms + config.lease_proceed_margin_ms,
             )
-            + Duration::from_secs(60);
+            + crate::timing::FENCE_OPERATION_SLACK;
         loop {
             if self.shared.is_stopping() {
                 let mut s = proto::status(
@@ -187,7 +187,7 @@ impl ConfigNodeServiceImpl {
                 s.need_retry = false;
                 return s;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(crate::timing::FENCE_OPERATION_POLL).await;
         }
     }
 

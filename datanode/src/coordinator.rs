@@ -25,12 +25,7 @@ use crate::storage::{LeaseGate, RegionCommand};
 
 type Outcome<T> = Result<T, proto::Status>;
 
-/// Longest single backoff between two attempts of a region write.
-const BACKOFF_MAX: Duration = Duration::from_secs(20);
-/// First backoff.
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-/// Budget of a region read's retries (leader changes, connection loss).
-const READ_RETRY_MS: u64 = 10_000;
+use crate::timing::{INVALIDATION_POLL, READ_RETRY, WRITE_BACKOFF_MAX, WRITE_BACKOFF_MIN};
 
 fn fenced_write(shared: &Shared) -> proto::Status {
     inc(&shared.metrics.fenced_writes);
@@ -59,9 +54,9 @@ fn fenced_read(shared: &Shared) -> proto::Status {
 }
 
 fn backoff(attempt: u32) -> Duration {
-    BACKOFF_MIN
+    WRITE_BACKOFF_MIN
         .saturating_mul(1u32 << attempt.min(16))
-        .min(BACKOFF_MAX)
+        .min(WRITE_BACKOFF_MAX)
 }
 
 /// True for 200 and for 400 REDIRECTION_RECOMMEND (written, with a hint for next time).
@@ -834,7 +829,7 @@ async fn sleep_unless_invalidated(shared: &Shared, pause: Duration, generation: 
         if left.is_zero() {
             return;
         }
-        tokio::time::sleep(left.min(Duration::from_millis(50))).await;
+        tokio::time::sleep(left.min(INVALIDATION_POLL)).await;
     }
 }
 
@@ -845,7 +840,7 @@ async fn read_region(
     route: &RegionRoute,
     request: proto::RegionReadReq,
 ) -> Outcome<Vec<proto::RegionSeries>> {
-    let deadline = Instant::now() + Duration::from_millis(READ_RETRY_MS);
+    let deadline = Instant::now() + READ_RETRY;
     let mut targets = Targets::new(shared, region, route);
     let mut attempt = 0u32;
     loop {
@@ -1099,7 +1094,7 @@ mod tests {
             b,
             [100, 200, 400, 800, 1600, 3200, 6400, 12800, 20000, 20000]
         );
-        assert_eq!(backoff(u32::MAX), BACKOFF_MAX);
+        assert_eq!(backoff(u32::MAX), WRITE_BACKOFF_MAX);
     }
 
     #[test]

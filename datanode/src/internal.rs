@@ -24,12 +24,6 @@ use crate::storage::{Deletion, LeaseGate, RegionCommand};
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
 
-/// How long an invalidation waits for in-flight operations before answering non-200 (the
-/// ConfigNode retries it), when the request does not say.
-const INVALIDATION_DRAIN_MS: u64 = 10_000;
-/// The longest drain a request may ask for.
-const INVALIDATION_DRAIN_MAX_MS: u64 = 120_000;
-
 /// The internal service of one DataNode.
 pub(crate) struct InternalService {
     shared: Arc<Shared>,
@@ -56,7 +50,7 @@ impl InternalService {
 
     async fn stall_if_asked(&self) {
         while self.shared.stall_heartbeats.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(crate::timing::HEARTBEAT_STALL_POLL).await;
         }
         #[cfg(feature = "failpoints")]
         {
@@ -203,8 +197,8 @@ impl DataNodeInternalService for InternalService {
         // generation before each dispatch (and wakes from its backoff when it moves), so the
         // wait is short. New requests are not held up meanwhile.
         let drain_ms = match req.drain_timeout_ms {
-            0 => INVALIDATION_DRAIN_MS,
-            ms => ms.min(INVALIDATION_DRAIN_MAX_MS),
+            0 => crate::timing::INVALIDATION_DRAIN_MS,
+            ms => ms.min(crate::timing::INVALIDATION_DRAIN_MAX_MS),
         };
         if !shared
             .in_flight

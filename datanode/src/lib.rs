@@ -18,6 +18,7 @@ mod node;
 pub mod region_state_machine;
 mod session;
 pub mod storage;
+mod timing;
 
 pub use config::{DataNodeArgs, DataNodeConfig};
 pub use error::{ConfigError, Error, Result};

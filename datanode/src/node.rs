@@ -29,6 +29,7 @@ use crate::region_state_machine::{
     DataRegionStateMachine, RegionRetryConfig, RegionStateMachineMetrics,
 };
 use crate::storage::{DataRegion, RegionCommand, StorageConfig};
+use crate::timing;
 
 /// A region replica hosted here.
 pub(crate) struct LocalRegion {
@@ -416,7 +417,7 @@ async fn serve(
     let watchdog = async {
         while !shared.driver.is_stopped() && !*stop.borrow() {
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = tokio::time::sleep(timing::DRIVER_WATCHDOG_POLL) => {}
                 _ = stop.changed() => {}
             }
         }
@@ -464,22 +465,17 @@ async fn lease_monitor(shared: Arc<Shared>) {
                 Err(e) => tracing::warn!("switching raft fencing: {e}"),
             }
         }
-        // Short: the time between the lease lapsing and the leaders stepping aside is a window
-        // in which proposals would fail at apply instead of at admission.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(timing::LEASE_MONITOR_POLL).await;
     }
 }
 
-/// How often a DataNode asks the ConfigNode which region replicas it should host.
-const REGION_RECONCILE_INTERVAL: Duration = Duration::from_secs(5);
-
-/// The pull side of region creation: every [`REGION_RECONCILE_INTERVAL`] while the lease is live,
+/// The pull side of region creation: every [`timing::REGION_RECONCILE_INTERVAL`] while the lease is live,
 /// creates the replicas the ConfigNode assigned to this node that it does not host. A CreateRegion
 /// push can be lost (the node was cut off, or the ConfigNode's handler was dropped mid-way);
 /// without this the region would run one replica short for good.
 async fn region_reconciler(shared: Arc<Shared>) {
     loop {
-        tokio::time::sleep(REGION_RECONCILE_INTERVAL).await;
+        tokio::time::sleep(timing::REGION_RECONCILE_INTERVAL).await;
         if !shared.lease.is_live() {
             continue;
         }
@@ -494,7 +490,7 @@ async fn region_reconciler(shared: Arc<Shared>) {
 /// flushed checkpoint.
 async fn flush_loop(shared: Arc<Shared>) {
     loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(timing::FLUSH_CHECK_INTERVAL).await;
         let regions: Vec<(u64, Arc<DataRegion>)> = shared
             .regions
             .read()
@@ -980,7 +976,7 @@ async fn register(
             },
             Err(e) => last = e.to_string(),
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(timing::REGISTRATION_RETRY).await;
     }
     Err(Error::Registration(last))
 }

@@ -20,10 +20,6 @@ const BATCH_ITEMS_MAX: usize = 10_000;
 /// Paths in one query.
 const QUERY_PATHS_MAX: usize = 10_000;
 
-/// Beyond twice the fence, how long a schema statement may take at the ConfigNode (its own
-/// deadline is fence + margin + 60 s; the margin is below the fence).
-const SCHEMA_STATEMENT_SLACK: Duration = Duration::from_secs(90);
-
 /// The session service of one DataNode.
 pub(crate) struct SessionServiceImpl {
     shared: Arc<Shared>,
@@ -296,8 +292,8 @@ impl SessionService for SessionServiceImpl {
         // invalidation or is fenced (fence + margin), then deletes through the regions' logs:
         // the ConfigNode gives it fence + margin + 60 s before it answers "still in progress".
         // A shorter deadline here would re-send the statement while the first still runs.
-        let timeout =
-            Duration::from_millis(self.shared.lease.fence_ms() * 2) + SCHEMA_STATEMENT_SLACK;
+        let timeout = Duration::from_millis(self.shared.lease.fence_ms() * 2)
+            + crate::timing::SCHEMA_STATEMENT_SLACK;
         let outcome = self
             .shared
             .call_confignode(Some(timeout), |mut c| {

@@ -151,6 +151,16 @@ pub struct Manifest {
 impl Manifest {
     /// The manifest's bytes.
     pub fn encode(&self) -> Vec<u8> {
+        let bytes = self.encode_unchecked();
+        debug_assert_eq!(
+            Manifest::decode(&bytes).as_ref(),
+            Ok(self),
+            "manifest round trip"
+        );
+        bytes
+    }
+
+    fn encode_unchecked(&self) -> Vec<u8> {
         envelope::seal(MAGIC, |w| {
             w.u32(FORMAT_VERSION);
             w.u64(self.checkpoint);

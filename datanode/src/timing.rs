@@ -1,0 +1,38 @@
+//! Every fixed timing of the DataNode, named in one place. What an operator may need to change
+//! is a configuration key (`config.rs`); these are internal cadences and bounds, chosen so that
+//! none of them decides correctness (the lease decides that, from configured values).
+
+use std::time::Duration;
+
+/// First backoff between two attempts of a region write.
+pub(crate) const WRITE_BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// Longest single backoff between two attempts of a region write.
+pub(crate) const WRITE_BACKOFF_MAX: Duration = Duration::from_secs(20);
+/// How often a backing-off write checks whether an invalidation cancelled it.
+pub(crate) const INVALIDATION_POLL: Duration = Duration::from_millis(50);
+/// Budget of a region read's retries (leader changes, connection loss).
+pub(crate) const READ_RETRY: Duration = Duration::from_secs(10);
+
+/// How long an invalidation waits for in-flight operations before answering non-200 (the
+/// ConfigNode retries it), when the request does not say.
+pub(crate) const INVALIDATION_DRAIN_MS: u64 = 10_000;
+/// The longest drain a request may ask for.
+pub(crate) const INVALIDATION_DRAIN_MAX_MS: u64 = 120_000;
+
+/// Beyond twice the fence, how long a schema statement may take at the ConfigNode (its own
+/// deadline is fence + margin + 60 s; the margin is below the fence).
+pub(crate) const SCHEMA_STATEMENT_SLACK: Duration = Duration::from_secs(90);
+
+/// How often the lease monitor looks at the lease. Short: between the lease lapsing and the
+/// region leaders stepping aside, proposals would fail at apply instead of at admission.
+pub(crate) const LEASE_MONITOR_POLL: Duration = Duration::from_millis(20);
+/// How often a DataNode asks the ConfigNode which region replicas it should host.
+pub(crate) const REGION_RECONCILE_INTERVAL: Duration = Duration::from_secs(5);
+/// How often the flush loop looks for large or old memtables.
+pub(crate) const FLUSH_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// Pause between two registration attempts at start-up.
+pub(crate) const REGISTRATION_RETRY: Duration = Duration::from_secs(1);
+/// How often the serving loop checks that the raft driver still runs.
+pub(crate) const DRIVER_WATCHDOG_POLL: Duration = Duration::from_millis(100);
+/// How often a heartbeat stalled by the test hook looks whether it may go on.
+pub(crate) const HEARTBEAT_STALL_POLL: Duration = Duration::from_millis(10);
