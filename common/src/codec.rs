@@ -44,64 +44,79 @@ impl Writer {
         }
     }
     /// Bytes written so far.
+    #[inline]
     pub fn len(&self) -> usize {
         self.buf.len()
     }
     /// Nothing written yet.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
     /// The bytes written so far.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
         &self.buf
     }
     /// Forgets what was written, keeping the allocation (for writing chunk after chunk).
+    #[inline]
     pub fn clear(&mut self) {
         self.buf.clear();
     }
     /// The finished bytes.
+    #[inline]
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
     /// One byte.
+    #[inline]
     pub fn u8(&mut self, v: u8) {
         self.buf.push(v);
     }
     /// 2 bytes.
+    #[inline]
     pub fn u16(&mut self, v: u16) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
     /// 4 bytes.
+    #[inline]
     pub fn u32(&mut self, v: u32) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
     /// 8 bytes.
+    #[inline]
     pub fn u64(&mut self, v: u64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
     /// 8 bytes.
+    #[inline]
     pub fn i64(&mut self, v: i64) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
     /// One byte, 0 or 1.
+    #[inline]
     pub fn bool(&mut self, v: bool) {
         self.u8(u8::from(v));
     }
     /// Raw bytes, no length.
+    #[inline]
     pub fn bytes(&mut self, v: &[u8]) {
         self.buf.extend_from_slice(v);
     }
     /// A u32 length or item count (checked narrowing); the caller writes the items.
+    #[inline]
     pub fn len32(&mut self, n: usize) {
         self.u32(len32(n));
     }
     /// u32 length, then the bytes.
+    #[inline]
     pub fn bytes32(&mut self, v: &[u8]) {
         self.len32(v.len());
         self.bytes(v);
     }
     /// A string of at most 65535 bytes: u16 length, then UTF-8 bytes. Longer strings are a bug:
     /// paths are validated against a smaller limit before they reach an encoder.
+    #[inline]
     pub fn str16(&mut self, v: &str) {
         let len = u16::try_from(v.len())
             .unwrap_or_else(|_| panic!("string of {} bytes exceeds the u16 length", v.len()));
@@ -111,6 +126,7 @@ impl Writer {
     /// Fixed-width values in one pass over a pre-sized tail, `N` little-endian bytes each:
     /// cheaper than growing the buffer value by value (sealed files and log entries are mostly
     /// timestamps and numeric columns).
+    #[inline]
     fn fixed<T: Copy, const N: usize>(&mut self, values: &[T], to_le: impl Fn(T) -> [u8; N]) {
         let start = self.buf.len();
         self.buf.resize(start + N * values.len(), 0);
@@ -119,10 +135,12 @@ impl Writer {
         }
     }
     /// Timestamps (or any i64s), 8 bytes each.
+    #[inline]
     pub fn i64s(&mut self, values: &[i64]) {
         self.fixed(values, i64::to_le_bytes);
     }
     /// Column values for the given rows, in row order (TEXT: u32 length + bytes each).
+    #[inline]
     pub fn column_rows(&mut self, column: &Column, rows: Range<usize>) {
         match column {
             Column::Boolean(v) => self.fixed(&v[rows], |b| [b as u8]),
@@ -171,10 +189,12 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0, base }
     }
     /// Bytes read so far.
+    #[inline]
     pub fn position(&self) -> usize {
         self.pos
     }
     /// Bytes left.
+    #[inline]
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
@@ -189,6 +209,7 @@ impl<'a> Reader<'a> {
         })
     }
     /// The next `n` bytes.
+    #[inline]
     pub fn take(&mut self, n: usize) -> DecodeResult<&'a [u8]> {
         if self.remaining() < n {
             return self.error(format!("needs {n} bytes, {} remain", self.remaining()));
@@ -197,30 +218,37 @@ impl<'a> Reader<'a> {
         self.pos += n;
         Ok(out)
     }
+    #[inline]
     fn array<const N: usize>(&mut self) -> DecodeResult<[u8; N]> {
         Ok(self.take(N)?.try_into().expect("take returned N bytes"))
     }
     /// One byte.
+    #[inline]
     pub fn u8(&mut self) -> DecodeResult<u8> {
         Ok(self.array::<1>()?[0])
     }
     /// 2 bytes.
+    #[inline]
     pub fn u16(&mut self) -> DecodeResult<u16> {
         Ok(u16::from_le_bytes(self.array()?))
     }
     /// 4 bytes.
+    #[inline]
     pub fn u32(&mut self) -> DecodeResult<u32> {
         Ok(u32::from_le_bytes(self.array()?))
     }
     /// 8 bytes.
+    #[inline]
     pub fn u64(&mut self) -> DecodeResult<u64> {
         Ok(u64::from_le_bytes(self.array()?))
     }
     /// 8 bytes.
+    #[inline]
     pub fn i64(&mut self) -> DecodeResult<i64> {
         Ok(i64::from_le_bytes(self.array()?))
     }
     /// One byte that must be 0 or 1.
+    #[inline]
     pub fn bool(&mut self) -> DecodeResult<bool> {
         match self.u8()? {
             0 => Ok(false),
@@ -241,11 +269,13 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
     /// u32 length, then that many bytes.
+    #[inline]
     pub fn bytes32(&mut self) -> DecodeResult<&'a [u8]> {
         let len = self.u32()? as usize;
         self.take(len)
     }
     /// `count` i64s; the byte count is checked before anything is allocated.
+    #[inline]
     pub fn i64s(&mut self, count: usize) -> DecodeResult<Vec<i64>> {
         if count.saturating_mul(8) > self.remaining() {
             return self.error(format!(
@@ -258,6 +288,7 @@ impl<'a> Reader<'a> {
     }
     /// `count` fixed-width values of `N` little-endian bytes each, the inverse of
     /// `Writer::fixed`. `take` checks the byte count before anything is allocated.
+    #[inline]
     fn fixed<T, const N: usize>(
         &mut self,
         count: usize,
@@ -273,6 +304,7 @@ impl<'a> Reader<'a> {
             .collect())
     }
     /// u16 length, then UTF-8 bytes.
+    #[inline]
     pub fn str16(&mut self) -> DecodeResult<String> {
         let len = self.u16()? as usize;
         let at = self.pos;
