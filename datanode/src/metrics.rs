@@ -66,6 +66,14 @@ pub struct Metrics {
 /// The metrics page.
 pub(crate) fn render(shared: &Shared) -> String {
     let mut page = Page::new();
+    lease_metrics(&mut page, shared);
+    service_metrics(&mut page, &shared.metrics);
+    region_metrics(&mut page, shared);
+    page.into_string()
+}
+
+/// The metadata lease: state, age, incarnation, transitions and recoveries.
+fn lease_metrics(page: &mut Page, shared: &Shared) {
     let mut line = |name: &str, kind: &str, help: &str, value: u64| {
         page.samples(name, kind, help, [(String::new(), value)]);
     };
@@ -113,7 +121,13 @@ pub(crate) fn render(shared: &Shared) -> String {
         "Failed metadata pulls during recovery.",
         get(&lm.pull_failures),
     );
-    let m = &shared.metrics;
+}
+
+/// The service's own counters ([`Metrics`]).
+fn service_metrics(page: &mut Page, m: &Metrics) {
+    let mut line = |name: &str, kind: &str, help: &str, value: u64| {
+        page.samples(name, kind, help, [(String::new(), value)]);
+    };
     for (name, help, counter) in [
         (
             "write_points_total",
@@ -214,6 +228,13 @@ pub(crate) fn render(shared: &Shared) -> String {
     ] {
         line(name, "counter", help, get(counter));
     }
+}
+
+/// The region state machines, the raft node and the regions hosted.
+fn region_metrics(page: &mut Page, shared: &Shared) {
+    let mut line = |name: &str, kind: &str, help: &str, value: u64| {
+        page.samples(name, kind, help, [(String::new(), value)]);
+    };
     let (retries, exhausted) = shared
         .regions
         .read()
@@ -273,7 +294,6 @@ pub(crate) fn render(shared: &Shared) -> String {
         "Region replicas on this DataNode.",
         shared.regions.read().len() as u64,
     );
-    page.into_string()
 }
 
 /// Serves the page (and, with the feature `failpoints`, the failpoint requests) until the task
