@@ -464,9 +464,14 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "exceeds the u16 length")]
-    fn a_string_past_u16_is_a_bug() {
-        Writer::new().str16(&"x".repeat(70_000));
+    fn a_string_past_u16_is_a_bug_that_names_itself() {
+        let panic = std::panic::catch_unwind(|| Writer::new().str16(&"x".repeat(70_000)))
+            .expect_err("a string past u16 panics");
+        let message = panic.downcast_ref::<String>().expect("a formatted message");
+        assert!(message.contains("exceeds the u16 length"), "{message}");
+        let panic = std::panic::catch_unwind(|| len32(usize::MAX)).expect_err("past u32 panics");
+        let message = panic.downcast_ref::<String>().expect("a formatted message");
+        assert!(message.contains("exceeds the u32 field"), "{message}");
     }
 
     #[test]

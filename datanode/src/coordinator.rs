@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{DataType, LeaseFencedRetryPolicy, StatusCode, Tablet, Value};
+use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
 
 use crate::cache::{DeviceSchema, NodeAddresses, RegionRoute};
 use crate::convert::{ok, status, tablet_to_wire, value_from_wire};
@@ -248,21 +249,39 @@ fn confignode_unreachable(s: &proto::Status) -> bool {
 /// else any peer), which validates and writes it itself: nothing here is trusted, so a fenced
 /// coordinator may do this. 536 with `need_retry` when no peer takes it.
 async fn relay_tablet(shared: &Arc<Shared>, tablet: &Tablet) -> proto::Status {
-    let peers = relay_peers(shared);
-    if peers.is_empty() {
-        return fenced_write(shared);
-    }
     let wire = tablet_to_wire(tablet);
     let timeout = Duration::from_millis(shared.config.dn_write_timeout_ms);
-    let mut last = None;
-    for (node, address) in peers {
+    let outcome = relay(shared, "took the write", timeout, |mut peer| {
         let request = proto::RelayInsertReq {
             tablets: vec![wire.clone()],
             from_data_node_id: shared.node_id,
         };
-        let mut peer = shared.peer(&address);
-        let s = match tokio::time::timeout(timeout, peer.relay_insert(request)).await {
-            Ok(Ok(resp)) => resp.into_inner(),
+        async move {
+            let s = peer.relay_insert(request).await?.into_inner();
+            Ok(if written(&s) { Ok(s) } else { Err(s) })
+        }
+    })
+    .await;
+    if outcome.is_ok() {
+        inc(&shared.metrics.relayed_writes);
+    }
+    outcome.unwrap_or_else(|s| s)
+}
+
+/// Asks the peers [`relay_peers`] names in turn, each within `timeout`: `call` gives a peer's
+/// answer (`Ok`, taken at once) or its refusal. A final refusal is the outcome; a retryable one
+/// moves on to the next peer. When no peer takes it: 536 with `need_retry`, saying the last
+/// refusal ("no peer `what` either").
+async fn relay<T, F, Fut>(shared: &Shared, what: &str, timeout: Duration, mut call: F) -> Outcome<T>
+where
+    F: FnMut(DataNodeInternalServiceClient<runtime::PooledChannel>) -> Fut,
+    Fut: std::future::Future<Output = Result<Outcome<T>, tonic::Status>>,
+{
+    let mut last = None;
+    for (node, address) in relay_peers(shared) {
+        let s = match tokio::time::timeout(timeout, call(shared.peer(&address))).await {
+            Ok(Ok(Ok(answer))) => return Ok(answer),
+            Ok(Ok(Err(refused))) => refused,
             Ok(Err(e)) => status(
                 StatusCode::CanNotConnectDatanode,
                 format!("{address}: {}", e.message()),
@@ -272,12 +291,8 @@ async fn relay_tablet(shared: &Arc<Shared>, tablet: &Tablet) -> proto::Status {
                 format!("{address}: no answer within {} ms", timeout.as_millis()),
             ),
         };
-        if written(&s) {
-            inc(&shared.metrics.relayed_writes);
-            return s;
-        }
         if !s.is_retryable() && !s.need_retry {
-            return s;
+            return Err(s);
         }
         tracing::debug!(node, "relay refused: {} {}", s.code, s.message);
         last = Some(s);
@@ -285,11 +300,11 @@ async fn relay_tablet(shared: &Arc<Shared>, tablet: &Tablet) -> proto::Status {
     let mut s = fenced_write(shared);
     if let Some(last) = last {
         s.message = format!(
-            "{}; no peer took the write either (last: {})",
+            "{}; no peer {what} either (last: {})",
             s.message, last.message
         );
     }
-    s
+    Err(s)
 }
 
 /// Where a fenced coordinator relays: the DataNodes the ConfigNode last named as lease holders,
@@ -385,48 +400,25 @@ async fn relay_series_types(
     measurements: &[String],
 ) -> Outcome<Vec<(String, DataType)>> {
     let timeout = Duration::from_millis(shared.config.dn_rpc_timeout_ms);
-    let mut last: Option<proto::Status> = None;
-    for (node, address) in relay_peers(shared) {
+    let outcome = relay(shared, "answered the lookup", timeout, |mut peer| {
         let request = proto::SeriesTypesReq {
             session_id: 0,
             device: device.to_string(),
             measurements: measurements.to_vec(),
         };
-        let mut peer = shared.peer(&address);
-        let s = match tokio::time::timeout(timeout, peer.relay_series_types(request)).await {
-            Ok(Ok(resp)) => {
-                let resp = resp.into_inner();
-                match resp.status {
-                    Some(s) if !s.is(StatusCode::Success) => s,
-                    _ => {
-                        inc(&shared.metrics.relayed_lookups);
-                        return series_from_wire(resp.series);
-                    }
-                }
-            }
-            Ok(Err(e)) => status(
-                StatusCode::CanNotConnectDatanode,
-                format!("{address}: {}", e.message()),
-            ),
-            Err(_) => status(
-                StatusCode::InternalRequestTimeOut,
-                format!("{address}: no answer within {} ms", timeout.as_millis()),
-            ),
-        };
-        if !s.is_retryable() && !s.need_retry {
-            return Err(s);
+        async move {
+            let resp = peer.relay_series_types(request).await?.into_inner();
+            Ok(match resp.status {
+                Some(s) if !s.is_success() => Err(s),
+                _ => series_from_wire(resp.series),
+            })
         }
-        tracing::debug!(node, "relayed lookup refused: {} {}", s.code, s.message);
-        last = Some(s);
+    })
+    .await;
+    if outcome.is_ok() {
+        inc(&shared.metrics.relayed_lookups);
     }
-    let mut s = fenced_write(shared);
-    if let Some(last) = last {
-        s.message = format!(
-            "{}; no peer answered the lookup either (last: {})",
-            s.message, last.message
-        );
-    }
-    Err(s)
+    outcome
 }
 
 /// Series types off the wire; a type this build does not know is a metadata error.

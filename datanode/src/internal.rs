@@ -373,15 +373,10 @@ impl DataNodeInternalService for InternalService {
         &self,
         request: Request<proto::SeriesTypesReq>,
     ) -> RpcResult<proto::SeriesTypesResp> {
-        let req = request.into_inner();
-        let outcome = crate::coordinator::series_types(
-            &self.shared,
-            &req.device,
-            &req.measurements,
-            Relay::Never,
-        )
-        .await;
-        Ok(Response::new(crate::session::series_types_resp(outcome)))
+        Ok(Response::new(
+            crate::session::answer_series_types(&self.shared, request.into_inner(), Relay::Never)
+                .await,
+        ))
     }
 
     async fn read_region(

@@ -64,11 +64,14 @@ pub(crate) async fn insert_wire_tablets(
     insert_tablets(shared, tablets, relay).await
 }
 
-/// A [`crate::coordinator::series_types`] outcome on the wire.
-pub(crate) fn series_types_resp(
-    outcome: Result<Vec<(String, DataType)>, proto::Status>,
+/// Answers a series-type lookup ([`crate::coordinator::series_types`]) on the wire: the
+/// session's, or one a fenced peer relayed here (`relay` = [`Relay::Never`]).
+pub(crate) async fn answer_series_types(
+    shared: &Arc<Shared>,
+    req: proto::SeriesTypesReq,
+    relay: Relay,
 ) -> proto::SeriesTypesResp {
-    match outcome {
+    match crate::coordinator::series_types(shared, &req.device, &req.measurements, relay).await {
         Ok(series) => proto::SeriesTypesResp {
             status: Some(ok()),
             series: series
@@ -353,15 +356,9 @@ impl SessionService for SessionServiceImpl {
         &self,
         request: Request<proto::SeriesTypesReq>,
     ) -> RpcResult<proto::SeriesTypesResp> {
-        let req = request.into_inner();
-        let outcome = crate::coordinator::series_types(
-            &self.shared,
-            &req.device,
-            &req.measurements,
-            Relay::WhenFenced,
-        )
-        .await;
-        Ok(Response::new(series_types_resp(outcome)))
+        Ok(Response::new(
+            answer_series_types(&self.shared, request.into_inner(), Relay::WhenFenced).await,
+        ))
     }
 
     async fn show_cluster(
