@@ -11,6 +11,28 @@ cd "$(dirname "$0")/.."
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
+# The layering ARCHITECTURE.md states, held by Cargo: each crate below may not depend (normal
+# dependencies, transitively) on the crates named after it.
+echo "== dependency rules"
+forbid() {
+    local crate=$1; shift
+    local deps
+    deps=$(cargo tree -p "$crate" -e normal --prefix none --format '{p}' | awk '{print $1}' | sort -u)
+    for banned in "$@"; do
+        if grep -qx "$banned" <<<"$deps"; then
+            echo "dependency rule broken: $crate depends on $banned" >&2
+            exit 1
+        fi
+    done
+}
+io_free=(tokio tonic prost hyper proto runtime)
+forbid common "${io_free[@]}" wal memtable engine consensus
+forbid wal "${io_free[@]}" common memtable engine consensus
+forbid memtable "${io_free[@]}" wal engine consensus
+forbid engine "${io_free[@]}" consensus datanode
+forbid consensus engine datanode confignode proto runtime
+forbid session datanode confignode engine consensus runtime wal memtable
+
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --exclude fencepost-benches --all-targets --all-features -- -D warnings

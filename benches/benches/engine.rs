@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{DataType, LeaseFencedRetryPolicy, PartitionConfig, Tablet, Value};
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use datanode::storage::{
-    DataRegion, LeaseFenced, LeaseGate, OpenGate, RegionCommand, StorageConfig,
-};
+use engine::{DataRegion, LeaseFenced, LeaseGate, OpenGate, RegionCommand, StorageConfig};
 
 const ROWS: usize = 1000;
 const COLUMNS: usize = 10;

@@ -16,7 +16,7 @@ use common::{DataType, LeaseFencedRetryPolicy};
 use parking_lot::RwLock;
 
 use crate::lease::MetadataLeaseManager;
-use crate::storage::{LeaseFenced, LeaseGate};
+use engine::{LeaseFenced, LeaseGate};
 
 /// A device's database and the types of its known series.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -22,7 +22,7 @@ use crate::cache::{DeviceSchema, NodeAddresses, RegionRoute};
 use crate::convert::{ok, status, tablet_to_wire, value_from_wire};
 use crate::metrics::{add, inc};
 use crate::node::{check_status, Shared};
-use crate::storage::{LeaseGate, RegionCommand};
+use engine::{LeaseGate, RegionCommand};
 
 type Outcome<T> = Result<T, proto::Status>;
 

@@ -1,6 +1,6 @@
-//! Errors of the DataNode service (the storage engine has its own, `storage::StorageError`).
+//! Errors of the DataNode service (the storage engine has its own, `engine::StorageError`).
 
-use crate::storage::StorageError;
+use engine::StorageError;
 
 pub use runtime::ConfigError;
 

@@ -20,7 +20,7 @@ use crate::convert::{ok, status, tablet_from_wire, value_to_wire};
 use crate::coordinator::Relay;
 use crate::metrics::inc;
 use crate::node::Shared;
-use crate::storage::{Deletion, LeaseGate, RegionCommand};
+use engine::{Deletion, LeaseGate, RegionCommand};
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use common::LeaseFencedRetryPolicy;
 use consensus::Clock;
 
-use crate::storage::{LeaseFenced, LeaseGate};
+use engine::{LeaseFenced, LeaseGate};
 
 /// Milliseconds on `CLOCK_BOOTTIME`: monotonic, and unlike `CLOCK_MONOTONIC` (Rust's `Instant`)
 /// it keeps counting while the host is suspended. A DataNode whose host slept through its lease

@@ -1,5 +1,5 @@
-//! The Fencepost DataNode: the storage engine ([`storage`]), the region's raft state machine
-//! ([`region_state_machine`]), the metadata lease ([`lease`]) and the service around them —
+//! The Fencepost DataNode around the storage engine (the `engine` crate): the region's raft state
+//! machine ([`region_state_machine`]), the metadata lease ([`lease`]) and the service around them —
 //! registration, the internal and session gRPC services, the coordinator, the fail-closed
 //! metadata caches and `/metrics`. [`run`] is the entry point of the `datanode` binary; tests call
 //! [`start`] on `127.0.0.1:0`. See ARCHITECTURE.md for the code map.
@@ -17,7 +17,6 @@ pub mod metrics;
 mod node;
 pub mod region_state_machine;
 mod session;
-pub mod storage;
 mod timing;
 
 pub use config::{DataNodeArgs, DataNodeConfig};

@@ -28,8 +28,8 @@ use crate::metrics::{inc, Metrics};
 use crate::region_state_machine::{
     DataRegionStateMachine, RegionRetryConfig, RegionStateMachineMetrics,
 };
-use crate::storage::{DataRegion, RegionCommand, StorageConfig};
 use crate::timing;
+use engine::{DataRegion, RegionCommand, StorageConfig};
 
 /// A region replica hosted here.
 pub(crate) struct LocalRegion {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use common::{envelope, StatusCode, Tablet, TabletLimits};
 use consensus::{ApplyError, Clock, StateMachine};
 
-use crate::storage::{
+use engine::{
     ApplyOutcome, DataRegion, DecodeError, LeaseGate, RegionCommand, StorageError, Tombstone,
 };
 

@@ -439,7 +439,7 @@ impl SessionService for SessionServiceImpl {
         request: Request<proto::RegionDigestReq>,
     ) -> RpcResult<proto::RegionDigestResp> {
         let wanted = request.into_inner().region_id;
-        let regions: Vec<(u64, Arc<crate::storage::DataRegion>)> = self
+        let regions: Vec<(u64, Arc<engine::DataRegion>)> = self
             .shared
             .regions
             .read()

@@ -7,7 +7,8 @@
 //!    is the partition table's entry for (database, series slot of the device, time slot),
 //!    asked of the ConfigNode; cells a drop may have removed are judged apart from those it may
 //!    not have (a deletion removes every point of its series at one place of the region's log);
-//! 3. nothing is present that no operation wrote (no phantom, no wrong value);
+//! 3. nothing is present that no operation wrote (no phantom, no wrong value), and every point
+//!    sits in the region the partition table maps its slot to;
 //! 4. **the fence guarantee**, per acknowledged DELETE TIMESERIES / DROP DATABASE D:
 //!    (a) no point of a write that completed before D committed its final state survives — the
 //!    test knows D had not committed at [`DropOp::not_final_before`] (it saw the target still

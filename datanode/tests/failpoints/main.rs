@@ -1,108 +1,18 @@
-//! Failpoint tests: in the storage engine, a failure injected before fragment k and a crash between
-//! writing sealed files and installing the manifest; in the DataNode service, a stalled heartbeat
-//! handler (`datanode::heartbeat::stall`); in the region state machine, a delayed apply
-//! (`datanode::apply::delay`). Each test holds `fail::FailScenario`, which serialises them.
+//! Failpoint tests of the DataNode: a stalled heartbeat handler (`datanode::heartbeat::stall`)
+//! and, in the region state machine, a delayed apply (`datanode::apply::delay`). The engine's own
+//! failpoint tests are in `engine/tests/failpoints/`. Each test holds `fail::FailScenario`, which
+//! serialises them.
 
 #[path = "../it/harness.rs"]
 mod harness;
-#[path = "../it/support.rs"]
+// Shared with the engine tests; this binary uses only the region helpers, not the command log.
+#[allow(dead_code)]
+#[path = "../../../engine/tests/it/support.rs"]
 mod support;
 
-use datanode::storage::{OpenGate, RegionCommand, StorageError};
+use engine::{OpenGate, RegionCommand};
 
-use support::{apply_to_model, content, tablet, LoggedRegion, Model};
-
-#[test]
-fn failure_before_any_fragment_rolls_back_the_attempt() {
-    let scenario = fail::FailScenario::setup();
-    // Five fragments: slots 0..=4.
-    let attempt = tablet("root.sg.d1", &[1, 11, 21, 31, 41], 5.0);
-    for k in 0..5 {
-        let dir = tempfile::tempdir().unwrap();
-        let region = LoggedRegion::open(dir.path());
-        let mut model = Model::new();
-        let prior = tablet("root.sg.d1", &[1, 2, 22], 0.0);
-        region
-            .write(&RegionCommand::insert(prior.clone()), &OpenGate)
-            .unwrap();
-        apply_to_model(&mut model, &prior);
-        let digest = region.region.digest().unwrap();
-
-        fail::cfg("storage::before_fragment", &format!("{k}*off->1*return")).unwrap();
-        let err = region
-            .write(&RegionCommand::insert(attempt.clone()), &OpenGate)
-            .unwrap_err();
-        fail::remove("storage::before_fragment");
-        assert!(matches!(err, StorageError::Injected(_)), "k={k}: {err:?}");
-        assert!(err.is_recoverable());
-        assert_eq!(region.region.digest().unwrap(), digest, "k={k}");
-        assert_eq!(content(&region.region), model, "k={k}");
-
-        region.replay(&OpenGate).unwrap();
-        apply_to_model(&mut model, &attempt);
-        assert_eq!(content(&region.region), model, "k={k}");
-    }
-    scenario.teardown();
-}
-
-#[test]
-fn crash_between_sealed_files_and_manifest_loses_nothing() {
-    let scenario = fail::FailScenario::setup();
-    let dir = tempfile::tempdir().unwrap();
-    let region = LoggedRegion::open(dir.path());
-    let mut model = Model::new();
-    let first = tablet("root.sg.d1", &[1, 12, 23], 0.0);
-    region
-        .write(&RegionCommand::insert(first.clone()), &OpenGate)
-        .unwrap();
-    apply_to_model(&mut model, &first);
-
-    fail::cfg("storage::flush::before_manifest", "return").unwrap();
-    let err = region.region.flush().unwrap_err();
-    fail::remove("storage::flush::before_manifest");
-    assert!(matches!(err, StorageError::Injected(_)), "{err:?}");
-    assert_eq!(region.region.checkpoint_index(), 0);
-    assert_eq!(content(&region.region), model, "frozen data still served");
-    let sealed = dir.path().join("region/sealed");
-    assert_eq!(
-        std::fs::read_dir(&sealed).unwrap().count(),
-        3,
-        "orphans on disk"
-    );
-
-    // The live region carries on: a later flush writes the left-over frozen memtables too.
-    let second = tablet("root.sg.d2", &[5], 1.0);
-    region
-        .write(&RegionCommand::insert(second.clone()), &OpenGate)
-        .unwrap();
-    apply_to_model(&mut model, &second);
-
-    // Crash now: the orphans are removed on open and the log replays everything.
-    drop(region);
-    let region = LoggedRegion::open(dir.path());
-    assert_eq!(
-        std::fs::read_dir(&sealed).unwrap().count(),
-        0,
-        "orphans removed"
-    );
-    region.replay(&OpenGate).unwrap();
-    assert_eq!(content(&region.region), model);
-
-    // A failed flush followed by a good one leaves nothing memory-only.
-    fail::cfg("storage::flush::before_manifest", "return").unwrap();
-    assert!(region.region.flush().is_err());
-    fail::remove("storage::flush::before_manifest");
-    region.flush();
-    drop(region);
-    let region = LoggedRegion::open(dir.path());
-    region.replay(&OpenGate).unwrap();
-    assert_eq!(
-        content(&region.region),
-        model,
-        "after flush, truncation and restart"
-    );
-    scenario.teardown();
-}
+use support::{apply_to_model, content, tablet, Model};
 
 /// Seed scenario 3: heartbeats keep arriving but the handler stalls, so none is processed; the
 /// DataNode fences itself, refuses writes (536) and reads (535), then recovers (clear + pull) once
@@ -165,7 +75,7 @@ fn a_delayed_apply_holds_the_index_and_then_applies_whole() {
 
     use consensus::{ApplyError, ManualClock, StateMachine};
     use datanode::region_state_machine::{DataRegionStateMachine, RegionRetryConfig};
-    use datanode::storage::DataRegion;
+    use engine::DataRegion;
 
     let scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();

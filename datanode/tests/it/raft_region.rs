@@ -15,7 +15,7 @@ use consensus::{
 use datanode::region_state_machine::{
     decode_outcome, DataRegionStateMachine, RegionRetryConfig, RegionStateMachineMetrics,
 };
-use datanode::storage::{ApplyOutcome, DataRegion, ManualGate, RegionCommand};
+use engine::{ApplyOutcome, DataRegion, ManualGate, RegionCommand};
 
 use crate::support::config;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use consensus::{ApplyError, ManualClock, StateMachine};
 use datanode::region_state_machine::{decode_outcome, DataRegionStateMachine, RegionRetryConfig};
-use datanode::storage::{ApplyOutcome, DataRegion, ManualGate, RegionCommand};
+use engine::{ApplyOutcome, DataRegion, ManualGate, RegionCommand};
 
 use crate::support::{config, content, tablet};
 

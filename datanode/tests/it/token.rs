@@ -4,7 +4,7 @@
 //! from a snapshot. A second delivery of one fence operation deletes nothing written since.
 
 use datanode::region_state_machine::{decode_snapshot, encode_snapshot};
-use datanode::storage::{Deletion, OpenGate, RegionCommand, StorageError};
+use engine::{Deletion, OpenGate, RegionCommand, StorageError};
 
 use crate::support::{apply_to_model, config, content, tablet, LoggedRegion, Model};
 
@@ -25,7 +25,7 @@ fn delete_s1(metadata_version: u64, operation_id: u64) -> RegionCommand {
     }
 }
 
-fn stale(result: Result<datanode::storage::ApplyOutcome, StorageError>) -> bool {
+fn stale(result: Result<engine::ApplyOutcome, StorageError>) -> bool {
     matches!(result, Err(StorageError::StaleMetadata { .. }))
 }
 
@@ -190,7 +190,7 @@ fn a_snapshot_carries_the_deletions_and_their_tokens() {
 /// CRC. An older `FPRSNAP1` snapshot (no deletions) still decodes.
 #[test]
 fn golden_region_snapshot() {
-    use datanode::storage::Tombstone;
+    use engine::Tombstone;
     let t = tablet("root.sg.d1", &[7], 1.5);
     let deletion = Deletion {
         metadata_version: 4,

@@ -1,6 +1,9 @@
 //! The raft driver on one node with an in-memory log: proposals complete with the state
 //! machine's result, reads wait for leadership, calls run on the thread, shutdown resolves
 //! everything. `net`: connections through a partition (keepalive, the reconnect policy).
+//!
+//! In detail: proposals, a deterministic refusal, read-index, `call`, an unknown group, shutdown
+//! resolving callers; a failing node factory reported by `spawn`.
 
 mod net;
 

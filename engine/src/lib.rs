@@ -2,8 +2,10 @@
 //! split by time partition, gated by the metadata lease per fragment and rolled back as a whole
 //! when any fragment fails; memtables flush to sealed files; queries merge all of them.
 //!
-//! Architecture invariant: the engine does no network I/O and never reads a metadata cache;
-//! everything an apply needs is in the command.
+//! Architecture invariant: the engine does no network I/O, runs no async runtime and never reads a
+//! metadata cache; everything an apply needs is in the command. Its Cargo dependencies (`common`,
+//! `wal`, `memtable`; no tokio, no wire types) hold this, checked by `scripts/test.sh`.
+#![deny(missing_docs)]
 
 mod command;
 mod digest;

@@ -6,9 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{DataType, PartitionConfig, Tablet, Value};
-use datanode::storage::{
-    ApplyOutcome, DataRegion, LeaseGate, RegionCommand, StorageConfig, StorageError,
-};
+use engine::{ApplyOutcome, DataRegion, LeaseGate, RegionCommand, StorageConfig, StorageError};
 use wal::{Durability, Wal, WalOptions};
 
 pub fn config() -> StorageConfig {

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use datanode::storage::{ManualGate, OpenGate, RegionCommand};
+use engine::{ManualGate, OpenGate, RegionCommand};
 
 use crate::support::{apply_to_model, content, tablet, LoggedRegion, Model};
 

@@ -26,8 +26,8 @@ use std::path::Path;
 use common::codec::DecodeError;
 use common::envelope;
 
-use super::command::Deletion;
-use super::error::{Result, StorageError};
+use crate::command::Deletion;
+use crate::error::{Result, StorageError};
 
 const MAGIC: &[u8; 8] = b"FPMANIF1";
 const FORMAT_VERSION: u32 = 2;

@@ -4,7 +4,7 @@
 
 use common::{DataType, Value};
 
-use super::region::RegionDigest;
+use crate::region::RegionDigest;
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;

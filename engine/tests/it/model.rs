@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use common::{DataType, Tablet, Value};
-use datanode::storage::{ManualGate, OpenGate, RegionCommand, StorageError};
+use engine::{ManualGate, OpenGate, RegionCommand, StorageError};
 use proptest::prelude::*;
 
 use crate::support::{apply_to_model, content, LoggedRegion, Model};

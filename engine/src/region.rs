@@ -16,12 +16,12 @@ use common::{DataType, LeaseFencedRetryPolicy, PartitionConfig, Tablet, TabletLi
 use memtable::{FrozenMemTable, Mark, MemTable, MemTableConfig, MemTableError};
 use parking_lot::{Mutex, RwLock};
 
-use super::command::RegionCommand;
-use super::digest::DigestBuilder;
-use super::error::{Result, StorageError};
-use super::lease_gate::LeaseGate;
-use super::manifest::{device_in_database, sync_dir, FileEntry, Manifest, Tombstone};
-use super::sealed::{self, SealedFile};
+use crate::command::RegionCommand;
+use crate::digest::DigestBuilder;
+use crate::error::{Result, StorageError};
+use crate::lease_gate::LeaseGate;
+use crate::manifest::{device_in_database, sync_dir, FileEntry, Manifest, Tombstone};
+use crate::sealed::{self, SealedFile};
 
 const SEALED_DIR: &str = "sealed";
 

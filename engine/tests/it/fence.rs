@@ -1,7 +1,7 @@
 //! Fencing between fragments k and k+1 leaves nothing of the attempt, in memory or after a crash.
 
 use common::LeaseFencedRetryPolicy;
-use datanode::storage::{ApplyOutcome, ManualGate, OpenGate, RegionCommand, StorageError};
+use engine::{ApplyOutcome, ManualGate, OpenGate, RegionCommand, StorageError};
 
 use crate::support::{apply_to_model, content, tablet, LoggedRegion, Model};
 
@@ -173,12 +173,12 @@ fn flush_triggers_by_size_and_by_age() {
     use std::time::{Duration, Instant};
 
     let dir = tempfile::tempdir().unwrap();
-    let small = datanode::storage::StorageConfig {
+    let small = engine::StorageConfig {
         memtable_flush_bytes: 4096,
         memtable_flush_age_ms: 60_000,
         ..crate::support::config()
     };
-    let region = datanode::storage::DataRegion::open(dir.path(), small).unwrap();
+    let region = engine::DataRegion::open(dir.path(), small).unwrap();
     let now = Instant::now();
     assert!(!region.should_flush(now), "an empty region never flushes");
     region

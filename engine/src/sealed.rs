@@ -28,7 +28,7 @@ use common::{Column, DataType};
 use memtable::FrozenMemTable;
 use wal::direct::DirectWriter;
 
-use super::error::{Result, StorageError};
+use crate::error::{Result, StorageError};
 use common::codec::{len32, DecodeError, Reader, Writer};
 
 const HEADER_MAGIC: &[u8; 8] = b"FPSEAL01";

@@ -1,0 +1,103 @@
+//! Failpoint tests of the storage engine: a failure injected before fragment k
+//! (`storage::before_fragment`) rolls the attempt back whole, and a crash between writing sealed
+//! files and installing the manifest (`storage::flush::before_manifest`) loses nothing. Each test
+//! holds `fail::FailScenario`, which serialises them.
+
+#[path = "../it/support.rs"]
+mod support;
+
+use engine::{OpenGate, RegionCommand, StorageError};
+
+use support::{apply_to_model, content, tablet, LoggedRegion, Model};
+
+#[test]
+fn failure_before_any_fragment_rolls_back_the_attempt() {
+    let scenario = fail::FailScenario::setup();
+    // Five fragments: slots 0..=4.
+    let attempt = tablet("root.sg.d1", &[1, 11, 21, 31, 41], 5.0);
+    for k in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let region = LoggedRegion::open(dir.path());
+        let mut model = Model::new();
+        let prior = tablet("root.sg.d1", &[1, 2, 22], 0.0);
+        region
+            .write(&RegionCommand::insert(prior.clone()), &OpenGate)
+            .unwrap();
+        apply_to_model(&mut model, &prior);
+        let digest = region.region.digest().unwrap();
+
+        fail::cfg("storage::before_fragment", &format!("{k}*off->1*return")).unwrap();
+        let err = region
+            .write(&RegionCommand::insert(attempt.clone()), &OpenGate)
+            .unwrap_err();
+        fail::remove("storage::before_fragment");
+        assert!(matches!(err, StorageError::Injected(_)), "k={k}: {err:?}");
+        assert!(err.is_recoverable());
+        assert_eq!(region.region.digest().unwrap(), digest, "k={k}");
+        assert_eq!(content(&region.region), model, "k={k}");
+
+        region.replay(&OpenGate).unwrap();
+        apply_to_model(&mut model, &attempt);
+        assert_eq!(content(&region.region), model, "k={k}");
+    }
+    scenario.teardown();
+}
+
+#[test]
+fn crash_between_sealed_files_and_manifest_loses_nothing() {
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let region = LoggedRegion::open(dir.path());
+    let mut model = Model::new();
+    let first = tablet("root.sg.d1", &[1, 12, 23], 0.0);
+    region
+        .write(&RegionCommand::insert(first.clone()), &OpenGate)
+        .unwrap();
+    apply_to_model(&mut model, &first);
+
+    fail::cfg("storage::flush::before_manifest", "return").unwrap();
+    let err = region.region.flush().unwrap_err();
+    fail::remove("storage::flush::before_manifest");
+    assert!(matches!(err, StorageError::Injected(_)), "{err:?}");
+    assert_eq!(region.region.checkpoint_index(), 0);
+    assert_eq!(content(&region.region), model, "frozen data still served");
+    let sealed = dir.path().join("region/sealed");
+    assert_eq!(
+        std::fs::read_dir(&sealed).unwrap().count(),
+        3,
+        "orphans on disk"
+    );
+
+    // The live region carries on: a later flush writes the left-over frozen memtables too.
+    let second = tablet("root.sg.d2", &[5], 1.0);
+    region
+        .write(&RegionCommand::insert(second.clone()), &OpenGate)
+        .unwrap();
+    apply_to_model(&mut model, &second);
+
+    // Crash now: the orphans are removed on open and the log replays everything.
+    drop(region);
+    let region = LoggedRegion::open(dir.path());
+    assert_eq!(
+        std::fs::read_dir(&sealed).unwrap().count(),
+        0,
+        "orphans removed"
+    );
+    region.replay(&OpenGate).unwrap();
+    assert_eq!(content(&region.region), model);
+
+    // A failed flush followed by a good one leaves nothing memory-only.
+    fail::cfg("storage::flush::before_manifest", "return").unwrap();
+    assert!(region.region.flush().is_err());
+    fail::remove("storage::flush::before_manifest");
+    region.flush();
+    drop(region);
+    let region = LoggedRegion::open(dir.path());
+    region.replay(&OpenGate).unwrap();
+    assert_eq!(
+        content(&region.region),
+        model,
+        "after flush, truncation and restart"
+    );
+    scenario.teardown();
+}
