@@ -32,6 +32,8 @@ forbid memtable "${io_free[@]}" wal engine consensus
 forbid engine "${io_free[@]}" consensus datanode
 forbid consensus engine datanode confignode proto runtime
 forbid session datanode confignode engine consensus runtime wal memtable
+forbid datanode sim
+forbid confignode sim
 
 echo "== cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings

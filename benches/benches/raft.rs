@@ -1,23 +1,28 @@
-//! Raft throughput: proposals per second through a 3-replica group (and 8 groups) over the
-//! in-memory transport, each node with its raft log in a real `wal` directory (GroupCommit).
+//! Raft throughput: proposals per second through a 3-replica group (and 8 groups), each node
+//! with its raft log in a real `wal` directory (GroupCommit).
 //!
-//! `raft_3_replicas_wal`: the three nodes run on one thread, driven like the simulation, so every
-//! fdatasync of every replica is serialized (a floor). `raft_3_replicas_wal_threaded`: each node on
-//! its own driver thread with `LocalTransport`, each round submitted with one
-//! `NodeHandle::propose_batch`. Each iteration proposes `batch` entries on the
-//! leader(s) without driving, then drives until every proposal is applied on the leader; the
-//! entries of one round go into one ready batch, so one fsync per node covers all of them.
-//! Throughput is reported in proposals (= committed entries); every entry is persisted on
-//! three replicas. Run with `cargo bench -p fencepost-benches --bench raft`.
+//! `raft_3_replicas_wal`: the three nodes on one thread, driven by the shared simulation
+//! (`sim::SimCluster`, ticks included), so every fdatasync of every replica is serialized (a
+//! floor). `raft_3_replicas_wal_threaded`: each node on the driver the servers run
+//! (`runtime::RaftDriver`), messages handed between the drivers' queues in-process, each round's
+//! proposals submitted concurrently. Each iteration proposes `batch` entries on the leader(s),
+//! then waits until every proposal is applied on the leader; the entries of one round go into
+//! one ready batch, so one fsync per node covers all of them. Throughput is reported in
+//! proposals (= committed entries); every entry is persisted on three replicas. Run with
+//! `cargo bench -p fencepost-benches --bench raft`.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use consensus::{
-    ApplyError, Config, DriverConfig, LocalTransport, ManualClock, MemNetwork, MemTransport,
-    MonotonicClock, NodeHandle, RaftNode, StateMachine, StateRole,
+    ApplyError, Config, MonotonicClock, NodeId, RaftMessage, RaftNode, StateMachine, StateRole,
+    Transport,
 };
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use parking_lot::RwLock;
+use runtime::{DriverConfig, RaftDriver};
+use sim::SimCluster;
 
 const PAYLOAD_BYTES: usize = 128;
 
@@ -50,70 +55,48 @@ impl StateMachine for CountingSm {
     }
 }
 
+/// The three nodes on the shared simulation's single thread (`sim::SimCluster`).
 struct Bench {
     _dir: tempfile::TempDir,
-    clock: ManualClock,
-    net: MemNetwork,
-    nodes: Vec<RaftNode<MemTransport>>,
+    cluster: SimCluster,
     groups: u64,
 }
 
 impl Bench {
     fn new(groups: u64) -> Bench {
         let dir = tempfile::tempdir().expect("tempdir");
-        let clock = ManualClock::default();
-        let net = MemNetwork::new(1, Arc::new(clock.clone()), 1 << 20);
+        let mut cluster = SimCluster::new(1, 10, 1 << 20);
         let config = Config {
             in_flight_proposals_max: 4096,
             ..Config::default()
         };
         let peers = [1, 2, 3];
-        let nodes = peers
-            .iter()
-            .map(|&id| {
-                let log = wal_log(dir.path(), id);
-                let mut node = RaftNode::new(
-                    id,
-                    config.clone(),
-                    Arc::new(clock.clone()),
-                    net.endpoint(id),
-                    Box::new(log),
-                )
+        for &id in &peers {
+            let log = wal_log(dir.path(), id);
+            let node = cluster
+                .open(id, config.clone(), Box::new(log))
                 .expect("node");
-                for g in 1..=groups {
-                    node.create_group(g, &peers, Box::new(CountingSm::default()))
-                        .expect("group");
-                }
-                node
-            })
-            .collect();
-        let mut bench = Bench {
-            _dir: dir,
-            clock,
-            net,
-            nodes,
-            groups,
-        };
-        for g in 1..=groups {
-            bench.nodes[0].campaign(g).expect("campaign");
-        }
-        while (1..=groups).any(|g| bench.nodes[0].status(g).unwrap().role != StateRole::Leader) {
-            bench.step();
-        }
-        bench
-    }
-
-    fn step(&mut self) {
-        self.clock.advance_ms(1);
-        for (to, message) in self.net.deliver_due() {
-            // Errors are stale messages; raft retries.
-            let _stale = self.nodes[(to - 1) as usize].step(message);
-        }
-        for node in &mut self.nodes {
-            while node.has_ready() {
-                node.handle_ready().expect("handle_ready");
+            for g in 1..=groups {
+                node.create_group(g, &peers, Box::new(CountingSm::default()))
+                    .expect("group");
             }
         }
+        let leader = cluster.node_mut(1).expect("node 1");
+        for g in 1..=groups {
+            leader.campaign(g).expect("campaign");
+        }
+        while (1..=groups).any(|g| cluster.leader(g) != Some(1)) {
+            cluster.step_ms();
+        }
+        Bench {
+            _dir: dir,
+            cluster,
+            groups,
+        }
+    }
+
+    fn leader(&mut self) -> &mut RaftNode<sim::MemTransport> {
+        self.cluster.node_mut(1).expect("node 1")
     }
 
     /// Proposes `per_group` entries in every group and drives until all are applied on the leader.
@@ -122,11 +105,11 @@ impl Bench {
         let mut tickets = Vec::with_capacity(per_group * self.groups as usize);
         for g in 1..=self.groups {
             for _ in 0..per_group {
-                tickets.push(self.nodes[0].propose(g, payload.clone()).expect("propose"));
+                tickets.push(self.leader().propose(g, payload.clone()).expect("propose"));
             }
         }
         while !tickets.iter().all(|t| t.is_done()) {
-            self.step();
+            self.cluster.step_ms();
         }
         for t in tickets {
             t.try_take().expect("done").expect("applied");
@@ -142,82 +125,114 @@ fn wal_log(dir: &std::path::Path, id: u64) -> wal::Wal {
     wal::Wal::open(options).expect("wal open")
 }
 
-/// Three nodes, each on its own driver thread (`NodeHandle`), so the replicas' fsyncs overlap as
-/// they would on three machines.
+/// Delivers raft messages between drivers in this process the way `runtime::GrpcTransport`'s
+/// receiving side does: straight into the target driver's bounded queue (dropped when full).
+#[derive(Clone, Default)]
+struct LoopbackTransport {
+    drivers: Arc<RwLock<BTreeMap<NodeId, Weak<RaftDriver<LoopbackTransport>>>>>,
+}
+
+impl Transport for LoopbackTransport {
+    fn send(&self, to_node: NodeId, messages: Vec<RaftMessage>) {
+        let target = self.drivers.read().get(&to_node).and_then(Weak::upgrade);
+        if let Some(driver) = target {
+            // A full queue drops the messages; raft retries, as over the network.
+            let _dropped = driver.step(messages);
+        }
+    }
+}
+
+/// Three nodes, each on the driver a server runs (`runtime::RaftDriver`: its own thread, bounded
+/// request queue, ticks), so the replicas' fsyncs overlap as they would on three machines.
 struct Threaded {
     _dir: tempfile::TempDir,
-    transport: LocalTransport,
-    handles: Vec<NodeHandle>,
+    runtime: tokio::runtime::Runtime,
+    drivers: Vec<Arc<RaftDriver<LoopbackTransport>>>,
     leader: usize,
 }
 
 impl Threaded {
     fn new() -> Threaded {
         let dir = tempfile::tempdir().expect("tempdir");
-        let transport = LocalTransport::default();
+        let transport = LoopbackTransport::default();
         let clock = Arc::new(MonotonicClock::default());
         let config = Config {
             in_flight_proposals_max: 4096,
             ..Config::default()
         };
         let peers = [1, 2, 3];
-        let handles: Vec<NodeHandle> = peers
+        let drivers: Vec<Arc<RaftDriver<LoopbackTransport>>> = peers
             .iter()
             .map(|&id| {
-                let node = RaftNode::new(
-                    id,
-                    config.clone(),
-                    clock.clone(),
-                    transport.clone(),
-                    Box::new(wal_log(dir.path(), id)),
-                )
-                .expect("node");
+                let (config, clock, transport_for_node) =
+                    (config.clone(), clock.clone(), transport.clone());
+                let log = wal_log(dir.path(), id);
                 let driver = DriverConfig {
-                    tick_interval_ms: 10,
+                    name: format!("raft-{id}"),
+                    tick_ms: 10,
                     ..DriverConfig::default()
                 };
-                let handle = NodeHandle::spawn(node, clock.clone(), driver).expect("spawn");
-                transport.register(id, handle.inbox());
-                handle
-                    .create_group(1, &peers, Box::new(CountingSm::default()))
-                    .expect("group");
-                handle
+                let driver = Arc::new(
+                    RaftDriver::spawn(driver, move || {
+                        let mut node =
+                            RaftNode::new(id, config, clock, transport_for_node, Box::new(log))?;
+                        node.create_group(1, &peers, Box::new(CountingSm::default()))?;
+                        Ok(node)
+                    })
+                    .expect("spawn"),
+                );
+                transport
+                    .drivers
+                    .write()
+                    .insert(id, Arc::downgrade(&driver));
+                driver
             })
             .collect();
         let leader = loop {
-            if let Some(i) = handles
-                .iter()
-                .position(|h| h.status(1).expect("status").role == StateRole::Leader)
-            {
+            if let Some(i) = drivers.iter().position(|d| {
+                d.group_status(1)
+                    .is_some_and(|s| s.role == StateRole::Leader)
+            }) {
                 break i;
             }
             std::thread::sleep(Duration::from_millis(10));
         };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
         Threaded {
             _dir: dir,
-            transport,
-            handles,
+            runtime,
+            drivers,
             leader,
         }
     }
 
+    /// Proposes `proposals` entries at once, as concurrent sessions would, and waits for all.
     fn round(&self, proposals: usize) {
         let payload = vec![7u8; PAYLOAD_BYTES];
-        let tickets = self.handles[self.leader]
-            .propose_batch(1, vec![payload; proposals])
-            .expect("driver running");
-        for t in tickets {
-            let t = t.expect("propose");
-            t.wait_timeout(Duration::from_secs(10))
-                .expect("answered")
-                .expect("applied");
-        }
+        let leader = self.drivers[self.leader].clone();
+        self.runtime.block_on(async move {
+            let mut waiting = tokio::task::JoinSet::new();
+            for _ in 0..proposals {
+                let (leader, payload) = (leader.clone(), payload.clone());
+                waiting.spawn(
+                    async move { leader.propose(1, payload, Duration::from_secs(10)).await },
+                );
+            }
+            while let Some(outcome) = waiting.join_next().await {
+                outcome.expect("task").expect("applied");
+            }
+        });
     }
 }
 
 impl Drop for Threaded {
     fn drop(&mut self) {
-        self.transport.clear();
+        for driver in &self.drivers {
+            driver.shutdown();
+        }
     }
 }
 
@@ -263,8 +278,8 @@ fn raft_throughput(c: &mut Criterion) {
                 start.elapsed()
             })
         });
-        let fsyncs: u64 = bench.nodes.iter().map(|n| n.fsyncs()).sum();
-        let proposals_total = consensus::Metrics::get(&bench.nodes[0].metrics().proposals);
+        let fsyncs: u64 = bench.cluster.nodes().map(|(_, n)| n.fsyncs()).sum();
+        let proposals_total = consensus::Metrics::get(&bench.leader().metrics().proposals);
         if proposals_total == 0 {
             continue; // Filtered out on the command line.
         }

@@ -74,12 +74,6 @@ pub enum Error {
         /// The configured limit.
         max: usize,
     },
-    /// The driver thread could not be started.
-    #[error("cannot start the raft driver thread: {0}")]
-    Thread(std::io::Error),
-    /// The node's driver thread stopped (a log failure, or shutdown).
-    #[error("the raft node stopped")]
-    Stopped,
     /// The configuration failed validation.
     #[error("invalid consensus config: {0}")]
     Config(String),

@@ -22,7 +22,13 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use consensus::{ApplyError, Config, ManualClock, MemLog, MemNetwork, RaftNode, StateMachine};
+//! use consensus::{ApplyError, Config, ManualClock, MemLog, RaftMessage, RaftNode, StateMachine, Transport};
+//!
+//! /// A one-node group sends nothing; a server passes its gRPC transport.
+//! struct Alone;
+//! impl Transport for Alone {
+//!     fn send(&self, _to: u64, _messages: Vec<RaftMessage>) {}
+//! }
 //!
 //! #[derive(Default)]
 //! struct Counter { applied_index: u64, sum: u64 }
@@ -43,10 +49,9 @@
 //! }
 //!
 //! let clock = ManualClock::default();
-//! let network = MemNetwork::new(7, Arc::new(clock.clone()), 1024);
 //! // A real node passes `Box::new(wal::Wal::open(options)?)` as the log backend.
 //! let mut node = RaftNode::new(
-//!     1, Config::default(), Arc::new(clock.clone()), network.endpoint(1), Box::new(MemLog::default()),
+//!     1, Config::default(), Arc::new(clock.clone()), Alone, Box::new(MemLog::default()),
 //! )?;
 //! node.create_group(42, &[1], Box::new(Counter::default()))?;
 //! node.campaign(42)?;
@@ -61,16 +66,15 @@
 //! # Ok::<(), consensus::Error>(())
 //! ```
 //!
-//! A real node runs this loop in [`NodeHandle`] (a std thread; tick every
-//! [`DriverConfig::tick_interval_ms`]), feeds received messages to [`NodeHandle::inbox`], and
-//! awaits or blocks on the returned [`Ticket`]s.
+//! A server runs this loop on a thread of its own (`runtime::RaftDriver`: ticks, a bounded request
+//! queue, received messages stepped in), and awaits the returned [`Ticket`]s; the simulations run
+//! it single-threaded on a manual clock. Both drive the same code.
 //!
-//! Architecture invariants: no threads, sockets or clocks in the core; `consensus` knows neither
+//! Architecture invariants: no threads, sockets or clocks in this crate; `consensus` knows neither
 //! the storage engine nor the services; the state machine is a trait.
 #![deny(missing_docs)]
 
 mod config;
-mod driver;
 mod error;
 mod logger;
 mod node;
@@ -81,14 +85,13 @@ mod transport;
 mod wal_backend;
 
 pub use config::Config;
-pub use driver::{DriverConfig, Inbox, LocalTransport, NodeHandle};
 pub use error::{ApplyError, Error, ProposalError, Result, StorageError};
 pub use node::{GroupStatus, Metrics, RaftNode};
 pub use raft::StateRole;
 pub use state_machine::{Clock, ManualClock, MonotonicClock, StateMachine};
 pub use storage::{GroupStorage, LogBackend, MemLog, NodeStorage, RecordVisitor};
 pub use ticket::Ticket;
-pub use transport::{MemNetwork, MemTransport, NetFaults, RaftMessage, SplitMix64, Transport};
+pub use transport::{RaftMessage, SplitMix64, Transport};
 
 /// Id of a raft group; Fencepost uses the data region id.
 pub type GroupId = u64;

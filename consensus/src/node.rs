@@ -2,8 +2,8 @@
 //!
 //! Nothing here blocks or reads a clock directly: the owner calls [`RaftNode::tick`] every tick
 //! interval, [`RaftNode::step`] for each message received and [`RaftNode::handle_ready`] until
-//! [`RaftNode::has_ready`] is false. A threaded driver and the deterministic simulation drive the
-//! same code.
+//! [`RaftNode::has_ready`] is false. The servers' driver thread (`runtime::RaftDriver`) and the
+//! deterministic simulations drive the same code.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,5 +1,5 @@
-//! Deterministic simulation: three replicas of the metadata state machine over consensus's
-//! in-memory network with seeded drops, delays and partitions, log compaction that forces
+//! Deterministic simulation: three replicas of the metadata state machine on the shared raft
+//! simulation (`sim::SimCluster`, its in-memory network) with seeded drops, delays and partitions, log compaction that forces
 //! snapshot transfers; every replica must end with the same state, and every acknowledged
 //! registration must have minted a strictly higher epoch. The seed is in every failure message.
 
@@ -10,11 +10,9 @@ use common::DataType;
 use confignode::command::{Command, CommandResult, SeriesSpec};
 use confignode::sm::MetadataStateMachine;
 use confignode::state::MetadataState;
-use consensus::{
-    Clock, Config, ManualClock, MemLog, MemNetwork, MemTransport, NetFaults, ProposalError,
-    RaftNode, SplitMix64, StateRole, Ticket,
-};
+use consensus::{Config, MemLog, ProposalError, SplitMix64, Ticket};
 use parking_lot::RwLock;
+use sim::{NetFaults, SimCluster};
 
 const GROUP: u64 = 1;
 const TICK_MS: u64 = 10;
@@ -22,9 +20,7 @@ const TICK_MS: u64 = 10;
 struct Sim {
     seed: u64,
     rng: SplitMix64,
-    clock: ManualClock,
-    net: MemNetwork,
-    nodes: BTreeMap<u64, RaftNode<MemTransport>>,
+    cluster: SimCluster,
     states: BTreeMap<u64, Arc<RwLock<MetadataState>>>,
     pending: Vec<Ticket<Vec<u8>>>,
     /// Highest epoch acknowledged per DataNode id.
@@ -34,43 +30,34 @@ struct Sim {
 
 impl Sim {
     fn new(seed: u64) -> Sim {
-        let clock = ManualClock::default();
-        let net = MemNetwork::new(seed, Arc::new(clock.clone()), 4096);
-        net.set_faults(NetFaults {
+        let mut cluster = SimCluster::new(seed, TICK_MS, 4096);
+        cluster.net.set_faults(NetFaults {
             drop_per_mille: 30,
             delay_min_ms: 0,
             delay_max_ms: 20,
         });
-        let mut nodes = BTreeMap::new();
         let mut states = BTreeMap::new();
         for id in 1..=3u64 {
             let state = Arc::new(RwLock::new(MetadataState::new()));
-            let mut node = RaftNode::new(
-                id,
-                Config {
-                    seed,
-                    ..Config::default()
-                },
-                Arc::new(clock.clone()),
-                net.endpoint(id),
-                Box::new(MemLog::default()),
-            )
-            .unwrap();
+            let config = Config {
+                seed,
+                ..Config::default()
+            };
+            let node = cluster
+                .open(id, config, Box::new(MemLog::default()))
+                .unwrap();
             node.create_group(
                 GROUP,
                 &[1, 2, 3],
                 Box::new(MetadataStateMachine::new(state.clone())),
             )
             .unwrap();
-            nodes.insert(id, node);
             states.insert(id, state);
         }
         Sim {
             seed,
             rng: SplitMix64::new(seed),
-            clock,
-            net,
-            nodes,
+            cluster,
             states,
             pending: Vec::new(),
             epochs: BTreeMap::new(),
@@ -79,27 +66,7 @@ impl Sim {
     }
 
     fn step_ms(&mut self) {
-        self.clock.advance_ms(1);
-        if self.clock.now_ms().is_multiple_of(TICK_MS) {
-            self.nodes.values_mut().for_each(|n| n.tick());
-        }
-        for (to, message) in self.net.deliver_due() {
-            if let Some(node) = self.nodes.get_mut(&to) {
-                // A message raft refuses is a lost packet.
-                if node.step(message).is_err() {
-                    continue;
-                }
-            }
-        }
-        for node in self.nodes.values_mut() {
-            for _ in 0..64 {
-                if !node.has_ready() {
-                    break;
-                }
-                node.handle_ready()
-                    .unwrap_or_else(|e| panic!("seed {}: handle_ready: {e}", self.seed));
-            }
-        }
+        self.cluster.step_ms();
         let seed = self.seed;
         let mut still = Vec::new();
         for ticket in self.pending.drain(..) {
@@ -130,11 +97,7 @@ impl Sim {
     }
 
     fn leader(&self) -> Option<u64> {
-        self.nodes
-            .iter()
-            .filter(|(_, n)| n.status(GROUP).is_ok_and(|s| s.role == StateRole::Leader))
-            .max_by_key(|(_, n)| n.status(GROUP).map(|s| s.term).unwrap_or(0))
-            .map(|(id, _)| *id)
+        self.cluster.leader(GROUP)
     }
 
     fn random_command(&mut self) -> Command {
@@ -183,8 +146,8 @@ fn run(seed: u64) -> u64 {
             if let Some(leader) = sim.leader() {
                 let command = sim.random_command();
                 if let Ok(ticket) = sim
-                    .nodes
-                    .get_mut(&leader)
+                    .cluster
+                    .node_mut(leader)
                     .unwrap()
                     .propose(GROUP, command.encode())
                 {
@@ -196,16 +159,16 @@ fn run(seed: u64) -> u64 {
         // must catch up from a snapshot.
         if ms % 3000 == 0 {
             match partitioned.take() {
-                Some(_) => sim.net.heal(),
+                Some(_) => sim.cluster.net.heal(),
                 None => {
                     let node = sim.rng.range(1, 4);
-                    sim.net.isolate(node, &[1, 2, 3]);
+                    sim.cluster.net.isolate(node, &[1, 2, 3]);
                     partitioned = Some((node, ms));
                 }
             }
         }
         if ms % 500 == 0 {
-            for node in sim.nodes.values_mut() {
+            for (_, node) in sim.cluster.nodes_mut() {
                 let applied = node.status(GROUP).unwrap().applied;
                 let sm_applied = node.state_machine(GROUP).unwrap().applied_index();
                 let upto = applied.min(sm_applied);
@@ -216,21 +179,21 @@ fn run(seed: u64) -> u64 {
             }
         }
     }
-    sim.net.heal();
-    sim.net.set_faults(NetFaults::default());
+    sim.cluster.net.heal();
+    sim.cluster.net.set_faults(NetFaults::default());
     // Let everything settle: no new proposals, every replica applies the whole log.
     let mut settled = false;
     for _ in 0..20_000 {
         sim.step_ms();
         let commits: Vec<u64> = sim
-            .nodes
-            .values()
-            .map(|n| n.status(GROUP).unwrap().commit)
+            .cluster
+            .nodes()
+            .map(|(_, n)| n.status(GROUP).unwrap().commit)
             .collect();
         let applied: Vec<u64> = sim
-            .nodes
-            .values()
-            .map(|n| n.status(GROUP).unwrap().applied)
+            .cluster
+            .nodes()
+            .map(|(_, n)| n.status(GROUP).unwrap().applied)
             .collect();
         if sim.leader().is_some() && commits.iter().all(|c| *c == commits[0]) && applied == commits
         {
@@ -248,9 +211,9 @@ fn run(seed: u64) -> u64 {
         sim.acked
     );
     let restored = sim
-        .nodes
-        .values()
-        .map(|n| consensus::Metrics::get(&n.metrics().snapshots_restored))
+        .cluster
+        .nodes()
+        .map(|(_, n)| consensus::Metrics::get(&n.metrics().snapshots_restored))
         .sum();
     eprintln!(
         "seed {seed}: {} acknowledged, metadata version {}, applied {}, {restored} snapshots restored",

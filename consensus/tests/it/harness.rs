@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use consensus::{
-    ApplyError, Config, ManualClock, MemLog, MemNetwork, MemTransport, NodeId, ProposalError,
-    RaftNode, StateMachine, StateRole, Ticket,
+    ApplyError, Config, MemLog, NodeId, ProposalError, RaftNode, StateMachine, Ticket,
 };
 use parking_lot::Mutex;
+use sim::{MemTransport, SimCluster};
 
 pub const TICK_MS: u64 = 10;
 
@@ -148,14 +148,14 @@ impl StateMachine for ModelSm {
     }
 }
 
+/// The shared simulation (`sim::SimCluster`: nodes, clock, network, stepping) with this crate's
+/// model state machine, proposals, reads and checks on top.
 pub struct Cluster {
     pub seed: u64,
-    pub clock: ManualClock,
-    pub net: MemNetwork,
+    pub sim: SimCluster,
     pub config: Config,
     pub peers: Vec<NodeId>,
     pub groups: Vec<u64>,
-    pub nodes: BTreeMap<NodeId, Option<RaftNode<MemTransport>>>,
     pub logs: BTreeMap<NodeId, MemLog>,
     /// Model state per (node, group).
     pub models: BTreeMap<(NodeId, u64), Arc<Mutex<ModelState>>>,
@@ -199,17 +199,13 @@ impl Cluster {
         config: Config,
         wal_options: Option<fn(std::path::PathBuf) -> wal::WalOptions>,
     ) -> Cluster {
-        let clock = ManualClock::default();
-        let net = MemNetwork::new(seed, Arc::new(clock.clone()), 100_000);
         let peers: Vec<NodeId> = (1..=replicas).collect();
         let mut cluster = Cluster {
             seed,
-            clock,
-            net,
+            sim: SimCluster::new(seed, TICK_MS, 100_000),
             config: Config { seed, ..config },
             peers: peers.clone(),
             groups: (1..=groups).collect(),
-            nodes: BTreeMap::new(),
             logs: peers.iter().map(|&p| (p, MemLog::default())).collect(),
             models: BTreeMap::new(),
             history: Arc::default(),
@@ -249,18 +245,12 @@ impl Cluster {
     }
 
     pub fn start(&mut self, id: NodeId) {
-        assert!(
-            self.nodes.get(&id).is_none_or(|n| n.is_none()),
-            "node {id} is running"
-        );
-        let mut node = RaftNode::new(
-            id,
-            self.config.clone(),
-            Arc::new(self.clock.clone()),
-            self.net.endpoint(id),
-            self.backend(id),
-        )
-        .unwrap_or_else(|e| panic!("seed {}: node {id} failed to open: {e}", self.seed));
+        let backend = self.backend(id);
+        let seed = self.seed;
+        let node = self
+            .sim
+            .open(id, self.config.clone(), backend)
+            .unwrap_or_else(|e| panic!("seed {seed}: node {id} failed to open: {e}"));
         for &g in &self.groups {
             let sm = ModelSm {
                 group: g,
@@ -268,7 +258,7 @@ impl Cluster {
                 history: self.history.clone(),
             };
             node.create_group(g, &self.peers, Box::new(sm))
-                .unwrap_or_else(|e| panic!("seed {}: node {id} group {g}: {e}", self.seed));
+                .unwrap_or_else(|e| panic!("seed {seed}: node {id} group {g}: {e}"));
         }
         let fenced = self.models[&(id, self.groups[0])].lock().fenced;
         node.set_fenced(fenced);
@@ -277,26 +267,28 @@ impl Cluster {
                 node.set_peer_fenced(other, model.lock().fenced);
             }
         }
-        self.nodes.insert(id, Some(node));
     }
 
     /// Kills node `id`: whatever its log did not sync is lost.
     pub fn crash(&mut self, id: NodeId) {
-        if let Some(slot) = self.nodes.get_mut(&id) {
-            *slot = None;
-        }
+        self.sim.crash(id);
         self.logs[&id].crash();
-        self.net.drop_node_traffic(id);
     }
 
     pub fn is_up(&self, id: NodeId) -> bool {
-        self.nodes.get(&id).is_some_and(|n| n.is_some())
+        self.sim.is_up(id)
     }
 
     pub fn node(&mut self, id: NodeId) -> &mut RaftNode<MemTransport> {
-        self.nodes
-            .get_mut(&id)
-            .and_then(|n| n.as_mut())
+        self.sim
+            .node_mut(id)
+            .unwrap_or_else(|| panic!("node {id} is down"))
+    }
+
+    /// Node `id`, which must be running.
+    pub fn live(&self, id: NodeId) -> &RaftNode<MemTransport> {
+        self.sim
+            .node(id)
             .unwrap_or_else(|| panic!("node {id} is down"))
     }
 
@@ -306,70 +298,20 @@ impl Cluster {
         for &g in &self.groups {
             self.models[&(id, g)].lock().fenced = fenced;
         }
-        for (&other, node) in self.nodes.iter_mut() {
-            if let Some(node) = node {
-                if other == id {
-                    node.set_fenced(fenced);
-                } else {
-                    node.set_peer_fenced(id, fenced);
-                }
-            }
-        }
+        self.sim.set_fenced(id, fenced);
     }
 
     pub fn leader(&self, group: u64) -> Option<NodeId> {
-        // The leader with the highest term among live nodes that believe they lead.
-        self.nodes
-            .iter()
-            .filter_map(|(&id, n)| n.as_ref().map(|n| (id, n.status(group).unwrap())))
-            .filter(|(_, s)| s.role == StateRole::Leader)
-            .max_by_key(|(_, s)| s.term)
-            .map(|(id, _)| id)
+        self.sim.leader(group)
     }
 
-    /// Advances simulated time by `ms`, one millisecond at a time.
+    /// Advances simulated time by `ms`, one millisecond at a time, collecting outcomes after
+    /// each.
     pub fn run_ms(&mut self, ms: u64) {
         for _ in 0..ms {
-            self.clock.advance_ms(1);
-            let now = self.clock_now();
-            if now.is_multiple_of(TICK_MS) {
-                for node in self.nodes.values_mut().flatten() {
-                    node.tick();
-                }
-            }
-            for (to, message) in self.net.deliver_due() {
-                if let Some(Some(node)) = self.nodes.get_mut(&to) {
-                    // Errors here are messages for a group or peer this node does not know.
-                    if let Err(e) = node.step(message) {
-                        assert!(
-                            matches!(e, consensus::Error::Raft(_)),
-                            "seed {}: step failed: {e}",
-                            self.seed
-                        );
-                    }
-                }
-            }
-            self.drive();
+            self.sim.step_ms();
+            self.collect();
         }
-    }
-
-    fn clock_now(&self) -> u64 {
-        use consensus::Clock;
-        self.clock.now_ms()
-    }
-
-    /// Handles ready on every live node until none has work.
-    pub fn drive(&mut self) {
-        for node in self.nodes.values_mut().flatten() {
-            for _ in 0..64 {
-                if !node.has_ready() {
-                    break;
-                }
-                node.handle_ready()
-                    .unwrap_or_else(|e| panic!("seed {}: handle_ready: {e}", self.seed));
-            }
-        }
-        self.collect();
     }
 
     fn collect(&mut self) {
@@ -489,8 +431,8 @@ impl Cluster {
 
     /// Heals everything and checks the invariants once every replica caught up.
     pub fn heal_and_check(&mut self) {
-        self.net.heal();
-        self.net.set_faults(Default::default());
+        self.sim.net.heal();
+        self.sim.net.set_faults(Default::default());
         let peers = self.peers.clone();
         for &p in &peers {
             if self.models[&(p, self.groups[0])].lock().fenced {
@@ -520,7 +462,7 @@ impl Cluster {
                 let statuses: Vec<_> = c
                     .peers
                     .iter()
-                    .map(|&p| c.nodes[&p].as_ref().unwrap().status(g).unwrap())
+                    .map(|&p| c.live(p).status(g).unwrap())
                     .collect();
                 let commit = statuses.iter().map(|s| s.commit).max().unwrap();
                 statuses
@@ -529,10 +471,7 @@ impl Cluster {
             });
             if !converged {
                 if let Some(l) = self.leader(g) {
-                    println!(
-                        "progress at leader {l}: {}",
-                        self.nodes[&l].as_ref().unwrap().debug_progress(g)
-                    );
+                    println!("progress at leader {l}: {}", self.live(l).debug_progress(g));
                 }
             }
             assert!(
@@ -541,7 +480,7 @@ impl Cluster {
                 self.seed,
                 self.peers
                     .iter()
-                    .map(|&p| self.nodes[&p].as_ref().unwrap().status(g).unwrap())
+                    .map(|&p| self.live(p).status(g).unwrap())
                     .collect::<Vec<_>>()
             );
             self.check_group(g);
@@ -565,7 +504,7 @@ impl Cluster {
                 .values()
                 .map(|m| m.lock().recoverable_returns)
                 .sum();
-            let (sent, dropped) = self.net.counts();
+            let (sent, dropped) = self.sim.net.counts();
             println!(
                 "seed {}: acked {} reads {} unknown {} applied {} restores {restores} retries {retries} sent {sent} dropped {dropped} t {}ms",
                 self.seed,
@@ -573,7 +512,7 @@ impl Cluster {
                 self.reads_done,
                 self.leader_changed,
                 self.model(self.peers[0], 1).applied.len(),
-                self.clock_now()
+                self.sim.now_ms()
             );
         }
     }

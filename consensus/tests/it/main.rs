@@ -10,7 +10,6 @@
 //! - `snapshot`: a lagging replica installs a snapshot; compaction is bounded by the applied index.
 //! - `wal_storage`: one fsync per ready batch across groups, compaction frees segments and a
 //!   restart replays the rest, a removed group stays removed after restart.
-//! - `driver`: three threaded nodes commit and answer.
 //! - `simulation`: 3 000 schedules with 3 replicas and 2 000 with 5 on `MemLog`, 60 with 3
 //!   replicas on real `wal` directories — drop, delay/reorder, directed partitions, crashes
 //!   (losing unsynced records) and restarts, lease fencing, compaction (snapshots), leader
@@ -21,7 +20,6 @@
 //! Outside this binary, `src/storage.rs` has a randomized replay/crash test against the live state
 //! at every sync point.
 
-mod driver;
 mod fencing;
 mod harness;
 mod proxy;

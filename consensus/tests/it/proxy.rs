@@ -1,7 +1,7 @@
 //! The apply proxy: retry without moving the index, deterministic errors recorded everywhere,
 //! apply decoupled from persistence, and the leader answering with its own apply result.
 
-use consensus::{Config, Error, Metrics, ProposalError, RaftNode, StorageError};
+use consensus::{Config, Error, Metrics, ProposalError, StorageError};
 
 use crate::harness::Cluster;
 
@@ -180,14 +180,8 @@ fn a_state_machine_ahead_of_its_log_is_refused() {
     c.crash(1);
     // Node 1 comes back with an empty log but a state machine that applied entries.
     c.logs.insert(1, consensus::MemLog::default());
-    let mut node = RaftNode::new(
-        1,
-        c.config.clone(),
-        std::sync::Arc::new(c.clock.clone()),
-        c.net.endpoint(1),
-        Box::new(c.logs[&1].clone()),
-    )
-    .unwrap();
+    let backend = Box::new(c.logs[&1].clone());
+    let node = c.sim.open(1, c.config.clone(), backend).unwrap();
     let sm = crate::harness::ModelSm {
         group: 1,
         state: c.models[&(1, 1)].clone(),

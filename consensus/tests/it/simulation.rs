@@ -4,7 +4,8 @@
 //! `FENCEPOST_SIM_SEED=<seed>` re-runs one schedule; `FENCEPOST_SIM_SCHEDULES=<n>` sets how many
 //! schedules each test runs; `FENCEPOST_SIM_BASE=<n>` shifts the seed range.
 
-use consensus::{Config, NetFaults, SplitMix64};
+use consensus::{Config, SplitMix64};
+use sim::NetFaults;
 
 use crate::harness::Cluster;
 
@@ -46,7 +47,7 @@ fn run_schedule(seed: u64, replicas: u64, on_wal: bool) {
             }
             40..=49 => {
                 let delay_max_ms = rng.range(0, 40);
-                c.net.set_faults(NetFaults {
+                c.sim.net.set_faults(NetFaults {
                     drop_per_mille: rng.range(0, 250) as u32,
                     delay_min_ms: rng.range(0, delay_max_ms + 1),
                     delay_max_ms,
@@ -55,15 +56,15 @@ fn run_schedule(seed: u64, replicas: u64, on_wal: bool) {
             50..=57 => {
                 let a = 1 + rng.range(0, replicas);
                 if rng.chance(500) {
-                    c.net.isolate(a, &c.peers.clone());
+                    c.sim.net.isolate(a, &c.peers.clone());
                 } else {
                     let b = 1 + rng.range(0, replicas);
                     if a != b {
-                        c.net.set_link(a, b, true);
+                        c.sim.net.set_link(a, b, true);
                     }
                 }
             }
-            58..=63 => c.net.heal(),
+            58..=63 => c.sim.net.heal(),
             64..=71 => {
                 let down = c.peers.iter().filter(|&&p| !c.is_up(p)).count();
                 let victim = 1 + rng.range(0, replicas);

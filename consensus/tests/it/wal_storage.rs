@@ -103,14 +103,9 @@ fn a_removed_group_stays_removed_after_restart() {
     }
     assert_eq!(c.node(1).groups(), vec![1]);
     assert_eq!(c.node(1).stored_groups(), vec![1]);
-    c.nodes.insert(1, None);
-    let node = consensus::RaftNode::new(
-        1,
-        c.config.clone(),
-        std::sync::Arc::new(c.clock.clone()),
-        c.net.endpoint(1),
-        Box::new(wal::Wal::open(options(c.wal_root.as_ref().unwrap().path().join("1"))).unwrap()),
-    )
-    .unwrap();
+    c.sim.crash(1);
+    let backend =
+        Box::new(wal::Wal::open(options(c.wal_root.as_ref().unwrap().path().join("1"))).unwrap());
+    let node = c.sim.open(1, c.config.clone(), backend).unwrap();
     assert_eq!(node.stored_groups(), vec![1]);
 }

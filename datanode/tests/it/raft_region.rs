@@ -1,5 +1,5 @@
 //! The real `DataRegionStateMachine` under raft: a seeded, single-threaded simulation of one data
-//! region replicated on three nodes over the in-memory network, with message loss, lease fencing
+//! region replicated on three nodes on the shared raft simulation (`sim::SimCluster`), with message loss, lease fencing
 //! of single replicas (the engine's gate and the node's leadership), and crash-restarts that keep
 //! only what was synced. After healing, every replica holds the same content, every acknowledged
 //! tablet is present whole, and no tablet is partially present.
@@ -8,14 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{DataType, Tablet, Value};
-use consensus::{
-    Clock, Config, ManualClock, MemLog, MemNetwork, MemTransport, NetFaults, NodeId, ProposalError,
-    RaftNode, SplitMix64, StateRole, Ticket,
-};
+use consensus::{Config, MemLog, NodeId, ProposalError, SplitMix64, Ticket};
 use datanode::region_state_machine::{
     decode_outcome, DataRegionStateMachine, RegionRetryConfig, RegionStateMachineMetrics,
 };
 use engine::{ApplyOutcome, DataRegion, ManualGate, RegionCommand};
+use sim::{NetFaults, SimCluster};
 
 use crate::support::config;
 
@@ -23,8 +21,9 @@ const GROUP: u64 = 1;
 const TICK_MS: u64 = 10;
 const PEERS: [NodeId; 3] = [1, 2, 3];
 
+/// What is the DataNode's own of a replica; its raft node lives in the `SimCluster`. Up while
+/// `region` is set.
 struct Replica {
-    node: Option<RaftNode<MemTransport>>,
     region: Option<Arc<DataRegion>>,
     log: MemLog,
     gate: Arc<ManualGate>,
@@ -35,8 +34,7 @@ struct Replica {
 struct Sim {
     seed: u64,
     rng: SplitMix64,
-    clock: ManualClock,
-    net: MemNetwork,
+    cluster: SimCluster,
     dir: tempfile::TempDir,
     replicas: BTreeMap<NodeId, Replica>,
     pending: Vec<(Tablet, Ticket<Vec<u8>>)>,
@@ -58,13 +56,10 @@ fn raft_config(seed: u64) -> Config {
 
 impl Sim {
     fn new(seed: u64) -> Sim {
-        let clock = ManualClock::default();
-        let net = MemNetwork::new(seed, Arc::new(clock.clone()), 100_000);
         let mut sim = Sim {
             seed,
             rng: SplitMix64::new(seed),
-            clock,
-            net,
+            cluster: SimCluster::new(seed, TICK_MS, 100_000),
             dir: tempfile::tempdir().unwrap(),
             replicas: BTreeMap::new(),
             pending: Vec::new(),
@@ -76,7 +71,6 @@ impl Sim {
             sim.replicas.insert(
                 id,
                 Replica {
-                    node: None,
                     region: None,
                     log: MemLog::default(),
                     gate: Arc::new(ManualGate::new()),
@@ -98,97 +92,49 @@ impl Sim {
         let sm = DataRegionStateMachine::new(
             region.clone(),
             replica.gate.clone(),
-            Arc::new(self.clock.clone()),
+            Arc::new(self.cluster.clock.clone()),
             RegionRetryConfig {
                 write_retry_max: 3,
                 write_retry_wait_ms: 50,
             },
         );
-        let mut node = RaftNode::new(
-            id,
-            raft_config(self.seed),
-            Arc::new(self.clock.clone()),
-            self.net.endpoint(id),
-            Box::new(replica.log.clone()),
-        )
-        .unwrap();
+        let node = self
+            .cluster
+            .open(id, raft_config(self.seed), Box::new(replica.log.clone()))
+            .unwrap();
         replica.metrics = Some(sm.metrics().clone());
         node.create_group(GROUP, &PEERS, Box::new(sm)).unwrap();
-        replica.node = Some(node);
         replica.region = Some(region);
         self.apply_fencing();
     }
 
     fn crash(&mut self, id: NodeId) {
         let replica = self.replicas.get_mut(&id).unwrap();
-        replica.node = None;
         replica.region = None;
         replica.log.crash();
-        self.net.drop_node_traffic(id);
+        self.cluster.crash(id);
     }
 
     /// Tells every live node who is fenced (the heartbeat's lease-holder set, in the real system).
     fn apply_fencing(&mut self) {
-        let fenced: Vec<(NodeId, bool)> = self
+        let fenced: BTreeMap<NodeId, bool> = self
             .replicas
             .iter()
             .map(|(id, r)| (*id, r.fenced))
             .collect();
-        for (&id, replica) in self.replicas.iter_mut() {
+        for replica in self.replicas.values() {
             replica.gate.set_fenced(replica.fenced);
-            if let Some(node) = replica.node.as_mut() {
-                for &(other, is_fenced) in &fenced {
-                    if other == id {
-                        node.set_fenced(is_fenced);
-                    } else {
-                        node.set_peer_fenced(other, is_fenced);
-                    }
-                }
-            }
         }
+        self.cluster.sync_fenced(&fenced);
     }
 
     fn leader(&self) -> Option<NodeId> {
-        self.replicas
-            .iter()
-            .filter_map(|(id, r)| r.node.as_ref().map(|n| (*id, n.status(GROUP).unwrap())))
-            .filter(|(_, s)| s.role == StateRole::Leader)
-            .max_by_key(|(_, s)| s.term)
-            .map(|(id, _)| id)
+        self.cluster.leader(GROUP)
     }
 
     fn run_ms(&mut self, ms: u64) {
         for _ in 0..ms {
-            self.clock.advance_ms(1);
-            if self.clock.now_ms().is_multiple_of(TICK_MS) {
-                for r in self.replicas.values_mut() {
-                    if let Some(node) = r.node.as_mut() {
-                        node.tick();
-                    }
-                }
-            }
-            for (to, message) in self.net.deliver_due() {
-                if let Some(node) = self.replicas.get_mut(&to).and_then(|r| r.node.as_mut()) {
-                    // A message for a group or peer the node does not know is raft's to drop.
-                    if let Err(e) = node.step(message) {
-                        assert!(
-                            matches!(e, consensus::Error::Raft(_)),
-                            "seed {}: step: {e}",
-                            self.seed
-                        );
-                    }
-                }
-            }
-            for r in self.replicas.values_mut() {
-                if let Some(node) = r.node.as_mut() {
-                    for _ in 0..64 {
-                        if !node.has_ready() {
-                            break;
-                        }
-                        node.handle_ready().unwrap();
-                    }
-                }
-            }
+            self.cluster.step_ms();
             self.collect();
         }
     }
@@ -217,13 +163,7 @@ impl Sim {
 
     fn propose(&mut self, tablet: Tablet) {
         let Some(leader) = self.leader() else { return };
-        let node = self
-            .replicas
-            .get_mut(&leader)
-            .unwrap()
-            .node
-            .as_mut()
-            .unwrap();
+        let node = self.cluster.node_mut(leader).unwrap();
         // A fenced leader refuses (536) and a full queue pushes back: the session would retry
         // elsewhere; here the tablet is simply not written.
         if let Ok(ticket) = node.propose(GROUP, RegionCommand::insert(tablet.clone()).encode()) {
@@ -261,7 +201,7 @@ fn present_rows(region: &DataRegion, tablet: &Tablet) -> usize {
 
 fn run_seed(seed: u64) -> Stats {
     let mut sim = Sim::new(seed);
-    sim.net.set_faults(NetFaults {
+    sim.cluster.net.set_faults(NetFaults {
         drop_per_mille: 20,
         delay_min_ms: 1,
         delay_max_ms: 8,
@@ -291,11 +231,11 @@ fn run_seed(seed: u64) -> Stats {
             }
             75..=84 => {
                 let id = PEERS[sim.rng.range(0, 3) as usize];
-                let live = sim.replicas.values().filter(|r| r.node.is_some()).count();
-                if sim.replicas[&id].node.is_some() && live == 3 {
+                let live = sim.replicas.values().filter(|r| r.region.is_some()).count();
+                if sim.cluster.is_up(id) && live == 3 {
                     sim.faults += 1;
                     sim.crash(id);
-                } else if sim.replicas[&id].node.is_none() {
+                } else if !sim.cluster.is_up(id) {
                     sim.start(id);
                 }
             }
@@ -303,7 +243,7 @@ fn run_seed(seed: u64) -> Stats {
                 if let Some(id) = sim
                     .replicas
                     .iter()
-                    .find(|(_, r)| r.node.is_some())
+                    .find(|(_, r)| r.region.is_some())
                     .map(|(id, _)| *id)
                 {
                     if let Some(region) = sim.replicas[&id].region.clone() {
@@ -318,9 +258,9 @@ fn run_seed(seed: u64) -> Stats {
     }
 
     // Heal: everyone up, unfenced, no faults; let the replicas converge.
-    sim.net.set_faults(NetFaults::default());
+    sim.cluster.net.set_faults(NetFaults::default());
     for id in PEERS {
-        if sim.replicas[&id].node.is_none() {
+        if !sim.cluster.is_up(id) {
             sim.start(id);
         }
         sim.replicas.get_mut(&id).unwrap().fenced = false;
@@ -332,17 +272,9 @@ fn run_seed(seed: u64) -> Stats {
         // Raft's applied index covers no-op entries the region never sees; the region's own
         // applied index must agree across replicas.
         let Some(leader) = sim.leader() else { continue };
-        let commit = sim.replicas[&leader]
-            .node
-            .as_ref()
-            .unwrap()
-            .status(GROUP)
-            .unwrap()
-            .commit;
-        let all_applied = sim
-            .replicas
-            .values()
-            .all(|r| r.node.as_ref().unwrap().status(GROUP).unwrap().applied == commit);
+        let status = |id| sim.cluster.node(id).unwrap().status(GROUP).unwrap();
+        let commit = status(leader).commit;
+        let all_applied = PEERS.iter().all(|&id| status(id).applied == commit);
         let region_applied: Vec<u64> = sim
             .replicas
             .values()
@@ -359,7 +291,7 @@ fn run_seed(seed: u64) -> Stats {
             .replicas
             .iter()
             .map(|(id, r)| {
-                let status = r.node.as_ref().unwrap().status(GROUP).unwrap();
+                let status = sim.cluster.node(*id).unwrap().status(GROUP).unwrap();
                 format!(
                     "node {id}: applied {} {status:?}",
                     r.region.as_ref().unwrap().applied_index()

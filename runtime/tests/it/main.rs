@@ -10,10 +10,9 @@ mod net;
 use std::sync::Arc;
 use std::time::Duration;
 
-use consensus::{
-    ApplyError, MemLog, MemNetwork, MemTransport, MonotonicClock, RaftNode, StateMachine, StateRole,
-};
+use consensus::{ApplyError, MemLog, MonotonicClock, RaftNode, StateMachine, StateRole};
 use runtime::{DriverConfig, RaftDriver};
+use sim::{MemNetwork, MemTransport};
 
 /// Appends every entry; the result is the count so far.
 #[derive(Default)]
