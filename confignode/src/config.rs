@@ -3,8 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
 use runtime::config::{check_host_address, check_keepalive, config_error, parse_toml, read_toml};
 
 use crate::error::ConfigError;
@@ -12,171 +10,81 @@ use crate::error::ConfigError;
 /// Milliseconds a ConfigNode waits to establish a connection (to a DataNode or a raft peer).
 pub const CONNECT_TIMEOUT_MS: u64 = 1000;
 
-/// The ConfigNode's settings. Cluster-wide values (fence, partitioning, replication) are handed to
-/// DataNodes at registration so that every node agrees.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ConfigNodeConfig {
-    /// This ConfigNode's id, also its raft peer id; must appear in `cn_initial_members`. Default 1.
-    pub cn_node_id: u64,
-    /// `host:port` of the one gRPC service for DataNodes, clients and ConfigNode peers.
-    /// Default `127.0.0.1:10710`.
-    pub cn_internal_address: String,
-    /// The ConfigNode raft group at first start: comma-separated `id@host:port` (1 or 3 members).
-    /// Default: this node alone (`<cn_node_id>@<cn_internal_address>`), written as "".
-    pub cn_initial_members: String,
-    /// Directory of the raft log. Default `data/confignode`.
-    pub cn_data_dir: PathBuf,
-    /// `host:port` of the Prometheus text metrics endpoint. Default `127.0.0.1:9092`.
-    pub cn_metrics_address: String,
-    /// Milliseconds between two ConfigNode raft ticks. Default 100.
-    pub cn_raft_tick_ms: u64,
-    /// Raft ticks without a leader before a ConfigNode campaigns (effective timeout is drawn from
-    /// `(n, 2n]`). Default 10 (1 to 2 s with the default tick).
-    pub cn_raft_election_ticks: u64,
-    /// Applied entries between two snapshots of the metadata (written to `cn_data_dir/snapshot`,
-    /// after which the raft log is compacted up to it). Default 10000.
-    pub cn_snapshot_interval_entries: u64,
-    /// Milliseconds between two heartbeats from the leader to every DataNode. Default 1000.
-    pub heartbeat_interval_ms: u64,
-    /// A DataNode trusts its caches while its last processed heartbeat is younger than this many
-    /// milliseconds (design §4). Default 20000.
-    pub metadata_lease_fence_ms: u64,
-    /// Extra milliseconds the ConfigNode waits past `metadata_lease_fence_ms` before it counts an
-    /// unreachable DataNode as fenced (covers clock-rate differences and heartbeat processing).
-    /// Default 5000.
-    pub lease_proceed_margin_ms: u64,
-    /// Milliseconds without contact after which a DataNode's status becomes Unknown. Default 20000.
-    pub failure_detector_threshold_ms: u64,
-    /// Milliseconds between two invalidation broadcasts of a pending fence operation. Default 1000.
-    pub invalidation_retry_interval_ms: u64,
-    /// Milliseconds a DataNode may wait for operations that read the old metadata before it
-    /// answers an invalidation (sent in the request); the ConfigNode waits that long plus 2 s for
-    /// the answer. Default 10000.
-    pub invalidation_drain_timeout_ms: u64,
-    /// Replicas per data region group. Default 1.
-    pub data_replication_factor: u32,
-    /// Data region groups per database. Default 2.
-    pub data_region_group_num_per_database: u32,
-    /// Number of series slots (IoTDB `series_slot_num`). Default 1000.
-    pub series_slot_num: u32,
-    /// Width of a time partition in milliseconds. Default 604800000 (7 days).
-    pub time_partition_interval_ms: i64,
-    /// Largest gRPC message the ConfigNode takes or sends, raft messages between ConfigNodes
-    /// included (a metadata snapshot or a DataNode's metadata pull must fit). Default 64 MiB;
-    /// 1 MiB..=2 GiB.
-    pub cn_rpc_max_message_bytes: u64,
-    /// Milliseconds between two HTTP/2 keepalive PINGs on every connection of this ConfigNode
-    /// (heartbeats, invalidations and region writes to DataNodes, raft streams to its peers) and
-    /// from its server to its clients, idle connections included. Default 1000; 100..=60000.
-    pub cn_rpc_keepalive_interval_ms: u64,
-    /// Milliseconds a PING may go unanswered before its connection is closed and the next call
-    /// connects afresh; also sets `TCP_USER_TIMEOUT` (interval + timeout). Keep interval +
-    /// timeout well below `metadata_lease_fence_ms`: a heartbeat connection to a DataNode behind
-    /// a partition must be given up before the first heartbeat after the heal is due.
-    /// Default 2000; 100..=60000.
-    pub cn_rpc_keepalive_timeout_ms: u64,
-}
-
-impl Default for ConfigNodeConfig {
-    fn default() -> Self {
-        ConfigNodeConfig {
-            cn_node_id: 1,
-            cn_internal_address: "127.0.0.1:10710".into(),
-            cn_initial_members: String::new(),
-            cn_data_dir: PathBuf::from("data/confignode"),
-            cn_metrics_address: "127.0.0.1:9092".into(),
-            cn_raft_tick_ms: 100,
-            cn_raft_election_ticks: 10,
-            cn_snapshot_interval_entries: 10_000,
-            heartbeat_interval_ms: 1000,
-            metadata_lease_fence_ms: 20_000,
-            lease_proceed_margin_ms: 5000,
-            failure_detector_threshold_ms: 20_000,
-            invalidation_retry_interval_ms: 1000,
-            invalidation_drain_timeout_ms: 10_000,
-            data_replication_factor: 1,
-            data_region_group_num_per_database: 2,
-            series_slot_num: 1000,
-            time_partition_interval_ms: 604_800_000,
-            cn_rpc_max_message_bytes: 64 << 20,
-            cn_rpc_keepalive_interval_ms: 1000,
-            cn_rpc_keepalive_timeout_ms: 2000,
-        }
+runtime::node_config! {
+    /// The ConfigNode's settings. Cluster-wide values (fence, partitioning, replication) are handed
+    /// to DataNodes at registration so that every node agrees.
+    pub struct ConfigNodeConfig {
+        /// This ConfigNode's id, also its raft peer id; must appear in `cn_initial_members`.
+        /// Default 1.
+        cn_node_id: u64 = 1,
+        /// `host:port` of the one gRPC service for DataNodes, clients and ConfigNode peers.
+        /// Default `127.0.0.1:10710`.
+        cn_internal_address: String = "127.0.0.1:10710".into(),
+        /// The ConfigNode raft group at first start: comma-separated `id@host:port` (1 or 3
+        /// members). Default: this node alone (`<cn_node_id>@<cn_internal_address>`),
+        /// written as "".
+        cn_initial_members: String = String::new(),
+        /// Directory of the raft log. Default `data/confignode`.
+        cn_data_dir: PathBuf = PathBuf::from("data/confignode"),
+        /// `host:port` of the Prometheus text metrics endpoint. Default `127.0.0.1:9092`.
+        cn_metrics_address: String = "127.0.0.1:9092".into(),
+        /// Milliseconds between two ConfigNode raft ticks. Default 100.
+        cn_raft_tick_ms: u64 = 100,
+        /// Raft ticks without a leader before a ConfigNode campaigns (effective timeout is drawn
+        /// from `(n, 2n]`). Default 10 (1 to 2 s with the default tick).
+        cn_raft_election_ticks: u64 = 10,
+        /// Applied entries between two snapshots of the metadata (written to
+        /// `cn_data_dir/snapshot`, after which the raft log is compacted up to it). Default 10000.
+        cn_snapshot_interval_entries: u64 = 10_000,
+        /// Milliseconds between two heartbeats from the leader to every DataNode. Default 1000.
+        heartbeat_interval_ms: u64 = 1000,
+        /// A DataNode trusts its caches while its last processed heartbeat is younger than this
+        /// many milliseconds (design §4). Default 20000.
+        metadata_lease_fence_ms: u64 = 20_000,
+        /// Extra milliseconds the ConfigNode waits past `metadata_lease_fence_ms` before it counts
+        /// an unreachable DataNode as fenced (covers clock-rate differences and heartbeat
+        /// processing). Default 5000.
+        lease_proceed_margin_ms: u64 = 5000,
+        /// Milliseconds without contact after which a DataNode's status becomes Unknown.
+        /// Default 20000.
+        failure_detector_threshold_ms: u64 = 20_000,
+        /// Milliseconds between two invalidation broadcasts of a pending fence operation.
+        /// Default 1000.
+        invalidation_retry_interval_ms: u64 = 1000,
+        /// Milliseconds a DataNode may wait for operations that read the old metadata before it
+        /// answers an invalidation (sent in the request); the ConfigNode waits that long plus 2 s
+        /// for the answer. Default 10000.
+        invalidation_drain_timeout_ms: u64 = 10_000,
+        /// Replicas per data region group. Default 1.
+        data_replication_factor: u32 = 1,
+        /// Data region groups per database. Default 2.
+        data_region_group_num_per_database: u32 = 2,
+        /// Number of series slots (IoTDB `series_slot_num`). Default 1000.
+        series_slot_num: u32 = 1000,
+        /// Width of a time partition in milliseconds. Default 604800000 (7 days).
+        #[arg(allow_hyphen_values = true)]
+        time_partition_interval_ms: i64 = 604_800_000,
+        /// Largest gRPC message the ConfigNode takes or sends, raft messages between ConfigNodes
+        /// included (a metadata snapshot or a DataNode's metadata pull must fit). Default 64 MiB;
+        /// 1 MiB..=2 GiB.
+        cn_rpc_max_message_bytes: u64 = 64 << 20,
+        /// Milliseconds between two HTTP/2 keepalive PINGs on every connection of this ConfigNode
+        /// (heartbeats, invalidations and region writes to DataNodes, raft streams to its peers)
+        /// and from its server to its clients, idle connections included.
+        /// Default 1000; 100..=60000.
+        cn_rpc_keepalive_interval_ms: u64 = 1000,
+        /// Milliseconds a PING may go unanswered before its connection is closed and the next call
+        /// connects afresh; also sets `TCP_USER_TIMEOUT` (interval + timeout). Keep interval +
+        /// timeout well below `metadata_lease_fence_ms`: a heartbeat connection to a DataNode
+        /// behind a partition must be given up before the first heartbeat after the heal is due.
+        /// Default 2000; 100..=60000.
+        cn_rpc_keepalive_timeout_ms: u64 = 2000,
     }
-}
 
-/// Command-line form: `--config file` plus every key as `--kebab-case-name value`, which
-/// overrides the file.
-#[derive(Debug, Default, clap::Parser)]
-#[command(name = "confignode", about = "Fencepost ConfigNode")]
-pub struct ConfigNodeArgs {
-    /// TOML file with any of the keys below (snake_case).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// This ConfigNode's id and raft peer id [default: 1]
-    #[arg(long)]
-    pub cn_node_id: Option<u64>,
-    /// host:port of the gRPC service [default: 127.0.0.1:10710]
-    #[arg(long)]
-    pub cn_internal_address: Option<String>,
-    /// Initial raft members, "id@host:port,..." (1 or 3) [default: this node alone]
-    #[arg(long)]
-    pub cn_initial_members: Option<String>,
-    /// Directory of the raft log and snapshot [default: data/confignode]
-    #[arg(long)]
-    pub cn_data_dir: Option<PathBuf>,
-    /// host:port of the Prometheus metrics endpoint [default: 127.0.0.1:9092]
-    #[arg(long)]
-    pub cn_metrics_address: Option<String>,
-    /// Milliseconds per raft tick [default: 100]
-    #[arg(long)]
-    pub cn_raft_tick_ms: Option<u64>,
-    /// Raft election timeout in ticks [default: 10]
-    #[arg(long)]
-    pub cn_raft_election_ticks: Option<u64>,
-    /// Applied entries between metadata snapshots [default: 10000]
-    #[arg(long)]
-    pub cn_snapshot_interval_entries: Option<u64>,
-    /// Milliseconds between heartbeats to DataNodes [default: 1000]
-    #[arg(long)]
-    pub heartbeat_interval_ms: Option<u64>,
-    /// DataNode metadata lease, in ms [default: 20000]
-    #[arg(long)]
-    pub metadata_lease_fence_ms: Option<u64>,
-    /// Extra ms before an unreachable DataNode counts as fenced [default: 5000]
-    #[arg(long)]
-    pub lease_proceed_margin_ms: Option<u64>,
-    /// ms without contact before a DataNode is Unknown [default: 20000]
-    #[arg(long)]
-    pub failure_detector_threshold_ms: Option<u64>,
-    /// ms between invalidation broadcasts [default: 1000]
-    #[arg(long)]
-    pub invalidation_retry_interval_ms: Option<u64>,
-    /// ms a DataNode may drain in-flight operations per invalidation [default: 10000]
-    #[arg(long)]
-    pub invalidation_drain_timeout_ms: Option<u64>,
-    /// Replicas per data region group [default: 1]
-    #[arg(long)]
-    pub data_replication_factor: Option<u32>,
-    /// Data region groups per database [default: 2]
-    #[arg(long)]
-    pub data_region_group_num_per_database: Option<u32>,
-    /// Number of series slots [default: 1000]
-    #[arg(long)]
-    pub series_slot_num: Option<u32>,
-    /// Time partition width in ms [default: 604800000]
-    #[arg(long, allow_hyphen_values = true)]
-    pub time_partition_interval_ms: Option<i64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub cn_rpc_max_message_bytes: Option<u64>,
-    /// ms between HTTP/2 keepalive PINGs on every connection [default: 1000]
-    #[arg(long)]
-    pub cn_rpc_keepalive_interval_ms: Option<u64>,
-    /// ms a keepalive PING may go unanswered before the connection is dropped [default: 2000]
-    #[arg(long)]
-    pub cn_rpc_keepalive_timeout_ms: Option<u64>,
+    /// Command-line form: `--config file` plus every key as `--kebab-case-name value`, which
+    /// overrides the file.
+    #[command(name = "confignode", about = "Fencepost ConfigNode")]
+    pub struct ConfigNodeArgs;
 }
 
 impl ConfigNodeConfig {
@@ -196,32 +104,7 @@ impl ConfigNodeConfig {
             Some(path) => Self::from_file(path)?,
             None => Self::default(),
         };
-        macro_rules! over {
-            ($($field:ident),*) => { $( if let Some(v) = args.$field { c.$field = v; } )* };
-        }
-        over!(
-            cn_node_id,
-            cn_internal_address,
-            cn_initial_members,
-            cn_data_dir,
-            cn_metrics_address,
-            cn_raft_tick_ms,
-            cn_raft_election_ticks,
-            cn_snapshot_interval_entries,
-            heartbeat_interval_ms,
-            metadata_lease_fence_ms,
-            lease_proceed_margin_ms,
-            failure_detector_threshold_ms,
-            invalidation_retry_interval_ms,
-            invalidation_drain_timeout_ms,
-            data_replication_factor,
-            data_region_group_num_per_database,
-            series_slot_num,
-            time_partition_interval_ms,
-            cn_rpc_max_message_bytes,
-            cn_rpc_keepalive_interval_ms,
-            cn_rpc_keepalive_timeout_ms
-        );
+        c.overlay_args(args);
         c.validate()?;
         Ok(c)
     }
@@ -503,5 +386,33 @@ mod tests {
                 .key,
             "config"
         );
+    }
+
+    #[test]
+    fn every_key_is_a_documented_flag() {
+        use clap::CommandFactory;
+        // The keys as `Debug` prints them (one `key: value,` line each), not as the macro lists
+        // them: a key that loses its flag fails here.
+        let debug = format!("{:#?}", ConfigNodeConfig::default());
+        let keys: Vec<&str> = debug
+            .lines()
+            .filter_map(|l| l.strip_prefix("    ").filter(|l| !l.starts_with(' ')))
+            .filter_map(|l| l.split_once(": ").map(|(key, _)| key))
+            .collect();
+        assert!(keys.len() > 10, "{debug}");
+        let command = ConfigNodeArgs::command();
+        let help = command.clone().render_long_help().to_string();
+        for key in keys {
+            let flag = key.replace('_', "-");
+            assert!(
+                help.contains(&format!("--{flag} <")),
+                "--{flag} missing:\n{help}"
+            );
+            let arg = command
+                .get_arguments()
+                .find(|a| a.get_long() == Some(flag.as_str()))
+                .unwrap();
+            assert!(arg.get_help().is_some(), "--{flag} has no help");
+        }
     }
 }

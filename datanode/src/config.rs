@@ -6,204 +6,96 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
 use runtime::config::{check_keepalive, check_socket_address, config_error, parse_toml, read_toml};
 
 use crate::error::ConfigError;
 
-/// The DataNode's settings.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DataNodeConfig {
-    /// `host:port` of the session API (`SessionService`). Port 0 picks a free port (tests).
-    /// Default `127.0.0.1:6667`.
-    pub dn_rpc_address: String,
-    /// `host:port` of `DataNodeInternalService` (ConfigNode → DataNode and DataNode ↔ DataNode).
-    /// Default `127.0.0.1:10730`.
-    pub dn_internal_address: String,
-    /// Comma-separated `host:port` of ConfigNodes to register with; the leader is found by
-    /// following redirects. Default `127.0.0.1:10710`.
-    pub dn_seed_config_nodes: String,
-    /// Directory of the node's identity, raft log and regions. Default `data/datanode`.
-    pub dn_data_dir: PathBuf,
-    /// `host:port` of the Prometheus text `/metrics` endpoint. Default `127.0.0.1:9091`.
-    pub dn_metrics_address: String,
-    /// Retries of a fenced write inside the region state machine before 536 goes to the apply
-    /// proxy (IoTDB's `MAX_WRITE_RETRY_TIMES`). Default 5.
-    pub data_region_write_retry_max: u32,
-    /// Milliseconds between those retries. Default 1000.
-    pub data_region_write_retry_wait_ms: u64,
-    /// Milliseconds the coordinator keeps retrying a region write that failed with 536, a leader
-    /// change or a lost connection, on another replica or the new leader. Default 60000.
-    pub remote_write_max_retry_ms: u64,
-    /// Milliseconds a request this DataNode must forward to the ConfigNode (a schema or cluster
-    /// statement, a schema or partition fetch) may take before it answers 712 with
-    /// `need_retry` — bounded, so a DataNode cut off from the ConfigNode answers in time and the
-    /// client moves on. A DROP DATABASE / DELETE TIMESERIES on a DataNode holding its lease may
-    /// take longer (it waits out fenced DataNodes). Default 5000.
-    pub dn_confignode_deadline_ms: u64,
-    /// Milliseconds a proposal may wait for commit and local apply on the region leader before
-    /// the write answers 712 (the coordinator then retries; writes are idempotent). Default 10000.
-    pub dn_write_timeout_ms: u64,
-    /// Milliseconds of one DataNode → DataNode or DataNode → ConfigNode RPC. Default 5000.
-    pub dn_rpc_timeout_ms: u64,
-    /// Milliseconds between two HTTP/2 keepalive PINGs on every internal connection of this node
-    /// (to ConfigNodes, to other DataNodes, raft streams) and from its servers to their clients,
-    /// idle connections included. Default 1000; 100..=60000.
-    pub dn_rpc_keepalive_interval_ms: u64,
-    /// Milliseconds a PING may go unanswered before its connection is closed and the next call
-    /// connects afresh; also sets `TCP_USER_TIMEOUT` (interval + timeout). A connection to a
-    /// peer behind a partition is given up within interval + timeout. Default 2000; 100..=60000.
-    pub dn_rpc_keepalive_timeout_ms: u64,
-    /// Milliseconds between two raft ticks of the node's region groups. Default 100.
-    pub dn_raft_tick_ms: u64,
-    /// Raft ticks without a leader before a replica campaigns (effective timeout is drawn from
-    /// `(n, 2n]`). Default 10.
-    pub dn_raft_election_ticks: u64,
-    /// Size in bytes of one segment of the node's raft log (shared by all regions).
-    /// Default 64 MiB; at least 4096.
-    pub wal_segment_bytes: u64,
-    /// A region flushes its memtables once they hold this many bytes. Default 64 MiB.
-    pub memtable_flush_bytes: u64,
-    /// A region flushes once its oldest unflushed write is this many milliseconds old.
-    /// Default 600000.
-    pub memtable_flush_age_ms: u64,
-    /// Rows in one tablet a session may send; larger ones are refused with 700. Default 100000.
-    pub tablet_rows_max: u32,
-    /// Entries kept in the schema cache (devices) and the partition cache (device, time slot)
-    /// each; a full cache is cleared rather than grown. Default 100000.
-    pub cache_entries_max: u32,
-    /// Largest gRPC message the session and internal services take or send, and the raft
-    /// transport's limit (IoTDB's `dn_thrift_max_frame_size`). Default 64 MiB; at least 1 MiB.
-    pub dn_rpc_max_message_bytes: u64,
-    /// Points of one series one query answers at most; a session pages through larger results.
-    /// Default 1000000.
-    pub query_points_max: u32,
-    /// glibc `M_MMAP_THRESHOLD` of the `datanode` process: allocations from this size on get a
-    /// mapping of their own, returned (and faulted in afresh) at every free. Raft messages and
-    /// tablets of 100 KiB–MiBs sit above glibc's 128 KiB start value; on a VM every fresh page
-    /// costs a host fault. 0 keeps glibc's dynamic default. Default 32 MiB (glibc's maximum).
-    pub malloc_mmap_threshold_bytes: u64,
-    /// glibc `M_TRIM_THRESHOLD`: free memory at the top of the heap kept for reuse instead of
-    /// being returned to the kernel. 0 keeps glibc's default. Default 256 MiB.
-    pub malloc_trim_threshold_bytes: u64,
-}
-
 /// Largest `M_MMAP_THRESHOLD` glibc accepts on 64-bit targets (`HEAP_MAX_SIZE / 2`).
 pub const MALLOC_MMAP_THRESHOLD_MAX: u64 = 32 << 20;
 
-impl Default for DataNodeConfig {
-    fn default() -> Self {
-        DataNodeConfig {
-            dn_rpc_address: "127.0.0.1:6667".into(),
-            dn_internal_address: "127.0.0.1:10730".into(),
-            dn_seed_config_nodes: "127.0.0.1:10710".into(),
-            dn_data_dir: PathBuf::from("data/datanode"),
-            dn_metrics_address: "127.0.0.1:9091".into(),
-            data_region_write_retry_max: 5,
-            data_region_write_retry_wait_ms: 1000,
-            remote_write_max_retry_ms: 60_000,
-            dn_confignode_deadline_ms: 5000,
-            dn_write_timeout_ms: 10_000,
-            dn_rpc_timeout_ms: 5000,
-            dn_rpc_keepalive_interval_ms: 1000,
-            dn_rpc_keepalive_timeout_ms: 2000,
-            dn_raft_tick_ms: 100,
-            dn_raft_election_ticks: 10,
-            wal_segment_bytes: 64 << 20,
-            memtable_flush_bytes: 64 << 20,
-            memtable_flush_age_ms: 600_000,
-            tablet_rows_max: 100_000,
-            cache_entries_max: 100_000,
-            dn_rpc_max_message_bytes: 64 << 20,
-            query_points_max: 1_000_000,
-            malloc_mmap_threshold_bytes: MALLOC_MMAP_THRESHOLD_MAX,
-            malloc_trim_threshold_bytes: 256 << 20,
-        }
+runtime::node_config! {
+    /// The DataNode's settings.
+    pub struct DataNodeConfig {
+        /// `host:port` of the session API (`SessionService`). Port 0 picks a free port (tests).
+        /// Default `127.0.0.1:6667`.
+        dn_rpc_address: String = "127.0.0.1:6667".into(),
+        /// `host:port` of `DataNodeInternalService` (ConfigNode → DataNode and DataNode ↔
+        /// DataNode). Default `127.0.0.1:10730`.
+        dn_internal_address: String = "127.0.0.1:10730".into(),
+        /// Comma-separated `host:port` of ConfigNodes to register with; the leader is found by
+        /// following redirects. Default `127.0.0.1:10710`.
+        dn_seed_config_nodes: String = "127.0.0.1:10710".into(),
+        /// Directory of the node's identity, raft log and regions. Default `data/datanode`.
+        dn_data_dir: PathBuf = PathBuf::from("data/datanode"),
+        /// `host:port` of the Prometheus text `/metrics` endpoint. Default `127.0.0.1:9091`.
+        dn_metrics_address: String = "127.0.0.1:9091".into(),
+        /// Retries of a fenced write inside the region state machine before 536 goes to the apply
+        /// proxy (IoTDB's `MAX_WRITE_RETRY_TIMES`). Default 5.
+        data_region_write_retry_max: u32 = 5,
+        /// Milliseconds between those retries. Default 1000.
+        data_region_write_retry_wait_ms: u64 = 1000,
+        /// Milliseconds the coordinator keeps retrying a region write that failed with 536, a
+        /// leader change or a lost connection, on another replica or the new leader. Default 60000.
+        remote_write_max_retry_ms: u64 = 60_000,
+        /// Milliseconds a request this DataNode must forward to the ConfigNode (a schema or cluster
+        /// statement, a schema or partition fetch) may take before it answers 712 with `need_retry`
+        /// — bounded, so a DataNode cut off from the ConfigNode answers in time and the client
+        /// moves on. A DROP DATABASE / DELETE TIMESERIES on a DataNode holding its lease may take
+        /// longer (it waits out fenced DataNodes). Default 5000.
+        dn_confignode_deadline_ms: u64 = 5000,
+        /// Milliseconds a proposal may wait for commit and local apply on the region leader before
+        /// the write answers 712 (the coordinator then retries; writes are idempotent).
+        /// Default 10000.
+        dn_write_timeout_ms: u64 = 10_000,
+        /// Milliseconds of one DataNode → DataNode or DataNode → ConfigNode RPC. Default 5000.
+        dn_rpc_timeout_ms: u64 = 5000,
+        /// Milliseconds between two HTTP/2 keepalive PINGs on every internal connection of this
+        /// node (to ConfigNodes, to other DataNodes, raft streams) and from its servers to their
+        /// clients, idle connections included. Default 1000; 100..=60000.
+        dn_rpc_keepalive_interval_ms: u64 = 1000,
+        /// Milliseconds a PING may go unanswered before its connection is closed and the next call
+        /// connects afresh; also sets `TCP_USER_TIMEOUT` (interval + timeout). A connection to a
+        /// peer behind a partition is given up within interval + timeout.
+        /// Default 2000; 100..=60000.
+        dn_rpc_keepalive_timeout_ms: u64 = 2000,
+        /// Milliseconds between two raft ticks of the node's region groups. Default 100.
+        dn_raft_tick_ms: u64 = 100,
+        /// Raft ticks without a leader before a replica campaigns (effective timeout is drawn from
+        /// `(n, 2n]`). Default 10.
+        dn_raft_election_ticks: u64 = 10,
+        /// Size in bytes of one segment of the node's raft log (shared by all regions).
+        /// Default 64 MiB; at least 4096.
+        wal_segment_bytes: u64 = 64 << 20,
+        /// A region flushes its memtables once they hold this many bytes. Default 64 MiB.
+        memtable_flush_bytes: u64 = 64 << 20,
+        /// A region flushes once its oldest unflushed write is this many milliseconds old.
+        /// Default 600000.
+        memtable_flush_age_ms: u64 = 600_000,
+        /// Rows in one tablet a session may send; larger ones are refused with 700. Default 100000.
+        tablet_rows_max: u32 = 100_000,
+        /// Entries kept in the schema cache (devices) and the partition cache (device, time slot)
+        /// each; a full cache is cleared rather than grown. Default 100000.
+        cache_entries_max: u32 = 100_000,
+        /// Largest gRPC message the session and internal services take or send, and the raft
+        /// transport's limit (IoTDB's `dn_thrift_max_frame_size`). Default 64 MiB; at least 1 MiB.
+        dn_rpc_max_message_bytes: u64 = 64 << 20,
+        /// Points of one series one query answers at most; a session pages through larger results.
+        /// Default 1000000.
+        query_points_max: u32 = 1_000_000,
+        /// glibc `M_MMAP_THRESHOLD` of the `datanode` process: allocations from this size on get a
+        /// mapping of their own, returned (and faulted in afresh) at every free. Raft messages and
+        /// tablets of 100 KiB–MiBs sit above glibc's 128 KiB start value; on a VM every fresh page
+        /// costs a host fault. 0 keeps glibc's dynamic default. Default 32 MiB (glibc's maximum).
+        malloc_mmap_threshold_bytes: u64 = MALLOC_MMAP_THRESHOLD_MAX,
+        /// glibc `M_TRIM_THRESHOLD`: free memory at the top of the heap kept for reuse instead of
+        /// being returned to the kernel. 0 keeps glibc's default. Default 256 MiB.
+        malloc_trim_threshold_bytes: u64 = 256 << 20,
     }
-}
 
-/// Command-line form: `--config file` plus every key as `--kebab-case-name value`, which
-/// overrides the file.
-#[derive(Debug, Default, clap::Parser)]
-#[command(name = "datanode", about = "Fencepost DataNode")]
-pub struct DataNodeArgs {
-    /// TOML file with any of the keys below (snake_case).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_rpc_address: Option<String>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_internal_address: Option<String>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_seed_config_nodes: Option<String>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_data_dir: Option<PathBuf>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_metrics_address: Option<String>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub data_region_write_retry_max: Option<u32>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub data_region_write_retry_wait_ms: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub remote_write_max_retry_ms: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_confignode_deadline_ms: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_write_timeout_ms: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_rpc_timeout_ms: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_rpc_keepalive_interval_ms: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_rpc_keepalive_timeout_ms: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_raft_tick_ms: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_raft_election_ticks: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub wal_segment_bytes: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub memtable_flush_bytes: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub memtable_flush_age_ms: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub tablet_rows_max: Option<u32>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub cache_entries_max: Option<u32>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub dn_rpc_max_message_bytes: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub query_points_max: Option<u32>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub malloc_mmap_threshold_bytes: Option<u64>,
-    #[allow(missing_docs)]
-    #[arg(long)]
-    pub malloc_trim_threshold_bytes: Option<u64>,
+    /// Command-line form: `--config file` plus every key as `--kebab-case-name value`, which
+    /// overrides the file.
+    #[command(name = "datanode", about = "Fencepost DataNode")]
+    pub struct DataNodeArgs;
 }
 
 impl DataNodeConfig {
@@ -223,35 +115,7 @@ impl DataNodeConfig {
             Some(path) => Self::from_file(path)?,
             None => Self::default(),
         };
-        macro_rules! over {
-            ($($field:ident),*) => { $( if let Some(v) = args.$field { c.$field = v; } )* };
-        }
-        over!(
-            dn_rpc_address,
-            dn_internal_address,
-            dn_seed_config_nodes,
-            dn_data_dir,
-            dn_metrics_address,
-            data_region_write_retry_max,
-            data_region_write_retry_wait_ms,
-            remote_write_max_retry_ms,
-            dn_confignode_deadline_ms,
-            dn_write_timeout_ms,
-            dn_rpc_timeout_ms,
-            dn_rpc_keepalive_interval_ms,
-            dn_rpc_keepalive_timeout_ms,
-            dn_raft_tick_ms,
-            dn_raft_election_ticks,
-            wal_segment_bytes,
-            memtable_flush_bytes,
-            memtable_flush_age_ms,
-            tablet_rows_max,
-            cache_entries_max,
-            dn_rpc_max_message_bytes,
-            query_points_max,
-            malloc_mmap_threshold_bytes,
-            malloc_trim_threshold_bytes
-        );
+        c.overlay_args(args);
         c.validate()?;
         Ok(c)
     }
@@ -468,6 +332,34 @@ mod tests {
             .validate()
             .unwrap_err();
             assert_eq!(e.key, key);
+        }
+    }
+
+    #[test]
+    fn every_key_is_a_documented_flag() {
+        use clap::CommandFactory;
+        // The keys as `Debug` prints them (one `key: value,` line each), not as the macro lists
+        // them: a key that loses its flag fails here.
+        let debug = format!("{:#?}", DataNodeConfig::default());
+        let keys: Vec<&str> = debug
+            .lines()
+            .filter_map(|l| l.strip_prefix("    ").filter(|l| !l.starts_with(' ')))
+            .filter_map(|l| l.split_once(": ").map(|(key, _)| key))
+            .collect();
+        assert!(keys.len() > 10, "{debug}");
+        let command = DataNodeArgs::command();
+        let help = command.clone().render_long_help().to_string();
+        for key in keys {
+            let flag = key.replace('_', "-");
+            assert!(
+                help.contains(&format!("--{flag} <")),
+                "--{flag} missing:\n{help}"
+            );
+            let arg = command
+                .get_arguments()
+                .find(|a| a.get_long() == Some(flag.as_str()))
+                .unwrap();
+            assert!(arg.get_help().is_some(), "--{flag} has no help");
         }
     }
 }

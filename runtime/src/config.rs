@@ -1,5 +1,8 @@
-//! What the ConfigNode's and the DataNode's configurations share: the error that names a key, TOML
-//! loading that refuses unknown keys, and address checks.
+//! What the ConfigNode's and the DataNode's configurations share: [`node_config!`] (every key
+//! declared once), the error that names a key, TOML loading that refuses unknown keys, and
+//! address checks.
+//!
+//! [`node_config!`]: crate::node_config
 
 use std::path::Path;
 
@@ -33,6 +36,113 @@ pub fn read_toml<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| config_error("config", format!("reading {}: {e}", path.display())))?;
     parse_toml(&text)
+}
+
+/// What [`node_config!`](crate::node_config) expands to needs; not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use clap;
+    pub use serde;
+}
+
+/// Declares a node's configuration once per key: doc comment, name, type, default.
+///
+/// ```
+/// runtime::node_config! {
+///     /// The node's settings.
+///     pub struct NodeConfig {
+///         /// Port of the service. Default 7.
+///         node_port: u16 = 7,
+///         /// Offset in milliseconds; may be negative. Default -1.
+///         #[arg(allow_hyphen_values = true)]
+///         node_offset_ms: i64 = -1,
+///     }
+///
+///     /// Command-line form: `--config file` plus every key as `--kebab-case-name value`.
+///     #[command(name = "node", about = "A node")]
+///     pub struct NodeArgs;
+/// }
+///
+/// fn main() {
+///     let mut c: NodeConfig = runtime::config::parse_toml("node_port = 8").unwrap();
+///     c.overlay_args(NodeArgs { node_offset_ms: Some(5), ..NodeArgs::default() });
+///     assert_eq!((c.node_port, c.node_offset_ms), (8, 5));
+///     assert_eq!(NodeConfig::default().node_offset_ms, -1);
+/// }
+/// ```
+///
+/// From that it generates:
+/// - the config struct: every key a `pub` field with its doc, deriving `Clone, Debug, PartialEq,
+///   Eq, Deserialize` with `#[serde(default, deny_unknown_fields)]` (unknown TOML keys are errors);
+/// - `impl Default` from the declared defaults;
+/// - the args struct (`clap::Parser`, `Debug`, `Default`) with the attributes written on it
+///   (`#[command(...)]`), a `--config <file>` option and per key an `Option<T>` `--kebab-case`
+///   flag whose help is the key's doc; a key's `#[arg(...)]`, if any, goes to its flag only;
+/// - `overlay_args(&mut self, args)` on the config: every flag given replaces its key.
+///
+/// Every key needs a doc comment (it is also its `--help` text). Invoke it at module level, at
+/// most once per module: the structs are defined in a private module `__node_config` of the
+/// caller and re-exported, field types resolved there through `use super::*`. The derives' code
+/// names `serde` and `clap` through this crate's re-exports: the caller needs neither dependency.
+#[macro_export]
+macro_rules! node_config {
+    (
+        $(#[$config_meta:meta])*
+        $config_vis:vis struct $Config:ident {
+            $(
+                $(#[doc = $doc:literal])+
+                $(#[arg($($arg:tt)*)])?
+                $key:ident : $ty:ty = $default:expr
+            ),+ $(,)?
+        }
+
+        $(#[$args_meta:meta])*
+        $args_vis:vis struct $Args:ident;
+    ) => {
+        // clap's derive names `clap::...` at the call site, and serde's derive honours
+        // `crate = "..."` only as a string: both resolve through the imports of this module.
+        mod __node_config {
+            #![allow(unused_imports)]
+            use super::*;
+            use $crate::config::__private::{clap, serde};
+
+            #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+            #[serde(crate = "serde", default, deny_unknown_fields)]
+            $(#[$config_meta])*
+            pub struct $Config {
+                $( $(#[doc = $doc])+ pub $key: $ty, )+
+            }
+
+            #[derive(Debug, Default, clap::Parser)]
+            $(#[$args_meta])*
+            pub struct $Args {
+                /// TOML file with any of the keys below (snake_case).
+                #[arg(long)]
+                pub config: Option<::std::path::PathBuf>,
+                $(
+                    $(#[doc = $doc])+
+                    #[arg(long $(, $($arg)*)?)]
+                    pub $key: Option<$ty>,
+                )+
+            }
+        }
+        $config_vis use __node_config::$Config;
+        $args_vis use __node_config::$Args;
+
+        impl ::core::default::Default for $Config {
+            fn default() -> Self {
+                $Config { $( $key: $default, )+ }
+            }
+        }
+
+        impl $Config {
+            /// Every key given on the command line replaces its value here (`--config` is not
+            /// read: the caller loads the file first).
+            $config_vis fn overlay_args(&mut self, args: $Args) {
+                $( if let Some(v) = args.$key { self.$key = v; } )+
+            }
+        }
+    };
 }
 
 /// `address` must be `ip:port` (what a listener binds).
@@ -85,6 +195,62 @@ mod tests {
     struct Sample {
         #[allow(dead_code)]
         port: u16,
+    }
+
+    crate::node_config! {
+        /// Two keys.
+        pub struct TinyConfig {
+            /// Port of the tiny service. Default 7.
+            tiny_port: u16 = 7,
+            /// Offset in milliseconds; may be negative. Default -1.
+            #[arg(allow_hyphen_values = true)]
+            tiny_offset_ms: i64 = -1,
+        }
+
+        /// Tiny's command line.
+        #[command(name = "tiny", about = "A tiny node")]
+        pub struct TinyArgs;
+    }
+
+    #[test]
+    fn node_config_declares_defaults_toml_and_flags_once() {
+        use __private::clap::{CommandFactory, Parser};
+
+        let d = TinyConfig::default();
+        assert_eq!((d.tiny_port, d.tiny_offset_ms), (7, -1));
+        // A file sets some keys; the others keep their defaults.
+        let mut c: TinyConfig = parse_toml("tiny_port = 8").unwrap();
+        assert_eq!(
+            c,
+            TinyConfig {
+                tiny_port: 8,
+                ..d.clone()
+            }
+        );
+        assert_eq!(parse_toml::<TinyConfig>("").unwrap(), d);
+        let e = parse_toml::<TinyConfig>("tiny_port = 8\nnope = 1").unwrap_err();
+        assert!(e.key == "config" && e.reason.contains("nope"), "{e}");
+        // Flags replace what they name and leave the rest; a key's `#[arg]` reaches its flag.
+        let args = TinyArgs::try_parse_from(["tiny", "--tiny-offset-ms", "-5"]).unwrap();
+        assert_eq!(args.config, None);
+        c.overlay_args(args);
+        assert_eq!((c.tiny_port, c.tiny_offset_ms), (8, -5));
+        let args = TinyArgs::try_parse_from(["tiny", "--config", "t.toml", "--tiny-port", "9"]);
+        let args = args.unwrap();
+        assert_eq!(args.config.as_deref(), Some(Path::new("t.toml")));
+        c.overlay_args(args);
+        assert_eq!((c.tiny_port, c.tiny_offset_ms), (9, -5));
+        assert!(TinyArgs::try_parse_from(["tiny", "--tiny_port", "9"]).is_err());
+        assert!(TinyArgs::try_parse_from(["tiny", "--tiny-port", "-1"]).is_err());
+        // The doc comment is the flag's help.
+        let help = TinyArgs::command().render_long_help().to_string();
+        assert!(help.contains("A tiny node"), "{help}");
+        assert!(help.contains("--tiny-port <TINY_PORT>"), "{help}");
+        assert!(
+            help.contains("Port of the tiny service. Default 7"),
+            "{help}"
+        );
+        assert!(help.contains("--config <CONFIG>"), "{help}");
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //!   `TCP_USER_TIMEOUT`); [`ChannelPool`] replaces a channel whose call failed.
 //! - [`metrics`]: the Prometheus page writer and the HTTP responder both servers' metrics
 //!   addresses serve.
-//! - [`config`]: what both servers' configurations share (the key-naming error, TOML loading,
-//!   address checks).
+//! - [`config`]: what both servers' configurations share: [`node_config!`], which declares each
+//!   key once (doc, type, default) and generates the struct, its defaults, its flags and their
+//!   overlay; the key-naming error, TOML loading, address checks.
 //!
 //! Architecture invariant: nothing here interprets raft entries or metadata; it moves bytes.
 #![deny(missing_docs)]
