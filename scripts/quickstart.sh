@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Quickstart: builds the release binaries, starts 1 ConfigNode + 3 DataNodes with replication 3 on
-# 127.0.0.1, writes tablets through one DataNode, reads them back through another, runs SQL with the
-# `fencepost` CLI, and checks that every region's replicas hold identical data (`fencepost verify`).
+# 127.0.0.1, writes tablets through one DataNode (`fencepost bench`), reads them back through
+# another, runs SQL with the `fencepost` CLI, and checks that every region's replicas hold identical data (`fencepost verify`).
 # The cluster keeps running; stop it with `scripts/cluster.sh stop -b <base dir>` (printed at the
 # end).
 set -euo pipefail
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 base=${FENCEPOST_BASE:-/tmp/fencepost-quickstart}
 
 echo "== building release binaries (first build takes a few minutes)"
-cargo build --release -p confignode -p datanode -p fencepost-cli --bins --examples
+cargo build --release -p confignode -p datanode -p fencepost-cli --bins
 
 echo "== starting 1 ConfigNode + 3 DataNodes, replication 3, under $base"
 # One-hour time partitions, so the quickstart's 17 hours of data span several partitions.
@@ -25,17 +25,27 @@ for _ in $(seq 1 120); do
 done
 scripts/cluster.sh status -b "$base"
 
-echo "== writing through 127.0.0.1:6667, reading through 127.0.0.1:6669"
-target/release/examples/quickstart_client 127.0.0.1:6667,127.0.0.1:6668,127.0.0.1:6669
-
 all=127.0.0.1:6667,127.0.0.1:6668,127.0.0.1:6669
+echo "== writing through 127.0.0.1:6667: 3 devices x 2 series x 1000 rows one minute apart (fencepost bench)"
+# About 17 hours of data: several one-hour time partitions, so several regions per device.
+target/release/fencepost --endpoints 127.0.0.1:6667 bench --database root.quickstart \
+    --devices 3 --measurements 2 --rows-per-tablet 1000 --tablets 3 --clients 1 \
+    --start-time 1700000000000 --step-ms 60000
+
+echo "== reading them back through 127.0.0.1:6669"
+target/release/fencepost --endpoints 127.0.0.1:6669,127.0.0.1:6668,127.0.0.1:6667 -e "
+    SELECT COUNT(s0), COUNT(s1) FROM root.quickstart.d0;
+    SELECT COUNT(s0), COUNT(s1) FROM root.quickstart.d1;
+    SELECT COUNT(s0), COUNT(s1) FROM root.quickstart.d2;
+    SELECT s0, s1 FROM root.quickstart.d1 WHERE time >= 1700000000000 AND time < 1700000180000;
+    SHOW CLUSTER"
+
 echo "== the fencepost CLI: SQL through 127.0.0.1:6668"
 target/release/fencepost --endpoints 127.0.0.1:6668,127.0.0.1:6667,127.0.0.1:6669 -e "
     CREATE DATABASE root.cli;
     INSERT INTO root.cli.d1(time, temperature, status) VALUES (1, 21.5, 'ok'), (2, 22.0, 'ok'), (3, 35.5, 'hot');
     SELECT temperature, status FROM root.cli.d1 WHERE time >= 0 AND time < 10;
     SELECT LAST temperature FROM root.cli.d1;
-    SELECT COUNT(temperature) FROM root.quickstart.d0;
     SHOW REGIONS;
     SHOW LEASES;
     SHOW LOCAL LEASE"

@@ -93,9 +93,6 @@ pub enum Error {
     /// The raft layer failed.
     #[error("consensus: {0}")]
     Consensus(#[from] consensus::Error),
-    /// The raft log could not be opened.
-    #[error("raft log: {0}")]
-    Wal(#[from] wal::Error),
     /// The threaded raft driver failed.
     #[error("raft driver: {0}")]
     Runtime(#[from] runtime::Error),

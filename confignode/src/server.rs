@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::StatusCode;
-use consensus::{Clock, GroupId, RaftNode, StateRole};
+use consensus::{Clock, GroupId, StateRole};
 use parking_lot::{Mutex, RwLock};
-use runtime::{DriverConfig, GrpcTransport, PeerService, RaftDriver, TransportConfig};
+use runtime::{GrpcTransport, PeerService, RaftDriver, RaftHostConfig, TransportConfig};
 use tokio::net::TcpListener;
 
 use crate::client::{DataNodeClient, GrpcDataNodeClient};
@@ -583,6 +583,9 @@ pub async fn run(
     run_with_listener(config, listener, Arc::new(client), shutdown).await
 }
 
+/// Bytes per segment of the ConfigNode's raft log: its entries are small metadata commands.
+const CN_RAFT_SEGMENT_BYTES: u64 = 8 << 20;
+
 /// Runs on an already bound listener (tests bind `127.0.0.1:0`), calling DataNodes through
 /// `client`, until `shutdown` resolves.
 pub async fn run_with_listener(
@@ -595,57 +598,35 @@ pub async fn run_with_listener(
     let members = config.members()?;
     let node_id = config.cn_node_id;
     let addresses: runtime::AddressBook = Arc::new(RwLock::new(members.iter().cloned().collect()));
-    let transport = GrpcTransport::new(
-        node_id,
-        PeerService::ConfigNode,
-        addresses,
-        TransportConfig {
-            message_bytes_max: config.cn_rpc_max_message_bytes as usize,
-            channel: config.channel_config(),
-            ..TransportConfig::default()
-        },
-        tokio::runtime::Handle::current(),
-    );
-    let raft_dir = config.cn_data_dir.join("raft");
-    let mut wal_options = wal::WalOptions::new(&raft_dir);
-    // handle_ready issues one sync per round that raft needs durable (see consensus).
-    wal_options.durability = wal::Durability::None;
-    // One writer that syncs its own batches (see WalOptions::direct_io).
-    wal_options.direct_io = true;
-    wal_options.segment_bytes = 8 << 20;
-    let wal = wal::Wal::open(wal_options)?;
     let snapshot_path = config.cn_data_dir.join("snapshot");
     let state = Arc::new(RwLock::new(load_snapshot(&snapshot_path)?));
     let snapshot_index = state.read().applied_index();
     let peers: Vec<u64> = members.iter().map(|(id, _)| *id).collect();
-    let election_tick = config.cn_raft_election_ticks as usize;
-    let raft_config = consensus::Config {
-        election_tick,
-        heartbeat_tick: (election_tick / 5).max(1),
-        seed: runtime::entropy_seed(node_id),
-        ..consensus::Config::default()
+    let raft_host = RaftHostConfig {
+        node_id,
+        service: PeerService::ConfigNode,
+        thread_name: format!("cn-raft-{node_id}"),
+        log_dir: config.cn_data_dir.join("raft"),
+        segment_bytes: CN_RAFT_SEGMENT_BYTES,
+        tick_ms: config.cn_raft_tick_ms,
+        election_ticks: config.cn_raft_election_ticks as usize,
+        transport: TransportConfig {
+            message_bytes_max: config.cn_rpc_max_message_bytes as usize,
+            channel: config.channel_config(),
+            ..TransportConfig::default()
+        },
     };
     let sm_state = state.clone();
-    let driver = RaftDriver::spawn(
-        DriverConfig {
-            name: format!("cn-raft-{node_id}"),
-            tick_ms: config.cn_raft_tick_ms,
-            ..DriverConfig::default()
-        },
-        move || {
-            let mut node = RaftNode::new(
-                node_id,
-                raft_config,
-                Arc::new(consensus::MonotonicClock::default()),
-                transport,
-                Box::new(wal),
-            )?;
+    let driver = runtime::open_raft_host(
+        &raft_host,
+        addresses,
+        Arc::new(consensus::MonotonicClock::default()),
+        move |node| {
             node.create_group(
                 CONFIG_GROUP,
                 &peers,
                 Box::new(MetadataStateMachine::new(sm_state)),
-            )?;
-            Ok(node)
+            )
         },
     )?;
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::default());

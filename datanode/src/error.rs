@@ -32,9 +32,6 @@ pub enum Error {
     /// No ConfigNode accepted the registration.
     #[error("registering with the ConfigNode: {0}")]
     Registration(String),
-    /// The raft log could not be opened.
-    #[error(transparent)]
-    Wal(#[from] wal::Error),
     /// A region could not be opened.
     #[error(transparent)]
     Storage(#[from] StorageError),

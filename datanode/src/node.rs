@@ -1,5 +1,5 @@
-//! Start-up and the node's shared state: identity, registration, the raft driver over one shared
-//! `wal::Wal`, hosted regions, the lease monitor (fence → consensus steps aside), lease recovery,
+//! Start-up and the node's shared state: identity, registration, the raft host
+//! (`runtime::open_raft_host`: one shared raft log for every region), hosted regions, the lease monitor (fence → consensus steps aside), lease recovery,
 //! and the servers.
 
 use std::collections::BTreeMap;
@@ -11,12 +11,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use common::{PartitionConfig, StatusCode};
-use consensus::{Clock, GroupStatus, RaftNode, StateRole};
+use consensus::{Clock, GroupStatus, StateRole};
 use parking_lot::{Mutex, RwLock};
 use proto::config_node_service_client::ConfigNodeServiceClient;
 use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
 use runtime::{
-    ConfigNodeClient, DriverConfig, GrpcTransport, PeerService, PooledChannel, RaftDriver,
+    ConfigNodeClient, GrpcTransport, PeerService, PooledChannel, RaftDriver, RaftHostConfig,
 };
 use tokio::net::TcpListener;
 
@@ -245,41 +245,22 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
     addresses
         .write()
         .insert(node_id, internal_address.to_string());
-    let transport = GrpcTransport::new(
+    let raft_host = RaftHostConfig {
         node_id,
-        PeerService::DataNode,
-        addresses.clone(),
-        runtime::TransportConfig {
+        service: PeerService::DataNode,
+        thread_name: format!("dn-raft-{node_id}"),
+        log_dir: config.dn_data_dir.join("raft"),
+        segment_bytes: config.wal_segment_bytes,
+        tick_ms: config.dn_raft_tick_ms,
+        election_ticks: config.dn_raft_election_ticks as usize,
+        transport: runtime::TransportConfig {
             message_bytes_max: config.dn_rpc_max_message_bytes as usize,
             channel: config.channel_config(),
             ..runtime::TransportConfig::default()
         },
-        tokio::runtime::Handle::current(),
-    );
-    let mut wal_options = wal::WalOptions::new(config.dn_data_dir.join("raft"));
-    // consensus issues one sync per ready round for all regions (group commit); the log itself
-    // must not add its own.
-    wal_options.durability = wal::Durability::None;
-    // One writer, large batches, its own syncs: what O_DIRECT is for (see WalOptions::direct_io).
-    wal_options.direct_io = true;
-    wal_options.segment_bytes = config.wal_segment_bytes;
-    let wal = wal::Wal::open(wal_options)?;
-    let election_tick = config.dn_raft_election_ticks as usize;
-    let raft_config = consensus::Config {
-        election_tick,
-        heartbeat_tick: (election_tick / 5).max(1),
-        seed: runtime::entropy_seed(node_id),
-        ..consensus::Config::default()
     };
-    let node_clock = clock.clone();
-    let driver = RaftDriver::spawn(
-        DriverConfig {
-            name: format!("dn-raft-{node_id}"),
-            tick_ms: config.dn_raft_tick_ms,
-            ..DriverConfig::default()
-        },
-        move || RaftNode::new(node_id, raft_config, node_clock, transport, Box::new(wal)),
-    )?;
+    // Regions are created later, as the ConfigNode assigns them.
+    let driver = runtime::open_raft_host(&raft_host, addresses.clone(), clock.clone(), |_| Ok(()))?;
     let storage_config = StorageConfig {
         partition,
         memtable_flush_bytes: config.memtable_flush_bytes as usize,

@@ -1,4 +1,4 @@
-//! Errors of the raft driver.
+//! Errors of the raft host and its driver.
 
 /// Result of a driver call.
 pub type Result<T> = std::result::Result<T, Error>;
@@ -24,4 +24,7 @@ pub enum Error {
     /// The driver thread could not be started.
     #[error("starting the raft driver thread: {0}")]
     Spawn(std::io::Error),
+    /// The raft log could not be opened.
+    #[error("opening the raft log: {0}")]
+    Log(#[from] wal::Error),
 }

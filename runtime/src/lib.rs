@@ -1,5 +1,7 @@
 //! The threaded half of raft, shared by the ConfigNode and the DataNode.
 //!
+//! - [`open_raft_host`]: the one way both nodes open raft — transport, raft log options,
+//!   consensus settings, driver — from a [`RaftHostConfig`].
 //! - [`RaftDriver`]: one OS thread owns a [`consensus::RaftNode`]; it ticks on a timer, steps
 //!   incoming messages, runs `handle_ready` until nothing is ready, and takes proposals, reads and
 //!   arbitrary node calls over a bounded channel, completing them through oneshot replies. The
@@ -27,6 +29,7 @@ mod confignode_client;
 mod driver;
 mod error;
 pub mod metrics;
+mod raft_host;
 mod transport;
 
 pub use channel::{incoming, server, BadAddress, ChannelConfig, ChannelPool, PooledChannel};
@@ -34,6 +37,7 @@ pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{entropy_seed, DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
+pub use raft_host::{open_raft_host, RaftHostConfig};
 pub use transport::{
     decode_batch, serve_raft_stream, AddressBook, GrpcTransport, PeerService, TransportConfig,
 };
