@@ -583,24 +583,15 @@ pub async fn run(
     run_with_listener(config, listener, Arc::new(client), shutdown).await
 }
 
-/// Bytes per segment of the ConfigNode's raft log: its entries are small metadata commands.
-const CN_RAFT_SEGMENT_BYTES: u64 = 8 << 20;
-
-/// Runs on an already bound listener (tests bind `127.0.0.1:0`), calling DataNodes through
-/// `client`, until `shutdown` resolves.
-pub async fn run_with_listener(
-    config: ConfigNodeConfig,
-    listener: TcpListener,
-    client: Arc<dyn DataNodeClient>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<()> {
-    config.validate()?;
-    let members = config.members()?;
+/// The ConfigNode's raft host: one group, [`CONFIG_GROUP`], over every member, applying to
+/// `state`.
+fn open_raft(
+    config: &ConfigNodeConfig,
+    members: &[(u64, String)],
+    state: Arc<RwLock<MetadataState>>,
+) -> Result<RaftDriver<GrpcTransport>> {
     let node_id = config.cn_node_id;
     let addresses: runtime::AddressBook = Arc::new(RwLock::new(members.iter().cloned().collect()));
-    let snapshot_path = config.cn_data_dir.join("snapshot");
-    let state = Arc::new(RwLock::new(load_snapshot(&snapshot_path)?));
-    let snapshot_index = state.read().applied_index();
     let peers: Vec<u64> = members.iter().map(|(id, _)| *id).collect();
     let raft_host = RaftHostConfig {
         node_id,
@@ -616,7 +607,6 @@ pub async fn run_with_listener(
             ..TransportConfig::default()
         },
     };
-    let sm_state = state.clone();
     let driver = runtime::open_raft_host(
         &raft_host,
         addresses,
@@ -625,10 +615,45 @@ pub async fn run_with_listener(
             node.create_group(
                 CONFIG_GROUP,
                 &peers,
-                Box::new(MetadataStateMachine::new(sm_state)),
+                Box::new(MetadataStateMachine::new(state)),
             )
         },
     )?;
+    Ok(driver)
+}
+
+/// Every `heartbeat_interval_ms`, the leader's round (heartbeats, fencing, operations) until
+/// `stop` changes. A round that overruns delays the next rather than bunching them.
+async fn leader_loop(shared: Arc<Shared>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut ticker =
+        tokio::time::interval(Duration::from_millis(shared.config.heartbeat_interval_ms));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => shared.leader_round().await,
+            _ = stop.changed() => break,
+        }
+    }
+}
+
+/// Bytes per segment of the ConfigNode's raft log: its entries are small metadata commands.
+const CN_RAFT_SEGMENT_BYTES: u64 = 8 << 20;
+
+/// Runs on an already bound listener (tests bind `127.0.0.1:0`), calling DataNodes through
+/// `client`, until `shutdown` resolves.
+pub async fn run_with_listener(
+    config: ConfigNodeConfig,
+    listener: TcpListener,
+    client: Arc<dyn DataNodeClient>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    config.validate()?;
+    let members = config.members()?;
+    let node_id = config.cn_node_id;
+    let snapshot_path = config.cn_data_dir.join("snapshot");
+    let state = Arc::new(RwLock::new(load_snapshot(&snapshot_path)?));
+    let snapshot_index = state.read().applied_index();
+    let driver = open_raft(&config, &members, state.clone())?;
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::default());
     let tracker = Arc::new(Mutex::new(ContactTracker::new(Shared::lease_timings(
         &config,
@@ -656,21 +681,7 @@ pub async fn run_with_listener(
         heartbeat_sequence: AtomicU64::new(0),
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let leader_task = {
-        let shared = shared.clone();
-        let mut stop = stop_rx.clone();
-        let interval = Duration::from_millis(config.heartbeat_interval_ms);
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = ticker.tick() => shared.leader_round().await,
-                    _ = stop.changed() => break,
-                }
-            }
-        })
-    };
+    let leader_task = tokio::spawn(leader_loop(shared.clone(), stop_rx.clone()));
     let metrics_listener = TcpListener::bind(&config.cn_metrics_address)
         .await
         .map_err(|source| Error::Io {

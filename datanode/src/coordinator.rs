@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{DataType, LeaseFencedRetryPolicy, StatusCode, Tablet, Value};
+use common::{DataType, LeaseFencedRetryPolicy, PartitionConfig, StatusCode, Tablet, Value};
 use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
 
 use crate::cache::{DeviceSchema, NodeAddresses, RegionRoute};
@@ -144,22 +144,8 @@ pub(crate) async fn insert_tablet(
         }
         Err(s) => return s,
     };
-    for (m, t) in tablet.measurements.iter().zip(&tablet.data_types) {
-        match schema.types.get(m) {
-            Some(existing) if existing == t => {}
-            Some(existing) => {
-                return status(
-                    StatusCode::DataTypeMismatch,
-                    format!("{}.{m} is {existing}, the write is {t}", tablet.device),
-                )
-            }
-            None => {
-                return status(
-                    StatusCode::MetadataError,
-                    format!("{}.{m} does not exist and was not created", tablet.device),
-                )
-            }
-        }
+    if let Err(s) = check_types(&tablet, &schema.types) {
+        return s;
     }
     let slots: BTreeSet<i64> = tablet
         .timestamps
@@ -177,21 +163,7 @@ pub(crate) async fn insert_tablet(
         };
     // The region of the newest rows: where the device's next writes most likely go.
     let newest_region = slots.last().map(|slot| regions[slot]);
-    let tablet_regions: BTreeSet<u64> = slots.iter().map(|slot| regions[slot]).collect();
-    // One region takes the whole tablet in the common case: hand it on without a copy.
-    let split: Vec<(u64, Tablet)> = if tablet_regions.len() == 1 {
-        vec![(*tablet_regions.first().expect("one region"), tablet)]
-    } else {
-        let mut rows_by_region: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-        for (row, t) in tablet.timestamps.iter().enumerate() {
-            let region = regions[&shared.partition.time_slot(*t)];
-            rows_by_region.entry(region).or_default().push(row);
-        }
-        rows_by_region
-            .iter()
-            .map(|(region, rows)| (*region, tablet.select_rows(rows)))
-            .collect()
-    };
+    let split = split_by_region(tablet, &regions, &shared.partition);
     // The fencing token: the version of the metadata the tablet was validated against.
     let schema_version = schema.version;
     let mut parts = tokio::task::JoinSet::new();
@@ -238,6 +210,61 @@ pub(crate) async fn insert_tablet(
         }
         _ => outcome,
     }
+}
+
+/// Every measurement of `tablet` has the type the schema gives it: 614 for another type, 507
+/// for a series the schema does not have (it was not auto-created).
+fn check_types(
+    tablet: &Tablet,
+    types: &BTreeMap<String, DataType>,
+) -> std::result::Result<(), proto::Status> {
+    for (m, t) in tablet.measurements.iter().zip(&tablet.data_types) {
+        match types.get(m) {
+            Some(existing) if existing == t => {}
+            Some(existing) => {
+                return Err(status(
+                    StatusCode::DataTypeMismatch,
+                    format!("{}.{m} is {existing}, the write is {t}", tablet.device),
+                ))
+            }
+            None => {
+                return Err(status(
+                    StatusCode::MetadataError,
+                    format!("{}.{m} does not exist and was not created", tablet.device),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The tablet's rows grouped by the region their time slot maps to (`regions`: time slot →
+/// region, covering every row's slot), in region order. One region takes the whole tablet in the
+/// common case: it is handed on without a copy.
+fn split_by_region(
+    tablet: Tablet,
+    regions: &BTreeMap<i64, u64>,
+    partition: &PartitionConfig,
+) -> Vec<(u64, Tablet)> {
+    let region_of = |t: &i64| regions[&partition.time_slot(*t)];
+    let mut rows_by_region: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (row, t) in tablet.timestamps.iter().enumerate() {
+        rows_by_region.entry(region_of(t)).or_default().push(row);
+    }
+    if rows_by_region.len() == 1 {
+        let region = *rows_by_region.keys().next().expect("one region");
+        return vec![(region, tablet)];
+    }
+    let split: Vec<(u64, Tablet)> = rows_by_region
+        .iter()
+        .map(|(region, rows)| (*region, tablet.select_rows(rows)))
+        .collect();
+    debug_assert_eq!(
+        split.iter().map(|(_, t)| t.row_count()).sum::<usize>(),
+        tablet.row_count(),
+        "every row goes to exactly one region"
+    );
+    split
 }
 
 /// A ConfigNode request ran out of its deadline (`Shared::call_confignode`).
@@ -1078,6 +1105,58 @@ async fn refresh_regions(shared: &Shared, generation: u64) -> Outcome<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tablet(timestamps: &[i64]) -> Tablet {
+        let mut t = Tablet::new(
+            "root.sg.d1",
+            &[("s1", DataType::Double), ("s2", DataType::Int64)],
+        );
+        for &ts in timestamps {
+            t.push_row(
+                ts,
+                vec![Some(Value::Double(ts as f64)), Some(Value::Int64(ts))],
+            );
+        }
+        t
+    }
+
+    #[test]
+    fn a_tablet_splits_by_the_region_of_each_rows_time_slot() {
+        let partition = PartitionConfig {
+            time_partition_interval_ms: 10,
+            ..PartitionConfig::default()
+        };
+        // Slots 0 and 2 map to region 7, slot 1 to region 5.
+        let regions: BTreeMap<i64, u64> = [(0, 7), (1, 5), (2, 7)].into();
+        let split = split_by_region(tablet(&[1, 12, 25, 3, 18]), &regions, &partition);
+        let rows: Vec<(u64, Vec<i64>)> = split
+            .iter()
+            .map(|(r, t)| (*r, t.timestamps.clone()))
+            .collect();
+        assert_eq!(rows, [(5, vec![12, 18]), (7, vec![1, 25, 3])]);
+        for (_, t) in &split {
+            assert_eq!(t.measurements, ["s1", "s2"]);
+        }
+        // One region: the tablet itself, rows in their order.
+        let one = split_by_region(tablet(&[3, 1, 2]), &regions, &partition);
+        assert_eq!(one.len(), 1);
+        assert_eq!((one[0].0, one[0].1.timestamps.clone()), (7, vec![3, 1, 2]));
+    }
+
+    #[test]
+    fn types_are_checked_against_the_schema_614_or_507() {
+        let t = tablet(&[1]);
+        let types = |s2| -> BTreeMap<String, DataType> {
+            [("s1".into(), DataType::Double), ("s2".into(), s2)].into()
+        };
+        assert!(check_types(&t, &types(DataType::Int64)).is_ok());
+        let mismatch = check_types(&t, &types(DataType::Text)).unwrap_err();
+        assert!(mismatch.is(StatusCode::DataTypeMismatch), "{mismatch:?}");
+        assert!(mismatch.message.contains("root.sg.d1.s2"), "{mismatch:?}");
+        let missing: BTreeMap<String, DataType> = [("s1".into(), DataType::Double)].into();
+        let missing = check_types(&t, &missing).unwrap_err();
+        assert!(missing.is(StatusCode::MetadataError), "{missing:?}");
+    }
 
     #[test]
     fn backoff_doubles_from_100_ms_to_20_s() {

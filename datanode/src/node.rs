@@ -199,29 +199,14 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
     let confignode = ConfigNodeClient::new(config.seed_config_nodes(), rpc_timeout, 10)
         .with_channel_config(config.channel_config())
         .with_message_bytes_max(config.dn_rpc_max_message_bytes as usize);
-    let identity_path = config.dn_data_dir.join("identity");
-    let (stored_id, stored_epoch) = read_identity(&identity_path)?;
-    let registration = register(
+    let (registration, parameters) = register_incarnation(
         &confignode,
-        stored_id,
+        &config.dn_data_dir.join("identity"),
         &internal_address.to_string(),
         &rpc_address.to_string(),
     )
     .await?;
-    let node_id = registration.data_node_id;
-    let epoch = registration.incarnation_epoch;
-    if epoch <= stored_epoch {
-        return Err(Error::Registration(format!(
-            "the ConfigNode minted incarnation {epoch}, not above the stored {stored_epoch}"
-        )));
-    }
-    write_identity(&identity_path, node_id, epoch)?;
-    let parameters = registration.parameters.unwrap_or_default();
-    if parameters.metadata_lease_fence_ms == 0 || parameters.series_slot_num == 0 {
-        return Err(Error::Registration(format!(
-            "the ConfigNode sent unusable cluster parameters {parameters:?}"
-        )));
-    }
+    let (node_id, epoch) = (registration.data_node_id, registration.incarnation_epoch);
     let partition = PartitionConfig {
         series_slot_num: parameters.series_slot_num,
         time_partition_interval_ms: parameters.time_partition_interval_ms,
@@ -307,23 +292,7 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
     // before the first heartbeat and recovery.
     shared.driver.call(|node| node.set_fenced(true)).await?;
 
-    // Regions on disk first (they restart from their own raft state), then whatever the
-    // registry says this node hosts.
-    for (region_id, database, peers) in stored_regions(&shared.regions_dir())? {
-        shared
-            .create_region(region_id, &database, &peers, 0)
-            .await?;
-    }
-    for r in &registration.regions {
-        shared
-            .create_region(
-                r.region_id,
-                &r.database,
-                &r.data_node_ids,
-                r.preferred_leader_id,
-            )
-            .await?;
-    }
+    open_regions(&shared, &registration.regions).await?;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(serve(
@@ -342,6 +311,54 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
         internal_address,
         metrics_address,
     })
+}
+
+/// Registers with the ConfigNode under the identity stored at `identity_path` (none on a first
+/// start), checks that the incarnation it minted is above the stored one and that the cluster
+/// parameters are usable, and stores the new identity before anything else runs under it.
+async fn register_incarnation(
+    confignode: &ConfigNodeClient,
+    identity_path: &Path,
+    internal_address: &str,
+    rpc_address: &str,
+) -> Result<(proto::RegisterDataNodeResp, proto::ClusterParameters)> {
+    let (stored_id, stored_epoch) = read_identity(identity_path)?;
+    let registration = register(confignode, stored_id, internal_address, rpc_address).await?;
+    let (node_id, epoch) = (registration.data_node_id, registration.incarnation_epoch);
+    if epoch <= stored_epoch {
+        return Err(Error::Registration(format!(
+            "the ConfigNode minted incarnation {epoch}, not above the stored {stored_epoch}"
+        )));
+    }
+    write_identity(identity_path, node_id, epoch)?;
+    let parameters = registration.parameters.unwrap_or_default();
+    if parameters.metadata_lease_fence_ms == 0 || parameters.series_slot_num == 0 {
+        return Err(Error::Registration(format!(
+            "the ConfigNode sent unusable cluster parameters {parameters:?}"
+        )));
+    }
+    Ok((registration, parameters))
+}
+
+/// Opens the regions on disk first (they restart from their own raft state), then whatever the
+/// registry says this node hosts.
+async fn open_regions(shared: &Arc<Shared>, registered: &[proto::RegionReplicaSet]) -> Result<()> {
+    for (region_id, database, peers) in stored_regions(&shared.regions_dir())? {
+        shared
+            .create_region(region_id, &database, &peers, 0)
+            .await?;
+    }
+    for r in registered {
+        shared
+            .create_region(
+                r.region_id,
+                &r.database,
+                &r.data_node_ids,
+                r.preferred_leader_id,
+            )
+            .await?;
+    }
+    Ok(())
 }
 
 /// Runs a DataNode until `shutdown` resolves (the binary's entry point).
