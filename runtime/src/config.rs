@@ -145,6 +145,39 @@ macro_rules! node_config {
     };
 }
 
+/// Checks that every key of the configuration `C` — as its `Debug` form lists them, not as the
+/// declaration does — is a `--kebab-case` flag of `A` with help text. Returns the number of keys
+/// checked, or the keys that fail. Each node's tests call it, so a key without a documented flag
+/// cannot come back.
+pub fn check_every_key_is_a_documented_flag<C, A>() -> Result<usize, Vec<String>>
+where
+    C: std::fmt::Debug + Default,
+    A: clap::CommandFactory,
+{
+    let debug = format!("{:#?}", C::default());
+    // `{:#?}` prints one `key: value,` line per field, indented by four spaces.
+    let keys: Vec<&str> = debug
+        .lines()
+        .filter_map(|l| l.strip_prefix("    ").filter(|l| !l.starts_with(' ')))
+        .filter_map(|l| l.split_once(": ").map(|(key, _)| key))
+        .collect();
+    let command = A::command();
+    let failing: Vec<String> = keys
+        .iter()
+        .map(|key| key.replace('_', "-"))
+        .filter(|flag| {
+            !command
+                .get_arguments()
+                .any(|a| a.get_long() == Some(flag.as_str()) && a.get_help().is_some())
+        })
+        .collect();
+    if failing.is_empty() {
+        Ok(keys.len())
+    } else {
+        Err(failing)
+    }
+}
+
 /// `address` must be `ip:port` (what a listener binds).
 pub fn check_socket_address(key: &'static str, address: &str) -> Result<(), ConfigError> {
     address
@@ -251,6 +284,25 @@ mod tests {
             "{help}"
         );
         assert!(help.contains("--config <CONFIG>"), "{help}");
+    }
+
+    #[test]
+    fn a_key_without_a_documented_flag_is_named() {
+        assert_eq!(
+            check_every_key_is_a_documented_flag::<TinyConfig, TinyArgs>(),
+            Ok(2)
+        );
+        #[derive(Debug, Default)]
+        #[allow(dead_code)] // Read through Debug only.
+        struct Wider {
+            tiny_port: u16,
+            tiny_offset_ms: i64,
+            tiny_extra_ms: u64,
+        }
+        assert_eq!(
+            check_every_key_is_a_documented_flag::<Wider, TinyArgs>(),
+            Err(vec!["tiny-extra-ms".to_string()])
+        );
     }
 
     #[test]
