@@ -24,6 +24,8 @@ use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, StorageError as RaftStorageError};
 
+use common::codec::{len32, DecodeError, Reader, Writer};
+
 use crate::error::StorageError;
 use crate::GroupId;
 
@@ -508,16 +510,17 @@ impl std::fmt::Debug for NodeStorage {
     }
 }
 
-fn encode_header(kind: u8, group: GroupId, payload_hint: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER_BYTES + payload_hint);
-    out.push(FORMAT_VERSION);
-    out.push(kind);
-    out.extend_from_slice(&group.to_le_bytes());
-    out
+/// A record's header, `u8 version, u8 kind, u64 group`, with room for the payload behind it.
+fn encode_header(kind: u8, group: GroupId, payload_hint: usize) -> Writer {
+    let mut w = Writer::with_capacity(HEADER_BYTES + payload_hint);
+    w.u8(FORMAT_VERSION);
+    w.u8(kind);
+    w.u64(group);
+    w
 }
 
 fn encode_message(kind: u8, group: GroupId, message: &dyn protobuf::Message) -> Vec<u8> {
-    let mut out = encode_header(kind, group, message.compute_size() as usize);
+    let mut out = encode_header(kind, group, message.compute_size() as usize).into_bytes();
     message
         .write_to_vec(&mut out)
         .expect("raft protobuf messages in memory always encode");
@@ -530,8 +533,9 @@ fn encode_entries(group: GroupId, entries: &[Entry]) -> Vec<u8> {
         .iter()
         .map(|e| 4 + 32 + e.data.len() + e.context.len())
         .sum::<usize>();
-    let mut out = encode_header(KIND_ENTRIES, group, hint);
-    out.extend_from_slice(&common::codec::len32(entries.len()).to_le_bytes());
+    let mut w = encode_header(KIND_ENTRIES, group, hint);
+    w.len32(entries.len());
+    let mut out = w.into_bytes();
     for entry in entries {
         // The length word is patched once the entry is encoded in place behind it.
         let at = out.len();
@@ -539,16 +543,21 @@ fn encode_entries(group: GroupId, entries: &[Entry]) -> Vec<u8> {
         entry
             .write_to_vec(&mut out)
             .expect("raft entries in memory always encode");
-        let len = common::codec::len32(out.len() - at - 4);
+        let len = len32(out.len() - at - 4);
         out[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }
     out
 }
 
 fn encode_compaction(group: GroupId, index: u64, term: u64) -> Vec<u8> {
-    let mut out = encode_header(KIND_COMPACTION, group, 16);
-    out.extend_from_slice(&index.to_le_bytes());
-    out.extend_from_slice(&term.to_le_bytes());
+    let mut w = encode_header(KIND_COMPACTION, group, 16);
+    w.u64(index);
+    w.u64(term);
+    let out = w.into_bytes();
+    debug_assert_eq!(
+        decode_record(0, &out).ok(),
+        Some((group, Record::Compaction { index, term }))
+    );
     out
 }
 
@@ -568,35 +577,27 @@ fn decode_record(position: u64, bytes: &[u8]) -> Result<(GroupId, Record), Stora
         log_index: position,
         reason,
     };
-    if bytes.len() < HEADER_BYTES {
-        return Err(corrupt(format!("record of {} bytes", bytes.len())));
-    }
-    if bytes[0] != FORMAT_VERSION {
-        return Err(corrupt(format!("unknown format version {}", bytes[0])));
-    }
-    let group = u64::from_le_bytes(bytes[2..10].try_into().expect("8 bytes"));
-    let payload = &bytes[HEADER_BYTES..];
+    let codec = |e: DecodeError| corrupt(e.to_string());
     let pb = |e: protobuf::ProtobufError| corrupt(e.to_string());
-    let record = match bytes[1] {
+    let mut r = Reader::new(bytes);
+    let version = r.u8().map_err(codec)?;
+    if version != FORMAT_VERSION {
+        return Err(corrupt(format!("unknown format version {version}")));
+    }
+    let kind = r.u8().map_err(codec)?;
+    let group = r.u64().map_err(codec)?;
+    debug_assert_eq!(r.position(), HEADER_BYTES);
+    let payload = &bytes[HEADER_BYTES..];
+    let record = match kind {
         KIND_ENTRIES => {
-            let mut rest = payload;
-            let mut take = |n: usize| -> Result<&[u8], StorageError> {
-                if rest.len() < n {
-                    return Err(corrupt("entries record truncated".into()));
-                }
-                let (head, tail) = rest.split_at(n);
-                rest = tail;
-                Ok(head)
-            };
-            let count = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
-            let mut entries = Vec::with_capacity(count.min(1 << 16));
+            // Each entry is at least its 4-byte length word.
+            let count = r.count(4).map_err(codec)?;
+            let mut entries = Vec::with_capacity(count);
             for _ in 0..count {
-                let len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
-                entries.push(Entry::parse_from_bytes(take(len)?).map_err(pb)?);
+                let entry = r.bytes32().map_err(codec)?;
+                entries.push(Entry::parse_from_bytes(entry).map_err(pb)?);
             }
-            if !rest.is_empty() {
-                return Err(corrupt(format!("{} trailing bytes", rest.len())));
-            }
+            r.finish().map_err(codec)?;
             for pair in entries.windows(2) {
                 if pair[1].index != pair[0].index + 1 {
                     return Err(corrupt("non-contiguous entries".into()));
@@ -608,19 +609,14 @@ fn decode_record(position: u64, bytes: &[u8]) -> Result<(GroupId, Record), Stora
         KIND_CONF_STATE => Record::ConfState(ConfState::parse_from_bytes(payload).map_err(pb)?),
         KIND_SNAPSHOT => Record::Snapshot(Snapshot::parse_from_bytes(payload).map_err(pb)?),
         KIND_COMPACTION => {
-            if payload.len() != 16 {
-                return Err(corrupt(format!(
-                    "compaction payload of {} bytes",
-                    payload.len()
-                )));
-            }
-            Record::Compaction {
-                index: u64::from_le_bytes(payload[..8].try_into().expect("8 bytes")),
-                term: u64::from_le_bytes(payload[8..].try_into().expect("8 bytes")),
-            }
+            let (index, term) = (r.u64().map_err(codec)?, r.u64().map_err(codec)?);
+            r.finish().map_err(codec)?;
+            Record::Compaction { index, term }
         }
-        KIND_REMOVED if payload.is_empty() => Record::Removed,
-        KIND_REMOVED => return Err(corrupt("removal record with a payload".into())),
+        KIND_REMOVED => {
+            r.finish().map_err(codec)?;
+            Record::Removed
+        }
         other => return Err(corrupt(format!("unknown record kind {other}"))),
     };
     Ok((group, record))
@@ -840,7 +836,7 @@ impl NodeStorage {
             self.queue(
                 group,
                 PendingKind::Removed,
-                encode_header(KIND_REMOVED, group, 0),
+                encode_header(KIND_REMOVED, group, 0).into_bytes(),
             );
         }
     }
@@ -1041,6 +1037,33 @@ mod tests {
         assert_eq!(group, 3);
         assert_eq!(record, Record::Entries(vec![entry(1, 1, b"ab")]));
         assert!(decode_record(1, &bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn malformed_records_are_corruption_at_their_position() {
+        let corrupt_at = |bytes: &[u8]| match decode_record(9, bytes) {
+            Err(StorageError::Corrupt { log_index, reason }) => {
+                assert_eq!(log_index, 9);
+                reason
+            }
+            other => panic!("{bytes:?} decoded as {other:?}"),
+        };
+        // A header cut short, an unknown version or kind.
+        corrupt_at(&[1, 5, 7, 0]);
+        assert!(corrupt_at(&[2, 5, 7, 0, 0, 0, 0, 0, 0, 0]).contains("version 2"));
+        assert!(corrupt_at(&[1, 99, 7, 0, 0, 0, 0, 0, 0, 0]).contains("kind 99"));
+        // A compaction of the wrong length, a removal with a payload.
+        let compaction = encode_compaction(7, 5, 2);
+        corrupt_at(&compaction[..compaction.len() - 1]);
+        assert!(corrupt_at(&[compaction.as_slice(), &[0]].concat()).contains("trailing"));
+        let mut removal = encode_header(KIND_REMOVED, 7, 0).into_bytes();
+        assert_eq!(decode_record(0, &removal).unwrap(), (7, Record::Removed));
+        removal.push(0);
+        corrupt_at(&removal);
+        // An entry count the record cannot hold is refused before anything is allocated.
+        let mut entries = encode_header(KIND_ENTRIES, 7, 4);
+        entries.u32(u32::MAX);
+        assert!(corrupt_at(&entries.into_bytes()).contains("count"));
     }
 
     #[test]
