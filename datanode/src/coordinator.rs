@@ -240,20 +240,22 @@ fn check_types(
 
 /// The tablet's rows grouped by the region their time slot maps to (`regions`: time slot →
 /// region, covering every row's slot), in region order. One region takes the whole tablet in the
-/// common case: it is handed on without a copy.
+/// common case: decided from the region map alone, it is handed on without a copy or a pass over
+/// the rows.
 fn split_by_region(
     tablet: Tablet,
     regions: &BTreeMap<i64, u64>,
     partition: &PartitionConfig,
 ) -> Vec<(u64, Tablet)> {
+    let distinct: BTreeSet<u64> = regions.values().copied().collect();
+    if distinct.len() == 1 {
+        let region = *distinct.first().expect("one region");
+        return vec![(region, tablet)];
+    }
     let region_of = |t: &i64| regions[&partition.time_slot(*t)];
     let mut rows_by_region: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for (row, t) in tablet.timestamps.iter().enumerate() {
         rows_by_region.entry(region_of(t)).or_default().push(row);
-    }
-    if rows_by_region.len() == 1 {
-        let region = *rows_by_region.keys().next().expect("one region");
-        return vec![(region, tablet)];
     }
     let split: Vec<(u64, Tablet)> = rows_by_region
         .iter()
