@@ -100,6 +100,11 @@ pub fn ok() -> proto::Status {
     proto::status(StatusCode::Success, "")
 }
 
+/// 305 INTERNAL_SERVER_ERROR for a reply that carries no status.
+pub fn no_status() -> proto::Status {
+    status(StatusCode::InternalServerError, "reply without status")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

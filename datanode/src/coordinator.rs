@@ -10,48 +10,136 @@
 //!
 //! Read: lease gate (fenced → 535) → schema → every region of the device's database → a
 //! linearizable read on each region's leader (local or `ReadRegion`) → merge.
+//!
+//! [`Coordinator`] holds only the parts it needs — the metadata view (whose cache lookups need a
+//! [`Pinned`] hold, so nothing here reads metadata outside the in-flight guard), the metadata
+//! source, the local replicas, the peers and the metrics — and answers a typed
+//! [`CoordinatorError`] whose [`CoordinatorError::status`] is the one mapping to the wire.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{DataType, LeaseFencedRetryPolicy, PartitionConfig, StatusCode, Tablet, Value};
-use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
+use common::{
+    DataType, LeaseFencedRetryPolicy, PartitionConfig, StatusCode, Tablet, TabletLimits, Value,
+};
 
-use crate::cache::{DeviceSchema, NodeAddresses, RegionRoute};
+use crate::cache::{DeviceSchema, RegionRoute};
 use crate::convert::{ok, status, tablet_to_wire, value_from_wire};
-use crate::metrics::{add, inc};
-use crate::node::{check_status, Shared};
+use crate::host::LocalReplicas;
+use crate::metadata::{check_status, node_addresses, MetadataSource, MetadataView, Pinned};
+use crate::metrics::{add, inc, Metrics};
+use crate::peers::Peers;
+use crate::timing::{INVALIDATION_POLL, READ_RETRY, WRITE_BACKOFF_MAX, WRITE_BACKOFF_MIN};
 use engine::{LeaseGate, RegionCommand};
 
-type Outcome<T> = Result<T, proto::Status>;
-
-use crate::timing::{INVALIDATION_POLL, READ_RETRY, WRITE_BACKOFF_MAX, WRITE_BACKOFF_MIN};
-
-fn fenced_write(shared: &Shared) -> proto::Status {
-    inc(&shared.metrics.fenced_writes);
-    let mut s = status(
-        StatusCode::MetadataLeaseFencedRetryRequired,
-        format!(
-            "DataNode {} is fenced (metadata lease {}); retry on another DataNode",
-            shared.node_id,
-            shared.lease.state().name()
-        ),
-    );
-    s.need_retry = true;
-    s
+/// Why the coordinator did not do what was asked; [`CoordinatorError::status`] is its answer.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub(crate) enum CoordinatorError {
+    /// This DataNode is fenced: a write answers 536 with `need_retry` (retry on another
+    /// DataNode), a read 535.
+    #[error("DataNode {node} is fenced (metadata lease {lease}){detail}")]
+    Fenced {
+        node: u64,
+        lease: &'static str,
+        write: bool,
+        /// What the client should do and what else was tried ("; retry on another DataNode;
+        /// no peer took the write either …"), or empty.
+        detail: String,
+    },
+    /// An invalidation or a recovery moved the caches on while a write was in flight: its
+    /// validation is void (536 with `need_retry`).
+    #[error("the metadata changed while the write was in flight; retry")]
+    MetadataChanged,
+    /// The request breaks a limit or is malformed (700 ILLEGAL_PARAMETER).
+    #[error("{0}")]
+    Invalid(String),
+    /// A measurement's type differs from its series' (614).
+    #[error("{0}")]
+    TypeMismatch(String),
+    /// The metadata does not have what the request needs (507).
+    #[error("{0}")]
+    Metadata(String),
+    /// The ConfigNode did not answer in time (712 with `need_retry`) or refused.
+    #[error("ConfigNode: {} {}", .0.code, .0.message)]
+    ConfigNode(proto::Status),
+    /// Parts of one request failed: their statuses, in request order (302 with sub-statuses;
+    /// one part's status as it is).
+    #[error("{} parts, some failed", .0.len())]
+    Parts(Vec<proto::Status>),
+    /// A replica, a peer or the local raft group answered this.
+    #[error("{} {}", .0.code, .0.message)]
+    Remote(proto::Status),
+    /// A bug or a task failure here (305 INTERNAL_SERVER_ERROR).
+    #[error("{0}")]
+    Internal(String),
 }
 
-fn fenced_read(shared: &Shared) -> proto::Status {
-    inc(&shared.metrics.fenced_reads);
-    status(
-        StatusCode::MetadataLeaseFenced,
-        format!(
-            "DataNode {} is fenced (metadata lease {})",
-            shared.node_id,
-            shared.lease.state().name()
-        ),
-    )
+impl CoordinatorError {
+    /// The wire status of this error.
+    pub(crate) fn status(&self) -> proto::Status {
+        let retry = |mut s: proto::Status| {
+            s.need_retry = true;
+            s
+        };
+        match self {
+            CoordinatorError::Fenced { write: true, .. } => retry(status(
+                StatusCode::MetadataLeaseFencedRetryRequired,
+                self.to_string(),
+            )),
+            CoordinatorError::Fenced { write: false, .. } => {
+                status(StatusCode::MetadataLeaseFenced, self.to_string())
+            }
+            CoordinatorError::MetadataChanged => retry(status(
+                StatusCode::MetadataLeaseFencedRetryRequired,
+                self.to_string(),
+            )),
+            CoordinatorError::Invalid(m) => status(StatusCode::IllegalParameter, m.clone()),
+            CoordinatorError::TypeMismatch(m) => status(StatusCode::DataTypeMismatch, m.clone()),
+            CoordinatorError::Metadata(m) => status(StatusCode::MetadataError, m.clone()),
+            CoordinatorError::ConfigNode(s) | CoordinatorError::Remote(s) => s.clone(),
+            CoordinatorError::Parts(statuses) => aggregate(statuses.clone()),
+            CoordinatorError::Internal(m) => status(StatusCode::InternalServerError, m.clone()),
+        }
+    }
+
+    /// A ConfigNode request ran out of its deadline ([`crate::metadata::ConfigNodeLink::call`]):
+    /// a coordinator that may relay hands the request to a peer.
+    fn confignode_unreachable(&self) -> bool {
+        matches!(self, CoordinatorError::ConfigNode(s)
+            if s.is(StatusCode::InternalRequestTimeOut) && s.need_retry)
+    }
+}
+
+type Outcome<T> = Result<T, CoordinatorError>;
+
+/// A written tablet: with the session address of the leader of the device's newest region when
+/// another DataNode leads it (IoTDB's REDIRECTION_RECOMMEND, 400).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Written {
+    pub redirect: Option<proto::Endpoint>,
+}
+
+impl Written {
+    /// 200, or 400 with the redirect.
+    pub(crate) fn status(&self) -> proto::Status {
+        match &self.redirect {
+            None => ok(),
+            Some(leader) => proto::status_with_redirect(
+                StatusCode::RedirectionRecommend,
+                "written; the leader of the device's newest region is elsewhere",
+                Some(leader.clone()),
+            ),
+        }
+    }
+}
+
+/// The wire status of a write's outcome.
+pub(crate) fn write_status(outcome: &Outcome<Written>) -> proto::Status {
+    match outcome {
+        Ok(written) => written.status(),
+        Err(e) => e.status(),
+    }
 }
 
 fn backoff(attempt: u32) -> Duration {
@@ -99,139 +187,994 @@ pub(crate) enum Relay {
     Never,
 }
 
-/// Writes one tablet through the cluster.
-pub(crate) async fn insert_tablet(
-    shared: &Arc<Shared>,
-    tablet: Tablet,
-    relay: Relay,
-) -> proto::Status {
-    let started = Instant::now();
-    if shared
-        .lease
-        .check(LeaseFencedRetryPolicy::RetryUntilSuccess)
-        .is_err()
-    {
-        return match relay {
-            Relay::WhenFenced => relay_tablet(shared, &tablet).await,
-            Relay::Never => fenced_write(shared),
-        };
+/// The coordinator's settings (from `DataNodeConfig` and the cluster parameters).
+#[derive(Clone, Debug)]
+pub(crate) struct CoordinatorLimits {
+    /// `tablet_rows_max`.
+    pub tablet_rows_max: usize,
+    pub tablet_limits: TabletLimits,
+    pub partition: PartitionConfig,
+    /// `remote_write_max_retry_ms`: how long one region's part of a write is retried.
+    pub remote_write_retry: Duration,
+    /// `dn_write_timeout_ms`: a relayed write's bound per peer.
+    pub write_timeout: Duration,
+    /// `dn_rpc_timeout_ms`: a relayed lookup's bound per peer.
+    pub rpc_timeout: Duration,
+    /// `query_points_max`.
+    pub query_points_max: u32,
+}
+
+/// Points of one series gathered from every region.
+pub(crate) struct SeriesPoints {
+    pub path: proto::SeriesPath,
+    pub data_type: DataType,
+    pub points: BTreeMap<i64, Value>,
+    /// The points limit cut the series short.
+    pub truncated: bool,
+}
+
+/// The parts of a DataNode the coordinator works with.
+pub(crate) struct Coordinator {
+    node_id: u64,
+    /// This node's internal address: a target equal to it is served locally.
+    internal_address: String,
+    limits: CoordinatorLimits,
+    metadata: Arc<MetadataView>,
+    source: Arc<dyn MetadataSource>,
+    local: Arc<dyn LocalReplicas>,
+    peers: Arc<Peers>,
+    metrics: Arc<Metrics>,
+}
+
+/// What the coordinator is built from ([`Coordinator::new`]).
+pub(crate) struct CoordinatorParts {
+    pub node_id: u64,
+    pub internal_address: String,
+    pub limits: CoordinatorLimits,
+    pub metadata: Arc<MetadataView>,
+    pub source: Arc<dyn MetadataSource>,
+    pub local: Arc<dyn LocalReplicas>,
+    pub peers: Arc<Peers>,
+    pub metrics: Arc<Metrics>,
+}
+
+type Resolved = (BTreeMap<i64, u64>, BTreeMap<u64, RegionRoute>);
+
+impl Coordinator {
+    pub(crate) fn new(parts: CoordinatorParts) -> Coordinator {
+        Coordinator {
+            node_id: parts.node_id,
+            internal_address: parts.internal_address,
+            limits: parts.limits,
+            metadata: parts.metadata,
+            source: parts.source,
+            local: parts.local,
+            peers: parts.peers,
+            metrics: parts.metrics,
+        }
     }
-    if tablet.row_count() > shared.config.tablet_rows_max as usize {
-        return status(
-            StatusCode::IllegalParameter,
-            format!(
+
+    fn fenced(&self, write: bool) -> CoordinatorError {
+        inc(if write {
+            &self.metrics.fenced_writes
+        } else {
+            &self.metrics.fenced_reads
+        });
+        CoordinatorError::Fenced {
+            node: self.node_id,
+            lease: self.metadata.lease().state().name(),
+            write,
+            detail: if write {
+                "; retry on another DataNode".into()
+            } else {
+                String::new()
+            },
+        }
+    }
+
+    fn fenced_write(&self) -> CoordinatorError {
+        self.fenced(true)
+    }
+
+    fn fenced_read(&self) -> CoordinatorError {
+        self.fenced(false)
+    }
+
+    fn write_gate(&self) -> bool {
+        self.metadata
+            .lease()
+            .check(LeaseFencedRetryPolicy::RetryUntilSuccess)
+            .is_ok()
+    }
+
+    fn read_gate(&self) -> bool {
+        self.metadata
+            .lease()
+            .check(LeaseFencedRetryPolicy::None)
+            .is_ok()
+    }
+
+    fn caller(&self) -> proto::Caller {
+        proto::Caller {
+            data_node_id: self.node_id,
+            incarnation_epoch: self.metadata.lease().incarnation(),
+        }
+    }
+
+    /// Writes one tablet through the cluster.
+    pub(crate) async fn insert_tablet(
+        self: &Arc<Self>,
+        tablet: Tablet,
+        relay: Relay,
+    ) -> Outcome<Written> {
+        let started = Instant::now();
+        if !self.write_gate() {
+            return match relay {
+                Relay::WhenFenced => self.relay_tablet(&tablet).await,
+                Relay::Never => Err(self.fenced_write()),
+            };
+        }
+        if tablet.row_count() > self.limits.tablet_rows_max {
+            return Err(CoordinatorError::Invalid(format!(
                 "tablet has {} rows; tablet_rows_max is {}",
                 tablet.row_count(),
-                shared.config.tablet_rows_max
-            ),
-        );
-    }
-    if let Err(e) = tablet.validate(&shared.storage_config.tablet_limits) {
-        return status(StatusCode::IllegalParameter, e.to_string());
-    }
-    if tablet.row_count() == 0 {
-        return ok();
-    }
-    // Counted until the tablet's answer is decided: an invalidation is acknowledged only after
-    // every tablet validated against the entries it removed has been answered.
-    let in_flight = shared.in_flight.enter(&shared.cache);
-    let generation = in_flight.generation();
-    let schema = match resolve_schema(shared, &tablet, generation).await {
-        Ok(schema) => schema,
-        Err(s) if relay == Relay::WhenFenced && confignode_unreachable(&s) => {
-            drop(in_flight);
-            return relay_tablet(shared, &tablet).await;
+                self.limits.tablet_rows_max
+            )));
         }
-        Err(s) => return s,
-    };
-    if let Err(s) = check_types(&tablet, &schema.types) {
-        return s;
-    }
-    let slots: BTreeSet<i64> = tablet
-        .timestamps
-        .iter()
-        .map(|t| shared.partition.time_slot(*t))
-        .collect();
-    let (regions, routes) =
-        match resolve_partitions(shared, &tablet.device, &slots, generation).await {
-            Ok(resolved) => resolved,
-            Err(s) if relay == Relay::WhenFenced && confignode_unreachable(&s) => {
-                drop(in_flight);
-                return relay_tablet(shared, &tablet).await;
+        tablet
+            .validate(&self.limits.tablet_limits)
+            .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
+        if tablet.row_count() == 0 {
+            return Ok(Written::default());
+        }
+        // Held until the tablet's answer is decided: an invalidation is acknowledged only after
+        // every tablet validated against the entries it removed has been answered.
+        let pinned = self.metadata.pin();
+        let schema = match self.resolve_schema(&pinned, &tablet).await {
+            Ok(schema) => schema,
+            Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
+                drop(pinned);
+                return self.relay_tablet(&tablet).await;
             }
-            Err(s) => return s,
+            Err(e) => return Err(e),
         };
-    // The region of the newest rows: where the device's next writes most likely go.
-    let newest_region = slots.last().map(|slot| regions[slot]);
-    let split = split_by_region(tablet, &regions, &shared.partition);
-    // The fencing token: the version of the metadata the tablet was validated against.
-    let schema_version = schema.version;
-    let mut parts = tokio::task::JoinSet::new();
-    for (index, (region, part)) in split.into_iter().enumerate() {
-        let route = routes.get(&region).cloned().unwrap_or_default();
-        let shared = shared.clone();
-        parts.spawn(async move {
-            let points = part.point_count() as u64;
-            let s = write_region(&shared, region, route, part, generation, schema_version).await;
-            if s.is_success() {
-                add(&shared.metrics.write_points, points);
-                inc(&shared.metrics.write_requests);
+        check_types(&tablet, &schema.types)?;
+        let slots: BTreeSet<i64> = tablet
+            .timestamps
+            .iter()
+            .map(|t| self.limits.partition.time_slot(*t))
+            .collect();
+        let (regions, routes) = match self
+            .resolve_partitions(&pinned, &tablet.device, &slots)
+            .await
+        {
+            Ok(resolved) => resolved,
+            Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
+                drop(pinned);
+                return self.relay_tablet(&tablet).await;
             }
-            (index, s)
+            Err(e) => return Err(e),
+        };
+        // The region of the newest rows: where the device's next writes most likely go.
+        let newest_region = slots.last().map(|slot| regions[slot]);
+        let split = split_by_region(tablet, &regions, &self.limits.partition);
+        let statuses = self
+            .write_parts(split, &routes, pinned.generation(), schema.version)
+            .await;
+        add(
+            &self.metrics.write_latency_us_sum,
+            started.elapsed().as_micros() as u64,
+        );
+        if !statuses.iter().all(written) {
+            return Err(CoordinatorError::Parts(statuses));
+        }
+        let redirect = newest_region.and_then(|r| self.redirect_hint(&pinned, r));
+        if redirect.is_some() {
+            inc(&self.metrics.write_redirects);
+        }
+        Ok(Written { redirect })
+    }
+
+    /// Dispatches each region's part at once; their statuses in region order. `schema_version`
+    /// is the fencing token: the version of the metadata the tablet was validated against.
+    async fn write_parts(
+        self: &Arc<Self>,
+        split: Vec<(u64, Tablet)>,
+        routes: &BTreeMap<u64, RegionRoute>,
+        generation: u64,
+        schema_version: u64,
+    ) -> Vec<proto::Status> {
+        let mut parts = tokio::task::JoinSet::new();
+        for (index, (region, part)) in split.into_iter().enumerate() {
+            let route = routes.get(&region).cloned().unwrap_or_default();
+            let coordinator = self.clone();
+            parts.spawn(async move {
+                let points = part.point_count() as u64;
+                let s = coordinator
+                    .write_region(region, route, part, generation, schema_version)
+                    .await;
+                if s.is_success() {
+                    add(&coordinator.metrics.write_points, points);
+                    inc(&coordinator.metrics.write_requests);
+                }
+                (index, s)
+            });
+        }
+        let mut statuses = Vec::new();
+        while let Some(joined) = parts.join_next().await {
+            statuses.push(joined.unwrap_or_else(|e| {
+                (
+                    usize::MAX,
+                    CoordinatorError::Internal(format!("region write task: {e}")).status(),
+                )
+            }));
+        }
+        statuses.sort_by_key(|(i, _)| *i);
+        statuses.into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// Hands `tablet` to a DataNode that holds its lease (the ConfigNode's last word on who
+    /// does, else any peer), which validates and writes it itself: nothing here is trusted, so a
+    /// fenced coordinator may do this. 536 with `need_retry` when no peer takes it.
+    async fn relay_tablet(&self, tablet: &Tablet) -> Outcome<Written> {
+        let wire = tablet_to_wire(tablet);
+        let rpc = self.peers.rpc();
+        let outcome = self
+            .relay("took the write", self.limits.write_timeout, |address| {
+                let request = proto::RelayInsertReq {
+                    tablets: vec![wire.clone()],
+                    from_data_node_id: self.node_id,
+                };
+                async move {
+                    let s = rpc.relay_insert(&address, request).await?;
+                    Ok(if written(&s) { Ok(s) } else { Err(s) })
+                }
+            })
+            .await?;
+        inc(&self.metrics.relayed_writes);
+        Ok(Written {
+            redirect: outcome.redirect,
+        })
+    }
+
+    /// Asks the peers [`Coordinator::relay_peers`] names in turn, each within `timeout`: `call`
+    /// gives a peer's answer (`Ok`, taken at once) or its refusal. A final refusal is the
+    /// outcome; a retryable one moves on to the next peer. When no peer takes it: 536 with
+    /// `need_retry`, saying the last refusal ("no peer `what` either").
+    async fn relay<T, F, Fut>(&self, what: &str, timeout: Duration, mut call: F) -> Outcome<T>
+    where
+        F: FnMut(String) -> Fut,
+        Fut: std::future::Future<Output = Result<Result<T, proto::Status>, tonic::Status>>,
+    {
+        let mut last: Option<proto::Status> = None;
+        for (node, address) in self.relay_peers() {
+            let s = match tokio::time::timeout(timeout, call(address.clone())).await {
+                Ok(Ok(Ok(answer))) => return Ok(answer),
+                Ok(Ok(Err(refused))) => refused,
+                Ok(Err(e)) => status(
+                    StatusCode::CanNotConnectDatanode,
+                    format!("{address}: {}", e.message()),
+                ),
+                Err(_) => status(
+                    StatusCode::InternalRequestTimeOut,
+                    format!("{address}: no answer within {} ms", timeout.as_millis()),
+                ),
+            };
+            if !s.is_retryable() && !s.need_retry {
+                return Err(CoordinatorError::Remote(s));
+            }
+            tracing::debug!(node, "relay refused: {} {}", s.code, s.message);
+            last = Some(s);
+        }
+        let mut fenced = self.fenced_write();
+        if let (CoordinatorError::Fenced { detail, .. }, Some(last)) = (&mut fenced, last) {
+            detail.push_str(&format!("; no peer {what} either (last: {})", last.message));
+        }
+        Err(fenced)
+    }
+
+    /// Where a fenced coordinator relays: the DataNodes the ConfigNode last named as lease
+    /// holders, then every other one known (the holder list may be as stale as the lease), never
+    /// itself; each with its internal address.
+    fn relay_peers(&self) -> Vec<(u64, String)> {
+        let mut candidates = self.metadata.lease_holders();
+        for node in self.peers.others() {
+            if !candidates.contains(&node) {
+                candidates.push(node);
+            }
+        }
+        candidates
+            .into_iter()
+            .filter(|n| *n != self.node_id)
+            .filter_map(|n| Some((n, self.peers.address(n)?)))
+            .collect()
+    }
+
+    /// The types of `measurements` of `device` that exist, in the request's order, for a client
+    /// that types its literals (the CLI's INSERT): from the schema cache when it holds every
+    /// name, else from the ConfigNode (without creating anything). A fenced node, or one whose
+    /// ConfigNode does not answer within its deadline, relays the lookup when `relay` allows, so
+    /// the lookup never waits on a ConfigNode round trip this node cannot make; unrelayed it
+    /// answers 536 (the lookup belongs to a write) with `need_retry`.
+    pub(crate) async fn series_types(
+        &self,
+        device: &str,
+        measurements: &[String],
+        relay: Relay,
+    ) -> Outcome<Vec<(String, DataType)>> {
+        let max = self.limits.tablet_limits.measurements_max;
+        if measurements.len() > max {
+            return Err(CoordinatorError::Invalid(format!(
+                "{} measurements named; at most {max} per lookup",
+                measurements.len(),
+            )));
+        }
+        let pick = |types: &BTreeMap<String, DataType>| -> Vec<(String, DataType)> {
+            measurements
+                .iter()
+                .filter_map(|m| Some((m.clone(), *types.get(m)?)))
+                .collect()
+        };
+        let pinned = self.metadata.pin();
+        match pinned.schema(device) {
+            Err(_) => {
+                drop(pinned);
+                return match relay {
+                    Relay::WhenFenced => self.relay_series_types(device, measurements).await,
+                    Relay::Never => Err(self.fenced_write()),
+                };
+            }
+            Ok(Some(schema)) if measurements.iter().all(|m| schema.types.contains_key(m)) => {
+                return Ok(pick(&schema.types));
+            }
+            Ok(_) => {}
+        }
+        inc(&self.metrics.schema_fetches);
+        let request = proto::FetchSchemaReq {
+            devices: vec![proto::DeviceSchemaRequest {
+                device: device.to_string(),
+                measurements: measurements
+                    .iter()
+                    .map(|m| proto::MeasurementSchema {
+                        name: m.clone(),
+                        data_type: 0,
+                    })
+                    .collect(),
+            }],
+            auto_create: false,
+            caller: Some(self.caller()),
+        };
+        match self.fetch_schema(request).await {
+            Ok(devices) => Ok(devices
+                .into_iter()
+                .find(|(d, _)| d == device)
+                .map(|(_, schema)| pick(&schema.types))
+                .unwrap_or_default()),
+            Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
+                drop(pinned);
+                self.relay_series_types(device, measurements).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Coordinator::series_types`] asked of the peers [`Coordinator::relay_peers`] names,
+    /// first answer wins.
+    async fn relay_series_types(
+        &self,
+        device: &str,
+        measurements: &[String],
+    ) -> Outcome<Vec<(String, DataType)>> {
+        let rpc = self.peers.rpc();
+        let outcome = self
+            .relay("answered the lookup", self.limits.rpc_timeout, |address| {
+                let request = proto::SeriesTypesReq {
+                    session_id: 0,
+                    device: device.to_string(),
+                    measurements: measurements.to_vec(),
+                };
+                async move {
+                    let resp = rpc.relay_series_types(&address, request).await?;
+                    Ok(match resp.status {
+                        Some(s) if !s.is_success() => Err(s),
+                        _ => series_from_wire(resp.series).map_err(|e| e.status()),
+                    })
+                }
+            })
+            .await?;
+        inc(&self.metrics.relayed_lookups);
+        Ok(outcome)
+    }
+
+    /// IoTDB's REDIRECTION_RECOMMEND hint: the session address of `region`'s leader when another
+    /// DataNode leads it, so the session sends the device's next writes there and saves a
+    /// forward. `None` when this node leads it or the leader or its session address is unknown.
+    fn redirect_hint(&self, pinned: &Pinned<'_>, region: u64) -> Option<proto::Endpoint> {
+        if self.local.leads(region) {
+            return None;
+        }
+        // A replica here knows the current leader best; else the route's hint.
+        let leader = match self.local.leader(region) {
+            Some(leader) => leader,
+            None => pinned.region(region).ok()??.leader,
+        };
+        if leader == 0 || leader == self.node_id {
+            return None;
+        }
+        let node = pinned.node(leader).ok()??;
+        proto::parse_endpoint(&node.rpc).ok()
+    }
+
+    async fn resolve_schema(&self, pinned: &Pinned<'_>, tablet: &Tablet) -> Outcome<DeviceSchema> {
+        let cached = pinned
+            .schema(&tablet.device)
+            .map_err(|_| self.fenced_write())?;
+        if let Some(schema) = cached {
+            if tablet
+                .measurements
+                .iter()
+                .all(|m| schema.types.contains_key(m))
+            {
+                return Ok(schema);
+            }
+        }
+        inc(&self.metrics.schema_fetches);
+        let request = proto::FetchSchemaReq {
+            devices: vec![proto::DeviceSchemaRequest {
+                device: tablet.device.clone(),
+                measurements: tablet
+                    .measurements
+                    .iter()
+                    .zip(&tablet.data_types)
+                    .map(|(m, t)| proto::MeasurementSchema {
+                        name: m.clone(),
+                        data_type: proto::data_type_to_wire(*t) as i32,
+                    })
+                    .collect(),
+            }],
+            auto_create: true,
+            caller: Some(self.caller()),
+        };
+        let schema = self
+            .fetch_schema(request)
+            .await?
+            .into_iter()
+            .next()
+            .map(|(_, s)| s)
+            .unwrap_or_default();
+        if schema.database.is_empty() {
+            return Err(CoordinatorError::Metadata(format!(
+                "no database for {}",
+                tablet.device
+            )));
+        }
+        pinned.put_schema(&tablet.device, schema.clone());
+        Ok(schema)
+    }
+
+    async fn fetch_schema(
+        &self,
+        request: proto::FetchSchemaReq,
+    ) -> Outcome<Vec<(String, DeviceSchema)>> {
+        let resp = self
+            .source
+            .fetch_schema(request)
+            .await
+            .map_err(CoordinatorError::ConfigNode)?;
+        check_status(resp.status.as_ref())
+            .map_err(|e| CoordinatorError::Metadata(format!("FetchSchema: {e}")))?;
+        let mut out = Vec::new();
+        for d in resp.devices {
+            let mut types = BTreeMap::new();
+            for m in d.measurements {
+                let t = proto::data_type(m.data_type)
+                    .map_err(|e| CoordinatorError::Metadata(e.to_string()))?;
+                types.insert(m.name, t);
+            }
+            out.push((
+                d.device,
+                DeviceSchema {
+                    database: d.database,
+                    types,
+                    version: resp.metadata_version,
+                },
+            ));
+        }
+        Ok(out)
+    }
+
+    async fn resolve_partitions(
+        &self,
+        pinned: &Pinned<'_>,
+        device: &str,
+        slots: &BTreeSet<i64>,
+    ) -> Outcome<Resolved> {
+        let fenced = |_| self.fenced_write();
+        let mut regions = BTreeMap::new();
+        let mut missing = Vec::new();
+        for slot in slots {
+            match pinned.partition(device, *slot).map_err(fenced)? {
+                Some(region) => {
+                    regions.insert(*slot, region);
+                }
+                None => missing.push(*slot),
+            }
+        }
+        let mut routes = BTreeMap::new();
+        if !missing.is_empty() {
+            let fetched = self.fetch_partitions(pinned, device, &missing).await?;
+            regions.extend(fetched.0);
+            routes.extend(fetched.1);
+        }
+        if let Some(slot) = slots.iter().find(|s| !regions.contains_key(s)) {
+            return Err(CoordinatorError::Metadata(format!(
+                "no region for {device} in time slot {slot}"
+            )));
+        }
+        for region in regions.values() {
+            if routes.contains_key(region) {
+                continue;
+            }
+            if let Some(route) = pinned.region(*region).map_err(fenced)? {
+                routes.insert(*region, route);
+            }
+        }
+        Ok((regions, routes))
+    }
+
+    /// The regions of `device` in the `missing` time slots, from the ConfigNode (created when
+    /// absent), with their routes; stored in the caches and the address book.
+    async fn fetch_partitions(
+        &self,
+        pinned: &Pinned<'_>,
+        device: &str,
+        missing: &[i64],
+    ) -> Outcome<Resolved> {
+        inc(&self.metrics.partition_fetches);
+        let request = proto::FetchPartitionsReq {
+            requests: vec![proto::DeviceTimeSlots {
+                device: device.to_string(),
+                time_slots: missing.to_vec(),
+            }],
+            auto_create: true,
+            caller: Some(self.caller()),
+        };
+        let resp = self
+            .source
+            .fetch_partitions(request)
+            .await
+            .map_err(CoordinatorError::ConfigNode)?;
+        check_status(resp.status.as_ref())
+            .map_err(|e| CoordinatorError::Metadata(format!("FetchPartitions: {e}")))?;
+        let series_slot = self.limits.partition.series_slot(device);
+        let mut regions = BTreeMap::new();
+        let mut fetched = Vec::new();
+        for p in &resp.partitions {
+            if p.series_slot == series_slot && missing.contains(&p.time_slot) {
+                regions.insert(p.time_slot, p.region_id);
+                fetched.push(((device.to_string(), p.time_slot), p.region_id));
+            }
+        }
+        let leaders: BTreeMap<u64, u64> = resp
+            .leaders
+            .iter()
+            .map(|l| (l.region_id, l.leader_id))
+            .collect();
+        let routes: Vec<(u64, RegionRoute)> = resp
+            .regions
+            .iter()
+            .map(|r| {
+                let route = RegionRoute {
+                    database: r.database.clone(),
+                    replicas: r.data_node_ids.clone(),
+                    leader: leaders.get(&r.region_id).copied().unwrap_or(0),
+                };
+                (r.region_id, route)
+            })
+            .collect();
+        let nodes: Vec<_> = resp
+            .data_nodes
+            .iter()
+            .map(|n| (n.data_node_id, node_addresses(n)))
+            .collect();
+        self.peers.learn(
+            nodes
+                .iter()
+                .filter(|(_, a)| !a.internal.is_empty())
+                .map(|(id, a)| (*id, a.internal.clone())),
+        );
+        pinned.put_partitions(fetched, routes.clone(), nodes);
+        Ok((regions, routes.into_iter().collect()))
+    }
+
+    /// One region's part of a write, retried within `remote_write_max_retry_ms`.
+    async fn write_region(
+        &self,
+        region: u64,
+        route: RegionRoute,
+        part: Tablet,
+        generation: u64,
+        metadata_version: u64,
+    ) -> proto::Status {
+        let deadline = Instant::now() + self.limits.remote_write_retry;
+        let wire = tablet_to_wire(&part);
+        let command = RegionCommand::InsertTablet {
+            tablet: part,
+            metadata_version,
+        };
+        let mut targets = Targets::new(self, region, &route);
+        let mut attempt = 0u32;
+        loop {
+            // The part was validated against cached metadata of `generation`; if an
+            // invalidation or a recovery moved the caches on, the validation is void.
+            if !self.metadata.is_current(generation) {
+                return CoordinatorError::MetadataChanged.status();
+            }
+            if !self.write_gate() {
+                return self.fenced_write().status();
+            }
+            let last = match targets.next() {
+                None => status(
+                    StatusCode::CanNotConnectDatanode,
+                    format!("no known replica of region {region}"),
+                ),
+                Some(address) if address == self.internal_address => {
+                    if self.local.hosts(region) {
+                        self.local.propose(region, &command).await
+                    } else {
+                        status(StatusCode::RegionLeaderChangeError, "no local replica")
+                    }
+                }
+                Some(address) => {
+                    inc(&self.metrics.forwarded_writes);
+                    let request = proto::RegionWriteReq {
+                        region_id: region,
+                        command: Some(proto::region_write_req::Command::InsertTablet(wire.clone())),
+                        operation_id: 0,
+                        metadata_version,
+                    };
+                    match self
+                        .peers
+                        .rpc()
+                        .forward_region_write(&address, request)
+                        .await
+                    {
+                        Ok(s) => s,
+                        Err(e) => status(
+                            StatusCode::CanNotConnectDatanode,
+                            format!("{address}: {}", e.message()),
+                        ),
+                    }
+                }
+            };
+            if last.is_success() || !last.is_retryable() {
+                return last;
+            }
+            targets.redirected(&last);
+            let pause = backoff(attempt).min(deadline.saturating_duration_since(Instant::now()));
+            if pause.is_zero() {
+                tracing::debug!(
+                    region,
+                    "region write gives up: {} {}",
+                    last.code,
+                    last.message
+                );
+                let mut last = last;
+                last.need_retry = true;
+                return last;
+            }
+            inc(&self.metrics.coordinator_retries);
+            attempt += 1;
+            tracing::debug!(
+                region,
+                attempt,
+                "retrying region write after {} {}",
+                last.code,
+                last.message
+            );
+            self.sleep_unless_invalidated(pause, generation).await;
+        }
+    }
+
+    /// Sleeps `pause`, waking early when the cache generation moves: an invalidation waits for
+    /// this write to finish, so it must not sit out a long backoff first.
+    async fn sleep_unless_invalidated(&self, pause: Duration, generation: u64) {
+        let until = Instant::now() + pause;
+        while self.metadata.is_current(generation) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            tokio::time::sleep(left.min(INVALIDATION_POLL)).await;
+        }
+    }
+
+    /// Reads `paths` (all of one database) from one region's leader.
+    async fn read_region(
+        &self,
+        region: u64,
+        route: &RegionRoute,
+        request: proto::RegionReadReq,
+    ) -> Outcome<Vec<proto::RegionSeries>> {
+        let deadline = Instant::now() + READ_RETRY;
+        let mut targets = Targets::new(self, region, route);
+        let mut attempt = 0u32;
+        loop {
+            if !self.read_gate() {
+                return Err(self.fenced_read());
+            }
+            let (s, series) = match targets.next() {
+                None => (
+                    status(
+                        StatusCode::CanNotConnectDatanode,
+                        format!("no known replica of region {region}"),
+                    ),
+                    Vec::new(),
+                ),
+                Some(address) if address == self.internal_address => {
+                    self.local.read(&request).await
+                }
+                Some(address) => {
+                    match self
+                        .peers
+                        .rpc()
+                        .read_region(&address, request.clone())
+                        .await
+                    {
+                        Ok(resp) => (
+                            resp.status.unwrap_or_else(crate::convert::no_status),
+                            resp.series,
+                        ),
+                        Err(e) => (
+                            status(
+                                StatusCode::CanNotConnectDatanode,
+                                format!("{address}: {}", e.message()),
+                            ),
+                            Vec::new(),
+                        ),
+                    }
+                }
+            };
+            if s.is_success() {
+                return Ok(series);
+            }
+            // A fenced replica (535) is not the place to read; another may be.
+            if !s.is_retryable() && !s.is(StatusCode::MetadataLeaseFenced) {
+                return Err(CoordinatorError::Remote(s));
+            }
+            targets.redirected(&s);
+            let pause = backoff(attempt).min(deadline.saturating_duration_since(Instant::now()));
+            if pause.is_zero() {
+                return Err(CoordinatorError::Remote(s));
+            }
+            attempt += 1;
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// Points of one series a query may answer: the request's limit (0 = none asked) capped
+    /// by `query_points_max`.
+    fn points_limit(&self, requested: u32) -> u32 {
+        match requested {
+            0 => self.limits.query_points_max,
+            n => n.min(self.limits.query_points_max),
+        }
+    }
+
+    /// Reads `paths` in `[start, end)` (or, with `last`, the newest point) through the region
+    /// leaders, under `pinned` (the caller's hold on the metadata, so an invalidation waits for
+    /// the read). Series that do not exist or hold no point are absent.
+    pub(crate) async fn read(
+        self: &Arc<Self>,
+        pinned: &Pinned<'_>,
+        paths: &[proto::SeriesPath],
+        range: std::ops::Range<i64>,
+        points_limit: u32,
+        last: bool,
+    ) -> Outcome<Vec<SeriesPoints>> {
+        if !self.read_gate() {
+            return Err(self.fenced_read());
+        }
+        let points_limit = self.points_limit(points_limit);
+        let schemas = self.read_schemas(pinned, paths).await?;
+        // Paths by database, and the type of each.
+        let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
+        let mut types = BTreeMap::new();
+        for p in paths {
+            let Some(schema) = schemas.get(&p.device) else {
+                continue;
+            };
+            let Some(t) = schema.types.get(&p.measurement) else {
+                continue;
+            };
+            types.insert((p.device.clone(), p.measurement.clone()), *t);
+            by_database
+                .entry(schema.database.clone())
+                .or_default()
+                .push(p.clone());
+        }
+        let mut merged: BTreeMap<(String, String), BTreeMap<i64, Value>> = BTreeMap::new();
+        for (database, db_paths) in by_database {
+            let request = proto::RegionReadReq {
+                region_id: 0,
+                paths: db_paths,
+                start_time: range.start,
+                end_time: range.end,
+                // One more than answered: a region holding more tells the merge it was cut.
+                points_limit: points_limit.saturating_add(1),
+                last,
+            };
+            for s in self.read_database(pinned, &database, request).await? {
+                let Some(path) = s.path else { continue };
+                let points = merged.entry((path.device, path.measurement)).or_default();
+                for (t, v) in s.timestamps.iter().zip(&s.values) {
+                    if let Some(v) = value_from_wire(v) {
+                        points.insert(*t, v);
+                    }
+                }
+            }
+        }
+        Ok(answer_series(
+            paths,
+            &merged,
+            &types,
+            points_limit as usize,
+            last,
+        ))
+    }
+
+    /// The schemas of the devices of `paths`, through the cache (a miss asks the ConfigNode,
+    /// creating nothing).
+    async fn read_schemas(
+        &self,
+        pinned: &Pinned<'_>,
+        paths: &[proto::SeriesPath],
+    ) -> Outcome<BTreeMap<String, DeviceSchema>> {
+        let devices: BTreeSet<&str> = paths.iter().map(|p| p.device.as_str()).collect();
+        let mut schemas = BTreeMap::new();
+        let mut missing = Vec::new();
+        for d in devices {
+            match pinned.schema(d).map_err(|_| self.fenced_read())? {
+                Some(s)
+                    if paths
+                        .iter()
+                        .filter(|p| p.device == d)
+                        .all(|p| s.types.contains_key(&p.measurement)) =>
+                {
+                    schemas.insert(d.to_string(), s);
+                }
+                _ => missing.push(d.to_string()),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(schemas);
+        }
+        inc(&self.metrics.schema_fetches);
+        let request = proto::FetchSchemaReq {
+            devices: missing
+                .iter()
+                .map(|d| proto::DeviceSchemaRequest {
+                    device: d.clone(),
+                    measurements: Vec::new(),
+                })
+                .collect(),
+            auto_create: false,
+            caller: Some(self.caller()),
+        };
+        for (device, schema) in self.fetch_schema(request).await? {
+            if !schema.database.is_empty() {
+                pinned.put_schema(&device, schema.clone());
+                schemas.insert(device, schema);
+            }
+        }
+        Ok(schemas)
+    }
+
+    /// `request` (its `region_id` filled in per region) on every region of `database`, at once.
+    async fn read_database(
+        self: &Arc<Self>,
+        pinned: &Pinned<'_>,
+        database: &str,
+        request: proto::RegionReadReq,
+    ) -> Outcome<Vec<proto::RegionSeries>> {
+        let fenced = |_| self.fenced_read();
+        let mut regions = pinned.database_regions(database).map_err(fenced)?;
+        if regions.is_empty() {
+            self.refresh_regions(pinned).await?;
+            regions = pinned.database_regions(database).map_err(fenced)?;
+        }
+        let mut reads = tokio::task::JoinSet::new();
+        for region in regions {
+            let route = pinned.region(region).map_err(fenced)?.unwrap_or_default();
+            let request = proto::RegionReadReq {
+                region_id: region,
+                ..request.clone()
+            };
+            let coordinator = self.clone();
+            reads.spawn(async move { coordinator.read_region(region, &route, request).await });
+        }
+        let mut series = Vec::new();
+        while let Some(joined) = reads.join_next().await {
+            let part = joined.map_err(|e| CoordinatorError::Internal(format!("read task: {e}")))?;
+            series.extend(part?);
+        }
+        Ok(series)
+    }
+
+    /// Pulls region routes from the ConfigNode into the cache.
+    async fn refresh_regions(&self, pinned: &Pinned<'_>) -> Outcome<()> {
+        let regions = self
+            .source
+            .show_regions()
+            .await
+            .map_err(CoordinatorError::ConfigNode)?;
+        check_status(regions.status.as_ref())
+            .map_err(|e| CoordinatorError::Metadata(format!("ShowRegions: {e}")))?;
+        let routes = crate::metadata::region_routes(regions.regions);
+        pinned.put_partitions(Vec::new(), routes.into_iter().collect(), Vec::new());
+        Ok(())
+    }
+}
+
+/// The merged points of each asked path, in the request's order, cut at `limit` points (the
+/// newest one each, with `last`).
+fn answer_series(
+    paths: &[proto::SeriesPath],
+    merged: &BTreeMap<(String, String), BTreeMap<i64, Value>>,
+    types: &BTreeMap<(String, String), DataType>,
+    limit: usize,
+    last: bool,
+) -> Vec<SeriesPoints> {
+    let mut out = Vec::new();
+    for p in paths {
+        let key = (p.device.clone(), p.measurement.clone());
+        let (Some(points), Some(t)) = (merged.get(&key), types.get(&key)) else {
+            continue;
+        };
+        let kept: BTreeMap<i64, Value> = if last {
+            points
+                .iter()
+                .next_back()
+                .map(|(t, v)| (*t, v.clone()))
+                .into_iter()
+                .collect()
+        } else {
+            points
+                .iter()
+                .take(limit)
+                .map(|(t, v)| (*t, v.clone()))
+                .collect()
+        };
+        if kept.is_empty() {
+            continue;
+        }
+        out.push(SeriesPoints {
+            path: p.clone(),
+            data_type: *t,
+            truncated: !last && kept.len() < points.len(),
+            points: kept,
         });
     }
-    let mut statuses = Vec::new();
-    while let Some(joined) = parts.join_next().await {
-        match joined {
-            Ok(part) => statuses.push(part),
-            Err(e) => statuses.push((
-                usize::MAX,
-                status(
-                    StatusCode::InternalServerError,
-                    format!("region write task: {e}"),
-                ),
-            )),
-        }
-    }
-    statuses.sort_by_key(|(i, _)| *i);
-    add(
-        &shared.metrics.write_latency_us_sum,
-        started.elapsed().as_micros() as u64,
-    );
-    let outcome = aggregate(statuses.into_iter().map(|(_, s)| s).collect());
-    match newest_region.and_then(|r| redirect_hint(shared, r)) {
-        Some(leader) if outcome.is(StatusCode::Success) => {
-            inc(&shared.metrics.write_redirects);
-            proto::status_with_redirect(
-                StatusCode::RedirectionRecommend,
-                "written; the leader of the device's newest region is elsewhere",
-                Some(leader),
-            )
-        }
-        _ => outcome,
-    }
+    out
 }
 
 /// Every measurement of `tablet` has the type the schema gives it: 614 for another type, 507
 /// for a series the schema does not have (it was not auto-created).
-fn check_types(
-    tablet: &Tablet,
-    types: &BTreeMap<String, DataType>,
-) -> std::result::Result<(), proto::Status> {
+fn check_types(tablet: &Tablet, types: &BTreeMap<String, DataType>) -> Outcome<()> {
     for (m, t) in tablet.measurements.iter().zip(&tablet.data_types) {
         match types.get(m) {
             Some(existing) if existing == t => {}
             Some(existing) => {
-                return Err(status(
-                    StatusCode::DataTypeMismatch,
-                    format!("{}.{m} is {existing}, the write is {t}", tablet.device),
-                ))
+                return Err(CoordinatorError::TypeMismatch(format!(
+                    "{}.{m} is {existing}, the write is {t}",
+                    tablet.device
+                )))
             }
             None => {
-                return Err(status(
-                    StatusCode::MetadataError,
-                    format!("{}.{m} does not exist and was not created", tablet.device),
-                ))
+                return Err(CoordinatorError::Metadata(format!(
+                    "{}.{m} does not exist and was not created",
+                    tablet.device
+                )))
             }
         }
     }
@@ -269,187 +1212,6 @@ fn split_by_region(
     split
 }
 
-/// A ConfigNode request ran out of its deadline (`Shared::call_confignode`).
-fn confignode_unreachable(s: &proto::Status) -> bool {
-    s.is(StatusCode::InternalRequestTimeOut) && s.need_retry
-}
-
-/// Hands `tablet` to a DataNode that holds its lease (the ConfigNode's last word on who does,
-/// else any peer), which validates and writes it itself: nothing here is trusted, so a fenced
-/// coordinator may do this. 536 with `need_retry` when no peer takes it.
-async fn relay_tablet(shared: &Arc<Shared>, tablet: &Tablet) -> proto::Status {
-    let wire = tablet_to_wire(tablet);
-    let timeout = Duration::from_millis(shared.config.dn_write_timeout_ms);
-    let outcome = relay(shared, "took the write", timeout, |mut peer| {
-        let request = proto::RelayInsertReq {
-            tablets: vec![wire.clone()],
-            from_data_node_id: shared.node_id,
-        };
-        async move {
-            let s = peer.relay_insert(request).await?.into_inner();
-            Ok(if written(&s) { Ok(s) } else { Err(s) })
-        }
-    })
-    .await;
-    if outcome.is_ok() {
-        inc(&shared.metrics.relayed_writes);
-    }
-    outcome.unwrap_or_else(|s| s)
-}
-
-/// Asks the peers [`relay_peers`] names in turn, each within `timeout`: `call` gives a peer's
-/// answer (`Ok`, taken at once) or its refusal. A final refusal is the outcome; a retryable one
-/// moves on to the next peer. When no peer takes it: 536 with `need_retry`, saying the last
-/// refusal ("no peer `what` either").
-async fn relay<T, F, Fut>(shared: &Shared, what: &str, timeout: Duration, mut call: F) -> Outcome<T>
-where
-    F: FnMut(DataNodeInternalServiceClient<runtime::PooledChannel>) -> Fut,
-    Fut: std::future::Future<Output = Result<Outcome<T>, tonic::Status>>,
-{
-    let mut last = None;
-    for (node, address) in relay_peers(shared) {
-        let s = match tokio::time::timeout(timeout, call(shared.peer(&address))).await {
-            Ok(Ok(Ok(answer))) => return Ok(answer),
-            Ok(Ok(Err(refused))) => refused,
-            Ok(Err(e)) => status(
-                StatusCode::CanNotConnectDatanode,
-                format!("{address}: {}", e.message()),
-            ),
-            Err(_) => status(
-                StatusCode::InternalRequestTimeOut,
-                format!("{address}: no answer within {} ms", timeout.as_millis()),
-            ),
-        };
-        if !s.is_retryable() && !s.need_retry {
-            return Err(s);
-        }
-        tracing::debug!(node, "relay refused: {} {}", s.code, s.message);
-        last = Some(s);
-    }
-    let mut s = fenced_write(shared);
-    if let Some(last) = last {
-        s.message = format!(
-            "{}; no peer {what} either (last: {})",
-            s.message, last.message
-        );
-    }
-    Err(s)
-}
-
-/// Where a fenced coordinator relays: the DataNodes the ConfigNode last named as lease holders,
-/// then every other one known (the holder list may be as stale as the lease), never itself; each
-/// with its internal address.
-fn relay_peers(shared: &Shared) -> Vec<(u64, String)> {
-    let mut candidates: Vec<u64> = shared.lease_holders.lock().clone();
-    let known: Vec<u64> = shared.addresses.read().keys().copied().collect();
-    for node in known {
-        if !candidates.contains(&node) {
-            candidates.push(node);
-        }
-    }
-    candidates
-        .into_iter()
-        .filter(|n| *n != shared.node_id)
-        .filter_map(|n| Some((n, shared.node_address(n)?)))
-        .collect()
-}
-
-/// The types of `measurements` of `device` that exist, in the request's order, for a client that
-/// types its literals (the CLI's INSERT): from the schema cache when it holds every name, else
-/// from the ConfigNode (without creating anything). A fenced node, or one whose ConfigNode does
-/// not answer within its deadline, relays the lookup when `relay` allows, so the lookup never
-/// waits on a ConfigNode round trip this node cannot make; unrelayed it answers 536 (the lookup
-/// belongs to a write) with `need_retry`.
-pub(crate) async fn series_types(
-    shared: &Arc<Shared>,
-    device: &str,
-    measurements: &[String],
-    relay: Relay,
-) -> Outcome<Vec<(String, DataType)>> {
-    if measurements.len() > shared.storage_config.tablet_limits.measurements_max {
-        return Err(status(
-            StatusCode::IllegalParameter,
-            format!(
-                "{} measurements named; at most {} per lookup",
-                measurements.len(),
-                shared.storage_config.tablet_limits.measurements_max
-            ),
-        ));
-    }
-    let pick = |types: &BTreeMap<String, DataType>| -> Vec<(String, DataType)> {
-        measurements
-            .iter()
-            .filter_map(|m| Some((m.clone(), *types.get(m)?)))
-            .collect()
-    };
-    match shared.cache.schema(device) {
-        Err(_) => {
-            return match relay {
-                Relay::WhenFenced => relay_series_types(shared, device, measurements).await,
-                Relay::Never => Err(fenced_write(shared)),
-            }
-        }
-        Ok(Some(schema)) if measurements.iter().all(|m| schema.types.contains_key(m)) => {
-            return Ok(pick(&schema.types));
-        }
-        Ok(_) => {}
-    }
-    inc(&shared.metrics.schema_fetches);
-    let request = proto::FetchSchemaReq {
-        devices: vec![proto::DeviceSchemaRequest {
-            device: device.to_string(),
-            measurements: measurements
-                .iter()
-                .map(|m| proto::MeasurementSchema {
-                    name: m.clone(),
-                    data_type: 0,
-                })
-                .collect(),
-        }],
-        auto_create: false,
-        caller: Some(shared.caller()),
-    };
-    match fetch_schema(shared, request).await {
-        Ok(devices) => Ok(devices
-            .into_iter()
-            .find(|(d, _)| d == device)
-            .map(|(_, schema)| pick(&schema.types))
-            .unwrap_or_default()),
-        Err(s) if relay == Relay::WhenFenced && confignode_unreachable(&s) => {
-            relay_series_types(shared, device, measurements).await
-        }
-        Err(s) => Err(s),
-    }
-}
-
-/// [`series_types`] asked of the peers [`relay_peers`] names, first answer wins.
-async fn relay_series_types(
-    shared: &Arc<Shared>,
-    device: &str,
-    measurements: &[String],
-) -> Outcome<Vec<(String, DataType)>> {
-    let timeout = Duration::from_millis(shared.config.dn_rpc_timeout_ms);
-    let outcome = relay(shared, "answered the lookup", timeout, |mut peer| {
-        let request = proto::SeriesTypesReq {
-            session_id: 0,
-            device: device.to_string(),
-            measurements: measurements.to_vec(),
-        };
-        async move {
-            let resp = peer.relay_series_types(request).await?.into_inner();
-            Ok(match resp.status {
-                Some(s) if !s.is_success() => Err(s),
-                _ => series_from_wire(resp.series),
-            })
-        }
-    })
-    .await;
-    if outcome.is_ok() {
-        inc(&shared.metrics.relayed_lookups);
-    }
-    outcome
-}
-
 /// Series types off the wire; a type this build does not know is a metadata error.
 pub(crate) fn series_from_wire(
     series: Vec<proto::MeasurementSchema>,
@@ -458,234 +1220,16 @@ pub(crate) fn series_from_wire(
         .into_iter()
         .map(|m| {
             let t = proto::data_type(m.data_type)
-                .map_err(|e| status(StatusCode::MetadataError, e.to_string()))?;
+                .map_err(|e| CoordinatorError::Metadata(e.to_string()))?;
             Ok((m.name, t))
         })
         .collect()
 }
 
-/// IoTDB's REDIRECTION_RECOMMEND hint: the session address of `region`'s leader when another
-/// DataNode leads it, so the session sends the device's next writes there and saves a forward.
-/// `None` when this node leads it or the leader or its session address is unknown.
-fn redirect_hint(shared: &Shared, region: u64) -> Option<proto::Endpoint> {
-    if shared.leads(region) {
-        return None;
-    }
-    // A replica here knows the current leader best; else the route's hint.
-    let leader = match shared.driver.group_status(region).and_then(|s| s.leader) {
-        Some(leader) => leader,
-        None => shared.cache.region(region).ok()??.leader,
-    };
-    if leader == 0 || leader == shared.node_id {
-        return None;
-    }
-    let node = shared.cache.node(leader).ok()??;
-    proto::parse_endpoint(&node.rpc).ok()
-}
-
-async fn resolve_schema(
-    shared: &Shared,
-    tablet: &Tablet,
-    generation: u64,
-) -> Outcome<DeviceSchema> {
-    let cached = shared
-        .cache
-        .schema(&tablet.device)
-        .map_err(|_| fenced_write(shared))?;
-    if let Some(schema) = cached {
-        if tablet
-            .measurements
-            .iter()
-            .all(|m| schema.types.contains_key(m))
-        {
-            return Ok(schema);
-        }
-    }
-    inc(&shared.metrics.schema_fetches);
-    let request = proto::FetchSchemaReq {
-        devices: vec![proto::DeviceSchemaRequest {
-            device: tablet.device.clone(),
-            measurements: tablet
-                .measurements
-                .iter()
-                .zip(&tablet.data_types)
-                .map(|(m, t)| proto::MeasurementSchema {
-                    name: m.clone(),
-                    data_type: proto::data_type_to_wire(*t) as i32,
-                })
-                .collect(),
-        }],
-        auto_create: true,
-        caller: Some(shared.caller()),
-    };
-    let schema = fetch_schema(shared, request).await?;
-    let schema = schema
-        .into_iter()
-        .next()
-        .map(|(_, s)| s)
-        .unwrap_or_default();
-    if schema.database.is_empty() {
-        return Err(status(
-            StatusCode::MetadataError,
-            format!("no database for {}", tablet.device),
-        ));
-    }
-    shared
-        .cache
-        .put_schema(generation, &tablet.device, schema.clone());
-    Ok(schema)
-}
-
-async fn fetch_schema(
-    shared: &Shared,
-    request: proto::FetchSchemaReq,
-) -> Outcome<Vec<(String, DeviceSchema)>> {
-    let resp = shared
-        .call_confignode(None, |mut c| {
-            let request = request.clone();
-            async move { c.fetch_schema(request).await }
-        })
-        .await?;
-    check_status(resp.status.as_ref())
-        .map_err(|e| status(StatusCode::MetadataError, format!("FetchSchema: {e}")))?;
-    let mut out = Vec::new();
-    for d in resp.devices {
-        let mut types = BTreeMap::new();
-        for m in d.measurements {
-            let t = proto::data_type(m.data_type)
-                .map_err(|e| status(StatusCode::MetadataError, e.to_string()))?;
-            types.insert(m.name, t);
-        }
-        out.push((
-            d.device,
-            DeviceSchema {
-                database: d.database,
-                types,
-                version: resp.metadata_version,
-            },
-        ));
-    }
-    Ok(out)
-}
-
-type Resolved = (BTreeMap<i64, u64>, BTreeMap<u64, RegionRoute>);
-
-async fn resolve_partitions(
-    shared: &Shared,
-    device: &str,
-    slots: &BTreeSet<i64>,
-    generation: u64,
-) -> Outcome<Resolved> {
-    let fenced = |_| fenced_write(shared);
-    let mut regions = BTreeMap::new();
-    let mut missing = Vec::new();
-    for slot in slots {
-        match shared.cache.partition(device, *slot).map_err(fenced)? {
-            Some(region) => {
-                regions.insert(*slot, region);
-            }
-            None => missing.push(*slot),
-        }
-    }
-    let mut routes = BTreeMap::new();
-    if !missing.is_empty() {
-        inc(&shared.metrics.partition_fetches);
-        let request = proto::FetchPartitionsReq {
-            requests: vec![proto::DeviceTimeSlots {
-                device: device.to_string(),
-                time_slots: missing.clone(),
-            }],
-            auto_create: true,
-            caller: Some(shared.caller()),
-        };
-        let resp = shared
-            .call_confignode(None, |mut c| {
-                let request = request.clone();
-                async move { c.fetch_partitions(request).await }
-            })
-            .await?;
-        check_status(resp.status.as_ref())
-            .map_err(|e| status(StatusCode::MetadataError, format!("FetchPartitions: {e}")))?;
-        let series_slot = shared.partition.series_slot(device);
-        let mut fetched = Vec::new();
-        for p in &resp.partitions {
-            if p.series_slot == series_slot && missing.contains(&p.time_slot) {
-                regions.insert(p.time_slot, p.region_id);
-                fetched.push(((device.to_string(), p.time_slot), p.region_id));
-            }
-        }
-        let leaders: BTreeMap<u64, u64> = resp
-            .leaders
-            .iter()
-            .map(|l| (l.region_id, l.leader_id))
-            .collect();
-        let fetched_routes: Vec<(u64, RegionRoute)> = resp
-            .regions
-            .iter()
-            .map(|r| {
-                (
-                    r.region_id,
-                    RegionRoute {
-                        database: r.database.clone(),
-                        replicas: r.data_node_ids.clone(),
-                        leader: leaders.get(&r.region_id).copied().unwrap_or(0),
-                    },
-                )
-            })
-            .collect();
-        let nodes: Vec<(u64, NodeAddresses)> = resp
-            .data_nodes
-            .iter()
-            .map(|n| {
-                (
-                    n.data_node_id,
-                    NodeAddresses {
-                        internal: n
-                            .internal_endpoint
-                            .as_ref()
-                            .map(proto::endpoint)
-                            .unwrap_or_default(),
-                        rpc: n
-                            .rpc_endpoint
-                            .as_ref()
-                            .map(proto::endpoint)
-                            .unwrap_or_default(),
-                    },
-                )
-            })
-            .collect();
-        shared.learn_nodes(
-            nodes
-                .iter()
-                .filter(|(_, a)| !a.internal.is_empty())
-                .map(|(id, a)| (*id, a.internal.clone())),
-        );
-        routes.extend(fetched_routes.iter().cloned());
-        shared
-            .cache
-            .put_partitions(generation, fetched, fetched_routes, nodes);
-    }
-    if let Some(slot) = slots.iter().find(|s| !regions.contains_key(s)) {
-        return Err(status(
-            StatusCode::MetadataError,
-            format!("no region for {device} in time slot {slot}"),
-        ));
-    }
-    for region in regions.values() {
-        if routes.contains_key(region) {
-            continue;
-        }
-        if let Some(route) = shared.cache.region(*region).map_err(fenced)? {
-            routes.insert(*region, route);
-        }
-    }
-    Ok((regions, routes))
-}
-
 /// Where to send the next attempt of a region operation: the leader as this node's raft group
 /// sees it, else the route's hint, else the replicas in turn.
 struct Targets<'a> {
-    shared: &'a Shared,
+    coordinator: &'a Coordinator,
     region: u64,
     replicas: Vec<u64>,
     next_replica: usize,
@@ -694,7 +1238,7 @@ struct Targets<'a> {
 }
 
 impl<'a> Targets<'a> {
-    fn new(shared: &'a Shared, region: u64, route: &RegionRoute) -> Self {
+    fn new(coordinator: &'a Coordinator, region: u64, route: &RegionRoute) -> Self {
         let mut replicas = route.replicas.clone();
         // The hinted leader first, then the others.
         if route.leader != 0 {
@@ -702,11 +1246,11 @@ impl<'a> Targets<'a> {
             replicas.retain(|r| *r != h);
             replicas.insert(0, h);
         }
-        if replicas.is_empty() && shared.local_region(region).is_some() {
-            replicas.push(shared.node_id);
+        if replicas.is_empty() && coordinator.local.hosts(region) {
+            replicas.push(coordinator.node_id);
         }
         Targets {
-            shared,
+            coordinator,
             region,
             replicas,
             next_replica: 0,
@@ -721,15 +1265,10 @@ impl<'a> Targets<'a> {
             return Some(address);
         }
         // A replica on this node knows the current leader best (it may have just changed).
-        if let Some(leader) = self
-            .shared
-            .driver
-            .group_status(self.region)
-            .and_then(|s| s.leader)
-        {
+        if let Some(leader) = self.coordinator.local.leader(self.region) {
             if self.last_tried != Some(leader) {
                 self.last_tried = Some(leader);
-                return self.shared.node_address(leader);
+                return self.coordinator.peers.address(leader);
             }
         }
         if self.replicas.is_empty() {
@@ -738,7 +1277,7 @@ impl<'a> Targets<'a> {
         let node = self.replicas[self.next_replica % self.replicas.len()];
         self.next_replica += 1;
         self.last_tried = Some(node);
-        self.shared.node_address(node)
+        self.coordinator.peers.address(node)
     }
 
     fn redirected(&mut self, status: &proto::Status) {
@@ -746,453 +1285,5 @@ impl<'a> Targets<'a> {
     }
 }
 
-/// One region's part of a write, retried within `remote_write_max_retry_ms`.
-async fn write_region(
-    shared: &Arc<Shared>,
-    region: u64,
-    route: RegionRoute,
-    part: Tablet,
-    generation: u64,
-    metadata_version: u64,
-) -> proto::Status {
-    let deadline = Instant::now() + Duration::from_millis(shared.config.remote_write_max_retry_ms);
-    let wire = tablet_to_wire(&part);
-    let command = RegionCommand::InsertTablet {
-        tablet: part,
-        metadata_version,
-    };
-    let mut targets = Targets::new(shared, region, &route);
-    let mut attempt = 0u32;
-    loop {
-        // The part was validated against cached metadata of `generation`; if an invalidation or a
-        // recovery moved the caches on, the validation is void.
-        if shared.cache.generation() != generation {
-            let mut s = status(
-                StatusCode::MetadataLeaseFencedRetryRequired,
-                "the metadata changed while the write was in flight; retry",
-            );
-            s.need_retry = true;
-            return s;
-        }
-        if shared
-            .lease
-            .check(LeaseFencedRetryPolicy::RetryUntilSuccess)
-            .is_err()
-        {
-            return fenced_write(shared);
-        }
-        let last = match targets.next() {
-            None => status(
-                StatusCode::CanNotConnectDatanode,
-                format!("no known replica of region {region}"),
-            ),
-            Some(address) if address == shared.internal_address => {
-                if shared.local_region(region).is_some() {
-                    shared.propose_local(region, &command).await.0
-                } else {
-                    status(StatusCode::RegionLeaderChangeError, "no local replica")
-                }
-            }
-            Some(address) => {
-                inc(&shared.metrics.forwarded_writes);
-                let request = proto::RegionWriteReq {
-                    region_id: region,
-                    command: Some(proto::region_write_req::Command::InsertTablet(wire.clone())),
-                    operation_id: 0,
-                    metadata_version,
-                };
-                match shared.peer(&address).forward_region_write(request).await {
-                    Ok(resp) => resp.into_inner().status.unwrap_or_else(|| {
-                        status(StatusCode::InternalServerError, "reply without status")
-                    }),
-                    Err(e) => status(
-                        StatusCode::CanNotConnectDatanode,
-                        format!("{address}: {}", e.message()),
-                    ),
-                }
-            }
-        };
-        if last.is_success() || !last.is_retryable() {
-            return last;
-        }
-        targets.redirected(&last);
-        let pause = backoff(attempt).min(deadline.saturating_duration_since(Instant::now()));
-        if pause.is_zero() {
-            tracing::debug!(
-                region,
-                "region write gives up: {} {}",
-                last.code,
-                last.message
-            );
-            let mut last = last;
-            last.need_retry = true;
-            return last;
-        }
-        inc(&shared.metrics.coordinator_retries);
-        attempt += 1;
-        tracing::debug!(
-            region,
-            attempt,
-            "retrying region write after {} {}",
-            last.code,
-            last.message
-        );
-        sleep_unless_invalidated(shared, pause, generation).await;
-    }
-}
-
-/// Sleeps `pause`, waking early when the cache generation moves: an invalidation waits for this
-/// write to finish, so it must not sit out a long backoff first.
-async fn sleep_unless_invalidated(shared: &Shared, pause: Duration, generation: u64) {
-    let until = Instant::now() + pause;
-    while shared.cache.generation() == generation {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        tokio::time::sleep(left.min(INVALIDATION_POLL)).await;
-    }
-}
-
-/// Reads `paths` (all of one database) from one region's leader.
-async fn read_region(
-    shared: &Arc<Shared>,
-    region: u64,
-    route: &RegionRoute,
-    request: proto::RegionReadReq,
-) -> Outcome<Vec<proto::RegionSeries>> {
-    let deadline = Instant::now() + READ_RETRY;
-    let mut targets = Targets::new(shared, region, route);
-    let mut attempt = 0u32;
-    loop {
-        if shared.lease.check(LeaseFencedRetryPolicy::None).is_err() {
-            return Err(fenced_read(shared));
-        }
-        let (s, series) = match targets.next() {
-            None => (
-                status(
-                    StatusCode::CanNotConnectDatanode,
-                    format!("no known replica of region {region}"),
-                ),
-                Vec::new(),
-            ),
-            Some(address) if address == shared.internal_address => {
-                crate::internal::read_region_local(shared, &request).await
-            }
-            Some(address) => match shared.peer(&address).read_region(request.clone()).await {
-                Ok(resp) => {
-                    let resp = resp.into_inner();
-                    (
-                        resp.status.unwrap_or_else(|| {
-                            status(StatusCode::InternalServerError, "reply without status")
-                        }),
-                        resp.series,
-                    )
-                }
-                Err(e) => (
-                    status(
-                        StatusCode::CanNotConnectDatanode,
-                        format!("{address}: {}", e.message()),
-                    ),
-                    Vec::new(),
-                ),
-            },
-        };
-        if s.is_success() {
-            return Ok(series);
-        }
-        // A fenced replica (535) is not the place to read; another may be.
-        if !s.is_retryable() && !s.is(StatusCode::MetadataLeaseFenced) {
-            return Err(s);
-        }
-        targets.redirected(&s);
-        let pause = backoff(attempt).min(deadline.saturating_duration_since(Instant::now()));
-        if pause.is_zero() {
-            return Err(s);
-        }
-        attempt += 1;
-        tokio::time::sleep(pause).await;
-    }
-}
-
-/// Points of one series gathered from every region.
-pub(crate) struct SeriesPoints {
-    pub path: proto::SeriesPath,
-    pub data_type: DataType,
-    pub points: BTreeMap<i64, Value>,
-    /// The points limit cut the series short.
-    pub truncated: bool,
-}
-
-/// Reads `paths` in `[start, end)` (or, with `last`, the newest point) through the region
-/// leaders. Series that do not exist or hold no point are absent.
-pub(crate) async fn read(
-    shared: &Arc<Shared>,
-    paths: &[proto::SeriesPath],
-    start: i64,
-    end: i64,
-    points_limit: u32,
-    last: bool,
-) -> Outcome<Vec<SeriesPoints>> {
-    if shared.lease.check(LeaseFencedRetryPolicy::None).is_err() {
-        return Err(fenced_read(shared));
-    }
-    let points_limit = shared.points_limit(points_limit);
-    let generation = shared.cache.generation();
-    // Schemas of the devices, through the cache.
-    let devices: BTreeSet<&str> = paths.iter().map(|p| p.device.as_str()).collect();
-    let mut schemas: BTreeMap<String, DeviceSchema> = BTreeMap::new();
-    let mut missing = Vec::new();
-    for d in devices {
-        match shared.cache.schema(d).map_err(|_| fenced_read(shared))? {
-            Some(s)
-                if paths
-                    .iter()
-                    .filter(|p| p.device == d)
-                    .all(|p| s.types.contains_key(&p.measurement)) =>
-            {
-                schemas.insert(d.to_string(), s);
-            }
-            _ => missing.push(d.to_string()),
-        }
-    }
-    if !missing.is_empty() {
-        inc(&shared.metrics.schema_fetches);
-        let request = proto::FetchSchemaReq {
-            devices: missing
-                .iter()
-                .map(|d| proto::DeviceSchemaRequest {
-                    device: d.clone(),
-                    measurements: Vec::new(),
-                })
-                .collect(),
-            auto_create: false,
-            caller: Some(shared.caller()),
-        };
-        for (device, schema) in fetch_schema(shared, request).await? {
-            if !schema.database.is_empty() {
-                shared.cache.put_schema(generation, &device, schema.clone());
-                schemas.insert(device, schema);
-            }
-        }
-    }
-    // Paths by database.
-    let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
-    let mut types = BTreeMap::new();
-    for p in paths {
-        let Some(schema) = schemas.get(&p.device) else {
-            continue;
-        };
-        let Some(t) = schema.types.get(&p.measurement) else {
-            continue;
-        };
-        types.insert((p.device.clone(), p.measurement.clone()), *t);
-        by_database
-            .entry(schema.database.clone())
-            .or_default()
-            .push(p.clone());
-    }
-    let mut merged: BTreeMap<(String, String), BTreeMap<i64, Value>> = BTreeMap::new();
-    for (database, db_paths) in by_database {
-        let mut regions = shared
-            .cache
-            .database_regions(&database)
-            .map_err(|_| fenced_read(shared))?;
-        if regions.is_empty() {
-            refresh_regions(shared, generation).await?;
-            regions = shared
-                .cache
-                .database_regions(&database)
-                .map_err(|_| fenced_read(shared))?;
-        }
-        let mut reads = tokio::task::JoinSet::new();
-        for region in regions {
-            let route = shared
-                .cache
-                .region(region)
-                .map_err(|_| fenced_read(shared))?
-                .unwrap_or_default();
-            let request = proto::RegionReadReq {
-                region_id: region,
-                paths: db_paths.clone(),
-                start_time: start,
-                end_time: end,
-                // One more than answered: a region holding more tells the merge it was cut.
-                points_limit: points_limit.saturating_add(1),
-                last,
-            };
-            let shared = shared.clone();
-            reads.spawn(async move { read_region(&shared, region, &route, request).await });
-        }
-        while let Some(joined) = reads.join_next().await {
-            let series = joined.map_err(|e| {
-                status(StatusCode::InternalServerError, format!("read task: {e}"))
-            })??;
-            for s in series {
-                let Some(path) = s.path else { continue };
-                let points = merged.entry((path.device, path.measurement)).or_default();
-                for (t, v) in s.timestamps.iter().zip(&s.values) {
-                    if let Some(v) = value_from_wire(v) {
-                        points.insert(*t, v);
-                    }
-                }
-            }
-        }
-    }
-    let limit = points_limit as usize;
-    let mut out = Vec::new();
-    for p in paths {
-        let key = (p.device.clone(), p.measurement.clone());
-        let (Some(points), Some(t)) = (merged.get(&key), types.get(&key)) else {
-            continue;
-        };
-        let merged_len = points.len();
-        let points: BTreeMap<i64, Value> = if last {
-            points
-                .iter()
-                .next_back()
-                .map(|(t, v)| (*t, v.clone()))
-                .into_iter()
-                .collect()
-        } else {
-            points
-                .iter()
-                .take(limit)
-                .map(|(t, v)| (*t, v.clone()))
-                .collect()
-        };
-        if points.is_empty() {
-            continue;
-        }
-        out.push(SeriesPoints {
-            path: p.clone(),
-            data_type: *t,
-            truncated: !last && points.len() < merged_len,
-            points,
-        });
-    }
-    Ok(out)
-}
-
-/// Pulls region routes and DataNode addresses from the ConfigNode into the cache.
-async fn refresh_regions(shared: &Shared, generation: u64) -> Outcome<()> {
-    let regions = shared
-        .call_confignode(None, |mut c| async move {
-            c.show_regions(proto::ShowRegionsReq {}).await
-        })
-        .await?;
-    check_status(regions.status.as_ref())
-        .map_err(|e| status(StatusCode::MetadataError, format!("ShowRegions: {e}")))?;
-    let routes = regions
-        .regions
-        .into_iter()
-        .filter_map(|r| {
-            let set = r.replica_set?;
-            Some((
-                set.region_id,
-                RegionRoute {
-                    database: set.database,
-                    replicas: set.data_node_ids,
-                    leader: r.leader_id,
-                },
-            ))
-        })
-        .collect();
-    shared
-        .cache
-        .put_partitions(generation, Vec::new(), routes, Vec::new());
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tablet(timestamps: &[i64]) -> Tablet {
-        let mut t = Tablet::new(
-            "root.sg.d1",
-            &[("s1", DataType::Double), ("s2", DataType::Int64)],
-        );
-        for &ts in timestamps {
-            t.push_row(
-                ts,
-                vec![Some(Value::Double(ts as f64)), Some(Value::Int64(ts))],
-            );
-        }
-        t
-    }
-
-    #[test]
-    fn a_tablet_splits_by_the_region_of_each_rows_time_slot() {
-        let partition = PartitionConfig {
-            time_partition_interval_ms: 10,
-            ..PartitionConfig::default()
-        };
-        // Slots 0 and 2 map to region 7, slot 1 to region 5.
-        let regions: BTreeMap<i64, u64> = [(0, 7), (1, 5), (2, 7)].into();
-        let split = split_by_region(tablet(&[1, 12, 25, 3, 18]), &regions, &partition);
-        let rows: Vec<(u64, Vec<i64>)> = split
-            .iter()
-            .map(|(r, t)| (*r, t.timestamps.clone()))
-            .collect();
-        assert_eq!(rows, [(5, vec![12, 18]), (7, vec![1, 25, 3])]);
-        for (_, t) in &split {
-            assert_eq!(t.measurements, ["s1", "s2"]);
-        }
-        // One region: the tablet itself, rows in their order.
-        let one = split_by_region(tablet(&[3, 1, 2]), &regions, &partition);
-        assert_eq!(one.len(), 1);
-        assert_eq!((one[0].0, one[0].1.timestamps.clone()), (7, vec![3, 1, 2]));
-    }
-
-    #[test]
-    fn types_are_checked_against_the_schema_614_or_507() {
-        let t = tablet(&[1]);
-        let types = |s2| -> BTreeMap<String, DataType> {
-            [("s1".into(), DataType::Double), ("s2".into(), s2)].into()
-        };
-        assert!(check_types(&t, &types(DataType::Int64)).is_ok());
-        let mismatch = check_types(&t, &types(DataType::Text)).unwrap_err();
-        assert!(mismatch.is(StatusCode::DataTypeMismatch), "{mismatch:?}");
-        assert!(mismatch.message.contains("root.sg.d1.s2"), "{mismatch:?}");
-        let missing: BTreeMap<String, DataType> = [("s1".into(), DataType::Double)].into();
-        let missing = check_types(&t, &missing).unwrap_err();
-        assert!(missing.is(StatusCode::MetadataError), "{missing:?}");
-    }
-
-    #[test]
-    fn backoff_doubles_from_100_ms_to_20_s() {
-        let b: Vec<u64> = (0..10).map(|a| backoff(a).as_millis() as u64).collect();
-        assert_eq!(
-            b,
-            [100, 200, 400, 800, 1600, 3200, 6400, 12800, 20000, 20000]
-        );
-        assert_eq!(backoff(u32::MAX), WRITE_BACKOFF_MAX);
-    }
-
-    #[test]
-    fn aggregation_reports_302_with_sub_statuses() {
-        assert_eq!(aggregate(vec![ok(), ok()]).code, 200);
-        let one = status(StatusCode::DataTypeMismatch, "x");
-        assert_eq!(aggregate(vec![one.clone()]), one);
-        let mut fenced = status(StatusCode::MetadataLeaseFencedRetryRequired, "f");
-        fenced.need_retry = true;
-        let s = aggregate(vec![ok(), fenced]);
-        assert_eq!(s.code, 302);
-        assert!(s.need_retry);
-        assert_eq!(s.sub_status.len(), 2);
-        let hint = status(StatusCode::RedirectionRecommend, "leader elsewhere");
-        assert_eq!(
-            aggregate(vec![hint.clone()]),
-            hint,
-            "one part keeps its hint"
-        );
-        assert_eq!(
-            aggregate(vec![ok(), hint.clone()]).code,
-            200,
-            "a hint is no failure"
-        );
-        let s = aggregate(vec![hint, one]);
-        assert_eq!((s.code, s.sub_status.len()), (302, 2));
-    }
-}
+mod tests;

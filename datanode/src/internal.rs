@@ -8,19 +8,19 @@
 //! - StreamRaftMessages, ForwardRegionWrite (the region admission gate: 536 when fenced, 905 with a
 //!   redirect when not the leader), CreateRegion, ReadRegion.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{LeaseFencedRetryPolicy, StatusCode};
+use common::StatusCode;
 use proto::data_node_internal_service_server::DataNodeInternalService;
 use tonic::{Request, Response};
 
-use crate::convert::{ok, status, tablet_from_wire, value_to_wire};
+use crate::convert::{ok, status, tablet_from_wire};
 use crate::coordinator::Relay;
+use crate::host::LocalReplicas;
 use crate::metrics::inc;
 use crate::node::Shared;
-use engine::{Deletion, LeaseGate, RegionCommand};
+use engine::{Deletion, RegionCommand};
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
 
@@ -39,17 +39,20 @@ impl InternalService {
 
     fn refuse_heartbeat(&self, req: &proto::HeartbeatReq, message: String) -> proto::HeartbeatResp {
         inc(&self.shared.metrics.heartbeats_refused);
-        tracing::debug!(node = self.shared.node_id, "heartbeat refused: {message}");
+        tracing::debug!(
+            node = self.shared.identity.node_id,
+            "heartbeat refused: {message}"
+        );
         proto::HeartbeatResp {
             status: Some(status(StatusCode::MetadataError, message)),
             data_node_id: req.data_node_id,
-            incarnation_epoch: self.shared.lease.incarnation(),
+            incarnation_epoch: self.shared.metadata.lease().incarnation(),
             region_leaders: Vec::new(),
         }
     }
 
     async fn stall_if_asked(&self) {
-        while self.shared.stall_heartbeats.load(Ordering::SeqCst) {
+        while self.shared.hooks.heartbeats_stalled() {
             tokio::time::sleep(crate::timing::HEARTBEAT_STALL_POLL).await;
         }
         #[cfg(feature = "failpoints")]
@@ -75,31 +78,27 @@ impl DataNodeInternalService for InternalService {
         self.stall_if_asked().await;
         let req = request.into_inner();
         let shared = &self.shared;
-        let epoch = shared.lease.incarnation();
-        if req.data_node_id != shared.node_id || req.incarnation_epoch != epoch {
+        let (node_id, lease) = (shared.identity.node_id, shared.metadata.lease());
+        let epoch = lease.incarnation();
+        if req.data_node_id != node_id || req.incarnation_epoch != epoch {
             let message = format!(
-                "heartbeat for node {} incarnation {}; this is node {} incarnation {epoch}",
-                req.data_node_id, req.incarnation_epoch, shared.node_id
+                "heartbeat for node {} incarnation {}; this is node {node_id} incarnation {epoch}",
+                req.data_node_id, req.incarnation_epoch
             );
             return Ok(Response::new(self.refuse_heartbeat(&req, message)));
         }
-        if let Some(message) = lease_settings_disagree(shared.registered_lease_settings, &req) {
-            tracing::error!(node = shared.node_id, "{message}");
+        let registered = shared.metadata.registered_lease_settings();
+        if let Some(message) = lease_settings_disagree(registered, &req) {
+            tracing::error!(node = node_id, "{message}");
             return Ok(Response::new(self.refuse_heartbeat(&req, message)));
         }
-        {
-            let mut newest = shared.heartbeat_order.lock();
-            let order = (req.config_node_term, req.sequence);
-            // A delayed heartbeat from an older leader (or an older one of this leader) must not
-            // renew the lease after a fresher one was processed.
-            if order <= *newest {
-                let message = format!("heartbeat {order:?} is not newer than {:?}", *newest);
-                drop(newest);
-                return Ok(Response::new(self.refuse_heartbeat(&req, message)));
-            }
-            *newest = order;
+        // A delayed heartbeat from an older leader (or an older one of this leader) must not
+        // renew the lease after a fresher one was processed.
+        let order = (req.config_node_term, req.sequence);
+        if let Err(message) = shared.metadata.accept_heartbeat_order(order) {
+            return Ok(Response::new(self.refuse_heartbeat(&req, message)));
         }
-        let needs_recovery = match shared.lease.on_heartbeat(req.incarnation_epoch) {
+        let needs_recovery = match lease.on_heartbeat(req.incarnation_epoch) {
             Ok(needs) => needs,
             Err(e) => return Ok(Response::new(self.refuse_heartbeat(&req, e.to_string()))),
         };
@@ -107,25 +106,24 @@ impl DataNodeInternalService for InternalService {
         // Peers that hold their lease are the only acceptable leadership-transfer targets.
         let holders: std::collections::BTreeSet<u64> =
             req.lease_holder_ids.iter().copied().collect();
-        *shared.lease_holders.lock() = req.lease_holder_ids.clone();
-        let peers: Vec<u64> = shared
-            .addresses
-            .read()
-            .keys()
-            .copied()
-            .filter(|p| *p != shared.node_id)
+        shared
+            .metadata
+            .set_lease_holders(req.lease_holder_ids.clone());
+        let fenced_peers: Vec<(u64, bool)> = shared
+            .peers
+            .others()
+            .into_iter()
+            .map(|p| (p, !holders.contains(&p)))
             .collect();
-        let fenced_peers: Vec<(u64, bool)> =
-            peers.iter().map(|p| (*p, !holders.contains(p))).collect();
         // Told to consensus off the handler: the raft thread may be slow, and a renewal whose
         // reply reaches the ConfigNode after its heartbeat timeout is one the ConfigNode does not
         // count (its clock for this node runs on while this node's lease was renewed; L5 in
         // REVIEW-2026-12). Nothing between the renewal above and the reply below waits.
         {
-            let shared = shared.clone();
+            let host = shared.host.clone();
             tokio::spawn(async move {
-                if let Err(e) = shared
-                    .driver
+                if let Err(e) = host
+                    .driver()
                     .call(move |node| {
                         for (peer, fenced) in fenced_peers {
                             node.set_peer_fenced(peer, fenced);
@@ -138,17 +136,18 @@ impl DataNodeInternalService for InternalService {
             });
         }
         for l in &req.region_leaders {
-            shared.cache.set_leader(l.region_id, l.leader_id);
+            shared.metadata.set_leader(l.region_id, l.leader_id);
         }
         if needs_recovery {
             let shared = shared.clone();
             tokio::spawn(async move { shared.recover_lease().await });
         }
-        let region_ids: Vec<u64> = shared.regions.read().keys().copied().collect();
-        let region_leaders = region_ids
+        let region_leaders = shared
+            .host
+            .region_ids()
             .into_iter()
             .filter_map(|id| {
-                let leader = shared.driver.group_status(id)?.leader?;
+                let leader = shared.host.group_status(id)?.leader?;
                 Some(proto::RegionLeader {
                     region_id: id,
                     leader_id: leader,
@@ -157,7 +156,7 @@ impl DataNodeInternalService for InternalService {
             .collect();
         Ok(Response::new(proto::HeartbeatResp {
             status: Some(ok()),
-            data_node_id: shared.node_id,
+            data_node_id: node_id,
             incarnation_epoch: epoch,
             region_leaders,
         }))
@@ -169,10 +168,10 @@ impl DataNodeInternalService for InternalService {
     ) -> RpcResult<proto::InvalidateCacheResp> {
         let req = request.into_inner();
         let shared = &self.shared;
-        let epoch = shared.lease.incarnation();
+        let epoch = shared.metadata.lease().incarnation();
         let reply = |s: proto::Status| proto::InvalidateCacheResp {
             status: Some(s),
-            data_node_id: shared.node_id,
+            data_node_id: shared.identity.node_id,
             incarnation_epoch: epoch,
             operation_id: req.operation_id,
         };
@@ -190,8 +189,7 @@ impl DataNodeInternalService for InternalService {
             .iter()
             .map(|s| (s.device.clone(), s.measurement.clone()))
             .collect();
-        shared.cache.invalidate(&req.databases, &series);
-        let generation = shared.cache.generation();
+        let generation = shared.metadata.invalidate(&req.databases, &series);
         // Operations started before the bump may have read the old entries: wait for them.
         // Operations started after it cannot see the entries, and the coordinator re-checks the
         // generation before each dispatch (and wakes from its backoff when it moves), so the
@@ -201,7 +199,7 @@ impl DataNodeInternalService for InternalService {
             ms => ms.min(crate::timing::INVALIDATION_DRAIN_MAX_MS),
         };
         if !shared
-            .in_flight
+            .metadata
             .drain(generation, Duration::from_millis(drain_ms))
             .await
         {
@@ -209,7 +207,7 @@ impl DataNodeInternalService for InternalService {
                 StatusCode::InternalRequestTimeOut,
                 format!(
                     "{} operations that read the old metadata are still running after {drain_ms} ms",
-                    shared.in_flight.older_than(generation)
+                    shared.metadata.pinned_before(generation)
                 ),
             ))));
         }
@@ -227,8 +225,11 @@ impl DataNodeInternalService for InternalService {
         };
         let answer = runtime::serve_raft_stream(request.into_inner(), stopped, |messages| {
             // A full driver queue drops the batch like a lost packet; raft retransmits.
-            if let Err(e) = self.shared.driver.step(messages) {
-                tracing::trace!(node = self.shared.node_id, "raft messages dropped: {e}");
+            if let Err(e) = self.shared.host.driver().step(messages) {
+                tracing::trace!(
+                    node = self.shared.identity.node_id,
+                    "raft messages dropped: {e}"
+                );
             }
         })
         .await?;
@@ -282,30 +283,7 @@ impl DataNodeInternalService for InternalService {
             }
             None => return reply(status(StatusCode::IllegalParameter, "no command"), 0),
         };
-        // The region admission gate (design §5 step 2).
-        if let Err(e) = shared
-            .lease
-            .check(LeaseFencedRetryPolicy::RetryUntilSuccess)
-        {
-            let mut s = status(
-                e.policy.status_code(),
-                format!("node {} is fenced", shared.node_id),
-            );
-            s.need_retry = true;
-            return reply(s, 0);
-        }
-        if shared.local_region(req.region_id).is_none() {
-            let mut s = status(
-                StatusCode::RegionLeaderChangeError,
-                format!(
-                    "region {} has no replica on node {}",
-                    req.region_id, shared.node_id
-                ),
-            );
-            s.need_retry = true;
-            return reply(s, 0);
-        }
-        let (s, index) = shared.propose_local(req.region_id, &command).await;
+        let (s, index) = shared.host.admit_forwarded(req.region_id, &command).await;
         reply(s, index)
     }
 
@@ -321,22 +299,24 @@ impl DataNodeInternalService for InternalService {
             )));
         };
         let shared = &self.shared;
-        shared.learn_nodes(req.replicas.iter().filter_map(|l| {
+        shared.peers.learn(req.replicas.iter().filter_map(|l| {
             Some((
                 l.data_node_id,
                 proto::endpoint(l.internal_endpoint.as_ref()?),
             ))
         }));
-        if !set.data_node_ids.contains(&shared.node_id) {
+        let node_id = shared.identity.node_id;
+        if !set.data_node_ids.contains(&node_id) {
             return Ok(Response::new(status(
                 StatusCode::IllegalParameter,
                 format!(
-                    "node {} is not a replica of region {}",
-                    shared.node_id, set.region_id
+                    "node {node_id} is not a replica of region {}",
+                    set.region_id
                 ),
             )));
         }
         match shared
+            .host
             .create_region(
                 set.region_id,
                 &set.database,
@@ -384,7 +364,7 @@ impl DataNodeInternalService for InternalService {
         request: Request<proto::RegionReadReq>,
     ) -> RpcResult<proto::RegionReadResp> {
         let req = request.into_inner();
-        let (s, series) = read_region_local(&self.shared, &req).await;
+        let (s, series) = self.shared.host.read(&req).await;
         Ok(Response::new(proto::RegionReadResp {
             status: Some(s),
             series,
@@ -409,84 +389,6 @@ fn lease_settings_disagree(registered: (u64, u64), req: &proto::HeartbeatReq) ->
             req.config_node_id, req.metadata_lease_fence_ms, req.lease_proceed_margin_ms
         )
     })
-}
-
-/// A linearizable read of a region led here: ReadIndex, then the local replica. 535 when fenced,
-/// 905 (with a redirect when known) when this node does not lead the region.
-pub(crate) async fn read_region_local(
-    shared: &Shared,
-    req: &proto::RegionReadReq,
-) -> (proto::Status, Vec<proto::RegionSeries>) {
-    if let Err(e) = shared.lease.check(LeaseFencedRetryPolicy::None) {
-        inc(&shared.metrics.fenced_reads);
-        return (
-            status(
-                e.policy.status_code(),
-                format!("node {} is fenced", shared.node_id),
-            ),
-            Vec::new(),
-        );
-    }
-    let Some(region) = shared.local_region(req.region_id) else {
-        let mut s = status(
-            StatusCode::RegionLeaderChangeError,
-            format!(
-                "region {} has no replica on node {}",
-                req.region_id, shared.node_id
-            ),
-        );
-        s.need_retry = true;
-        return (s, Vec::new());
-    };
-    let timeout = Duration::from_millis(shared.config.dn_write_timeout_ms);
-    if let Err(e) = shared.driver.read_index(req.region_id, timeout).await {
-        return (shared.driver_error_status(req.region_id, &e), Vec::new());
-    }
-    let types: std::collections::HashMap<(String, String), common::DataType> = region
-        .series()
-        .into_iter()
-        .map(|(d, m, t)| ((d, m), t))
-        .collect();
-    let limit = shared.region_points_limit(req.points_limit) as usize;
-    let mut out = Vec::new();
-    for path in &req.paths {
-        let Some(data_type) = types.get(&(path.device.clone(), path.measurement.clone())) else {
-            continue;
-        };
-        let points = if req.last {
-            region
-                .last(&path.device, &path.measurement)
-                .map(|p| p.into_iter().collect())
-        } else {
-            region.query(
-                &path.device,
-                &path.measurement,
-                req.start_time,
-                req.end_time,
-            )
-        };
-        let points = match points {
-            Ok(points) => points,
-            Err(e) => {
-                let s = e.status();
-                return (status(s.code, s.message), Vec::new());
-            }
-        };
-        if points.is_empty() {
-            continue;
-        }
-        out.push(proto::RegionSeries {
-            path: Some(path.clone()),
-            data_type: proto::data_type_to_wire(*data_type) as i32,
-            timestamps: points.iter().take(limit).map(|(t, _)| *t).collect(),
-            values: points
-                .iter()
-                .take(limit)
-                .map(|(_, v)| value_to_wire(v))
-                .collect(),
-        });
-    }
-    (ok(), out)
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ fn lease_metrics(page: &mut Page, shared: &Shared) {
     let mut line = |name: &str, kind: &str, help: &str, value: u64| {
         page.samples(name, kind, help, [(String::new(), value)]);
     };
-    let lease = &shared.lease;
+    let lease = shared.metadata.lease();
     line(
         "metadata_lease_state",
         "gauge",
@@ -235,16 +235,17 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
     let mut line = |name: &str, kind: &str, help: &str, value: u64| {
         page.samples(name, kind, help, [(String::new(), value)]);
     };
-    let (retries, exhausted) = shared
-        .regions
-        .read()
-        .values()
-        .fold((0, 0), |(r, e), region| {
-            (
-                r + get(&region.metrics.write_retries),
-                e + get(&region.metrics.retries_exhausted),
-            )
-        });
+    let (retries, exhausted) =
+        shared
+            .host
+            .state_machine_metrics()
+            .iter()
+            .fold((0, 0), |(r, e), metrics| {
+                (
+                    r + get(&metrics.write_retries),
+                    e + get(&metrics.retries_exhausted),
+                )
+            });
     line(
         "state_machine_write_retries_total",
         "counter",
@@ -257,7 +258,7 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
         "Times a state machine's retry budget ran out (536 to the apply proxy).",
         exhausted,
     );
-    if let Some(raft) = shared.raft_metrics.get() {
+    if let Some(raft) = shared.host.raft_metrics() {
         for (name, help, counter) in [
             (
                 "raft_apply_retries_total",
@@ -292,7 +293,7 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
         "regions_hosted",
         "gauge",
         "Region replicas on this DataNode.",
-        shared.regions.read().len() as u64,
+        shared.host.region_ids().len() as u64,
     );
 }
 

@@ -10,7 +10,8 @@ use proto::session_service_server::SessionService;
 use tonic::{Request, Response};
 
 use crate::convert::{column_of, ok, status, tablet_from_wire, value_from_wire, value_to_wire};
-use crate::coordinator::{aggregate, insert_tablet, read, Relay};
+use crate::coordinator::{aggregate, write_status, Relay};
+use crate::host::LocalReplicas;
 use crate::node::Shared;
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
@@ -40,7 +41,8 @@ impl SessionServiceImpl {
 async fn insert_tablets(shared: &Arc<Shared>, tablets: Vec<Tablet>, relay: Relay) -> proto::Status {
     let mut statuses = Vec::with_capacity(tablets.len());
     for tablet in tablets {
-        statuses.push(insert_tablet(shared, tablet, relay).await);
+        let outcome = shared.coordinator.insert_tablet(tablet, relay).await;
+        statuses.push(write_status(&outcome));
     }
     aggregate(statuses)
 }
@@ -71,7 +73,11 @@ pub(crate) async fn answer_series_types(
     req: proto::SeriesTypesReq,
     relay: Relay,
 ) -> proto::SeriesTypesResp {
-    match crate::coordinator::series_types(shared, &req.device, &req.measurements, relay).await {
+    let outcome = shared
+        .coordinator
+        .series_types(&req.device, &req.measurements, relay)
+        .await;
+    match outcome {
         Ok(series) => proto::SeriesTypesResp {
             status: Some(ok()),
             series: series
@@ -82,8 +88,8 @@ pub(crate) async fn answer_series_types(
                 })
                 .collect(),
         },
-        Err(s) => proto::SeriesTypesResp {
-            status: Some(s),
+        Err(e) => proto::SeriesTypesResp {
+            status: Some(e.status()),
             series: Vec::new(),
         },
     }
@@ -210,16 +216,18 @@ impl SessionService for SessionServiceImpl {
                 series: Vec::new(),
             }));
         }
-        let _in_flight = self.shared.in_flight.enter(&self.shared.cache);
-        let outcome = read(
-            &self.shared,
-            &req.paths,
-            req.start_time,
-            req.end_time,
-            req.points_limit,
-            false,
-        )
-        .await;
+        let pinned = self.shared.metadata.pin();
+        let outcome = self
+            .shared
+            .coordinator
+            .read(
+                &pinned,
+                &req.paths,
+                req.start_time..req.end_time,
+                req.points_limit,
+                false,
+            )
+            .await;
         Ok(Response::new(match outcome {
             Ok(series) => proto::QueryRawResp {
                 status: Some(ok()),
@@ -237,8 +245,8 @@ impl SessionService for SessionServiceImpl {
                     })
                     .collect(),
             },
-            Err(s) => proto::QueryRawResp {
-                status: Some(s),
+            Err(e) => proto::QueryRawResp {
+                status: Some(e.status()),
                 series: Vec::new(),
             },
         }))
@@ -255,8 +263,12 @@ impl SessionService for SessionServiceImpl {
                 points: Vec::new(),
             }));
         }
-        let _in_flight = self.shared.in_flight.enter(&self.shared.cache);
-        let outcome = read(&self.shared, &req.paths, i64::MIN, i64::MAX, 0, true).await;
+        let pinned = self.shared.metadata.pin();
+        let outcome = self
+            .shared
+            .coordinator
+            .read(&pinned, &req.paths, i64::MIN..i64::MAX, 0, true)
+            .await;
         Ok(Response::new(match outcome {
             Ok(series) => proto::QueryLastResp {
                 status: Some(ok()),
@@ -273,8 +285,8 @@ impl SessionService for SessionServiceImpl {
                     })
                     .collect(),
             },
-            Err(s) => proto::QueryLastResp {
-                status: Some(s),
+            Err(e) => proto::QueryLastResp {
+                status: Some(e.status()),
                 points: Vec::new(),
             },
         }))
@@ -295,11 +307,12 @@ impl SessionService for SessionServiceImpl {
         // invalidation or is fenced (fence + margin), then deletes through the regions' logs:
         // the ConfigNode gives it fence + margin + 60 s before it answers "still in progress".
         // A shorter deadline here would re-send the statement while the first still runs.
-        let timeout = Duration::from_millis(self.shared.lease.fence_ms() * 2)
+        let timeout = Duration::from_millis(self.shared.metadata.lease().fence_ms() * 2)
             + crate::timing::SCHEMA_STATEMENT_SLACK;
         let outcome = self
             .shared
-            .call_confignode(Some(timeout), |mut c| {
+            .confignode
+            .call(Some(timeout), |mut c| {
                 let statement = statement.clone();
                 async move {
                     match statement {
@@ -320,7 +333,8 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::ShowDatabasesResp> {
         let outcome = self
             .shared
-            .call_confignode(None, |mut c| async move {
+            .confignode
+            .call(None, |mut c| async move {
                 c.show_databases(proto::ShowDatabasesReq {}).await
             })
             .await;
@@ -339,7 +353,8 @@ impl SessionService for SessionServiceImpl {
         let prefix = request.into_inner().prefix;
         let outcome = self
             .shared
-            .call_confignode(None, |mut c| {
+            .confignode
+            .call(None, |mut c| {
                 let prefix = prefix.clone();
                 async move { c.show_timeseries(proto::ShowTimeseriesReq { prefix }).await }
             })
@@ -367,7 +382,8 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::ShowClusterResp> {
         let outcome = self
             .shared
-            .call_confignode(None, |mut c| async move {
+            .confignode
+            .call(None, |mut c| async move {
                 c.show_cluster(proto::ShowClusterReq {}).await
             })
             .await;
@@ -385,7 +401,8 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::ShowRegionsResp> {
         let outcome = self
             .shared
-            .call_confignode(None, |mut c| async move {
+            .confignode
+            .call(None, |mut c| async move {
                 c.show_regions(proto::ShowRegionsReq {}).await
             })
             .await;
@@ -403,7 +420,8 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::ShowLeasesResp> {
         let outcome = self
             .shared
-            .call_confignode(None, |mut c| async move {
+            .confignode
+            .call(None, |mut c| async move {
                 c.show_leases(proto::ShowLeasesReq {}).await
             })
             .await;
@@ -419,13 +437,13 @@ impl SessionService for SessionServiceImpl {
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowLocalLeaseResp> {
-        let lease = &self.shared.lease;
+        let lease = self.shared.metadata.lease();
         // `is_live` first: it moves a lapsed lease out of NORMAL, so the state read after it agrees.
         let fenced = !lease.is_live();
         Ok(Response::new(proto::ShowLocalLeaseResp {
             status: Some(ok()),
-            data_node_id: self.shared.node_id,
-            endpoint: self.shared.rpc_address.clone(),
+            data_node_id: self.shared.identity.node_id,
+            endpoint: self.shared.identity.rpc_address.clone(),
             state: lease.state().name().to_string(),
             incarnation: lease.incarnation(),
             heartbeat_age_ms: lease.heartbeat_age_ms(),
@@ -441,21 +459,20 @@ impl SessionService for SessionServiceImpl {
         let wanted = request.into_inner().region_id;
         let regions: Vec<(u64, Arc<engine::DataRegion>)> = self
             .shared
-            .regions
-            .read()
-            .iter()
-            .filter(|(id, _)| wanted == 0 || **id == wanted)
-            .map(|(id, r)| (*id, r.region.clone()))
+            .host
+            .regions()
+            .into_iter()
+            .filter(|(id, _)| wanted == 0 || *id == wanted)
             .collect();
         let mut digests = Vec::new();
         for (id, region) in regions {
             match region.digest() {
                 Ok(d) => digests.push(proto::RegionDigest {
                     region_id: id,
-                    data_node_id: self.shared.node_id,
+                    data_node_id: self.shared.identity.node_id,
                     applied_index: d.applied_index,
                     digest: d.hash,
-                    is_leader: self.shared.leads(id),
+                    is_leader: self.shared.host.leads(id),
                 }),
                 Err(e) => {
                     let s = e.status();

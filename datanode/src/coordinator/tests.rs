@@ -1,0 +1,731 @@
+//! The coordinator against fakes: a scripted ConfigNode ([`FakeSource`]), scripted peers
+//! ([`FakePeers`], which record every call) and local replicas ([`FakeLocal`]), with a real
+//! lease on a manual clock and the real caches and in-flight guard.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use consensus::ManualClock;
+use parking_lot::{Mutex, RwLock};
+
+use super::*;
+use crate::lease::MetadataLeaseManager;
+use crate::peers::PeerRpc;
+
+const DB: &str = "root.sg";
+const DEVICE: &str = "root.sg.d1";
+const REGION: u64 = 10;
+
+fn tablet(timestamps: &[i64]) -> Tablet {
+    let mut t = Tablet::new(DEVICE, &[("s1", DataType::Double), ("s2", DataType::Int64)]);
+    for &ts in timestamps {
+        t.push_row(
+            ts,
+            vec![Some(Value::Double(ts as f64)), Some(Value::Int64(ts))],
+        );
+    }
+    t
+}
+
+fn internal(node: u64) -> String {
+    format!("127.0.0.{node}:10730")
+}
+
+fn rpc(node: u64) -> String {
+    format!("127.0.0.{node}:6667")
+}
+
+/// A ConfigNode that knows one database, auto-creates what is asked, and maps every time slot
+/// of it to region [`REGION`] on nodes 2 and 3 (leader 2).
+#[derive(Default)]
+struct FakeSource {
+    /// Measurement → type, as created.
+    series: Mutex<BTreeMap<String, DataType>>,
+    /// Answer every call with this status instead (e.g. 712: unreachable).
+    fail_with: Mutex<Option<proto::Status>>,
+    schema_calls: AtomicUsize,
+    partition_calls: AtomicUsize,
+    /// Regions of the database for ShowRegions: id → (replicas, leader).
+    regions: Mutex<BTreeMap<u64, (Vec<u64>, u64)>>,
+}
+
+fn location(node: u64) -> proto::DataNodeLocation {
+    proto::DataNodeLocation {
+        data_node_id: node,
+        internal_endpoint: proto::parse_endpoint(&internal(node)).ok(),
+        rpc_endpoint: proto::parse_endpoint(&rpc(node)).ok(),
+    }
+}
+
+#[tonic::async_trait]
+impl MetadataSource for FakeSource {
+    async fn fetch_schema(
+        &self,
+        request: proto::FetchSchemaReq,
+    ) -> Result<proto::FetchSchemaResp, proto::Status> {
+        self.schema_calls.fetch_add(1, Ordering::SeqCst);
+        if let Some(s) = self.fail_with.lock().clone() {
+            return Err(s);
+        }
+        let mut series = self.series.lock();
+        let devices = request
+            .devices
+            .into_iter()
+            .map(|d| {
+                if request.auto_create {
+                    for m in &d.measurements {
+                        let t = proto::data_type(m.data_type).expect("a known type");
+                        series.entry(m.name.clone()).or_insert(t);
+                    }
+                }
+                proto::DeviceSchema {
+                    device: d.device,
+                    database: DB.into(),
+                    measurements: series
+                        .iter()
+                        .map(|(name, t)| proto::MeasurementSchema {
+                            name: name.clone(),
+                            data_type: proto::data_type_to_wire(*t) as i32,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        Ok(proto::FetchSchemaResp {
+            status: Some(ok()),
+            devices,
+            metadata_version: 7,
+        })
+    }
+
+    async fn fetch_partitions(
+        &self,
+        request: proto::FetchPartitionsReq,
+    ) -> Result<proto::FetchPartitionsResp, proto::Status> {
+        self.partition_calls.fetch_add(1, Ordering::SeqCst);
+        if let Some(s) = self.fail_with.lock().clone() {
+            return Err(s);
+        }
+        let partition = PartitionConfig::default();
+        let partitions = request
+            .requests
+            .iter()
+            .flat_map(|r| {
+                let series_slot = partition.series_slot(&r.device);
+                r.time_slots.iter().map(move |slot| proto::PartitionEntry {
+                    database: DB.into(),
+                    series_slot,
+                    time_slot: *slot,
+                    region_id: REGION,
+                })
+            })
+            .collect();
+        Ok(proto::FetchPartitionsResp {
+            status: Some(ok()),
+            partitions,
+            regions: vec![proto::RegionReplicaSet {
+                region_id: REGION,
+                database: DB.into(),
+                data_node_ids: vec![2, 3],
+                preferred_leader_id: 2,
+            }],
+            data_nodes: vec![location(1), location(2), location(3)],
+            metadata_version: 7,
+            leaders: vec![proto::RegionLeader {
+                region_id: REGION,
+                leader_id: 2,
+            }],
+        })
+    }
+
+    async fn show_regions(&self) -> Result<proto::ShowRegionsResp, proto::Status> {
+        let regions = self
+            .regions
+            .lock()
+            .iter()
+            .map(|(id, (replicas, leader))| proto::RegionInfo {
+                replica_set: Some(proto::RegionReplicaSet {
+                    region_id: *id,
+                    database: DB.into(),
+                    data_node_ids: replicas.clone(),
+                    preferred_leader_id: 0,
+                }),
+                leader_id: *leader,
+            })
+            .collect();
+        Ok(proto::ShowRegionsResp {
+            status: Some(ok()),
+            regions,
+        })
+    }
+}
+
+/// Peers that answer from scripts, per address and method, and record every call.
+#[derive(Default)]
+struct FakePeers {
+    calls: Mutex<Vec<(String, &'static str)>>,
+    /// Answers of ForwardRegionWrite / RelayInsert by address, in turn; 200 once used up.
+    answers: Mutex<BTreeMap<String, VecDeque<proto::Status>>>,
+    /// Series answered by ReadRegion, by region.
+    series: Mutex<BTreeMap<u64, Vec<proto::RegionSeries>>>,
+    /// While held, ForwardRegionWrite waits.
+    gate: tokio::sync::RwLock<()>,
+}
+
+impl FakePeers {
+    fn answer(&self, address: &str, method: &'static str) -> proto::Status {
+        self.calls.lock().push((address.to_string(), method));
+        self.answers
+            .lock()
+            .get_mut(address)
+            .and_then(VecDeque::pop_front)
+            .unwrap_or_else(ok)
+    }
+
+    fn script(&self, address: &str, statuses: Vec<proto::Status>) {
+        self.answers
+            .lock()
+            .insert(address.to_string(), statuses.into());
+    }
+
+    fn calls(&self) -> Vec<(String, &'static str)> {
+        self.calls.lock().clone()
+    }
+}
+
+#[tonic::async_trait]
+impl PeerRpc for Arc<FakePeers> {
+    async fn forward_region_write(
+        &self,
+        address: &str,
+        _request: proto::RegionWriteReq,
+    ) -> Result<proto::Status, tonic::Status> {
+        let answer = self.answer(address, "forward");
+        let _open = self.gate.read().await;
+        Ok(answer)
+    }
+
+    async fn read_region(
+        &self,
+        address: &str,
+        request: proto::RegionReadReq,
+    ) -> Result<proto::RegionReadResp, tonic::Status> {
+        self.calls.lock().push((address.to_string(), "read"));
+        let series = self
+            .series
+            .lock()
+            .get(&request.region_id)
+            .cloned()
+            .unwrap_or_default();
+        Ok(proto::RegionReadResp {
+            status: Some(ok()),
+            series,
+        })
+    }
+
+    async fn relay_insert(
+        &self,
+        address: &str,
+        _request: proto::RelayInsertReq,
+    ) -> Result<proto::Status, tonic::Status> {
+        Ok(self.answer(address, "relay_insert"))
+    }
+
+    async fn relay_series_types(
+        &self,
+        address: &str,
+        _request: proto::SeriesTypesReq,
+    ) -> Result<proto::SeriesTypesResp, tonic::Status> {
+        let status = self.answer(address, "relay_series_types");
+        Ok(proto::SeriesTypesResp {
+            status: Some(status),
+            series: vec![proto::MeasurementSchema {
+                name: "s1".into(),
+                data_type: proto::data_type_to_wire(DataType::Double) as i32,
+            }],
+        })
+    }
+}
+
+/// No replica on this node.
+struct FakeLocal;
+
+#[tonic::async_trait]
+impl LocalReplicas for FakeLocal {
+    fn hosts(&self, _region: u64) -> bool {
+        false
+    }
+
+    fn leader(&self, _region: u64) -> Option<u64> {
+        None
+    }
+
+    fn leads(&self, _region: u64) -> bool {
+        false
+    }
+
+    async fn propose(&self, _region: u64, _command: &RegionCommand) -> proto::Status {
+        status(StatusCode::RegionLeaderChangeError, "no local replica")
+    }
+
+    async fn read(
+        &self,
+        _request: &proto::RegionReadReq,
+    ) -> (proto::Status, Vec<proto::RegionSeries>) {
+        (
+            status(StatusCode::RegionLeaderChangeError, "no local replica"),
+            Vec::new(),
+        )
+    }
+}
+
+struct Harness {
+    coordinator: Arc<Coordinator>,
+    metadata: Arc<MetadataView>,
+    source: Arc<FakeSource>,
+    peers: Arc<FakePeers>,
+    metrics: Arc<Metrics>,
+}
+
+/// Coordinator of node 1, which knows the addresses of nodes 2 and 3; its lease is live when
+/// `live`.
+fn harness(live: bool) -> Harness {
+    let lease = Arc::new(MetadataLeaseManager::new(
+        Arc::new(ManualClock::default()),
+        10_000,
+    ));
+    if live {
+        assert_eq!(lease.on_heartbeat(0), Ok(true));
+        lease.recover(|| {}, || Ok::<(), ()>(())).unwrap();
+        assert!(lease.is_live());
+    }
+    let metadata = Arc::new(MetadataView::new(lease, 1000, (10_000, 0)));
+    let source = Arc::new(FakeSource::default());
+    let fake_peers = Arc::new(FakePeers::default());
+    let addresses: runtime::AddressBook =
+        Arc::new(RwLock::new((1..=3).map(|n| (n, internal(n))).collect()));
+    let peers = Arc::new(Peers::new(1, addresses, Box::new(fake_peers.clone())));
+    let metrics = Arc::new(Metrics::default());
+    let coordinator = Arc::new(Coordinator::new(CoordinatorParts {
+        node_id: 1,
+        internal_address: internal(1),
+        limits: CoordinatorLimits {
+            tablet_rows_max: 1000,
+            tablet_limits: TabletLimits::default(),
+            partition: PartitionConfig::default(),
+            remote_write_retry: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(1),
+            rpc_timeout: Duration::from_secs(1),
+            query_points_max: 3,
+        },
+        metadata: metadata.clone(),
+        source: source.clone(),
+        local: Arc::new(FakeLocal),
+        peers,
+        metrics: metrics.clone(),
+    }));
+    Harness {
+        coordinator,
+        metadata,
+        source,
+        peers: fake_peers,
+        metrics,
+    }
+}
+
+fn retryable(code: StatusCode) -> proto::Status {
+    let mut s = status(code, format!("{code:?}"));
+    s.need_retry = true;
+    s
+}
+
+#[tokio::test]
+async fn a_cache_miss_asks_the_confignode_once_and_the_write_goes_to_the_leader() {
+    let h = harness(true);
+    let written = h
+        .coordinator
+        .insert_tablet(tablet(&[1, 2]), Relay::WhenFenced)
+        .await
+        .unwrap();
+    // The leader is node 2, so the client is told to write there next time.
+    assert_eq!(
+        written.redirect,
+        Some(proto::parse_endpoint(&rpc(2)).unwrap())
+    );
+    assert_eq!(written.status().code, 400);
+    assert_eq!(h.peers.calls(), [(internal(2), "forward")]);
+    let second = h
+        .coordinator
+        .insert_tablet(tablet(&[3]), Relay::WhenFenced)
+        .await;
+    assert!(second.is_ok(), "{second:?}");
+    assert_eq!(h.source.schema_calls.load(Ordering::SeqCst), 1, "cached");
+    assert_eq!(h.source.partition_calls.load(Ordering::SeqCst), 1, "cached");
+    assert_eq!(get(&h.metrics.write_points), 6);
+}
+
+fn get(counter: &std::sync::atomic::AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_part_refused_by_the_leader_is_retried_on_the_other_replica() {
+    let h = harness(true);
+    h.peers.script(
+        &internal(2),
+        vec![retryable(StatusCode::MetadataLeaseFencedRetryRequired)],
+    );
+    let outcome = h
+        .coordinator
+        .insert_tablet(tablet(&[1]), Relay::WhenFenced)
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(
+        h.peers.calls(),
+        [(internal(2), "forward"), (internal(3), "forward")]
+    );
+    assert_eq!(get(&h.metrics.coordinator_retries), 1);
+}
+
+#[tokio::test]
+async fn a_final_refusal_is_answered_as_it_is_and_not_retried() {
+    let h = harness(true);
+    let refusal = status(StatusCode::DataTypeMismatch, "no");
+    h.peers.script(&internal(2), vec![refusal.clone()]);
+    let outcome = h
+        .coordinator
+        .insert_tablet(tablet(&[1]), Relay::WhenFenced)
+        .await;
+    assert_eq!(
+        outcome.as_ref().map_err(CoordinatorError::status),
+        Err(refusal)
+    );
+    assert_eq!(h.peers.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn a_wrong_type_is_614_and_nothing_is_sent() {
+    let h = harness(true);
+    h.source.series.lock().insert("s1".into(), DataType::Text);
+    let e = h
+        .coordinator
+        .insert_tablet(tablet(&[1]), Relay::WhenFenced)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, CoordinatorError::TypeMismatch(_)), "{e:?}");
+    assert_eq!(e.status().code, 614);
+    assert!(h.peers.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_fenced_coordinator_relays_to_a_lease_holder_and_a_relayed_write_is_never_relayed() {
+    let h = harness(false);
+    h.metadata.set_lease_holders(vec![3]);
+    let outcome = h
+        .coordinator
+        .insert_tablet(tablet(&[1]), Relay::WhenFenced)
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(h.peers.calls(), [(internal(3), "relay_insert")]);
+    assert_eq!(h.source.schema_calls.load(Ordering::SeqCst), 0);
+
+    let e = h
+        .coordinator
+        .insert_tablet(tablet(&[1]), Relay::Never)
+        .await
+        .unwrap_err();
+    let s = e.status();
+    assert_eq!((s.code, s.need_retry), (536, true), "{s:?}");
+    assert_eq!(h.peers.calls().len(), 1, "not relayed");
+}
+
+#[tokio::test]
+async fn when_no_peer_takes_a_relayed_write_the_answer_is_536_saying_so() {
+    let h = harness(false);
+    for node in [2, 3] {
+        h.peers.script(
+            &internal(node),
+            vec![retryable(StatusCode::MetadataLeaseFencedRetryRequired)],
+        );
+    }
+    let s = h
+        .coordinator
+        .insert_tablet(tablet(&[1]), Relay::WhenFenced)
+        .await
+        .unwrap_err()
+        .status();
+    assert_eq!((s.code, s.need_retry), (536, true));
+    assert!(
+        s.message
+            .contains("retry on another DataNode; no peer took the write either"),
+        "{}",
+        s.message
+    );
+    assert_eq!(h.peers.calls().len(), 2);
+}
+
+#[tokio::test]
+async fn an_unreachable_confignode_makes_the_coordinator_relay() {
+    let h = harness(true);
+    *h.source.fail_with.lock() = Some(retryable(StatusCode::InternalRequestTimeOut));
+    let outcome = h
+        .coordinator
+        .insert_tablet(tablet(&[1]), Relay::WhenFenced)
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(h.peers.calls(), [(internal(2), "relay_insert")]);
+    // Relayed itself, it answers the ConfigNode's status.
+    let e = h
+        .coordinator
+        .insert_tablet(tablet(&[1]), Relay::Never)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status().code, 712);
+
+    let types = h
+        .coordinator
+        .series_types(DEVICE, &["s1".into()], Relay::WhenFenced)
+        .await
+        .unwrap();
+    assert_eq!(types, [("s1".to_string(), DataType::Double)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalidation_waits_for_a_write_in_flight() {
+    let h = harness(true);
+    // Warm the caches, then hold the next forward.
+    h.coordinator
+        .insert_tablet(tablet(&[1]), Relay::WhenFenced)
+        .await
+        .unwrap();
+    let held = h.peers.gate.write().await;
+    let write = {
+        let coordinator = h.coordinator.clone();
+        tokio::spawn(async move {
+            coordinator
+                .insert_tablet(tablet(&[2]), Relay::WhenFenced)
+                .await
+        })
+    };
+    while h.peers.calls().len() < 2 {
+        tokio::task::yield_now().await;
+    }
+    let generation = h.metadata.invalidate(&[DB.to_string()], &[]);
+    assert!(!h.metadata.drain(generation, Duration::from_secs(1)).await);
+    assert_eq!(h.metadata.pinned_before(generation), 1);
+    drop(held);
+    assert!(write.await.unwrap().is_ok());
+    assert!(h.metadata.drain(generation, Duration::from_secs(1)).await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalidation_cancels_a_write_backing_off() {
+    let h = harness(true);
+    h.peers.script(
+        &internal(2),
+        vec![retryable(StatusCode::RegionLeaderChangeError)],
+    );
+    h.peers.script(
+        &internal(3),
+        vec![retryable(StatusCode::RegionLeaderChangeError)],
+    );
+    let write = {
+        let coordinator = h.coordinator.clone();
+        tokio::spawn(async move {
+            coordinator
+                .insert_tablet(tablet(&[1]), Relay::WhenFenced)
+                .await
+        })
+    };
+    while h.peers.calls().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let generation = h.metadata.invalidate(&[DB.to_string()], &[]);
+    let e = write.await.unwrap().unwrap_err();
+    assert!(matches!(e, CoordinatorError::Parts(_)), "{e:?}");
+    let s = e.status();
+    assert_eq!((s.code, s.need_retry), (536, true), "{s:?}");
+    assert!(h.metadata.drain(generation, Duration::from_secs(1)).await);
+}
+
+fn region_series(timestamps: &[i64]) -> proto::RegionSeries {
+    proto::RegionSeries {
+        path: Some(proto::SeriesPath {
+            device: DEVICE.into(),
+            measurement: "s1".into(),
+        }),
+        data_type: proto::data_type_to_wire(DataType::Double) as i32,
+        timestamps: timestamps.to_vec(),
+        values: timestamps
+            .iter()
+            .map(|t| proto::value_to_wire(&Value::Double(*t as f64)))
+            .collect(),
+    }
+}
+
+#[tokio::test]
+async fn a_read_merges_every_region_of_the_database_and_says_when_it_was_cut() {
+    let h = harness(true);
+    h.source.series.lock().insert("s1".into(), DataType::Double);
+    *h.source.regions.lock() = [(10, (vec![2], 2)), (11, (vec![3], 3))].into();
+    h.peers
+        .series
+        .lock()
+        .insert(10, vec![region_series(&[1, 5])]);
+    h.peers
+        .series
+        .lock()
+        .insert(11, vec![region_series(&[3, 7])]);
+    let paths = [proto::SeriesPath {
+        device: DEVICE.into(),
+        measurement: "s1".into(),
+    }];
+    let pinned = h.metadata.pin();
+    let read = h
+        .coordinator
+        .read(&pinned, &paths, 0..100, 0, false)
+        .await
+        .unwrap();
+    assert_eq!(read.len(), 1);
+    // query_points_max is 3: the fourth point is cut, and the answer says so.
+    assert_eq!(
+        read[0].points.keys().copied().collect::<Vec<_>>(),
+        [1, 3, 5]
+    );
+    assert!(read[0].truncated);
+    let calls = h.peers.calls();
+    assert!(calls.contains(&(internal(2), "read")) && calls.contains(&(internal(3), "read")));
+
+    let last = h
+        .coordinator
+        .read(&pinned, &paths, i64::MIN..i64::MAX, 0, true)
+        .await
+        .unwrap();
+    assert_eq!(last[0].points.keys().copied().collect::<Vec<_>>(), [7]);
+    drop(pinned);
+
+    let fenced = harness(false);
+    let pinned = fenced.metadata.pin();
+    let e = fenced
+        .coordinator
+        .read(&pinned, &paths, 0..100, 0, false)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.status().code, 535);
+}
+
+#[test]
+fn every_error_maps_to_one_status() {
+    let fenced = |write| CoordinatorError::Fenced {
+        node: 4,
+        lease: "NEED_CLEAR",
+        write,
+        detail: String::new(),
+    };
+    let cases: Vec<(CoordinatorError, i32, bool)> = vec![
+        (fenced(true), 536, true),
+        (fenced(false), 535, false),
+        (CoordinatorError::MetadataChanged, 536, true),
+        (CoordinatorError::Invalid("x".into()), 700, false),
+        (CoordinatorError::TypeMismatch("x".into()), 614, false),
+        (CoordinatorError::Metadata("x".into()), 507, false),
+        (
+            CoordinatorError::ConfigNode(retryable(StatusCode::InternalRequestTimeOut)),
+            712,
+            true,
+        ),
+        (
+            CoordinatorError::Parts(vec![ok(), fenced(true).status()]),
+            302,
+            true,
+        ),
+        (CoordinatorError::Internal("x".into()), 305, false),
+    ];
+    for (e, code, need_retry) in cases {
+        let s = e.status();
+        assert_eq!((s.code, s.need_retry), (code, need_retry), "{e:?}");
+        assert!(!s.message.is_empty(), "{e:?}");
+    }
+    let s = fenced(false).status();
+    assert_eq!(
+        s.message,
+        "DataNode 4 is fenced (metadata lease NEED_CLEAR)"
+    );
+}
+
+#[test]
+fn a_tablet_splits_by_the_region_of_each_rows_time_slot() {
+    let partition = PartitionConfig {
+        time_partition_interval_ms: 10,
+        ..PartitionConfig::default()
+    };
+    // Slots 0 and 2 map to region 7, slot 1 to region 5.
+    let regions: BTreeMap<i64, u64> = [(0, 7), (1, 5), (2, 7)].into();
+    let split = split_by_region(tablet(&[1, 12, 25, 3, 18]), &regions, &partition);
+    let rows: Vec<(u64, Vec<i64>)> = split
+        .iter()
+        .map(|(r, t)| (*r, t.timestamps.clone()))
+        .collect();
+    assert_eq!(rows, [(5, vec![12, 18]), (7, vec![1, 25, 3])]);
+    for (_, t) in &split {
+        assert_eq!(t.measurements, ["s1", "s2"]);
+    }
+    // One region: the tablet itself, rows in their order.
+    let one = split_by_region(tablet(&[3, 1, 2]), &regions, &partition);
+    assert_eq!(one.len(), 1);
+    assert_eq!((one[0].0, one[0].1.timestamps.clone()), (7, vec![3, 1, 2]));
+}
+
+#[test]
+fn types_are_checked_against_the_schema_614_or_507() {
+    let t = tablet(&[1]);
+    let types = |s2| -> BTreeMap<String, DataType> {
+        [("s1".into(), DataType::Double), ("s2".into(), s2)].into()
+    };
+    assert!(check_types(&t, &types(DataType::Int64)).is_ok());
+    let mismatch = check_types(&t, &types(DataType::Text))
+        .unwrap_err()
+        .status();
+    assert!(mismatch.is(StatusCode::DataTypeMismatch), "{mismatch:?}");
+    assert!(mismatch.message.contains("root.sg.d1.s2"), "{mismatch:?}");
+    let missing: BTreeMap<String, DataType> = [("s1".into(), DataType::Double)].into();
+    let missing = check_types(&t, &missing).unwrap_err().status();
+    assert!(missing.is(StatusCode::MetadataError), "{missing:?}");
+}
+
+#[test]
+fn backoff_doubles_from_100_ms_to_20_s() {
+    let b: Vec<u64> = (0..10).map(|a| backoff(a).as_millis() as u64).collect();
+    assert_eq!(
+        b,
+        [100, 200, 400, 800, 1600, 3200, 6400, 12800, 20000, 20000]
+    );
+    assert_eq!(backoff(u32::MAX), WRITE_BACKOFF_MAX);
+}
+
+#[test]
+fn aggregation_reports_302_with_sub_statuses() {
+    assert_eq!(aggregate(vec![ok(), ok()]).code, 200);
+    let one = status(StatusCode::DataTypeMismatch, "x");
+    assert_eq!(aggregate(vec![one.clone()]), one);
+    let mut fenced = status(StatusCode::MetadataLeaseFencedRetryRequired, "f");
+    fenced.need_retry = true;
+    let s = aggregate(vec![ok(), fenced]);
+    assert_eq!(s.code, 302);
+    assert!(s.need_retry);
+    assert_eq!(s.sub_status.len(), 2);
+    let hint = status(StatusCode::RedirectionRecommend, "leader elsewhere");
+    assert_eq!(
+        aggregate(vec![hint.clone()]),
+        hint,
+        "one part keeps its hint"
+    );
+    assert_eq!(
+        aggregate(vec![ok(), hint.clone()]),
+        ok(),
+        "a hint is no failure"
+    );
+    let s = aggregate(vec![hint, one]);
+    assert_eq!((s.code, s.sub_status.len()), (302, 2));
+}

@@ -1,0 +1,465 @@
+//! The region host: the raft driver (one shared raft log for every region,
+//! `runtime::open_raft_host`) and the region replicas on this node — their creation, proposals
+//! to the regions led here, and linearizable reads of them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use common::{LeaseFencedRetryPolicy, StatusCode};
+use consensus::{Clock, GroupStatus, StateRole};
+use parking_lot::RwLock;
+use runtime::{GrpcTransport, RaftDriver};
+
+use crate::convert::{ok, status, value_to_wire};
+use crate::error::{Error, Result};
+use crate::lease::MetadataLeaseManager;
+use crate::metrics::{inc, Metrics};
+use crate::peers::Peers;
+use crate::region_state_machine::{
+    DataRegionStateMachine, RegionRetryConfig, RegionStateMachineMetrics,
+};
+use engine::{DataRegion, LeaseGate, RegionCommand, StorageConfig};
+
+/// A region replica hosted here.
+pub(crate) struct LocalRegion {
+    pub region: Arc<DataRegion>,
+    pub metrics: Arc<RegionStateMachineMetrics>,
+}
+
+/// The region host's settings (from `DataNodeConfig`).
+#[derive(Clone, Debug)]
+pub(crate) struct RegionHostConfig {
+    /// `<dn_data_dir>/regions`.
+    pub regions_dir: PathBuf,
+    pub storage: StorageConfig,
+    pub retry: RegionRetryConfig,
+    /// `dn_write_timeout_ms`: a proposal's and a ReadIndex's bound.
+    pub write_timeout: Duration,
+    /// `query_points_max`.
+    pub query_points_max: u32,
+}
+
+/// The raft driver and the region replicas on this DataNode.
+pub(crate) struct RegionHost {
+    node_id: u64,
+    config: RegionHostConfig,
+    driver: RaftDriver<GrpcTransport>,
+    raft_metrics: OnceLock<Arc<consensus::Metrics>>,
+    regions: RwLock<BTreeMap<u64, LocalRegion>>,
+    creating: tokio::sync::Mutex<()>,
+    lease: Arc<MetadataLeaseManager>,
+    clock: Arc<dyn Clock>,
+    peers: Arc<Peers>,
+    metrics: Arc<Metrics>,
+}
+
+/// What the coordinator needs of the regions on its own node. A trait so the coordinator can be
+/// tested without a raft host.
+#[tonic::async_trait]
+pub(crate) trait LocalReplicas: Send + Sync {
+    /// True when a replica of `region` is hosted here.
+    fn hosts(&self, region: u64) -> bool;
+    /// The leader of `region` as this node's raft group sees it.
+    fn leader(&self, region: u64) -> Option<u64>;
+    /// True when this node leads `region` now.
+    fn leads(&self, region: u64) -> bool;
+    /// Proposes `command` to `region` led here: the outcome's status.
+    async fn propose(&self, region: u64, command: &RegionCommand) -> proto::Status;
+    /// A linearizable read of a region led here.
+    async fn read(
+        &self,
+        request: &proto::RegionReadReq,
+    ) -> (proto::Status, Vec<proto::RegionSeries>);
+}
+
+impl RegionHost {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        node_id: u64,
+        config: RegionHostConfig,
+        driver: RaftDriver<GrpcTransport>,
+        lease: Arc<MetadataLeaseManager>,
+        clock: Arc<dyn Clock>,
+        peers: Arc<Peers>,
+        metrics: Arc<Metrics>,
+    ) -> RegionHost {
+        RegionHost {
+            node_id,
+            config,
+            driver,
+            raft_metrics: OnceLock::new(),
+            regions: RwLock::new(BTreeMap::new()),
+            creating: tokio::sync::Mutex::new(()),
+            lease,
+            clock,
+            peers,
+            metrics,
+        }
+    }
+
+    /// Reads the raft node's metrics handle and starts the node fenced: the lease starts
+    /// NEED_CLEAR and nothing may be proposed before the first heartbeat and recovery.
+    pub(crate) async fn start_fenced(&self) -> Result<()> {
+        let raft_metrics = self.driver.call(|node| node.metrics().clone()).await?;
+        self.raft_metrics
+            .set(raft_metrics)
+            .expect("raft metrics are set once, at start");
+        self.driver.call(|node| node.set_fenced(true)).await?;
+        Ok(())
+    }
+
+    pub(crate) fn driver(&self) -> &RaftDriver<GrpcTransport> {
+        &self.driver
+    }
+
+    pub(crate) fn raft_metrics(&self) -> Option<&Arc<consensus::Metrics>> {
+        self.raft_metrics.get()
+    }
+
+    pub(crate) fn regions_dir(&self) -> &std::path::Path {
+        &self.config.regions_dir
+    }
+
+    /// Ids of the regions hosted here.
+    pub(crate) fn region_ids(&self) -> Vec<u64> {
+        self.regions.read().keys().copied().collect()
+    }
+
+    /// The regions hosted here, for the flush loop and digests.
+    pub(crate) fn regions(&self) -> Vec<(u64, Arc<DataRegion>)> {
+        self.regions
+            .read()
+            .iter()
+            .map(|(id, r)| (*id, r.region.clone()))
+            .collect()
+    }
+
+    /// Each hosted region's state-machine metrics.
+    pub(crate) fn state_machine_metrics(&self) -> Vec<Arc<RegionStateMachineMetrics>> {
+        self.regions
+            .read()
+            .values()
+            .map(|r| r.metrics.clone())
+            .collect()
+    }
+
+    /// A region hosted here.
+    pub(crate) fn local_region(&self, region_id: u64) -> Option<Arc<DataRegion>> {
+        self.regions
+            .read()
+            .get(&region_id)
+            .map(|r| r.region.clone())
+    }
+
+    /// Every region of `regions` that names this node a replica and is not hosted here.
+    pub(crate) fn missing<'a>(
+        &self,
+        regions: &'a BTreeMap<u64, crate::cache::RegionRoute>,
+    ) -> Vec<(u64, &'a crate::cache::RegionRoute)> {
+        let hosted = self.regions.read();
+        regions
+            .iter()
+            .filter(|(id, r)| r.replicas.contains(&self.node_id) && !hosted.contains_key(id))
+            .map(|(id, r)| (*id, r))
+            .collect()
+    }
+
+    /// This node's view of `region`'s raft group.
+    pub(crate) fn group_status(&self, region: u64) -> Option<GroupStatus> {
+        self.driver.group_status(region)
+    }
+
+    /// Hosts a replica of `region_id` (idempotent): its directory, its replica-set file (so a
+    /// restart finds it without the ConfigNode) and its raft group.
+    ///
+    /// Runs to completion in a task of its own even when the caller is dropped (a ConfigNode
+    /// whose CreateRegion call timed out): stopping between creating the raft group and
+    /// registering the region would leave a group no reconciliation could ever host.
+    pub(crate) async fn create_region(
+        self: &Arc<Self>,
+        region_id: u64,
+        database: &str,
+        peers: &[u64],
+        preferred_leader: u64,
+    ) -> Result<()> {
+        let host = self.clone();
+        let database = database.to_string();
+        let peers = peers.to_vec();
+        tokio::spawn(async move {
+            host.create_region_to_completion(region_id, &database, &peers, preferred_leader)
+                .await
+        })
+        .await
+        .map_err(|e| Error::Transport(format!("creating region {region_id}: {e}")))?
+    }
+
+    async fn create_region_to_completion(
+        &self,
+        region_id: u64,
+        database: &str,
+        peers: &[u64],
+        preferred_leader: u64,
+    ) -> Result<()> {
+        let _creating = self.creating.lock().await;
+        if self.regions.read().contains_key(&region_id) {
+            return Ok(());
+        }
+        let dir = self.config.regions_dir.clone();
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        crate::node::write_replicas(&dir, region_id, database, peers)?;
+        let region_dir = dir.join(region_id.to_string());
+        let config = self.config.storage.clone();
+        let region = tokio::task::spawn_blocking(move || DataRegion::open(region_dir, config))
+            .await
+            .map_err(|e| Error::Transport(format!("opening a region: {e}")))??;
+        let region = Arc::new(region);
+        let state_machine = DataRegionStateMachine::new(
+            region.clone(),
+            self.lease.clone(),
+            self.clock.clone(),
+            self.config.retry,
+        );
+        let metrics = state_machine.metrics().clone();
+        let peers = peers.to_vec();
+        let me = self.node_id;
+        let created = self
+            .driver
+            .call(move |node| {
+                node.create_group(region_id, &peers, Box::new(state_machine))?;
+                // The preferred leader campaigns at once instead of waiting for a timeout.
+                if preferred_leader == me {
+                    node.campaign(region_id)?;
+                }
+                Ok::<(), consensus::Error>(())
+            })
+            .await?;
+        if let Err(e) = created {
+            return Err(Error::Runtime(runtime::Error::Consensus(e)));
+        }
+        self.regions
+            .write()
+            .insert(region_id, LocalRegion { region, metrics });
+        tracing::info!(
+            node = self.node_id,
+            region_id,
+            database,
+            "region replica hosted"
+        );
+        Ok(())
+    }
+
+    /// Proposes `command` to a region led here; the status of the outcome and the log index.
+    pub(crate) async fn propose_command(
+        &self,
+        region_id: u64,
+        command: &RegionCommand,
+    ) -> (proto::Status, u64) {
+        match self
+            .driver
+            .propose(region_id, command.encode(), self.config.write_timeout)
+            .await
+        {
+            Ok(_) => (
+                ok(),
+                self.driver.group_status(region_id).map_or(0, |s| s.applied),
+            ),
+            Err(e) => (self.driver_error_status(region_id, &e), 0),
+        }
+    }
+
+    /// The status for a failed driver call, with a redirect to the leader when one is known.
+    pub(crate) fn driver_error_status(&self, region_id: u64, e: &runtime::Error) -> proto::Status {
+        let (code, leader) = match e {
+            runtime::Error::Consensus(c) => (
+                c.status_code(),
+                match c {
+                    consensus::Error::NotLeader { leader, .. } => *leader,
+                    _ => None,
+                },
+            ),
+            runtime::Error::Proposal(p) => (
+                StatusCode::from_code(p.status_code()).unwrap_or(StatusCode::InternalServerError),
+                None,
+            ),
+            runtime::Error::Timeout(_) => (StatusCode::InternalRequestTimeOut, None),
+            runtime::Error::Backpressure(_) => (StatusCode::WriteProcessReject, None),
+            _ => (StatusCode::InternalServerError, None),
+        };
+        let leader = leader.or_else(|| {
+            self.driver
+                .group_status(region_id)
+                .and_then(|s| s.leader)
+                .filter(|l| *l != self.node_id)
+        });
+        let mut status = proto::status(code, format!("region {region_id}: {e}"));
+        if code == StatusCode::RegionLeaderChangeError {
+            if let Some(address) = leader.and_then(|l| self.peers.address(l)) {
+                status.redirect = proto::parse_endpoint(&address).ok();
+            }
+        }
+        status.need_retry = matches!(
+            code,
+            StatusCode::RegionLeaderChangeError
+                | StatusCode::MetadataLeaseFencedRetryRequired
+                | StatusCode::InternalRequestTimeOut
+                | StatusCode::WriteProcessReject
+        );
+        status
+    }
+
+    /// Points of one region's part of a query: the request's limit (0 = none asked) capped by
+    /// one more than `query_points_max`, so the coordinator can tell a region that held more
+    /// than it answers (`SeriesData.truncated`).
+    pub(crate) fn region_points_limit(&self, requested: u32) -> u32 {
+        let cap = self.config.query_points_max.saturating_add(1);
+        match requested {
+            0 => cap,
+            n => n.min(cap),
+        }
+    }
+
+    /// 905 with `need_retry`: `region_id` has no replica here.
+    fn not_hosted(&self, region_id: u64) -> proto::Status {
+        let mut s = status(
+            StatusCode::RegionLeaderChangeError,
+            format!("region {region_id} has no replica on node {}", self.node_id),
+        );
+        s.need_retry = true;
+        s
+    }
+
+    /// The region admission gate (design §5 step 2) for a write forwarded here: 536 with
+    /// `need_retry` when fenced, 905 when the region is not hosted here, else the proposal.
+    pub(crate) async fn admit_forwarded(
+        &self,
+        region_id: u64,
+        command: &RegionCommand,
+    ) -> (proto::Status, u64) {
+        if let Err(e) = self.lease.check(LeaseFencedRetryPolicy::RetryUntilSuccess) {
+            let mut s = status(
+                e.policy.status_code(),
+                format!("node {} is fenced", self.node_id),
+            );
+            s.need_retry = true;
+            return (s, 0);
+        }
+        if self.local_region(region_id).is_none() {
+            return (self.not_hosted(region_id), 0);
+        }
+        self.propose_command(region_id, command).await
+    }
+
+    /// A linearizable read of a region led here: ReadIndex, then the local replica. 535 when
+    /// fenced, 905 (with a redirect when known) when this node does not lead the region.
+    pub(crate) async fn read_local(
+        &self,
+        req: &proto::RegionReadReq,
+    ) -> (proto::Status, Vec<proto::RegionSeries>) {
+        if let Err(e) = self.lease.check(LeaseFencedRetryPolicy::None) {
+            inc(&self.metrics.fenced_reads);
+            return (
+                status(
+                    e.policy.status_code(),
+                    format!("node {} is fenced", self.node_id),
+                ),
+                Vec::new(),
+            );
+        }
+        let Some(region) = self.local_region(req.region_id) else {
+            return (self.not_hosted(req.region_id), Vec::new());
+        };
+        if let Err(e) = self
+            .driver
+            .read_index(req.region_id, self.config.write_timeout)
+            .await
+        {
+            return (self.driver_error_status(req.region_id, &e), Vec::new());
+        }
+        match read_series(&region, req, self.region_points_limit(req.points_limit)) {
+            Ok(series) => (ok(), series),
+            Err(s) => (s, Vec::new()),
+        }
+    }
+}
+
+/// The points of `req`'s paths in one region (the newest one each, with `last`), at most
+/// `limit` per series; series that do not exist or hold no point are absent.
+fn read_series(
+    region: &DataRegion,
+    req: &proto::RegionReadReq,
+    limit: u32,
+) -> std::result::Result<Vec<proto::RegionSeries>, proto::Status> {
+    let types: HashMap<(String, String), common::DataType> = region
+        .series()
+        .into_iter()
+        .map(|(d, m, t)| ((d, m), t))
+        .collect();
+    let limit = limit as usize;
+    let mut out = Vec::new();
+    for path in &req.paths {
+        let Some(data_type) = types.get(&(path.device.clone(), path.measurement.clone())) else {
+            continue;
+        };
+        let points = if req.last {
+            region
+                .last(&path.device, &path.measurement)
+                .map(|p| p.into_iter().collect())
+        } else {
+            region.query(
+                &path.device,
+                &path.measurement,
+                req.start_time,
+                req.end_time,
+            )
+        };
+        let points: Vec<(i64, common::Value)> = points.map_err(|e| {
+            let s = e.status();
+            status(s.code, s.message)
+        })?;
+        if points.is_empty() {
+            continue;
+        }
+        out.push(proto::RegionSeries {
+            path: Some(path.clone()),
+            data_type: proto::data_type_to_wire(*data_type) as i32,
+            timestamps: points.iter().take(limit).map(|(t, _)| *t).collect(),
+            values: points
+                .iter()
+                .take(limit)
+                .map(|(_, v)| value_to_wire(v))
+                .collect(),
+        });
+    }
+    Ok(out)
+}
+
+#[tonic::async_trait]
+impl LocalReplicas for RegionHost {
+    fn hosts(&self, region: u64) -> bool {
+        self.local_region(region).is_some()
+    }
+
+    fn leader(&self, region: u64) -> Option<u64> {
+        self.driver.group_status(region).and_then(|s| s.leader)
+    }
+
+    fn leads(&self, region: u64) -> bool {
+        self.driver
+            .group_status(region)
+            .is_some_and(|s| s.role == StateRole::Leader)
+    }
+
+    async fn propose(&self, region: u64, command: &RegionCommand) -> proto::Status {
+        self.propose_command(region, command).await.0
+    }
+
+    async fn read(
+        &self,
+        request: &proto::RegionReadReq,
+    ) -> (proto::Status, Vec<proto::RegionSeries>) {
+        self.read_local(request).await
+    }
+}

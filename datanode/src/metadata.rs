@@ -1,0 +1,422 @@
+//! The DataNode's view of the cluster's metadata: the lease, the fail-closed caches, the
+//! in-flight guard and the link to the ConfigNode.
+//!
+//! The invalidation invariant (an invalidation is acknowledged only after every operation that
+//! read the removed entries has finished) is enforced by types here: the caches' lookups exist
+//! only on [`Pinned`], which [`MetadataView::pin`] hands out already counted by the in-flight
+//! guard. Code holding a `MetadataView` cannot read a cached schema or partition without it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::StatusCode;
+use parking_lot::Mutex;
+use proto::config_node_service_client::ConfigNodeServiceClient;
+use runtime::ConfigNodeClient;
+
+use crate::cache::{DeviceSchema, MetadataCache, NodeAddresses, PulledMetadata, RegionRoute};
+use crate::convert::status;
+use crate::in_flight::{InFlight, InFlightGuard};
+use crate::lease::{LeaseState, MetadataLeaseManager};
+use crate::metrics::{inc, Metrics};
+use engine::LeaseFenced;
+
+/// The lease, the caches it gates, and the heartbeat bookkeeping.
+pub(crate) struct MetadataView {
+    lease: Arc<MetadataLeaseManager>,
+    cache: MetadataCache,
+    in_flight: InFlight,
+    /// `(metadata_lease_fence_ms, lease_proceed_margin_ms)` handed out at registration; a
+    /// heartbeat from a leader with other settings is refused (ConfigNodes must agree).
+    registered_lease_settings: (u64, u64),
+    /// DataNodes holding their lease, as of the last heartbeat processed: where a fenced
+    /// coordinator relays writes.
+    lease_holders: Mutex<Vec<u64>>,
+    /// Newest `(config_node_term, sequence)` of a processed heartbeat.
+    heartbeat_order: Mutex<(u64, u64)>,
+    recovering: AtomicBool,
+}
+
+/// One operation's hold on the metadata: counted by the in-flight guard from creation to drop,
+/// and the only way to look the caches up.
+pub(crate) struct Pinned<'a> {
+    cache: &'a MetadataCache,
+    guard: InFlightGuard<'a>,
+}
+
+impl MetadataView {
+    /// Empty caches of at most `cache_entries_max` entries each, gated by `lease`.
+    pub(crate) fn new(
+        lease: Arc<MetadataLeaseManager>,
+        cache_entries_max: usize,
+        registered_lease_settings: (u64, u64),
+    ) -> MetadataView {
+        MetadataView {
+            cache: MetadataCache::new(lease.clone(), cache_entries_max),
+            lease,
+            in_flight: InFlight::default(),
+            registered_lease_settings,
+            lease_holders: Mutex::new(Vec::new()),
+            heartbeat_order: Mutex::new((0, 0)),
+            recovering: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn lease(&self) -> &Arc<MetadataLeaseManager> {
+        &self.lease
+    }
+
+    /// Starts an operation that reads cached metadata; it counts until the `Pinned` is dropped.
+    pub(crate) fn pin(&self) -> Pinned<'_> {
+        Pinned {
+            cache: &self.cache,
+            guard: self.in_flight.enter(&self.cache),
+        }
+    }
+
+    /// True while no invalidation or recovery moved the caches past `generation` (a
+    /// [`Pinned::generation`] carried into a task that cannot hold the pin itself).
+    pub(crate) fn is_current(&self, generation: u64) -> bool {
+        self.cache.generation() == generation
+    }
+
+    pub(crate) fn registered_lease_settings(&self) -> (u64, u64) {
+        self.registered_lease_settings
+    }
+
+    /// Takes `order` as the newest heartbeat processed, unless one at least as new was: a
+    /// delayed heartbeat from an older leader (or an older one of this leader) must not renew
+    /// the lease after a fresher one. `Err` says why it is refused.
+    pub(crate) fn accept_heartbeat_order(&self, order: (u64, u64)) -> Result<(), String> {
+        let mut newest = self.heartbeat_order.lock();
+        if order <= *newest {
+            return Err(format!(
+                "heartbeat {order:?} is not newer than {:?}",
+                *newest
+            ));
+        }
+        *newest = order;
+        Ok(())
+    }
+
+    pub(crate) fn set_lease_holders(&self, holders: Vec<u64>) {
+        *self.lease_holders.lock() = holders;
+    }
+
+    pub(crate) fn lease_holders(&self) -> Vec<u64> {
+        self.lease_holders.lock().clone()
+    }
+
+    /// A leader hint from a heartbeat (not metadata a write is validated against).
+    pub(crate) fn set_leader(&self, region: u64, leader: u64) {
+        self.cache.set_leader(region, leader);
+    }
+
+    /// Removes the entries of `databases` and `series`; the generation the drain waits below.
+    pub(crate) fn invalidate(&self, databases: &[String], series: &[(String, String)]) -> u64 {
+        self.cache.invalidate(databases, series);
+        self.cache.generation()
+    }
+
+    /// Waits until no operation pinned before `generation` runs; false after `timeout`.
+    pub(crate) async fn drain(&self, generation: u64, timeout: Duration) -> bool {
+        self.in_flight.drain(generation, timeout).await
+    }
+
+    /// Operations pinned before `generation` still running.
+    pub(crate) fn pinned_before(&self, generation: u64) -> usize {
+        self.in_flight.older_than(generation)
+    }
+
+    /// Starts a lease recovery (design §4); `None` while another one runs.
+    pub(crate) fn begin_recovery(&self) -> Option<Recovery<'_>> {
+        (!self.recovering.swap(true, Ordering::AcqRel)).then_some(Recovery { view: self })
+    }
+}
+
+/// A lease recovery under way: at most one at a time ([`MetadataView::begin_recovery`]).
+pub(crate) struct Recovery<'a> {
+    view: &'a MetadataView,
+}
+
+impl Recovery<'_> {
+    /// Clears every cache, then installs `pulled` (pulled after the heartbeat that started the
+    /// recovery; `install` runs first with it, for the address book); the lease returns to
+    /// NORMAL only if it is still fresh by then.
+    pub(crate) fn finish(
+        self,
+        pulled: Result<PulledMetadata, String>,
+        install: impl FnOnce(&PulledMetadata),
+    ) -> Result<LeaseState, String> {
+        let view = self.view;
+        view.lease.recover(
+            || view.cache.clear(),
+            || {
+                let pulled = pulled?;
+                install(&pulled);
+                view.cache.install(pulled);
+                Ok(())
+            },
+        )
+    }
+}
+
+impl Drop for Recovery<'_> {
+    fn drop(&mut self) {
+        self.view.recovering.store(false, Ordering::Release);
+    }
+}
+
+impl Pinned<'_> {
+    /// The cache generation this operation validates against.
+    pub(crate) fn generation(&self) -> u64 {
+        self.guard.generation()
+    }
+
+    pub(crate) fn schema(&self, device: &str) -> Result<Option<DeviceSchema>, LeaseFenced> {
+        self.cache.schema(device)
+    }
+
+    pub(crate) fn partition(&self, device: &str, slot: i64) -> Result<Option<u64>, LeaseFenced> {
+        self.cache.partition(device, slot)
+    }
+
+    pub(crate) fn region(&self, region: u64) -> Result<Option<RegionRoute>, LeaseFenced> {
+        self.cache.region(region)
+    }
+
+    pub(crate) fn database_regions(&self, database: &str) -> Result<Vec<u64>, LeaseFenced> {
+        self.cache.database_regions(database)
+    }
+
+    pub(crate) fn node(&self, node: u64) -> Result<Option<NodeAddresses>, LeaseFenced> {
+        self.cache.node(node)
+    }
+
+    /// Stores what was fetched under this pin (dropped if the caches moved on since).
+    pub(crate) fn put_schema(&self, device: &str, schema: DeviceSchema) -> bool {
+        self.cache.put_schema(self.generation(), device, schema)
+    }
+
+    /// Stores fetched partitions, routes and addresses (dropped if the caches moved on).
+    pub(crate) fn put_partitions(
+        &self,
+        partitions: Vec<((String, i64), u64)>,
+        regions: Vec<(u64, RegionRoute)>,
+        nodes: Vec<(u64, NodeAddresses)>,
+    ) -> bool {
+        self.cache
+            .put_partitions(self.generation(), partitions, regions, nodes)
+    }
+}
+
+/// Where the coordinator's metadata comes from when the caches miss: the ConfigNode leader.
+/// A trait so the coordinator can be tested against a fake.
+#[tonic::async_trait]
+pub(crate) trait MetadataSource: Send + Sync {
+    async fn fetch_schema(
+        &self,
+        request: proto::FetchSchemaReq,
+    ) -> Result<proto::FetchSchemaResp, proto::Status>;
+    async fn fetch_partitions(
+        &self,
+        request: proto::FetchPartitionsReq,
+    ) -> Result<proto::FetchPartitionsResp, proto::Status>;
+    async fn show_regions(&self) -> Result<proto::ShowRegionsResp, proto::Status>;
+}
+
+/// The ConfigNode leader as this DataNode calls it: every call bounded by a deadline, so a
+/// node cut off from the ConfigNode answers in time and the client moves on.
+pub(crate) struct ConfigNodeLink {
+    client: ConfigNodeClient,
+    node_id: u64,
+    lease: Arc<MetadataLeaseManager>,
+    metrics: Arc<Metrics>,
+    /// `dn_confignode_deadline_ms`.
+    deadline: Duration,
+    /// `dn_rpc_timeout_ms`: one attempt's bound.
+    attempt_timeout: Duration,
+}
+
+impl ConfigNodeLink {
+    pub(crate) fn new(
+        client: ConfigNodeClient,
+        node_id: u64,
+        lease: Arc<MetadataLeaseManager>,
+        metrics: Arc<Metrics>,
+        deadline: Duration,
+        attempt_timeout: Duration,
+    ) -> ConfigNodeLink {
+        ConfigNodeLink {
+            client,
+            node_id,
+            lease,
+            metrics,
+            deadline,
+            attempt_timeout,
+        }
+    }
+
+    /// Calls the ConfigNode leader, bounded by `dn_confignode_deadline_ms` — or by `long`, for a
+    /// statement the ConfigNode legitimately holds (a DROP waiting out a fenced DataNode), but
+    /// only while this node holds its lease: a fenced node is most likely cut off from the
+    /// ConfigNode, and must answer in time so the client moves on. Past the deadline: 712 with
+    /// `need_retry`.
+    pub(crate) async fn call<T, F, Fut>(
+        &self,
+        long: Option<Duration>,
+        call: F,
+    ) -> Result<T, proto::Status>
+    where
+        T: runtime::HasStatus,
+        F: Fn(ConfigNodeServiceClient<runtime::PooledChannel>) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        inc(&self.metrics.confignode_requests);
+        let deadline = match long {
+            Some(long) if self.lease.is_live() => long,
+            _ => self.deadline,
+        };
+        // A long statement gets one attempt for the whole deadline: re-sent after a shorter one,
+        // the ConfigNode would answer the copy "being deleted" while the first runs on.
+        let attempt_timeout = match long {
+            Some(_) => deadline,
+            None => deadline.min(self.attempt_timeout),
+        };
+        match tokio::time::timeout(
+            deadline,
+            self.client.call_with_timeout(attempt_timeout, call),
+        )
+        .await
+        {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => Err(unreachable(e.to_string())),
+            Err(_) => {
+                inc(&self.metrics.confignode_deadlines);
+                Err(unreachable(format!(
+                    "DataNode {} got no answer from the ConfigNode within {} ms (metadata \
+                     lease {}); retry on another DataNode",
+                    self.node_id,
+                    deadline.as_millis(),
+                    self.lease.state().name()
+                )))
+            }
+        }
+    }
+
+    /// The regions the ConfigNode knows, with their replica sets.
+    pub(crate) async fn assigned_regions(&self) -> Result<BTreeMap<u64, RegionRoute>, String> {
+        let regions = self
+            .client
+            .call(|mut c| async move { c.show_regions(proto::ShowRegionsReq {}).await })
+            .await
+            .map_err(|e| e.to_string())?;
+        check_status(regions.status.as_ref())?;
+        Ok(region_routes(regions.regions))
+    }
+
+    /// Everything a lease recovery installs: every DataNode's addresses, every region's route.
+    pub(crate) async fn pull_metadata(&self) -> Result<PulledMetadata, String> {
+        let cluster = self
+            .client
+            .call(|mut c| async move { c.show_cluster(proto::ShowClusterReq {}).await })
+            .await
+            .map_err(|e| e.to_string())?;
+        check_status(cluster.status.as_ref())?;
+        let mut pulled = PulledMetadata {
+            regions: self.assigned_regions().await?,
+            ..PulledMetadata::default()
+        };
+        for n in cluster.data_nodes {
+            let Some(location) = n.location else { continue };
+            pulled
+                .nodes
+                .insert(location.data_node_id, node_addresses(&location));
+        }
+        Ok(pulled)
+    }
+}
+
+/// 712 with `need_retry`: the ConfigNode did not answer in time.
+fn unreachable(message: String) -> proto::Status {
+    let mut s = status(StatusCode::InternalRequestTimeOut, message);
+    s.need_retry = true;
+    s
+}
+
+#[tonic::async_trait]
+impl MetadataSource for ConfigNodeLink {
+    async fn fetch_schema(
+        &self,
+        request: proto::FetchSchemaReq,
+    ) -> Result<proto::FetchSchemaResp, proto::Status> {
+        self.call(None, |mut c| {
+            let request = request.clone();
+            async move { c.fetch_schema(request).await }
+        })
+        .await
+    }
+
+    async fn fetch_partitions(
+        &self,
+        request: proto::FetchPartitionsReq,
+    ) -> Result<proto::FetchPartitionsResp, proto::Status> {
+        self.call(None, |mut c| {
+            let request = request.clone();
+            async move { c.fetch_partitions(request).await }
+        })
+        .await
+    }
+
+    async fn show_regions(&self) -> Result<proto::ShowRegionsResp, proto::Status> {
+        self.call(None, |mut c| async move {
+            c.show_regions(proto::ShowRegionsReq {}).await
+        })
+        .await
+    }
+}
+
+/// Routes of a ShowRegions answer.
+pub(crate) fn region_routes(regions: Vec<proto::RegionInfo>) -> BTreeMap<u64, RegionRoute> {
+    regions
+        .into_iter()
+        .filter_map(|r| {
+            let set = r.replica_set?;
+            Some((
+                set.region_id,
+                RegionRoute {
+                    database: set.database,
+                    replicas: set.data_node_ids,
+                    leader: r.leader_id,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// A DataNode's addresses off the wire (empty when absent).
+pub(crate) fn node_addresses(location: &proto::DataNodeLocation) -> NodeAddresses {
+    NodeAddresses {
+        internal: location
+            .internal_endpoint
+            .as_ref()
+            .map(proto::endpoint)
+            .unwrap_or_default(),
+        rpc: location
+            .rpc_endpoint
+            .as_ref()
+            .map(proto::endpoint)
+            .unwrap_or_default(),
+    }
+}
+
+/// `Err(description)` unless the status is 200.
+pub(crate) fn check_status(status: Option<&proto::Status>) -> Result<(), String> {
+    match status {
+        Some(s) if s.is_success() => Ok(()),
+        Some(s) => Err(format!("{} {}", s.code, s.message)),
+        None => Err("response without a status".into()),
+    }
+}

@@ -1,0 +1,166 @@
+//! The other DataNodes: their internal addresses (the address book raft's transport also reads)
+//! and the calls a coordinator makes of them, over a bounded channel cache
+//! (`runtime::ChannelPool`, at most `POOL_ADDRESSES_MAX` addresses).
+
+use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
+use runtime::PooledChannel;
+
+/// The calls a coordinator makes of another DataNode's internal service, by internal address.
+/// A trait so the coordinator can be tested against fake peers.
+#[tonic::async_trait]
+pub(crate) trait PeerRpc: Send + Sync {
+    /// `ForwardRegionWrite`: the answer's status.
+    async fn forward_region_write(
+        &self,
+        address: &str,
+        request: proto::RegionWriteReq,
+    ) -> Result<proto::Status, tonic::Status>;
+    /// `ReadRegion`.
+    async fn read_region(
+        &self,
+        address: &str,
+        request: proto::RegionReadReq,
+    ) -> Result<proto::RegionReadResp, tonic::Status>;
+    /// `RelayInsert`.
+    async fn relay_insert(
+        &self,
+        address: &str,
+        request: proto::RelayInsertReq,
+    ) -> Result<proto::Status, tonic::Status>;
+    /// `RelaySeriesTypes`.
+    async fn relay_series_types(
+        &self,
+        address: &str,
+        request: proto::SeriesTypesReq,
+    ) -> Result<proto::SeriesTypesResp, tonic::Status>;
+}
+
+/// The address book and the channels to the peers.
+pub(crate) struct Peers {
+    node_id: u64,
+    addresses: runtime::AddressBook,
+    rpc: Box<dyn PeerRpc>,
+}
+
+impl Peers {
+    pub(crate) fn new(
+        node_id: u64,
+        addresses: runtime::AddressBook,
+        rpc: Box<dyn PeerRpc>,
+    ) -> Self {
+        Peers {
+            node_id,
+            addresses,
+            rpc,
+        }
+    }
+
+    /// The calls to the peers.
+    pub(crate) fn rpc(&self) -> &dyn PeerRpc {
+        self.rpc.as_ref()
+    }
+
+    /// The internal address of a DataNode (not lease-gated: it is the transport's, and an
+    /// address is not metadata a write is validated against).
+    pub(crate) fn address(&self, node: u64) -> Option<String> {
+        self.addresses.read().get(&node).cloned()
+    }
+
+    /// Learns DataNode addresses (for raft and forwarding).
+    pub(crate) fn learn(&self, nodes: impl IntoIterator<Item = (u64, String)>) {
+        let mut book = self.addresses.write();
+        for (id, address) in nodes {
+            book.insert(id, address);
+        }
+    }
+
+    /// Every other DataNode known.
+    pub(crate) fn others(&self) -> Vec<u64> {
+        self.addresses
+            .read()
+            .keys()
+            .copied()
+            .filter(|n| *n != self.node_id)
+            .collect()
+    }
+}
+
+/// [`PeerRpc`] over gRPC: a channel per address from the pool, replaced after a transport
+/// failure or a timeout.
+pub(crate) struct GrpcPeers {
+    pool: runtime::ChannelPool,
+    message_bytes_max: usize,
+}
+
+impl GrpcPeers {
+    pub(crate) fn new(pool: runtime::ChannelPool, message_bytes_max: usize) -> GrpcPeers {
+        GrpcPeers {
+            pool,
+            message_bytes_max,
+        }
+    }
+
+    fn client(
+        &self,
+        address: &str,
+    ) -> Result<DataNodeInternalServiceClient<PooledChannel>, tonic::Status> {
+        let channel = self
+            .pool
+            .channel(address)
+            .map_err(|e| tonic::Status::unavailable(format!("{address}: {e}")))?;
+        Ok(DataNodeInternalServiceClient::new(channel)
+            .max_decoding_message_size(self.message_bytes_max)
+            .max_encoding_message_size(self.message_bytes_max))
+    }
+}
+
+#[tonic::async_trait]
+impl PeerRpc for GrpcPeers {
+    async fn forward_region_write(
+        &self,
+        address: &str,
+        request: proto::RegionWriteReq,
+    ) -> Result<proto::Status, tonic::Status> {
+        let resp = self.client(address)?.forward_region_write(request).await?;
+        Ok(resp
+            .into_inner()
+            .status
+            .unwrap_or_else(crate::convert::no_status))
+    }
+
+    async fn read_region(
+        &self,
+        address: &str,
+        request: proto::RegionReadReq,
+    ) -> Result<proto::RegionReadResp, tonic::Status> {
+        Ok(self
+            .client(address)?
+            .read_region(request)
+            .await?
+            .into_inner())
+    }
+
+    async fn relay_insert(
+        &self,
+        address: &str,
+        request: proto::RelayInsertReq,
+    ) -> Result<proto::Status, tonic::Status> {
+        Ok(self
+            .client(address)?
+            .relay_insert(request)
+            .await?
+            .into_inner())
+    }
+
+    async fn relay_series_types(
+        &self,
+        address: &str,
+        request: proto::SeriesTypesReq,
+    ) -> Result<proto::SeriesTypesResp, tonic::Status> {
+        Ok(self
+            .client(address)?
+            .relay_series_types(request)
+            .await?
+            .into_inner())
+    }
+}
