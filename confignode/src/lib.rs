@@ -13,6 +13,8 @@ pub mod client;
 pub mod command;
 pub mod config;
 mod error;
+mod group;
+mod leader;
 mod metrics;
 pub mod propagator;
 pub mod server;

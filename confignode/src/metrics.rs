@@ -13,7 +13,7 @@ use crate::server::Shared;
 /// The metrics text.
 pub(crate) fn render(shared: &Shared) -> String {
     let mut page = Page::new();
-    let status = shared.leader_status();
+    let status = shared.group.leader_status();
     let leader = status.as_ref().is_some_and(|s| s.role == StateRole::Leader);
     let mut gauge = |name: &str, help: &str, samples: Vec<(String, u64)>| {
         page.samples(name, "gauge", help, samples);
@@ -33,7 +33,7 @@ pub(crate) fn render(shared: &Shared) -> String {
         "Applied index of the ConfigNode group.",
         vec![(String::new(), status.as_ref().map_or(0, |s| s.applied))],
     );
-    let state = shared.state.read();
+    let state = shared.group.state();
     gauge(
         "confignode_metadata_version",
         "Metadata version.",
@@ -50,8 +50,8 @@ pub(crate) fn render(shared: &Shared) -> String {
         vec![(String::new(), state.regions().count() as u64)],
     );
     if leader {
-        let now = shared.clock.now_ms();
-        let tracker = shared.tracker.lock();
+        let now = shared.leader.clock.now_ms();
+        let tracker = shared.leader.tracker.lock();
         let nodes: Vec<u64> = state.data_nodes().map(|n| n.id).collect();
         let label = |id: u64| format!("{{data_node_id=\"{id}\"}}");
         gauge(

@@ -53,7 +53,7 @@ impl ConfigNodeServiceImpl {
 
     /// `Ok(term)` on the leader; a redirecting status otherwise.
     fn leader(&self) -> std::result::Result<u64, proto::Status> {
-        self.shared.check_leader().map_err(redirect)
+        self.shared.group.check_leader().map_err(redirect)
     }
 }
 
@@ -143,7 +143,7 @@ impl ConfigNodeServiceImpl {
         let kind = operation_kind(&begin);
         let operation_id = match self.pending_operation(&kind) {
             Some(id) => id,
-            None => match self.shared.propose(begin).await {
+            None => match self.shared.group.propose(begin).await {
                 Ok(CommandResult::OperationBegun(id)) => id,
                 Ok(other) => panic!("Begin* returned {other:?}"),
                 // Another request for the same target may have begun it meanwhile.
@@ -153,7 +153,7 @@ impl ConfigNodeServiceImpl {
                 },
             },
         };
-        self.shared.spawn_operation(operation_id);
+        self.shared.leader.spawn_operation(operation_id);
         let config = &self.shared.config;
         // Long enough for one unreachable DataNode to count as fenced, plus the deletions.
         let deadline = tokio::time::Instant::now()
@@ -162,7 +162,7 @@ impl ConfigNodeServiceImpl {
             )
             + crate::timing::FENCE_OPERATION_SLACK;
         loop {
-            if self.shared.is_stopping() {
+            if self.shared.group.is_stopping() {
                 let mut s = proto::status(
                     StatusCode::InternalServerError,
                     format!("ConfigNode shutting down; operation {operation_id} is resumed by the next leader"),
@@ -172,8 +172,8 @@ impl ConfigNodeServiceImpl {
             }
             if !self
                 .shared
-                .state
-                .read()
+                .group
+                .state()
                 .operations()
                 .any(|(id, _)| id == operation_id)
             {
@@ -194,8 +194,8 @@ impl ConfigNodeServiceImpl {
     /// The pending fence operation of exactly this kind and target, if one is in progress.
     fn pending_operation(&self, kind: &OperationKind) -> Option<u64> {
         self.shared
-            .state
-            .read()
+            .group
+            .state()
             .operations()
             .find(|(_, k)| *k == kind)
             .map(|(id, _)| id)
@@ -203,7 +203,7 @@ impl ConfigNodeServiceImpl {
 
     fn registration_response(&self, data_node_id: u64, epoch: u64) -> proto::RegisterDataNodeResp {
         let config = &self.shared.config;
-        let state = self.shared.state.read();
+        let state = self.shared.group.state();
         proto::RegisterDataNodeResp {
             status: Some(status_ok()),
             data_node_id,
@@ -219,7 +219,8 @@ impl ConfigNodeServiceImpl {
             }),
             config_nodes: self
                 .shared
-                .members
+                .group
+                .members()
                 .iter()
                 .map(|(id, a)| proto::ConfigNodeLocation {
                     config_node_id: *id,
@@ -258,7 +259,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             internal_address: proto::endpoint(&internal),
             rpc_address: proto::endpoint(&rpc),
         };
-        let (id, epoch) = match try_status!(self.shared.propose(command).await, empty) {
+        let (id, epoch) = match try_status!(self.shared.group.propose(command).await, empty) {
             CommandResult::Registered {
                 data_node_id,
                 incarnation_epoch,
@@ -266,14 +267,14 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             other => panic!("RegisterDataNode returned {other:?}"),
         };
         // The registration is a contact: a new incarnation starts with a fresh lease.
-        let now = self.shared.clock.now_ms();
+        let now = self.shared.leader.clock.now_ms();
         {
-            let state = self.shared.state.read();
+            let state = self.shared.group.state();
             let registry: Vec<(u64, u64)> = state
                 .data_nodes()
                 .map(|n| (n.id, n.incarnation_epoch))
                 .collect();
-            let mut tracker = self.shared.tracker.lock();
+            let mut tracker = self.shared.leader.tracker.lock();
             tracker.sync_registry(&registry, now);
             // The reply to the registration is a contact with the new incarnation.
             if let Err(refused) = tracker.record_contact(id, epoch, now) {
@@ -305,8 +306,8 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 ..empty
             }));
         }
-        try_status!(self.shared.read_barrier().await, empty);
-        if let Some(s) = stale_caller(&self.shared.state.read(), req.caller.as_ref()) {
+        try_status!(self.shared.group.read_barrier().await, empty);
+        if let Some(s) = stale_caller(&self.shared.group.state(), req.caller.as_ref()) {
             return Ok(Response::new(proto::FetchSchemaResp {
                 status: Some(s),
                 ..empty
@@ -315,7 +316,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         if req.auto_create {
             let mut missing = Vec::new();
             {
-                let state = self.shared.state.read();
+                let state = self.shared.group.state();
                 for d in &req.devices {
                     for m in &d.measurements {
                         if state.series(&d.device, &m.name).is_none() {
@@ -340,6 +341,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             if !missing.is_empty() {
                 let created = self
                     .shared
+                    .group
                     .propose(Command::CreateTimeseries {
                         series: missing,
                         auto_create: true,
@@ -361,7 +363,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 }
             }
         }
-        let state = self.shared.state.read();
+        let state = self.shared.group.state();
         let devices = req
             .devices
             .iter()
@@ -405,8 +407,8 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 ..empty
             }));
         }
-        try_status!(self.shared.read_barrier().await, empty);
-        if let Some(s) = stale_caller(&self.shared.state.read(), req.caller.as_ref()) {
+        try_status!(self.shared.group.read_barrier().await, empty);
+        if let Some(s) = stale_caller(&self.shared.group.state(), req.caller.as_ref()) {
             return Ok(Response::new(proto::FetchPartitionsResp {
                 status: Some(s),
                 ..empty
@@ -416,7 +418,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         if req.auto_create {
             // Databases first (level 1, as schema auto-creation does), then missing slots.
             let missing_databases: BTreeSet<String> = {
-                let state = self.shared.state.read();
+                let state = self.shared.group.state();
                 req.requests
                     .iter()
                     .filter(|r| state.database_of(&r.device).is_none())
@@ -426,6 +428,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             for database in missing_databases {
                 match self
                     .shared
+                    .group
                     .propose(Command::CreateDatabase { database })
                     .await
                 {
@@ -442,7 +445,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 }
             }
             let wanted: BTreeMap<String, BTreeSet<(u32, i64)>> = {
-                let state = self.shared.state.read();
+                let state = self.shared.group.state();
                 let mut wanted: BTreeMap<String, BTreeSet<(u32, i64)>> = BTreeMap::new();
                 for r in &req.requests {
                     let Some((db, false)) = state.database_of(&r.device) else {
@@ -464,15 +467,15 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                     replication_factor: self.shared.config.data_replication_factor,
                     region_groups_max: self.shared.config.data_region_group_num_per_database,
                 };
-                match try_status!(self.shared.propose(command).await, empty) {
+                match try_status!(self.shared.group.propose(command).await, empty) {
                     CommandResult::RegionsCreated(ids) if !ids.is_empty() => {
-                        self.shared.create_regions(&ids).await
+                        self.shared.leader.create_regions(&ids).await
                     }
                     _ => {}
                 }
             }
         }
-        let state = self.shared.state.read();
+        let state = self.shared.group.state();
         let mut partitions = Vec::new();
         let mut regions = BTreeSet::new();
         for r in &req.requests {
@@ -492,7 +495,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 }
             }
         }
-        let leaders = self.shared.region_leaders.lock().clone();
+        let leaders = self.shared.leader.region_leaders.lock().clone();
         let requested: usize = req.requests.iter().map(|r| r.time_slots.len()).sum();
         // With auto-creation every slot resolves unless its database is missing or being
         // dropped; say so rather than hand back a silently partial table.
@@ -540,6 +543,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         Ok(Response::new(
             match self
                 .shared
+                .group
                 .propose(Command::CreateDatabase { database })
                 .await
             {
@@ -589,10 +593,12 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             series,
             auto_create: false,
         };
-        Ok(Response::new(match self.shared.propose(command).await {
-            Ok(_) => status_ok(),
-            Err(e) => error_status(&e),
-        }))
+        Ok(Response::new(
+            match self.shared.group.propose(command).await {
+                Ok(_) => status_ok(),
+                Err(e) => error_status(&e),
+            },
+        ))
     }
 
     async fn delete_timeseries(
@@ -620,8 +626,8 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
     ) -> RpcResult<proto::ShowDatabasesResp> {
         let empty = proto::ShowDatabasesResp::default();
         leader_or_return!(self, empty);
-        try_status!(self.shared.read_barrier().await, empty);
-        let state = self.shared.state.read();
+        try_status!(self.shared.group.read_barrier().await, empty);
+        let state = self.shared.group.state();
         Ok(Response::new(proto::ShowDatabasesResp {
             status: Some(status_ok()),
             databases: state
@@ -639,8 +645,8 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         let prefix = request.into_inner().prefix;
         let empty = proto::ShowTimeseriesResp::default();
         leader_or_return!(self, empty);
-        try_status!(self.shared.read_barrier().await, empty);
-        let state = self.shared.state.read();
+        try_status!(self.shared.group.read_barrier().await, empty);
+        let state = self.shared.group.state();
         let series = state
             .all_series()
             .filter(|(d, m, _)| prefix.is_empty() || format!("{d}.{m}").starts_with(&prefix))
@@ -667,13 +673,14 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         _: Request<proto::ShowClusterReq>,
     ) -> RpcResult<proto::ShowClusterResp> {
         // Answered by any ConfigNode from its own view, so an operator can see every member.
-        let status = self.shared.leader_status();
-        let state = self.shared.state.read();
+        let status = self.shared.group.leader_status();
+        let state = self.shared.group.state();
         Ok(Response::new(proto::ShowClusterResp {
             status: Some(status_ok()),
             config_nodes: self
                 .shared
-                .members
+                .group
+                .members()
                 .iter()
                 .map(|(id, a)| proto::ConfigNodeInfo {
                     location: Some(proto::ConfigNodeLocation {
@@ -707,8 +714,8 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
     ) -> RpcResult<proto::ShowRegionsResp> {
         let empty = proto::ShowRegionsResp::default();
         leader_or_return!(self, empty);
-        let leaders = self.shared.region_leaders.lock().clone();
-        let state = self.shared.state.read();
+        let leaders = self.shared.leader.region_leaders.lock().clone();
+        let state = self.shared.group.state();
         Ok(Response::new(proto::ShowRegionsResp {
             status: Some(status_ok()),
             regions: state
@@ -727,9 +734,9 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
     ) -> RpcResult<proto::ShowLeasesResp> {
         let empty = proto::ShowLeasesResp::default();
         leader_or_return!(self, empty);
-        let now = self.shared.clock.now_ms();
-        let state = self.shared.state.read();
-        let tracker = self.shared.tracker.lock();
+        let now = self.shared.leader.clock.now_ms();
+        let state = self.shared.group.state();
+        let tracker = self.shared.leader.tracker.lock();
         Ok(Response::new(proto::ShowLeasesResp {
             status: Some(status_ok()),
             leases: state
@@ -758,7 +765,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         };
         let answer = runtime::serve_raft_stream(request.into_inner(), stopped, |messages| {
             // Dropped like a lost packet; raft retransmits.
-            if let Err(e) = self.shared.driver.step(messages) {
+            if let Err(e) = self.shared.group.driver().step(messages) {
                 tracing::trace!("raft messages dropped: {e}");
             }
         })
