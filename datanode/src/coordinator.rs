@@ -20,17 +20,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{
-    DataType, LeaseFencedRetryPolicy, PartitionConfig, StatusCode, Tablet, TabletLimits, Value,
-};
+use common::{DataType, LeaseFencedRetryPolicy, PartitionConfig, StatusCode, Tablet, TabletLimits};
 
 use crate::cache::{DeviceSchema, RegionRoute};
-use crate::convert::{ok, status, tablet_to_wire, value_from_wire};
+use crate::convert::{ok, status, tablet_to_wire};
 use crate::host::LocalReplicas;
 use crate::metadata::{check_status, node_addresses, MetadataSource, MetadataView, Pinned};
 use crate::metrics::{add, inc, Metrics};
 use crate::peers::Peers;
-use crate::timing::{INVALIDATION_POLL, READ_RETRY, WRITE_BACKOFF_MAX, WRITE_BACKOFF_MIN};
+use crate::timing::{INVALIDATION_POLL, WRITE_BACKOFF_MAX, WRITE_BACKOFF_MIN};
 use engine::{LeaseGate, RegionCommand};
 
 /// Why the coordinator did not do what was asked; [`CoordinatorError::status`] is its answer.
@@ -202,15 +200,6 @@ pub(crate) struct CoordinatorLimits {
     pub rpc_timeout: Duration,
     /// `query_points_max`.
     pub query_points_max: u32,
-}
-
-/// Points of one series gathered from every region.
-pub(crate) struct SeriesPoints {
-    pub path: proto::SeriesPath,
-    pub data_type: DataType,
-    pub points: BTreeMap<i64, Value>,
-    /// The points limit cut the series short.
-    pub truncated: bool,
 }
 
 /// The parts of a DataNode the coordinator works with.
@@ -888,274 +877,6 @@ impl Coordinator {
             tokio::time::sleep(left.min(INVALIDATION_POLL)).await;
         }
     }
-
-    /// Reads `paths` (all of one database) from one region's leader.
-    async fn read_region(
-        &self,
-        region: u64,
-        route: &RegionRoute,
-        request: proto::RegionReadReq,
-    ) -> Outcome<Vec<proto::RegionSeries>> {
-        let deadline = Instant::now() + READ_RETRY;
-        let mut targets = Targets::new(self, region, route);
-        let mut attempt = 0u32;
-        loop {
-            if !self.read_gate() {
-                return Err(self.fenced_read());
-            }
-            let (s, series) = match targets.next() {
-                None => (
-                    status(
-                        StatusCode::CanNotConnectDatanode,
-                        format!("no known replica of region {region}"),
-                    ),
-                    Vec::new(),
-                ),
-                Some(address) if address == self.internal_address => {
-                    self.local.read(&request).await
-                }
-                Some(address) => {
-                    match self
-                        .peers
-                        .rpc()
-                        .read_region(&address, request.clone())
-                        .await
-                    {
-                        Ok(resp) => (
-                            resp.status.unwrap_or_else(crate::convert::no_status),
-                            resp.series,
-                        ),
-                        Err(e) => (
-                            status(
-                                StatusCode::CanNotConnectDatanode,
-                                format!("{address}: {}", e.message()),
-                            ),
-                            Vec::new(),
-                        ),
-                    }
-                }
-            };
-            if s.is_success() {
-                return Ok(series);
-            }
-            // A fenced replica (535) is not the place to read; another may be.
-            if !s.is_retryable() && !s.is(StatusCode::MetadataLeaseFenced) {
-                return Err(CoordinatorError::Remote(s));
-            }
-            targets.redirected(&s);
-            let pause = backoff(attempt).min(deadline.saturating_duration_since(Instant::now()));
-            if pause.is_zero() {
-                return Err(CoordinatorError::Remote(s));
-            }
-            attempt += 1;
-            tokio::time::sleep(pause).await;
-        }
-    }
-
-    /// Points of one series a query may answer: the request's limit (0 = none asked) capped
-    /// by `query_points_max`.
-    fn points_limit(&self, requested: u32) -> u32 {
-        match requested {
-            0 => self.limits.query_points_max,
-            n => n.min(self.limits.query_points_max),
-        }
-    }
-
-    /// Reads `paths` in `[start, end)` (or, with `last`, the newest point) through the region
-    /// leaders, under `pinned` (the caller's hold on the metadata, so an invalidation waits for
-    /// the read). Series that do not exist or hold no point are absent.
-    pub(crate) async fn read(
-        self: &Arc<Self>,
-        pinned: &Pinned<'_>,
-        paths: &[proto::SeriesPath],
-        range: std::ops::Range<i64>,
-        points_limit: u32,
-        last: bool,
-    ) -> Outcome<Vec<SeriesPoints>> {
-        if !self.read_gate() {
-            return Err(self.fenced_read());
-        }
-        let points_limit = self.points_limit(points_limit);
-        let schemas = self.read_schemas(pinned, paths).await?;
-        // Paths by database, and the type of each.
-        let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
-        let mut types = BTreeMap::new();
-        for p in paths {
-            let Some(schema) = schemas.get(&p.device) else {
-                continue;
-            };
-            let Some(t) = schema.types.get(&p.measurement) else {
-                continue;
-            };
-            types.insert((p.device.clone(), p.measurement.clone()), *t);
-            by_database
-                .entry(schema.database.clone())
-                .or_default()
-                .push(p.clone());
-        }
-        let mut merged: BTreeMap<(String, String), BTreeMap<i64, Value>> = BTreeMap::new();
-        for (database, db_paths) in by_database {
-            let request = proto::RegionReadReq {
-                region_id: 0,
-                paths: db_paths,
-                start_time: range.start,
-                end_time: range.end,
-                // One more than answered: a region holding more tells the merge it was cut.
-                points_limit: points_limit.saturating_add(1),
-                last,
-            };
-            for s in self.read_database(pinned, &database, request).await? {
-                let Some(path) = s.path else { continue };
-                let points = merged.entry((path.device, path.measurement)).or_default();
-                for (t, v) in s.timestamps.iter().zip(&s.values) {
-                    if let Some(v) = value_from_wire(v) {
-                        points.insert(*t, v);
-                    }
-                }
-            }
-        }
-        Ok(answer_series(
-            paths,
-            &merged,
-            &types,
-            points_limit as usize,
-            last,
-        ))
-    }
-
-    /// The schemas of the devices of `paths`, through the cache (a miss asks the ConfigNode,
-    /// creating nothing).
-    async fn read_schemas(
-        &self,
-        pinned: &Pinned<'_>,
-        paths: &[proto::SeriesPath],
-    ) -> Outcome<BTreeMap<String, DeviceSchema>> {
-        let devices: BTreeSet<&str> = paths.iter().map(|p| p.device.as_str()).collect();
-        let mut schemas = BTreeMap::new();
-        let mut missing = Vec::new();
-        for d in devices {
-            match pinned.schema(d).map_err(|_| self.fenced_read())? {
-                Some(s)
-                    if paths
-                        .iter()
-                        .filter(|p| p.device == d)
-                        .all(|p| s.types.contains_key(&p.measurement)) =>
-                {
-                    schemas.insert(d.to_string(), s);
-                }
-                _ => missing.push(d.to_string()),
-            }
-        }
-        if missing.is_empty() {
-            return Ok(schemas);
-        }
-        inc(&self.metrics.schema_fetches);
-        let request = proto::FetchSchemaReq {
-            devices: missing
-                .iter()
-                .map(|d| proto::DeviceSchemaRequest {
-                    device: d.clone(),
-                    measurements: Vec::new(),
-                })
-                .collect(),
-            auto_create: false,
-            caller: Some(self.caller()),
-        };
-        for (device, schema) in self.fetch_schema(request).await? {
-            if !schema.database.is_empty() {
-                pinned.put_schema(&device, schema.clone());
-                schemas.insert(device, schema);
-            }
-        }
-        Ok(schemas)
-    }
-
-    /// `request` (its `region_id` filled in per region) on every region of `database`, at once.
-    async fn read_database(
-        self: &Arc<Self>,
-        pinned: &Pinned<'_>,
-        database: &str,
-        request: proto::RegionReadReq,
-    ) -> Outcome<Vec<proto::RegionSeries>> {
-        let fenced = |_| self.fenced_read();
-        let mut regions = pinned.database_regions(database).map_err(fenced)?;
-        if regions.is_empty() {
-            self.refresh_regions(pinned).await?;
-            regions = pinned.database_regions(database).map_err(fenced)?;
-        }
-        let mut reads = tokio::task::JoinSet::new();
-        for region in regions {
-            let route = pinned.region(region).map_err(fenced)?.unwrap_or_default();
-            let request = proto::RegionReadReq {
-                region_id: region,
-                ..request.clone()
-            };
-            let coordinator = self.clone();
-            reads.spawn(async move { coordinator.read_region(region, &route, request).await });
-        }
-        let mut series = Vec::new();
-        while let Some(joined) = reads.join_next().await {
-            let part = joined.map_err(|e| CoordinatorError::Internal(format!("read task: {e}")))?;
-            series.extend(part?);
-        }
-        Ok(series)
-    }
-
-    /// Pulls region routes from the ConfigNode into the cache.
-    async fn refresh_regions(&self, pinned: &Pinned<'_>) -> Outcome<()> {
-        let regions = self
-            .source
-            .show_regions()
-            .await
-            .map_err(CoordinatorError::ConfigNode)?;
-        check_status(regions.status.as_ref())
-            .map_err(|e| CoordinatorError::Metadata(format!("ShowRegions: {e}")))?;
-        let routes = crate::metadata::region_routes(regions.regions);
-        pinned.put_partitions(Vec::new(), routes.into_iter().collect(), Vec::new());
-        Ok(())
-    }
-}
-
-/// The merged points of each asked path, in the request's order, cut at `limit` points (the
-/// newest one each, with `last`).
-fn answer_series(
-    paths: &[proto::SeriesPath],
-    merged: &BTreeMap<(String, String), BTreeMap<i64, Value>>,
-    types: &BTreeMap<(String, String), DataType>,
-    limit: usize,
-    last: bool,
-) -> Vec<SeriesPoints> {
-    let mut out = Vec::new();
-    for p in paths {
-        let key = (p.device.clone(), p.measurement.clone());
-        let (Some(points), Some(t)) = (merged.get(&key), types.get(&key)) else {
-            continue;
-        };
-        let kept: BTreeMap<i64, Value> = if last {
-            points
-                .iter()
-                .next_back()
-                .map(|(t, v)| (*t, v.clone()))
-                .into_iter()
-                .collect()
-        } else {
-            points
-                .iter()
-                .take(limit)
-                .map(|(t, v)| (*t, v.clone()))
-                .collect()
-        };
-        if kept.is_empty() {
-            continue;
-        }
-        out.push(SeriesPoints {
-            path: p.clone(),
-            data_type: *t,
-            truncated: !last && kept.len() < points.len(),
-            points: kept,
-        });
-    }
-    out
 }
 
 /// Every measurement of `tablet` has the type the schema gives it: 614 for another type, 507
@@ -1285,5 +1006,6 @@ impl<'a> Targets<'a> {
     }
 }
 
+mod read;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::Value;
 use consensus::ManualClock;
 use parking_lot::{Mutex, RwLock};
 
