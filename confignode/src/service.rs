@@ -12,7 +12,8 @@ use tonic::{Request, Response};
 use crate::command::{Command, CommandResult, SeriesSpec};
 use crate::error::{Error, MetadataError};
 use crate::server::{location, replica_set, status_ok, Shared};
-use crate::state::OperationKind;
+use crate::state::{OperationKind, PATH_BYTES_MAX};
+use common::path::DevicePath;
 
 type RpcResult<T> = std::result::Result<Response<T>, tonic::Status>;
 
@@ -422,7 +423,9 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 req.requests
                     .iter()
                     .filter(|r| state.database_of(&r.device).is_none())
-                    .map(|r| r.device.split('.').take(2).collect::<Vec<_>>().join("."))
+                    // A device the rules refuse creates nothing; its fetch answers why.
+                    .filter_map(|r| DevicePath::parse(&r.device, PATH_BYTES_MAX).ok())
+                    .map(|d| d.level1_database().into_string())
                     .collect()
             };
             for database in missing_databases {

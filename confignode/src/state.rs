@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::codec::Writer;
+use common::path::{is_under, DatabasePath, DevicePath, Measurement, PathError};
 use common::{envelope, DataType};
 
 use crate::command::{Command, CommandResult, SeriesSpec};
@@ -133,31 +134,21 @@ pub struct MetadataState {
     operations: BTreeMap<u64, OperationKind>,
 }
 
-/// `path` judged by `check` (one of `common::path`'s rules).
-fn validate_path(
-    path: &str,
-    check: fn(&str, usize) -> common::path::PathResult,
-) -> Result<(), MetadataError> {
-    check(path, PATH_BYTES_MAX).map_err(|reason| MetadataError::IllegalPath {
-        path: path.to_string(),
-        reason,
-    })
+fn illegal(e: PathError) -> MetadataError {
+    MetadataError::IllegalPath {
+        path: e.path,
+        reason: e.reason,
+    }
 }
 
 fn validate_measurement(device: &str, measurement: &str) -> Result<(), MetadataError> {
-    common::path::check_measurement(measurement, PATH_BYTES_MAX).map_err(|reason| {
-        MetadataError::IllegalPath {
+    Measurement::parse(measurement, PATH_BYTES_MAX).map_err(|e| {
+        illegal(PathError {
             path: format!("{device}.{measurement}"),
-            reason,
-        }
-    })
-}
-
-/// Whether `path` lies strictly inside `database`.
-fn is_under(path: &str, database: &str) -> bool {
-    path.len() > database.len()
-        && path.starts_with(database)
-        && path.as_bytes()[database.len()] == b'.'
+            ..e
+        })
+    })?;
+    Ok(())
 }
 
 impl MetadataState {
@@ -418,7 +409,7 @@ impl MetadataState {
     }
 
     fn create_database(&mut self, database: &str) -> Result<(), MetadataError> {
-        validate_path(database, common::path::check_database)?;
+        DatabasePath::parse(database, PATH_BYTES_MAX).map_err(illegal)?;
         if let Some(pending) = self.databases.get(database) {
             return Err(if *pending {
                 MetadataError::PendingDelete(database.to_string())
@@ -449,13 +440,13 @@ impl MetadataState {
         // Validate everything first so that a refused command changes nothing.
         let mut new_databases = BTreeSet::new();
         for s in series {
-            validate_path(&s.device, common::path::check_device)?;
+            let device = DevicePath::parse(&s.device, PATH_BYTES_MAX).map_err(illegal)?;
             validate_measurement(&s.device, &s.measurement)?;
             match self.database_of(&s.device) {
                 Some((db, true)) => return Err(MetadataError::PendingDelete(db.to_string())),
                 Some(_) => {}
                 None if auto_create => {
-                    let level1: String = s.device.split('.').take(2).collect::<Vec<_>>().join(".");
+                    let level1 = device.level1_database().into_string();
                     if let Some(inner) = self.databases.keys().find(|db| is_under(db, &level1)) {
                         return Err(MetadataError::DatabaseOverlap(level1, inner.clone()));
                     }

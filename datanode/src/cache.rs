@@ -241,8 +241,7 @@ impl MetadataCache {
 }
 
 fn device_in(device: &str, database: &str) -> bool {
-    device == database
-        || (device.starts_with(database) && device.as_bytes().get(database.len()) == Some(&b'.'))
+    common::path::is_under(device, database)
 }
 
 #[cfg(test)]

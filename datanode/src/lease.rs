@@ -262,6 +262,7 @@ impl MetadataLeaseManager {
         if last == NEVER || last < now {
             self.last_heartbeat_ms.store(now, Ordering::Release);
         }
+        debug_assert!(self.fresh(now), "a processed heartbeat renews the lease");
         Ok(self.state() != LeaseState::Normal)
     }
 
@@ -290,14 +291,11 @@ impl MetadataLeaseManager {
             return Ok(self.state());
         }
         clear_caches();
-        self.state
-            .store(LeaseState::CacheCleared as u8, Ordering::Release);
-        self.state
-            .store(LeaseState::Pulling as u8, Ordering::Release);
+        self.advance(LeaseState::CacheClearing, LeaseState::CacheCleared);
+        self.advance(LeaseState::CacheCleared, LeaseState::Pulling);
         if let Err(e) = pull_metadata() {
             self.metrics.pull_failures.fetch_add(1, Ordering::Relaxed);
-            self.state
-                .store(LeaseState::PullFailed as u8, Ordering::Release);
+            self.advance(LeaseState::Pulling, LeaseState::PullFailed);
             return Err(e);
         }
         // The pull took time: trust the fresh metadata only under a live lease.
@@ -307,8 +305,19 @@ impl MetadataLeaseManager {
         } else {
             LeaseState::NeedClear
         };
-        self.state.store(next as u8, Ordering::Release);
+        self.advance(LeaseState::Pulling, next);
         Ok(next)
+    }
+
+    /// A recovery step `from` → `to`. Only the recovery that won the CAS into CACHE_CLEARING
+    /// moves the state out of the recovery states (a lapse moves only NORMAL), so `from` is
+    /// always what is found.
+    fn advance(&self, from: LeaseState, to: LeaseState) {
+        let found = self.state.swap(to as u8, Ordering::AcqRel);
+        debug_assert_eq!(
+            found, from as u8,
+            "lease recovery step {from:?} → {to:?} found state {found}"
+        );
     }
 }
 

@@ -284,7 +284,6 @@ fn assemble(
 ) -> Result<Arc<Shared>> {
     let node_id = identity.node_id;
     let rpc_timeout = Duration::from_millis(config.dn_rpc_timeout_ms);
-    let write_timeout = Duration::from_millis(config.dn_write_timeout_ms);
     let message_bytes_max = config.dn_rpc_max_message_bytes as usize;
     let metrics = Arc::new(Metrics::default());
     let addresses: runtime::AddressBook = Arc::new(RwLock::new(BTreeMap::new()));
@@ -321,16 +320,7 @@ fn assemble(
     };
     let host = Arc::new(RegionHost::new(
         node_id,
-        RegionHostConfig {
-            regions_dir: config.dn_data_dir.join("regions"),
-            storage: storage.clone(),
-            retry: RegionRetryConfig {
-                write_retry_max: config.data_region_write_retry_max,
-                write_retry_wait_ms: config.data_region_write_retry_wait_ms,
-            },
-            write_timeout,
-            query_points_max: config.query_points_max,
-        },
+        region_host_config(&config, storage.clone()),
         driver,
         metadata.lease().clone(),
         clock,
@@ -348,15 +338,7 @@ fn assemble(
     let coordinator = Arc::new(Coordinator::new(CoordinatorParts {
         node_id,
         internal_address: identity.internal_address.clone(),
-        limits: CoordinatorLimits {
-            tablet_rows_max: config.tablet_rows_max as usize,
-            tablet_limits: storage.tablet_limits,
-            partition,
-            remote_write_retry: Duration::from_millis(config.remote_write_max_retry_ms),
-            write_timeout,
-            rpc_timeout,
-            query_points_max: config.query_points_max,
-        },
+        limits: coordinator_limits(&config, &storage),
         metadata: metadata.clone(),
         source: confignode.clone(),
         local: host.clone(),
@@ -375,6 +357,31 @@ fn assemble(
         hooks: TestHooks::default(),
         next_session: AtomicU64::new(1),
     }))
+}
+
+fn region_host_config(config: &DataNodeConfig, storage: StorageConfig) -> RegionHostConfig {
+    RegionHostConfig {
+        regions_dir: config.dn_data_dir.join("regions"),
+        storage,
+        retry: RegionRetryConfig {
+            write_retry_max: config.data_region_write_retry_max,
+            write_retry_wait_ms: config.data_region_write_retry_wait_ms,
+        },
+        write_timeout: Duration::from_millis(config.dn_write_timeout_ms),
+        query_points_max: config.query_points_max,
+    }
+}
+
+fn coordinator_limits(config: &DataNodeConfig, storage: &StorageConfig) -> CoordinatorLimits {
+    CoordinatorLimits {
+        tablet_rows_max: config.tablet_rows_max as usize,
+        tablet_limits: storage.tablet_limits,
+        partition: storage.partition,
+        remote_write_retry: Duration::from_millis(config.remote_write_max_retry_ms),
+        write_timeout: Duration::from_millis(config.dn_write_timeout_ms),
+        rpc_timeout: Duration::from_millis(config.dn_rpc_timeout_ms),
+        query_points_max: config.query_points_max,
+    }
 }
 
 /// Registers with the ConfigNode under the identity stored at `identity_path` (none on a first

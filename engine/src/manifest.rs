@@ -128,11 +128,10 @@ impl Tombstone {
     }
 }
 
-/// True when `device` lies under `database` (`root.sg` holds `root.sg.d1`, not `root.sgx.d1`).
+/// True when `device` lies under `database` (`root.sg` holds `root.sg.d1`, not `root.sgx.d1`):
+/// the path rules' [`common::path::is_under`].
 pub fn device_in_database(device: &str, database: &str) -> bool {
-    device.len() > database.len()
-        && device.starts_with(database)
-        && device.as_bytes()[database.len()] == b'.'
+    common::path::is_under(device, database)
 }
 
 /// The manifest's content.

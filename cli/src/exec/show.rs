@@ -43,7 +43,7 @@ pub(super) async fn timeseries(
         .await?
         .into_iter()
         .map(|s| (format!("{}.{}", s.device, s.measurement), s))
-        .filter(|(path, _)| prefix.is_none_or(|p| path == p || path.starts_with(&format!("{p}."))))
+        .filter(|(path, _)| prefix.is_none_or(|p| path == p || common::path::is_under(path, p)))
         .map(|(path, s)| {
             vec![
                 text(path),
