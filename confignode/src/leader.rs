@@ -101,22 +101,8 @@ impl Leadership {
         // The term's clock starts no later than here: if raft made this node leader after the
         // leader loop's last round, every DataNode counts as contacted now.
         self.track_leadership(Some(term), self.clock.now_ms());
-        let (kind, targets, version, regions) = {
-            let state = self.group.state();
-            let Some((_, kind)) = state.operations().find(|(id, _)| *id == operation_id) else {
-                return Ok(());
-            };
-            let kind = kind.clone();
-            let targets: Vec<Target> = state
-                .data_nodes()
-                .map(|n| Target {
-                    id: n.id,
-                    incarnation_epoch: n.incarnation_epoch,
-                    address: n.internal_address.clone(),
-                })
-                .collect();
-            let regions = self.affected_regions(&state, &kind);
-            (kind, targets, state.metadata_version(), regions)
+        let Some((kind, targets, version, regions)) = self.operation_view(operation_id) else {
+            return Ok(());
         };
         // Lock order everywhere: state before tracker (the state lock is released here).
         {
@@ -130,30 +116,7 @@ impl Leadership {
                 tracker.sync_registry(&registry, now);
             }
         }
-        let (databases, series) = match &kind {
-            OperationKind::DropDatabase(db) => (vec![db.clone()], Vec::new()),
-            OperationKind::DeleteTimeseries(series) => (
-                Vec::new(),
-                series
-                    .iter()
-                    .map(|(d, m)| proto::SeriesPath {
-                        device: d.clone(),
-                        measurement: m.clone(),
-                    })
-                    .collect(),
-            ),
-        };
-        let request = proto::InvalidateCacheReq {
-            data_node_id: 0,
-            incarnation_epoch: 0,
-            config_node_term: term,
-            metadata_version: version,
-            operation_id,
-            databases: databases.clone(),
-            series: series.clone(),
-            // Filled per target by the propagator.
-            drain_timeout_ms: 0,
-        };
+        let (request, series) = invalidation_request(&kind, term, version, operation_id);
         // A deposed leader stops at once; the new leader resumes the operation.
         let outcome = tokio::select! {
             outcome = self.propagator.invalidate(term, &targets, request) => outcome,
@@ -206,6 +169,29 @@ impl Leadership {
             .propose(Command::FinishOperation { operation_id })
             .await?;
         Ok(())
+    }
+
+    /// What operation `operation_id` is, as the replicated state holds it now: its kind, every
+    /// registered DataNode (the invalidation's targets), the metadata version (its fencing
+    /// token) and the regions its deletion goes through; `None` once it finished.
+    #[allow(clippy::type_complexity)]
+    fn operation_view(
+        &self,
+        operation_id: u64,
+    ) -> Option<(OperationKind, Vec<Target>, u64, Vec<RegionTarget>)> {
+        let state = self.group.state();
+        let (_, kind) = state.operations().find(|(id, _)| *id == operation_id)?;
+        let kind = kind.clone();
+        let targets: Vec<Target> = state
+            .data_nodes()
+            .map(|n| Target {
+                id: n.id,
+                incarnation_epoch: n.incarnation_epoch,
+                address: n.internal_address.clone(),
+            })
+            .collect();
+        let regions = self.affected_regions(&state, &kind);
+        Some((kind, targets, state.metadata_version(), regions))
     }
 
     /// Resolves once this node no longer leads in `term` (or its raft driver stopped).
@@ -446,4 +432,39 @@ impl Leadership {
             }
         }
     }
+}
+
+/// The invalidation of operation `operation_id` (per-target fields filled by the propagator),
+/// and the series it names.
+fn invalidation_request(
+    kind: &OperationKind,
+    term: u64,
+    version: u64,
+    operation_id: u64,
+) -> (proto::InvalidateCacheReq, Vec<proto::SeriesPath>) {
+    let (databases, series) = match kind {
+        OperationKind::DropDatabase(db) => (vec![db.clone()], Vec::new()),
+        OperationKind::DeleteTimeseries(series) => (
+            Vec::new(),
+            series
+                .iter()
+                .map(|(d, m)| proto::SeriesPath {
+                    device: d.clone(),
+                    measurement: m.clone(),
+                })
+                .collect(),
+        ),
+    };
+    let request = proto::InvalidateCacheReq {
+        data_node_id: 0,
+        incarnation_epoch: 0,
+        config_node_term: term,
+        metadata_version: version,
+        operation_id,
+        databases,
+        series: series.clone(),
+        // Filled per target by the propagator.
+        drain_timeout_ms: 0,
+    };
+    (request, series)
 }

@@ -121,30 +121,7 @@ impl Propagator {
         loop {
             let now = self.clock.now_ms();
             // Verdicts first: time alone settles fenced and superseded targets.
-            {
-                let tracker = self.tracker.lock();
-                for t in targets {
-                    let state = states.get_mut(&t.id).expect("every target has a state");
-                    match *state {
-                        TargetState::Pending { .. } if tracker.is_fenced_in(term, t.id, now) => {
-                            outcome.fenced.insert(t.id);
-                            *state = TargetState::Done;
-                        }
-                        TargetState::Superseded
-                            if tracker.older_incarnations_fenced_in(
-                                term,
-                                t.id,
-                                t.incarnation_epoch + 1,
-                                now,
-                            ) =>
-                        {
-                            outcome.fenced.insert(t.id);
-                            *state = TargetState::Done;
-                        }
-                        _ => {}
-                    }
-                }
-            }
+            self.settle_by_time(term, targets, &mut states, &mut outcome, now);
             if states.values().all(|s| *s == TargetState::Done) {
                 return outcome;
             }
@@ -178,29 +155,7 @@ impl Propagator {
                     .spawn(async move { (target, tokio::time::timeout(call_timeout, call).await) });
             }
             // Sleep until the next attempt is due, a target may count as fenced, or a call ends.
-            let wake = {
-                let tracker = self.tracker.lock();
-                targets
-                    .iter()
-                    .filter_map(|t| match states[&t.id] {
-                        TargetState::Pending { next_attempt_ms } => {
-                            let fenced_at = tracker.fenced_at_ms(t.id, now);
-                            Some(if in_flight.contains(&t.id) {
-                                fenced_at
-                            } else {
-                                fenced_at.min(next_attempt_ms)
-                            })
-                        }
-                        TargetState::Superseded => Some(tracker.older_incarnations_fenced_at_ms(
-                            t.id,
-                            t.incarnation_epoch + 1,
-                            now,
-                        )),
-                        TargetState::Done => None,
-                    })
-                    .min()
-                    .unwrap_or(now)
-            };
+            let wake = self.next_wake(targets, &states, &in_flight, now);
             let sleep = tokio::time::sleep(Duration::from_millis(wake.saturating_sub(now).max(1)));
             let joined = tokio::select! {
                 joined = calls.join_next(), if !calls.is_empty() => joined,
@@ -213,47 +168,122 @@ impl Propagator {
             if states[&target.id] == TargetState::Done {
                 continue;
             }
-            match result {
-                Ok(Ok(resp))
-                    if resp.status.as_ref().is_some_and(|s| s.is_success())
-                        && resp.incarnation_epoch == target.incarnation_epoch =>
-                {
-                    let now = self.clock.now_ms();
-                    // An ack is a contact too; a refused one (stale) simply is not counted.
-                    let recorded = self.tracker.lock().record_contact(
-                        target.id,
-                        target.incarnation_epoch,
+            self.on_reply(&target, result, &mut states, &mut outcome);
+        }
+    }
+
+    /// Settles the targets time alone decides: a pending one whose lease this leader's tracker
+    /// calls fenced in `term`, a superseded one whose older incarnations are all fenced.
+    fn settle_by_time(
+        &self,
+        term: u64,
+        targets: &[Target],
+        states: &mut BTreeMap<u64, TargetState>,
+        outcome: &mut InvalidationOutcome,
+        now: u64,
+    ) {
+        let tracker = self.tracker.lock();
+        for t in targets {
+            let state = states.get_mut(&t.id).expect("every target has a state");
+            match *state {
+                TargetState::Pending { .. } if tracker.is_fenced_in(term, t.id, now) => {
+                    outcome.fenced.insert(t.id);
+                    *state = TargetState::Done;
+                }
+                TargetState::Superseded
+                    if tracker.older_incarnations_fenced_in(
+                        term,
+                        t.id,
+                        t.incarnation_epoch + 1,
                         now,
-                    );
-                    // The reply names the targeted incarnation, so it is the ack asked for; only
-                    // a registry that already knows a newer incarnation makes it stale.
-                    if !matches!(recorded, Err(ContactRefused::StaleIncarnation { .. })) {
-                        outcome.acknowledged.insert(target.id);
-                        states.insert(target.id, TargetState::Done);
-                    }
+                    ) =>
+                {
+                    outcome.fenced.insert(t.id);
+                    *state = TargetState::Done;
                 }
-                // A newer incarnation answered: it registered after the pending state was
-                // committed (the targets were read after it), so it never saw the old metadata
-                // as usable. The targeted process, though, may still be alive: wait it out.
-                Ok(Ok(resp)) if resp.incarnation_epoch > target.incarnation_epoch => {
-                    tracing::debug!(
-                        node = target.id,
-                        "invalidation answered by incarnation {} (targeted {}): waiting out the \
-                         older one's lease",
-                        resp.incarnation_epoch,
-                        target.incarnation_epoch
-                    );
-                    states.insert(target.id, TargetState::Superseded);
-                }
-                Ok(Ok(resp)) => tracing::debug!(
-                    node = target.id,
-                    "invalidation refused: {:?}, epoch {}",
-                    resp.status,
-                    resp.incarnation_epoch
-                ),
-                Ok(Err(e)) => tracing::debug!(node = target.id, "invalidation failed: {e}"),
-                Err(_) => tracing::debug!(node = target.id, "invalidation timed out"),
+                _ => {}
             }
+        }
+    }
+
+    /// When something may next change: an attempt falls due, a target may count as fenced.
+    fn next_wake(
+        &self,
+        targets: &[Target],
+        states: &BTreeMap<u64, TargetState>,
+        in_flight: &BTreeSet<u64>,
+        now: u64,
+    ) -> u64 {
+        let tracker = self.tracker.lock();
+        targets
+            .iter()
+            .filter_map(|t| match states[&t.id] {
+                TargetState::Pending { next_attempt_ms } => {
+                    let fenced_at = tracker.fenced_at_ms(t.id, now);
+                    Some(if in_flight.contains(&t.id) {
+                        fenced_at
+                    } else {
+                        fenced_at.min(next_attempt_ms)
+                    })
+                }
+                TargetState::Superseded => Some(tracker.older_incarnations_fenced_at_ms(
+                    t.id,
+                    t.incarnation_epoch + 1,
+                    now,
+                )),
+                TargetState::Done => None,
+            })
+            .min()
+            .unwrap_or(now)
+    }
+
+    /// Takes one invalidation call's outcome for `target`.
+    fn on_reply<T>(
+        &self,
+        target: &Target,
+        result: Result<Result<proto::InvalidateCacheResp, String>, T>,
+        states: &mut BTreeMap<u64, TargetState>,
+        outcome: &mut InvalidationOutcome,
+    ) {
+        match result {
+            Ok(Ok(resp))
+                if resp.status.as_ref().is_some_and(|s| s.is_success())
+                    && resp.incarnation_epoch == target.incarnation_epoch =>
+            {
+                let now = self.clock.now_ms();
+                // An ack is a contact too; a refused one (stale) simply is not counted.
+                let recorded =
+                    self.tracker
+                        .lock()
+                        .record_contact(target.id, target.incarnation_epoch, now);
+                // The reply names the targeted incarnation, so it is the ack asked for; only
+                // a registry that already knows a newer incarnation makes it stale.
+                if !matches!(recorded, Err(ContactRefused::StaleIncarnation { .. })) {
+                    outcome.acknowledged.insert(target.id);
+                    states.insert(target.id, TargetState::Done);
+                }
+            }
+            // A newer incarnation answered: it registered after the pending state was
+            // committed (the targets were read after it), so it never saw the old metadata
+            // as usable. The targeted process, though, may still be alive: wait it out.
+            Ok(Ok(resp)) if resp.incarnation_epoch > target.incarnation_epoch => {
+                tracing::debug!(
+                    node = target.id,
+                    "invalidation answered by incarnation {} (targeted {}): waiting out the \
+                     older one's lease",
+                    resp.incarnation_epoch,
+                    target.incarnation_epoch
+                );
+                states.insert(target.id, TargetState::Superseded);
+            }
+            Ok(Ok(resp)) => tracing::debug!(
+                node = target.id,
+                "invalidation refused: {:?}, epoch {}",
+                resp.status,
+                resp.incarnation_epoch
+            ),
+            Ok(Err(e)) => tracing::debug!(node = target.id, "invalidation failed: {e}"),
+            Err(_) => tracing::debug!(node = target.id, "invalidation timed out"),
         }
     }
 

@@ -415,124 +415,15 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 ..empty
             }));
         }
-        let partition = self.shared.config.partition_config();
         if req.auto_create {
-            // Databases first (level 1, as schema auto-creation does), then missing slots.
-            let missing_databases: BTreeSet<String> = {
-                let state = self.shared.group.state();
-                req.requests
-                    .iter()
-                    .filter(|r| state.database_of(&r.device).is_none())
-                    // A device the rules refuse creates nothing; its fetch answers why.
-                    .filter_map(|r| DevicePath::parse(&r.device, PATH_BYTES_MAX).ok())
-                    .map(|d| d.level1_database().into_string())
-                    .collect()
-            };
-            for database in missing_databases {
-                match self
-                    .shared
-                    .group
-                    .propose(Command::CreateDatabase { database })
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(Error::Runtime(runtime::Error::Proposal(
-                        consensus::ProposalError::Apply { .. },
-                    ))) => {}
-                    Err(e) => {
-                        return Ok(Response::new(proto::FetchPartitionsResp {
-                            status: Some(error_status(&e)),
-                            ..empty
-                        }))
-                    }
-                }
-            }
-            let wanted: BTreeMap<String, BTreeSet<(u32, i64)>> = {
-                let state = self.shared.group.state();
-                let mut wanted: BTreeMap<String, BTreeSet<(u32, i64)>> = BTreeMap::new();
-                for r in &req.requests {
-                    let Some((db, false)) = state.database_of(&r.device) else {
-                        continue;
-                    };
-                    let slot = partition.series_slot(&r.device);
-                    for t in &r.time_slots {
-                        if state.partition(db, slot, *t).is_none() {
-                            wanted.entry(db.to_string()).or_default().insert((slot, *t));
-                        }
-                    }
-                }
-                wanted
-            };
-            for (database, slots) in wanted {
-                let command = Command::AllocatePartitions {
-                    database,
-                    slots: slots.into_iter().collect(),
-                    replication_factor: self.shared.config.data_replication_factor,
-                    region_groups_max: self.shared.config.data_region_group_num_per_database,
-                };
-                match try_status!(self.shared.group.propose(command).await, empty) {
-                    CommandResult::RegionsCreated(ids) if !ids.is_empty() => {
-                        self.shared.leader.create_regions(&ids).await
-                    }
-                    _ => {}
-                }
+            if let Err(s) = self.auto_create_partitions(&req.requests).await {
+                return Ok(Response::new(proto::FetchPartitionsResp {
+                    status: Some(s),
+                    ..empty
+                }));
             }
         }
-        let state = self.shared.group.state();
-        let mut partitions = Vec::new();
-        let mut regions = BTreeSet::new();
-        for r in &req.requests {
-            let Some((db, false)) = state.database_of(&r.device) else {
-                continue;
-            };
-            let slot = partition.series_slot(&r.device);
-            for t in &r.time_slots {
-                if let Some(region) = state.partition(db, slot, *t) {
-                    regions.insert(region);
-                    partitions.push(proto::PartitionEntry {
-                        database: db.to_string(),
-                        series_slot: slot,
-                        time_slot: *t,
-                        region_id: region,
-                    });
-                }
-            }
-        }
-        let leaders = self.shared.leader.region_leaders.lock().clone();
-        let requested: usize = req.requests.iter().map(|r| r.time_slots.len()).sum();
-        // With auto-creation every slot resolves unless its database is missing or being
-        // dropped; say so rather than hand back a silently partial table.
-        let status = if req.auto_create && partitions.len() < requested {
-            proto::status(
-                StatusCode::MetadataError,
-                format!(
-                    "{} of {requested} partition slots are unavailable (database missing or being dropped)",
-                    requested - partitions.len()
-                ),
-            )
-        } else {
-            status_ok()
-        };
-        Ok(Response::new(proto::FetchPartitionsResp {
-            status: Some(status),
-            partitions,
-            regions: regions
-                .iter()
-                .filter_map(|r| state.region(*r))
-                .map(replica_set)
-                .collect(),
-            data_nodes: state.data_nodes().map(location).collect(),
-            leaders: regions
-                .iter()
-                .filter_map(|r| {
-                    leaders.get(r).map(|l| proto::RegionLeader {
-                        region_id: *r,
-                        leader_id: *l,
-                    })
-                })
-                .collect(),
-            metadata_version: state.metadata_version(),
-        }))
+        Ok(Response::new(self.partitions_answer(&req)))
     }
 
     async fn create_database(
@@ -785,5 +676,141 @@ fn operation_kind(begin: &Command) -> OperationKind {
             OperationKind::DeleteTimeseries(series.clone())
         }
         other => panic!("{other:?} begins no fence operation"),
+    }
+}
+
+/// FetchPartitions' two steps, on the leader after its read barrier.
+impl ConfigNodeServiceImpl {
+    /// Creates what a write needs and does not find: the level-1 database of each device no
+    /// database covers (as schema auto-creation does), then the missing slots' partitions (and
+    /// their region groups, pushed to their DataNodes).
+    async fn auto_create_partitions(
+        &self,
+        requests: &[proto::DeviceTimeSlots],
+    ) -> std::result::Result<(), proto::Status> {
+        let partition = self.shared.config.partition_config();
+        // Databases first (level 1, as schema auto-creation does), then missing slots.
+        let missing_databases: BTreeSet<String> = {
+            let state = self.shared.group.state();
+            requests
+                .iter()
+                .filter(|r| state.database_of(&r.device).is_none())
+                // A device the rules refuse creates nothing; its fetch answers why.
+                .filter_map(|r| DevicePath::parse(&r.device, PATH_BYTES_MAX).ok())
+                .map(|d| d.level1_database().into_string())
+                .collect()
+        };
+        for database in missing_databases {
+            match self
+                .shared
+                .group
+                .propose(Command::CreateDatabase { database })
+                .await
+            {
+                Ok(_) => {}
+                Err(Error::Runtime(runtime::Error::Proposal(
+                    consensus::ProposalError::Apply { .. },
+                ))) => {}
+                Err(e) => return Err(error_status(&e)),
+            }
+        }
+        let wanted: BTreeMap<String, BTreeSet<(u32, i64)>> = {
+            let state = self.shared.group.state();
+            let mut wanted: BTreeMap<String, BTreeSet<(u32, i64)>> = BTreeMap::new();
+            for r in requests {
+                let Some((db, false)) = state.database_of(&r.device) else {
+                    continue;
+                };
+                let slot = partition.series_slot(&r.device);
+                for t in &r.time_slots {
+                    if state.partition(db, slot, *t).is_none() {
+                        wanted.entry(db.to_string()).or_default().insert((slot, *t));
+                    }
+                }
+            }
+            wanted
+        };
+        for (database, slots) in wanted {
+            let command = Command::AllocatePartitions {
+                database,
+                slots: slots.into_iter().collect(),
+                replication_factor: self.shared.config.data_replication_factor,
+                region_groups_max: self.shared.config.data_region_group_num_per_database,
+            };
+            let created = self
+                .shared
+                .group
+                .propose(command)
+                .await
+                .map_err(|e| error_status(&e))?;
+            match created {
+                CommandResult::RegionsCreated(ids) if !ids.is_empty() => {
+                    self.shared.leader.create_regions(&ids).await
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The partitions of `req`'s slots that exist, with their regions, leaders and every
+    /// DataNode; a partial table under `auto_create` says why.
+    fn partitions_answer(&self, req: &proto::FetchPartitionsReq) -> proto::FetchPartitionsResp {
+        let partition = self.shared.config.partition_config();
+        let state = self.shared.group.state();
+        let mut partitions = Vec::new();
+        let mut regions = BTreeSet::new();
+        for r in &req.requests {
+            let Some((db, false)) = state.database_of(&r.device) else {
+                continue;
+            };
+            let slot = partition.series_slot(&r.device);
+            for t in &r.time_slots {
+                if let Some(region) = state.partition(db, slot, *t) {
+                    regions.insert(region);
+                    partitions.push(proto::PartitionEntry {
+                        database: db.to_string(),
+                        series_slot: slot,
+                        time_slot: *t,
+                        region_id: region,
+                    });
+                }
+            }
+        }
+        let leaders = self.shared.leader.region_leaders.lock().clone();
+        let requested: usize = req.requests.iter().map(|r| r.time_slots.len()).sum();
+        // With auto-creation every slot resolves unless its database is missing or being
+        // dropped; say so rather than hand back a silently partial table.
+        let status = if req.auto_create && partitions.len() < requested {
+            proto::status(
+                StatusCode::MetadataError,
+                format!(
+                    "{} of {requested} partition slots are unavailable (database missing or being dropped)",
+                    requested - partitions.len()
+                ),
+            )
+        } else {
+            status_ok()
+        };
+        proto::FetchPartitionsResp {
+            status: Some(status),
+            partitions,
+            regions: regions
+                .iter()
+                .filter_map(|r| state.region(*r))
+                .map(replica_set)
+                .collect(),
+            data_nodes: state.data_nodes().map(location).collect(),
+            leaders: regions
+                .iter()
+                .filter_map(|r| {
+                    leaders.get(r).map(|l| proto::RegionLeader {
+                        region_id: *r,
+                        leader_id: *l,
+                    })
+                })
+                .collect(),
+            metadata_version: state.metadata_version(),
+        }
     }
 }
