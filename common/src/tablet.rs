@@ -1,5 +1,6 @@
 //! The IoTDB tree-model data types and the tablet: one device, N typed measurements, M rows.
 
+use crate::path::DevicePath;
 use std::fmt;
 
 /// A series' value type (design §2). The `u8` codes are IoTDB's `TSDataType` ordinals and are
@@ -518,9 +519,9 @@ impl Tablet {
             .sum()
     }
 
-    /// Checks the tablet's shape, names and limits.
-    pub fn validate(&self, limits: &TabletLimits) -> Result<(), TabletError> {
-        validate_device(&self.device, limits)?;
+    /// Checks the tablet's shape, names and limits; the device path, parsed.
+    pub fn validate(&self, limits: &TabletLimits) -> Result<DevicePath, TabletError> {
+        let device = validate_device(&self.device, limits)?;
         let n = self.measurements.len();
         if self.data_types.len() != n || self.columns.len() != n || self.bitmaps.len() != n {
             return Err(TabletError::ShapeMismatch {
@@ -576,7 +577,7 @@ impl Tablet {
                 }
             }
         }
-        Ok(())
+        Ok(device)
     }
 }
 
@@ -591,12 +592,10 @@ fn limit(what: &'static str, actual: usize, limit: usize) -> Result<(), TabletEr
     Ok(())
 }
 
-fn validate_device(device: &str, limits: &TabletLimits) -> Result<(), TabletError> {
-    crate::path::check_device(device, limits.path_bytes_max).map_err(|reason| {
-        TabletError::InvalidDevice {
-            device: device.to_string(),
-            reason,
-        }
+fn validate_device(device: &str, limits: &TabletLimits) -> Result<DevicePath, TabletError> {
+    DevicePath::parse(device, limits.path_bytes_max).map_err(|e| TabletError::InvalidDevice {
+        device: e.path,
+        reason: e.reason,
     })
 }
 

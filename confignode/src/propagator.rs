@@ -123,6 +123,13 @@ impl Propagator {
             // Verdicts first: time alone settles fenced and superseded targets.
             self.settle_by_time(term, targets, &mut states, &mut outcome, now);
             if states.values().all(|s| *s == TargetState::Done) {
+                debug_assert!(
+                    targets
+                        .iter()
+                        .all(|t| outcome.acknowledged.contains(&t.id)
+                            || outcome.fenced.contains(&t.id)),
+                    "every target acknowledged the invalidation or is fenced"
+                );
                 return outcome;
             }
             // Attempts that are due.

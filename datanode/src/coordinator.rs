@@ -29,6 +29,7 @@ use crate::metadata::{check_status, node_addresses, MetadataSource, MetadataView
 use crate::metrics::{add, inc, Metrics};
 use crate::peers::Peers;
 use crate::timing::{INVALIDATION_POLL, WRITE_BACKOFF_MAX, WRITE_BACKOFF_MIN};
+use common::path::DevicePath;
 use engine::{LeaseGate, RegionCommand};
 
 /// Why the coordinator did not do what was asked; [`CoordinatorError::status`] is its answer.
@@ -310,7 +311,8 @@ impl Coordinator {
                 self.limits.tablet_rows_max
             )));
         }
-        tablet
+        // The device path is parsed here, once; the metadata is looked up by the parsed path.
+        let device = tablet
             .validate(&self.limits.tablet_limits)
             .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
         if tablet.row_count() == 0 {
@@ -319,7 +321,7 @@ impl Coordinator {
         // Held until the tablet's answer is decided: an invalidation is acknowledged only after
         // every tablet validated against the entries it removed has been answered.
         let pinned = self.metadata.pin();
-        let schema = match self.resolve_schema(&pinned, &tablet).await {
+        let schema = match self.resolve_schema(&pinned, &device, &tablet).await {
             Ok(schema) => schema,
             Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
                 drop(pinned);
@@ -333,10 +335,7 @@ impl Coordinator {
             .iter()
             .map(|t| self.limits.partition.time_slot(*t))
             .collect();
-        let (regions, routes) = match self
-            .resolve_partitions(&pinned, &tablet.device, &slots)
-            .await
-        {
+        let (regions, routes) = match self.resolve_partitions(&pinned, &device, &slots).await {
             Ok(resolved) => resolved,
             Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
                 drop(pinned);
@@ -344,6 +343,10 @@ impl Coordinator {
             }
             Err(e) => return Err(e),
         };
+        debug_assert!(
+            slots.iter().all(|slot| regions.contains_key(slot)),
+            "every time slot of the tablet resolved to a region"
+        );
         // The region of the newest rows: where the device's next writes most likely go.
         let newest_region = slots.last().map(|slot| regions[slot]);
         let split = split_by_region(tablet, &regions, &self.limits.partition);
@@ -389,6 +392,7 @@ impl Coordinator {
                 (index, s)
             });
         }
+        let dispatched = parts.len();
         let mut statuses = Vec::new();
         while let Some(joined) = parts.join_next().await {
             statuses.push(joined.unwrap_or_else(|e| {
@@ -399,6 +403,7 @@ impl Coordinator {
             }));
         }
         statuses.sort_by_key(|(i, _)| *i);
+        debug_assert_eq!(statuses.len(), dispatched, "every part answered once");
         statuses.into_iter().map(|(_, s)| s).collect()
     }
 
@@ -498,6 +503,8 @@ impl Coordinator {
                 measurements.len(),
             )));
         }
+        let device = &DevicePath::parse(device, self.limits.tablet_limits.path_bytes_max)
+            .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
         let pick = |types: &BTreeMap<String, DataType>| -> Vec<(String, DataType)> {
             measurements
                 .iter()
@@ -509,7 +516,9 @@ impl Coordinator {
             Err(_) => {
                 drop(pinned);
                 return match relay {
-                    Relay::WhenFenced => self.relay_series_types(device, measurements).await,
+                    Relay::WhenFenced => {
+                        self.relay_series_types(device.as_str(), measurements).await
+                    }
                     Relay::Never => Err(self.fenced_write()),
                 };
             }
@@ -536,12 +545,12 @@ impl Coordinator {
         match self.fetch_schema(request).await {
             Ok(devices) => Ok(devices
                 .into_iter()
-                .find(|(d, _)| d == device)
+                .find(|(d, _)| d == device.as_str())
                 .map(|(_, schema)| pick(&schema.types))
                 .unwrap_or_default()),
             Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
                 drop(pinned);
-                self.relay_series_types(device, measurements).await
+                self.relay_series_types(device.as_str(), measurements).await
             }
             Err(e) => Err(e),
         }
@@ -594,10 +603,13 @@ impl Coordinator {
         proto::parse_endpoint(&node.rpc).ok()
     }
 
-    async fn resolve_schema(&self, pinned: &Pinned<'_>, tablet: &Tablet) -> Outcome<DeviceSchema> {
-        let cached = pinned
-            .schema(&tablet.device)
-            .map_err(|_| self.fenced_write())?;
+    async fn resolve_schema(
+        &self,
+        pinned: &Pinned<'_>,
+        device: &DevicePath,
+        tablet: &Tablet,
+    ) -> Outcome<DeviceSchema> {
+        let cached = pinned.schema(device).map_err(|_| self.fenced_write())?;
         if let Some(schema) = cached {
             if tablet
                 .measurements
@@ -637,7 +649,7 @@ impl Coordinator {
                 tablet.device
             )));
         }
-        pinned.put_schema(&tablet.device, schema.clone());
+        pinned.put_schema(device, schema.clone());
         Ok(schema)
     }
 
@@ -675,7 +687,7 @@ impl Coordinator {
     async fn resolve_partitions(
         &self,
         pinned: &Pinned<'_>,
-        device: &str,
+        device: &DevicePath,
         slots: &BTreeSet<i64>,
     ) -> Outcome<Resolved> {
         let fenced = |_| self.fenced_write();
@@ -716,7 +728,7 @@ impl Coordinator {
     async fn fetch_partitions(
         &self,
         pinned: &Pinned<'_>,
-        device: &str,
+        device: &DevicePath,
         missing: &[i64],
     ) -> Outcome<Resolved> {
         inc(&self.metrics.partition_fetches);
@@ -735,7 +747,7 @@ impl Coordinator {
             .map_err(CoordinatorError::ConfigNode)?;
         check_status(resp.status.as_ref())
             .map_err(|e| CoordinatorError::Metadata(format!("FetchPartitions: {e}")))?;
-        let series_slot = self.limits.partition.series_slot(device);
+        let series_slot = self.limits.partition.series_slot(device.as_str());
         let mut regions = BTreeMap::new();
         let mut fetched = Vec::new();
         for p in &resp.partitions {
@@ -744,6 +756,10 @@ impl Coordinator {
                 fetched.push(((device.to_string(), p.time_slot), p.region_id));
             }
         }
+        debug_assert!(
+            regions.len() <= missing.len(),
+            "only the asked slots are taken"
+        );
         let leaders: BTreeMap<u64, u64> = resp
             .leaders
             .iter()
@@ -967,6 +983,7 @@ impl<'a> Targets<'a> {
             replicas.retain(|r| *r != h);
             replicas.insert(0, h);
         }
+        debug_assert!(route.leader == 0 || replicas.first() == Some(&route.leader));
         if replicas.is_empty() && coordinator.local.hosts(region) {
             replicas.push(coordinator.node_id);
         }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::path::DevicePath;
 use common::StatusCode;
 use parking_lot::Mutex;
 use proto::config_node_service_client::ConfigNodeServiceClient;
@@ -175,12 +176,16 @@ impl Pinned<'_> {
         self.guard.generation()
     }
 
-    pub(crate) fn schema(&self, device: &str) -> Result<Option<DeviceSchema>, LeaseFenced> {
-        self.cache.schema(device)
+    pub(crate) fn schema(&self, device: &DevicePath) -> Result<Option<DeviceSchema>, LeaseFenced> {
+        self.cache.schema(device.as_str())
     }
 
-    pub(crate) fn partition(&self, device: &str, slot: i64) -> Result<Option<u64>, LeaseFenced> {
-        self.cache.partition(device, slot)
+    pub(crate) fn partition(
+        &self,
+        device: &DevicePath,
+        slot: i64,
+    ) -> Result<Option<u64>, LeaseFenced> {
+        self.cache.partition(device.as_str(), slot)
     }
 
     pub(crate) fn region(&self, region: u64) -> Result<Option<RegionRoute>, LeaseFenced> {
@@ -196,8 +201,9 @@ impl Pinned<'_> {
     }
 
     /// Stores what was fetched under this pin (dropped if the caches moved on since).
-    pub(crate) fn put_schema(&self, device: &str, schema: DeviceSchema) -> bool {
-        self.cache.put_schema(self.generation(), device, schema)
+    pub(crate) fn put_schema(&self, device: &DevicePath, schema: DeviceSchema) -> bool {
+        self.cache
+            .put_schema(self.generation(), device.as_str(), schema)
     }
 
     /// Stores fetched partitions, routes and addresses (dropped if the caches moved on).

@@ -151,7 +151,6 @@ impl StateMachine for ModelSm {
 /// The shared simulation (`sim::SimCluster`: nodes, clock, network, stepping) with this crate's
 /// model state machine, proposals, reads and checks on top.
 pub struct Cluster {
-    pub seed: u64,
     pub sim: SimCluster,
     pub config: Config,
     pub peers: Vec<NodeId>,
@@ -201,7 +200,6 @@ impl Cluster {
     ) -> Cluster {
         let peers: Vec<NodeId> = (1..=replicas).collect();
         let mut cluster = Cluster {
-            seed,
             sim: SimCluster::new(seed, TICK_MS, 100_000),
             config: Config { seed, ..config },
             peers: peers.clone(),
@@ -246,7 +244,7 @@ impl Cluster {
 
     pub fn start(&mut self, id: NodeId) {
         let backend = self.backend(id);
-        let seed = self.seed;
+        let seed = self.sim.seed();
         let node = self
             .sim
             .open(id, self.config.clone(), backend)
@@ -345,7 +343,7 @@ impl Cluster {
                     assert!(
                         index >= must_reach,
                         "seed {}: read at index {index} misses a write acknowledged at {must_reach}",
-                        self.seed
+                        self.sim.seed()
                     );
                     self.reads_done += 1;
                 }
@@ -405,7 +403,7 @@ impl Cluster {
         assert!(
             self.run_until(20_000, |c| c.leader(group).is_some()),
             "seed {}: no leader elected",
-            self.seed
+            self.sim.seed()
         );
         self.leader(group).unwrap()
     }
@@ -420,7 +418,7 @@ impl Cluster {
         assert!(
             self.run_until(20_000, |_| ticket.is_done()),
             "seed {}: proposal never resolved",
-            self.seed
+            self.sim.seed()
         );
         ticket.try_take().unwrap()
     }
@@ -477,7 +475,7 @@ impl Cluster {
             assert!(
                 converged,
                 "seed {}: group {g} did not converge: {:?}",
-                self.seed,
+                self.sim.seed(),
                 self.peers
                     .iter()
                     .map(|&p| self.live(p).status(g).unwrap())
@@ -494,7 +492,7 @@ impl Cluster {
                     c.reads_done > reads_before
                 }),
                 "seed {}: group {g}: the final read never completed",
-                self.seed
+                self.sim.seed()
             );
         }
         if std::env::var("FENCEPOST_SIM_VERBOSE").is_ok() {
@@ -507,7 +505,7 @@ impl Cluster {
             let (sent, dropped) = self.sim.net.counts();
             println!(
                 "seed {}: acked {} reads {} unknown {} applied {} restores {restores} retries {retries} sent {sent} dropped {dropped} t {}ms",
-                self.seed,
+                self.sim.seed(),
                 self.acked.len(),
                 self.reads_done,
                 self.leader_changed,
@@ -525,13 +523,14 @@ impl Cluster {
                 (m.applied_index, m.digest),
                 (reference.applied_index, reference.digest),
                 "seed {}: group {g}: replica {p} differs from replica {}",
-                self.seed,
+                self.sim.seed(),
                 self.peers[0]
             );
             assert_eq!(
-                m.applied, reference.applied,
+                m.applied,
+                reference.applied,
                 "seed {}: group {g}",
-                self.seed
+                self.sim.seed()
             );
         }
         let applied: BTreeMap<&[u8], bool> = reference
@@ -543,7 +542,7 @@ impl Cluster {
             applied.len(),
             reference.applied.len(),
             "seed {}: a command applied twice",
-            self.seed
+            self.sim.seed()
         );
         for (ag, data, ok) in &self.acked {
             if *ag != g {
@@ -553,7 +552,7 @@ impl Cluster {
                 applied.get(data.as_slice()),
                 Some(ok),
                 "seed {}: acknowledged {:?} lost or changed",
-                self.seed,
+                self.sim.seed(),
                 String::from_utf8_lossy(data)
             );
         }

@@ -15,6 +15,7 @@ use crate::convert::{status, value_from_wire};
 use crate::metadata::{check_status, Pinned};
 use crate::metrics::inc;
 use crate::timing::READ_RETRY;
+use common::path::DevicePath;
 
 /// Points of one series gathered from every region.
 pub(crate) struct SeriesPoints {
@@ -171,7 +172,11 @@ impl Coordinator {
         let mut schemas = BTreeMap::new();
         let mut missing = Vec::new();
         for d in devices {
-            match pinned.schema(d).map_err(|_| self.fenced_read())? {
+            // A path the rules refuse names no series: absent from the answer.
+            let Ok(device) = DevicePath::parse(d, self.limits.tablet_limits.path_bytes_max) else {
+                continue;
+            };
+            match pinned.schema(&device).map_err(|_| self.fenced_read())? {
                 Some(s)
                     if paths
                         .iter()
@@ -180,7 +185,7 @@ impl Coordinator {
                 {
                     schemas.insert(d.to_string(), s);
                 }
-                _ => missing.push(d.to_string()),
+                _ => missing.push(device),
             }
         }
         if missing.is_empty() {
@@ -191,7 +196,7 @@ impl Coordinator {
             devices: missing
                 .iter()
                 .map(|d| proto::DeviceSchemaRequest {
-                    device: d.clone(),
+                    device: d.to_string(),
                     measurements: Vec::new(),
                 })
                 .collect(),
@@ -199,8 +204,11 @@ impl Coordinator {
             caller: Some(self.caller()),
         };
         for (device, schema) in self.fetch_schema(request).await? {
+            let Some(path) = missing.iter().find(|m| m.as_str() == device) else {
+                continue;
+            };
             if !schema.database.is_empty() {
-                pinned.put_schema(&device, schema.clone());
+                pinned.put_schema(path, schema.clone());
                 schemas.insert(device, schema);
             }
         }
@@ -285,6 +293,10 @@ fn answer_series(
         if kept.is_empty() {
             continue;
         }
+        debug_assert!(
+            kept.len() <= limit.max(1),
+            "at most the limit, or the one newest point"
+        );
         out.push(SeriesPoints {
             path: p.clone(),
             data_type: *t,

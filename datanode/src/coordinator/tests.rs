@@ -730,3 +730,35 @@ fn aggregation_reports_302_with_sub_statuses() {
     let s = aggregate(vec![hint, one]);
     assert_eq!((s.code, s.sub_status.len()), (302, 2));
 }
+
+#[tokio::test]
+async fn a_path_the_rules_refuse_is_answered_at_the_edge_and_never_looked_up() {
+    let h = harness(true);
+    let mut bad = tablet(&[1]);
+    bad.device = "root.sg".into();
+    let e = h
+        .coordinator
+        .insert_tablet(bad, Relay::WhenFenced)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status().code, 700, "{e:?}");
+    let e = h
+        .coordinator
+        .series_types("root.sg.d 1", &["s1".into()], Relay::WhenFenced)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status().code, 700, "{e:?}");
+    let pinned = h.metadata.pin();
+    let paths = [proto::SeriesPath {
+        device: "root..d1".into(),
+        measurement: "s1".into(),
+    }];
+    let read = h
+        .coordinator
+        .read(&pinned, &paths, 0..100, 0, false)
+        .await
+        .unwrap();
+    assert!(read.is_empty());
+    assert_eq!(h.source.schema_calls.load(Ordering::SeqCst), 0);
+    assert!(h.peers.calls().is_empty());
+}
