@@ -203,22 +203,11 @@ pub(crate) struct CoordinatorLimits {
     pub query_points_max: u32,
 }
 
-/// The parts of a DataNode the coordinator works with.
+/// The parts of a DataNode the coordinator works with (built as a struct literal by the node
+/// and by the tests).
 pub(crate) struct Coordinator {
-    node_id: u64,
-    /// This node's internal address: a target equal to it is served locally.
-    internal_address: String,
-    limits: CoordinatorLimits,
-    metadata: Arc<MetadataView>,
-    source: Arc<dyn MetadataSource>,
-    local: Arc<dyn LocalReplicas>,
-    peers: Arc<Peers>,
-    metrics: Arc<Metrics>,
-}
-
-/// What the coordinator is built from ([`Coordinator::new`]).
-pub(crate) struct CoordinatorParts {
     pub node_id: u64,
+    /// This node's internal address: a target equal to it is served locally.
     pub internal_address: String,
     pub limits: CoordinatorLimits,
     pub metadata: Arc<MetadataView>,
@@ -231,19 +220,6 @@ pub(crate) struct CoordinatorParts {
 type Resolved = (BTreeMap<i64, u64>, BTreeMap<u64, RegionRoute>);
 
 impl Coordinator {
-    pub(crate) fn new(parts: CoordinatorParts) -> Coordinator {
-        Coordinator {
-            node_id: parts.node_id,
-            internal_address: parts.internal_address,
-            limits: parts.limits,
-            metadata: parts.metadata,
-            source: parts.source,
-            local: parts.local,
-            peers: parts.peers,
-            metrics: parts.metrics,
-        }
-    }
-
     fn fenced(&self, write: bool) -> CoordinatorError {
         inc(if write {
             &self.metrics.fenced_writes

@@ -127,6 +127,11 @@ impl RegionHost {
         self.regions.read().keys().copied().collect()
     }
 
+    /// How many regions are hosted here.
+    pub(crate) fn region_count(&self) -> usize {
+        self.regions.read().len()
+    }
+
     /// The regions hosted here, for the flush loop and digests.
     pub(crate) fn regions(&self) -> Vec<(u64, Arc<DataRegion>)> {
         self.regions

@@ -293,7 +293,7 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
         "regions_hosted",
         "gauge",
         "Region replicas on this DataNode.",
-        shared.host.region_ids().len() as u64,
+        shared.host.region_count() as u64,
     );
 }
 

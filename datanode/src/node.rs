@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 
 use crate::cache::RegionRoute;
 use crate::config::DataNodeConfig;
-use crate::coordinator::{Coordinator, CoordinatorLimits, CoordinatorParts};
+use crate::coordinator::{Coordinator, CoordinatorLimits};
 use crate::error::{Error, Result};
 use crate::host::{RegionHost, RegionHostConfig};
 use crate::lease::{LeaseState, MetadataLeaseManager};
@@ -335,7 +335,7 @@ fn assemble(
         Duration::from_millis(config.dn_confignode_deadline_ms),
         rpc_timeout,
     ));
-    let coordinator = Arc::new(Coordinator::new(CoordinatorParts {
+    let coordinator = Arc::new(Coordinator {
         node_id,
         internal_address: identity.internal_address.clone(),
         limits: coordinator_limits(&config, &storage),
@@ -344,7 +344,7 @@ fn assemble(
         local: host.clone(),
         peers: peers.clone(),
         metrics: metrics.clone(),
-    }));
+    });
     Ok(Arc::new(Shared {
         config,
         identity,

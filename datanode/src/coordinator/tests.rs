@@ -307,7 +307,7 @@ fn harness(live: bool) -> Harness {
         Arc::new(RwLock::new((1..=3).map(|n| (n, internal(n))).collect()));
     let peers = Arc::new(Peers::new(1, addresses, Box::new(fake_peers.clone())));
     let metrics = Arc::new(Metrics::default());
-    let coordinator = Arc::new(Coordinator::new(CoordinatorParts {
+    let coordinator = Arc::new(Coordinator {
         node_id: 1,
         internal_address: internal(1),
         limits: CoordinatorLimits {
@@ -324,7 +324,7 @@ fn harness(live: bool) -> Harness {
         local: Arc::new(FakeLocal),
         peers,
         metrics: metrics.clone(),
-    }));
+    });
     Harness {
         coordinator,
         metadata,
