@@ -71,6 +71,9 @@ runtime::node_config! {
         /// A region flushes once its oldest unflushed write is this many milliseconds old.
         /// Default 600000.
         memtable_flush_age_ms: u64 = 600_000,
+        /// Sealed files this DataNode keeps open at once, over all its regions: a bounded cache of
+        /// descriptors, the least recently read closed first. Default 256; at least 1.
+        sealed_open_files_max: u64 = engine::OPEN_FILES_MAX_DEFAULT as u64,
         /// Rows in one tablet a session may send; larger ones are refused with 700. Default 100000.
         tablet_rows_max: u32 = 100_000,
         /// Entries kept in the schema cache (devices) and the partition cache (device, time slot)
@@ -200,6 +203,7 @@ impl DataNodeConfig {
             ("dn_raft_tick_ms", self.dn_raft_tick_ms),
             ("memtable_flush_bytes", self.memtable_flush_bytes),
             ("memtable_flush_age_ms", self.memtable_flush_age_ms),
+            ("sealed_open_files_max", self.sealed_open_files_max),
         ] {
             if value == 0 {
                 return Err(config_error(key, "must be > 0"));

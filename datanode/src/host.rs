@@ -20,7 +20,7 @@ use crate::peers::Peers;
 use crate::region_state_machine::{
     DataRegionStateMachine, RegionRetryConfig, RegionStateMachineMetrics,
 };
-use engine::{DataRegion, LeaseGate, RegionCommand, StorageConfig};
+use engine::{DataRegion, FileCache, LeaseGate, RegionCommand, StorageConfig};
 
 /// A region replica hosted here.
 pub(crate) struct LocalRegion {
@@ -34,6 +34,8 @@ pub(crate) struct RegionHostConfig {
     /// `<dn_data_dir>/regions`.
     pub regions_dir: PathBuf,
     pub storage: StorageConfig,
+    /// The node's sealed-file descriptor cache (`sealed_open_files_max`), shared by its regions.
+    pub files: Arc<FileCache>,
     pub retry: RegionRetryConfig,
     /// `dn_write_timeout_ms`: a proposal's and a ReadIndex's bound.
     pub write_timeout: Duration,
@@ -127,6 +129,11 @@ impl RegionHost {
         self.regions.read().keys().copied().collect()
     }
 
+    /// The node's sealed-file descriptor cache.
+    pub(crate) fn files(&self) -> &Arc<FileCache> {
+        &self.config.files
+    }
+
     /// How many regions are hosted here.
     pub(crate) fn region_count(&self) -> usize {
         self.regions.read().len()
@@ -217,9 +224,11 @@ impl RegionHost {
         crate::node::write_replicas(&dir, region_id, database, peers)?;
         let region_dir = dir.join(region_id.to_string());
         let config = self.config.storage.clone();
-        let region = tokio::task::spawn_blocking(move || DataRegion::open(region_dir, config))
-            .await
-            .map_err(|e| Error::Transport(format!("opening a region: {e}")))??;
+        let files = self.config.files.clone();
+        let region =
+            tokio::task::spawn_blocking(move || DataRegion::open_with(region_dir, config, files))
+                .await
+                .map_err(|e| Error::Transport(format!("opening a region: {e}")))??;
         let region = Arc::new(region);
         let state_machine = DataRegionStateMachine::new(
             region.clone(),

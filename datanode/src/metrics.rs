@@ -295,6 +295,27 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
         "Region replicas on this DataNode.",
         shared.host.region_count() as u64,
     );
+    storage_metrics(page, shared);
+}
+
+/// The storage engine's resources over every region of the node.
+fn storage_metrics(page: &mut Page, shared: &Shared) {
+    let mut line = |name: &str, kind: &str, help: &str, value: u64| {
+        page.samples(name, kind, help, [(String::new(), value)]);
+    };
+    let files = shared.host.files();
+    line(
+        "sealed_files_open",
+        "gauge",
+        "Sealed-file descriptors open now (bounded by sealed_open_files_max).",
+        files.open_count() as u64,
+    );
+    line(
+        "sealed_file_opens_total",
+        "counter",
+        "Sealed files opened by the descriptor cache (its misses).",
+        files.opens_total(),
+    );
 }
 
 /// Serves the page (and, with the feature `failpoints`, the failpoint requests) until the task

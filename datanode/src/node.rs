@@ -27,7 +27,7 @@ use crate::metrics::{inc, Metrics};
 use crate::peers::{GrpcPeers, Peers};
 use crate::region_state_machine::RegionRetryConfig;
 use crate::timing;
-use engine::{DataRegion, StorageConfig};
+use engine::{DataRegion, FileCache, StorageConfig};
 
 /// Who this DataNode is: its id and its bound addresses.
 pub(crate) struct Identity {
@@ -363,6 +363,7 @@ fn region_host_config(config: &DataNodeConfig, storage: StorageConfig) -> Region
     RegionHostConfig {
         regions_dir: config.dn_data_dir.join("regions"),
         storage,
+        files: FileCache::new(config.sealed_open_files_max as usize),
         retry: RegionRetryConfig {
             write_retry_max: config.data_region_write_retry_max,
             write_retry_wait_ms: config.data_region_write_retry_wait_ms,

@@ -10,6 +10,7 @@
 mod command;
 mod digest;
 mod error;
+mod files;
 mod lease_gate;
 mod manifest;
 mod region;
@@ -18,6 +19,7 @@ mod sealed;
 pub use command::{Deletion, RegionCommand};
 pub use common::codec::DecodeError;
 pub use error::{Result, StorageError};
+pub use files::{FileCache, FileId, OPEN_FILES_MAX_DEFAULT};
 pub use lease_gate::{LeaseFenced, LeaseGate, ManualGate, OpenGate};
 pub use manifest::{FileEntry, Manifest, Tombstone};
 pub use region::{ApplyOutcome, DataRegion, RegionDigest, StorageConfig};

@@ -19,6 +19,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::command::RegionCommand;
 use crate::digest::DigestBuilder;
 use crate::error::{Result, StorageError};
+use crate::files::{FileCache, OPEN_FILES_MAX_DEFAULT};
 use crate::lease_gate::LeaseGate;
 use crate::manifest::{device_in_database, sync_dir, FileEntry, Manifest, Tombstone};
 use crate::sealed::{self, SealedFile};
@@ -251,20 +252,37 @@ impl RegionState {
 pub struct DataRegion {
     dir: PathBuf,
     config: StorageConfig,
+    /// The node's sealed-file descriptors (shared by its regions).
+    files: Arc<FileCache>,
     state: RwLock<RegionState>,
     /// One flush at a time.
     flush_lock: Mutex<()>,
 }
 
 impl DataRegion {
-    /// Opens (or creates) the region stored in `dir`: loads the manifest and its sealed files and
-    /// deletes orphans of a crashed flush. The caller then replays its log from
-    /// `applied_index() + 1`.
+    /// Opens (or creates) the region stored in `dir` with a descriptor cache of its own; see
+    /// [`DataRegion::open_with`].
     pub fn open(dir: impl Into<PathBuf>, config: StorageConfig) -> Result<DataRegion> {
+        DataRegion::open_with(dir, config, FileCache::new(OPEN_FILES_MAX_DEFAULT))
+    }
+
+    /// Opens (or creates) the region stored in `dir`, reading its sealed files through `files`:
+    /// loads the manifest and its sealed files and deletes orphans of a crashed flush. The caller
+    /// then replays its log from `applied_index() + 1`.
+    pub fn open_with(
+        dir: impl Into<PathBuf>,
+        config: StorageConfig,
+        files: Arc<FileCache>,
+    ) -> Result<DataRegion> {
         let dir = dir.into();
         let sealed_dir = dir.join(SEALED_DIR);
-        fs::create_dir_all(&sealed_dir).map_err(|e| StorageError::io(&sealed_dir, e))?;
-        let manifest = Manifest::load(&dir)?.unwrap_or_default();
+        let manifest = match Manifest::load(&dir)? {
+            Some(manifest) => manifest,
+            None => {
+                create_durable_dir(&sealed_dir)?;
+                Manifest::default()
+            }
+        };
         let live: Vec<String> = manifest.files.iter().map(FileEntry::file_name).collect();
         // Orphans of a crashed flush or snapshot install.
         remove_orphans(&sealed_dir, &live)?;
@@ -280,7 +298,7 @@ impl DataRegion {
         state.fences = Fences::from_tombstones(state.manifest.tombstones.iter());
         for entry in state.manifest.files.clone() {
             let path = sealed_dir.join(entry.file_name());
-            let file = SealedFile::open(&path)?;
+            let file = SealedFile::open(&path, &files)?;
             if file.time_slot != entry.time_slot || file.checkpoint != entry.checkpoint {
                 return Err(StorageError::Corruption {
                     what: "sealed file",
@@ -311,6 +329,7 @@ impl DataRegion {
         Ok(DataRegion {
             dir,
             config,
+            files,
             state: RwLock::new(state),
             flush_lock: Mutex::new(()),
         })
@@ -701,8 +720,8 @@ impl DataRegion {
             };
             manifest.next_sequence += 1;
             let path = sealed_dir.join(entry.file_name());
-            sealed::write(&path, snapshot, *slot, *frozen_at)?;
-            new_files.push((entry, path, snapshot.clone()));
+            let file = sealed::write(&path, snapshot, *slot, *frozen_at, &self.files)?;
+            new_files.push((entry, Arc::new(file), snapshot.clone()));
         }
         sync_dir(&sealed_dir)?;
         fail::fail_point!("storage::flush::before_manifest", |_| Err(
@@ -714,19 +733,13 @@ impl DataRegion {
             .extend(new_files.iter().map(|(e, _, _)| e.clone()));
         manifest.store(&self.dir)?;
 
-        let mut opened = Vec::with_capacity(new_files.len());
-        for (entry, path, snapshot) in new_files {
-            opened.push((
-                entry.time_slot,
-                Arc::new(SealedFile::open(&path)?),
-                snapshot,
-            ));
-        }
+        // The installed manifest names the new files: the in-memory state follows it before
+        // anything else can fail, or the next flush would reuse the live files' names (REVIEW M1).
         let mut state = self.state.write();
-        for (slot, file, snapshot) in opened {
+        for (entry, file, snapshot) in new_files {
             let partition = state
                 .partitions
-                .get_mut(&slot)
+                .get_mut(&entry.time_slot)
                 .expect("a partition being flushed is never removed");
             partition
                 .flushing
@@ -735,6 +748,10 @@ impl DataRegion {
         }
         state.recent_tombstones.retain(|t| t.index() > checkpoint);
         state.manifest = manifest;
+        drop(state);
+        fail::fail_point!("storage::flush::after_manifest", |_| Err(
+            StorageError::Injected("storage::flush::after_manifest")
+        ));
         Ok(checkpoint)
     }
 }
@@ -787,6 +804,22 @@ fn register_types(state: &mut RegionState, tablet: &Tablet) {
     if types.is_empty() {
         state.series_types.remove(&tablet.device);
     }
+}
+
+/// Creates a new region's `sealed/` directory and makes its entries durable up to the region's
+/// parent (REVIEW L3: `regions/<id>` was never fsynced in `regions/`, so on some file systems a
+/// crash could lose a region whose log had already been truncated past its first checkpoint).
+fn create_durable_dir(sealed_dir: &Path) -> Result<()> {
+    fs::create_dir_all(sealed_dir).map_err(|e| StorageError::io(sealed_dir, e))?;
+    let mut dir = sealed_dir;
+    for _ in 0..2 {
+        let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) else {
+            break;
+        };
+        sync_dir(parent)?;
+        dir = parent;
+    }
+    Ok(())
 }
 
 /// Deletes every file in `sealed_dir` whose name is not in `live`.

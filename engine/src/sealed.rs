@@ -23,12 +23,14 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use common::{Column, DataType};
 use memtable::FrozenMemTable;
 use wal::direct::DirectWriter;
 
 use crate::error::{Result, StorageError};
+use crate::files::{FileCache, FileId};
 use common::codec::{len32, DecodeError, Reader, Writer};
 
 const HEADER_MAGIC: &[u8; 8] = b"FPSEAL01";
@@ -54,11 +56,15 @@ pub struct ChunkIndex {
     pub max_time: i64,
 }
 
-/// An open sealed file: header facts and the index in memory, chunks read on demand.
+/// A live sealed file: header facts and the index in memory, chunks read on demand through the
+/// node's descriptor cache (the file holds no descriptor of its own).
 #[derive(Debug)]
 pub struct SealedFile {
     path: PathBuf,
-    file: File,
+    id: FileId,
+    files: Arc<FileCache>,
+    /// Bytes on disk.
+    pub bytes: u64,
     /// Time slot of the partition the file belongs to.
     pub time_slot: i64,
     /// Applied index of the region when the memtable was frozen.
@@ -78,13 +84,16 @@ fn encode(frozen: &FrozenMemTable, time_slot: i64, checkpoint: u64) -> Vec<u8> {
     bytes
 }
 
+/// The index of an encoded file, as the encoder wrote it, and the file's length.
+type Encoded = (BTreeMap<(String, String), ChunkIndex>, u64);
+
 /// Encodes a frozen memtable as a sealed file into `out`, one chunk at a time.
 fn encode_into(
     frozen: &FrozenMemTable,
     time_slot: i64,
     checkpoint: u64,
     out: &mut impl Write,
-) -> std::io::Result<()> {
+) -> std::io::Result<Encoded> {
     let mut w = Writer::with_capacity(HEADER_BYTES as usize);
     w.bytes(HEADER_MAGIC);
     w.u32(FORMAT_VERSION);
@@ -147,29 +156,48 @@ fn encode_into(
     w.u64(offset);
     w.len32(index_length);
     w.bytes(FOOTER_MAGIC);
-    out.write_all(w.as_slice())
+    out.write_all(w.as_slice())?;
+    let length = offset + w.len() as u64;
+    let index = entries.into_iter().map(|(d, m, e)| ((d, m), e)).collect();
+    Ok((index, length))
 }
 
-/// Writes and fsyncs a sealed file. The file is not live until a manifest names it.
+/// Writes and fsyncs a sealed file and returns it, its index as written (nothing is read back,
+/// so nothing can fail after the write). The file is not live until a manifest names it.
 ///
 /// The file bypasses the page cache (`O_DIRECT`, see [`wal::direct`]): a flush writes tens of
 /// MiB that queries rarely read back soon, and copying them into fresh cache pages cost more CPU
 /// than encoding them.
-pub fn write(path: &Path, frozen: &FrozenMemTable, time_slot: i64, checkpoint: u64) -> Result<()> {
+pub fn write(
+    path: &Path,
+    frozen: &FrozenMemTable,
+    time_slot: i64,
+    checkpoint: u64,
+    files: &Arc<FileCache>,
+) -> Result<SealedFile> {
     let io = |e| StorageError::io(path, e);
     let mut out = DirectWriter::create(path, WRITE_BUFFER_BYTES).map_err(io)?;
     if !out.is_direct() {
         tracing::debug!(path = %path.display(), "no O_DIRECT here: sealed file goes through the page cache");
     }
-    encode_into(frozen, time_slot, checkpoint, &mut out).map_err(io)?;
+    let (index, bytes) = encode_into(frozen, time_slot, checkpoint, &mut out).map_err(io)?;
     out.finish().map_err(io)?;
-    Ok(())
+    Ok(SealedFile {
+        path: path.to_path_buf(),
+        id: FileId::next(),
+        files: files.clone(),
+        bytes,
+        time_slot,
+        checkpoint,
+        index,
+    })
 }
 
 impl SealedFile {
     /// Opens a sealed file, verifying header, footer and index.
-    pub fn open(path: &Path) -> Result<SealedFile> {
-        let file = File::open(path).map_err(|e| StorageError::io(path, e))?;
+    pub fn open(path: &Path, files: &Arc<FileCache>) -> Result<SealedFile> {
+        let id = FileId::next();
+        let file = files.get(id, path).map_err(|e| StorageError::io(path, e))?;
         let len = file
             .metadata()
             .map_err(|e| StorageError::io(path, e))?
@@ -242,7 +270,9 @@ impl SealedFile {
         r.finish().map_err(|e| decode(e, index_offset))?;
         Ok(SealedFile {
             path: path.to_path_buf(),
-            file,
+            id,
+            files: files.clone(),
+            bytes: len,
             time_slot,
             checkpoint,
             index,
@@ -276,7 +306,11 @@ impl SealedFile {
         let Some(entry) = self.chunk(device, measurement) else {
             return Ok(None);
         };
-        let bytes = read_at(&self.file, &self.path, entry.offset, entry.length as usize)?;
+        let file = self
+            .files
+            .get(self.id, &self.path)
+            .map_err(|e| StorageError::io(&self.path, e))?;
+        let bytes = read_at(&file, &self.path, entry.offset, entry.length as usize)?;
         let corrupt = |offset: u64, reason: String| StorageError::Corruption {
             what: "sealed chunk",
             path: self.path.clone(),
@@ -319,6 +353,14 @@ impl SealedFile {
         let values = r.column(data_type, count).map_err(decode)?;
         r.finish().map_err(decode)?;
         Ok(Some((timestamps, values)))
+    }
+}
+
+impl Drop for SealedFile {
+    fn drop(&mut self) {
+        // The file is no longer live here (compacted away, replaced by a snapshot, or the region
+        // closed): its descriptor need not stay cached.
+        self.files.forget(self.id);
     }
 }
 
@@ -373,8 +415,14 @@ mod tests {
     fn round_trip_and_corruption_detected() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.fps");
-        write(&path, &frozen(), 2, 9).unwrap();
-        let file = SealedFile::open(&path).unwrap();
+        let files = FileCache::new(4);
+        let written = write(&path, &frozen(), 2, 9, &files).unwrap();
+        let file = SealedFile::open(&path, &files).unwrap();
+        assert_eq!(
+            written.index, file.index,
+            "the index as written is the index as read"
+        );
+        assert_eq!(written.bytes, file.bytes);
         assert_eq!((file.time_slot, file.checkpoint), (2, 9));
         let (ts, values) = file.read("root.sg.d1", "s1").unwrap().unwrap();
         assert_eq!(ts, vec![3, 5]);
@@ -386,7 +434,8 @@ mod tests {
             let mut bytes = clean.clone();
             bytes[i] ^= 0x10;
             std::fs::write(&path, &bytes).unwrap();
-            let outcome = SealedFile::open(&path).and_then(|f| f.read("root.sg.d1", "s1"));
+            let outcome = SealedFile::open(&path, &FileCache::new(1))
+                .and_then(|f| f.read("root.sg.d1", "s1"));
             match outcome {
                 Err(StorageError::Corruption { .. }) => {}
                 other => panic!("flip at byte {i} not detected: {other:?}"),
