@@ -1,0 +1,226 @@
+//! The names a user writes (IoTDB's encodings and compressors), what the encoder may choose, and
+//! the codec bytes written on disk.
+
+use std::fmt;
+
+use common::DataType;
+
+/// IoTDB's encodings by name (`CREATE TIMESERIES ... ENCODING=...`).
+///
+/// An encoding is a request; the [`CodecId`] written on disk says what was actually used (see
+/// [`encode_column`](crate::encode_column) for how each request maps to a codec).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// `PLAIN`: fixed-width little-endian values.
+    Plain,
+    /// `TS_2DIFF`: deltas minus the block's minimum delta, bit-packed.
+    Ts2Diff,
+    /// `RLE`: run lengths.
+    Rle,
+    /// `GORILLA`: Facebook Gorilla's XOR with the previous value.
+    Gorilla,
+    /// `DICTIONARY`: distinct values and bit-packed indexes.
+    Dictionary,
+    /// `ZIGZAG`: zigzag varints.
+    Zigzag,
+    /// `CHIMP`: Chimp128 XOR against one of the last 128 values.
+    Chimp,
+}
+
+impl Encoding {
+    /// Every encoding.
+    pub const ALL: [Encoding; 7] = [
+        Encoding::Plain,
+        Encoding::Ts2Diff,
+        Encoding::Rle,
+        Encoding::Gorilla,
+        Encoding::Dictionary,
+        Encoding::Zigzag,
+        Encoding::Chimp,
+    ];
+
+    /// Parses IoTDB's name, case-insensitively.
+    pub fn parse(name: &str) -> Option<Encoding> {
+        Encoding::ALL
+            .into_iter()
+            .find(|e| e.name().eq_ignore_ascii_case(name))
+    }
+
+    /// IoTDB's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Plain => "PLAIN",
+            Encoding::Ts2Diff => "TS_2DIFF",
+            Encoding::Rle => "RLE",
+            Encoding::Gorilla => "GORILLA",
+            Encoding::Dictionary => "DICTIONARY",
+            Encoding::Zigzag => "ZIGZAG",
+            Encoding::Chimp => "CHIMP",
+        }
+    }
+
+    /// Whether IoTDB accepts this encoding for a type (its compatibility table: `PLAIN` for all;
+    /// `RLE` for all but `TEXT`; `TS_2DIFF`, `GORILLA`, `CHIMP` for the four numeric types;
+    /// `ZIGZAG` for `INT32`/`INT64`; `DICTIONARY` for `TEXT`).
+    pub fn supports(self, t: DataType) -> bool {
+        let numeric = matches!(
+            t,
+            DataType::Int32 | DataType::Int64 | DataType::Float | DataType::Double
+        );
+        match self {
+            Encoding::Plain => true,
+            Encoding::Rle => t != DataType::Text,
+            Encoding::Ts2Diff | Encoding::Gorilla | Encoding::Chimp => numeric,
+            Encoding::Zigzag => matches!(t, DataType::Int32 | DataType::Int64),
+            Encoding::Dictionary => t == DataType::Text,
+        }
+    }
+
+    /// IoTDB's default encoding for a type.
+    pub fn iotdb_default(t: DataType) -> Encoding {
+        match t {
+            DataType::Boolean => Encoding::Rle,
+            DataType::Int32 | DataType::Int64 => Encoding::Ts2Diff,
+            DataType::Float | DataType::Double => Encoding::Gorilla,
+            DataType::Text => Encoding::Plain,
+        }
+    }
+}
+
+impl fmt::Display for Encoding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The compressors this build has. IoTDB's `SNAPPY`, `GZIP`, `ZSTD` and `LZMA2` do not parse: the
+/// caller answers "unsupported compressor".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Compressor {
+    /// `UNCOMPRESSED`: the bytes as they are.
+    Uncompressed,
+    /// `LZ4`: one LZ4 block (IoTDB's default compressor).
+    Lz4,
+}
+
+impl Compressor {
+    /// Every compressor.
+    pub const ALL: [Compressor; 2] = [Compressor::Uncompressed, Compressor::Lz4];
+
+    /// Parses IoTDB's name, case-insensitively.
+    pub fn parse(name: &str) -> Option<Compressor> {
+        Compressor::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(name))
+    }
+
+    /// IoTDB's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compressor::Uncompressed => "UNCOMPRESSED",
+            Compressor::Lz4 => "LZ4",
+        }
+    }
+}
+
+impl fmt::Display for Compressor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the encoder may choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Choice {
+    /// The series' declared encoding. One the column's type does not support is treated as
+    /// [`Choice::Adaptive`].
+    Fixed(Encoding),
+    /// The encoder looks at the values and picks (see [`encode_column`](crate::encode_column)).
+    Adaptive,
+}
+
+/// The concrete codec of an encoded column: its first byte. The byte values are a stable on-disk
+/// format (the crate doc gives every layout); 0 is never a codec, so zeroed bytes do not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum CodecId {
+    /// Fixed-width little-endian values; booleans as a bitmap; text u32-length-prefixed.
+    Plain = 1,
+    /// TS_2DIFF: blocks of 128 deltas, minus the block's minimum, bit-packed.
+    DeltaBitPack = 2,
+    /// Runs of equal values (floats compared by bit pattern).
+    Rle = 3,
+    /// Zigzag LEB128 varints.
+    Zigzag = 4,
+    /// Facebook Gorilla XOR.
+    Gorilla = 5,
+    /// Chimp128 XOR.
+    Chimp = 6,
+    /// Floats as integers times 10^-k, the integers [`DeltaBitPack`](CodecId::DeltaBitPack)- or
+    /// [`Rle`](CodecId::Rle)-encoded.
+    ScaledDecimal = 7,
+    /// Booleans as alternating run lengths.
+    BoolRle = 8,
+    /// Text as distinct values plus bit-packed indexes.
+    Dictionary = 9,
+}
+
+impl CodecId {
+    /// Every codec, in byte order.
+    pub const ALL: [CodecId; 9] = [
+        CodecId::Plain,
+        CodecId::DeltaBitPack,
+        CodecId::Rle,
+        CodecId::Zigzag,
+        CodecId::Gorilla,
+        CodecId::Chimp,
+        CodecId::ScaledDecimal,
+        CodecId::BoolRle,
+        CodecId::Dictionary,
+    ];
+
+    /// The on-disk byte.
+    pub fn byte(self) -> u8 {
+        self as u8
+    }
+
+    /// The codec for a byte, if valid.
+    pub fn from_byte(byte: u8) -> Option<CodecId> {
+        CodecId::ALL.into_iter().find(|c| c.byte() == byte)
+    }
+
+    /// A name for messages and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            CodecId::Plain => "plain",
+            CodecId::DeltaBitPack => "delta-bitpack",
+            CodecId::Rle => "rle",
+            CodecId::Zigzag => "zigzag",
+            CodecId::Gorilla => "gorilla",
+            CodecId::Chimp => "chimp128",
+            CodecId::ScaledDecimal => "scaled-decimal",
+            CodecId::BoolRle => "bool-rle",
+            CodecId::Dictionary => "dictionary",
+        }
+    }
+
+    /// Whether a column of type `t` may be encoded with this codec.
+    pub fn encodes(self, t: DataType) -> bool {
+        let int = matches!(t, DataType::Int32 | DataType::Int64);
+        let float = matches!(t, DataType::Float | DataType::Double);
+        match self {
+            CodecId::Plain => true,
+            CodecId::DeltaBitPack | CodecId::Zigzag => int,
+            CodecId::Rle | CodecId::Gorilla | CodecId::Chimp => int || float,
+            CodecId::ScaledDecimal => float,
+            CodecId::BoolRle => t == DataType::Boolean,
+            CodecId::Dictionary => t == DataType::Text,
+        }
+    }
+}
+
+impl fmt::Display for CodecId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

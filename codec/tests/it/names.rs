@@ -1,0 +1,54 @@
+//! IoTDB's names and compatibility table.
+
+use codec::{Compressor, Encoding};
+use common::DataType;
+
+#[test]
+fn encodings_parse_case_insensitively_and_print_back() {
+    for e in Encoding::ALL {
+        assert_eq!(Encoding::parse(e.name()), Some(e));
+        assert_eq!(Encoding::parse(&e.name().to_lowercase()), Some(e));
+    }
+    assert_eq!(Encoding::parse("ts_2diff"), Some(Encoding::Ts2Diff));
+    assert_eq!(Encoding::parse("SPRINTZ"), None);
+    assert_eq!(Encoding::parse(""), None);
+}
+
+#[test]
+fn compressors_parse_and_refuse_what_this_build_lacks() {
+    assert_eq!(Compressor::parse("lz4"), Some(Compressor::Lz4));
+    assert_eq!(
+        Compressor::parse("UNCOMPRESSED"),
+        Some(Compressor::Uncompressed)
+    );
+    for missing in ["SNAPPY", "GZIP", "ZSTD", "LZMA2"] {
+        assert_eq!(Compressor::parse(missing), None, "{missing}");
+    }
+}
+
+#[test]
+fn compatibility_table_is_iotdbs() {
+    use DataType::*;
+    use Encoding::*;
+    let table: [(Encoding, &[DataType]); 7] = [
+        (Plain, &[Boolean, Int32, Int64, Float, Double, Text]),
+        (Ts2Diff, &[Int32, Int64, Float, Double]),
+        (Rle, &[Boolean, Int32, Int64, Float, Double]),
+        (Gorilla, &[Int32, Int64, Float, Double]),
+        (Dictionary, &[Text]),
+        (Zigzag, &[Int32, Int64]),
+        (Chimp, &[Int32, Int64, Float, Double]),
+    ];
+    for (e, types) in table {
+        for t in DataType::ALL {
+            assert_eq!(e.supports(t), types.contains(&t), "{e} {t}");
+        }
+    }
+    for t in DataType::ALL {
+        assert!(Encoding::iotdb_default(t).supports(t), "{t}");
+    }
+    assert_eq!(Encoding::iotdb_default(Boolean), Rle);
+    assert_eq!(Encoding::iotdb_default(Int64), Ts2Diff);
+    assert_eq!(Encoding::iotdb_default(Double), Gorilla);
+    assert_eq!(Encoding::iotdb_default(Text), Plain);
+}
