@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,9 +23,10 @@ use crate::error::{Result, StorageError};
 use crate::files::{FileCache, OPEN_FILES_MAX_DEFAULT};
 use crate::lease_gate::LeaseGate;
 use crate::manifest::{device_in_database, sync_dir, FileEntry, Manifest, Tombstone};
-use crate::sealed::{self, SealedFile};
+use crate::sealed::{self, Header, SealedFile, SealedOptions};
 
 const SEALED_DIR: &str = "sealed";
+const ALL_TIME: RangeInclusive<i64> = i64::MIN..=i64::MAX;
 
 /// Storage-engine settings for a region.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,6 +39,8 @@ pub struct StorageConfig {
     pub memtable_flush_age_ms: u64,
     /// Shape limits for tablets.
     pub tablet_limits: TabletLimits,
+    /// How sealed files are encoded.
+    pub sealed: SealedOptions,
 }
 
 impl Default for StorageConfig {
@@ -46,6 +50,7 @@ impl Default for StorageConfig {
             memtable_flush_bytes: 64 << 20,
             memtable_flush_age_ms: 600_000,
             tablet_limits: TabletLimits::default(),
+            sealed: SealedOptions::default(),
         }
     }
 }
@@ -234,7 +239,7 @@ impl RegionState {
     fn all_points(&self, device: &str, measurement: &str) -> Result<BTreeMap<i64, Value>> {
         let mut merged = BTreeMap::new();
         for partition in self.partitions.values() {
-            merge_partition(self, partition, device, measurement, &mut merged)?;
+            merge_partition(self, partition, device, measurement, ALL_TIME, &mut merged)?;
         }
         Ok(merged)
     }
@@ -521,7 +526,14 @@ impl DataRegion {
         let last = self.config.partition.time_slot(to - 1);
         let mut merged = BTreeMap::new();
         for (_, partition) in state.partitions.range(first..=last) {
-            merge_partition(&state, partition, device, measurement, &mut merged)?;
+            merge_partition(
+                &state,
+                partition,
+                device,
+                measurement,
+                from..=to - 1,
+                &mut merged,
+            )?;
         }
         Ok(merged
             .range(from..to)
@@ -534,7 +546,14 @@ impl DataRegion {
         let state = self.state.read();
         for partition in state.partitions.values().rev() {
             let mut merged = BTreeMap::new();
-            merge_partition(&state, partition, device, measurement, &mut merged)?;
+            merge_partition(
+                &state,
+                partition,
+                device,
+                measurement,
+                ALL_TIME,
+                &mut merged,
+            )?;
             if let Some((t, v)) = merged.pop_last() {
                 return Ok(Some((t, v)));
             }
@@ -720,7 +739,11 @@ impl DataRegion {
             };
             manifest.next_sequence += 1;
             let path = sealed_dir.join(entry.file_name());
-            let file = sealed::write(&path, snapshot, *slot, *frozen_at, &self.files)?;
+            let header = Header {
+                time_slot: *slot,
+                checkpoint: *frozen_at,
+            };
+            let file = sealed::write(&path, snapshot, header, &self.config.sealed, &self.files)?;
             new_files.push((entry, Arc::new(file), snapshot.clone()));
         }
         sync_dir(&sealed_dir)?;
@@ -905,18 +928,21 @@ fn delete(state: &mut RegionState, _index: u64, pred: impl Fn(&str, &str) -> boo
 }
 
 /// Merges one partition's sources for a series into `out`, oldest first, so newer writes win.
+/// Sealed pages wholly outside `times` are not read (the caller cuts `out` to the range).
 fn merge_partition(
     state: &RegionState,
     partition: &Partition,
     device: &str,
     measurement: &str,
+    times: RangeInclusive<i64>,
     out: &mut BTreeMap<i64, Value>,
 ) -> Result<()> {
     for file in &partition.sealed {
         if state.masked(device, measurement, file.checkpoint) {
             continue;
         }
-        if let Some((timestamps, values)) = file.read(device, measurement)? {
+        let read = file.read_range(device, measurement, *times.start(), *times.end())?;
+        if let Some((timestamps, values)) = read {
             for (i, t) in timestamps.into_iter().enumerate() {
                 out.insert(t, values.value(i));
             }
