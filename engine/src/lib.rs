@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 mod command;
+mod compaction;
 mod digest;
 mod error;
 mod files;
@@ -19,6 +20,7 @@ mod sealed;
 pub use codec::{Choice, Compressor, Encoding};
 pub use command::{Deletion, RegionCommand};
 pub use common::codec::DecodeError;
+pub use compaction::{CompactionConfig, CompactionReport, StorageStats};
 pub use error::{Result, StorageError};
 pub use files::{FileCache, FileId, OPEN_FILES_MAX_DEFAULT};
 pub use lease_gate::{LeaseFenced, LeaseGate, ManualGate, OpenGate};

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,7 @@ use memtable::{FrozenMemTable, Mark, MemTable, MemTableConfig, MemTableError};
 use parking_lot::{Mutex, RwLock};
 
 use crate::command::RegionCommand;
+use crate::compaction::CompactionConfig;
 use crate::digest::DigestBuilder;
 use crate::error::{Result, StorageError};
 use crate::files::{FileCache, OPEN_FILES_MAX_DEFAULT};
@@ -25,7 +27,7 @@ use crate::lease_gate::LeaseGate;
 use crate::manifest::{device_in_database, sync_dir, FileEntry, Manifest, Tombstone};
 use crate::sealed::{self, Header, SealedFile, SealedOptions};
 
-const SEALED_DIR: &str = "sealed";
+pub(crate) const SEALED_DIR: &str = "sealed";
 const ALL_TIME: RangeInclusive<i64> = i64::MIN..=i64::MAX;
 
 /// Storage-engine settings for a region.
@@ -41,6 +43,8 @@ pub struct StorageConfig {
     pub tablet_limits: TabletLimits,
     /// How sealed files are encoded.
     pub sealed: SealedOptions,
+    /// When and how fast sealed files are merged.
+    pub compaction: CompactionConfig,
 }
 
 impl Default for StorageConfig {
@@ -51,6 +55,7 @@ impl Default for StorageConfig {
             memtable_flush_age_ms: 600_000,
             tablet_limits: TabletLimits::default(),
             sealed: SealedOptions::default(),
+            compaction: CompactionConfig::default(),
         }
     }
 }
@@ -85,12 +90,12 @@ pub struct RegionDigest {
 }
 
 /// One time partition.
-struct Partition {
+pub(crate) struct Partition {
     working: MemTable,
     /// Frozen memtables being written to sealed files, oldest first, with their checkpoints.
     flushing: Vec<(u64, Arc<FrozenMemTable>)>,
-    /// Sealed files, oldest first.
-    sealed: Vec<Arc<SealedFile>>,
+    /// Sealed files, oldest first (the manifest's order): a newer file's point wins.
+    pub(crate) sealed: Vec<Arc<SealedFile>>,
 }
 
 impl Partition {
@@ -102,7 +107,7 @@ impl Partition {
         }
     }
 
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.working.is_empty() && self.flushing.is_empty() && self.sealed.is_empty()
     }
 }
@@ -113,12 +118,12 @@ fn memtable_config(config: &StorageConfig) -> MemTableConfig {
     }
 }
 
-struct RegionState {
-    applied_index: u64,
-    partitions: BTreeMap<i64, Partition>,
+pub(crate) struct RegionState {
+    pub(crate) applied_index: u64,
+    pub(crate) partitions: BTreeMap<i64, Partition>,
     /// Every live series' type; the type check of an insert reads it, never a cache.
     series_types: HashMap<String, HashMap<String, DataType>>,
-    manifest: Manifest,
+    pub(crate) manifest: Manifest,
     /// Deletions newer than the manifest's checkpoint (replayed from the log after a crash).
     recent_tombstones: Vec<Tombstone>,
     /// When the oldest write not yet frozen arrived; drives the age-based flush.
@@ -203,7 +208,7 @@ impl Fences {
 }
 
 impl RegionState {
-    fn tombstones(&self) -> impl Iterator<Item = &Tombstone> {
+    pub(crate) fn tombstones(&self) -> impl Iterator<Item = &Tombstone> {
         self.manifest
             .tombstones
             .iter()
@@ -219,7 +224,18 @@ impl RegionState {
                 .any(|t| t.deletion().operation_id == operation_id)
     }
 
-    fn masked(&self, device: &str, measurement: &str, checkpoint: u64) -> bool {
+    /// True when a deletion the manifest holds (at or below its checkpoint) masks the series in
+    /// a source with `checkpoint`. Only these may be applied physically: a later deletion is
+    /// replayed from the log after a crash, and the entries before it must meet the data they met
+    /// the first time.
+    pub(crate) fn masked_durably(&self, device: &str, measurement: &str, checkpoint: u64) -> bool {
+        self.manifest
+            .tombstones
+            .iter()
+            .any(|t| t.masks(device, measurement, checkpoint))
+    }
+
+    pub(crate) fn masked(&self, device: &str, measurement: &str, checkpoint: u64) -> bool {
         self.tombstones()
             .any(|t| t.masks(device, measurement, checkpoint))
     }
@@ -255,13 +271,16 @@ impl RegionState {
 /// A region replica's storage. Thread-safe: applies take a write lock, queries a read lock, and a
 /// flush writes its files without holding either.
 pub struct DataRegion {
-    dir: PathBuf,
-    config: StorageConfig,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: StorageConfig,
     /// The node's sealed-file descriptors (shared by its regions).
-    files: Arc<FileCache>,
-    state: RwLock<RegionState>,
-    /// One flush at a time.
-    flush_lock: Mutex<()>,
+    pub(crate) files: Arc<FileCache>,
+    pub(crate) state: RwLock<RegionState>,
+    /// One manifest change at a time: a flush, a snapshot install or a compaction's install.
+    pub(crate) flush_lock: Mutex<()>,
+    /// The next sealed-file sequence number: flushes and compactions draw their file names from
+    /// it (a name is never reused, even by a file a crash left unnamed).
+    pub(crate) sequences: AtomicU64,
 }
 
 impl DataRegion {
@@ -335,6 +354,7 @@ impl DataRegion {
             dir,
             config,
             files,
+            sequences: AtomicU64::new(state.manifest.next_sequence),
             state: RwLock::new(state),
             flush_lock: Mutex::new(()),
         })
@@ -734,10 +754,9 @@ impl DataRegion {
         for (slot, frozen_at, snapshot) in &frozen {
             let entry = FileEntry {
                 time_slot: *slot,
-                sequence: manifest.next_sequence,
+                sequence: self.sequences.fetch_add(1, Ordering::Relaxed),
                 checkpoint: *frozen_at,
             };
-            manifest.next_sequence += 1;
             let path = sealed_dir.join(entry.file_name());
             let header = Header {
                 time_slot: *slot,
@@ -751,6 +770,7 @@ impl DataRegion {
             StorageError::Injected("storage::flush::before_manifest")
         ));
         manifest.checkpoint = checkpoint;
+        manifest.next_sequence = self.sequences.load(Ordering::Relaxed);
         manifest
             .files
             .extend(new_files.iter().map(|(e, _, _)| e.clone()));

@@ -185,6 +185,11 @@ impl FileWriter {
             .map_err(|e| StorageError::io(&self.path, e))
     }
 
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.writer.bytes_written()
+    }
+
     /// Writes the index and footer, fsyncs, and returns the file (not yet live).
     pub fn finish(self) -> Result<SealedFile> {
         let path = self.path;
@@ -352,7 +357,7 @@ impl SealedFile {
                 ));
             }
             timestamps.extend_from_slice(&ts);
-            append(&mut values, column);
+            append_column(&mut values, column);
         }
         Ok(Some((timestamps, values)))
     }
@@ -367,7 +372,7 @@ impl Drop for SealedFile {
 }
 
 /// Appends `more` to `column` (same type).
-fn append(column: &mut Column, more: Column) {
+pub(crate) fn append_column(column: &mut Column, more: Column) {
     match (column, more) {
         (Column::Boolean(a), Column::Boolean(b)) => a.extend(b),
         (Column::Int32(a), Column::Int32(b)) => a.extend(b),

@@ -174,6 +174,11 @@ impl<W: Write> SealedWriter<W> {
         Ok(page)
     }
 
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.offset
+    }
+
     /// Writes the index and footer; returns the writer, the index and the file's length.
     pub fn finish(mut self) -> io::Result<(W, Index, u64)> {
         let mut w = Writer::new();

@@ -1,5 +1,5 @@
 //! The engine against a model: random multi-partition tablets, fenced attempts, type clashes,
-//! flushes, restarts and deletes.
+//! flushes, compactions, restarts and deletes.
 
 use std::collections::HashMap;
 
@@ -27,6 +27,8 @@ enum Op {
     Restart,
     /// Export the content and install it back as a snapshot at the applied index.
     Snapshot,
+    /// Merge sealed files until no partition needs it.
+    Compact,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -42,6 +44,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Flush),
         1 => Just(Op::Restart),
         1 => Just(Op::Snapshot),
+        2 => Just(Op::Compact),
     ]
 }
 
@@ -170,6 +173,13 @@ proptest! {
                     region.region.reset_to(index, &tablets, &tombstones).unwrap();
                     prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across snapshot at step {}", step);
                     prop_assert_eq!(region.region.checkpoint_index(), index);
+                }
+                Op::Compact => {
+                    let digest = region.region.digest().unwrap();
+                    let reports = region.region.compact_all().unwrap();
+                    prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across compaction at step {}", step);
+                    let stats = region.region.storage_stats();
+                    prop_assert_eq!(stats.pending_compactions, 0, "step {}: {:?}", step, reports);
                 }
                 Op::Restart => {
                     let digest = region.region.digest().unwrap();

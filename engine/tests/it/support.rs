@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{DataType, PartitionConfig, Tablet, Value};
-use engine::{ApplyOutcome, DataRegion, LeaseGate, RegionCommand, StorageConfig, StorageError};
+use engine::{
+    ApplyOutcome, CompactionConfig, DataRegion, LeaseGate, RegionCommand, StorageConfig,
+    StorageError,
+};
 use wal::{Durability, Wal, WalOptions};
 
 pub fn config() -> StorageConfig {
@@ -15,6 +18,12 @@ pub fn config() -> StorageConfig {
             series_slot_num: 1000,
             time_partition_interval_ms: 10,
             time_partition_origin_ms: 0,
+        },
+        // Merge as soon as two neighbouring files exist, so tests exercise compaction often.
+        compaction: CompactionConfig {
+            files_min: 2,
+            write_bytes_per_sec: 0,
+            ..CompactionConfig::default()
         },
         ..StorageConfig::default()
     }

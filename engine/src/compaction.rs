@@ -1,0 +1,461 @@
+//! Compaction: per time partition, a size-tiered merge of a contiguous run of sealed files into
+//! one, dropping the data deletions mask, so files per partition stay few and deleted data is
+//! physically reclaimed.
+//!
+//! Only deletions the manifest holds are applied (`RegionState::masked_durably`): after a crash
+//! the log replays from the manifest's checkpoint, and a replayed insert's type verdict must meet
+//! the data it met the first time, so data a later deletion masks stays until a flush makes that
+//! deletion durable.
+//!
+//! Why contiguous: a partition's sealed files are ordered (a newer file's point wins), so a merge
+//! may only replace a run of neighbours, and its output takes the run's place. The output's
+//! checkpoint is the run's greatest: a deletion newer than every input still masks the output, and
+//! one that masked only older inputs has been applied to their data.
+//!
+//! Crash safety, manifest-driven like a flush; the sync points are:
+//! 1. the output file is written and fsynced under a fresh sequence number, not yet named by the
+//!    manifest (a crash leaves an orphan, deleted on open);
+//! 2. the manifest naming the output instead of the inputs is installed (write temp, fsync,
+//!    rename, fsync directory): the switch is atomic;
+//! 3. the inputs are deleted (a crash leaves them unnamed: orphans, deleted on open).
+//!
+//! Writes never wait for a compaction: the merge runs under no region lock; only its install
+//! takes the manifest lock (as a flush does) and the state lock for a pointer swap.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Column, DataType};
+
+use crate::error::{Result, StorageError};
+use crate::manifest::{sync_dir, FileEntry};
+use crate::region::{DataRegion, RegionState};
+use crate::sealed::{self, Header, SealedFile};
+
+/// When and how fast partitions are compacted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactionConfig {
+    /// A run of at least this many neighbouring files of one size tier is merged. Default 4.
+    pub files_min: usize,
+    /// Files merged at most at once. Default 16.
+    pub files_max: usize,
+    /// Files of up to this size form tier 0; tier k holds files up to 4^k times it.
+    /// Default 1 MiB.
+    pub tier_base_bytes: u64,
+    /// Bytes a compaction writes per second at most; 0 is unlimited. Default 64 MiB/s.
+    pub write_bytes_per_sec: u64,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            files_min: 4,
+            files_max: 16,
+            tier_base_bytes: 1 << 20,
+            write_bytes_per_sec: 64 << 20,
+        }
+    }
+}
+
+impl CompactionConfig {
+    fn tier(&self, bytes: u64) -> u32 {
+        let mut tier = 0;
+        let mut bound = self.tier_base_bytes.max(1);
+        while bytes > bound {
+            tier += 1;
+            bound = bound.saturating_mul(4);
+        }
+        tier
+    }
+}
+
+/// What one compaction did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// The partition's time slot.
+    pub time_slot: i64,
+    /// Files merged.
+    pub inputs: usize,
+    /// Their bytes.
+    pub input_bytes: u64,
+    /// Bytes of the file that replaced them.
+    pub output_bytes: u64,
+    /// Series (of any input) whose data was dropped because a deletion masked it.
+    pub dropped_series: usize,
+}
+
+/// A region's sealed files in numbers, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StorageStats {
+    /// Time partitions with data.
+    pub partitions: usize,
+    /// Sealed files.
+    pub sealed_files: usize,
+    /// The most sealed files in one partition.
+    pub max_files_per_partition: usize,
+    /// Bytes of sealed files.
+    pub sealed_bytes: u64,
+    /// Partitions a compaction would work on now.
+    pub pending_compactions: usize,
+}
+
+/// The run a compaction merges: neighbouring files of one partition.
+struct Job {
+    time_slot: i64,
+    inputs: Vec<Arc<SealedFile>>,
+}
+
+impl DataRegion {
+    /// Runs at most one compaction (the first partition with work, oldest first) and reports it;
+    /// `None` when no partition needs one. Writes go on meanwhile.
+    pub fn compact_once(&self) -> Result<Option<CompactionReport>> {
+        let Some(job) = self.plan(&self.state.read()) else {
+            return Ok(None);
+        };
+        self.run(job).map(Some)
+    }
+
+    /// Compacts until no partition needs it; returns the compactions run.
+    pub fn compact_all(&self) -> Result<Vec<CompactionReport>> {
+        let mut reports = Vec::new();
+        while let Some(report) = self.compact_once()? {
+            reports.push(report);
+        }
+        Ok(reports)
+    }
+
+    /// The region's sealed files in numbers.
+    pub fn storage_stats(&self) -> StorageStats {
+        let state = self.state.read();
+        let mut stats = StorageStats::default();
+        for (slot, partition) in &state.partitions {
+            if partition.sealed.is_empty() {
+                continue;
+            }
+            stats.partitions += 1;
+            stats.sealed_files += partition.sealed.len();
+            stats.max_files_per_partition =
+                stats.max_files_per_partition.max(partition.sealed.len());
+            stats.sealed_bytes += partition.sealed.iter().map(|f| f.bytes).sum::<u64>();
+            if self.plan_partition(&state, *slot).is_some() {
+                stats.pending_compactions += 1;
+            }
+        }
+        stats
+    }
+
+    fn plan(&self, state: &RegionState) -> Option<Job> {
+        state
+            .partitions
+            .keys()
+            .find_map(|slot| self.plan_partition(state, *slot))
+    }
+
+    /// The partition's next job: the first run of `files_min`..=`files_max` neighbours in one
+    /// size tier, else the first file holding data a deletion masks (rewritten alone).
+    fn plan_partition(&self, state: &RegionState, slot: i64) -> Option<Job> {
+        let config = &self.config.compaction;
+        let files = &state.partitions.get(&slot)?.sealed;
+        let job = |run: &[Arc<SealedFile>]| Job {
+            time_slot: slot,
+            inputs: run.to_vec(),
+        };
+        let mut start = 0;
+        while start < files.len() {
+            let tier = config.tier(files[start].bytes);
+            let mut end = start + 1;
+            while end < files.len()
+                && end - start < config.files_max
+                && config.tier(files[end].bytes) == tier
+            {
+                end += 1;
+            }
+            if end - start >= config.files_min.max(2) {
+                return Some(job(&files[start..end]));
+            }
+            start = end;
+        }
+        files
+            .iter()
+            .position(|f| holds_masked_data(state, f))
+            .map(|i| job(&files[i..=i]))
+    }
+
+    fn run(&self, job: Job) -> Result<CompactionReport> {
+        let checkpoint = job
+            .inputs
+            .iter()
+            .map(|f| f.checkpoint)
+            .max()
+            .expect("a job has inputs");
+        let sequence = self.sequences.fetch_add(1, Ordering::Relaxed);
+        let entry = FileEntry {
+            time_slot: job.time_slot,
+            sequence,
+            checkpoint,
+        };
+        let sealed_dir = self.dir.join(crate::region::SEALED_DIR);
+        let path = sealed_dir.join(entry.file_name());
+        let written = self.merge(&job, &path, checkpoint);
+        let (output, dropped_series) = match written {
+            Ok(output) => output,
+            Err(e) => {
+                let _ = fs::remove_file(&path);
+                return Err(e);
+            }
+        };
+        let report = CompactionReport {
+            time_slot: job.time_slot,
+            inputs: job.inputs.len(),
+            input_bytes: job.inputs.iter().map(|f| f.bytes).sum(),
+            output_bytes: output.as_ref().map_or(0, |f| f.bytes),
+            dropped_series,
+        };
+        sync_dir(&sealed_dir)?;
+        fail::fail_point!("storage::compact::before_manifest", |_| Err(
+            StorageError::Injected("storage::compact::before_manifest")
+        ));
+        let output = output.map(|file| (entry, Arc::new(file)));
+        if !self.install(&job, output)? {
+            // The partition changed under the merge (a snapshot replaced the region's content):
+            // the output is an orphan.
+            let _ = fs::remove_file(&path);
+            return Ok(CompactionReport {
+                output_bytes: 0,
+                ..report
+            });
+        }
+        fail::fail_point!("storage::compact::after_manifest", |_| Err(
+            StorageError::Injected("storage::compact::after_manifest")
+        ));
+        for input in &job.inputs {
+            match fs::remove_file(input.path()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StorageError::io(input.path(), e)),
+            }
+        }
+        sync_dir(&sealed_dir)?;
+        Ok(report)
+    }
+
+    /// Writes the merged file (none when deletions masked everything); returns it with the
+    /// number of series dropped for a deletion.
+    fn merge(
+        &self,
+        job: &Job,
+        path: &std::path::Path,
+        checkpoint: u64,
+    ) -> Result<(Option<SealedFile>, usize)> {
+        // Which inputs hold each series, and which of those a durable deletion masks: decided
+        // once, against the manifest's tombstones as they are now. A deletion newer than the
+        // manifest's checkpoint is not applied here; its index is above every input's
+        // checkpoint, so it masks the output just as it masked the inputs.
+        let mut series: BTreeMap<(String, String), (DataType, Vec<usize>)> = BTreeMap::new();
+        let mut dropped = 0;
+        {
+            let state = self.state.read();
+            for (i, file) in job.inputs.iter().enumerate() {
+                for (device, measurement, chunk) in file.series() {
+                    if state.masked_durably(device, measurement, file.checkpoint) {
+                        dropped += 1;
+                        continue;
+                    }
+                    series
+                        .entry((device.to_string(), measurement.to_string()))
+                        .or_insert_with(|| (chunk.data_type, Vec::new()))
+                        .1
+                        .push(i);
+                }
+            }
+        }
+        if series.is_empty() {
+            return Ok((None, dropped));
+        }
+        let header = Header {
+            time_slot: job.time_slot,
+            checkpoint,
+        };
+        let mut writer = sealed::create(path, header, &self.config.sealed, &self.files)?;
+        let mut throttle = Throttle::new(self.config.compaction.write_bytes_per_sec);
+        for ((device, measurement), (data_type, sources)) in &series {
+            let mut merged: Option<(Vec<i64>, Column)> = None;
+            for &i in sources {
+                let Some(read) = job.inputs[i].read(device, measurement)? else {
+                    continue;
+                };
+                if read.1.data_type() != *data_type {
+                    return Err(StorageError::Corruption {
+                        what: "sealed file",
+                        path: job.inputs[i].path().to_path_buf(),
+                        offset: 0,
+                        reason: format!("{device}.{measurement} changes type between files"),
+                    });
+                }
+                merged = Some(match merged {
+                    None => read,
+                    Some(older) => merge_newer_wins(older, read),
+                });
+            }
+            if let Some((timestamps, values)) = merged {
+                writer.series(device, measurement, &timestamps, &values)?;
+                throttle.pace(writer.bytes_written());
+            }
+        }
+        Ok((Some(writer.finish()?), dropped))
+    }
+
+    /// Swaps the output (if any) in for the inputs in the manifest, then in memory. False when
+    /// the inputs are no longer a run of the partition's files.
+    fn install(&self, job: &Job, output: Option<(FileEntry, Arc<SealedFile>)>) -> Result<bool> {
+        let _one_change = self.flush_lock.lock();
+        let mut state = self.state.write();
+        let Some(partition) = state.partitions.get(&job.time_slot) else {
+            return Ok(false);
+        };
+        let Some(at) = partition
+            .sealed
+            .iter()
+            .position(|f| Arc::ptr_eq(f, &job.inputs[0]))
+        else {
+            return Ok(false);
+        };
+        let run = at..at + job.inputs.len();
+        let still_a_run = partition.sealed.get(run.clone()).is_some_and(|files| {
+            files
+                .iter()
+                .zip(&job.inputs)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+        });
+        if !still_a_run {
+            return Ok(false);
+        }
+        let mut manifest = state.manifest.clone();
+        let names: Vec<_> = job.inputs.iter().map(|f| f.path().file_name()).collect();
+        let first = manifest
+            .files
+            .iter()
+            .position(|e| Some(e.file_name().as_ref()) == names[0])
+            .expect("a live file is named by the manifest");
+        manifest
+            .files
+            .retain(|e| !names.contains(&Some(e.file_name().as_ref())));
+        let (entry, file) = output.unzip();
+        if let Some(entry) = entry {
+            manifest.files.insert(first, entry);
+        }
+        manifest.next_sequence = self.sequences.load(Ordering::Relaxed);
+        manifest.store(&self.dir)?;
+        let partition = state
+            .partitions
+            .get_mut(&job.time_slot)
+            .expect("checked above, under the same lock");
+        partition.sealed.splice(run, file);
+        if partition.is_empty() {
+            state.partitions.remove(&job.time_slot);
+        }
+        state.manifest = manifest;
+        Ok(true)
+    }
+}
+
+/// True when a deletion the manifest holds masks any series of `file` (see
+/// `RegionState::masked_durably`). Only deletions newer than the file can: usually none, so this
+/// costs one pass over the tombstones.
+fn holds_masked_data(state: &RegionState, file: &SealedFile) -> bool {
+    let newer: Vec<_> = state
+        .manifest
+        .tombstones
+        .iter()
+        .filter(|t| t.index() > file.checkpoint)
+        .collect();
+    !newer.is_empty()
+        && file.series().any(|(device, measurement, _)| {
+            newer
+                .iter()
+                .any(|t| t.masks(device, measurement, file.checkpoint))
+        })
+}
+
+/// Merges two sorted series; on equal timestamps the newer point wins.
+fn merge_newer_wins(older: (Vec<i64>, Column), newer: (Vec<i64>, Column)) -> (Vec<i64>, Column) {
+    let (old_ts, old_values) = older;
+    let (new_ts, new_values) = newer;
+    let offset = old_ts.len();
+    let mut timestamps = Vec::with_capacity(old_ts.len() + new_ts.len());
+    let mut rows = Vec::with_capacity(old_ts.len() + new_ts.len());
+    let (mut i, mut j) = (0, 0);
+    while i < old_ts.len() || j < new_ts.len() {
+        let take_new = j < new_ts.len() && (i == old_ts.len() || new_ts[j] <= old_ts[i]);
+        if take_new {
+            if i < old_ts.len() && old_ts[i] == new_ts[j] {
+                i += 1;
+            }
+            timestamps.push(new_ts[j]);
+            rows.push(offset + j);
+            j += 1;
+        } else {
+            timestamps.push(old_ts[i]);
+            rows.push(i);
+            i += 1;
+        }
+    }
+    let mut both = old_values;
+    crate::sealed::append_column(&mut both, new_values);
+    (timestamps, both.select(&rows))
+}
+
+/// Paces a compaction's writes to a byte rate by sleeping (the compaction runs on a thread of
+/// its own, never on a writer's).
+struct Throttle {
+    bytes_per_sec: u64,
+    started: Instant,
+}
+
+impl Throttle {
+    fn new(bytes_per_sec: u64) -> Throttle {
+        Throttle {
+            bytes_per_sec,
+            started: Instant::now(),
+        }
+    }
+
+    fn pace(&mut self, written: u64) {
+        if self.bytes_per_sec == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(written as f64 / self.bytes_per_sec as f64);
+        let elapsed = self.started.elapsed();
+        if due > elapsed {
+            thread::sleep(due - elapsed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_points_win_a_merge() {
+        let older = (vec![1, 3, 5], Column::Int64(vec![10, 30, 50]));
+        let newer = (vec![3, 4, 6], Column::Int64(vec![33, 44, 66]));
+        let (ts, values) = merge_newer_wins(older, newer);
+        assert_eq!(ts, vec![1, 3, 4, 5, 6]);
+        assert_eq!(values, Column::Int64(vec![10, 33, 44, 50, 66]));
+    }
+
+    #[test]
+    fn tiers_grow_by_four() {
+        let config = CompactionConfig::default();
+        assert_eq!(config.tier(0), 0);
+        assert_eq!(config.tier(1 << 20), 0);
+        assert_eq!(config.tier((1 << 20) + 1), 1);
+        assert_eq!(config.tier(4 << 20), 1);
+        assert_eq!(config.tier(5 << 20), 2);
+    }
+}
