@@ -74,6 +74,12 @@ runtime::node_config! {
         /// Sealed files this DataNode keeps open at once, over all its regions: a bounded cache of
         /// descriptors, the least recently read closed first. Default 256; at least 1.
         sealed_open_files_max: u64 = engine::OPEN_FILES_MAX_DEFAULT as u64,
+        /// A compaction merges a run of at least this many neighbouring sealed files of one size
+        /// tier in a time partition. Default 4; at least 2.
+        compaction_files_min: u64 = 4,
+        /// Bytes per second a compaction writes at most (it sleeps to keep to it); 0 is
+        /// unlimited. Default 64 MiB.
+        compaction_write_bytes_per_sec: u64 = 64 << 20,
         /// Rows in one tablet a session may send; larger ones are refused with 700. Default 100000.
         tablet_rows_max: u32 = 100_000,
         /// Entries kept in the schema cache (devices) and the partition cache (device, time slot)
@@ -208,6 +214,9 @@ impl DataNodeConfig {
             if value == 0 {
                 return Err(config_error(key, "must be > 0"));
             }
+        }
+        if self.compaction_files_min < 2 {
+            return Err(config_error("compaction_files_min", "must be at least 2"));
         }
         check_keepalive(
             "dn_rpc_keepalive_interval_ms",

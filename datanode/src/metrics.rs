@@ -8,7 +8,7 @@
 //! the armed ones. Answers: 200 with a one-line body, 400 when the action does not parse.
 //! Avoid the `pause` action on handlers that run on the async runtime: it blocks a worker thread.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use consensus::Metrics as RaftMetrics;
@@ -61,6 +61,12 @@ pub struct Metrics {
     pub invalidations: AtomicU64,
     /// Times the raft node was switched to fenced (its leaders step aside).
     pub raft_fenced_switches: AtomicU64,
+    /// Compactions installed.
+    pub compactions: AtomicU64,
+    /// Bytes of sealed files compactions merged away.
+    pub compaction_input_bytes: AtomicU64,
+    /// Bytes of sealed files compactions wrote.
+    pub compaction_output_bytes: AtomicU64,
 }
 
 /// The metrics page.
@@ -303,6 +309,59 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
     let mut line = |name: &str, kind: &str, help: &str, value: u64| {
         page.samples(name, kind, help, [(String::new(), value)]);
     };
+    let mut totals = engine::StorageStats::default();
+    for (_, region) in shared.host.regions() {
+        let stats = region.storage_stats();
+        totals.partitions += stats.partitions;
+        totals.sealed_files += stats.sealed_files;
+        totals.sealed_bytes += stats.sealed_bytes;
+        totals.pending_compactions += stats.pending_compactions;
+        totals.max_files_per_partition = totals
+            .max_files_per_partition
+            .max(stats.max_files_per_partition);
+    }
+    for (name, help, value) in [
+        ("sealed_files", "Sealed files over all regions.", totals.sealed_files),
+        (
+            "sealed_files_per_partition_max",
+            "The most sealed files in one time partition.",
+            totals.max_files_per_partition,
+        ),
+        (
+            "storage_partitions",
+            "Time partitions holding sealed files.",
+            totals.partitions,
+        ),
+        (
+            "compaction_pending_partitions",
+            "Partitions a compaction would work on now.",
+            totals.pending_compactions,
+        ),
+    ] {
+        line(name, "gauge", help, value as u64);
+    }
+    line(
+        "sealed_bytes",
+        "gauge",
+        "Bytes of sealed files over all regions.",
+        totals.sealed_bytes,
+    );
+    let m = &shared.metrics;
+    for (name, help, counter) in [
+        ("compactions_total", "Compactions installed.", &m.compactions),
+        (
+            "compaction_input_bytes_total",
+            "Bytes of sealed files merged away by compactions.",
+            &m.compaction_input_bytes,
+        ),
+        (
+            "compaction_output_bytes_total",
+            "Bytes of sealed files written by compactions.",
+            &m.compaction_output_bytes,
+        ),
+    ] {
+        line(name, "counter", help, counter.load(Ordering::Relaxed));
+    }
     let files = shared.host.files();
     line(
         "sealed_files_open",

@@ -27,7 +27,7 @@ use crate::metrics::{inc, Metrics};
 use crate::peers::{GrpcPeers, Peers};
 use crate::region_state_machine::RegionRetryConfig;
 use crate::timing;
-use engine::{DataRegion, FileCache, StorageConfig};
+use engine::{CompactionConfig, DataRegion, FileCache, StorageConfig};
 
 /// Who this DataNode is: its id and its bound addresses.
 pub(crate) struct Identity {
@@ -316,6 +316,11 @@ fn assemble(
         partition,
         memtable_flush_bytes: config.memtable_flush_bytes as usize,
         memtable_flush_age_ms: config.memtable_flush_age_ms,
+        compaction: CompactionConfig {
+            files_min: config.compaction_files_min as usize,
+            write_bytes_per_sec: config.compaction_write_bytes_per_sec,
+            ..CompactionConfig::default()
+        },
         ..StorageConfig::default()
     };
     let host = Arc::new(RegionHost::new(
@@ -455,6 +460,7 @@ async fn serve(
     let metrics_task = tokio::spawn(crate::metrics::serve(metrics_listener, shared.clone()));
     let monitor_task = tokio::spawn(lease_monitor(shared.clone()));
     let flush_task = tokio::spawn(flush_loop(shared.clone()));
+    let compaction_task = tokio::spawn(compaction_loop(shared.clone()));
     let reconcile_task = tokio::spawn(region_reconciler(shared.clone()));
     let message_bytes_max = shared.config.dn_rpc_max_message_bytes as usize;
     let net = shared.config.channel_config();
@@ -500,6 +506,7 @@ async fn serve(
     metrics_task.abort();
     monitor_task.abort();
     flush_task.abort();
+    compaction_task.abort();
     reconcile_task.abort();
     let driver_failed = shared.host.driver().is_stopped();
     shared.host.driver().shutdown();
@@ -592,6 +599,41 @@ async fn flush_loop(shared: Arc<Shared>) {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::error!(region = id, "flush failed: {e}"),
                 Err(e) => tracing::error!(region = id, "flush task: {e}"),
+            }
+        }
+    }
+}
+
+/// Merges sealed files in the background, one compaction at a time over all regions (each
+/// paces its writes to `compaction_write_bytes_per_sec`); writes never wait for it.
+async fn compaction_loop(shared: Arc<Shared>) {
+    loop {
+        tokio::time::sleep(timing::COMPACTION_CHECK_INTERVAL).await;
+        for (id, region) in shared.host.regions() {
+            // One region at a time, until it has no work left.
+            loop {
+                let region = region.clone();
+                let done = tokio::task::spawn_blocking(move || region.compact_once()).await;
+                match done {
+                    Ok(Ok(Some(report))) => {
+                        let m = &shared.metrics;
+                        m.compactions.fetch_add(1, Ordering::Relaxed);
+                        m.compaction_input_bytes
+                            .fetch_add(report.input_bytes, Ordering::Relaxed);
+                        m.compaction_output_bytes
+                            .fetch_add(report.output_bytes, Ordering::Relaxed);
+                        tracing::debug!(region = id, ?report, "compacted");
+                    }
+                    Ok(Ok(None)) => break,
+                    Ok(Err(e)) => {
+                        tracing::error!(region = id, "compaction failed: {e}");
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::error!(region = id, "compaction task: {e}");
+                        break;
+                    }
+                }
             }
         }
     }

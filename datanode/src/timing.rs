@@ -30,6 +30,9 @@ pub(crate) const LEASE_MONITOR_POLL: Duration = Duration::from_millis(20);
 pub(crate) const REGION_RECONCILE_INTERVAL: Duration = Duration::from_secs(5);
 /// How often the flush loop looks for large or old memtables.
 pub(crate) const FLUSH_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often the compaction loop looks for work when it found none.
+pub(crate) const COMPACTION_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// Pause between two registration attempts at start-up.
 pub(crate) const REGISTRATION_RETRY: Duration = Duration::from_secs(1);
 /// How often the serving loop checks that the raft driver still runs.
