@@ -321,7 +321,11 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
             .max(stats.max_files_per_partition);
     }
     for (name, help, value) in [
-        ("sealed_files", "Sealed files over all regions.", totals.sealed_files),
+        (
+            "sealed_files",
+            "Sealed files over all regions.",
+            totals.sealed_files,
+        ),
         (
             "sealed_files_per_partition_max",
             "The most sealed files in one time partition.",
@@ -348,7 +352,11 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
     );
     let m = &shared.metrics;
     for (name, help, counter) in [
-        ("compactions_total", "Compactions installed.", &m.compactions),
+        (
+            "compactions_total",
+            "Compactions installed.",
+            &m.compactions,
+        ),
         (
             "compaction_input_bytes_total",
             "Bytes of sealed files merged away by compactions.",

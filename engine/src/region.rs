@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -260,6 +260,20 @@ impl RegionState {
         Ok(merged)
     }
 
+    /// Bytes of working and frozen memtables.
+    fn memory_bytes(&self) -> usize {
+        self.partitions
+            .values()
+            .map(|p| {
+                p.working.memory_bytes()
+                    + p.flushing
+                        .iter()
+                        .map(|(_, f)| f.memory_bytes())
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+
     fn working_bytes(&self) -> usize {
         self.partitions
             .values()
@@ -281,6 +295,9 @@ pub struct DataRegion {
     /// The next sealed-file sequence number: flushes and compactions draw their file names from
     /// it (a name is never reused, even by a file a crash left unnamed).
     pub(crate) sequences: AtomicU64,
+    /// Bytes held by working and frozen memtables (kept by every change to them), for the node's
+    /// memory budget.
+    memory: AtomicUsize,
 }
 
 impl DataRegion {
@@ -355,6 +372,7 @@ impl DataRegion {
             config,
             files,
             sequences: AtomicU64::new(state.manifest.next_sequence),
+            memory: AtomicUsize::new(0),
             state: RwLock::new(state),
             flush_lock: Mutex::new(()),
         })
@@ -445,6 +463,11 @@ impl DataRegion {
             Err(e) if e.is_recoverable() => {}
             _ => state.applied_index = index,
         }
+        if !matches!(outcome, Ok(ApplyOutcome::Inserted { .. })) {
+            // Inserts keep the count as they go; deletes and refusals are rare: count afresh.
+            self.memory.store(state.memory_bytes(), Ordering::Relaxed);
+        }
+        debug_assert_eq!(self.memory.load(Ordering::Relaxed), state.memory_bytes());
         outcome
     }
 
@@ -470,6 +493,7 @@ impl DataRegion {
         // (slot, mark, partition created by this attempt)
         let mut written: Vec<(i64, Mark, bool)> = Vec::with_capacity(fragments.len());
         let mut points = 0;
+        let mut grown: isize = 0;
         let mut failure = None;
         for (slot, rows) in &fragments {
             if let Err(fenced) = gate.check(LeaseFencedRetryPolicy::RetryUntilSuccess) {
@@ -489,8 +513,12 @@ impl DataRegion {
                 .or_insert_with(|| Partition::new(&self.config));
             let mark = partition.working.mark();
             written.push((*slot, mark, created));
+            let before = partition.working.memory_bytes();
             match partition.working.insert_tablet(tablet, rows) {
-                Ok(n) => points += n,
+                Ok(n) => {
+                    points += n;
+                    grown += partition.working.memory_bytes() as isize - before as isize;
+                }
                 Err(e) => {
                     // check_types saw the region-wide registry; a memtable disagreeing with it
                     // is a bug, but rolling back keeps the replica consistent regardless.
@@ -520,8 +548,16 @@ impl DataRegion {
         // (they count against memory and would grow with every write).
         for (slot, _, _) in &written {
             if let Some(partition) = state.partitions.get_mut(slot) {
+                let before = partition.working.memory_bytes();
                 partition.working.release_marks();
+                grown += partition.working.memory_bytes() as isize - before as isize;
             }
+        }
+        if grown >= 0 {
+            self.memory.fetch_add(grown as usize, Ordering::Relaxed);
+        } else {
+            self.memory
+                .fetch_sub(grown.unsigned_abs(), Ordering::Relaxed);
         }
         register_types(state, tablet);
         if state.dirty_since.is_none() {
@@ -672,6 +708,7 @@ impl DataRegion {
                 }
                 register_types(&mut state, tablet);
             }
+            self.memory.store(state.memory_bytes(), Ordering::Relaxed);
         }
         self.flush()?;
         let live: Vec<String> = self
@@ -688,6 +725,12 @@ impl DataRegion {
     /// Bytes held by working memtables.
     pub fn memtable_bytes(&self) -> usize {
         self.state.read().working_bytes()
+    }
+
+    /// Bytes held by working and frozen memtables, without taking a lock: what the node's
+    /// memtable budget counts.
+    pub fn memory_bytes(&self) -> usize {
+        self.memory.load(Ordering::Relaxed)
     }
 
     /// True when the working memtables are over the size threshold or older than the age limit.
@@ -736,6 +779,7 @@ impl DataRegion {
                 .flat_map(|(slot, p)| p.flushing.iter().map(|(c, f)| (*slot, *c, f.clone())))
                 .collect();
             state.dirty_since = None;
+            self.memory.store(state.memory_bytes(), Ordering::Relaxed);
             let mut manifest = state.manifest.clone();
             // Deletions at or below the checkpoint move into the manifest; newer ones stay in
             // the log and are replayed.
@@ -791,6 +835,7 @@ impl DataRegion {
         }
         state.recent_tombstones.retain(|t| t.index() > checkpoint);
         state.manifest = manifest;
+        self.memory.store(state.memory_bytes(), Ordering::Relaxed);
         drop(state);
         fail::fail_point!("storage::flush::after_manifest", |_| Err(
             StorageError::Injected("storage::flush::after_manifest")
