@@ -16,6 +16,6 @@ pub mod path;
 mod status;
 mod tablet;
 
-pub use partition::{series_slot, time_slot, PartitionConfig};
+pub use partition::{series_slot, time_slot, PartitionConfig, FETCH_PARTITIONS_SLOTS_MAX};
 pub use status::{LeaseFencedRetryPolicy, Status, StatusCode};
 pub use tablet::{Bitmap, Column, DataType, Tablet, TabletError, TabletLimits, Value};

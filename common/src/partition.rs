@@ -2,6 +2,14 @@
 //! division from an origin. Every node must compute the same numbers, so these functions are the
 //! only place the formulas live.
 
+use std::collections::BTreeSet;
+
+/// Most time slots one FetchPartitions request may name (the ConfigNode refuses a larger one
+/// with 700). A DataNode keeps its per-tablet cap at or below it and refuses a write request
+/// whose tablets together span more (series slot, time slot) partitions, so no write needs a
+/// partition request the ConfigNode would refuse.
+pub const FETCH_PARTITIONS_SLOTS_MAX: usize = 100_000;
+
 /// Cluster-wide partitioning parameters, handed out by the ConfigNode at registration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PartitionConfig {
@@ -36,6 +44,26 @@ impl PartitionConfig {
     /// The series slot of a device path.
     pub fn series_slot(&self, device: &str) -> u32 {
         series_slot(device, self.series_slot_num)
+    }
+
+    /// The distinct time slots of `timestamps`, or `None` as soon as there are more than `max`:
+    /// the set never holds more than `max + 1` slots, whatever the number of rows.
+    pub fn time_slots_at_most(&self, timestamps: &[i64], max: usize) -> Option<BTreeSet<i64>> {
+        let mut slots = BTreeSet::new();
+        let mut previous = None;
+        for &t in timestamps {
+            let slot = self.time_slot(t);
+            // Rows mostly come in time order: a run of rows in one slot costs no set lookup.
+            if previous == Some(slot) {
+                continue;
+            }
+            previous = Some(slot);
+            if slots.insert(slot) && slots.len() > max {
+                return None;
+            }
+        }
+        debug_assert!(slots.len() <= max);
+        Some(slots)
     }
 }
 
@@ -86,7 +114,36 @@ mod tests {
         assert_eq!(series_slot("", 1000), 0);
     }
 
+    #[test]
+    fn time_slots_at_most_stops_past_the_cap() {
+        let p = PartitionConfig {
+            time_partition_interval_ms: 10,
+            ..PartitionConfig::default()
+        };
+        assert_eq!(
+            p.time_slots_at_most(&[0, 5, 10, 35, 31, -1], 4),
+            Some(BTreeSet::from([-1, 0, 1, 3]))
+        );
+        assert_eq!(p.time_slots_at_most(&[0, 5, 10, 35, 31, -1], 3), None);
+        assert_eq!(p.time_slots_at_most(&[], 0), Some(BTreeSet::new()));
+        assert_eq!(p.time_slots_at_most(&[7], 0), None);
+    }
+
     proptest! {
+        #[test]
+        fn time_slots_at_most_is_the_set_of_slots_up_to_the_cap(
+            timestamps in prop::collection::vec(-1000i64..1000, 0..50),
+            max in 0usize..20,
+        ) {
+            let p = PartitionConfig {
+                time_partition_interval_ms: 100,
+                ..PartitionConfig::default()
+            };
+            let all: BTreeSet<i64> = timestamps.iter().map(|t| p.time_slot(*t)).collect();
+            let capped = p.time_slots_at_most(&timestamps, max);
+            prop_assert_eq!(capped, (all.len() <= max).then_some(all));
+        }
+
         #[test]
         fn time_slot_contains_its_timestamp(t in any::<i64>(), origin in -1_000_000i64..1_000_000, interval in 1i64..10_000_000) {
             let slot = time_slot(t, origin, interval) as i128;

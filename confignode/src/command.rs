@@ -1,8 +1,13 @@
-//! The commands of the ConfigNode's raft log and their hand-written encoding (version 1).
+//! The commands of the ConfigNode's raft log and their hand-written encoding (version 2).
 //!
-//! Layout: `u8 version (1), u8 kind`, then the kind's fields, little-endian; strings are
+//! Layout: `u8 version (2), u8 kind`, then the kind's fields, little-endian; strings are
 //! `str16` (u16 length + UTF-8), lists a u32 count then the items. Golden vectors below pin
 //! every kind: changing a byte breaks replay of existing logs.
+//!
+//! Version 2 differs from version 1 only in AllocatePartitions, which carries the leader's cap
+//! on a database's partitions after `region_groups_max`. Version 1 entries still decode, with
+//! no cap (`u64::MAX`): that is how they were applied when they were written, and a replay must
+//! reach the same state.
 
 use common::DataType;
 
@@ -11,7 +16,9 @@ use crate::state::NodeStatus;
 use common::codec::{Reader, Writer};
 
 /// Version byte of the encoding.
-pub const COMMAND_VERSION: u8 = 1;
+pub const COMMAND_VERSION: u8 = 2;
+/// The previous version: AllocatePartitions without a partition cap.
+const COMMAND_VERSION_WITHOUT_PARTITION_CAP: u8 = 1;
 
 /// A series to create.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,7 +66,8 @@ pub enum Command {
         auto_create: bool,
     },
     /// Maps (series slot, time slot) pairs of a database to region groups, creating region groups
-    /// up to `region_groups_max` with `replication_factor` replicas on Running DataNodes.
+    /// up to `region_groups_max` with `replication_factor` replicas on Running DataNodes. Refused
+    /// whole when the database would then hold more than `database_partitions_max` partitions.
     AllocatePartitions {
         /// The database.
         database: String,
@@ -69,6 +77,10 @@ pub enum Command {
         replication_factor: u32,
         /// Region groups per database.
         region_groups_max: u32,
+        /// Most partitions (series slot, time slot pairs) the database may hold afterwards: the
+        /// leader's `cn_database_partitions_max`, in the command so that every replica decides
+        /// alike. `u64::MAX` (no cap) for entries of encoding version 1.
+        database_partitions_max: u64,
     },
     /// Step 1 of the fence protocol for DELETE TIMESERIES: marks the series pending-delete.
     BeginDeleteTimeseries {
@@ -99,7 +111,7 @@ mod kind {
 }
 
 impl Command {
-    /// The version-1 encoding.
+    /// The version-2 encoding.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
         w.u8(COMMAND_VERSION);
@@ -144,11 +156,13 @@ impl Command {
                 slots,
                 replication_factor,
                 region_groups_max,
+                database_partitions_max,
             } => {
                 w.u8(kind::ALLOCATE_PARTITIONS);
                 w.str16(database);
                 w.u32(*replication_factor);
                 w.u32(*region_groups_max);
+                w.u64(*database_partitions_max);
                 w.len32(slots.len());
                 for (series_slot, time_slot) in slots {
                     w.u32(*series_slot);
@@ -181,11 +195,12 @@ impl Command {
         bytes
     }
 
-    /// Inverse of [`Command::encode`]; refuses unknown versions and kinds and trailing bytes.
+    /// Inverse of [`Command::encode`], also of the version-1 encoding; refuses unknown versions
+    /// and kinds and trailing bytes.
     pub fn decode(bytes: &[u8]) -> Result<Command, DecodeError> {
         let mut r = Reader::new(bytes);
         let version = r.u8()?;
-        if version != COMMAND_VERSION {
+        if version != COMMAND_VERSION && version != COMMAND_VERSION_WITHOUT_PARTITION_CAP {
             return r.error(format!("command version {version}"));
         }
         let command = match r.u8()? {
@@ -228,6 +243,11 @@ impl Command {
                 let database = r.str16()?;
                 let replication_factor = r.u32()?;
                 let region_groups_max = r.u32()?;
+                let database_partitions_max = if version == COMMAND_VERSION {
+                    r.u64()?
+                } else {
+                    u64::MAX
+                };
                 let n = r.count(12)?;
                 let mut slots = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -238,6 +258,7 @@ impl Command {
                     slots,
                     replication_factor,
                     region_groups_max,
+                    database_partitions_max,
                 }
             }
             kind::BEGIN_DELETE_TIMESERIES => {
@@ -348,70 +369,112 @@ pub(crate) mod tests {
         assert_eq!(Command::decode(bytes).unwrap(), command);
     }
 
+    /// Every kind as version 1 wrote it (the bytes of logs written before the partition cap).
+    fn version_1_vectors() -> Vec<(Command, Vec<u8>)> {
+        vec![
+            (
+                Command::RegisterDataNode {
+                    data_node_id: 7,
+                    internal_address: "h:1".into(),
+                    rpc_address: "h:2".into(),
+                },
+                vec![
+                    1, 1, 7, 0, 0, 0, 0, 0, 0, 0, 3, 0, b'h', b':', b'1', 3, 0, b'h', b':', b'2',
+                ],
+            ),
+            (
+                Command::SetDataNodeStatus {
+                    data_node_id: 2,
+                    status: NodeStatus::Unknown,
+                },
+                vec![1, 2, 2, 0, 0, 0, 0, 0, 0, 0, 1],
+            ),
+            (
+                Command::CreateDatabase {
+                    database: "root.a".into(),
+                },
+                vec![1, 3, 6, 0, b'r', b'o', b'o', b't', b'.', b'a'],
+            ),
+            (
+                Command::CreateTimeseries {
+                    series: vec![SeriesSpec {
+                        device: "d".into(),
+                        measurement: "s".into(),
+                        data_type: DataType::Double,
+                    }],
+                    auto_create: true,
+                },
+                vec![1, 4, 1, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 4],
+            ),
+            (
+                Command::AllocatePartitions {
+                    database: "x".into(),
+                    slots: vec![(3, -1)],
+                    replication_factor: 3,
+                    region_groups_max: 2,
+                    database_partitions_max: u64::MAX,
+                },
+                vec![
+                    1, 5, 1, 0, b'x', 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0xff, 0xff,
+                    0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                ],
+            ),
+            (
+                Command::BeginDeleteTimeseries {
+                    series: vec![("d".into(), "s".into())],
+                },
+                vec![1, 6, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's'],
+            ),
+            (
+                Command::BeginDropDatabase {
+                    database: "x".into(),
+                },
+                vec![1, 7, 1, 0, b'x'],
+            ),
+            (
+                Command::FinishOperation { operation_id: 258 },
+                vec![1, 8, 2, 1, 0, 0, 0, 0, 0, 0],
+            ),
+        ]
+    }
+
     #[test]
     fn golden_vectors() {
-        golden(
-            Command::RegisterDataNode {
-                data_node_id: 7,
-                internal_address: "h:1".into(),
-                rpc_address: "h:2".into(),
-            },
-            &[
-                1, 1, 7, 0, 0, 0, 0, 0, 0, 0, 3, 0, b'h', b':', b'1', 3, 0, b'h', b':', b'2',
-            ],
-        );
-        golden(
-            Command::SetDataNodeStatus {
-                data_node_id: 2,
-                status: NodeStatus::Unknown,
-            },
-            &[1, 2, 2, 0, 0, 0, 0, 0, 0, 0, 1],
-        );
-        golden(
-            Command::CreateDatabase {
-                database: "root.a".into(),
-            },
-            &[1, 3, 6, 0, b'r', b'o', b'o', b't', b'.', b'a'],
-        );
-        golden(
-            Command::CreateTimeseries {
-                series: vec![SeriesSpec {
-                    device: "d".into(),
-                    measurement: "s".into(),
-                    data_type: DataType::Double,
-                }],
-                auto_create: true,
-            },
-            &[1, 4, 1, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 4],
-        );
+        // Version 2 changed only AllocatePartitions: every other kind is its version-1 bytes
+        // under the new version byte.
+        for (command, v1) in version_1_vectors() {
+            if matches!(command, Command::AllocatePartitions { .. }) {
+                continue;
+            }
+            let mut v2 = v1.clone();
+            v2[0] = 2;
+            golden(command, &v2);
+        }
         golden(
             Command::AllocatePartitions {
                 database: "x".into(),
                 slots: vec![(3, -1)],
                 replication_factor: 3,
                 region_groups_max: 2,
+                database_partitions_max: 0x0102,
             },
             &[
-                1, 5, 1, 0, b'x', 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0xff, 0xff, 0xff,
-                0xff, 0xff, 0xff, 0xff, 0xff,
+                2, 5, 1, 0, b'x', 3, 0, 0, 0, 2, 0, 0, 0, // version, kind, db, rf, groups
+                2, 1, 0, 0, 0, 0, 0, 0, // database_partitions_max 0x0102
+                1, 0, 0, 0, 3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
             ],
         );
-        golden(
-            Command::BeginDeleteTimeseries {
-                series: vec![("d".into(), "s".into())],
-            },
-            &[1, 6, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's'],
-        );
-        golden(
-            Command::BeginDropDatabase {
-                database: "x".into(),
-            },
-            &[1, 7, 1, 0, b'x'],
-        );
-        golden(
-            Command::FinishOperation { operation_id: 258 },
-            &[1, 8, 2, 1, 0, 0, 0, 0, 0, 0],
-        );
+    }
+
+    #[test]
+    fn version_1_still_decodes_and_its_allocation_has_no_cap() {
+        for (command, v1) in version_1_vectors() {
+            assert_eq!(Command::decode(&v1).unwrap(), command, "{v1:?}");
+            // Every strict prefix is refused, never misread.
+            for len in 0..v1.len() {
+                assert!(Command::decode(&v1[..len]).is_err());
+            }
+        }
     }
 
     #[test]
@@ -443,9 +506,12 @@ pub(crate) mod tests {
     #[test]
     fn refuses_bad_input() {
         assert!(Command::decode(&[]).is_err());
-        assert!(Command::decode(&[2, 8, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        assert!(Command::decode(&[3, 8, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        assert!(Command::decode(&[0, 8, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
         assert!(Command::decode(&[1, 99]).is_err());
+        assert!(Command::decode(&[2, 99]).is_err());
         assert!(Command::decode(&[1, 8, 1, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        assert!(Command::decode(&[2, 8, 1, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
         // A count far beyond the bytes present allocates nothing and fails.
         assert!(Command::decode(&[1, 6, 0xff, 0xff, 0xff, 0xff]).is_err());
         assert!(Command::decode(&[1, 2, 2, 0, 0, 0, 0, 0, 0, 0, 9]).is_err());
@@ -486,13 +552,15 @@ pub(crate) mod tests {
                 name,
                 prop::collection::vec((0u32..8, -2i64..3), 0..5),
                 1u32..4,
-                1u32..4
+                1u32..4,
+                prop_oneof![Just(u64::MAX), 0u64..12],
             )
-                .prop_map(|(n, slots, rf, groups)| Command::AllocatePartitions {
+                .prop_map(|(n, slots, rf, groups, cap)| Command::AllocatePartitions {
                     database: format!("root.{n}"),
                     slots,
                     replication_factor: rf,
                     region_groups_max: groups,
+                    database_partitions_max: cap,
                 }),
             prop::collection::vec((name, name, name), 0..3).prop_map(|v| {
                 Command::BeginDeleteTimeseries {

@@ -64,6 +64,16 @@ runtime::node_config! {
         /// Width of a time partition in milliseconds. Default 604800000 (7 days).
         #[arg(allow_hyphen_values = true)]
         time_partition_interval_ms: i64 = 604_800_000,
+        /// Partitions — partition-table entries, one per (series slot, time slot) pair written —
+        /// one database may hold. An allocation that would pass it is refused whole with 700
+        /// ILLEGAL_PARAMETER (the write is final: retrying cannot make room). Partitions are only
+        /// freed by DROP DATABASE, so the cap must cover a database's whole life: the default is
+        /// 1000 series slots × 1000 time slots, about 19 years of 7-day partitions with every
+        /// series slot in use, while a full database is about 30 MB of snapshot (below the 64
+        /// MiB a snapshot message may take) and an allocation into it stays a few log-n lookups
+        /// per slot. The leader puts it into every allocation command, so every ConfigNode
+        /// replica decides alike, whatever its own file says. Default 1000000; at least 1.
+        cn_database_partitions_max: u64 = 1_000_000,
         /// Largest gRPC message the ConfigNode takes or sends, raft messages between ConfigNodes
         /// included (a metadata snapshot or a DataNode's metadata pull must fit). Default 64 MiB;
         /// 1 MiB..=2 GiB.
@@ -233,6 +243,9 @@ impl ConfigNodeConfig {
         if self.time_partition_interval_ms <= 0 {
             return Err(config_error("time_partition_interval_ms", "must be > 0"));
         }
+        if self.cn_database_partitions_max == 0 {
+            return Err(config_error("cn_database_partitions_max", "must be > 0"));
+        }
         check_keepalive(
             "cn_rpc_keepalive_interval_ms",
             self.cn_rpc_keepalive_interval_ms,
@@ -279,6 +292,7 @@ mod tests {
         assert_eq!(c.metadata_lease_fence_ms, 20_000);
         assert_eq!(c.lease_proceed_margin_ms, 5000);
         assert_eq!(c.series_slot_num, 1000);
+        assert_eq!(c.cn_database_partitions_max, 1_000_000);
         assert_eq!(c.cn_rpc_keepalive_interval_ms, 1000);
         assert_eq!(c.cn_rpc_keepalive_timeout_ms, 2000);
         assert_eq!(
@@ -298,7 +312,7 @@ mod tests {
             .lines()
             .filter(|l| !l.starts_with('#') && l.contains(" = "))
             .count();
-        assert_eq!(keys, 21, "a key is missing from confignode.example.toml");
+        assert_eq!(keys, 22, "a key is missing from confignode.example.toml");
     }
 
     #[test]

@@ -61,6 +61,22 @@ pub enum MetadataError {
     /// A limit of the metadata state.
     #[error("limit reached: {0}")]
     Limit(String),
+    /// An allocation would take a database past the cap its command carries
+    /// (`cn_database_partitions_max` of the leader that proposed it).
+    #[error(
+        "database {database} holds {held} partitions and the write needs {wanted} more; \
+         cn_database_partitions_max is {max}"
+    )]
+    PartitionsLimit {
+        /// The database.
+        database: String,
+        /// Partitions it holds.
+        held: u64,
+        /// New partitions the allocation asked for.
+        wanted: u64,
+        /// The cap.
+        max: u64,
+    },
     /// The command did not decode.
     #[error("undecodable command: {0}")]
     Decode(#[from] DecodeError),
@@ -71,9 +87,12 @@ impl MetadataError {
     pub fn status_code(&self) -> StatusCode {
         match self {
             MetadataError::TypeMismatch { .. } => StatusCode::DataTypeMismatch,
-            MetadataError::IllegalPath { .. } | MetadataError::Decode(_) => {
-                StatusCode::IllegalParameter
-            }
+            // A full database is final for the write, like a tablet over its DataNode's
+            // partition cap: retrying elsewhere cannot help (606 would be retried) and nothing is
+            // missing from the metadata (507 reads as "no such database" to a DataNode).
+            MetadataError::IllegalPath { .. }
+            | MetadataError::Decode(_)
+            | MetadataError::PartitionsLimit { .. } => StatusCode::IllegalParameter,
             _ => StatusCode::MetadataError,
         }
     }

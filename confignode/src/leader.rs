@@ -215,14 +215,9 @@ impl Leadership {
                 let partition = self.config.partition_config();
                 for (device, _) in series {
                     if let Some((db, _)) = state.database_of(device) {
+                        // A series slot lives in one region group in every time slot.
                         let slot = partition.series_slot(device);
-                        ids.extend(
-                            state
-                                .partitions_of(db)
-                                .into_iter()
-                                .filter(|(s, _, _)| *s == slot)
-                                .map(|(_, _, r)| r),
-                        );
+                        ids.extend(state.series_slot_region(db, slot));
                     }
                 }
             }

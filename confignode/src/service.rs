@@ -19,6 +19,8 @@ type RpcResult<T> = std::result::Result<Response<T>, tonic::Status>;
 
 /// Most devices or series in one request.
 const REQUEST_ITEMS_MAX: usize = 100_000;
+// A DataNode sizes its write requests to what one FetchPartitions may ask.
+const _: () = assert!(REQUEST_ITEMS_MAX == common::FETCH_PARTITIONS_SLOTS_MAX);
 
 pub(crate) struct ConfigNodeServiceImpl {
     shared: Arc<Shared>,
@@ -736,6 +738,7 @@ impl ConfigNodeServiceImpl {
                 slots: slots.into_iter().collect(),
                 replication_factor: self.shared.config.data_replication_factor,
                 region_groups_max: self.shared.config.data_region_group_num_per_database,
+                database_partitions_max: self.shared.config.cn_database_partitions_max,
             };
             let created = self
                 .shared

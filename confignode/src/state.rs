@@ -3,8 +3,12 @@
 //!
 //! Architecture invariant: `apply` reads nothing but the command and the prior state — no clock,
 //! no randomness, no configuration — so every ConfigNode replica computes the same state and the
-//! same result. The leader's parameters (replication factor, region groups per database) travel
-//! in the command.
+//! same result. The leader's parameters (replication factor, region groups per database, the
+//! database's partition cap) travel in the command.
+//!
+//! Architecture invariant: an allocation costs O(slots · log n), never a pass over the partition
+//! table: it runs on the raft thread, where a long apply stalls heartbeats and fences every
+//! DataNode (REVIEW H5). What it looks up is in [`PartitionIndex`], derived from the table.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -132,6 +136,122 @@ pub struct MetadataState {
     partitions: BTreeMap<(String, u32, i64), u64>,
     regions: BTreeMap<u64, RegionGroup>,
     operations: BTreeMap<u64, OperationKind>,
+    /// Derived from `partitions` and `regions`; never encoded.
+    index: PartitionIndex,
+}
+
+/// What an allocation looks up, kept beside the partition table so that it costs a lookup, not
+/// a scan. Derived from the partition table and the region groups alone and never encoded:
+/// every change to either updates it (allocation, region creation, DROP DATABASE), and decoding
+/// a snapshot rebuilds it ([`PartitionIndex::build`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct PartitionIndex {
+    databases: BTreeMap<String, DatabaseIndex>,
+}
+
+/// One database's part of the [`PartitionIndex`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct DatabaseIndex {
+    /// Entries of the partition table in the database.
+    partitions: u64,
+    /// Series slot → the region group holding it, in every time slot.
+    series_slots: BTreeMap<u32, u64>,
+    /// Every region group of the database → the series slots it holds.
+    groups: BTreeMap<u64, u32>,
+    /// `(series slots held, group)` of every group: the first is where a new series slot goes
+    /// when no group may be created (the least loaded, ties to the lowest id).
+    by_load: BTreeSet<(u32, u64)>,
+}
+
+impl PartitionIndex {
+    /// The index of `partitions` over `regions`, or the first entry that breaks the table's
+    /// rules: a series slot in two groups, a partition in a group not of its database.
+    fn build(
+        partitions: &BTreeMap<(String, u32, i64), u64>,
+        regions: &BTreeMap<u64, RegionGroup>,
+    ) -> Result<PartitionIndex, String> {
+        let mut index = PartitionIndex::default();
+        for r in regions.values() {
+            index.add_group(&r.database, r.id);
+        }
+        for ((db, series_slot, time_slot), region) in partitions {
+            let entry = format!("partition ({db}, {series_slot}, {time_slot}) → region {region}");
+            let Some(d) = index.databases.get(db.as_str()) else {
+                return Err(format!("{entry}: {db} has no region group"));
+            };
+            match d.series_slots.get(series_slot) {
+                Some(held) if held != region => {
+                    return Err(format!("{entry}: the series slot is in region {held}"))
+                }
+                Some(_) => {}
+                None if !d.groups.contains_key(region) => {
+                    return Err(format!("{entry}: not a region group of {db}"))
+                }
+                None => {}
+            }
+            index.add_partition(db, *series_slot, *region);
+        }
+        Ok(index)
+    }
+
+    fn database(&self, database: &str) -> Option<&DatabaseIndex> {
+        self.databases.get(database)
+    }
+
+    /// The region group holding `series_slot` of `database`.
+    fn series_slot_region(&self, database: &str, series_slot: u32) -> Option<u64> {
+        self.database(database)?
+            .series_slots
+            .get(&series_slot)
+            .copied()
+    }
+
+    /// The group of `database` holding the fewest series slots, ties to the lowest id.
+    fn least_loaded(&self, database: &str) -> Option<u64> {
+        let (_, region) = self.database(database)?.by_load.first()?;
+        Some(*region)
+    }
+
+    /// A new region group of `database`, holding nothing yet.
+    fn add_group(&mut self, database: &str, region: u64) {
+        let d = self.databases.entry(database.to_string()).or_default();
+        let fresh = d.groups.insert(region, 0).is_none();
+        assert!(fresh, "region group {region} of {database} indexed twice");
+        d.by_load.insert((0, region));
+    }
+
+    /// A new partition (`database`, `series_slot`, any time slot) → `region`, a group of the
+    /// database already holding the series slot, or a group of it when the slot is new.
+    fn add_partition(&mut self, database: &str, series_slot: u32, region: u64) {
+        let d = self
+            .databases
+            .get_mut(database)
+            .unwrap_or_else(|| panic!("partition of {database}, which has no region group"));
+        d.partitions += 1;
+        match d.series_slots.entry(series_slot) {
+            std::collections::btree_map::Entry::Occupied(held) => assert_eq!(
+                *held.get(),
+                region,
+                "series slot {series_slot} of {database} is in region {}, not {region}",
+                held.get()
+            ),
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(region);
+                let load = d.groups.get_mut(&region).unwrap_or_else(|| {
+                    panic!("region {region} is not a region group of {database}")
+                });
+                let moved = d.by_load.remove(&(*load, region));
+                assert!(moved, "region {region} missing from the load order");
+                *load += 1;
+                d.by_load.insert((*load, region));
+            }
+        }
+    }
+
+    /// DROP DATABASE took its partitions and groups.
+    fn drop_database(&mut self, database: &str) {
+        self.databases.remove(database);
+    }
 }
 
 fn illegal(e: PathError) -> MetadataError {
@@ -232,11 +352,41 @@ impl MetadataState {
 
     /// Every partition entry of a database: (series slot, time slot, region).
     pub fn partitions_of(&self, database: &str) -> Vec<(u32, i64, u64)> {
+        let db = database.to_string();
         self.partitions
-            .iter()
-            .filter(|((db, _, _), _)| db == database)
+            .range((db.clone(), 0, i64::MIN)..=(db, u32::MAX, i64::MAX))
             .map(|((_, s, t), r)| (*s, *t, *r))
             .collect()
+    }
+
+    /// How many partition entries a database holds (what `cn_database_partitions_max` caps).
+    pub fn partition_count(&self, database: &str) -> u64 {
+        self.index.database(database).map_or(0, |d| d.partitions)
+    }
+
+    /// The region group holding a series slot of a database in every time slot, if any.
+    pub fn series_slot_region(&self, database: &str, series_slot: u32) -> Option<u64> {
+        self.index.series_slot_region(database, series_slot)
+    }
+
+    /// Whether the allocation index is exactly what the partition table and the region groups
+    /// give, or why not. A pass over both: for tests and debug assertions, never on apply.
+    pub fn check_index(&self) -> Result<(), String> {
+        let rebuilt = PartitionIndex::build(&self.partitions, &self.regions)?;
+        if rebuilt != self.index {
+            return Err(format!(
+                "the allocation index drifted from the partition table: kept {:?}, rebuilt {:?}",
+                self.index, rebuilt
+            ));
+        }
+        Ok(())
+    }
+
+    /// Panics unless [`MetadataState::check_index`] holds (tests).
+    pub fn assert_index_consistent(&self) {
+        if let Err(e) = self.check_index() {
+            panic!("{e}");
+        }
     }
 
     /// A region group.
@@ -314,7 +464,14 @@ impl MetadataState {
                 slots,
                 replication_factor,
                 region_groups_max,
-            } => self.allocate(database, slots, *replication_factor, *region_groups_max),
+                database_partitions_max,
+            } => self.allocate(
+                database,
+                slots,
+                *replication_factor,
+                *region_groups_max,
+                *database_partitions_max,
+            ),
             Command::BeginDeleteTimeseries { series } => self.begin_delete_timeseries(series),
             Command::BeginDropDatabase { database } => {
                 self.check_operations_limit()?;
@@ -351,6 +508,7 @@ impl MetadataState {
                             .retain(|(device, _), _| !is_under(device, &database));
                         self.partitions.retain(|(db, _, _), _| *db != database);
                         self.regions.retain(|_, r| r.database != database);
+                        self.index.drop_database(&database);
                     }
                 }
                 self.bump();
@@ -504,6 +662,7 @@ impl MetadataState {
         slots: &[(u32, i64)],
         replication_factor: u32,
         region_groups_max: u32,
+        database_partitions_max: u64,
     ) -> Result<CommandResult, MetadataError> {
         match self.databases.get(database) {
             None => return Err(MetadataError::DatabaseNotFound(database.to_string())),
@@ -523,58 +682,60 @@ impl MetadataState {
         // Checked once, before anything changes, so a refused allocation changes nothing.
         let can_create = running >= replication_factor as usize
             && self.regions.len() + slots.len() <= REGION_GROUPS_MAX;
-        let mut created = Vec::new();
+        let mut new: BTreeSet<(u32, i64)> = BTreeSet::new();
         for &(series_slot, time_slot) in slots {
             let key = (database.to_string(), series_slot, time_slot);
-            if self.partitions.contains_key(&key) {
+            if !self.partitions.contains_key(&key) {
+                new.insert((series_slot, time_slot));
+            }
+        }
+        let held = self.partition_count(database);
+        let wanted = new.len() as u64;
+        if held.saturating_add(wanted) > database_partitions_max {
+            return Err(MetadataError::PartitionsLimit {
+                database: database.to_string(),
+                held,
+                wanted,
+                max: database_partitions_max,
+            });
+        }
+        let mut created = Vec::new();
+        // In the command's order, which decides the groups: a replay must place every slot
+        // where the first apply did.
+        for &(series_slot, time_slot) in slots {
+            // Mapped before this command, or earlier in it.
+            if !new.remove(&(series_slot, time_slot)) {
                 continue;
             }
             // A series slot stays in one region group across time slots: a device's data and
             // its deletions then live in one raft log.
-            let same_slot = self
-                .partitions
-                .iter()
-                .find(|((db, s, _), _)| db == database && *s == series_slot)
-                .map(|(_, r)| *r);
-            let region = match same_slot {
+            let region = match self.index.series_slot_region(database, series_slot) {
                 Some(region) => region,
                 None => {
-                    let groups: Vec<u64> = self
-                        .regions
-                        .values()
-                        .filter(|r| r.database == database)
-                        .map(|r| r.id)
-                        .collect();
-                    if groups.is_empty() && !can_create {
+                    let groups = self.index.database(database).map_or(0, |d| d.groups.len());
+                    if groups == 0 && !can_create {
                         // Nothing was inserted yet: with no group, every slot needs one.
                         return Err(MetadataError::NotEnoughDataNodes {
                             running,
                             replication_factor,
                         });
                     }
-                    if can_create && groups.len() < region_groups_max.max(1) as usize {
+                    if can_create && groups < region_groups_max.max(1) as usize {
                         let id = self.create_region_group(database, replication_factor);
                         created.push(id);
                         id
                     } else {
-                        // The group holding the fewest series slots; ties to the lowest id.
-                        let mut slots_per_group: BTreeMap<u64, BTreeSet<u32>> =
-                            groups.iter().map(|g| (*g, BTreeSet::new())).collect();
-                        for ((db, s, _), r) in &self.partitions {
-                            if db == database {
-                                slots_per_group.entry(*r).or_default().insert(*s);
-                            }
-                        }
-                        slots_per_group
-                            .iter()
-                            .min_by_key(|(id, s)| (s.len(), **id))
-                            .map(|(id, _)| *id)
+                        self.index
+                            .least_loaded(database)
                             .expect("a database with at least one group")
                     }
                 }
             };
-            self.partitions.insert(key, region);
+            self.partitions
+                .insert((database.to_string(), series_slot, time_slot), region);
+            self.index.add_partition(database, series_slot, region);
         }
+        debug_assert!(new.is_empty(), "every new slot was placed");
         if !slots.is_empty() {
             self.bump();
         }
@@ -627,6 +788,7 @@ impl MetadataState {
                 preferred_leader,
             },
         );
+        self.index.add_group(database, id);
         id
     }
 
@@ -680,6 +842,8 @@ impl MetadataState {
     /// partitions, regions and operations (each a u32 count then items), then CRC32 of all
     /// preceding bytes.
     pub fn encode_snapshot(&self) -> Vec<u8> {
+        // The index is not encoded (decoding rebuilds it); what is encoded must obey its rules.
+        debug_assert_eq!(self.check_index(), Ok(()));
         envelope::seal(Self::SNAPSHOT_MAGIC, |w| self.encode_snapshot_body(w))
     }
 
@@ -835,6 +999,11 @@ impl MetadataState {
             s.operations.insert(id, kind);
         }
         r.finish()?;
+        // The allocation index is derived, so it is rebuilt here, never read from the bytes.
+        s.index = match PartitionIndex::build(&s.partitions, &s.regions) {
+            Ok(index) => index,
+            Err(e) => return r.error(format!("partition table: {e}")),
+        };
         Ok(s)
     }
 }
@@ -953,6 +1122,7 @@ mod tests {
                 slots: vec![(1, 0), (2, 0), (3, 0), (1, 1)],
                 replication_factor: 2,
                 region_groups_max: 3,
+                database_partitions_max: u64::MAX,
             })
             .unwrap();
         assert_eq!(created, CommandResult::RegionsCreated(vec![1, 2, 3]));
@@ -987,6 +1157,7 @@ mod tests {
                 slots: vec![(4, 0)],
                 replication_factor: 2,
                 region_groups_max: 3,
+                database_partitions_max: u64::MAX,
             })
             .unwrap(),
             CommandResult::RegionsCreated(vec![])
@@ -1002,6 +1173,7 @@ mod tests {
             slots: vec![(1, 0)],
             replication_factor: 4,
             region_groups_max: 1,
+            database_partitions_max: u64::MAX,
         });
         assert!(matches!(
             refused,
@@ -1114,6 +1286,281 @@ mod tests {
         assert!(MetadataState::decode_snapshot(b"FPCNSNP1").is_err());
     }
 
+    /// The allocation as it was before the index (a scan of the table per slot), kept as the
+    /// model the indexed one must match slot for slot: replaying a log written before the index
+    /// must place every slot where the first apply did.
+    fn allocate_by_scan(
+        state: &mut MetadataState,
+        database: &str,
+        slots: &[(u32, i64)],
+        replication_factor: u32,
+        region_groups_max: u32,
+    ) -> Result<CommandResult, MetadataError> {
+        match state.databases.get(database) {
+            None => return Err(MetadataError::DatabaseNotFound(database.to_string())),
+            Some(true) => return Err(MetadataError::PendingDelete(database.to_string())),
+            Some(false) => {}
+        }
+        if replication_factor == 0 || replication_factor > REPLICATION_FACTOR_MAX {
+            return Err(MetadataError::Limit(format!(
+                "replication factor {replication_factor} outside 1..={REPLICATION_FACTOR_MAX}"
+            )));
+        }
+        let running = state
+            .data_nodes
+            .values()
+            .filter(|n| n.status == NodeStatus::Running)
+            .count();
+        // Checked once, before anything changes, so a refused allocation changes nothing.
+        let can_create = running >= replication_factor as usize
+            && state.regions.len() + slots.len() <= REGION_GROUPS_MAX;
+        let mut created = Vec::new();
+        for &(series_slot, time_slot) in slots {
+            let key = (database.to_string(), series_slot, time_slot);
+            if state.partitions.contains_key(&key) {
+                continue;
+            }
+            // A series slot stays in one region group across time slots: a device's data and
+            // its deletions then live in one raft log.
+            let same_slot = state
+                .partitions
+                .iter()
+                .find(|((db, s, _), _)| db == database && *s == series_slot)
+                .map(|(_, r)| *r);
+            let region = match same_slot {
+                Some(region) => region,
+                None => {
+                    let groups: Vec<u64> = state
+                        .regions
+                        .values()
+                        .filter(|r| r.database == database)
+                        .map(|r| r.id)
+                        .collect();
+                    if groups.is_empty() && !can_create {
+                        // Nothing was inserted yet: with no group, every slot needs one.
+                        return Err(MetadataError::NotEnoughDataNodes {
+                            running,
+                            replication_factor,
+                        });
+                    }
+                    if can_create && groups.len() < region_groups_max.max(1) as usize {
+                        let id = state.create_region_group(database, replication_factor);
+                        created.push(id);
+                        id
+                    } else {
+                        // The group holding the fewest series slots; ties to the lowest id.
+                        let mut slots_per_group: BTreeMap<u64, BTreeSet<u32>> =
+                            groups.iter().map(|g| (*g, BTreeSet::new())).collect();
+                        for ((db, s, _), r) in &state.partitions {
+                            if db == database {
+                                slots_per_group.entry(*r).or_default().insert(*s);
+                            }
+                        }
+                        slots_per_group
+                            .iter()
+                            .min_by_key(|(id, s)| (s.len(), **id))
+                            .map(|(id, _)| *id)
+                            .expect("a database with at least one group")
+                    }
+                }
+            };
+            state.partitions.insert(key, region);
+        }
+        if !slots.is_empty() {
+            state.bump();
+        }
+        Ok(CommandResult::RegionsCreated(created))
+    }
+
+    fn allocate(
+        database: &str,
+        slots: Vec<(u32, i64)>,
+        region_groups_max: u32,
+        database_partitions_max: u64,
+    ) -> Command {
+        Command::AllocatePartitions {
+            database: database.into(),
+            slots,
+            replication_factor: 1,
+            region_groups_max,
+            database_partitions_max,
+        }
+    }
+
+    /// A state with one DataNode and `database`.
+    fn with_database(database: &str) -> Harness {
+        let mut h = Harness::new();
+        h.register(0, "a:1");
+        h.apply(Command::CreateDatabase {
+            database: database.into(),
+        })
+        .unwrap();
+        h
+    }
+
+    #[test]
+    fn allocating_100000_slots_into_a_table_of_200000_costs_lookups_not_scans() {
+        // Before the index this took minutes: every new slot of series slot 999 scanned the
+        // 200000 entries of series slots 0..200 that sort before it (REVIEW H5).
+        let mut h = with_database("root.sg");
+        for half in 0..2u32 {
+            let slots = (half * 100..(half + 1) * 100)
+                .flat_map(|s| (0..1000i64).map(move |t| (s, t)))
+                .collect();
+            h.apply(allocate("root.sg", slots, 2, u64::MAX)).unwrap();
+        }
+        assert_eq!(h.state.partition_count("root.sg"), 200_000);
+        let slots: Vec<(u32, i64)> = (0..100_000i64).map(|t| (999, t)).collect();
+        h.apply(allocate("root.sg", slots, 2, 1_000_000)).unwrap();
+        assert_eq!(h.state.partition_count("root.sg"), 300_000);
+        let region = h.state.series_slot_region("root.sg", 999).unwrap();
+        assert_eq!(h.state.partition("root.sg", 999, 0), Some(region));
+        assert_eq!(h.state.partition("root.sg", 999, 99_999), Some(region));
+        h.state.assert_index_consistent();
+    }
+
+    #[test]
+    fn the_index_is_rebuilt_from_a_snapshot_and_dropped_with_its_database() {
+        let mut h = with_database("root.a");
+        h.apply(Command::CreateDatabase {
+            database: "root.b".into(),
+        })
+        .unwrap();
+        for db in ["root.a", "root.b"] {
+            h.apply(allocate(db, vec![(1, 0), (2, 0), (3, 0), (1, 1)], 2, 100))
+                .unwrap();
+        }
+        h.state.assert_index_consistent();
+        let mut restored = Harness {
+            state: MetadataState::decode_snapshot(&h.state.encode_snapshot()).unwrap(),
+            index: h.index,
+        };
+        restored.state.assert_index_consistent();
+        assert_eq!(restored.state, h.state, "the index included");
+        // The rebuilt index places the next slots as the kept one does: series slot 4 goes to
+        // the group with fewer series slots, series slot 1 stays where it is.
+        let next = allocate("root.a", vec![(4, 0), (1, 5)], 2, 100);
+        assert_eq!(h.apply(next.clone()), restored.apply(next));
+        assert_eq!(restored.state, h.state);
+        assert_eq!(
+            h.state.partition("root.a", 1, 5),
+            h.state.partition("root.a", 1, 0)
+        );
+
+        let op = match h
+            .apply(Command::BeginDropDatabase {
+                database: "root.a".into(),
+            })
+            .unwrap()
+        {
+            CommandResult::OperationBegun(id) => id,
+            other => panic!("{other:?}"),
+        };
+        h.apply(Command::FinishOperation { operation_id: op })
+            .unwrap();
+        h.state.assert_index_consistent();
+        assert_eq!(h.state.partition_count("root.a"), 0);
+        assert_eq!(h.state.series_slot_region("root.a", 1), None);
+        assert_eq!(h.state.partition_count("root.b"), 4);
+        // Created again, the database starts from nothing: new groups, no old series slot.
+        h.apply(Command::CreateDatabase {
+            database: "root.a".into(),
+        })
+        .unwrap();
+        let created = h.apply(allocate("root.a", vec![(1, 0)], 2, 100)).unwrap();
+        let CommandResult::RegionsCreated(ids) = created else {
+            panic!("{created:?}")
+        };
+        assert_eq!(ids.len(), 1);
+        assert_eq!(h.state.series_slot_region("root.a", 1), Some(ids[0]));
+        h.state.assert_index_consistent();
+    }
+
+    #[test]
+    fn a_snapshot_whose_table_breaks_the_index_rules_does_not_decode() {
+        let mut h = with_database("root.a");
+        h.apply(allocate("root.a", vec![(1, 0)], 2, 100)).unwrap();
+        let region = h.state.partition("root.a", 1, 0).unwrap();
+        // Series slot 1 in a second, unknown group: the table no longer says where it lives.
+        let mut bad = h.state.clone();
+        bad.partitions.insert(("root.a".into(), 1, 1), region + 7);
+        assert!(bad.check_index().is_err());
+        // Written past `encode_snapshot`'s own assertion, as a damaged writer would.
+        let bytes = envelope::seal(MetadataState::SNAPSHOT_MAGIC, |w| {
+            bad.encode_snapshot_body(w)
+        });
+        let e = MetadataState::decode_snapshot(&bytes).unwrap_err();
+        assert!(e.reason.contains("partition table"), "{e}");
+    }
+
+    #[test]
+    fn an_allocation_past_the_database_cap_is_refused_whole_and_alike_on_every_replica() {
+        let mut a = with_database("root.sg");
+        let mut b = with_database("root.sg");
+        for h in [&mut a, &mut b] {
+            h.apply(Command::CreateDatabase {
+                database: "root.other".into(),
+            })
+            .unwrap();
+            h.apply(allocate("root.sg", vec![(1, 0), (1, 1), (2, 0)], 2, 5))
+                .unwrap();
+        }
+        // One slot it holds, three new: 3 + 3 > 5.
+        let over = allocate("root.sg", vec![(1, 0), (3, 0), (3, 1), (1, 2)], 2, 5);
+        let before = a.state.clone();
+        let refused = a.apply(over.clone());
+        assert_eq!(refused, b.apply(over));
+        let e = refused.unwrap_err();
+        assert_eq!(
+            e,
+            MetadataError::PartitionsLimit {
+                database: "root.sg".into(),
+                held: 3,
+                wanted: 3,
+                max: 5
+            }
+        );
+        assert_eq!(e.status_code(), common::StatusCode::IllegalParameter);
+        assert!(
+            e.to_string().contains("cn_database_partitions_max is 5"),
+            "{e}"
+        );
+        // Nothing partially allocated: only the applied index moved.
+        let mut expected = before;
+        expected.applied_index = a.index;
+        assert_eq!(a.state, expected);
+        assert_eq!(a.state, b.state);
+        assert_eq!(a.state.partition("root.sg", 3, 0), None);
+        // Up to the cap exactly is allowed (slots it holds count once, repeats once) ...
+        for h in [&mut a, &mut b] {
+            h.apply(allocate(
+                "root.sg",
+                vec![(1, 0), (3, 0), (3, 0), (3, 1)],
+                2,
+                5,
+            ))
+            .unwrap();
+            assert_eq!(h.state.partition_count("root.sg"), 5);
+            // ... asking again for what it holds changes nothing, and another database has its
+            // own count.
+            h.apply(allocate("root.sg", vec![(3, 1)], 2, 5)).unwrap();
+            h.apply(allocate("root.other", vec![(1, 0)], 2, 5)).unwrap();
+        }
+        assert!(matches!(
+            a.apply(allocate("root.sg", vec![(4, 0)], 2, 5)),
+            Err(MetadataError::PartitionsLimit {
+                held: 5,
+                wanted: 1,
+                ..
+            })
+        ));
+        // An entry written before the cap existed (version 1: no cap) is applied as it was.
+        a.apply(allocate("root.sg", vec![(4, 0)], 2, u64::MAX))
+            .unwrap();
+        assert_eq!(a.state.partition_count("root.sg"), 6);
+        a.state.assert_index_consistent();
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -1143,6 +1590,7 @@ mod tests {
                     prop_assert!(incarnation_epoch > old);
                 }
                 prop_assert!(a.state.metadata_version() >= before.metadata_version());
+                prop_assert_eq!(a.state.check_index(), Ok(()));
                 let restored = MetadataState::decode_snapshot(&a.state.encode_snapshot()).unwrap();
                 prop_assert_eq!(&restored, &a.state);
                 // Every partition points at an existing region of the same database.
@@ -1151,6 +1599,49 @@ mod tests {
                         prop_assert_eq!(a.state.region(r).map(|g| g.database.as_str()), Some(db));
                     }
                 }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// The indexed allocation places every slot, creates every group and refuses every
+        /// command exactly as the scan it replaced: old log entries replay to the same state.
+        #[test]
+        fn the_indexed_allocation_places_slots_where_the_scan_did(
+            commands in prop::collection::vec(arb_command(), 0..60)
+        ) {
+            let mut indexed = Harness::new();
+            let mut scanned = Harness::new();
+            for command in commands {
+                let command = match command {
+                    // The scan had no cap.
+                    Command::AllocatePartitions { database, slots, replication_factor, region_groups_max, .. } => {
+                        Command::AllocatePartitions {
+                            database,
+                            slots,
+                            replication_factor,
+                            region_groups_max,
+                            database_partitions_max: u64::MAX,
+                        }
+                    }
+                    other => other,
+                };
+                let ri = indexed.apply(command.clone());
+                let rs = match &command {
+                    Command::AllocatePartitions { database, slots, replication_factor, region_groups_max, .. } => {
+                        scanned.index += 1;
+                        scanned.state.applied_index = scanned.index;
+                        allocate_by_scan(&mut scanned.state, database, slots, *replication_factor, *region_groups_max)
+                    }
+                    _ => scanned.apply(command.clone()),
+                };
+                prop_assert_eq!(&ri, &rs, "{:?}", command);
+                prop_assert_eq!(&indexed.state.partitions, &scanned.state.partitions);
+                prop_assert_eq!(&indexed.state.regions, &scanned.state.regions);
+                prop_assert_eq!(indexed.state.metadata_version, scanned.state.metadata_version);
+                prop_assert_eq!(indexed.state.check_index(), Ok(()));
             }
         }
     }

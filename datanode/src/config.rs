@@ -82,6 +82,16 @@ runtime::node_config! {
         compaction_write_bytes_per_sec: u64 = 64 << 20,
         /// Rows in one tablet a session may send; larger ones are refused with 700. Default 100000.
         tablet_rows_max: u32 = 100_000,
+        /// Distinct time partitions (time slots of `time_partition_interval_ms`) one tablet may
+        /// span; a tablet spanning more is refused with 700 before anything is asked of the
+        /// ConfigNode, and so is a forwarded region write. Each new time partition costs a
+        /// partition-table entry on the ConfigNode and, on every replica of the region, a
+        /// memtable and then a sealed file with its fd: one tablet of `tablet_rows_max` rows a
+        /// partition apart would otherwise create 100000 of each at once. 1000 is about 19 years
+        /// of IoTDB's default 7-day partitions in one tablet, more than any backfill needs.
+        /// Keep it equal on every DataNode (a region leader holds forwarded parts to its own).
+        /// Default 1000; 1..=100000 (what one FetchPartitions request may ask).
+        dn_tablet_time_partitions_max: u32 = 1000,
         /// Entries kept in the schema cache (devices) and the partition cache (device, time slot)
         /// each; a full cache is cleared rather than grown. Default 100000.
         cache_entries_max: u32 = 100_000,
@@ -254,6 +264,16 @@ impl DataNodeConfig {
                 "must be below 2 GiB (mallopt takes an int)",
             ));
         }
+        let partitions_max = common::FETCH_PARTITIONS_SLOTS_MAX;
+        if !(1..=partitions_max).contains(&(self.dn_tablet_time_partitions_max as usize)) {
+            return Err(config_error(
+                "dn_tablet_time_partitions_max",
+                format!(
+                    "must be in 1..={partitions_max} (the time slots one FetchPartitions request \
+                     may ask of the ConfigNode)"
+                ),
+            ));
+        }
         if self.tablet_rows_max == 0 || self.cache_entries_max == 0 {
             return Err(config_error(
                 "tablet_rows_max",
@@ -280,6 +300,7 @@ mod tests {
         assert_eq!(c.data_region_write_retry_max, 5);
         assert_eq!(c.data_region_write_retry_wait_ms, 1000);
         assert_eq!(c.remote_write_max_retry_ms, 60_000);
+        assert_eq!(c.dn_tablet_time_partitions_max, 1000);
         assert_eq!(c.dn_rpc_keepalive_interval_ms, 1000);
         assert_eq!(c.dn_rpc_keepalive_timeout_ms, 2000);
         // A dead connection is given up within 3 s, well inside one fence (20 s by default).
@@ -332,6 +353,15 @@ mod tests {
         .validate()
         .unwrap_err();
         assert_eq!(e.key, "dn_raft_tick_ms");
+        for bad in [0, 100_001] {
+            let e = DataNodeConfig {
+                dn_tablet_time_partitions_max: bad,
+                ..DataNodeConfig::default()
+            }
+            .validate()
+            .unwrap_err();
+            assert_eq!(e.key, "dn_tablet_time_partitions_max");
+        }
         for (interval, timeout, key) in [
             (0, 2000, "dn_rpc_keepalive_interval_ms"),
             (1000, 99, "dn_rpc_keepalive_timeout_ms"),

@@ -20,7 +20,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{DataType, LeaseFencedRetryPolicy, PartitionConfig, StatusCode, Tablet, TabletLimits};
+use common::{
+    DataType, LeaseFencedRetryPolicy, PartitionConfig, StatusCode, Tablet, TabletLimits,
+    FETCH_PARTITIONS_SLOTS_MAX,
+};
 
 use crate::cache::{DeviceSchema, RegionRoute};
 use crate::convert::{ok, status, tablet_to_wire};
@@ -191,6 +194,8 @@ pub(crate) enum Relay {
 pub(crate) struct CoordinatorLimits {
     /// `tablet_rows_max`.
     pub tablet_rows_max: usize,
+    /// `dn_tablet_time_partitions_max`.
+    pub tablet_time_partitions_max: usize,
     pub tablet_limits: TabletLimits,
     pub partition: PartitionConfig,
     /// `remote_write_max_retry_ms`: how long one region's part of a write is retried.
@@ -201,6 +206,57 @@ pub(crate) struct CoordinatorLimits {
     pub rpc_timeout: Duration,
     /// `query_points_max`.
     pub query_points_max: u32,
+}
+
+impl CoordinatorLimits {
+    /// The distinct time slots of `tablet`'s rows, or 700 naming `dn_tablet_time_partitions_max`
+    /// as soon as there are more: each new time partition costs a ConfigNode partition entry
+    /// and a memtable and sealed file on every replica (REVIEW H5), so the count stops at the
+    /// cap, whatever the number of rows.
+    pub(crate) fn time_slots(&self, tablet: &Tablet) -> Outcome<BTreeSet<i64>> {
+        let max = self.tablet_time_partitions_max;
+        self.partition
+            .time_slots_at_most(&tablet.timestamps, max)
+            .ok_or_else(|| {
+                CoordinatorError::Invalid(format!(
+                    "the tablet of {} spans more than {max} time partitions of {} ms; \
+                     dn_tablet_time_partitions_max is {max}",
+                    tablet.device, self.partition.time_partition_interval_ms
+                ))
+            })
+    }
+
+    /// 700 for a write request whose tablets together span more than
+    /// [`FETCH_PARTITIONS_SLOTS_MAX`] distinct (series slot, time slot) partitions, answered
+    /// before any of them is written: a request never needs more partitions than one
+    /// FetchPartitions may ask, however many tablets it carries.
+    pub(crate) fn check_request_partitions(&self, tablets: &[Tablet]) -> Outcome<()> {
+        let max = FETCH_PARTITIONS_SLOTS_MAX;
+        // At most one partition per row: most requests are settled without reading a row.
+        if tablets.iter().map(Tablet::row_count).sum::<usize>() <= max {
+            return Ok(());
+        }
+        let over = || {
+            CoordinatorError::Invalid(format!(
+                "the request's tablets span more than {max} time partitions (distinct series \
+                 slot and time slot pairs); at most {max} per request: send fewer tablets at once"
+            ))
+        };
+        let mut seen = BTreeSet::new();
+        for tablet in tablets {
+            let series_slot = self.partition.series_slot(&tablet.device);
+            let slots = self
+                .partition
+                .time_slots_at_most(&tablet.timestamps, max)
+                .ok_or_else(over)?;
+            for slot in slots {
+                if seen.insert((series_slot, slot)) && seen.len() > max {
+                    return Err(over());
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The parts of a DataNode the coordinator works with (built as a struct literal by the node
@@ -291,6 +347,8 @@ impl Coordinator {
         let device = tablet
             .validate(&self.limits.tablet_limits)
             .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
+        // Counted before anything is asked of the ConfigNode, and bounded by the cap.
+        let slots = self.limits.time_slots(&tablet)?;
         if tablet.row_count() == 0 {
             return Ok(Written::default());
         }
@@ -306,11 +364,6 @@ impl Coordinator {
             Err(e) => return Err(e),
         };
         check_types(&tablet, &schema.types)?;
-        let slots: BTreeSet<i64> = tablet
-            .timestamps
-            .iter()
-            .map(|t| self.limits.partition.time_slot(*t))
-            .collect();
         let (regions, routes) = match self.resolve_partitions(&pinned, &device, &slots).await {
             Ok(resolved) => resolved,
             Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
@@ -721,6 +774,15 @@ impl Coordinator {
             .fetch_partitions(request)
             .await
             .map_err(CoordinatorError::ConfigNode)?;
+        // A refusal of the request itself (a database at `cn_database_partitions_max`, a request
+        // over the size FetchPartitions takes) is final: the client gets it as it is.
+        if let Some(s) = resp
+            .status
+            .as_ref()
+            .filter(|s| s.is(StatusCode::IllegalParameter))
+        {
+            return Err(CoordinatorError::ConfigNode(s.clone()));
+        }
         check_status(resp.status.as_ref())
             .map_err(|e| CoordinatorError::Metadata(format!("FetchPartitions: {e}")))?;
         let series_slot = self.limits.partition.series_slot(device.as_str());

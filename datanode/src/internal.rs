@@ -259,10 +259,18 @@ impl DataNodeInternalService for InternalService {
         };
         let command = match req.command {
             Some(proto::region_write_req::Command::InsertTablet(t)) => match tablet_from_wire(t) {
-                Ok(tablet) => RegionCommand::InsertTablet {
-                    tablet,
-                    metadata_version: req.metadata_version,
-                },
+                Ok(tablet) => {
+                    // Held to this node's partition cap before it is proposed, as a session's
+                    // tablet is; never at apply, whose verdict must not depend on a node's
+                    // configuration (REVIEW L6).
+                    if let Err(e) = shared.coordinator.limits.time_slots(&tablet) {
+                        return reply(e.status(), 0);
+                    }
+                    RegionCommand::InsertTablet {
+                        tablet,
+                        metadata_version: req.metadata_version,
+                    }
+                }
                 Err(e) => return reply(status(StatusCode::IllegalParameter, e.to_string()), 0),
             },
             Some(proto::region_write_req::Command::DeleteSeries(d)) => {

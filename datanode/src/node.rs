@@ -381,6 +381,7 @@ fn region_host_config(config: &DataNodeConfig, storage: StorageConfig) -> Region
 fn coordinator_limits(config: &DataNodeConfig, storage: &StorageConfig) -> CoordinatorLimits {
     CoordinatorLimits {
         tablet_rows_max: config.tablet_rows_max as usize,
+        tablet_time_partitions_max: config.dn_tablet_time_partitions_max as usize,
         tablet_limits: storage.tablet_limits,
         partition: storage.partition,
         remote_write_retry: Duration::from_millis(config.remote_write_max_retry_ms),

@@ -38,7 +38,12 @@ impl SessionServiceImpl {
     }
 }
 
+/// Writes `tablets` one by one; a request spanning more partitions than one FetchPartitions may
+/// ask is refused whole (700) before any of them is written.
 async fn insert_tablets(shared: &Arc<Shared>, tablets: Vec<Tablet>, relay: Relay) -> proto::Status {
+    if let Err(e) = shared.coordinator.limits.check_request_partitions(&tablets) {
+        return e.status();
+    }
     let mut statuses = Vec::with_capacity(tablets.len());
     for tablet in tablets {
         let outcome = shared.coordinator.insert_tablet(tablet, relay).await;

@@ -46,6 +46,10 @@ struct FakeSource {
     fail_with: Mutex<Option<proto::Status>>,
     schema_calls: AtomicUsize,
     partition_calls: AtomicUsize,
+    /// Time slots asked for by every FetchPartitions so far.
+    partition_slots: AtomicUsize,
+    /// Answer FetchPartitions with this status (and no partitions) instead.
+    refuse_partitions: Mutex<Option<proto::Status>>,
     /// Regions of the database for ShowRegions: id → (replicas, leader).
     regions: Mutex<BTreeMap<u64, (Vec<u64>, u64)>>,
 }
@@ -106,6 +110,14 @@ impl MetadataSource for FakeSource {
         self.partition_calls.fetch_add(1, Ordering::SeqCst);
         if let Some(s) = self.fail_with.lock().clone() {
             return Err(s);
+        }
+        let asked: usize = request.requests.iter().map(|r| r.time_slots.len()).sum();
+        self.partition_slots.fetch_add(asked, Ordering::SeqCst);
+        if let Some(s) = self.refuse_partitions.lock().clone() {
+            return Ok(proto::FetchPartitionsResp {
+                status: Some(s),
+                ..proto::FetchPartitionsResp::default()
+            });
         }
         let partition = PartitionConfig::default();
         let partitions = request
@@ -311,7 +323,8 @@ fn harness(live: bool) -> Harness {
         node_id: 1,
         internal_address: internal(1),
         limits: CoordinatorLimits {
-            tablet_rows_max: 1000,
+            tablet_rows_max: 10_000,
+            tablet_time_partitions_max: 1000,
             tablet_limits: TabletLimits::default(),
             partition: PartitionConfig::default(),
             remote_write_retry: Duration::from_secs(5),
@@ -760,5 +773,101 @@ async fn a_path_the_rules_refuse_is_answered_at_the_edge_and_never_looked_up() {
         .unwrap();
     assert!(read.is_empty());
     assert_eq!(h.source.schema_calls.load(Ordering::SeqCst), 0);
+    assert!(h.peers.calls().is_empty());
+}
+
+/// A tablet of `slots` rows, each in its own time partition, from partition `first` on.
+fn tablet_across_partitions(first: i64, slots: i64) -> Tablet {
+    let interval = PartitionConfig::default().time_partition_interval_ms;
+    let timestamps: Vec<i64> = (first..first + slots).map(|i| i * interval).collect();
+    tablet(&timestamps)
+}
+
+#[tokio::test]
+async fn a_tablet_over_the_time_partition_cap_is_700_and_nothing_is_asked_or_sent() {
+    let h = harness(true);
+    // A session's tablet and a relayed one are held to the cap alike.
+    for relay in [Relay::WhenFenced, Relay::Never] {
+        let e = h
+            .coordinator
+            .insert_tablet(tablet_across_partitions(0, 1001), relay)
+            .await
+            .unwrap_err();
+        let s = e.status();
+        assert_eq!((s.code, s.need_retry), (700, false), "{s:?}");
+        assert!(
+            s.message.contains("more than 1000 time partitions")
+                && s.message.contains("dn_tablet_time_partitions_max is 1000"),
+            "{}",
+            s.message
+        );
+    }
+    assert_eq!(h.source.schema_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(h.source.partition_calls.load(Ordering::SeqCst), 0);
+    assert!(h.peers.calls().is_empty());
+
+    // Many rows in few partitions are not many partitions.
+    let interval = PartitionConfig::default().time_partition_interval_ms;
+    let dense: Vec<i64> = (0..5000).map(|i| (i % 10) * interval + i).collect();
+    let outcome = h
+        .coordinator
+        .insert_tablet(tablet(&dense), Relay::WhenFenced)
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(h.source.partition_slots.load(Ordering::SeqCst), 10);
+
+    // Exactly the cap goes through, in one FetchPartitions.
+    let outcome = h
+        .coordinator
+        .insert_tablet(tablet_across_partitions(10, 1000), Relay::WhenFenced)
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(h.source.partition_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(h.source.partition_slots.load(Ordering::SeqCst), 1010);
+    assert_eq!(get(&h.metrics.write_points), 2 * 6000);
+}
+
+#[test]
+fn a_request_spanning_more_partitions_than_fetch_partitions_takes_is_700() {
+    let h = harness(true);
+    let limits = &h.coordinator.limits;
+    // Each tablet within its own cap; together one partition past what one FetchPartitions may
+    // ask. Partitions two tablets share count once.
+    let mut tablets: Vec<Tablet> = (0..100)
+        .map(|k| tablet_across_partitions(k * 1000, 1000))
+        .collect();
+    tablets.push(tablet_across_partitions(0, 1000));
+    assert_eq!(limits.check_request_partitions(&tablets), Ok(()));
+    tablets.push(tablet_across_partitions(100_000, 1));
+    let s = limits
+        .check_request_partitions(&tablets)
+        .unwrap_err()
+        .status();
+    assert_eq!((s.code, s.need_retry), (700, false), "{s:?}");
+    assert!(
+        s.message.contains("at most 100000 per request"),
+        "{}",
+        s.message
+    );
+    // Small requests are settled by their row count alone.
+    assert_eq!(limits.check_request_partitions(&[tablet(&[1, 2])]), Ok(()));
+}
+
+#[tokio::test]
+async fn a_database_full_at_the_confignode_is_answered_as_it_is_and_not_retried() {
+    let h = harness(true);
+    let refusal = status(
+        StatusCode::IllegalParameter,
+        "database root.sg holds 1000000 partitions and the write needs 1 more; \
+         cn_database_partitions_max is 1000000",
+    );
+    *h.source.refuse_partitions.lock() = Some(refusal.clone());
+    let e = h
+        .coordinator
+        .insert_tablet(tablet(&[1]), Relay::WhenFenced)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), refusal);
+    assert_eq!(h.source.partition_calls.load(Ordering::SeqCst), 1);
     assert!(h.peers.calls().is_empty());
 }
