@@ -33,13 +33,13 @@ pub enum Error {
     },
 
     /// A segment was written by a format version this build does not read.
-    #[error("{} has format version {version}, this build reads version {supported}", segment.display())]
+    #[error("{} has format version {version}, this build reads versions 1 to {supported}", segment.display())]
     UnsupportedVersion {
         /// The segment file.
         segment: PathBuf,
         /// The version found in its header.
         version: u32,
-        /// The version this build reads and writes.
+        /// The newest version this build reads, the one it writes.
         supported: u32,
     },
 

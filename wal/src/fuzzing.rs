@@ -55,9 +55,9 @@ pub fn recover_from_fuzz_input(data: &[u8]) -> Outcome {
     }
 }
 
-/// A segment header for first index 1 followed by `body`, in which every record header found by
-/// walking from the start gets the checksum its bytes call for. A record whose length runs past
-/// the end is left as it is: a torn tail.
+/// A segment header for first index 1 (current format version) followed by `body`, in which every
+/// record header found by walking from the start gets the checksum its bytes call for. A record
+/// whose length runs past the end is left as it is: a torn tail.
 pub fn with_valid_checksums(body: &[u8]) -> Vec<u8> {
     let mut bytes = encode_segment_header(1).to_vec();
     bytes.extend_from_slice(body);

@@ -43,6 +43,8 @@ pub struct WalIter {
     offset: usize,
     /// Index of the record at `offset`.
     cursor: u64,
+    /// Index of the first record of the batch that the record at `offset` belongs to.
+    batch_first: u64,
     /// First index to return; records before it in the first segment are skipped.
     start: u64,
     /// One past the last index to return.
@@ -65,6 +67,7 @@ impl WalIter {
             view: None,
             offset: 0,
             cursor: 0,
+            batch_first: 0,
             start,
             end,
             active_written,
@@ -96,13 +99,14 @@ impl WalIter {
                 });
                 self.offset = SEGMENT_HEADER_BYTES;
                 self.cursor = segment.first_index;
+                self.batch_first = segment.first_index;
             }
             let last_index = self.last_index_of(self.segment_pos);
             let view = self.view.as_ref().expect("view was just set");
             if self.cursor > last_index {
                 // Past the last record this segment must hold: only zeroes may follow, or the
                 // segment holds records that the next segment's name says do not exist.
-                if decode_record(view, self.offset) != Decoded::End {
+                if decode_record(view, self.offset, segment.version) != Decoded::End {
                     return Err(Error::corruption(
                         &segment.path,
                         self.offset as u64,
@@ -117,7 +121,7 @@ impl WalIter {
                 self.view = None;
                 continue;
             }
-            let record = match decode_record(view, self.offset) {
+            let record = match decode_record(view, self.offset, segment.version) {
                 Decoded::Record(record) if record.index == self.cursor => record,
                 Decoded::Record(record) => {
                     return Err(Error::corruption(
@@ -143,6 +147,19 @@ impl WalIter {
                     return Err(Error::corruption(&segment.path, self.offset as u64, reason))
                 }
             };
+            if let Some(named) = record
+                .batch_first
+                .filter(|&first| first != self.batch_first)
+            {
+                return Err(Error::corruption(
+                    &segment.path,
+                    self.offset as u64,
+                    format!(
+                        "record {} names a batch from index {named}, but its batch starts at {}",
+                        record.index, self.batch_first
+                    ),
+                ));
+            }
             if record.index == last_index && record.continues {
                 return Err(Error::corruption(
                     &segment.path,
@@ -152,6 +169,9 @@ impl WalIter {
             }
             self.offset += record.encoded_bytes();
             self.cursor += 1;
+            if !record.continues {
+                self.batch_first = self.cursor;
+            }
             if record.index >= self.start {
                 return Ok((record.index, record.payload.to_vec()));
             }

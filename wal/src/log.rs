@@ -11,7 +11,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::direct::{self, AlignedBuf, ALIGN};
 use crate::error::{Error, Result};
-use crate::format::{self, SEGMENT_HEADER_BYTES};
+use crate::format::{self, Version, SEGMENT_HEADER_BYTES};
 use crate::iter::WalIter;
 use crate::options::{Durability, WalOptions};
 use crate::segment::{self, Segment};
@@ -173,7 +173,12 @@ impl DirectAppender {
         let mut at = self.tail_len;
         for (i, payload) in payloads.iter().enumerate() {
             let continues = i + 1 < payloads.len();
-            let header = format::encode_record_header(first_index + i as u64, payload, continues);
+            let header = format::encode_record_header(
+                first_index + i as u64,
+                first_index,
+                payload,
+                continues,
+            );
             self.buf[at..at + header.len()].copy_from_slice(&header);
             at += header.len();
             self.buf[at..at + payload.len()].copy_from_slice(payload);
@@ -271,17 +276,37 @@ impl Wal {
         }
 
         let stats = AtomicStats::default();
-        let segments = open_segments(&dir, &dir_file, &options, &stats)?;
-        let active = Arc::clone(segments.last().expect("open_segments returns at least one"));
-        let recovered = segment::recover_last_segment(&active)?;
-        if options.preallocate {
-            sys::preallocate(&active.file, options.segment_bytes)
-                .map_err(|e| Error::io(&active.path, e))?;
+        let mut segments = open_segments(&dir, &dir_file, &options, &stats)?;
+        let last = Arc::clone(segments.last().expect("open_segments returns at least one"));
+        let mut recovered = segment::recover_last_segment(&last)?;
+        let current = last.version == Version::CURRENT;
+        if current && options.preallocate {
+            sys::preallocate(&last.file, options.segment_bytes)
+                .map_err(|e| Error::io(&last.path, e))?;
         }
         // Records found on disk may still sit only in the page cache of a process that died;
         // make them durable so that "readable after open" implies "durable".
-        sys::fdatasync(&active.file, &active.path).map_err(|e| Error::io(&active.path, e))?;
+        sys::fdatasync(&last.file, &last.path).map_err(|e| Error::io(&last.path, e))?;
         stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+        if !current {
+            // Appends go only into segments of the current version, whose records name their
+            // batch; the older segment, durable now and ending with a whole batch, is sealed.
+            let segment = create_segment(&dir, &dir_file, &options, recovered.next_index)?;
+            stats.fsyncs.fetch_add(2, Ordering::Relaxed);
+            tracing::info!(
+                old = %last.path.display(),
+                old_version = last.version.number(),
+                new = %segment.path.display(),
+                "sealed a segment of an older format version; appends go to a new one"
+            );
+            if recovered.next_index == last.first_index {
+                // The old segment holds no record, and the new one has taken its name.
+                segments.pop();
+            }
+            segments.push(Arc::new(segment));
+            recovered.write_offset = SEGMENT_HEADER_BYTES as u64;
+        }
+        let active = Arc::clone(segments.last().expect("at least one segment"));
         tracing::debug!(
             dir = %dir.display(),
             segments = segments.len(),
@@ -498,20 +523,31 @@ fn open_segments(
         segments.push(Arc::new(Segment::open(path, first_index)?));
     }
     if segments.is_empty() {
-        let preallocate = options.preallocate.then_some(options.segment_bytes);
-        // A new log's first segment is zero-filled here, before anything waits on it; later
-        // ones are prepared in the background.
-        let created = match options.prefilled_segment_bytes() {
-            Some(bytes) => {
-                let spare = spare::prepare_now(dir, bytes).map_err(|e| Error::io(dir, e))?;
-                Segment::from_spare(dir, dir_file, 1, spare)?
-            }
-            None => Segment::create(dir, dir_file, 1, preallocate)?,
-        };
-        segments.push(Arc::new(created));
+        segments.push(Arc::new(create_segment(dir, dir_file, options, 1)?));
         stats.fsyncs.fetch_add(2, Ordering::Relaxed);
     }
     Ok(segments)
+}
+
+/// Creates segment `first_index` while the log is being opened, replacing a segment file of that
+/// name (see [`Segment::create`]). It is zero-filled here, before anything waits on it; segments
+/// made by later rolls are prepared in the background.
+fn create_segment(
+    dir: &Path,
+    dir_file: &File,
+    options: &WalOptions,
+    first_index: u64,
+) -> Result<Segment> {
+    match options.prefilled_segment_bytes() {
+        Some(bytes) => {
+            let spare = spare::prepare_now(dir, bytes).map_err(|e| Error::io(dir, e))?;
+            Segment::from_spare(dir, dir_file, first_index, spare)
+        }
+        None => {
+            let preallocate = options.preallocate.then_some(options.segment_bytes);
+            Segment::create(dir, dir_file, first_index, preallocate)
+        }
+    }
 }
 
 impl Inner {
@@ -613,7 +649,12 @@ impl Inner {
         let mut run_start = 0;
         for (i, payload) in payloads.iter().enumerate() {
             let continues = i + 1 < payloads.len();
-            let header = format::encode_record_header(first_index + i as u64, payload, continues);
+            let header = format::encode_record_header(
+                first_index + i as u64,
+                first_index,
+                payload,
+                continues,
+            );
             encode.extend_from_slice(&header);
             if payload.len() <= COPY_PAYLOAD_BYTES_MAX {
                 encode.extend_from_slice(payload);

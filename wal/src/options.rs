@@ -44,9 +44,9 @@ pub struct WalOptions {
     /// Largest payload in bytes of one record; a larger one is refused with
     /// [`Error::RecordTooLarge`]. Default 16 MiB; at most 2^31 − 1.
     pub record_bytes_max: u32,
-    /// Largest encoded size in bytes of one `append_batch` (payloads plus 16 bytes of header per
+    /// Largest encoded size in bytes of one `append_batch` (payloads plus 24 bytes of header per
     /// record); a larger batch is refused with [`Error::BatchTooLarge`]. Bounds the memory and the
-    /// single write of one call. Default 64 MiB; at least `record_bytes_max` + 16.
+    /// single write of one call. Default 64 MiB; at least `record_bytes_max` + 24.
     pub batch_bytes_max: u64,
     /// When appends become durable. Default `GroupCommit { window: 1 ms }`.
     pub durability: Durability,

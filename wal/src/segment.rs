@@ -9,8 +9,8 @@ use memmap2::{Mmap, MmapOptions};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    self, decode_record, decode_segment_header, Decoded, SegmentHeaderProblem, FORMAT_VERSION,
-    SEGMENT_HEADER_BYTES,
+    self, decode_record, decode_segment_header, Decoded, RecordView, SegmentHeader,
+    SegmentHeaderProblem, Version, FORMAT_VERSION, SEGMENT_HEADER_BYTES,
 };
 use crate::spare::Spare;
 use crate::sys;
@@ -38,6 +38,9 @@ pub(crate) fn parse_segment_file_name(name: &str) -> Option<u64> {
 #[derive(Debug)]
 pub(crate) struct Segment {
     pub(crate) first_index: u64,
+    /// Format version of the segment's records; the log appends only to segments of
+    /// [`Version::CURRENT`].
+    pub(crate) version: Version,
     pub(crate) path: PathBuf,
     pub(crate) file: File,
     /// Map of the whole file, created on first read once the segment is sealed. Sealed segments
@@ -58,7 +61,10 @@ impl Segment {
         let have = (len as usize).min(SEGMENT_HEADER_BYTES);
         file.read_exact_at(&mut header[..have], 0)
             .map_err(|e| Error::io(&path, e))?;
-        let first_index = check_header(&path, &header[..have])?;
+        let SegmentHeader {
+            first_index,
+            version,
+        } = check_header(&path, &header[..have])?;
         if first_index != name_index {
             return Err(Error::corruption(
                 &path,
@@ -70,6 +76,7 @@ impl Segment {
         }
         Ok(Segment {
             first_index,
+            version,
             path,
             file,
             sealed_map: OnceLock::new(),
@@ -136,6 +143,7 @@ impl Segment {
         sys::fsync_dir(dir_file, dir).map_err(|e| Error::io(dir, e))?;
         Ok(Segment {
             first_index,
+            version: Version::CURRENT,
             path,
             file,
             sealed_map: OnceLock::new(),
@@ -168,7 +176,7 @@ impl Segment {
     }
 }
 
-fn check_header(path: &Path, header: &[u8]) -> Result<u64> {
+fn check_header(path: &Path, header: &[u8]) -> Result<SegmentHeader> {
     decode_segment_header(header).map_err(|problem| match problem {
         SegmentHeaderProblem::Short(n) => Error::corruption(
             path,
@@ -197,13 +205,21 @@ pub(crate) struct Recovered {
 /// zero again.
 ///
 /// The scan stops at the first place that is not the next valid record: a zero header (the end of
-/// the written part), a record cut short by the end of the file, a checksum failure. If any valid
-/// record with a plausible index lies anywhere after that place, the damage is in the middle of
-/// the log and is reported as corruption; otherwise it is a torn tail from a crash and is dropped.
-/// Records of a batch whose last record is missing are dropped with it: a batch was never
-/// acknowledged unless all of it was written.
+/// the written part), a record cut short by the end of the file, a checksum failure. The log ends
+/// after the last record whose batch is whole: a batch was never acknowledged unless all of it
+/// was written, so a batch whose last record is missing is dropped with it.
+///
+/// Valid records may lie after the place where the scan stopped, because the blocks of one write
+/// reach the disk in any order: a crash during the write of the last batch can lose a block
+/// and keep later ones. Such records are the rest of that torn batch, and are dropped with it, if
+/// every one of them names the batch the scan stopped in as theirs (format version 2). Any other
+/// valid record after the stop is corruption: it belongs to a later batch, written after the
+/// damaged bytes and perhaps synced with them, so dropping it could drop acknowledged records.
+/// Format version 1 records do not name their batch, so there any valid record after the stop
+/// is corruption.
 pub(crate) fn recover_last_segment(segment: &Segment) -> Result<Recovered> {
     let path = &segment.path;
+    let version = segment.version;
     let len = segment
         .file
         .metadata()
@@ -213,13 +229,27 @@ pub(crate) fn recover_last_segment(segment: &Segment) -> Result<Recovered> {
     let data: &[u8] = &map;
     let mut offset = SEGMENT_HEADER_BYTES;
     let mut expected = segment.first_index;
+    // Where the batch being scanned started; the log ends there unless the batch is whole.
     let mut committed = Recovered {
         next_index: expected,
         write_offset: offset as u64,
     };
     let stop_reason: Option<String> = loop {
-        match decode_record(data, offset) {
+        match decode_record(data, offset, version) {
             Decoded::Record(record) if record.index == expected => {
+                if let Some(batch_first) = record.batch_first {
+                    if batch_first != committed.next_index {
+                        return Err(Error::corruption(
+                            path,
+                            offset as u64,
+                            format!(
+                                "record {expected} names a batch from index {batch_first}, but \
+                                 its batch starts at {}",
+                                committed.next_index
+                            ),
+                        ));
+                    }
+                }
                 offset += record.encoded_bytes();
                 expected += 1;
                 if !record.continues {
@@ -245,26 +275,25 @@ pub(crate) fn recover_last_segment(segment: &Segment) -> Result<Recovered> {
             Decoded::Bad(reason) => break Some(reason),
         }
     };
-    if let Some(found) = format::find_valid_record(data, offset, expected) {
-        let what = stop_reason.unwrap_or_else(|| "zero record header".to_string());
-        let index = format::read_u64(data, found + 8);
-        return Err(Error::corruption(
-            path,
-            offset as u64,
-            format!("{what}, but a valid record with index {index} follows at byte {found}"),
-        ));
-    }
+    let torn_batch_survivors = check_rest_is_torn_batch(segment, data, offset, expected, committed)
+        .map_err(|found| {
+            let what = stop_reason
+                .clone()
+                .unwrap_or_else(|| "zero record header".to_string());
+            Error::corruption(path, offset as u64, format!("{what}, but {found}"))
+        })?;
     let tail_end = last_nonzero(data, committed.write_offset as usize).map(|i| i + 1);
     drop(map);
     if let Some(tail_end) = tail_end {
         // The torn bytes must not survive: later appends may write fewer bytes than were torn,
-        // and leftover garbage behind them would look like mid-log damage to the next recovery.
+        // and leftover records behind them would look like mid-log damage to the next recovery.
         let dropped_records = expected - committed.next_index;
         tracing::warn!(
             segment = %path.display(),
             offset = committed.write_offset,
             bytes = tail_end as u64 - committed.write_offset,
             dropped_records,
+            torn_batch_survivors,
             reason = stop_reason.as_deref().unwrap_or("incomplete batch"),
             "truncating torn tail of the log"
         );
@@ -276,6 +305,63 @@ pub(crate) fn recover_last_segment(segment: &Segment) -> Result<Recovered> {
         .map_err(|e| Error::io(path, e))?;
     }
     Ok(committed)
+}
+
+/// Checks that every valid record after `stop`, where the scan of the last segment stopped
+/// expecting record `expected`, is a later record of the batch that starts at
+/// `committed.next_index`: the rest of a batch torn by a crash during its write. Returns how many
+/// there are, or a description of the first record that is not one.
+fn check_rest_is_torn_batch(
+    segment: &Segment,
+    data: &[u8],
+    stop: usize,
+    expected: u64,
+    committed: Recovered,
+) -> std::result::Result<u64, String> {
+    let torn_batch = committed.next_index;
+    let mut from = stop;
+    let mut index_min = expected;
+    let mut survivors = 0;
+    // Set once a record of the torn batch says it is the batch's last.
+    let mut torn_batch_last: Option<u64> = None;
+    while let Some((at, record)) = format::find_valid_record(data, from, index_min, segment.version)
+    {
+        let RecordView {
+            index,
+            batch_first,
+            continues,
+            ..
+        } = record;
+        match (batch_first, torn_batch_last) {
+            (None, _) => {
+                return Err(format!(
+                    "a valid record with index {index} follows at byte {at} (format version {} \
+                     records do not name their batch, so it cannot be the rest of a torn one)",
+                    segment.version.number()
+                ))
+            }
+            (Some(batch_first), None) if batch_first == torn_batch => {}
+            (Some(batch_first), None) => {
+                return Err(format!(
+                    "record {index} of the batch from index {batch_first} follows at byte {at}, \
+                     and only the rest of the torn batch from index {torn_batch} may"
+                ))
+            }
+            (Some(_), Some(last)) => {
+                return Err(format!(
+                    "record {index} follows at byte {at}, after record {last}, the last of the \
+                     torn batch from index {torn_batch}"
+                ))
+            }
+        }
+        if !continues {
+            torn_batch_last = Some(index);
+        }
+        survivors += 1;
+        from = at + record.encoded_bytes();
+        index_min = index + 1;
+    }
+    Ok(survivors)
 }
 
 /// Offset of the last non-zero byte at or after `from`.

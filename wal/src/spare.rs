@@ -55,7 +55,7 @@ fn spare_path(dir: &Path) -> PathBuf {
     dir.join(format!("spare-{}-{n}{TEMP_SUFFIX}", std::process::id()))
 }
 
-/// A spare made on the calling thread (a new log's first segment).
+/// A spare made on the calling thread (a segment created while the log is being opened).
 pub(crate) fn prepare_now(dir: &Path, bytes: u64) -> std::io::Result<Spare> {
     let path = spare_path(dir);
     prepare(&path, bytes).inspect_err(|_| remove(&path))

@@ -137,7 +137,7 @@ fn limits_are_typed_errors() {
         wal.append_batch(&[&[0u8; 10], &[0u8; 101]]),
         Err(Error::RecordTooLarge)
     ));
-    // 3 × (100 + 16) = 348 encoded bytes > 300.
+    // 3 × (100 + 24) = 372 encoded bytes > 300.
     assert!(matches!(
         wal.append_batch(&[&[0u8; 100], &[0u8; 100], &[0u8; 100]]),
         Err(Error::BatchTooLarge)
@@ -344,7 +344,10 @@ fn stats_count_appends_records_bytes() {
     let after = wal.stats();
     assert_eq!(after.appends - before.appends, 2);
     assert_eq!(after.records - before.records, 3);
-    assert_eq!(after.bytes_written - before.bytes_written, 60 + 3 * 16);
+    assert_eq!(
+        after.bytes_written - before.bytes_written,
+        60 + 3 * wal::format::RECORD_HEADER_BYTES as u64
+    );
     assert_eq!(
         after.fsyncs, before.fsyncs,
         "Durability::None never fsyncs an append"

@@ -182,8 +182,9 @@ fn failed_roll_poisons() {
     let dir = mem_dir("wal-fp-roll-");
     let opts = options(dir.path(), 4096, Durability::None);
     let wal = Wal::open(opts.clone()).expect("open");
-    let payload = [3u8; 1000];
-    // Four records of 16 + 1000 bytes fill the 4096-byte segment exactly (32-byte header).
+    let payload = [3u8; 1000 + 16 - wal::format::RECORD_HEADER_BYTES];
+    // Four records of 1016 bytes with their headers fill the 4096-byte segment exactly (32-byte
+    // header).
     for _ in 0..4 {
         wal.append(&payload).expect("append");
     }

@@ -31,7 +31,8 @@ impl Rng {
     }
 }
 
-/// Valid single-segment images with single records, batches and empty payloads.
+/// Valid single-segment images with single records, batches and empty payloads, in the current
+/// format version and in the previous one.
 fn corpus() -> Vec<Vec<u8>> {
     let mut images = Vec::new();
     for (records, len) in [(1u64, 0usize), (3, 10), (5, 100), (2, 700), (12, 40)] {
@@ -57,6 +58,8 @@ fn corpus() -> Vec<Vec<u8>> {
         }
         images.push(std::mem::take(&mut bytes));
     }
+    // A segment of the previous format version, which a log opens and then appends after.
+    images.push(crate::golden::v1_segment());
     images
 }
 

@@ -6,7 +6,12 @@
 //! offset by offset; a new segment exists only with its whole header, as the log creates it by
 //! rename), optionally with a byte flipped. Recovery must then return every synced record
 //! byte-identical, no torn record, a whole number of batches, and report a flipped byte inside
-//! synced data (with a valid record after it) as corruption instead of returning it.
+//! synced data (with a record of a later batch after it) as corruption instead of returning it.
+//!
+//! A torn crash is a power loss during the last write, when it was not synced: every earlier
+//! write reached the disk, and of the 4 KiB blocks of the last one, any subset did not (those
+//! keep their old bytes). Recovery must then open, and return everything but that write's batch
+//! if any of its bytes were lost.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,7 +21,7 @@ use tempfile::TempDir;
 use wal::format::SEGMENT_HEADER_BYTES;
 use wal::{Durability, Error, Wal, WalOptions};
 
-use crate::util::{mem_dir, read_all, record_spans, snapshot, write_image};
+use crate::util::{last_batch_first, mem_dir, read_all, record_spans, snapshot, write_image};
 
 const SEGMENT_BYTES: u64 = 4096;
 
@@ -27,7 +32,14 @@ enum Op {
     Sync,
     Reopen,
     Truncate(u64),
-    Crash { cut: u64, flip: Option<Flip> },
+    Crash {
+        cut: u64,
+        flip: Option<Flip>,
+    },
+    /// Bit `i` of `lost_blocks` (mod 64) loses the `i`-th block of the last write.
+    TornCrash {
+        lost_blocks: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -72,10 +84,14 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         10 => payload().prop_map(Op::Append),
         3 => prop::collection::vec(payload(), 1..5).prop_map(Op::Batch),
+        // Several 4 KiB blocks in one write, like the raft logs' batches; each gets a segment.
+        2 => prop::collection::vec(prop::collection::vec(any::<u8>(), 200..1500), 3..9)
+            .prop_map(Op::Batch),
         4 => Just(Op::Sync),
         1 => Just(Op::Reopen),
         2 => any::<u64>().prop_map(Op::Truncate),
         4 => (any::<u64>(), prop::option::of(flip())).prop_map(|(cut, flip)| Op::Crash { cut, flip }),
+        2 => any::<u64>().prop_map(|lost_blocks| Op::TornCrash { lost_blocks }),
     ]
 }
 
@@ -91,6 +107,15 @@ struct Harness {
     boundaries: BTreeSet<u64>,
     synced_next: u64,
     synced_image: Image,
+    /// The last append or batch, while it is not synced.
+    last_write: Option<LastWrite>,
+}
+
+struct LastWrite {
+    /// The directory image before the write.
+    before: Image,
+    /// Index of the write's first record.
+    first_index: u64,
 }
 
 thread_local! {
@@ -127,6 +152,7 @@ impl Harness {
             boundaries: BTreeSet::from([1]),
             synced_next: 1,
             synced_image,
+            last_write: None,
         }
     }
 
@@ -141,6 +167,7 @@ impl Harness {
     fn apply(&mut self, op: Op) -> Result<(), TestCaseError> {
         match op {
             Op::Append(payload) => {
+                self.note_write();
                 let index = self.wal().append(&payload).expect("append");
                 check(index == self.next(), || {
                     format!("append got {index}, model {}", self.next())
@@ -150,6 +177,7 @@ impl Harness {
             }
             Op::Batch(payloads) => {
                 let refs: Vec<&[u8]> = payloads.iter().map(|p| p.as_slice()).collect();
+                self.note_write();
                 let index = self.wal().append_batch(&refs).expect("append_batch");
                 check(index == self.next(), || {
                     format!("batch got {index}, model {}", self.next())
@@ -186,6 +214,7 @@ impl Harness {
                 self.note_truncation_durability();
             }
             Op::Crash { cut, flip } => self.crash(cut, flip)?,
+            Op::TornCrash { lost_blocks } => self.torn_crash(lost_blocks)?,
         }
         check(self.wal().next_index() == self.next(), || {
             format!(
@@ -199,6 +228,15 @@ impl Harness {
     fn mark_synced(&mut self) {
         self.synced_next = self.next();
         self.synced_image = snapshot(self.dir.path());
+        self.last_write = None;
+    }
+
+    /// Called before an append or batch.
+    fn note_write(&mut self) {
+        self.last_write = Some(LastWrite {
+            before: snapshot(self.dir.path()),
+            first_index: self.next(),
+        });
     }
 
     /// `truncate_prefix` makes its deletions durable, so a crash image must not bring deleted
@@ -302,6 +340,87 @@ impl Harness {
         if let Some(flip) = flip {
             self.check_flipped(&image, &unsynced_positions, flip)?;
         }
+        let segments = image.len();
+        let synced_next = self.synced_next;
+        let (before, next) = self.recover_from(image)?;
+        cover(|c| {
+            c.crashes += 1;
+            c.crashes_keeping_unsynced += u64::from(next > synced_next);
+            c.crashes_losing_unsynced += u64::from(next < before);
+            c.max_segments = c.max_segments.max(segments);
+        });
+        Ok(())
+    }
+
+    /// A power loss during the last write, unsynced: every block of it that `lost_blocks` picks
+    /// keeps the bytes it had before the write, and the rest of the directory is as written.
+    fn torn_crash(&mut self, lost_blocks: u64) -> Result<(), TestCaseError> {
+        let Some(last_write) = self.last_write.take() else {
+            return Ok(());
+        };
+        self.wal = None;
+        let mut image = snapshot(self.dir.path());
+        let (name, bytes) = image.iter_mut().next_back().expect("a segment");
+        // A batch never spans segments, so the whole write is in the last one.
+        let written: Vec<(usize, usize, u64)> = record_spans(bytes)
+            .into_iter()
+            .filter(|span| span.2 >= last_write.first_index)
+            .collect();
+        let (Some(first), Some(last)) = (written.first(), written.last()) else {
+            panic!(
+                "the last write, from {}, is not in {name}",
+                last_write.first_index
+            );
+        };
+        let range = first.0..last.0 + last.1;
+        // Bytes of a segment that the write created were zero before it, behind the header.
+        let old = last_write.before.get(name);
+        let block_of = |position: usize| position / wal::direct::ALIGN;
+        let first_block = block_of(range.start);
+        let mut lost_any = false;
+        for position in range.clone() {
+            if (lost_blocks >> ((block_of(position) - first_block) % 64)) & 1 == 1 {
+                let old_byte = old.and_then(|o| o.get(position).copied()).unwrap_or(0);
+                lost_any |= bytes[position] != old_byte;
+                bytes[position] = old_byte;
+            }
+        }
+        // Records of the write that came through whole behind lost bytes: the rest of a torn
+        // batch, which recovery must tell from a later batch.
+        let survivors_behind_a_hole = {
+            let current = &snapshot(self.dir.path())[name.as_str()];
+            let first_lost = range.clone().find(|&p| bytes[p] != current[p]);
+            written
+                .iter()
+                .filter(|&&(offset, len, _)| {
+                    first_lost.is_some_and(|lost| lost < offset)
+                        && bytes[offset..offset + len] == current[offset..offset + len]
+                })
+                .count()
+        };
+        let (before, next) = self.recover_from(image)?;
+        let expected = if lost_any {
+            last_write.first_index
+        } else {
+            before
+        };
+        check(next == expected, || {
+            format!(
+                "after a torn write of {}.., lost bytes {lost_any}: next_index {next}, expected \
+                 {expected}",
+                last_write.first_index
+            )
+        })?;
+        cover(|c| {
+            c.torn_crashes += 1;
+            c.torn_crashes_with_survivors += u64::from(survivors_behind_a_hole > 0);
+        });
+        Ok(())
+    }
+
+    /// Opens the log from a crash `image` in a new directory, checks what it recovered and goes
+    /// on with it. Returns the model's next index before the crash and the log's after it.
+    fn recover_from(&mut self, image: Image) -> Result<(u64, u64), TestCaseError> {
         let dir = mem_dir("wal-model-crash");
         write_image(dir.path(), &image);
         let wal = Wal::open(opts(dir.path()))
@@ -309,19 +428,14 @@ impl Harness {
         let records =
             read_all(&wal).map_err(|e| TestCaseError::fail(format!("read after crash: {e}")))?;
         self.check_recovered(&wal, &records)?;
+        let before = self.next();
         let next = wal.next_index();
-        cover(|c| {
-            c.crashes += 1;
-            c.crashes_keeping_unsynced += u64::from(next > self.synced_next);
-            c.crashes_losing_unsynced += u64::from(next < self.next());
-            c.max_segments = c.max_segments.max(image.len());
-        });
         self.model.truncate(next as usize - 1);
         self.boundaries.retain(|&b| b <= next);
         self.dir = dir;
         self.wal = Some(wal);
         self.mark_synced();
-        Ok(())
+        Ok((before, next))
     }
 
     /// What a clean crash must give back: every synced record, then a prefix of the unsynced
@@ -385,18 +499,20 @@ impl Harness {
                 ))
             }
             FlipKind::SyncedRecord => {
-                // Synced records with a valid record somewhere after them.
+                // Synced records with a record of a later batch somewhere after them. Damage to
+                // the last batch of the log looks like a torn write of it, and is dropped as one.
                 let last_name = image
                     .keys()
                     .next_back()
                     .expect("at least one segment")
                     .clone();
+                let last_batch = last_batch_first(&image[&last_name]);
                 let mut candidates = Vec::new();
                 for (name, bytes) in image {
-                    let spans = record_spans(bytes);
-                    for (k, &(offset, len, index)) in spans.iter().enumerate() {
-                        let is_last = *name == last_name && k + 1 == spans.len();
-                        if index < self.synced_next && !is_last {
+                    for (offset, len, index) in record_spans(bytes) {
+                        let in_last_batch =
+                            *name == last_name && last_batch.is_some_and(|first| index >= first);
+                        if index < self.synced_next && !in_last_batch {
                             candidates.push((name.clone(), offset, len));
                         }
                     }
@@ -486,6 +602,8 @@ struct Coverage {
     flips: [u64; 3],
     truncations_dropping_segments: u64,
     max_segments: usize,
+    torn_crashes: u64,
+    torn_crashes_with_survivors: u64,
 }
 
 thread_local! {
@@ -549,4 +667,5 @@ fn run_model(direct_io: bool) {
     assert!(coverage.flips.iter().all(|&n| n > 0), "{coverage:?}");
     assert!(coverage.truncations_dropping_segments > 0, "{coverage:?}");
     assert!(coverage.max_segments >= 3, "{coverage:?}");
+    assert!(coverage.torn_crashes_with_survivors > 0, "{coverage:?}");
 }

@@ -5,6 +5,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
+use wal::format::{
+    decode_record, decode_segment_header, Decoded, RecordView, SEGMENT_HEADER_BYTES,
+};
 use wal::{Durability, Wal, WalOptions};
 
 /// A temporary directory on the real disk, for tests where fsync behaviour matters.
@@ -88,13 +91,33 @@ pub fn write_image(dir: &Path, image: &BTreeMap<String, Vec<u8>>) {
     }
 }
 
-/// Byte offset of every record in a segment image: (offset, encoded length, index).
+/// Byte offset of every record in a segment image, up to the first that is not valid:
+/// (offset, encoded length, index).
 pub fn record_spans(bytes: &[u8]) -> Vec<(usize, usize, u64)> {
-    let mut spans = Vec::new();
-    let mut offset = wal::format::SEGMENT_HEADER_BYTES;
-    while let wal::format::Decoded::Record(r) = wal::format::decode_record(bytes, offset) {
-        spans.push((offset, r.encoded_bytes(), r.index));
+    records(bytes)
+        .into_iter()
+        .map(|(offset, r)| (offset, r.encoded_bytes(), r.index))
+        .collect()
+}
+
+/// The first index of the batch of the last valid record in a segment image, if it has one.
+pub fn last_batch_first(bytes: &[u8]) -> Option<u64> {
+    let (_, last) = records(bytes).pop()?;
+    Some(
+        last.batch_first
+            .expect("the log writes records that name their batch"),
+    )
+}
+
+fn records(bytes: &[u8]) -> Vec<(usize, RecordView<'_>)> {
+    let version = decode_segment_header(bytes)
+        .expect("a valid segment header")
+        .version;
+    let mut records = Vec::new();
+    let mut offset = SEGMENT_HEADER_BYTES;
+    while let Decoded::Record(r) = decode_record(bytes, offset, version) {
+        records.push((offset, r));
         offset += r.encoded_bytes();
     }
-    spans
+    records
 }
