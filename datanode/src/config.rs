@@ -68,6 +68,11 @@ runtime::node_config! {
         wal_segment_bytes: u64 = 64 << 20,
         /// A region flushes its memtables once they hold this many bytes. Default 64 MiB.
         memtable_flush_bytes: u64 = 64 << 20,
+        /// Bytes the memtables of all regions on this DataNode (working and being flushed) may
+        /// hold: past half of it, flushes start on the largest regions, and at it inserts are
+        /// refused with 606 WRITE_PROCESS_REJECT (sessions retry it) until a flush frees memory.
+        /// Default 1 GiB; at least `memtable_flush_bytes`.
+        memtable_budget_bytes: u64 = 1 << 30,
         /// A region flushes once its oldest unflushed write is this many milliseconds old.
         /// Default 600000.
         memtable_flush_age_ms: u64 = 600_000,
@@ -224,6 +229,12 @@ impl DataNodeConfig {
             if value == 0 {
                 return Err(config_error(key, "must be > 0"));
             }
+        }
+        if self.memtable_budget_bytes < self.memtable_flush_bytes {
+            return Err(config_error(
+                "memtable_budget_bytes",
+                "must be at least memtable_flush_bytes",
+            ));
         }
         if self.compaction_files_min < 2 {
             return Err(config_error("compaction_files_min", "must be at least 2"));

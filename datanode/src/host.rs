@@ -36,6 +36,8 @@ pub(crate) struct RegionHostConfig {
     pub storage: StorageConfig,
     /// The node's sealed-file descriptor cache (`sealed_open_files_max`), shared by its regions.
     pub files: Arc<FileCache>,
+    /// `memtable_budget_bytes`: inserts are refused with 606 while the memtables hold this much.
+    pub memtable_budget_bytes: usize,
     pub retry: RegionRetryConfig,
     /// `dn_write_timeout_ms`: a proposal's and a ReadIndex's bound.
     pub write_timeout: Duration,
@@ -132,6 +134,43 @@ impl RegionHost {
     /// The node's sealed-file descriptor cache.
     pub(crate) fn files(&self) -> &Arc<FileCache> {
         &self.config.files
+    }
+
+    /// Bytes held by the memtables (working and being flushed) of every region here.
+    pub(crate) fn memtable_bytes(&self) -> usize {
+        self.regions
+            .read()
+            .values()
+            .map(|r| r.region.memory_bytes())
+            .sum()
+    }
+
+    /// 606 WRITE_PROCESS_REJECT (with `need_retry`) for an insert while the node's memtables hold
+    /// `memtable_budget_bytes` or more: writes wait for flushes instead of growing memory without
+    /// bound. Deletions pass (they free memory). Checked by the leader before proposing, so
+    /// every replica still applies every committed entry.
+    fn over_memory_budget(&self, command: &RegionCommand) -> Option<proto::Status> {
+        if !matches!(command, RegionCommand::InsertTablet { .. }) {
+            return None;
+        }
+        let used = self.memtable_bytes();
+        let budget = self.config.memtable_budget_bytes;
+        if used < budget {
+            return None;
+        }
+        self.metrics
+            .budget_rejections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut s = status(
+            StatusCode::WriteProcessReject,
+            format!(
+                "node {}: memtables hold {used} bytes, at the memtable_budget_bytes of {budget}; \
+                 retry once a flush has freed memory",
+                self.node_id
+            ),
+        );
+        s.need_retry = true;
+        Some(s)
     }
 
     /// How many regions are hosted here.
@@ -271,6 +310,9 @@ impl RegionHost {
         region_id: u64,
         command: &RegionCommand,
     ) -> (proto::Status, u64) {
+        if let Some(refusal) = self.over_memory_budget(command) {
+            return (refusal, 0);
+        }
         match self
             .driver
             .propose(region_id, command.encode(), self.config.write_timeout)

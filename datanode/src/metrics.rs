@@ -61,6 +61,8 @@ pub struct Metrics {
     pub invalidations: AtomicU64,
     /// Times the raft node was switched to fenced (its leaders step aside).
     pub raft_fenced_switches: AtomicU64,
+    /// Inserts refused with 606 because the memtables were at their budget.
+    pub budget_rejections: AtomicU64,
     /// Compactions installed.
     pub compactions: AtomicU64,
     /// Bytes of sealed files compactions merged away.
@@ -358,6 +360,11 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
             &m.compactions,
         ),
         (
+            "memtable_budget_rejections_total",
+            "Inserts refused with 606 while the memtables were at memtable_budget_bytes.",
+            &m.budget_rejections,
+        ),
+        (
             "compaction_input_bytes_total",
             "Bytes of sealed files merged away by compactions.",
             &m.compaction_input_bytes,
@@ -370,6 +377,18 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
     ] {
         line(name, "counter", help, counter.load(Ordering::Relaxed));
     }
+    line(
+        "memtable_bytes",
+        "gauge",
+        "Bytes held by working and flushing memtables over all regions.",
+        shared.host.memtable_bytes() as u64,
+    );
+    line(
+        "memtable_budget_bytes",
+        "gauge",
+        "The memtable budget (memtable_budget_bytes).",
+        shared.config.memtable_budget_bytes,
+    );
     let files = shared.host.files();
     line(
         "sealed_files_open",

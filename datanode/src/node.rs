@@ -369,6 +369,7 @@ fn region_host_config(config: &DataNodeConfig, storage: StorageConfig) -> Region
         regions_dir: config.dn_data_dir.join("regions"),
         storage,
         files: FileCache::new(config.sealed_open_files_max as usize),
+        memtable_budget_bytes: config.memtable_budget_bytes as usize,
         retry: RegionRetryConfig {
             write_retry_max: config.data_region_write_retry_max,
             write_retry_wait_ms: config.data_region_write_retry_wait_ms,
@@ -573,19 +574,30 @@ async fn region_reconciler(shared: Arc<Shared>) {
     }
 }
 
-/// Flushes regions whose memtables are large or old, then truncates the raft log up to the
-/// flushed checkpoint.
+/// Flushes regions whose memtables are large or old, and while the node's memtables hold more
+/// than half of `memtable_budget_bytes` also the largest others, all at once (one blocking task
+/// each); then truncates each flushed region's raft log up to its checkpoint.
 async fn flush_loop(shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(timing::FLUSH_CHECK_INTERVAL).await;
-        let regions: Vec<(u64, Arc<DataRegion>)> = shared.host.regions();
-        for (id, region) in regions {
-            let flushed = tokio::task::spawn_blocking(move || {
-                region.flush_if_needed(std::time::Instant::now())
-            })
-            .await;
+        let chosen = regions_to_flush(
+            shared.host.regions(),
+            shared.config.memtable_budget_bytes as usize,
+        );
+        let mut flushes = tokio::task::JoinSet::new();
+        for (id, region) in chosen {
+            flushes.spawn_blocking(move || (id, region.flush()));
+        }
+        while let Some(joined) = flushes.join_next().await {
+            let (id, flushed) = match joined {
+                Ok((id, flushed)) => (id, Ok(flushed)),
+                Err(e) => {
+                    tracing::error!("flush task: {e}");
+                    continue;
+                }
+            };
             match flushed {
-                Ok(Ok(Some(checkpoint))) if checkpoint > 0 => {
+                Ok(Ok(checkpoint)) if checkpoint > 0 => {
                     match shared
                         .host
                         .driver()
@@ -599,10 +611,41 @@ async fn flush_loop(shared: Arc<Shared>) {
                 }
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::error!(region = id, "flush failed: {e}"),
-                Err(e) => tracing::error!(region = id, "flush task: {e}"),
+                Err(()) => {}
             }
         }
     }
+}
+
+/// The regions a flush round takes: those over their size or age threshold, and, while the
+/// memtables hold more than half the budget, the largest others until a quarter would remain.
+fn regions_to_flush(
+    regions: Vec<(u64, Arc<DataRegion>)>,
+    budget: usize,
+) -> Vec<(u64, Arc<DataRegion>)> {
+    let now = std::time::Instant::now();
+    let mut used: usize = regions.iter().map(|(_, r)| r.memory_bytes()).sum();
+    let (mut chosen, mut rest): (Vec<_>, Vec<_>) =
+        regions.into_iter().partition(|(_, r)| r.should_flush(now));
+    used -= chosen
+        .iter()
+        .map(|(_, r)| r.memtable_bytes().min(r.memory_bytes()))
+        .sum::<usize>();
+    if used > budget / 2 {
+        rest.sort_by_key(|(_, r)| std::cmp::Reverse(r.memtable_bytes()));
+        for (id, region) in rest {
+            if used <= budget / 4 {
+                break;
+            }
+            let working = region.memtable_bytes();
+            if working == 0 {
+                continue;
+            }
+            used = used.saturating_sub(working);
+            chosen.push((id, region));
+        }
+    }
+    chosen
 }
 
 /// Merges sealed files in the background, one compaction at a time over all regions (each

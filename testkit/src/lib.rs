@@ -56,6 +56,16 @@ pub fn datanode_config(dir: &std::path::Path, index: usize, cn_address: &str) ->
 impl Cluster {
     /// A cluster whose DataNodes fence after `fence_ms` without a processed heartbeat.
     pub async fn start(datanodes: usize, replication: u32, fence_ms: u64) -> Cluster {
+        Cluster::start_with(datanodes, replication, fence_ms, |_| {}).await
+    }
+
+    /// [`Cluster::start`], with every DataNode's settings changed by `tweak` first.
+    pub async fn start_with(
+        datanodes: usize,
+        replication: u32,
+        fence_ms: u64,
+        tweak: impl Fn(&mut DataNodeConfig),
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let cn_address = listener.local_addr().unwrap().to_string();
@@ -96,7 +106,8 @@ impl Cluster {
             nodes: Vec::new(),
         };
         for i in 0..datanodes {
-            let config = datanode_config(cluster.dir.path(), i, &cn_address);
+            let mut config = datanode_config(cluster.dir.path(), i, &cn_address);
+            tweak(&mut config);
             cluster
                 .nodes
                 .push(datanode::start(config).await.expect("DataNode starts"));

@@ -23,6 +23,7 @@
 //! themselves in their own `//!` docs. The failpoint binary
 //! (`tests/failpoints/main.rs`) repeats the heartbeat stall through `datanode::heartbeat::stall`.
 
+mod budget;
 mod cluster;
 mod harness;
 mod raft_region;
