@@ -19,7 +19,7 @@
 # benches/RESULTS.md (unless --no-record). Default: 30 s per system, about 4 minutes in all after
 # the build. --sweep adds 100/1000 rows × 1/4 clients for every system (10 s each, ~3 minutes);
 # --profile records the RF=1 DataNode with `perf record -g` for 10 s mid-run and prints the top
-# symbols; --no-build uses the binaries already in target/release. Installs influxdb and victoria-metrics with apt-get when they are missing (as root).
+# symbols; --no-build uses the binaries already built (see below). Installs influxdb and victoria-metrics with apt-get when they are missing (as root).
 #
 # --storage: bytes on disk per point (issue 17). For each value shape of the generator
 # (`--values walk2dp`: a 2-decimal random walk, `noise`: full-precision noise, `steps`: a 2-decimal
@@ -47,8 +47,8 @@
 # prints one table (B/pt per system, Fencepost / best peer, Fencepost / TsFile) and a second with
 # each system's whole data directory (Fencepost's raft log, InfluxDB's WAL and index,
 # VictoriaMetrics' indexdb), and appends both with the machine's facts to benches/RESULTS.md
-# unless --no-record. About 10–15 minutes at 10 M points after the build; --points 200000 takes
-# about 3.
+# unless --no-record. --points 200000 took 4 minutes and 2000000 4.5 minutes on the 2-core box
+# (mostly fixed settle waits); 10 M is estimated at 10–15 minutes after the build.
 #
 # Binaries come from $CARGO_TARGET_DIR/release (default target/release). Every process it starts is
 # stopped on exit. Not run by CI.
