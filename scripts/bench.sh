@@ -4,6 +4,7 @@
 #   scripts/bench.sh --micro [criterion args]    criterion component benches: WAL vs raft-engine,
 #                                                memtable, storage engine with the lease gate on/off
 #   scripts/bench.sh --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build]
+#   scripts/bench.sh --storage [--points N] [--no-record] [--no-build]
 #
 # --e2e: end-to-end ingest of the same generated points (fencepost_cli::loadgen: 100 devices × 10
 # DOUBLE measurements, 1000-row tablets, 4 clients) into, one after another:
@@ -18,15 +19,46 @@
 # benches/RESULTS.md (unless --no-record). Default: 30 s per system, about 4 minutes in all after
 # the build. --sweep adds 100/1000 rows × 1/4 clients for every system (10 s each, ~3 minutes);
 # --profile records the RF=1 DataNode with `perf record -g` for 10 s mid-run and prints the top
-# symbols; --no-build uses the binaries already in target/release. Installs influxdb and victoria-metrics with apt-get when they are missing (as root).
-# Every process it starts is stopped on exit. Not run by CI.
+# symbols; --no-build uses the binaries already built (see below). Installs influxdb and victoria-metrics with apt-get when they are missing (as root).
+#
+# --storage: bytes on disk per point (issue 17). For each value shape of the generator
+# (`--values walk2dp`: a 2-decimal random walk, `noise`: full-precision noise, `steps`: a 2-decimal
+# level that changes every 100 rows) and each row interval (1 s and 1 ms), the same N points
+# (default 10 M: 100 devices × 10 DOUBLE measurements × N/1000 rows, timestamps from the fixed
+# 1700000000000 ms so every run writes the same bytes) go to a fresh instance of each system,
+# which is then settled and measured:
+#   Fencepost 1 ConfigNode + 1 DataNode, RF=1 (`fencepost bench`). fencepost_settle flushes and
+#     waits until the sealed bytes stop changing: there is no flush command yet, so the DataNode
+#     runs with --memtable-flush-age-ms 2000; compaction, when it lands, belongs in that hook.
+#     Counted: the files under the bench database's regions/<id>/sealed/.
+#   InfluxDB 1.x (peerload), with cache-snapshot-write-cold-duration and
+#     compact-full-write-cold-duration at 1 s: the WAL is snapshotted to TSM and the shard fully
+#     compacted once writes stop; waits until the WAL is empty and the TSM files are stable.
+#     Counted: the *.tsm files under data/.
+#   VictoriaMetrics (peerload), then /internal/force_flush and
+#     /internal/force_merge?partition_prefix=<the data's month>; waits until the size is stable.
+#     Counted: data/ (the parts; its indexdb/ is in the whole-dir figure).
+#   TsFile, IoTDB's format: peerload --target file dumps the same tablets, and
+#     scripts/tsfile_write.py writes them with Apache's `tsfile` wheel (a virtualenv under the
+#     bench's temp dir; pip install tsfile) using the library's default encodings (TS_2DIFF time,
+#     GORILLA DOUBLE, LZ4), tree model, non-aligned, then reads the file back to check it.
+#     Counted: the file. If the wheel cannot be installed or used, its column says n/a and why.
+# Bytes are apparent sizes (the sum of st_size) and points are the non-null values written. It
+# prints one table (B/pt per system, Fencepost / best peer, Fencepost / TsFile) and a second with
+# each system's whole data directory (Fencepost's raft log, InfluxDB's WAL and index,
+# VictoriaMetrics' indexdb), and appends both with the machine's facts to benches/RESULTS.md
+# unless --no-record. --points 200000 took 4 minutes and 2000000 4.5 minutes on the 2-core box
+# (mostly fixed settle waits); 10 M is estimated at 10–15 minutes after the build.
+#
+# Binaries come from $CARGO_TARGET_DIR/release (default target/release). Every process it starts is
+# stopped on exit. Not run by CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:---micro}
 case "$mode" in
-    --micro | --e2e) shift || true ;;
-    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build]" >&2; exit 2 ;;
+    --micro | --e2e | --storage) shift || true ;;
+    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build]" >&2; exit 2 ;;
 esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-bench.XXXXXX")
@@ -65,6 +97,509 @@ if [ "$mode" = --micro ]; then
     exit 0
 fi
 
+# ---------------------------------------------------------------------------------------------
+# Shared by --e2e and --storage.
+
+# Ports of the peers (the Fencepost cluster uses cluster.sh's: 6667+, 10710+, 10730+, 9100+).
+influx_port=18086
+vm_port=18428
+bin=${CARGO_TARGET_DIR:-target}/release
+export BIN_DIR=$bin # for cluster.sh
+
+# A port already taken would have the loaders measure someone else's server.
+require_free_ports() {
+    local port
+    for port in "$@"; do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "port $port on 127.0.0.1 is in use; stop what listens there first" >&2
+            exit 1
+        fi
+    done
+}
+
+install_peers() {
+    echo "== installing what is missing"
+    if ! command -v influxd >/dev/null || ! command -v victoria-metrics >/dev/null; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq influxdb victoria-metrics >/dev/null
+    fi
+    command -v curl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
+}
+
+json_field() { # file key → the number after "key":
+    sed -E "s/.*\"$2\":(-?[0-9.eE+-]+).*/\\1/" "$1"
+}
+
+wait_http() { # URL expected-status
+    for _ in $(seq 1 100); do
+        if [ "$(curl -s -o /dev/null -w '%{http_code}' "$1" 2>/dev/null)" = "$2" ]; then return 0; fi
+        sleep 0.2
+    done
+    echo "   $1 did not answer $2 within 20 s" >&2
+    return 1
+}
+
+# influx_config DIR [LINES]: DIR/influxdb.conf for an influxd on $influx_port with its meta, data
+# and WAL under DIR; LINES are added to the [data] section.
+influx_config() {
+    local dir=$1 extra=${2:-}
+    mkdir -p "$dir"
+    cat > "$dir/influxdb.conf" <<EOF
+reporting-disabled = true
+bind-address = "127.0.0.1:$((influx_port + 2))"
+[meta]
+  dir = "$dir/meta"
+[data]
+  dir = "$dir/data"
+  wal-dir = "$dir/wal"
+  wal-fsync-delay = "0s"
+  query-log-enabled = false
+$extra
+[retention]
+  enabled = false
+[shard-precreation]
+  enabled = false
+[monitor]
+  store-enabled = false
+[http]
+  enabled = true
+  bind-address = "127.0.0.1:$influx_port"
+  log-enabled = false
+[subscriber]
+  enabled = false
+[continuous_queries]
+  enabled = false
+[logging]
+  level = "warn"
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# --storage: bytes on disk per point (see the header).
+if [ "$mode" = --storage ]; then
+
+points=10000000
+record=1
+build=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --points) points=$2; shift 2 ;;
+        --no-record) record=0; shift ;;
+        --no-build) build=0; shift ;;
+        *) echo "unknown flag $1" >&2; exit 2 ;;
+    esac
+done
+command_line="scripts/bench.sh --storage --points $points"
+if [ $build = 0 ]; then command_line+=" --no-build"; fi
+
+devices=100
+measurements=10
+series=$((devices * measurements))
+if ! [[ $points =~ ^[0-9]+$ ]] || [ $((points % series)) != 0 ] || [ "$points" -lt $series ]; then
+    echo "--points must be a positive multiple of $series ($devices devices × $measurements measurements)" >&2
+    exit 2
+fi
+rows=$((points / series))
+# Tablets of up to 1000 rows that tile every series' rows exactly.
+rows_per_tablet=$((rows < 1000 ? rows : 1000))
+while [ $((rows % rows_per_tablet)) != 0 ]; do rows_per_tablet=$((rows_per_tablet - 1)); done
+tablets=$((devices * rows / rows_per_tablet))
+# A fixed start (2023-11-14T22:13:20Z, in the past and inside one week and one month): every
+# run writes the same timestamps, so the bytes are comparable from run to run.
+start_ms=1700000000000
+shapes=(walk2dp noise steps)
+intervals_ms=(1000 1)
+# No flush command exists yet: the DataNode flushes a region once its oldest unflushed write is
+# this old (checked every second), which is what fencepost_settle waits out.
+fencepost_flush_age_ms=2000
+# How long a size must hold still before it counts as settled, and how long to wait at most.
+quiet_checks=5
+settle_timeout_s=300
+
+require_free_ports 6667 10710 10730 9100 9200 $influx_port $((influx_port + 2)) $vm_port
+install_peers
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "== machine: $(machine_facts), load average $load_before"
+echo "== $points points per run: $devices devices × $measurements DOUBLE measurements × $rows rows ($tablets tablets of $rows_per_tablet rows)"
+
+if [ $build = 1 ]; then
+    echo "== building release binaries"
+    cargo build --release -q -p confignode -p datanode -p fencepost-cli
+    # Separate: `--bin peerload` would filter the targets of the other packages too.
+    cargo build --release -q -p fencepost-benches --bin peerload
+fi
+
+# The TsFile writer: Apache's `tsfile` wheel in a virtualenv of this run. Its column is n/a, with
+# the reason, when it cannot be installed or imported.
+echo "== TsFile writer: python3 -m venv + pip install tsfile"
+tsfile_python=""
+tsfile_why=""
+tsfile_version=""
+if ! python3 -m venv "$tmp/venv" > "$tmp/venv.log" 2>&1; then
+    # Debian's python3 needs python3-venv for ensurepip.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >> "$tmp/venv.log" 2>&1 || true
+    rm -rf "$tmp/venv"
+    python3 -m venv "$tmp/venv" >> "$tmp/venv.log" 2>&1 || tsfile_why="python3 -m venv failed: $(tail -n 1 "$tmp/venv.log")"
+fi
+if [ -z "$tsfile_why" ]; then
+    if ! "$tmp/venv/bin/pip" install -q --disable-pip-version-check tsfile >> "$tmp/venv.log" 2>&1; then
+        tsfile_why="pip install tsfile failed: $(tail -n 1 "$tmp/venv.log")"
+    elif ! "$tmp/venv/bin/python" -c 'import tsfile' >> "$tmp/venv.log" 2>&1; then
+        tsfile_why="import tsfile failed: $(tail -n 1 "$tmp/venv.log")"
+    else
+        tsfile_python="$tmp/venv/bin/python"
+        tsfile_version=$("$tmp/venv/bin/pip" show tsfile 2>/dev/null | awk '/^Version:/ {print $2}')
+        echo "   tsfile $tsfile_version"
+    fi
+fi
+[ -z "$tsfile_why" ] || echo "   TsFile will be n/a: $tsfile_why" >&2
+
+influx_version=$(dpkg-query -W -f '${Version}' influxdb 2>/dev/null || echo "?")
+vm_version=$(dpkg-query -W -f '${Version}' victoria-metrics 2>/dev/null || echo "?")
+
+# Apparent bytes (sum of st_size) of the regular files under DIR matching the find predicates.
+file_bytes() {
+    local dir=$1; shift
+    find "$dir" -type f "$@" -printf '%s\n' 2>/dev/null | awk '{s += $1} END {printf "%d\n", s}'
+}
+
+# wait_stable LABEL COMMAND...: runs COMMAND once a second until its output has not changed for
+# $quiet_checks runs in a row and is not "busy…"; prints the last output. A COMMAND prints
+# "busy …" while it knows the system is not done (a WAL not yet empty, rows not yet in parts).
+wait_stable() {
+    local label=$1; shift
+    local last="" now quiet=0 waited=0
+    while :; do
+        now=$("$@")
+        if [ "$now" = "$last" ] && [ "${now#busy}" = "$now" ]; then
+            quiet=$((quiet + 1))
+            [ $quiet -ge "$quiet_checks" ] && break
+        else
+            quiet=0
+        fi
+        last=$now
+        if [ $waited -ge $settle_timeout_s ]; then
+            echo "   $label: not settled after $settle_timeout_s s (last: $now); measured as is" >&2
+            break
+        fi
+        sleep 1
+        waited=$((waited + 1))
+    done
+    echo "$last"
+}
+
+# load NAME SHAPE INTERVAL LOADER ARGS...: one load of the run's points; leaves $tmp/NAME.json
+# and fails the bench unless every point was acknowledged.
+load() {
+    local name=$1 shape=$2 interval=$3; shift 3
+    "$@" --devices $devices --measurements $measurements --rows-per-tablet $rows_per_tablet \
+        --tablets $tablets --start-time $start_ms --values "$shape" --interval-ms "$interval" \
+        --json > "$tmp/$name.json" 2> "$tmp/$name.log" || true
+    local written
+    written=$(json_field "$tmp/$name.json" points 2>/dev/null || echo 0)
+    if [ "$written" != "$points" ] || [ "$(json_field "$tmp/$name.json" errors)" != 0 ]; then
+        echo "   $name: $written of $points points acknowledged:" >&2
+        tail -n 20 "$tmp/$name.log" >&2
+        exit 1
+    fi
+}
+
+# Ids of the regions of DATABASE on the DataNode at 127.0.0.1:6667, one a line.
+fencepost_regions() {
+    "$bin/fencepost" --json -e "SHOW REGIONS" | python3 -c '
+import json, sys
+for row in json.load(sys.stdin)["rows"]:
+    if row[2] == sys.argv[1]:
+        print(row[0])' "$1"
+}
+
+# The compared figure: bytes of the sealed files of the regions listed in BASE/regions.txt.
+fencepost_sealed_bytes() {
+    local base=$1 total=0 id
+    while read -r id; do
+        total=$((total + $(file_bytes "$base/dn1/regions/$id/sealed")))
+    done < "$base/regions.txt"
+    echo "$total"
+}
+
+# fencepost_settle BASE: the hook for Fencepost's flush and compaction. Today there is no flush
+# command and no compaction: the DataNode was started with --memtable-flush-age-ms
+# $fencepost_flush_age_ms, so this waits out that age (plus the one-second flush check) and then
+# until the sealed bytes stop changing. When compaction lands, trigger it (or wait for it) here;
+# the wait for stable sealed bytes already covers files being rewritten.
+fencepost_settle() {
+    local base=$1
+    sleep $((fencepost_flush_age_ms / 1000 + 2))
+    wait_stable "Fencepost sealed files" fencepost_sealed_bytes "$base" > /dev/null
+}
+
+# Each storage_<system> NAME SHAPE INTERVAL writes the run's points to a fresh instance, settles
+# it, and leaves "<compared bytes> <whole-dir bytes> <detail>" in $tmp/NAME.size.
+storage_fencepost() {
+    local name=$1 shape=$2 interval=$3 base="$tmp/$1"
+    cluster_bases+=("$base")
+    DN_EXTRA_ARGS="--memtable-flush-age-ms $fencepost_flush_age_ms" \
+        scripts/cluster.sh start -c 1 -d 1 -r 1 -b "$base" > /dev/null
+    # Ready once it takes a write: one row to another database, whose region is not counted.
+    local ready=0
+    for _ in $(seq 1 60); do
+        if timeout 20 "$bin/fencepost" bench --database root.warmup --devices 1 --measurements 1 \
+            --rows-per-tablet 1 --clients 1 --tablets 1 > /dev/null 2>&1; then
+            ready=1; break
+        fi
+        sleep 1
+    done
+    if [ $ready = 0 ]; then
+        echo "   the cluster did not take a write within 60 s; logs under $base" >&2
+        tail -n 20 "$base"/*.log >&2
+        exit 1
+    fi
+    load "$name" "$shape" "$interval" "$bin/fencepost" bench --database root.storage --clients 4
+    fencepost_regions root.storage > "$base/regions.txt"
+    [ -s "$base/regions.txt" ] || { echo "   no region of root.storage in SHOW REGIONS" >&2; exit 1; }
+    fencepost_settle "$base"
+    local sealed files whole
+    sealed=$(fencepost_sealed_bytes "$base")
+    files=$(while read -r id; do find "$base/dn1/regions/$id/sealed" -type f; done < "$base/regions.txt" | wc -l)
+    whole=$(file_bytes "$base/dn1")
+    scripts/cluster.sh stop -b "$base" > /dev/null
+    echo "$sealed $whole $files sealed files in $(wc -l < "$base/regions.txt") regions" > "$tmp/$name.size"
+    rm -rf "$base"
+}
+
+# InfluxDB's settle signature: busy while the WAL holds bytes or a compaction's .tmp exists.
+influx_signature() {
+    local dir=$1 wal tmp_files
+    wal=$(file_bytes "$dir/wal")
+    tmp_files=$(find "$dir/data" -name '*.tmp' 2>/dev/null | wc -l)
+    if [ "$wal" != 0 ] || [ "$tmp_files" != 0 ]; then
+        echo "busy: WAL $wal bytes, $tmp_files compactions"
+    else
+        echo "$(file_bytes "$dir/data" -name '*.tsm') in $(find "$dir/data" -name '*.tsm' | wc -l) .tsm files"
+    fi
+}
+
+storage_influxdb() {
+    local name=$1 shape=$2 interval=$3 dir="$tmp/$1"
+    # Snapshot the cache to TSM and compact the shard fully once it has had no write for 1 s.
+    influx_config "$dir" '  cache-snapshot-write-cold-duration = "1s"
+  compact-full-write-cold-duration = "1s"'
+    influxd run -config "$dir/influxdb.conf" > "$dir/influxd.log" 2>&1 &
+    local pid=$!
+    started_pids+=("$pid")
+    wait_http "http://127.0.0.1:$influx_port/ping" 204
+    load "$name" "$shape" "$interval" "$bin/peerload" --target influxdb \
+        --address "127.0.0.1:$influx_port" --db bench --clients 4
+    local settled tsm whole
+    settled=$(wait_stable "InfluxDB" influx_signature "$dir")
+    tsm=$(file_bytes "$dir/data" -name '*.tsm')
+    whole=$(( $(file_bytes "$dir/data") + $(file_bytes "$dir/wal") + $(file_bytes "$dir/meta") ))
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    echo "$tsm $whole ${settled#* in }" > "$tmp/$name.size"
+    rm -rf "$dir"
+}
+
+# Rows in VictoriaMetrics' part directories on disk: from the name (1.79 names a part
+# <rows>_<blocks>_…) or from metadata.json's RowsCount (later versions).
+vm_rows_on_disk() {
+    local dir=$1 part rows total=0
+    for part in "$dir"/data/small/*/* "$dir"/data/big/*/*; do
+        [ -d "$part" ] || continue
+        case "${part##*/}" in tmp | txn | snapshots) continue ;; esac
+        if [[ ${part##*/} =~ ^([0-9]+)_[0-9]+_ ]]; then
+            rows=${BASH_REMATCH[1]}
+        else
+            rows=$(sed -nE 's/.*"RowsCount": *([0-9]+).*/\1/p' "$part/metadata.json" 2>/dev/null)
+        fi
+        total=$((total + ${rows:-0}))
+    done
+    echo "$total"
+}
+
+# Rows VictoriaMetrics holds in its buffers, not yet in a part (empty when unreachable).
+vm_pending_rows() {
+    curl -s "http://127.0.0.1:$vm_port/metrics" \
+        | awk '$1 == "vm_pending_rows{type=\"storage\"}" {print $2}'
+}
+
+# VictoriaMetrics' settle signature: busy until no row is pending and the parts on disk hold every
+# row (before a merge writes them, 1.79 keeps fresh parts in memory).
+vm_signature() {
+    local dir=$1 pending on_disk
+    pending=$(vm_pending_rows)
+    on_disk=$(vm_rows_on_disk "$dir")
+    if [ "${pending:-?}" != 0 ] || [ "$on_disk" != "$points" ]; then
+        echo "busy: ${pending:-?} rows pending, $on_disk of $points in parts on disk"
+    else
+        echo "$(file_bytes "$dir/data") in $(find "$dir"/data/small/*/ "$dir"/data/big/*/ -mindepth 1 \
+            -maxdepth 1 -type d ! -name tmp ! -name txn 2>/dev/null | wc -l) parts"
+    fi
+}
+
+storage_victoriametrics() {
+    local name=$1 shape=$2 interval=$3 dir="$tmp/$1"
+    mkdir -p "$dir"
+    victoria-metrics -storageDataPath "$dir/storage" -httpListenAddr "127.0.0.1:$vm_port" \
+        -retentionPeriod 100y -loggerLevel ERROR > "$dir/vm.log" 2>&1 &
+    local pid=$!
+    started_pids+=("$pid")
+    wait_http "http://127.0.0.1:$vm_port/health" 200
+    load "$name" "$shape" "$interval" "$bin/peerload" --target victoriametrics \
+        --address "127.0.0.1:$vm_port" --db bench --clients 4
+    local code month months=()
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$vm_port/internal/force_flush")
+    [ "$code" = 200 ] || echo "   VictoriaMetrics /internal/force_flush answered $code" >&2
+    for _ in $(seq 1 60); do
+        [ "$(vm_pending_rows)" = 0 ] && break
+        sleep 1
+    done
+    # Every month the points fall in (partitions are named YYYY_MM).
+    for month in $(date -u -d "@$((start_ms / 1000))" +%Y_%m) \
+        $(date -u -d "@$(( (start_ms + (rows - 1) * ${interval}) / 1000 ))" +%Y_%m); do
+        [[ " ${months[*]} " == *" $month "* ]] && continue
+        months+=("$month")
+        code=$(curl -s -o /dev/null -w '%{http_code}' \
+            "http://127.0.0.1:$vm_port/internal/force_merge?partition_prefix=$month")
+        [ "$code" = 200 ] || echo "   VictoriaMetrics force_merge of $month answered $code" >&2
+    done
+    local settled parts whole
+    settled=$(wait_stable "VictoriaMetrics merge" vm_signature "$dir/storage")
+    parts=$(file_bytes "$dir/storage/data")
+    whole=$(file_bytes "$dir/storage")
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    echo "$parts $whole ${settled#* in }, indexdb $(file_bytes "$dir/storage/indexdb") bytes" > "$tmp/$name.size"
+    rm -rf "$dir"
+}
+
+storage_tsfile() {
+    local name=$1 shape=$2 interval=$3 dir="$tmp/$1"
+    if [ -z "$tsfile_python" ]; then
+        echo "n/a n/a $tsfile_why" > "$tmp/$name.size"
+        return
+    fi
+    # One client: the file's tablets in the order one writer would get them.
+    load "$name" "$shape" "$interval" "$bin/peerload" --target file --out "$dir/points" --clients 1
+    if ! "$tsfile_python" scripts/tsfile_write.py "$dir/points" "$dir/points.tsfile" \
+        > "$tmp/$name.tsfile.json" 2> "$tmp/$name.tsfile.log"; then
+        echo "   the TsFile writer failed:" >&2
+        cat "$tmp/$name.tsfile.json" >&2
+        tail -n 20 "$tmp/$name.tsfile.log" >&2
+        exit 1
+    fi
+    local bytes compared
+    bytes=$(json_field "$tmp/$name.tsfile.json" bytes)
+    compared=$(json_field "$tmp/$name.tsfile.json" points_compared)
+    echo "$bytes $bytes 1 file, $compared points read back equal" > "$tmp/$name.size"
+    rm -rf "$dir"
+}
+
+systems=(fencepost influxdb victoriametrics tsfile)
+run_started=$(date +%s)
+for shape in "${shapes[@]}"; do
+    for interval in "${intervals_ms[@]}"; do
+        for system in "${systems[@]}"; do
+            name="$system-$shape-${interval}ms"
+            started=$(date +%s)
+            "storage_$system" "$name" "$shape" "$interval"
+            read -r bytes whole detail < "$tmp/$name.size"
+            printf '   %-32s %12s bytes  %s (%d s)\n' "$name" "$bytes" "$detail" $(( $(date +%s) - started ))
+        done
+    done
+done
+elapsed_s=$(( $(date +%s) - run_started ))
+
+# ---------------------------------------------------------------------------------------------
+per_point() { # bytes → B/pt with 2 decimals, or n/a
+    if [[ $1 =~ ^[0-9]+$ ]]; then awk -v b="$1" -v p="$points" 'BEGIN {printf "%.2f", b / p}'; else echo "n/a"; fi
+}
+size_of() { read -r bytes whole _ < "$tmp/$1.size"; echo "${bytes}"; }
+whole_of() { read -r bytes whole _ < "$tmp/$1.size"; echo "${whole}"; }
+detail_of() { read -r _ _ detail < "$tmp/$1.size"; echo "${detail}"; }
+label_of() {
+    case "$1" in
+        fencepost) echo "Fencepost" ;;
+        influxdb) echo "InfluxDB" ;;
+        victoriametrics) echo "VictoriaMetrics" ;;
+        tsfile) echo "TsFile" ;;
+    esac
+}
+interval_label() { if [ "$1" = 1000 ]; then echo "1 s"; else echo "$1 ms"; fi; }
+table=$(
+    echo "| values | interval | Fencepost B/pt | InfluxDB B/pt | VictoriaMetrics B/pt | TsFile B/pt | Fencepost / best peer | Fencepost / TsFile |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for shape in "${shapes[@]}"; do
+        for interval in "${intervals_ms[@]}"; do
+            suffix="$shape-${interval}ms"
+            fp=$(size_of "fencepost-$suffix")
+            best="" best_name=""
+            for peer in influxdb victoriametrics tsfile; do
+                b=$(size_of "$peer-$suffix")
+                [[ $b =~ ^[0-9]+$ ]] || continue
+                if [ -z "$best" ] || [ "$b" -lt "$best" ]; then best=$b; best_name=$(label_of "$peer"); fi
+            done
+            ts=$(size_of "tsfile-$suffix")
+            ratio_best="n/a"; ratio_ts="n/a"
+            [ -n "$best" ] && ratio_best=$(awk -v a="$fp" -v b="$best" -v n="$best_name" 'BEGIN {printf "%.2f× (%s)", a / b, n}')
+            [[ $ts =~ ^[0-9]+$ ]] && ratio_ts=$(awk -v a="$fp" -v b="$ts" 'BEGIN {printf "%.2f×", a / b}')
+            printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$shape" "$(interval_label "$interval")" \
+                "$(per_point "$fp")" "$(per_point "$(size_of "influxdb-$suffix")")" \
+                "$(per_point "$(size_of "victoriametrics-$suffix")")" "$(per_point "$ts")" \
+                "$ratio_best" "$ratio_ts"
+        done
+    done
+)
+whole_table=$(
+    echo "| values | interval | Fencepost whole dir B/pt | Fencepost files | InfluxDB whole dir B/pt | InfluxDB files | VictoriaMetrics whole dir B/pt | VictoriaMetrics files |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for shape in "${shapes[@]}"; do
+        for interval in "${intervals_ms[@]}"; do
+            suffix="$shape-${interval}ms"
+            printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$shape" "$(interval_label "$interval")" \
+                "$(per_point "$(whole_of "fencepost-$suffix")")" "$(detail_of "fencepost-$suffix")" \
+                "$(per_point "$(whole_of "influxdb-$suffix")")" "$(detail_of "influxdb-$suffix")" \
+                "$(per_point "$(whole_of "victoriametrics-$suffix")")" "$(detail_of "victoriametrics-$suffix")"
+        done
+    done
+)
+if [ -n "$tsfile_python" ]; then
+    tsfile_line="TsFile: Apache's \`tsfile\` $tsfile_version wheel (its default encodings: $(sed -E 's/.*"time_encoding":"([A-Z0-9_]+)".*"time_compression":"([A-Z0-9_]+)".*"double_encoding":"([A-Z0-9_]+)".*"compression":"([A-Z0-9_]+)".*/\1 + \2 time, \3 + \4 DOUBLE/' "$tmp/tsfile-${shapes[0]}-${intervals_ms[0]}ms.tsfile.json"); tree model, non-aligned), one file per run, read back and compared."
+else
+    tsfile_line="TsFile: n/a — $tsfile_why."
+fi
+
+section=$(
+    echo "## $(date -u +%F) — bytes on disk per point vs InfluxDB 1.x, VictoriaMetrics and TsFile (issue 17)"
+    echo
+    echo "\`$command_line\` — per run $points DOUBLE points: $devices devices × $measurements measurements ×"
+    echo "$rows rows (\`--values\` shape, \`--interval-ms\` between rows, from $start_ms ms), the same points for"
+    echo "every system (\`fencepost bench\`, \`peerload\`, \`peerload --target file\` for TsFile: one generator),"
+    echo "a fresh instance per run, settled before measuring. B/pt = bytes on disk (apparent size) / points."
+    echo "Counted: Fencepost the sealed files of the bench database's regions (1 DataNode, RF=1, flushed by age"
+    echo "$fencepost_flush_age_ms ms; no compaction yet); InfluxDB $influx_version the .tsm files after the WAL"
+    echo "is snapshotted and the shard fully compacted (cold after 1 s); VictoriaMetrics $vm_version its \`data/\`"
+    echo "parts after \`/internal/force_flush\` and \`/internal/force_merge\`. $tsfile_line"
+    echo
+    echo "Machine: $(machine_facts). Load average before the run: $load_before. Took $elapsed_s s."
+    echo
+    echo "$table"
+    echo
+    echo "Whole data directories, for information (apparent sizes, so preallocated files count in full):"
+    echo "Fencepost's includes its raft log (64 MiB segments, \`wal_segment_bytes\`, one of them a spare),"
+    echo "InfluxDB's its WAL, series file (4 MiB per partition) and field index, VictoriaMetrics' its indexdb."
+    echo
+    echo "$whole_table"
+)
+echo
+echo "$section"
+if [ $record = 1 ]; then
+    { echo; echo "$section"; } >> benches/RESULTS.md
+    echo
+    echo "(appended to benches/RESULTS.md)"
+fi
+exit 0
+fi
+
 duration=30
 sweep=0
 profile=0
@@ -85,25 +620,11 @@ if [ $sweep = 1 ]; then command_line+=" --sweep"; fi
 if [ $profile = 1 ]; then command_line+=" --profile"; fi
 if [ $build = 0 ]; then command_line+=" --no-build"; fi
 
-# Ports of the peers (the Fencepost cluster uses cluster.sh's: 6667+, 10710+, 10730+, 9100+).
-influx_port=18086
-vm_port=18428
-
-# A port already taken would have the loaders measure someone else's server.
-for port in 6667 6668 6669 10710 10730 10731 10732 9100 9101 9102 9200 $influx_port $((influx_port + 2)) $vm_port; do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        echo "port $port on 127.0.0.1 is in use; stop what listens there first" >&2
-        exit 1
-    fi
-done
+require_free_ports 6667 6668 6669 10710 10730 10731 10732 9100 9101 9102 9200 \
+    $influx_port $((influx_port + 2)) $vm_port
 
 # ---------------------------------------------------------------------------------------------
-echo "== installing what is missing"
-if ! command -v influxd >/dev/null || ! command -v victoria-metrics >/dev/null; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq influxdb victoria-metrics >/dev/null
-fi
-command -v curl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
+install_peers
 if [ $profile = 1 ] && ! command -v perf >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null
 fi
@@ -134,7 +655,6 @@ if [ $build = 1 ]; then
     # Separate: `--bin peerload` would filter the targets of the other packages too.
     cargo build --release -q -p fencepost-benches --bin peerload
 fi
-bin=target/release
 
 clk_tck=$(getconf CLK_TCK)
 # The points start one hour ago, the same for every system: the same points everywhere.
@@ -157,10 +677,6 @@ children_cpu_s() {
         s = 0
         for (i = 1; i <= 2; i++) { m = $i; sub(/m.*/, "", m); sec = $i; sub(/^[0-9]+m/, "", sec); sub(/s$/, "", sec); s += m * 60 + sec }
         printf "%.2f", s }'
-}
-
-json_field() { # file key → the number after "key":
-    sed -E "s/.*\"$2\":(-?[0-9.eE+-]+).*/\\1/" "$1"
 }
 
 # run_load NAME PIDS... -- LOADER ARGS...: measures CPU around one load run, leaves
@@ -266,15 +782,6 @@ run_fencepost() {
     scripts/cluster.sh stop -b "$base" >/dev/null
 }
 
-wait_http() { # URL expected-status
-    for _ in $(seq 1 100); do
-        if [ "$(curl -s -o /dev/null -w '%{http_code}' "$1" 2>/dev/null)" = "$2" ]; then return 0; fi
-        sleep 0.2
-    done
-    echo "   $1 did not answer $2 within 20 s" >&2
-    return 1
-}
-
 # run_peer NAME TARGET PORT PID
 run_peer() {
     local name=$1 target=$2 port=$3 pid=$4
@@ -304,34 +811,7 @@ run_fencepost fencepost-rf3 3 3
 influx_version=$(dpkg-query -W -f '${Version}' influxdb 2>/dev/null || echo "?")
 vm_version=$(dpkg-query -W -f '${Version}' victoria-metrics 2>/dev/null || echo "?")
 echo "== InfluxDB $influx_version, wal-fsync-delay = 0s"
-mkdir -p "$tmp/influx"
-cat > "$tmp/influx/influxdb.conf" <<EOF
-reporting-disabled = true
-bind-address = "127.0.0.1:$((influx_port + 2))"
-[meta]
-  dir = "$tmp/influx/meta"
-[data]
-  dir = "$tmp/influx/data"
-  wal-dir = "$tmp/influx/wal"
-  wal-fsync-delay = "0s"
-  query-log-enabled = false
-[retention]
-  enabled = false
-[shard-precreation]
-  enabled = false
-[monitor]
-  store-enabled = false
-[http]
-  enabled = true
-  bind-address = "127.0.0.1:$influx_port"
-  log-enabled = false
-[subscriber]
-  enabled = false
-[continuous_queries]
-  enabled = false
-[logging]
-  level = "warn"
-EOF
+influx_config "$tmp/influx"
 influxd run -config "$tmp/influx/influxdb.conf" > "$tmp/influx/influxd.log" 2>&1 &
 influx_pid=$!
 started_pids+=("$influx_pid")

@@ -4,7 +4,9 @@
 //!
 //! The points are a pure function of the [`LoadSpec`]: device `d` (`<database>.d<d>`), round `k`
 //! (the device's `k`-th tablet), row `r` has timestamp `start_time_ms + (k × rows + r) × step_ms`,
-//! and measurement `s<m>` at time `t` holds a value hashed from `(seed, d, m, t)`. Client `c` of
+//! and measurement `s<m>` holds the value of its [`ValueShape`] at that row: by default a value
+//! hashed from `(seed, d, m, t)`; the other shapes (DOUBLE only) are functions of the series and
+//! the row index `k × rows + r`, shaped like sensor data for the storage benchmark. Client `c` of
 //! `C` owns the devices `c, c + C, c + 2C, …` and writes them round robin, so no two clients write
 //! the same device and every `(device, timestamp)` of a run is unique. Two loaders given the same
 //! spec (same `--start-time`) write the same points, whatever system is behind them.
@@ -15,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{Bitmap, Column, DataType, Tablet, Value};
@@ -75,12 +77,46 @@ pub struct LoadArgs {
     /// two loaders to have them write the same points.
     #[arg(long, allow_hyphen_values = true)]
     pub start_time: Option<i64>,
-    /// Milliseconds between a device's consecutive rows.
-    #[arg(long, default_value_t = 1)]
+    /// Milliseconds between a device's consecutive rows (the row interval).
+    #[arg(long, visible_alias = "interval-ms", default_value_t = 1)]
     pub step_ms: i64,
     /// Seed of the value hash.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// How values evolve along a series: `uniform2dp` (independent hashes, every type) or, for
+    /// DOUBLE only, `walk2dp`, `noise`, `steps` (see `ValueShape`).
+    #[arg(long = "values", value_enum, default_value_t = ValueShape::Uniform2dp)]
+    pub values: ValueShape,
+}
+
+/// How the values of one series evolve from row to row. Every shape is deterministic per
+/// `(seed, device, measurement, row)`, so every system under test gets the same points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ValueShape {
+    /// Independent values hashed from `(seed, device, measurement, timestamp)`: DOUBLE/FLOAT
+    /// 0.00–999.99 in steps of 0.01, INT32/INT64 0–999,999, TEXT `v0`–`v9999`. The workload of
+    /// every figure published before issue 17, and the default.
+    Uniform2dp,
+    /// A random walk printed with 2 decimals, like a thermometer: it starts at 10.00–30.00 (per
+    /// series) and each row adds a step of σ = 0.5 (the sum of three uniforms); the stored value
+    /// is the walk rounded to 0.01.
+    Walk2dp,
+    /// Full-precision uniform noise in [0, 100): 53 random mantissa bits per row.
+    Noise,
+    /// A level of 0.00–99.99 (2 decimals) that changes every [`STEPS_ROWS`] rows.
+    Steps,
+}
+
+impl ValueShape {
+    /// The name the `--values` flag takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueShape::Uniform2dp => "uniform2dp",
+            ValueShape::Walk2dp => "walk2dp",
+            ValueShape::Noise => "noise",
+            ValueShape::Steps => "steps",
+        }
+    }
 }
 
 fn parse_data_type(name: &str) -> Result<DataType, String> {
@@ -119,6 +155,8 @@ pub struct LoadSpec {
     pub step_ms: i64,
     /// Seed of the value hash.
     pub seed: u64,
+    /// How values evolve along a series; anything but [`ValueShape::Uniform2dp`] is DOUBLE only.
+    pub values: ValueShape,
     /// When the run stops.
     pub stop: StopAfter,
 }
@@ -157,6 +195,12 @@ impl LoadArgs {
         );
         anyhow::ensure!(self.step_ms >= 1, "--step-ms is {}, give ≥ 1", self.step_ms);
         anyhow::ensure!(
+            self.values == ValueShape::Uniform2dp || self.data_type == DataType::Double,
+            "--values {} takes --type DOUBLE, not {}",
+            self.values.name(),
+            self.data_type
+        );
+        anyhow::ensure!(
             self.database.starts_with("root.") && !self.database.ends_with('.'),
             "--database {:?} is not a path `root.<name>`",
             self.database
@@ -185,6 +229,7 @@ impl LoadArgs {
                 .unwrap_or(now_ms.saturating_sub(START_BEFORE_NOW_MS)),
             step_ms: self.step_ms,
             seed: self.seed,
+            values: self.values,
             stop,
         })
     }
@@ -206,12 +251,74 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// Rows a [`ValueShape::Steps`] level lasts.
+pub const STEPS_ROWS: u64 = 100;
+/// One unit of a walk's accumulated steps: 2^-17. A step is an odd integer in ±196,605 units
+/// with a standard deviation of 65,536 units, so σ = 0.5.
+const WALK_UNIT: f64 = 1.0 / 131_072.0;
+// Salts that give each shape's draws their own hash stream (arbitrary, fixed: they are part of
+// the workload, pinned by the golden tests).
+const WALK_START_SALT: u64 = 0x7761_6c6b_7374_6172;
+const WALK_STEP_SALT: u64 = 0x7761_6c6b_7374_6570;
+const NOISE_SALT: u64 = 0x6e6f_6973_6530_3030;
+const STEPS_SALT: u64 = 0x7374_6570_7330_3030;
+
+/// The hash stream of one shape's draws for one series, indexed by row (or level).
+fn stream(series: u64, salt: u64) -> u64 {
+    mix(series ^ salt)
+}
+
+/// Value of a walk whose steps up to the row sum to `acc` units, rounded to 2 decimals.
+fn walk_value(start: f64, acc: i64) -> f64 {
+    let v = start + acc as f64 * WALK_UNIT;
+    (v * 100.0).round() / 100.0
+}
+
+/// The walk's start: 10.00–30.00, per series.
+fn walk_start(series: u64) -> f64 {
+    (1000 + stream(series, WALK_START_SALT) % 2001) as f64 / 100.0
+}
+
+/// The walk's step into row `row` (≥ 1), in [`WALK_UNIT`]s: twice the sum of three 16-bit
+/// uniforms, centred. Integers, so a walk's position is exact whatever order it is summed in.
+fn walk_step(steps: u64, row: u64) -> i64 {
+    let h = mix(steps ^ row);
+    let sum = (h & 0xffff) + (h >> 16 & 0xffff) + (h >> 32 & 0xffff);
+    2 * sum as i64 - 3 * 0xffff
+}
+
+/// Where one series' walk stands: the sum of its steps into rows `1..=row`.
+#[derive(Clone, Copy, Debug, Default)]
+struct WalkCursor {
+    row: u64,
+    acc: i64,
+}
+
+impl WalkCursor {
+    /// Moves to `row` (forward step by step; backward by starting over) and returns the sum.
+    fn seek(&mut self, steps: u64, row: u64) -> i64 {
+        if row < self.row {
+            *self = WalkCursor::default();
+        }
+        while self.row < row {
+            self.row += 1;
+            self.acc += walk_step(steps, self.row);
+        }
+        self.acc
+    }
+}
+
 /// Builds the tablets of a [`LoadSpec`]. Pure: the same spec gives the same points.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Generator {
     spec: LoadSpec,
     device_names: Vec<String>,
     measurement_names: Vec<String>,
+    /// For [`ValueShape::Walk2dp`], one cursor per series (by device, then measurement), so a
+    /// device's consecutive tablets cost O(rows) each rather than O(row index). Only a cache: a
+    /// tablet is the same whatever the cursor stood at. One lock per device: the clients own
+    /// disjoint devices, so the locks are never contended.
+    walks: Vec<Mutex<Vec<WalkCursor>>>,
 }
 
 impl Generator {
@@ -221,10 +328,17 @@ impl Generator {
             .map(|d| format!("{}.d{d}", spec.database))
             .collect();
         let measurement_names = (0..spec.measurements).map(|m| format!("s{m}")).collect();
+        let walks = match spec.values {
+            ValueShape::Walk2dp => (0..spec.devices)
+                .map(|_| Mutex::new(vec![WalkCursor::default(); spec.measurements as usize]))
+                .collect(),
+            ValueShape::Uniform2dp | ValueShape::Noise | ValueShape::Steps => Vec::new(),
+        };
         Generator {
             spec,
             device_names,
             measurement_names,
+            walks,
         }
     }
 
@@ -251,14 +365,12 @@ impl Generator {
     /// The timestamp of `row` of a device's tablet `round`. Panics past `i64`, which would take
     /// ~10^15 tablets at the default step: far beyond any run.
     pub fn timestamp(&self, round: u64, row: u32) -> i64 {
-        let rows = u64::from(self.spec.rows_per_tablet);
-        let index = round
-            .checked_mul(rows)
-            .and_then(|i| i.checked_add(u64::from(row)))
-            .and_then(|i| i64::try_from(i).ok())
+        let index = self.row_index(round, row);
+        let timestamp = i64::try_from(index)
+            .ok()
             .and_then(|i| i.checked_mul(self.spec.step_ms))
             .and_then(|o| o.checked_add(self.spec.start_time_ms));
-        index.unwrap_or_else(|| {
+        timestamp.unwrap_or_else(|| {
             panic!(
                 "timestamp of round {round} row {row} overflows (start {}, step {} ms)",
                 self.spec.start_time_ms, self.spec.step_ms
@@ -266,39 +378,74 @@ impl Generator {
         })
     }
 
-    fn hash(&self, device: u32, measurement: u32, timestamp: i64) -> u64 {
-        let key = mix(self.spec.seed ^ (u64::from(device) << 32 | u64::from(measurement)));
-        mix(key ^ timestamp as u64)
+    /// The index of `row` of a device's tablet `round` in the device's rows, from 0.
+    fn row_index(&self, round: u64, row: u32) -> u64 {
+        round
+            .checked_mul(u64::from(self.spec.rows_per_tablet))
+            .and_then(|i| i.checked_add(u64::from(row)))
+            .unwrap_or_else(|| panic!("row index of round {round} row {row} overflows"))
     }
 
-    /// The value of `(device, measurement)` at `timestamp`: a hash, shaped like sensor data
-    /// (DOUBLE/FLOAT 0.00–999.99 in steps of 0.01, INT32/INT64 0–999,999, TEXT `v0`–`v9999`).
+    /// The row index of a timestamp this spec writes; panics on any other timestamp.
+    fn row_of(&self, timestamp: i64) -> u64 {
+        let offset = timestamp
+            .checked_sub(self.spec.start_time_ms)
+            .filter(|&o| o >= 0 && o % self.spec.step_ms == 0);
+        let offset = offset.unwrap_or_else(|| {
+            panic!(
+                "{timestamp} is not a row of a load starting at {} every {} ms",
+                self.spec.start_time_ms, self.spec.step_ms
+            )
+        });
+        (offset / self.spec.step_ms) as u64
+    }
+
+    /// The hash key of one series.
+    fn series(&self, device: u32, measurement: u32) -> u64 {
+        mix(self.spec.seed ^ (u64::from(device) << 32 | u64::from(measurement)))
+    }
+
+    fn hash(&self, device: u32, measurement: u32, timestamp: i64) -> u64 {
+        mix(self.series(device, measurement) ^ timestamp as u64)
+    }
+
+    /// The value of `(device, measurement)` at `timestamp` (one of the spec's timestamps), shaped
+    /// by the spec's [`ValueShape`]. For `walk2dp` this sums the walk from row 0: O(row index),
+    /// where [`Generator::tablet`] is O(rows) per tablet.
     pub fn value(&self, device: u32, measurement: u32, timestamp: i64) -> Value {
-        let h = self.hash(device, measurement, timestamp);
-        match self.spec.data_type {
-            DataType::Double => Value::Double((h % 100_000) as f64 / 100.0),
-            DataType::Float => Value::Float((h % 100_000) as f32 / 100.0),
-            DataType::Int64 => Value::Int64((h % 1_000_000) as i64),
-            DataType::Int32 => Value::Int32((h % 1_000_000) as i32),
-            DataType::Boolean => Value::Boolean(h & 1 == 1),
-            DataType::Text => Value::Text(format!("v{}", h % 10_000)),
+        let series = self.series(device, measurement);
+        match self.spec.values {
+            ValueShape::Uniform2dp => {
+                let h = self.hash(device, measurement, timestamp);
+                match self.spec.data_type {
+                    DataType::Double => Value::Double((h % 100_000) as f64 / 100.0),
+                    DataType::Float => Value::Float((h % 100_000) as f32 / 100.0),
+                    DataType::Int64 => Value::Int64((h % 1_000_000) as i64),
+                    DataType::Int32 => Value::Int32((h % 1_000_000) as i32),
+                    DataType::Boolean => Value::Boolean(h & 1 == 1),
+                    DataType::Text => Value::Text(format!("v{}", h % 10_000)),
+                }
+            }
+            ValueShape::Walk2dp => {
+                let acc = WalkCursor::default()
+                    .seek(stream(series, WALK_STEP_SALT), self.row_of(timestamp));
+                Value::Double(walk_value(walk_start(series), acc))
+            }
+            ValueShape::Noise => {
+                Value::Double(noise(stream(series, NOISE_SALT), self.row_of(timestamp)))
+            }
+            ValueShape::Steps => {
+                Value::Double(steps(stream(series, STEPS_SALT), self.row_of(timestamp)))
+            }
         }
     }
 
-    /// Tablet `round` of device `device`: rows × measurements points, no nulls, timestamps
-    /// ascending and continuing the device's previous round.
-    pub fn tablet(&self, device: u32, round: u64) -> Tablet {
-        assert!(
-            device < self.spec.devices,
-            "device {device} of {}",
-            self.spec.devices
-        );
-        let rows = self.spec.rows_per_tablet as usize;
-        let timestamps: Vec<i64> = (0..self.spec.rows_per_tablet)
-            .map(|r| self.timestamp(round, r))
-            .collect();
-        let columns = (0..self.spec.measurements)
-            .map(|m| {
+    /// The column of measurement `m` of device `device` over rows `first..first + rows`.
+    fn column(&self, device: u32, m: u32, first: u64, timestamps: &[i64]) -> Column {
+        let series = self.series(device, m);
+        let rows = first..first + timestamps.len() as u64;
+        match self.spec.values {
+            ValueShape::Uniform2dp => {
                 let hashes = timestamps.iter().map(|&t| self.hash(device, m, t));
                 match self.spec.data_type {
                     DataType::Double => {
@@ -318,7 +465,44 @@ impl Generator {
                         Column::Text(hashes.map(|h| format!("v{}", h % 10_000)).collect())
                     }
                 }
-            })
+            }
+            ValueShape::Walk2dp => {
+                let (start, steps) = (walk_start(series), stream(series, WALK_STEP_SALT));
+                let mut cursors = self.walks[device as usize]
+                    .lock()
+                    .expect("a walk lock is poisoned only by a panic while holding it");
+                let cursor = &mut cursors[m as usize];
+                Column::Double(
+                    rows.map(|row| walk_value(start, cursor.seek(steps, row)))
+                        .collect(),
+                )
+            }
+            ValueShape::Noise => {
+                let stream = stream(series, NOISE_SALT);
+                Column::Double(rows.map(|row| noise(stream, row)).collect())
+            }
+            ValueShape::Steps => {
+                let stream = stream(series, STEPS_SALT);
+                Column::Double(rows.map(|row| steps(stream, row)).collect())
+            }
+        }
+    }
+
+    /// Tablet `round` of device `device`: rows × measurements points, no nulls, timestamps
+    /// ascending and continuing the device's previous round.
+    pub fn tablet(&self, device: u32, round: u64) -> Tablet {
+        assert!(
+            device < self.spec.devices,
+            "device {device} of {}",
+            self.spec.devices
+        );
+        let rows = self.spec.rows_per_tablet as usize;
+        let timestamps: Vec<i64> = (0..self.spec.rows_per_tablet)
+            .map(|r| self.timestamp(round, r))
+            .collect();
+        let first = self.row_index(round, 0);
+        let columns = (0..self.spec.measurements)
+            .map(|m| self.column(device, m, first, &timestamps))
             .collect();
         let tablet = Tablet {
             device: self.device_names[device as usize].clone(),
@@ -331,6 +515,16 @@ impl Generator {
         debug_assert_eq!(tablet.point_count(), rows * self.spec.measurements as usize);
         tablet
     }
+}
+
+/// [`ValueShape::Noise`] at `row`: the top 53 bits of a hash as a fraction, times 100.
+fn noise(stream: u64, row: u64) -> f64 {
+    (mix(stream ^ row) >> 11) as f64 / (1u64 << 53) as f64 * 100.0
+}
+
+/// [`ValueShape::Steps`] at `row`: the level of its block of [`STEPS_ROWS`] rows.
+fn steps(stream: u64, row: u64) -> f64 {
+    (mix(stream ^ (row / STEPS_ROWS)) % 10_000) as f64 / 100.0
 }
 
 /// Which tablets each client writes.
@@ -753,6 +947,7 @@ mod tests {
             start_time_ms: 1_700_000_000_000,
             step_ms: 1,
             seed: 7,
+            values: ValueShape::Uniform2dp,
             stop: StopAfter::Tablets(100),
         }
     }
@@ -819,6 +1014,147 @@ mod tests {
         assert_eq!(golden, GOLDEN_D1_T0.map(Value::Double));
     }
     const GOLDEN_D1_T0: [f64; 3] = [130.28, 873.02, 310.03];
+
+    fn shaped(values: ValueShape, rows: u32, step_ms: i64) -> Generator {
+        let mut s = spec(10, 4, rows, 3, DataType::Double);
+        s.values = values;
+        s.step_ms = step_ms;
+        Generator::new(s)
+    }
+
+    /// Device 1's `s0` and `s1` at rows 0, 1, 2 and 150, point-wise.
+    fn first_values(g: &Generator) -> Vec<f64> {
+        let mut out = Vec::new();
+        for m in 0..2 {
+            for row in [0, 1, 2, 150] {
+                let t = g.timestamp(0, 0) + row * g.spec().step_ms;
+                let Value::Double(v) = g.value(1, m, t) else {
+                    panic!("a DOUBLE value")
+                };
+                out.push(v);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn golden_values_pin_every_shape() {
+        // As GOLDEN_D1_T0: the storage figures of every system are measured on these points.
+        // The shaped values are functions of the row, so the interval does not change them.
+        for (shape, golden) in [
+            (ValueShape::Walk2dp, GOLDEN_WALK2DP),
+            (ValueShape::Noise, GOLDEN_NOISE),
+            (ValueShape::Steps, GOLDEN_STEPS),
+        ] {
+            for step_ms in [1, 1000] {
+                let got = first_values(&shaped(shape, 100, step_ms));
+                assert_eq!(got, golden, "{shape:?} every {step_ms} ms");
+            }
+        }
+    }
+    const GOLDEN_WALK2DP: [f64; 8] = [16.86, 17.1, 17.02, 12.23, 29.13, 29.55, 29.15, 34.79];
+    const GOLDEN_NOISE: [f64; 8] = [
+        58.36383169873227,
+        89.09225998133985,
+        25.510263858972102,
+        24.179604121715748,
+        23.21993174068213,
+        5.587790870513887,
+        11.426154175379322,
+        37.21092077042233,
+    ];
+    const GOLDEN_STEPS: [f64; 8] = [23.97, 23.97, 23.97, 44.96, 59.88, 59.88, 59.88, 53.71];
+
+    #[test]
+    fn tablets_and_points_agree_for_every_shape_in_any_order() {
+        for shape in [
+            ValueShape::Uniform2dp,
+            ValueShape::Walk2dp,
+            ValueShape::Noise,
+            ValueShape::Steps,
+        ] {
+            let g = shaped(shape, 30, 1000);
+            // Out of order: the walk's cursor must start over when asked for an earlier row.
+            for round in [3, 1, 2, 2, 0, 7] {
+                let tablet = g.tablet(2, round);
+                for row in [0, 1, 29] {
+                    for m in 0..4u32 {
+                        assert_eq!(
+                            tablet.columns[m as usize].value(row),
+                            g.value(2, m, tablet.timestamps[row]),
+                            "{shape:?} round {round} row {row} s{m}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Series `s0` of device 0 over 10,000 rows, as the tablets give it.
+    fn series_values(shape: ValueShape) -> Vec<f64> {
+        let g = shaped(shape, 1000, 1000);
+        (0..10)
+            .flat_map(|round| {
+                let Column::Double(v) = g.tablet(0, round).columns.swap_remove(0) else {
+                    panic!("a DOUBLE column")
+                };
+                v
+            })
+            .collect()
+    }
+
+    fn is_2dp(v: f64) -> bool {
+        (v * 100.0).round() / 100.0 == v
+    }
+
+    #[test]
+    fn walk2dp_is_a_two_decimal_walk_with_half_unit_steps() {
+        let v = series_values(ValueShape::Walk2dp);
+        assert!((10.0..=30.0).contains(&v[0]), "{}", v[0]);
+        assert!(
+            v.iter().all(|&x| is_2dp(x)),
+            "a value with more than 2 decimals"
+        );
+        let diffs: Vec<f64> = v.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = diffs.iter().sum::<f64>() / diffs.len() as f64;
+        let sd =
+            (diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / diffs.len() as f64).sqrt();
+        assert!((0.47..0.53).contains(&sd), "step σ {sd}");
+        assert!(mean.abs() < 0.02, "step mean {mean}");
+        // A step is at most 196,605 / 131,072 ≈ 1.5, plus the rounding on both sides.
+        assert!(diffs.iter().all(|d| d.abs() <= 1.51), "a step over 1.51");
+        assert!(
+            v.windows(2).any(|w| w[0] == w[1]),
+            "a walk never standing still"
+        );
+    }
+
+    #[test]
+    fn noise_has_full_precision_and_steps_hold_each_level_for_its_rows() {
+        let noise = series_values(ValueShape::Noise);
+        assert!(noise.iter().all(|x| (0.0..100.0).contains(x)));
+        assert!(noise.iter().filter(|&&x| is_2dp(x)).count() < 10);
+        let distinct: HashSet<u64> = noise.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(distinct.len(), noise.len());
+
+        let steps = series_values(ValueShape::Steps);
+        assert!(steps
+            .iter()
+            .all(|&x| is_2dp(x) && (0.0..100.0).contains(&x)));
+        for (row, w) in steps.windows(2).enumerate() {
+            let boundary = (row as u64 + 1).is_multiple_of(STEPS_ROWS);
+            if !boundary {
+                assert_eq!(
+                    w[0],
+                    w[1],
+                    "level changed inside a block at row {}",
+                    row + 1
+                );
+            }
+        }
+        let levels: HashSet<u64> = steps.iter().map(|x| x.to_bits()).collect();
+        assert!(levels.len() > 90, "{} levels in 100 blocks", levels.len());
+    }
 
     #[test]
     fn every_device_and_timestamp_is_written_once() {
@@ -925,6 +1261,7 @@ mod tests {
             start_time: None,
             step_ms: 1,
             seed: 1,
+            values: ValueShape::Uniform2dp,
         }
     }
 
@@ -968,6 +1305,11 @@ mod tests {
             },
             LoadArgs {
                 database: "bench".into(),
+                ..args()
+            },
+            LoadArgs {
+                values: ValueShape::Walk2dp,
+                data_type: DataType::Int64,
                 ..args()
             },
         ];

@@ -9,6 +9,12 @@
 //! HTTP/1.1 keep-alive connection (a small client over tokio's `TcpStream`: no HTTP dependency).
 //! A response other than 204/200 counts as an error under `http <status>`; a broken connection
 //! under `io`, after one reconnect when a kept-alive connection had gone stale.
+//!
+//! A third target, `file`, is for writers that are not servers (the TsFile writer of
+//! `scripts/bench.sh --storage`, `scripts/tsfile_write.py`): client `c` appends every tablet to
+//! `<out>/client-<c>.bin`, DOUBLE only, one record per tablet, all integers little-endian:
+//! `u32` device name length, the name (UTF-8), `u32` rows, `u32` measurements (named `s0`…),
+//! `rows × i64` timestamps, then per measurement `rows × f64` values (IEEE 754 bits).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -34,6 +40,8 @@ enum Target {
     Influxdb,
     /// VictoriaMetrics single node: its InfluxDB line-protocol endpoint `/write`.
     Victoriametrics,
+    /// Binary files under `--out`, one per client (see the module doc).
+    File,
 }
 
 impl Target {
@@ -41,6 +49,7 @@ impl Target {
         match self {
             Target::Influxdb => "influxdb",
             Target::Victoriametrics => "victoriametrics",
+            Target::File => "file",
         }
     }
 }
@@ -54,9 +63,12 @@ struct Cli {
     /// The system to write to.
     #[arg(long, value_enum)]
     target: Target,
-    /// Its HTTP address, host:port.
-    #[arg(long)]
-    address: String,
+    /// Its HTTP address, host:port (InfluxDB and VictoriaMetrics).
+    #[arg(long, required_if_eq_any([("target", "influxdb"), ("target", "victoriametrics")]))]
+    address: Option<String>,
+    /// Directory of the `file` target's files (created if missing).
+    #[arg(long, required_if_eq("target", "file"))]
+    out: Option<std::path::PathBuf>,
     /// InfluxDB database (`db=`); VictoriaMetrics takes it as a label.
     #[arg(long, default_value = "bench")]
     db: String,
@@ -333,6 +345,69 @@ impl Sink for HttpSink {
     }
 }
 
+/// Appends `tablet` as one record of the `file` target (see the module doc).
+fn encode_record(tablet: &Tablet, out: &mut Vec<u8>) -> Result<(), WriteFailure> {
+    let unsupported = |what: String| WriteFailure {
+        code: "unsupported".into(),
+        message: what,
+    };
+    let len = |n: usize, what: &str| {
+        u32::try_from(n).map_err(|_| unsupported(format!("{n} {what} do not fit a u32")))
+    };
+    out.extend_from_slice(&len(tablet.device.len(), "name bytes")?.to_le_bytes());
+    out.extend_from_slice(tablet.device.as_bytes());
+    out.extend_from_slice(&len(tablet.row_count(), "rows")?.to_le_bytes());
+    out.extend_from_slice(&len(tablet.columns.len(), "measurements")?.to_le_bytes());
+    for t in &tablet.timestamps {
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    for (m, (name, column)) in tablet.measurements.iter().zip(&tablet.columns).enumerate() {
+        // The reader names the measurements by position.
+        assert_eq!(
+            *name,
+            format!("s{m}"),
+            "the generator names measurements s0, s1, …"
+        );
+        let Column::Double(values) = column else {
+            return Err(unsupported(format!(
+                "the file target writes DOUBLE only, not {}",
+                column.data_type()
+            )));
+        };
+        assert_eq!(values.len(), tablet.row_count(), "a column of every row");
+        for (row, value) in values.iter().enumerate() {
+            assert!(!tablet.is_null(row, m), "the generator writes no nulls");
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+    }
+    Ok(())
+}
+
+/// One client of the `file` target: its own file, one `write_all` per tablet, so nothing is
+/// left in a buffer to be lost at drop.
+struct FileSink {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    record: Vec<u8>,
+}
+
+impl Sink for FileSink {
+    async fn write(&mut self, tablet: &Tablet) -> Result<(), WriteFailure> {
+        use std::io::Write as _;
+        self.record.clear();
+        encode_record(tablet, &mut self.record)?;
+        // A blocking write on the runtime's thread: this target measures no time.
+        self.file.write_all(&self.record).map_err(|e| WriteFailure {
+            code: "io".into(),
+            message: format!("{}: {e}", self.path.display()),
+        })
+    }
+
+    fn retries_by_code(&self) -> BTreeMap<String, u64> {
+        BTreeMap::new()
+    }
+}
+
 /// Percent-encodes a query value (unreserved characters kept).
 fn query_escape(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
@@ -346,13 +421,52 @@ fn query_escape(value: &str) -> String {
     out
 }
 
+fn print_report(report: &loadgen::Report, json: bool) -> anyhow::Result<u8> {
+    if json {
+        println!("{}", serde_json::to_string(report)?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(u8::from(report.errors > 0))
+}
+
+async fn run_file(cli: Cli, spec: loadgen::LoadSpec) -> anyhow::Result<u8> {
+    let out = cli.out.expect("clap requires --out with --target file");
+    anyhow::ensure!(
+        spec.data_type == common::DataType::Double,
+        "--target file writes DOUBLE only, not {}",
+        spec.data_type
+    );
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let out = &out;
+    let report = loadgen::drive(cli.target.name(), spec, |client| async move {
+        let path = out.join(format!("client-{client}.bin"));
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(FileSink {
+            file,
+            path,
+            record: Vec::new(),
+        })
+    })
+    .await?;
+    print_report(&report, cli.json)
+}
+
 async fn run(cli: Cli) -> anyhow::Result<u8> {
     let spec = cli.load.to_spec(loadgen::now_ms())?;
+    if cli.target == Target::File {
+        return run_file(cli, spec).await;
+    }
+    let address = cli
+        .address
+        .clone()
+        .expect("clap requires --address with an HTTP target");
     let db = query_escape(&cli.db);
     if cli.target == Target::Influxdb {
-        let mut c = HttpConnection::connect(&cli.address)
+        let mut c = HttpConnection::connect(&address)
             .await
-            .with_context(|| format!("connecting to {}", cli.address))?;
+            .with_context(|| format!("connecting to {address}"))?;
         let q = query_escape(&format!("CREATE DATABASE \"{}\"", cli.db));
         let (r, _) = c.post(&format!("/query?q={q}"), b"").await?;
         anyhow::ensure!(
@@ -363,7 +477,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         );
     }
     let path = format!("/write?db={db}&precision=ms");
-    let address = cli.address.as_str();
+    let address = address.as_str();
     let report = loadgen::drive(cli.target.name(), spec, |_client| {
         let path = path.clone();
         async move {
@@ -378,12 +492,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         }
     })
     .await?;
-    if cli.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print!("{}", report.to_text());
-    }
-    Ok(u8::from(report.errors > 0))
+    print_report(&report, cli.json)
 }
 
 fn main() -> ExitCode {
@@ -408,7 +517,7 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
     use common::DataType;
-    use fencepost_cli::loadgen::{Generator, LoadSpec, StopAfter};
+    use fencepost_cli::loadgen::{Generator, LoadSpec, StopAfter, ValueShape};
 
     fn generator(t: DataType) -> Generator {
         Generator::new(LoadSpec {
@@ -421,6 +530,7 @@ mod tests {
             start_time_ms: 1_700_000_000_000,
             step_ms: 1,
             seed: 7,
+            values: ValueShape::Uniform2dp,
             stop: StopAfter::Tablets(1),
         })
     }
@@ -451,6 +561,65 @@ mod tests {
         encode_line_protocol(&generator(DataType::Text).tablet(0, 0), &mut text);
         let text = String::from_utf8(text).expect("utf-8");
         assert!(text.contains("s0=\"v"), "{text}");
+    }
+
+    #[test]
+    fn line_protocol_carries_every_double_bit_for_bit() {
+        // Rust prints the shortest text that parses back to the same f64, so the peers (which
+        // parse with a correctly rounded parser) store exactly the generated values; `noise`
+        // uses all 53 bits of the mantissa.
+        for values in [ValueShape::Noise, ValueShape::Walk2dp] {
+            let g = Generator::new(LoadSpec {
+                rows_per_tablet: 100,
+                measurements: 3,
+                values,
+                ..generator(DataType::Double).spec().clone()
+            });
+            let tablet = g.tablet(1, 2);
+            let mut out = Vec::new();
+            encode_line_protocol(&tablet, &mut out);
+            let text = String::from_utf8(out).expect("utf-8");
+            for (row, line) in text.lines().enumerate() {
+                let fields = line.split(' ').nth(1).expect("a field set");
+                for (m, field) in fields.split(',').enumerate() {
+                    let (_, number) = field.split_once('=').expect("name=value");
+                    let parsed: f64 = number.parse().expect("a number");
+                    let Column::Double(v) = &tablet.columns[m] else {
+                        panic!("DOUBLE")
+                    };
+                    assert_eq!(parsed.to_bits(), v[row].to_bits(), "{values:?} {line}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_record_holds_the_tablet_little_endian() {
+        let tablet = generator(DataType::Double).tablet(1, 0);
+        let mut out = Vec::new();
+        encode_record(&tablet, &mut out).expect("DOUBLE is written");
+        let name = b"root.bench.d1";
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        expected.extend_from_slice(name);
+        expected.extend_from_slice(&2u32.to_le_bytes());
+        expected.extend_from_slice(&2u32.to_le_bytes());
+        for t in &tablet.timestamps {
+            expected.extend_from_slice(&t.to_le_bytes());
+        }
+        for column in &tablet.columns {
+            let Column::Double(v) = column else {
+                panic!("DOUBLE")
+            };
+            for x in v {
+                expected.extend_from_slice(&x.to_bits().to_le_bytes());
+            }
+        }
+        assert_eq!(out, expected);
+        assert_eq!(out.len(), 4 + name.len() + 8 + 2 * 8 + 2 * 2 * 8);
+        let mut ints = Vec::new();
+        let refused = encode_record(&generator(DataType::Int64).tablet(0, 0), &mut ints);
+        assert_eq!(refused.map_err(|f| f.code), Err("unsupported".to_string()));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::process::Output;
 
 use common::DataType;
-use fencepost_cli::loadgen::{Generator, LoadSpec, StopAfter};
+use fencepost_cli::loadgen::{Generator, LoadSpec, StopAfter, ValueShape};
 use session::{Session, SessionConfig};
 
 const START_MS: i64 = 1_700_000_000_000;
@@ -85,6 +85,7 @@ async fn bench_writes_exactly_the_generated_points_and_reports_failures() {
         start_time_ms: START_MS,
         step_ms: 1,
         seed: 1,
+        values: ValueShape::Uniform2dp,
         stop: StopAfter::Tablets(12),
     });
     let session = Session::connect(
@@ -109,6 +110,42 @@ async fn bench_writes_exactly_the_generated_points_and_reports_failures() {
                 .collect();
             assert_eq!(stored, expected, "{name}.s{m}");
         }
+    }
+
+    // A shaped load (`--values`, `--interval-ms`) reaches the cluster exactly as generated too:
+    // the walk's per-series state gives the same points as the point-wise function.
+    let mut walk_load: Vec<&str> = load
+        .iter()
+        .map(|&a| {
+            if a == "root.benchtest" {
+                "root.benchwalk"
+            } else {
+                a
+            }
+        })
+        .collect();
+    walk_load.extend(["--values", "walk2dp", "--interval-ms", "1000"]);
+    let output = bench(&endpoints, &walk_load).await;
+    let r = report(&output);
+    assert_eq!(output.status.code(), Some(0), "{r}");
+    let walk = Generator::new(LoadSpec {
+        database: "root.benchwalk".into(),
+        step_ms: 1000,
+        values: ValueShape::Walk2dp,
+        ..generator.spec().clone()
+    });
+    for device in 0..5 {
+        let name = walk.device_name(device).to_string();
+        let stored = session
+            .query_raw(&name, "s2", i64::MIN, i64::MAX)
+            .await
+            .expect("query");
+        let expected: Vec<_> = stored
+            .iter()
+            .map(|(t, _)| (*t, walk.value(device, 2, *t)))
+            .collect();
+        assert!(stored.len() >= 100, "{name}.s2: {} rows", stored.len());
+        assert_eq!(stored, expected, "{name}.s2");
     }
 
     // The same series as INT64: every tablet is refused with 614, the run exits 1.
