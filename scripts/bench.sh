@@ -5,6 +5,12 @@
 #                                                memtable, storage engine with the lease gate on/off
 #   scripts/bench.sh --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build]
 #   scripts/bench.sh --storage [--points N] [--no-record] [--no-build]
+#   scripts/bench.sh --soak [--duration-s 1800] [--no-record] [--no-build]
+#
+# --soak: 1 ConfigNode + 1 DataNode (RF=1) at half the ingest measured in its first 20 s, walk2dp
+# values, age flushes every 60 s, compaction on; prints the DataNode's open descriptors, RSS,
+# sealed files (all, most per partition), compactions and data-dir MiB every minute, and appends
+# the table to benches/RESULTS.md unless --no-record.
 #
 # --e2e: end-to-end ingest of the same generated points (fencepost_cli::loadgen: 100 devices × 10
 # DOUBLE measurements, 1000-row tablets, 4 clients) into, one after another:
@@ -28,8 +34,8 @@
 # 1700000000000 ms so every run writes the same bytes) go to a fresh instance of each system,
 # which is then settled and measured:
 #   Fencepost 1 ConfigNode + 1 DataNode, RF=1 (`fencepost bench`). fencepost_settle flushes and
-#     waits until the sealed bytes stop changing: there is no flush command yet, so the DataNode
-#     runs with --memtable-flush-age-ms 2000; compaction, when it lands, belongs in that hook.
+#     waits until no compaction is pending and the sealed bytes stop changing: there is no flush
+#     command yet, so the DataNode runs with --memtable-flush-age-ms 2000.
 #     Counted: the files under the bench database's regions/<id>/sealed/.
 #   InfluxDB 1.x (peerload), with cache-snapshot-write-cold-duration and
 #     compact-full-write-cold-duration at 1 s: the WAL is snapshotted to TSM and the shard fully
@@ -57,8 +63,8 @@ cd "$(dirname "$0")/.."
 
 mode=${1:---micro}
 case "$mode" in
-    --micro | --e2e | --storage) shift || true ;;
-    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build]" >&2; exit 2 ;;
+    --micro | --e2e | --storage | --soak) shift || true ;;
+    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build] | --soak [--duration-s N] [--no-record] [--no-build]" >&2; exit 2 ;;
 esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-bench.XXXXXX")
@@ -176,6 +182,82 @@ EOF
 
 # ---------------------------------------------------------------------------------------------
 # --storage: bytes on disk per point (see the header).
+if [ "$mode" = --soak ]; then
+    # A long run at half the measured maximum ingest: 1 ConfigNode + 1 DataNode (RF=1), age
+    # flushes every minute, compaction on. Every minute it prints the DataNode's open
+    # descriptors, RSS, sealed files (all, and the most in one partition) and the data dir's
+    # bytes; after the first compactions all four should stay flat.
+    duration=1800 record=1 build=1
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --duration-s) duration=$2; shift 2 ;;
+            --no-record) record=0; shift ;;
+            --no-build) build=0; shift ;;
+            *) echo "unknown flag $1" >&2; exit 2 ;;
+        esac
+    done
+    require_free_ports 6667 10710 10730 9100 9200
+    if [ $build = 1 ]; then
+        echo "== building release binaries"
+        cargo build --release -q -p confignode -p datanode -p fencepost-cli
+    fi
+    base="$tmp/soak"
+    cluster_bases+=("$base")
+    DN_EXTRA_ARGS="--memtable-flush-age-ms 60000" \
+        scripts/cluster.sh start -c 1 -d 1 -r 1 -b "$base" > /dev/null
+    ready=0
+    for _ in $(seq 1 60); do
+        if timeout 20 "$bin/fencepost" bench --database root.warmup --devices 1 --measurements 1 \
+            --rows-per-tablet 1 --clients 1 --tablets 1 > /dev/null 2>&1; then
+            ready=1; break
+        fi
+        sleep 1
+    done
+    [ $ready = 1 ] || { echo "the cluster did not take a write within 60 s; logs under $base" >&2; exit 1; }
+    echo "== machine: $(machine_facts), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "== measuring the maximum ingest (20 s)"
+    "$bin/fencepost" bench --database root.soakmax --duration-s 20 --json > "$tmp/max.json" 2> /dev/null
+    max=$(json_field "$tmp/max.json" points_per_s)
+    rate=$(awk -v m="$max" 'BEGIN {printf "%d", m / 2}')
+    echo "   maximum $(printf '%.0f' "$max") points/s; soaking at $rate points/s for $duration s"
+    "$bin/fencepost" bench --database root.soak --duration-s "$duration" --rate-pts-per-s "$rate" \
+        --values walk2dp --json > "$tmp/soak.json" 2> "$tmp/soak.log" &
+    loader=$!
+    started_pids+=("$loader")
+    dn_pid=$(cat "$base/dn1.pid")
+    metric() { curl -s --max-time 2 http://127.0.0.1:9100/metrics | awk -v n="$1" '$1 == n {print $2}'; }
+    table="$tmp/soak.md"
+    {
+        echo "| minute | open fds | RSS MiB | sealed files | most files / partition | compactions | data dir MiB |"
+        echo "|---|---|---|---|---|---|---|"
+    } > "$table"
+    cat "$table"
+    minute=0
+    while kill -0 "$loader" 2>/dev/null; do
+        sleep 60
+        minute=$((minute + 1))
+        fds=$(ls "/proc/$dn_pid/fd" 2>/dev/null | wc -l)
+        rss=$(awk '/VmRSS/ {printf "%d", $2 / 1024}' "/proc/$dn_pid/status" 2>/dev/null || echo "?")
+        disk=$(du -sm "$base/dn1" 2>/dev/null | cut -f1)
+        row="| $minute | $fds | $rss | $(metric sealed_files) | $(metric sealed_files_per_partition_max) | $(metric compactions_total) | $disk |"
+        echo "$row" | tee -a "$table"
+    done
+    wait "$loader" || echo "   the loader exited with an error; see $tmp/soak.log" >&2
+    echo "   soak loader: $(json_field "$tmp/soak.json" points_per_s) points/s, errors $(json_field "$tmp/soak.json" errors)"
+    if [ $record = 1 ]; then
+        {
+            echo
+            echo "## $(date -u +%Y-%m-%d) soak, $duration s at $rate points/s (half of $(printf '%.0f' "$max"))"
+            echo
+            echo "$(machine_facts); flush age 60 s; compaction on (defaults)."
+            echo
+            cat "$table"
+        } >> benches/RESULTS.md
+        echo "== appended to benches/RESULTS.md"
+    fi
+    exit 0
+fi
+
 if [ "$mode" = --storage ]; then
 
 points=10000000
@@ -329,8 +411,17 @@ fencepost_sealed_bytes() {
 # until the sealed bytes stop changing. When compaction lands, trigger it (or wait for it) here;
 # the wait for stable sealed bytes already covers files being rewritten.
 fencepost_settle() {
-    local base=$1
+    local base=$1 pending waited=0
     sleep $((fencepost_flush_age_ms / 1000 + 2))
+    # Compaction: wait until no partition has work left (the DataNode's metrics on 9100), then
+    # until the sealed bytes hold still.
+    while :; do
+        pending=$(curl -s --max-time 2 http://127.0.0.1:9100/metrics \
+            | awk '$1 == "compaction_pending_partitions" {print $2}')
+        [ "${pending:-0}" = 0 ] && break
+        [ $waited -ge $settle_timeout_s ] && { echo "   compaction still pending after ${waited} s" >&2; break; }
+        sleep 1; waited=$((waited + 1))
+    done
     wait_stable "Fencepost sealed files" fencepost_sealed_bytes "$base" > /dev/null
 }
 

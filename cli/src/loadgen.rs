@@ -67,6 +67,10 @@ pub struct LoadArgs {
     /// Concurrent clients, each with its own connection(s) and its own devices.
     #[arg(long, default_value_t = 4)]
     pub clients: u32,
+    /// Points per second over all clients at most (each client paces itself to its share);
+    /// default unlimited. For soak runs at a fixed load.
+    #[arg(long)]
+    pub rate_pts_per_s: Option<u64>,
     /// Value type of every measurement: DOUBLE, INT64, FLOAT, INT32, BOOLEAN or TEXT.
     #[arg(long = "type", default_value = "DOUBLE", value_parser = parse_data_type)]
     pub data_type: DataType,
@@ -159,6 +163,8 @@ pub struct LoadSpec {
     pub values: ValueShape,
     /// When the run stops.
     pub stop: StopAfter,
+    /// Points per second over all clients at most; `None` is unlimited.
+    pub rate_pts_per_s: Option<u64>,
 }
 
 impl LoadArgs {
@@ -231,6 +237,7 @@ impl LoadArgs {
             seed: self.seed,
             values: self.values,
             stop,
+            rate_pts_per_s: self.rate_pts_per_s.filter(|r| *r > 0),
         })
     }
 }
@@ -787,7 +794,18 @@ async fn run_client<S: Sink>(
         retries_by_code: BTreeMap::new(),
     };
     let mut index = 0u64;
+    // This client's share of the rate, as seconds per tablet.
+    let pace = spec
+        .rate_pts_per_s
+        .map(|rate| Duration::from_secs_f64(points as f64 * spec.clients as f64 / rate as f64));
+    let paced_from = Instant::now();
     while limit.is_none_or(|n| index < n) && !stop.load(Ordering::Relaxed) {
+        if let Some(pace) = pace {
+            let due = paced_from + pace.mul_f64(index as f64);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                tokio::time::sleep(wait).await;
+            }
+        }
         let (device, round) = spec.slot(client, index);
         index += 1;
         let tablet = generator.tablet(device, round);
@@ -949,6 +967,7 @@ mod tests {
             seed: 7,
             values: ValueShape::Uniform2dp,
             stop: StopAfter::Tablets(100),
+            rate_pts_per_s: None,
         }
     }
 

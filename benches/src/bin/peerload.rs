@@ -532,6 +532,7 @@ mod tests {
             seed: 7,
             values: ValueShape::Uniform2dp,
             stop: StopAfter::Tablets(1),
+            rate_pts_per_s: None,
         })
     }
 

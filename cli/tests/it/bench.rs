@@ -87,6 +87,7 @@ async fn bench_writes_exactly_the_generated_points_and_reports_failures() {
         seed: 1,
         values: ValueShape::Uniform2dp,
         stop: StopAfter::Tablets(12),
+        rate_pts_per_s: None,
     });
     let session = Session::connect(
         &endpoints.iter().map(String::as_str).collect::<Vec<_>>(),
