@@ -1281,6 +1281,7 @@ mod tests {
             step_ms: 1,
             seed: 1,
             values: ValueShape::Uniform2dp,
+            rate_pts_per_s: None,
         }
     }
 
