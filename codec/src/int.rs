@@ -53,7 +53,11 @@ pub(crate) fn encode_delta_bitpack<S: Scalar>(values: &[S], out: &mut Vec<u8>) {
     let mut previous = first.to_i64();
     put_zigzag(out, previous);
     let mut deltas = [0i64; BLOCK];
-    for block in rest.chunks(BLOCK) {
+    let blocks: Vec<&[S]> = rest.chunks(BLOCK).collect();
+    let mut next = 0;
+    while next < blocks.len() {
+        let block = blocks[next];
+        next += 1;
         let deltas = &mut deltas[..block.len()];
         let mut min = i64::MAX;
         for (delta, v) in deltas.iter_mut().zip(block) {
@@ -68,6 +72,26 @@ pub(crate) fn encode_delta_bitpack<S: Scalar>(values: &[S], out: &mut Vec<u8>) {
             .fold(0u64, |acc, d| acc | d.wrapping_sub(min) as u64);
         let width = bit_width(any_bits);
         put_zigzag(out, min);
+        if width == 0 {
+            // Constant steps: the blocks after this one with the same step are only counted.
+            let mut repeats = 0;
+            while let Some(later) = blocks.get(next + repeats) {
+                let before = blocks[next + repeats - 1];
+                if !steps_by(later, before[before.len() - 1].to_i64(), min) {
+                    break;
+                }
+                repeats += 1;
+            }
+            if repeats > 0 {
+                for later in &blocks[next..next + repeats] {
+                    previous = later[later.len() - 1].to_i64();
+                }
+                next += repeats;
+                out.push(REPEAT_FLAG);
+                put_uvarint(out, repeats as u64);
+                continue;
+            }
+        }
         out.push(width as u8);
         let mut writer = BitWriter::new(out);
         for delta in deltas.iter() {
@@ -75,6 +99,20 @@ pub(crate) fn encode_delta_bitpack<S: Scalar>(values: &[S], out: &mut Vec<u8>) {
         }
         writer.finish();
     }
+}
+
+/// The width byte's flag for "width 0, and this many further blocks of the same step follow"
+/// (a varint after it): regular timestamps cost a few bytes per column, not per block.
+const REPEAT_FLAG: u8 = 0x80;
+
+/// True when every value of `block` is `step` above the one before it (starting from `previous`).
+fn steps_by<S: Scalar>(block: &[S], mut previous: i64, step: i64) -> bool {
+    block.iter().all(|v| {
+        let v = v.to_i64();
+        let ok = v.wrapping_sub(previous) == step;
+        previous = v;
+        ok
+    })
 }
 
 /// The most values a delta-bitpack input of `len` bytes can hold: a block costs at least 2 bytes
@@ -101,7 +139,26 @@ pub(crate) fn decode_delta_bitpack<S: Scalar>(
     while left > 0 {
         let len = left.min(BLOCK);
         let min = r.zigzag()?;
-        let width = u32::from(r.u8()?);
+        let width_byte = r.u8()?;
+        if width_byte == REPEAT_FLAG {
+            let repeats = r.uvarint()?;
+            // This block and `repeats` more, each BLOCK long but the last, which may be shorter.
+            let blocks_left = (left - len).div_ceil(BLOCK) as u64;
+            if repeats == 0 || repeats > blocks_left {
+                return Err(r.error(format!(
+                    "delta-bitpack repeats {repeats} blocks, {blocks_left} are left"
+                )));
+            }
+            let covered = (len + repeats as usize * BLOCK).min(left);
+            values.reserve(covered);
+            for _ in 0..covered {
+                previous = previous.wrapping_add(min);
+                values.push(checked::<S>(previous, &r)?);
+            }
+            left -= covered;
+            continue;
+        }
+        let width = u32::from(width_byte);
         if width > 64 {
             return Err(r.error(format!("delta-bitpack bit width {width} exceeds 64")));
         }

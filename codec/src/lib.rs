@@ -62,7 +62,10 @@
 //! deltas `d[i] = v[i] - v[i-1]` in blocks of 128 (the last block may be shorter), each block
 //! `{zigzag varint m, u8 width w ≤ 64, ceil(len × w / 8) bytes}` where `m` is the block's minimum
 //! delta and the bytes are a bit stream of `len` fields of `w` bits holding `d[i] - m` (as u64).
-//! Decoding: `v[i] = v[i-1] + m + field` (wrapping). Constant intervals give `w = 0`.
+//! Decoding: `v[i] = v[i-1] + m + field` (wrapping). Constant intervals give `w = 0`. A width
+//! byte of `0x80` instead means width 0 for this block and for the `varint n ≥ 1` blocks that
+//! follow it (no bytes of their own; each full but the last): regular timestamps cost a few
+//! bytes per column.
 //!
 //! ### 3 Rle
 //! Over the integer view (floats compare by bit pattern): runs `{zigzag varint (value - previous

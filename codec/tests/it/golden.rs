@@ -37,6 +37,27 @@ fn codec_bytes_are_stable() {
 }
 
 #[test]
+fn regular_timestamps_over_several_blocks_are_counted_not_stored() {
+    // count 300 = AC 02; first 0; 299 deltas of 1000 in blocks of 128, 128, 43: the first
+    // block's min 1000 (D0 0F) with the repeat flag 0x80 and 2 more blocks.
+    let ts: Vec<i64> = (0..300).map(|i| i * 1000).collect();
+    let golden = [0xAC, 0x02, 0x00, 0xD0, 0x0F, 0x80, 0x02];
+    let mut out = Vec::new();
+    encode_timestamps(&ts, &mut out);
+    assert_eq!(out, golden);
+    assert_eq!(decode_timestamps(&golden, 300), Ok(ts.clone()));
+    // A repeat count beyond the blocks left, or of zero, is refused.
+    assert!(decode_timestamps(&[0xAC, 0x02, 0x00, 0xD0, 0x0F, 0x80, 0x03], 300).is_err());
+    assert!(decode_timestamps(&[0xAC, 0x02, 0x00, 0xD0, 0x0F, 0x80, 0x00], 300).is_err());
+    // One irregular step ends the run: the blocks around it are written out.
+    let mut jitter = ts.clone();
+    jitter[200] += 1;
+    let mut out = Vec::new();
+    encode_timestamps(&jitter, &mut out);
+    assert_eq!(decode_timestamps(&out, 300), Ok(jitter));
+}
+
+#[test]
 fn timestamps() {
     // count 3; zigzag(1000) = 2000 = D0 0F; one block: min delta 1000 (D0 0F), width 0.
     let ts = [1000, 2000, 3000];
