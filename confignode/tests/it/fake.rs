@@ -1,6 +1,7 @@
 //! Test doubles of a DataNode: an in-memory [`DataNodeClient`] and a small tonic server.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -132,6 +133,9 @@ pub struct FakeDataNode {
     pub invalidations: Arc<Mutex<Vec<proto::InvalidateCacheReq>>>,
     pub region_writes: Arc<Mutex<Vec<proto::RegionWriteReq>>>,
     pub created_regions: Arc<Mutex<Vec<u64>>>,
+    /// While set, a series deletion is refused (500) until a database deletion has arrived:
+    /// a DELETE TIMESERIES then finishes only after a DROP DATABASE begun later.
+    pub series_deletions_after_database: Arc<AtomicBool>,
 }
 
 impl FakeDataNode {
@@ -187,9 +191,29 @@ impl DataNodeInternalService for FakeDataNode {
         &self,
         request: tonic::Request<proto::RegionWriteReq>,
     ) -> Result<tonic::Response<proto::RegionWriteResp>, tonic::Status> {
-        self.region_writes.lock().push(request.into_inner());
+        let request = request.into_inner();
+        let mut writes = self.region_writes.lock();
+        let held = self.series_deletions_after_database.load(Ordering::SeqCst)
+            && matches!(
+                request.command,
+                Some(proto::region_write_req::Command::DeleteSeries(_))
+            )
+            && !writes.iter().any(|w| {
+                matches!(
+                    w.command,
+                    Some(proto::region_write_req::Command::DeleteDatabase(_))
+                )
+            });
+        writes.push(request);
         Ok(tonic::Response::new(proto::RegionWriteResp {
-            status: ok(),
+            status: Some(if held {
+                proto::status(
+                    common::StatusCode::InternalServerError,
+                    "series deletions wait for a database deletion",
+                )
+            } else {
+                proto::status(common::StatusCode::Success, "")
+            }),
             log_index: 1,
         }))
     }

@@ -1,6 +1,7 @@
 //! The fence protocol end to end on one ConfigNode with a live fake DataNode and a dead one:
 //! the dead one turns Unknown, and DROP DATABASE proceeds only once it counts as fenced; a retry
-//! of the drop meanwhile joins it.
+//! of the drop meanwhile joins it. And a DELETE TIMESERIES overtaken by a DROP DATABASE of its
+//! database: both answered 200, the ConfigNode still serving.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -176,6 +177,176 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
     };
     assert!(lease(live.data_node_id).holds_lease);
     assert!(lease(dead.data_node_id).fenced);
+
+    stop.send(()).expect("the node is still running");
+    node.await.unwrap().unwrap();
+    dn_server.abort();
+}
+
+/// A DELETE TIMESERIES overtaken by a DROP DATABASE of its database: the delete begins first,
+/// its region deletion is held back until the drop's arrived, so the drop's FinishOperation
+/// commits first and removes the series. The delete's FinishOperation then applies as a no-op
+/// (it used to panic on the raft thread, on every replay too) and its client is answered 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_overtaken_by_a_drop_of_its_database_is_answered_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeDataNode::default();
+    fake.series_deletions_after_database
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let dn_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dn_address = dn_listener.local_addr().unwrap().to_string();
+    let dn_server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(fake.server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(dn_listener)),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let config = ConfigNodeConfig {
+        cn_internal_address: address.clone(),
+        cn_data_dir: dir.path().to_path_buf(),
+        cn_metrics_address: "127.0.0.1:0".into(),
+        cn_raft_tick_ms: 20,
+        heartbeat_interval_ms: 100,
+        metadata_lease_fence_ms: FENCE_MS,
+        lease_proceed_margin_ms: MARGIN_MS,
+        failure_detector_threshold_ms: FENCE_MS,
+        invalidation_retry_interval_ms: 100,
+        ..ConfigNodeConfig::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let node = tokio::spawn(confignode::run_with_listener(
+        config,
+        listener,
+        Arc::new(GrpcDataNodeClient::new(
+            Duration::from_millis(500),
+            Duration::from_millis(200),
+        )),
+        async move {
+            drop(stopped.await);
+        },
+    ));
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        .unwrap()
+        .timeout(Duration::from_secs(30))
+        .connect_lazy();
+    let mut cn = ConfigNodeServiceClient::new(channel);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let live = loop {
+        let register = proto::RegisterDataNodeReq {
+            data_node_id: 0,
+            internal_endpoint: proto::parse_endpoint(&dn_address).ok(),
+            rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
+        };
+        if let Ok(resp) = cn.register_data_node(register).await {
+            let resp = resp.into_inner();
+            if resp.status.as_ref().is_some_and(|s| s.code == 200) {
+                break resp;
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    *fake.epoch.lock() = live.incarnation_epoch;
+
+    // root.sg.d1.s1 and a region holding it.
+    let schema = cn
+        .fetch_schema(proto::FetchSchemaReq {
+            devices: vec![proto::DeviceSchemaRequest {
+                device: "root.sg.d1".into(),
+                measurements: vec![proto::MeasurementSchema {
+                    name: "s1".into(),
+                    data_type: proto::DataType::Double as i32,
+                }],
+            }],
+            auto_create: true,
+            caller: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(schema.devices[0].measurements.len(), 1, "{schema:?}");
+    let partitions = cn
+        .fetch_partitions(proto::FetchPartitionsReq {
+            requests: vec![proto::DeviceTimeSlots {
+                device: "root.sg.d1".into(),
+                time_slots: vec![0],
+            }],
+            auto_create: true,
+            caller: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(partitions.partitions.len(), 1, "{partitions:?}");
+
+    // The delete reaches its region deletion (held back), then the drop begins.
+    let delete = tokio::spawn({
+        let mut cn = cn.clone();
+        async move {
+            cn.delete_timeseries(proto::DeleteTimeseriesReq {
+                series: vec![proto::SeriesPath {
+                    device: "root.sg.d1".into(),
+                    measurement: "s1".into(),
+                }],
+            })
+            .await
+            .unwrap()
+            .into_inner()
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fake.region_writes.lock().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the delete never reached its region"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let dropped = cn
+        .drop_database(proto::DropDatabaseReq {
+            database: "root.sg".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(dropped.code, 200, "{dropped:?}");
+    let deleted = tokio::time::timeout(Duration::from_secs(20), delete)
+        .await
+        .expect("the delete is answered")
+        .unwrap();
+    assert_eq!(
+        deleted.code, 200,
+        "the overtaken delete succeeded: {deleted:?}"
+    );
+    let kinds: Vec<&str> = fake
+        .region_writes
+        .lock()
+        .iter()
+        .map(|w| match w.command {
+            Some(proto::region_write_req::Command::DeleteSeries(_)) => "series",
+            Some(proto::region_write_req::Command::DeleteDatabase(_)) => "database",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds.first(), Some(&"series"), "{kinds:?}");
+    assert!(kinds.contains(&"database"), "{kinds:?}");
+
+    // The ConfigNode still serves: nothing left of the database, and it may be created again.
+    let databases = cn
+        .show_databases(proto::ShowDatabasesReq {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(databases.databases.is_empty(), "{databases:?}");
+    let created = cn
+        .create_database(proto::CreateDatabaseReq {
+            database: "root.sg".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(created.code, 200, "{created:?}");
 
     stop.send(()).expect("the node is still running");
     node.await.unwrap().unwrap();

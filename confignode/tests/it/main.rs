@@ -12,7 +12,9 @@
 //! - `simulation`: 3 replicas with seeded drops, delays, partitions and log compaction forcing
 //!   snapshot transfers (4 seeds); identical states, strictly rising epochs.
 //! - `fence`: one ConfigNode with a live fake DataNode and a dead one: DROP DATABASE waits
-//!   fence + margin, the dead node turns Unknown and fenced, the deletion is ordered to the region.
+//!   fence + margin, the dead node turns Unknown and fenced, the deletion is ordered to the region;
+//!   a DELETE TIMESERIES whose FinishOperation commits after a later DROP DATABASE's is answered
+//!   200 (its Finish used to panic the raft thread).
 //! - `cluster`: 3 ConfigNodes over loopback — register twice → higher epoch, follower redirect,
 //!   heartbeats with lease holders, auto-created schema and partitions create a region on the fake
 //!   DataNode, DELETE TIMESERIES end to end, kill the leader → a new one heartbeats before the
@@ -24,8 +26,12 @@
 //!
 //! The crate's unit tests (in `src/`): command golden vectors and a prefix-refusal proptest; result
 //! vectors; snapshot golden vector and damage detection; state behaviour (epochs, auto-create,
-//! allocation spread, pending → final); a proptest of two replicas applying random logs (identical
-//! results and states, refused commands change nothing, epochs only rise, snapshot round trip);
+//! allocation spread, pending → final; each interleaving of overlapping DELETE TIMESERIES and
+//! DROP DATABASE, and a snapshot an earlier version wrote between them); a proptest of two
+//! replicas applying random logs (identical results and states, refused commands change nothing,
+//! epochs only rise, snapshot round trip); a proptest interleaving Begin and Finish of deletes
+//! and drops on overlapping targets (never a panic, identical snapshots, a pending operation's
+//! Finish always succeeds, the pending flags agree with the pending operations);
 //! config defaults, flags over file, errors naming the key, the example TOML equal to the
 //! defaults; the contact tracker.
 
