@@ -38,6 +38,10 @@ pub struct WalStats {
     pub bytes_written: u64,
     /// fdatasync and fsync calls made by the log, of segments and of the directory.
     pub fsyncs: u64,
+    /// Segment rolls that took a spare prepared in the background.
+    pub rolls_into_spares: u64,
+    /// Whether a prepared spare is waiting for the next roll.
+    pub spare_ready: bool,
 }
 
 #[derive(Default)]
@@ -46,6 +50,7 @@ struct AtomicStats {
     records: AtomicU64,
     bytes_written: AtomicU64,
     fsyncs: AtomicU64,
+    rolls_into_spares: AtomicU64,
 }
 
 /// A segmented append-only log in one directory. `Send + Sync`; every method takes `&self`.
@@ -448,6 +453,8 @@ impl Wal {
             records: stats.records.load(Ordering::Relaxed),
             bytes_written: stats.bytes_written.load(Ordering::Relaxed),
             fsyncs: stats.fsyncs.load(Ordering::Relaxed),
+            rolls_into_spares: stats.rolls_into_spares.load(Ordering::Relaxed),
+            spare_ready: self.inner.spares.as_ref().is_some_and(Spares::is_ready),
         }
     }
 
@@ -768,6 +775,7 @@ impl Inner {
         let spare = self.spares.as_ref().and_then(Spares::take);
         let created = match spare {
             Some(spare) => {
+                self.stats.rolls_into_spares.fetch_add(1, Ordering::Relaxed);
                 Segment::from_spare(&self.options.dir, &self.dir_file, writer.next_index, spare)
             }
             None => Segment::create(

@@ -112,6 +112,11 @@ impl Spares {
         self.state.lock().ready.take()
     }
 
+    /// Whether a spare is ready for the next roll.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.state.lock().ready.is_some()
+    }
+
     /// Deletes the ready spare and makes a spare still being prepared delete itself.
     pub(crate) fn close(&self) {
         let ready = {

@@ -396,13 +396,16 @@ fn rolls_take_zero_filled_spares_prepared_in_the_background() {
     let opts = options(dir.path(), 64 * 1024, Durability::None);
     assert!(opts.prefill_segments, "on by default");
     let wal = Wal::open(opts.clone()).expect("open");
-    // The first spare is prepared right after open.
+    // The first spare is prepared right after open. (Its file exists, still short, while it
+    // is being filled: wait for the log to call it ready, not for the file to appear.)
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while temp_files(dir.path()).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no spare appeared");
+    while !wal.stats().spare_ready {
+        assert!(std::time::Instant::now() < deadline, "no spare became ready");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let spare = temp_files(dir.path()).remove(0);
+    let files = temp_files(dir.path());
+    assert_eq!(files.len(), 1, "one spare at a time: {files:?}");
+    let spare = files[0].clone();
     assert_eq!(std::fs::metadata(&spare).unwrap().len(), 64 * 1024);
     assert!(std::fs::read(&spare).unwrap().iter().all(|&b| b == 0));
 
@@ -414,6 +417,7 @@ fn rolls_take_zero_filled_spares_prepared_in_the_background() {
     }
     // The spare became a segment (renamed away), and the rolls went on with or without one.
     assert!(!spare.exists(), "the first roll takes the ready spare");
+    assert!(wal.stats().rolls_into_spares >= 1);
     let files = segment_files(dir.path());
     assert!(
         files.len() >= 5,
