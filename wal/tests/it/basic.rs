@@ -400,7 +400,10 @@ fn rolls_take_zero_filled_spares_prepared_in_the_background() {
     // is being filled: wait for the log to call it ready, not for the file to appear.)
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !wal.stats().spare_ready {
-        assert!(std::time::Instant::now() < deadline, "no spare became ready");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no spare became ready"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let files = temp_files(dir.path());
