@@ -606,9 +606,16 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
 
     async fn show_regions(
         &self,
-        _: Request<proto::ShowRegionsReq>,
+        request: Request<proto::ShowRegionsReq>,
     ) -> RpcResult<proto::ShowRegionsResp> {
+        let request = request.into_inner();
         let empty = proto::ShowRegionsResp::default();
+        if let Some(s) = too_many(request.region_ids.len()) {
+            return Ok(Response::new(proto::ShowRegionsResp {
+                status: Some(s),
+                ..empty
+            }));
+        }
         leader_or_return!(self, empty);
         let leaders = self.shared.leader.region_leaders.lock().clone();
         let state = self.shared.group.state();
@@ -620,6 +627,14 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                     replica_set: Some(replica_set(r)),
                     leader_id: leaders.get(&r.id).copied().unwrap_or(0),
                 })
+                .collect(),
+            // Only what the state positively records as deleted; an id it does not know yet
+            // (allocated after this state) is not listed (`MetadataState::region_dropped`).
+            dropped_region_ids: request
+                .region_ids
+                .iter()
+                .copied()
+                .filter(|id| state.region_dropped(*id))
                 .collect(),
         }))
     }

@@ -396,6 +396,18 @@ impl MetadataState {
         self.regions.get(&id)
     }
 
+    /// True when region group `id` was allocated here and has since been deleted (a finished
+    /// DROP DATABASE): the positive signal on which a DataNode removes its replica for good.
+    ///
+    /// Region ids are allocated in increasing order (`next_region_id`, never reused) and a group
+    /// leaves `regions` only when DROP DATABASE finishes, so "below `next_region_id` and absent"
+    /// can only become true and never false again as entries apply: any applied state, however
+    /// far behind the leader's, tells only the truth. A state that predates the allocation of
+    /// `id` answers false. Id 0 is never allocated.
+    pub fn region_dropped(&self, id: u64) -> bool {
+        id != 0 && id < self.next_region_id && !self.regions.contains_key(&id)
+    }
+
     /// Every region group, by id.
     pub fn regions(&self) -> impl Iterator<Item = &RegionGroup> {
         self.regions.values()
@@ -1638,6 +1650,61 @@ mod tests {
         });
         let e = MetadataState::decode_snapshot(&bytes).unwrap_err();
         assert!(e.reason.contains("pending operations"), "{e}");
+    }
+
+    #[test]
+    fn a_region_group_counts_as_dropped_only_once_drop_database_finished() {
+        let mut h = Harness::new();
+        h.register(0, "a");
+        for db in ["root.a", "root.b"] {
+            h.apply(Command::CreateDatabase {
+                database: db.into(),
+            })
+            .unwrap();
+        }
+        let created = |r| match r {
+            CommandResult::RegionsCreated(ids) => ids,
+            other => panic!("{other:?}"),
+        };
+        let a = created(
+            h.apply(allocate("root.a", vec![(1, 0)], 1, u64::MAX))
+                .unwrap(),
+        );
+        let b = created(
+            h.apply(allocate("root.b", vec![(1, 0)], 1, u64::MAX))
+                .unwrap(),
+        );
+        let (a, b) = (a[0], b[0]);
+        // Never allocated (0, and ids at or past the next one) and live groups: not dropped.
+        for id in [0, a, b, b + 1, u64::MAX] {
+            assert!(!h.state.region_dropped(id), "region {id}");
+        }
+        let op = match h
+            .apply(Command::BeginDropDatabase {
+                database: "root.a".into(),
+            })
+            .unwrap()
+        {
+            CommandResult::OperationBegun(id) => id,
+            other => panic!("{other:?}"),
+        };
+        assert!(!h.state.region_dropped(a), "a pending drop is not final");
+        h.apply(Command::FinishOperation { operation_id: op })
+            .unwrap();
+        assert!(h.state.region_dropped(a));
+        assert!(!h.state.region_dropped(b));
+        // Survives a snapshot, and re-creating the database allocates a new id.
+        let restored = MetadataState::decode_snapshot(&h.state.encode_snapshot()).unwrap();
+        assert!(restored.region_dropped(a));
+        h.apply(Command::CreateDatabase {
+            database: "root.a".into(),
+        })
+        .unwrap();
+        let again = created(
+            h.apply(allocate("root.a", vec![(1, 0)], 1, u64::MAX))
+                .unwrap(),
+        );
+        assert!(again[0] > b && h.state.region_dropped(a));
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub enum Error {
     /// The raft driver failed.
     #[error(transparent)]
     Runtime(#[from] runtime::Error),
+    /// The region was removed from this node (its database was dropped): it is not created
+    /// again in this run.
+    #[error("region {0} was dropped and removed from this node")]
+    RegionRemoved(u64),
     /// The gRPC server failed.
     #[error("gRPC server: {0}")]
     Transport(String),

@@ -2,7 +2,7 @@
 //! `runtime::open_raft_host`) and the region replicas on this node — their creation, proposals
 //! to the regions led here, and linearizable reads of them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -21,6 +21,23 @@ use crate::region_state_machine::{
     DataRegionStateMachine, RegionRetryConfig, RegionStateMachineMetrics,
 };
 use engine::{DataRegion, FileCache, LeaseGate, RegionCommand, StorageConfig};
+
+/// The longest a removal waits for the flush or compaction loop to let go of a region before
+/// deleting its directory anyway.
+const REMOVAL_WAIT: Duration = Duration::from_secs(30);
+
+/// Deletes `regions/<id>/` (absent is fine) and fsyncs `regions/`: the last step of a removal,
+/// also how start-up finishes one a crash interrupted.
+pub(crate) fn remove_region_dir(regions_dir: &std::path::Path, region_id: u64) -> Result<()> {
+    let region_dir = regions_dir.join(region_id.to_string());
+    match std::fs::remove_dir_all(&region_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(format!("removing {}", region_dir.display()), e)),
+    }
+    common::durable::sync_dir(regions_dir)
+        .map_err(|e| Error::io(format!("syncing {}", regions_dir.display()), e))
+}
 
 /// A region replica hosted here.
 pub(crate) struct LocalRegion {
@@ -52,7 +69,13 @@ pub(crate) struct RegionHost {
     driver: RaftDriver<GrpcTransport>,
     raft_metrics: OnceLock<Arc<consensus::Metrics>>,
     regions: RwLock<BTreeMap<u64, LocalRegion>>,
+    /// Held while a region is created or removed: one change to the set of regions at a time.
     creating: tokio::sync::Mutex<()>,
+    /// Regions removed in this run (the ConfigNode said they were dropped): never created again,
+    /// whatever a stale route list or a late CreateRegion says. Grows by one per dropped region
+    /// this node hosted, bounded by the regions it ever hosted. A restart forgets it; by then
+    /// the replica files are gone and the ConfigNode no longer lists the regions.
+    removed: RwLock<BTreeSet<u64>>,
     lease: Arc<MetadataLeaseManager>,
     clock: Arc<dyn Clock>,
     peers: Arc<Peers>,
@@ -96,6 +119,7 @@ impl RegionHost {
             raft_metrics: OnceLock::new(),
             regions: RwLock::new(BTreeMap::new()),
             creating: tokio::sync::Mutex::new(()),
+            removed: RwLock::new(BTreeSet::new()),
             lease,
             clock,
             peers,
@@ -257,6 +281,9 @@ impl RegionHost {
         if self.regions.read().contains_key(&region_id) {
             return Ok(());
         }
+        if self.removed.read().contains(&region_id) {
+            return Err(Error::RegionRemoved(region_id));
+        }
         let dir = self.config.regions_dir.clone();
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
@@ -304,6 +331,69 @@ impl RegionHost {
         Ok(())
     }
 
+    /// Removes the replica of `region_id`, which the ConfigNode leader said was dropped
+    /// ([`crate::metadata::RegionSurvey`]); idempotent. Like creation it runs to completion in
+    /// a task of its own.
+    ///
+    /// Order, so that a crash at any point leaves either the whole region (reopened, and removed
+    /// again by the next reconciliation) or a leftover that start-up finishes removing
+    /// ([`crate::node`]'s `clean_removal_leftovers`), never a half region that is reopened:
+    /// 1. out of the host map: new requests get 905 (not hosted here), so do the in-flight ones
+    ///    the raft group's removal stops;
+    /// 2. `regions/<id>.replicas` deleted and `regions/` fsynced — the commit point: a restart
+    ///    no longer opens the region;
+    /// 3. the raft group removed (a durable removal record; its entries no longer pin the shared
+    ///    raft log, which `purge` truncates past them);
+    /// 4. once the flush and compaction loops let go of the region, `regions/<id>/` deleted and
+    ///    `regions/` fsynced.
+    pub(crate) async fn remove_region(self: &Arc<Self>, region_id: u64) -> Result<()> {
+        let host = self.clone();
+        tokio::spawn(async move { host.remove_region_to_completion(region_id).await })
+            .await
+            .map_err(|e| Error::Transport(format!("removing region {region_id}: {e}")))?
+    }
+
+    async fn remove_region_to_completion(&self, region_id: u64) -> Result<()> {
+        let _creating = self.creating.lock().await;
+        self.removed.write().insert(region_id);
+        let region = self.regions.write().remove(&region_id);
+        let dir = self.config.regions_dir.clone();
+        let replicas = dir.join(format!("{region_id}.replicas"));
+        match std::fs::remove_file(&replicas) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("removing {}", replicas.display()), e)),
+        }
+        common::durable::sync_dir(&dir)
+            .map_err(|e| Error::io(format!("syncing {}", dir.display()), e))?;
+        let removed = self
+            .driver
+            .call(move |node| match node.remove_group(region_id) {
+                Ok(()) | Err(consensus::Error::GroupNotFound(_)) => Ok(()),
+                Err(e) => Err(e),
+            })
+            .await?;
+        if let Err(e) = removed {
+            return Err(Error::Runtime(runtime::Error::Consensus(e)));
+        }
+        if let Some(region) = region {
+            // The raft group held the other reference; a flush or compaction running now holds
+            // one until it ends. Waiting is bounded: past it the directory goes anyway and the
+            // straggler's write fails (it is logged), which loses nothing anyone still wants.
+            let held_since = std::time::Instant::now();
+            while Arc::strong_count(&region.region) > 1 && held_since.elapsed() < REMOVAL_WAIT {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        remove_region_dir(&dir, region_id)?;
+        tracing::info!(
+            node = self.node_id,
+            region_id,
+            "dropped region replica removed"
+        );
+        Ok(())
+    }
+
     /// Proposes `command` to a region led here; the status of the outcome and the log index.
     pub(crate) async fn propose_command(
         &self,
@@ -328,6 +418,11 @@ impl RegionHost {
 
     /// The status for a failed driver call, with a redirect to the leader when one is known.
     pub(crate) fn driver_error_status(&self, region_id: u64, e: &runtime::Error) -> proto::Status {
+        // A request the removal of its region stopped (or that raced it): not hosted here.
+        if !self.regions.read().contains_key(&region_id) && self.removed.read().contains(&region_id)
+        {
+            return self.not_hosted(region_id);
+        }
         let (code, leader) = match e {
             runtime::Error::Consensus(c) => (
                 c.status_code(),

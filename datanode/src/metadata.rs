@@ -6,7 +6,7 @@
 //! only on [`Pinned`], which [`MetadataView::pin`] hands out already counted by the in-flight
 //! guard. Code holding a `MetadataView` cannot read a cached schema or partition without it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -316,11 +316,28 @@ impl ConfigNodeLink {
     pub(crate) async fn assigned_regions(&self) -> Result<BTreeMap<u64, RegionRoute>, String> {
         let regions = self
             .client
-            .call(|mut c| async move { c.show_regions(proto::ShowRegionsReq {}).await })
+            .call(|mut c| async move { c.show_regions(proto::ShowRegionsReq::default()).await })
             .await
             .map_err(|e| e.to_string())?;
         check_status(regions.status.as_ref())?;
         Ok(region_routes(regions.regions))
+    }
+
+    /// The reconciler's question: every region the ConfigNode leader knows, and which of
+    /// `hosted` (the regions this node hosts) it positively records as dropped.
+    pub(crate) async fn survey_regions(&self, hosted: &[u64]) -> Result<RegionSurvey, String> {
+        let request = proto::ShowRegionsReq {
+            region_ids: hosted.to_vec(),
+        };
+        let answer = self
+            .client
+            .call(|mut c| {
+                let request = request.clone();
+                async move { c.show_regions(request).await }
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        RegionSurvey::from_answer(hosted, answer)
     }
 
     /// Everything a lease recovery installs: every DataNode's addresses, every region's route.
@@ -378,9 +395,57 @@ impl MetadataSource for ConfigNodeLink {
 
     async fn show_regions(&self) -> Result<proto::ShowRegionsResp, proto::Status> {
         self.call(None, |mut c| async move {
-            c.show_regions(proto::ShowRegionsReq {}).await
+            c.show_regions(proto::ShowRegionsReq::default()).await
         })
         .await
+    }
+}
+
+/// What one ShowRegions answer of the ConfigNode leader says about this node's regions.
+///
+/// **Why removal waits for a positive signal.** A replica is the only copy of acknowledged data
+/// on its node, so "the ConfigNode does not mention region 7" must never delete region 7: the
+/// ConfigNode may be unreachable, a follower with stale state, an error path answering an empty
+/// list, or its state may predate the allocation of a region this node created a moment ago. So
+/// absence means nothing here. The ConfigNode instead answers, for the region ids the DataNode
+/// asks about, those whose region group it allocated and has since deleted
+/// (`MetadataState::region_dropped`: below its next region id and gone from its region groups —
+/// ids are never reused and a group leaves the table only when DROP DATABASE finishes). That
+/// predicate only ever turns from false to true as the ConfigNode applies entries, so even a
+/// stale state can only under-report: it delays a removal, never causes a wrong one. The list
+/// is the ConfigNode's own derived record of deleted region groups (tombstones for free: the
+/// id counter is already replicated and snapshotted), so no new replicated state is needed.
+/// This end accepts it only from a 200 answer, only for ids it asked about, and refuses an
+/// answer that lists a region both live and dropped.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct RegionSurvey {
+    /// Every region group the ConfigNode knows, with its replica set.
+    pub assigned: BTreeMap<u64, RegionRoute>,
+    /// Of the regions asked about, those dropped for good.
+    pub dropped: BTreeSet<u64>,
+}
+
+impl RegionSurvey {
+    /// The survey in `answer` to a ShowRegions that asked about `asked`; `Err` for anything
+    /// but a coherent 200 answer, so an error path can never read as "dropped".
+    pub(crate) fn from_answer(
+        asked: &[u64],
+        answer: proto::ShowRegionsResp,
+    ) -> Result<RegionSurvey, String> {
+        check_status(answer.status.as_ref())?;
+        let asked: BTreeSet<u64> = asked.iter().copied().collect();
+        let dropped: BTreeSet<u64> = answer
+            .dropped_region_ids
+            .into_iter()
+            .filter(|id| asked.contains(id))
+            .collect();
+        let assigned = region_routes(answer.regions);
+        if let Some(both) = dropped.iter().find(|id| assigned.contains_key(id)) {
+            return Err(format!(
+                "the ConfigNode answered region {both} both live and dropped"
+            ));
+        }
+        Ok(RegionSurvey { assigned, dropped })
     }
 }
 
@@ -424,5 +489,60 @@ pub(crate) fn check_status(status: Option<&proto::Status>) -> Result<(), String>
         Some(s) if s.is_success() => Ok(()),
         Some(s) => Err(format!("{} {}", s.code, s.message)),
         None => Err("response without a status".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(code: StatusCode, live: &[u64], dropped: &[u64]) -> proto::ShowRegionsResp {
+        proto::ShowRegionsResp {
+            status: Some(proto::status(code, "")),
+            regions: live
+                .iter()
+                .map(|id| proto::RegionInfo {
+                    replica_set: Some(proto::RegionReplicaSet {
+                        region_id: *id,
+                        database: "root.sg".into(),
+                        data_node_ids: vec![1],
+                        ..Default::default()
+                    }),
+                    leader_id: 0,
+                })
+                .collect(),
+            dropped_region_ids: dropped.to_vec(),
+        }
+    }
+
+    #[test]
+    fn only_a_coherent_leader_answer_names_regions_dropped() {
+        let hosted = [3, 4, 5];
+        // The leader says 3 and 5 were dropped; 9 was not asked about and is ignored.
+        let survey =
+            RegionSurvey::from_answer(&hosted, answer(StatusCode::Success, &[4], &[3, 5, 9]))
+                .unwrap();
+        assert_eq!(survey.dropped, BTreeSet::from([3, 5]));
+        assert_eq!(survey.assigned.keys().copied().collect::<Vec<_>>(), [4]);
+        // A stale or partial answer that merely lacks a region drops nothing.
+        let survey =
+            RegionSurvey::from_answer(&hosted, answer(StatusCode::Success, &[], &[])).unwrap();
+        assert!(survey.dropped.is_empty());
+        // A follower's redirect, an error, or an answer without a status is no answer at all,
+        // whatever it carries.
+        for code in [
+            StatusCode::RedirectionRecommend,
+            StatusCode::InternalServerError,
+            StatusCode::InternalRequestTimeOut,
+        ] {
+            assert!(RegionSurvey::from_answer(&hosted, answer(code, &[], &[3])).is_err());
+        }
+        let mut no_status = answer(StatusCode::Success, &[], &[3]);
+        no_status.status = None;
+        assert!(RegionSurvey::from_answer(&hosted, no_status).is_err());
+        // A region both live and dropped: the answer is not believed.
+        assert!(
+            RegionSurvey::from_answer(&hosted, answer(StatusCode::Success, &[3], &[3])).is_err()
+        );
     }
 }

@@ -63,6 +63,8 @@ pub struct Metrics {
     pub raft_fenced_switches: AtomicU64,
     /// Inserts refused with 606 because the memtables were at their budget.
     pub budget_rejections: AtomicU64,
+    /// Region replicas removed because the ConfigNode reported them dropped.
+    pub regions_removed: AtomicU64,
     /// Compactions installed.
     pub compactions: AtomicU64,
     /// Bytes of sealed files compactions merged away.
@@ -358,6 +360,11 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
             "compactions_total",
             "Compactions installed.",
             &m.compactions,
+        ),
+        (
+            "regions_removed_total",
+            "Region replicas removed because the ConfigNode reported their region dropped.",
+            &m.regions_removed,
         ),
         (
             "memtable_budget_rejections_total",

@@ -420,8 +420,15 @@ async fn register_incarnation(
 }
 
 /// Opens the regions on disk first (they restart from their own raft state), then whatever the
-/// registry says this node hosts.
+/// registry says this node hosts. Before, it finishes removals a crash interrupted (the region
+/// directories whose replica file is gone); after, it removes the raft groups the shared log
+/// still holds for no hosted region (a crash between a removal's replica file and its raft
+/// group), so they neither tick nor pin the log.
 async fn open_regions(shared: &Arc<Shared>, registered: &[proto::RegionReplicaSet]) -> Result<()> {
+    let node = shared.identity.node_id;
+    for region_id in clean_removal_leftovers(shared.host.regions_dir())? {
+        tracing::info!(node, region_id, "finished removing a dropped region");
+    }
     for (region_id, database, peers) in stored_regions(shared.host.regions_dir())? {
         shared
             .host
@@ -439,7 +446,61 @@ async fn open_regions(shared: &Arc<Shared>, registered: &[proto::RegionReplicaSe
             )
             .await?;
     }
+    let hosted = shared.host.region_ids();
+    let orphans = shared
+        .host
+        .driver()
+        .call(move |raft| {
+            let orphans: Vec<u64> = raft
+                .stored_groups()
+                .into_iter()
+                .filter(|g| !hosted.contains(g))
+                .collect();
+            for group in &orphans {
+                raft.remove_group(*group)?;
+            }
+            Ok::<Vec<u64>, consensus::Error>(orphans)
+        })
+        .await?
+        .map_err(|e| Error::Runtime(runtime::Error::Consensus(e)))?;
+    for region_id in orphans {
+        tracing::info!(
+            node,
+            region_id,
+            "removed the raft group of a removed region"
+        );
+    }
     Ok(())
+}
+
+/// Deletes every `regions/<id>/` that has no `regions/<id>.replicas`: a region's replica file is
+/// written before its directory is created and deleted before it is removed, so such a
+/// directory can only be what a crash left of a removal. Returns their ids.
+fn clean_removal_leftovers(dir: &Path) -> Result<Vec<u64>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(format!("listing {}", dir.display()), e)),
+    };
+    let mut leftovers = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if entry.path().is_dir() && !dir.join(format!("{id}.replicas")).exists() {
+            leftovers.push(id);
+        }
+    }
+    leftovers.sort_unstable();
+    for id in &leftovers {
+        crate::host::remove_region_dir(dir, *id)?;
+    }
+    Ok(leftovers)
 }
 
 /// Runs a DataNode until `shutdown` resolves (the binary's entry point).
@@ -557,20 +618,20 @@ async fn lease_monitor(shared: Arc<Shared>) {
     }
 }
 
-/// The pull side of region creation: every [`timing::REGION_RECONCILE_INTERVAL`] while the lease is live,
-/// creates the replicas the ConfigNode assigned to this node that it does not host. A CreateRegion
-/// push can be lost (the node was cut off, or the ConfigNode's handler was dropped mid-way);
-/// without this the region would run one replica short for good.
+/// Region reconciliation, every [`timing::REGION_RECONCILE_INTERVAL`]:
+/// - the pull side of region creation: while the lease is live, creates the replicas the
+///   ConfigNode assigned to this node that it does not host. A CreateRegion push can be lost
+///   (the node was cut off, or the ConfigNode's handler was dropped mid-way); without this the
+///   region would run one replica short for good;
+/// - the removal of dropped regions (REVIEW L1): a hosted region the ConfigNode leader
+///   positively reports dropped ([`crate::metadata::RegionSurvey`]) is removed. No answer, an
+///   error, or a region merely missing from the answer removes nothing. This does not wait for
+///   the lease: the signal is final whatever the lease, and a fenced node's dropped regions
+///   would otherwise keep taking stale writes.
 async fn region_reconciler(shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(timing::REGION_RECONCILE_INTERVAL).await;
-        if !shared.metadata.lease().is_live() {
-            continue;
-        }
-        match shared.confignode.assigned_regions().await {
-            Ok(assigned) => shared.create_missing_regions(&assigned).await,
-            Err(e) => tracing::debug!(node = shared.identity.node_id, "region reconciliation: {e}"),
-        }
+        shared.reconcile_regions().await;
     }
 }
 
@@ -711,6 +772,28 @@ impl Shared {
                 node,
                 "lease recovery failed, retried on the next heartbeat: {e}"
             ),
+        }
+    }
+
+    /// One round of [`region_reconciler`].
+    async fn reconcile_regions(&self) {
+        let node = self.identity.node_id;
+        let hosted = self.host.region_ids();
+        let survey = match self.confignode.survey_regions(&hosted).await {
+            Ok(survey) => survey,
+            Err(e) => {
+                tracing::debug!(node, "region reconciliation: {e}");
+                return;
+            }
+        };
+        for region_id in &survey.dropped {
+            match self.host.remove_region(*region_id).await {
+                Ok(()) => inc(&self.metrics.regions_removed),
+                Err(e) => tracing::warn!(node, region_id, "removing a dropped region: {e}"),
+            }
+        }
+        if self.metadata.lease().is_live() {
+            self.create_missing_regions(&survey.assigned).await;
         }
     }
 

@@ -408,7 +408,7 @@ impl SessionService for SessionServiceImpl {
             .shared
             .confignode
             .call(None, |mut c| async move {
-                c.show_regions(proto::ShowRegionsReq {}).await
+                c.show_regions(proto::ShowRegionsReq::default()).await
             })
             .await;
         Ok(Response::new(outcome.unwrap_or_else(|s| {

@@ -492,7 +492,7 @@ async fn a_new_leader_resumes_a_drop_and_waits_fence_plus_margin_from_its_electi
                 // A database being dropped is hidden at once; its regions go only with the
                 // final commit.
                 let resp = c
-                    .show_regions(proto::ShowRegionsReq {})
+                    .show_regions(proto::ShowRegionsReq::default())
                     .await
                     .ok()?
                     .into_inner();

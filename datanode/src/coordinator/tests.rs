@@ -169,6 +169,7 @@ impl MetadataSource for FakeSource {
         Ok(proto::ShowRegionsResp {
             status: Some(ok()),
             regions,
+            ..Default::default()
         })
     }
 }

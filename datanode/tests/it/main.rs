@@ -25,6 +25,7 @@
 
 mod budget;
 mod cluster;
+mod drop_region;
 mod harness;
 mod raft_region;
 mod state_machine;
