@@ -462,7 +462,13 @@ fn read_series(
         let points = if req.last {
             region
                 .last(&path.device, &path.measurement)
-                .map(|p| p.into_iter().collect())
+                // The coordinator's TTL cutoff: the newest point older than it means the
+                // whole series expired.
+                .map(|p| {
+                    p.into_iter()
+                        .filter(|(t, _)| *t >= req.start_time)
+                        .collect()
+                })
         } else {
             region.query(
                 &path.device,
