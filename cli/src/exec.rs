@@ -165,6 +165,14 @@ pub async fn execute(session: &Session, statement: &Statement) -> Result<Outcome
             session.drop_database(database).await?;
             Ok(Outcome::done())
         }
+        Statement::SetTtl { database, ttl_ms } => {
+            session.set_ttl(database, *ttl_ms).await?;
+            Ok(Outcome::done())
+        }
+        Statement::UnsetTtl { database } => {
+            session.unset_ttl(database).await?;
+            Ok(Outcome::done())
+        }
         Statement::CreateTimeseries { path, data_type } => {
             session.create_timeseries(path, *data_type).await?;
             Ok(Outcome::done())

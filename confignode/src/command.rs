@@ -4,6 +4,10 @@
 //! `str16` (u16 length + UTF-8), lists a u32 count then the items. Golden vectors below pin
 //! every kind: changing a byte breaks replay of existing logs.
 //!
+//! Kind 9 (BeginSetTtl, `str16 database, i64 ttl_ms` with 0 = UNSET) was added within version
+//! 2: it changes no byte of an existing kind, so every entry written before it decodes as it
+//! did; a version marks a changed layout of an existing kind.
+//!
 //! Version 2 differs from version 1 only in AllocatePartitions, which carries the leader's cap
 //! on a database's partitions after `region_groups_max`. Version 1 entries still decode, with
 //! no cap (`u64::MAX`): that is how they were applied when they were written, and a replay must
@@ -92,6 +96,15 @@ pub enum Command {
         /// The database.
         database: String,
     },
+    /// Step 1 of SET TTL / UNSET TTL: records the database's time to live at once and begins
+    /// an operation that invalidates every DataNode's cache of the database before the statement
+    /// is acknowledged (no region deletion: expired points are filtered at read time).
+    BeginSetTtl {
+        /// The database.
+        database: String,
+        /// Milliseconds; `None` = UNSET (encoded as 0, which SET TTL refuses).
+        ttl_ms: Option<i64>,
+    },
     /// The last step of the fence protocol: makes the pending deletion final.
     FinishOperation {
         /// The id `Begin*` returned.
@@ -108,6 +121,7 @@ mod kind {
     pub const BEGIN_DELETE_TIMESERIES: u8 = 6;
     pub const BEGIN_DROP_DATABASE: u8 = 7;
     pub const FINISH_OPERATION: u8 = 8;
+    pub const BEGIN_SET_TTL: u8 = 9;
 }
 
 impl Command {
@@ -184,6 +198,15 @@ impl Command {
             Command::FinishOperation { operation_id } => {
                 w.u8(kind::FINISH_OPERATION);
                 w.u64(*operation_id);
+            }
+            Command::BeginSetTtl { database, ttl_ms } => {
+                assert!(
+                    ttl_ms.is_none_or(|t| t != 0),
+                    "a TTL of 0 would decode as UNSET"
+                );
+                w.u8(kind::BEGIN_SET_TTL);
+                w.str16(database);
+                w.i64(ttl_ms.unwrap_or(0));
             }
         }
         let bytes = w.into_bytes();
@@ -275,6 +298,14 @@ impl Command {
             kind::FINISH_OPERATION => Command::FinishOperation {
                 operation_id: r.u64()?,
             },
+            kind::BEGIN_SET_TTL => {
+                let database = r.str16()?;
+                let ttl_ms = r.i64()?;
+                Command::BeginSetTtl {
+                    database,
+                    ttl_ms: (ttl_ms != 0).then_some(ttl_ms),
+                }
+            }
             other => return r.error(format!("command kind {other}")),
         };
         r.finish()?;
@@ -464,6 +495,20 @@ pub(crate) mod tests {
                 1, 0, 0, 0, 3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
             ],
         );
+        golden(
+            Command::BeginSetTtl {
+                database: "x".into(),
+                ttl_ms: Some(0x0102),
+            },
+            &[2, 9, 1, 0, b'x', 2, 1, 0, 0, 0, 0, 0, 0],
+        );
+        golden(
+            Command::BeginSetTtl {
+                database: "x".into(),
+                ttl_ms: None,
+            },
+            &[2, 9, 1, 0, b'x', 0, 0, 0, 0, 0, 0, 0, 0],
+        );
     }
 
     #[test]
@@ -574,6 +619,19 @@ pub(crate) mod tests {
                 database: format!("root.{n}")
             }),
             (1u64..5).prop_map(|id| Command::FinishOperation { operation_id: id }),
+            (
+                name,
+                prop_oneof![
+                    Just(None),
+                    (-2i64..3)
+                        .prop_filter("0 is UNSET", |t| *t != 0)
+                        .prop_map(Some)
+                ]
+            )
+                .prop_map(|(n, ttl_ms)| Command::BeginSetTtl {
+                    database: format!("root.{n}"),
+                    ttl_ms,
+                }),
         ]
     }
 

@@ -77,6 +77,9 @@ pub enum MetadataError {
         /// The cap.
         max: u64,
     },
+    /// SET TTL with a time to live that is not positive.
+    #[error("TTL {0} ms: a TTL must be positive")]
+    IllegalTtl(i64),
     /// The command did not decode.
     #[error("undecodable command: {0}")]
     Decode(#[from] DecodeError),
@@ -92,7 +95,8 @@ impl MetadataError {
             // missing from the metadata (507 reads as "no such database" to a DataNode).
             MetadataError::IllegalPath { .. }
             | MetadataError::Decode(_)
-            | MetadataError::PartitionsLimit { .. } => StatusCode::IllegalParameter,
+            | MetadataError::PartitionsLimit { .. }
+            | MetadataError::IllegalTtl(_) => StatusCode::IllegalParameter,
             _ => StatusCode::MetadataError,
         }
     }

@@ -134,6 +134,13 @@ impl Leadership {
             return Err(Error::NotLeader { leader: None });
         }
         let command = match &kind {
+            // A TTL change deletes nothing: the invalidation was all it needed.
+            OperationKind::SetTtl(_) => {
+                self.group
+                    .propose(Command::FinishOperation { operation_id })
+                    .await?;
+                return Ok(());
+            }
             OperationKind::DropDatabase(db) => {
                 proto::region_write_req::Command::DeleteDatabase(proto::DeleteDatabaseCommand {
                     database: db.clone(),
@@ -208,6 +215,7 @@ impl Leadership {
     fn affected_regions(&self, state: &MetadataState, kind: &OperationKind) -> Vec<RegionTarget> {
         let mut ids = BTreeSet::new();
         match kind {
+            OperationKind::SetTtl(_) => {}
             OperationKind::DropDatabase(db) => {
                 ids.extend(state.regions().filter(|r| r.database == *db).map(|r| r.id));
             }
@@ -438,7 +446,9 @@ fn invalidation_request(
     operation_id: u64,
 ) -> (proto::InvalidateCacheReq, Vec<proto::SeriesPath>) {
     let (databases, series) = match kind {
-        OperationKind::DropDatabase(db) => (vec![db.clone()], Vec::new()),
+        OperationKind::DropDatabase(db) | OperationKind::SetTtl(db) => {
+            (vec![db.clone()], Vec::new())
+        }
         OperationKind::DeleteTimeseries(series) => (
             Vec::new(),
             series

@@ -144,7 +144,10 @@ impl ConfigNodeServiceImpl {
         // A retry of a DROP / DELETE still in progress (the client's deadline is often shorter
         // than fence + margin) joins that operation instead of being refused as "being deleted".
         let kind = operation_kind(&begin);
-        let operation_id = match self.pending_operation(&kind) {
+        // A SET TTL always runs its own operation: joining a pending one for the same database
+        // would drop this request's value.
+        let joinable = !matches!(kind, OperationKind::SetTtl(_));
+        let operation_id = match self.pending_operation(&kind).filter(|_| joinable) {
             Some(id) => id,
             None => match self.shared.group.propose(begin).await {
                 Ok(CommandResult::OperationBegun(id)) => id,
@@ -376,6 +379,10 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                     .database_of(&d.device)
                     .map(|(db, _)| db.to_string())
                     .unwrap_or_default(),
+                ttl_ms: state
+                    .database_of(&d.device)
+                    .and_then(|(db, _)| state.ttl_ms(db))
+                    .unwrap_or(0),
                 measurements: state
                     .usable_series_of(&d.device)
                     .into_iter()
@@ -460,6 +467,22 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         ))
     }
 
+    async fn set_ttl(&self, request: Request<proto::SetTtlReq>) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        if req.ttl_ms < 0 {
+            return Ok(Response::new(error_status(&Error::from(
+                MetadataError::IllegalTtl(req.ttl_ms),
+            ))));
+        }
+        Ok(Response::new(
+            self.run_fence_operation(Command::BeginSetTtl {
+                database: req.database,
+                ttl_ms: (req.ttl_ms != 0).then_some(req.ttl_ms),
+            })
+            .await,
+        ))
+    }
+
     async fn create_timeseries(
         &self,
         request: Request<proto::CreateTimeseriesReq>,
@@ -524,13 +547,15 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         leader_or_return!(self, empty);
         try_status!(self.shared.group.read_barrier().await, empty);
         let state = self.shared.group.state();
+        let shown: Vec<&str> = state
+            .databases()
+            .filter(|(_, p)| !p)
+            .map(|(d, _)| d)
+            .collect();
         Ok(Response::new(proto::ShowDatabasesResp {
             status: Some(status_ok()),
-            databases: state
-                .databases()
-                .filter(|(_, p)| !p)
-                .map(|(d, _)| d.to_string())
-                .collect(),
+            ttl_ms: shown.iter().map(|d| state.ttl_ms(d).unwrap_or(0)).collect(),
+            databases: shown.into_iter().map(str::to_string).collect(),
         }))
     }
 
@@ -689,6 +714,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
 fn operation_kind(begin: &Command) -> OperationKind {
     match begin {
         Command::BeginDropDatabase { database } => OperationKind::DropDatabase(database.clone()),
+        Command::BeginSetTtl { database, .. } => OperationKind::SetTtl(database.clone()),
         Command::BeginDeleteTimeseries { series } => {
             OperationKind::DeleteTimeseries(series.clone())
         }

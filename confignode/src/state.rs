@@ -119,6 +119,9 @@ pub enum OperationKind {
     DeleteTimeseries(Vec<(String, String)>),
     /// DROP DATABASE.
     DropDatabase(String),
+    /// SET / UNSET TTL of a database: deletes nothing, only invalidates (the new TTL is in the
+    /// state from the Begin on).
+    SetTtl(String),
 }
 
 /// The replicated metadata.
@@ -138,6 +141,8 @@ pub struct MetadataState {
     partitions: BTreeMap<(String, u32, i64), u64>,
     regions: BTreeMap<u64, RegionGroup>,
     operations: BTreeMap<u64, OperationKind>,
+    /// Database → time to live in ms (> 0); absent = none (IoTDB's INF).
+    ttls: BTreeMap<String, i64>,
     /// Derived from `partitions` and `regions`; never encoded.
     index: PartitionIndex,
 }
@@ -307,6 +312,11 @@ impl MetadataState {
     /// Databases with their pending-delete flag.
     pub fn databases(&self) -> impl Iterator<Item = (&str, bool)> {
         self.databases.iter().map(|(d, p)| (d.as_str(), *p))
+    }
+
+    /// The time to live of `database` in ms, if one is set.
+    pub fn ttl_ms(&self, database: &str) -> Option<i64> {
+        self.ttls.get(database).copied()
     }
 
     /// The database covering `device`, if any, and whether it is being dropped.
@@ -528,6 +538,20 @@ impl MetadataState {
                 }
                 Ok(self.begin_operation(OperationKind::DropDatabase(database.clone())))
             }
+            Command::BeginSetTtl { database, ttl_ms } => {
+                self.check_operations_limit()?;
+                match self.databases.get(database) {
+                    None => return Err(MetadataError::DatabaseNotFound(database.clone())),
+                    Some(true) => return Err(MetadataError::PendingDelete(database.clone())),
+                    Some(false) => {}
+                }
+                match ttl_ms {
+                    Some(t) if *t <= 0 => return Err(MetadataError::IllegalTtl(*t)),
+                    Some(t) => self.ttls.insert(database.clone(), *t),
+                    None => self.ttls.remove(database),
+                };
+                Ok(self.begin_operation(OperationKind::SetTtl(database.clone())))
+            }
             Command::FinishOperation { operation_id } => {
                 let kind = self
                     .operations
@@ -558,7 +582,9 @@ impl MetadataState {
                         self.partitions.retain(|(db, _, _), _| *db != database);
                         self.regions.retain(|_, r| r.database != database);
                         self.index.drop_database(&database);
+                        self.ttls.remove(&database);
                     }
+                    OperationKind::SetTtl(_) => {}
                 }
                 self.bump();
                 Ok(CommandResult::Done)
@@ -939,6 +965,8 @@ impl MetadataState {
                         }
                     }
                 }
+                // A TTL change flags nothing: its value is recorded at Begin.
+                OperationKind::SetTtl(_) => {}
             }
         }
         if let Some((db, _)) = self
@@ -960,11 +988,16 @@ impl MetadataState {
 
     /// Magic of the snapshot encoding.
     pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP1";
+    /// Magic of the snapshot encoding (version 2).
+    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP2";
+    /// Magic of version 1, still read: no TTL table, no operation kind 3.
+    pub const SNAPSHOT_MAGIC_V1: &'static [u8; 8] = b"FPCNSNP1";
 
-    /// The snapshot encoding, version 1: magic `FPCNSNP1`, u64 applied index, u64 metadata
+    /// The snapshot encoding, version 2: magic `FPCNSNP2`, u64 applied index, u64 metadata
     /// version, u64 next ids (DataNode, region, operation), then the registry, databases, series,
-    /// partitions, regions and operations (each a u32 count then items), then CRC32 of all
-    /// preceding bytes.
+    /// partitions, regions, operations (kind 3 = SetTtl, str16 database) and TTLs
+    /// (`str16 database, i64 ttl_ms`), each a u32 count then items, then CRC32 of all preceding
+    /// bytes. Version 1 (`FPCNSNP1`) is version 2 without the TTL table.
     pub fn encode_snapshot(&self) -> Vec<u8> {
         // The index is not encoded (decoding rebuilds it); what is encoded must obey its rules.
         debug_assert_eq!(self.check_index(), Ok(()));
@@ -1029,17 +1062,29 @@ impl MetadataState {
                     w.u8(2);
                     w.str16(db);
                 }
+                OperationKind::SetTtl(db) => {
+                    w.u8(3);
+                    w.str16(db);
+                }
             }
+        }
+        w.len32(self.ttls.len());
+        for (db, ttl_ms) in &self.ttls {
+            assert!(*ttl_ms > 0, "TTL {ttl_ms} of {db} in the state");
+            w.str16(db);
+            w.i64(*ttl_ms);
         }
     }
 
     /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
     pub fn decode_snapshot(bytes: &[u8]) -> Result<MetadataState, DecodeError> {
-        let (_, mut r) =
-            envelope::open(bytes, &[Self::SNAPSHOT_MAGIC]).map_err(|e| DecodeError {
-                reason: format!("ConfigNode snapshot: {}", e.reason),
-                ..e
-            })?;
+        let (magic, mut r) =
+            envelope::open(bytes, &[Self::SNAPSHOT_MAGIC, Self::SNAPSHOT_MAGIC_V1]).map_err(
+                |e| DecodeError {
+                    reason: format!("ConfigNode snapshot: {}", e.reason),
+                    ..e
+                },
+            )?;
         let mut s = MetadataState {
             applied_index: r.u64()?,
             metadata_version: r.u64()?,
@@ -1119,9 +1164,21 @@ impl MetadataState {
                     OperationKind::DeleteTimeseries(series)
                 }
                 2 => OperationKind::DropDatabase(r.str16()?),
+                3 if magic == 0 => OperationKind::SetTtl(r.str16()?),
                 tag => return r.error(format!("operation kind {tag}")),
             };
             s.operations.insert(id, kind);
+        }
+        // Magic 0 is version 2; version 1 has no TTL table.
+        if magic == 0 {
+            for _ in 0..r.count(10)? {
+                let db = r.str16()?;
+                let ttl_ms = r.i64()?;
+                if ttl_ms <= 0 || !s.databases.contains_key(&db) {
+                    return r.error(format!("TTL {ttl_ms} of database {db:?}"));
+                }
+                s.ttls.insert(db, ttl_ms);
+            }
         }
         r.finish()?;
         // The allocation index is derived, so it is rebuilt here, never read from the bytes.
@@ -1712,7 +1769,7 @@ mod tests {
         let mut h = Harness::new();
         h.register(0, "a");
         let bytes = h.state.encode_snapshot();
-        let mut expected: Vec<u8> = b"FPCNSNP1".to_vec();
+        let mut expected: Vec<u8> = b"FPCNSNP2".to_vec();
         for v in [1u64, 1, 2, 1, 1] {
             // applied index, metadata version, next DataNode / region / operation ids
             expected.extend_from_slice(&v.to_le_bytes());
@@ -1722,13 +1779,110 @@ mod tests {
         expected.extend_from_slice(&[1, 0, b'a', 5, 0, b'a', b'-', b'r', b'p', b'c']);
         expected.extend_from_slice(&1u64.to_le_bytes()); // epoch
         expected.push(0); // Running
-        for _ in 0..5 {
+        for _ in 0..6 {
             expected.extend_from_slice(&[0, 0, 0, 0]); // empty tables
         }
         let crc = crc32fast::hash(&expected);
         expected.extend_from_slice(&crc.to_le_bytes());
         assert_eq!(bytes, expected);
-        assert_eq!(crc, 0xb614_9986, "CRC of the golden snapshot");
+    }
+
+    /// The golden snapshot of version 1 (before TTLs) still decodes, to the same state.
+    #[test]
+    fn snapshot_version_1_still_decodes() {
+        let mut h = Harness::new();
+        h.register(0, "a");
+        let mut v1: Vec<u8> = b"FPCNSNP1".to_vec();
+        for v in [1u64, 1, 2, 1, 1] {
+            v1.extend_from_slice(&v.to_le_bytes());
+        }
+        v1.extend_from_slice(&[1, 0, 0, 0]);
+        v1.extend_from_slice(&1u64.to_le_bytes());
+        v1.extend_from_slice(&[1, 0, b'a', 5, 0, b'a', b'-', b'r', b'p', b'c']);
+        v1.extend_from_slice(&1u64.to_le_bytes());
+        v1.push(0);
+        for _ in 0..5 {
+            v1.extend_from_slice(&[0, 0, 0, 0]);
+        }
+        let crc = crc32fast::hash(&v1);
+        assert_eq!(crc, 0xb614_9986, "CRC of the version-1 golden snapshot");
+        v1.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(MetadataState::decode_snapshot(&v1).unwrap(), h.state);
+    }
+
+    #[test]
+    fn set_and_unset_ttl_and_the_snapshot_keeps_it() {
+        let mut h = Harness::new();
+        let missing = h.apply(Command::BeginSetTtl {
+            database: "root.sg".into(),
+            ttl_ms: Some(1000),
+        });
+        assert_eq!(
+            missing,
+            Err(MetadataError::DatabaseNotFound("root.sg".into()))
+        );
+        h.apply(Command::CreateDatabase {
+            database: "root.sg".into(),
+        })
+        .unwrap();
+        for bad in [0, -5] {
+            let refused = h
+                .apply(Command::BeginSetTtl {
+                    database: "root.sg".into(),
+                    ttl_ms: Some(bad),
+                })
+                .unwrap_err();
+            assert_eq!(refused.status_code(), common::StatusCode::IllegalParameter);
+        }
+        assert_eq!(h.state.ttl_ms("root.sg"), None);
+        let version = h.state.metadata_version();
+        let op = match h
+            .apply(Command::BeginSetTtl {
+                database: "root.sg".into(),
+                ttl_ms: Some(86_400_000),
+            })
+            .unwrap()
+        {
+            CommandResult::OperationBegun(id) => id,
+            other => panic!("{other:?}"),
+        };
+        // Visible from the Begin on, and it moves the version (DataNodes cache it).
+        assert_eq!(h.state.ttl_ms("root.sg"), Some(86_400_000));
+        assert!(h.state.metadata_version() > version);
+        let bytes = h.state.encode_snapshot();
+        assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
+        h.apply(Command::FinishOperation { operation_id: op })
+            .unwrap();
+        assert_eq!(h.state.ttl_ms("root.sg"), Some(86_400_000));
+        assert_eq!(h.state.operations().count(), 0);
+        let bytes = h.state.encode_snapshot();
+        assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
+        h.apply(Command::BeginSetTtl {
+            database: "root.sg".into(),
+            ttl_ms: None,
+        })
+        .unwrap();
+        assert_eq!(h.state.ttl_ms("root.sg"), None);
+        // DROP DATABASE forgets the TTL with the database.
+        h.apply(Command::BeginSetTtl {
+            database: "root.sg".into(),
+            ttl_ms: Some(5),
+        })
+        .unwrap();
+        let drop = match h
+            .apply(Command::BeginDropDatabase {
+                database: "root.sg".into(),
+            })
+            .unwrap()
+        {
+            CommandResult::OperationBegun(id) => id,
+            other => panic!("{other:?}"),
+        };
+        h.apply(Command::FinishOperation { operation_id: drop })
+            .unwrap();
+        assert_eq!(h.state.ttl_ms("root.sg"), None);
+        let bytes = h.state.encode_snapshot();
+        assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
     }
 
     #[test]
@@ -1741,6 +1895,7 @@ mod tests {
         bytes[mid] ^= 1;
         assert!(MetadataState::decode_snapshot(&bytes).is_err());
         assert!(MetadataState::decode_snapshot(b"FPCNSNP1").is_err());
+        assert!(MetadataState::decode_snapshot(b"FPCNSNP2").is_err());
     }
 
     /// The allocation as it was before the index (a scan of the table per slot), kept as the

@@ -28,6 +28,10 @@ pub struct DeviceSchema {
     /// The ConfigNode metadata version the entry was fetched at: the fencing token of the
     /// inserts validated against it.
     pub version: u64,
+    /// The database's time to live in ms when fetched (`None` = none). SET TTL invalidates the
+    /// database's entries on every DataNode before it is acknowledged, so a cached value is
+    /// never older than an acknowledged SET TTL.
+    pub ttl_ms: Option<i64>,
 }
 
 /// Where a region lives.
@@ -265,6 +269,7 @@ mod tests {
             database: "root.sg".into(),
             types: [("s1".to_string(), DataType::Int64)].into(),
             version: 1,
+            ttl_ms: None,
         };
         assert!(cache.put_schema(g, "root.sg.d1", schema.clone()));
         assert_eq!(cache.schema("root.sg.d1").unwrap(), Some(schema.clone()));
@@ -295,6 +300,7 @@ mod tests {
             ]
             .into(),
             version: 1,
+            ttl_ms: None,
         };
         cache.put_schema(g, "root.sg.d1", schema);
         cache.invalidate(&[], &[("root.sg.d1".into(), "s1".into())]);

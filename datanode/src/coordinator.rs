@@ -707,6 +707,7 @@ impl Coordinator {
                     database: d.database,
                     types,
                     version: resp.metadata_version,
+                    ttl_ms: (d.ttl_ms > 0).then_some(d.ttl_ms),
                 },
             ));
         }
@@ -1061,6 +1062,6 @@ impl<'a> Targets<'a> {
     }
 }
 
-mod read;
+pub(crate) mod read;
 #[cfg(test)]
 mod tests;

@@ -43,6 +43,8 @@ pub(crate) fn remove_region_dir(regions_dir: &std::path::Path, region_id: u64) -
 pub(crate) struct LocalRegion {
     pub region: Arc<DataRegion>,
     pub metrics: Arc<RegionStateMachineMetrics>,
+    /// The database the region belongs to.
+    pub database: String,
 }
 
 /// The region host's settings (from `DataNodeConfig`).
@@ -211,6 +213,15 @@ impl RegionHost {
             .collect()
     }
 
+    /// Each hosted region with its database.
+    pub(crate) fn regions_with_databases(&self) -> Vec<(u64, String, Arc<DataRegion>)> {
+        self.regions
+            .read()
+            .iter()
+            .map(|(id, r)| (*id, r.database.clone(), r.region.clone()))
+            .collect()
+    }
+
     /// Each hosted region's state-machine metrics.
     pub(crate) fn state_machine_metrics(&self) -> Vec<Arc<RegionStateMachineMetrics>> {
         self.regions
@@ -321,7 +332,14 @@ impl RegionHost {
         }
         self.regions
             .write()
-            .insert(region_id, LocalRegion { region, metrics });
+            .insert(
+                region_id,
+                LocalRegion {
+                    region,
+                    metrics,
+                    database: database.to_string(),
+                },
+            );
         tracing::info!(
             node = self.node_id,
             region_id,
@@ -557,7 +575,13 @@ fn read_series(
         let points = if req.last {
             region
                 .last(&path.device, &path.measurement)
-                .map(|p| p.into_iter().collect())
+                // The coordinator's TTL cutoff: the newest point older than it means the
+                // whole series expired.
+                .map(|p| {
+                    p.into_iter()
+                        .filter(|(t, _)| *t >= req.start_time)
+                        .collect()
+                })
         } else {
             region.query(
                 &path.device,

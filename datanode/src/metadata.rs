@@ -340,6 +340,26 @@ impl ConfigNodeLink {
         RegionSurvey::from_answer(hosted, answer)
     }
 
+    /// Every database's time to live in ms (databases without one are absent), from the
+    /// ConfigNode leader: what the compaction loop removes expired points by.
+    pub(crate) async fn database_ttls(&self) -> Result<BTreeMap<String, i64>, String> {
+        let answer = self
+            .client
+            .call(|mut c| async move { c.show_databases(proto::ShowDatabasesReq {}).await })
+            .await
+            .map_err(|e| e.to_string())?;
+        check_status(answer.status.as_ref())?;
+        if answer.ttl_ms.len() != answer.databases.len() {
+            return Err("ShowDatabases answered TTLs not parallel to its databases".into());
+        }
+        Ok(answer
+            .databases
+            .into_iter()
+            .zip(answer.ttl_ms)
+            .filter(|(_, ttl)| *ttl > 0)
+            .collect())
+    }
+
     /// Everything a lease recovery installs: every DataNode's addresses, every region's route.
     pub(crate) async fn pull_metadata(&self) -> Result<PulledMetadata, String> {
         let cluster = self

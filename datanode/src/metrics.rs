@@ -71,6 +71,8 @@ pub struct Metrics {
     pub compaction_input_bytes: AtomicU64,
     /// Bytes of sealed files compactions wrote.
     pub compaction_output_bytes: AtomicU64,
+    /// Points compactions removed because their database's TTL expired them.
+    pub ttl_expired_points: AtomicU64,
 }
 
 /// The metrics page.
@@ -380,6 +382,11 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
             "compaction_output_bytes_total",
             "Bytes of sealed files written by compactions.",
             &m.compaction_output_bytes,
+        ),
+        (
+            "ttl_expired_points_removed_total",
+            "Points compactions removed because their database's TTL expired them.",
+            &m.ttl_expired_points,
         ),
     ] {
         line(name, "counter", help, counter.load(Ordering::Relaxed));

@@ -714,7 +714,19 @@ fn regions_to_flush(
 async fn compaction_loop(shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(timing::COMPACTION_CHECK_INTERVAL).await;
-        for (id, region) in shared.host.regions() {
+        // TTLs as the ConfigNode leader has them now. Without an answer no region removes
+        // expired points this round: a TTL raised meanwhile must not be enforced at its old value.
+        let ttls = match shared.confignode.database_ttls().await {
+            Ok(ttls) => Some(ttls),
+            Err(e) => {
+                tracing::debug!("no TTLs this round: {e}");
+                None
+            }
+        };
+        let now_ms = crate::coordinator::read::wall_clock_ms();
+        for (id, database, region) in shared.host.regions_with_databases() {
+            let ttl = ttls.as_ref().and_then(|t| t.get(&database).copied());
+            region.set_ttl_cutoff(ttl_removal_cutoff(now_ms, ttl));
             // One region at a time, until it has no work left.
             loop {
                 let region = region.clone();
@@ -727,6 +739,8 @@ async fn compaction_loop(shared: Arc<Shared>) {
                             .fetch_add(report.input_bytes, Ordering::Relaxed);
                         m.compaction_output_bytes
                             .fetch_add(report.output_bytes, Ordering::Relaxed);
+                        m.ttl_expired_points
+                            .fetch_add(report.expired_points, Ordering::Relaxed);
                         tracing::debug!(region = id, ?report, "compacted");
                     }
                     Ok(Ok(None)) => break,
@@ -742,6 +756,15 @@ async fn compaction_loop(shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// The cutoff compaction removes points below, for a database's TTL at `now_ms`: the read
+/// cutoff (`now - ttl`) less [`timing::TTL_REMOVAL_MARGIN_MS`]; `None` without a TTL.
+fn ttl_removal_cutoff(now_ms: i64, ttl_ms: Option<i64>) -> Option<i64> {
+    ttl_ms.map(|ttl| {
+        crate::coordinator::read::ttl_cutoff_ms(now_ms, Some(ttl))
+            .saturating_sub(timing::TTL_REMOVAL_MARGIN_MS)
+    })
 }
 
 impl Shared {
@@ -937,6 +960,16 @@ fn stored_regions(dir: &Path) -> Result<Vec<(u64, String, Vec<u64>)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ttl_removal_trails_the_read_cutoff_by_the_margin() {
+        assert_eq!(ttl_removal_cutoff(1_000_000, None), None);
+        assert_eq!(
+            ttl_removal_cutoff(1_000_000, Some(100_000)),
+            Some(900_000 - timing::TTL_REMOVAL_MARGIN_MS)
+        );
+        assert_eq!(ttl_removal_cutoff(i64::MIN + 5, Some(100)), Some(i64::MIN));
+    }
 
     #[test]
     fn identity_and_replica_files_round_trip() {

@@ -308,7 +308,7 @@ impl SessionService for SessionServiceImpl {
                 "no statement",
             )));
         };
-        // A DROP DATABASE / DELETE TIMESERIES waits until every DataNode acknowledged the
+        // A DROP DATABASE / DELETE TIMESERIES / SET TTL waits until every DataNode acknowledged the
         // invalidation or is fenced (fence + margin), then deletes through the regions' logs:
         // the ConfigNode gives it fence + margin + 60 s before it answers "still in progress".
         // A shorter deadline here would re-send the statement while the first still runs.
@@ -325,6 +325,9 @@ impl SessionService for SessionServiceImpl {
                         Statement::DropDatabase(r) => c.drop_database(r).await,
                         Statement::CreateTimeseries(r) => c.create_timeseries(r).await,
                         Statement::DeleteTimeseries(r) => c.delete_timeseries(r).await,
+                        // Also a fence operation: answered once every DataNode dropped its
+                        // cached copy of the database (and so its TTL) or is fenced.
+                        Statement::SetTtl(r) => c.set_ttl(r).await,
                     }
                 }
             })

@@ -33,6 +33,10 @@ pub(crate) const FLUSH_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often the compaction loop looks for work when it found none.
 pub(crate) const COMPACTION_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+/// How much older than `now - ttl` a point must be before compaction removes it: room for this
+/// node's wall clock to run ahead of the coordinators' (whose reads already hide the point), so
+/// no replica removes a point a read may still show.
+pub(crate) const TTL_REMOVAL_MARGIN_MS: i64 = 60_000;
 /// Pause between two registration attempts at start-up.
 pub(crate) const REGISTRATION_RETRY: Duration = Duration::from_secs(1);
 /// How often the serving loop checks that the raft driver still runs.

@@ -19,6 +19,17 @@
 //!    rename, fsync directory): the switch is atomic;
 //! 3. the inputs are deleted (a crash leaves them unnamed: orphans, deleted on open).
 //!
+//! **TTL.** With a cutoff set ([`DataRegion::set_ttl_cutoff`], the DataNode's `now - ttl`), a
+//! merge also drops points older than the cutoff, except each series' newest point in the
+//! output: the region's type registry is rebuilt from the series its files hold, so a series
+//! must not vanish from a replica's files merely because time passed (a replayed insert's type
+//! verdict would change). Reads hide expired points anyway (the coordinator raises their start
+//! to the cutoff), so what is kept costs a few bytes per series and partition, never a wrong
+//! answer. A file is rewritten alone for its expired points once they are at least half its
+//! points (counted from its page index), so the cutoff's steady advance does not rewrite files
+//! over and over. Replicas compact at their own times, so below the cutoff their files differ;
+//! above it they hold the same points.
+//!
 //! Writes never wait for a compaction: the merge runs under no region lock; only its install
 //! takes the manifest lock (as a flush does) and the state lock for a pointer swap.
 
@@ -86,6 +97,8 @@ pub struct CompactionReport {
     pub output_bytes: u64,
     /// Series (of any input) whose data was dropped because a deletion masked it.
     pub dropped_series: usize,
+    /// Points dropped because they were older than the TTL cutoff.
+    pub expired_points: u64,
 }
 
 /// A region's sealed files in numbers, for metrics.
@@ -110,6 +123,19 @@ struct Job {
 }
 
 impl DataRegion {
+    /// Sets the TTL cutoff: compactions from now on drop points older than `cutoff` (see the
+    /// module documentation); `None` keeps everything. The caller computes it from the wall
+    /// clock and the database's TTL; setting an older cutoff never brings removed points back.
+    pub fn set_ttl_cutoff(&self, cutoff: Option<i64>) {
+        self.ttl_cutoff
+            .store(cutoff.unwrap_or(i64::MIN), Ordering::Relaxed);
+    }
+
+    /// The TTL cutoff compactions apply, if any.
+    pub fn ttl_cutoff(&self) -> Option<i64> {
+        Some(self.ttl_cutoff.load(Ordering::Relaxed)).filter(|c| *c != i64::MIN)
+    }
+
     /// Runs at most one compaction (the first partition with work, oldest first) and reports it;
     /// `None` when no partition needs one. Writes go on meanwhile.
     pub fn compact_once(&self) -> Result<Option<CompactionReport>> {
@@ -156,7 +182,8 @@ impl DataRegion {
     }
 
     /// The partition's next job: the first run of `files_min`..=`files_max` neighbours in one
-    /// size tier, else the first file holding data a deletion masks (rewritten alone).
+    /// size tier, else the first file holding data a deletion masks or enough expired points
+    /// (rewritten alone).
     fn plan_partition(&self, state: &RegionState, slot: i64) -> Option<Job> {
         let config = &self.config.compaction;
         let files = &state.partitions.get(&slot)?.sealed;
@@ -179,9 +206,10 @@ impl DataRegion {
             }
             start = end;
         }
+        let cutoff = self.ttl_cutoff();
         files
             .iter()
-            .position(|f| holds_masked_data(state, f))
+            .position(|f| holds_masked_data(state, f) || mostly_expired(f, cutoff))
             .map(|i| job(&files[i..=i]))
     }
 
@@ -201,7 +229,7 @@ impl DataRegion {
         let sealed_dir = self.dir.join(crate::region::SEALED_DIR);
         let path = sealed_dir.join(entry.file_name());
         let written = self.merge(&job, &path, checkpoint);
-        let (output, dropped_series) = match written {
+        let (output, dropped_series, expired_points) = match written {
             Ok(output) => output,
             Err(e) => {
                 let _ = fs::remove_file(&path);
@@ -214,6 +242,7 @@ impl DataRegion {
             input_bytes: job.inputs.iter().map(|f| f.bytes).sum(),
             output_bytes: output.as_ref().map_or(0, |f| f.bytes),
             dropped_series,
+            expired_points,
         };
         sync_dir(&sealed_dir)?;
         fail::fail_point!("storage::compact::before_manifest", |_| Err(
@@ -244,13 +273,15 @@ impl DataRegion {
     }
 
     /// Writes the merged file (none when deletions masked everything); returns it with the
-    /// number of series dropped for a deletion.
+    /// number of series dropped for a deletion and of points dropped for the TTL.
     fn merge(
         &self,
         job: &Job,
         path: &std::path::Path,
         checkpoint: u64,
-    ) -> Result<(Option<SealedFile>, usize)> {
+    ) -> Result<(Option<SealedFile>, usize, u64)> {
+        let cutoff = self.ttl_cutoff();
+        let mut expired = 0u64;
         // Which inputs hold each series, and which of those a durable deletion masks: decided
         // once, against the manifest's tombstones as they are now. A deletion newer than the
         // manifest's checkpoint is not applied here; its index is above every input's
@@ -274,7 +305,7 @@ impl DataRegion {
             }
         }
         if series.is_empty() {
-            return Ok((None, dropped));
+            return Ok((None, dropped, 0));
         }
         let header = Header {
             time_slot: job.time_slot,
@@ -302,11 +333,13 @@ impl DataRegion {
                 });
             }
             if let Some((timestamps, values)) = merged {
+                let (timestamps, values, gone) = drop_expired(timestamps, values, cutoff);
+                expired += gone;
                 writer.series(device, measurement, &timestamps, &values)?;
                 throttle.pace(writer.bytes_written());
             }
         }
-        Ok((Some(writer.finish()?), dropped))
+        Ok((Some(writer.finish()?), dropped, expired))
     }
 
     /// Swaps the output (if any) in for the inputs in the manifest, then in memory. False when
@@ -381,6 +414,52 @@ fn holds_masked_data(state: &RegionState, file: &SealedFile) -> bool {
         })
 }
 
+/// True when at least half of `file`'s points, and at least one, are older than `cutoff` and
+/// not a series' newest point (which a merge keeps), by the page index: only whole pages below
+/// the cutoff count, so the answer never overstates what a rewrite removes.
+fn mostly_expired(file: &SealedFile, cutoff: Option<i64>) -> bool {
+    let Some(cutoff) = cutoff else {
+        return false;
+    };
+    let (mut total, mut removable) = (0u64, 0u64);
+    for (_, _, chunk) in file.series() {
+        total += u64::from(chunk.count);
+        if chunk.min_time >= cutoff {
+            continue;
+        }
+        let expired: u64 = chunk
+            .pages
+            .iter()
+            .filter(|p| p.max_time < cutoff)
+            .map(|p| u64::from(p.count))
+            .sum();
+        // The newest point stays when the whole chunk expired.
+        let kept = u64::from(chunk.max_time < cutoff);
+        removable += expired.saturating_sub(kept);
+    }
+    removable > 0 && removable * 2 >= total
+}
+
+/// The points at or after `cutoff`, or, when none is, the newest one alone; with the number
+/// dropped.
+fn drop_expired(
+    timestamps: Vec<i64>,
+    values: Column,
+    cutoff: Option<i64>,
+) -> (Vec<i64>, Column, u64) {
+    let Some(cutoff) = cutoff else {
+        return (timestamps, values, 0);
+    };
+    let live = timestamps.partition_point(|t| *t < cutoff);
+    let keep_from = live.min(timestamps.len().saturating_sub(1));
+    if keep_from == 0 {
+        return (timestamps, values, 0);
+    }
+    let rows: Vec<usize> = (keep_from..timestamps.len()).collect();
+    let dropped = keep_from as u64;
+    (timestamps[keep_from..].to_vec(), values.select(&rows), dropped)
+}
+
 /// Merges two sorted series; on equal timestamps the newer point wins.
 fn merge_newer_wins(older: (Vec<i64>, Column), newer: (Vec<i64>, Column)) -> (Vec<i64>, Column) {
     let (old_ts, old_values) = older;
@@ -447,6 +526,29 @@ mod tests {
         let (ts, values) = merge_newer_wins(older, newer);
         assert_eq!(ts, vec![1, 3, 4, 5, 6]);
         assert_eq!(values, Column::Int64(vec![10, 33, 44, 50, 66]));
+    }
+
+    #[test]
+    fn expired_points_go_but_each_series_keeps_its_newest() {
+        let ts = vec![1, 2, 3, 4];
+        let values = Column::Int64(vec![10, 20, 30, 40]);
+        assert_eq!(
+            drop_expired(ts.clone(), values.clone(), None),
+            (ts.clone(), values.clone(), 0)
+        );
+        assert_eq!(
+            drop_expired(ts.clone(), values.clone(), Some(1)),
+            (ts.clone(), values.clone(), 0)
+        );
+        assert_eq!(
+            drop_expired(ts.clone(), values.clone(), Some(3)),
+            (vec![3, 4], Column::Int64(vec![30, 40]), 2)
+        );
+        // All expired: the newest stays.
+        assert_eq!(
+            drop_expired(ts, values, Some(100)),
+            (vec![4], Column::Int64(vec![40]), 3)
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -295,6 +295,9 @@ pub struct DataRegion {
     /// The next sealed-file sequence number: flushes and compactions draw their file names from
     /// it (a name is never reused, even by a file a crash left unnamed).
     pub(crate) sequences: AtomicU64,
+    /// Points older than this are expired (the database's TTL, `i64::MIN` = none): compaction
+    /// removes them, keeping each series' newest point per file (see `compaction.rs`).
+    pub(crate) ttl_cutoff: AtomicI64,
     /// Bytes held by working and frozen memtables (kept by every change to them), for the node's
     /// memory budget.
     memory: AtomicUsize,
@@ -372,6 +375,7 @@ impl DataRegion {
             config,
             files,
             sequences: AtomicU64::new(state.manifest.next_sequence),
+            ttl_cutoff: AtomicI64::new(i64::MIN),
             memory: AtomicUsize::new(0),
             state: RwLock::new(state),
             flush_lock: Mutex::new(()),

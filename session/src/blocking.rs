@@ -103,6 +103,23 @@ impl BlockingSession {
         self.runtime.block_on(self.session.show_timeseries(prefix))
     }
 
+    /// See [`Session::set_ttl`].
+    pub fn set_ttl(&self, database: &str, ttl_ms: i64) -> Result<()> {
+        self.runtime
+            .block_on(self.session.set_ttl(database, ttl_ms))
+    }
+
+    /// See [`Session::unset_ttl`].
+    pub fn unset_ttl(&self, database: &str) -> Result<()> {
+        self.runtime.block_on(self.session.unset_ttl(database))
+    }
+
+    /// See [`Session::show_databases_with_ttl`].
+    pub fn show_databases_with_ttl(&self) -> Result<Vec<(String, Option<i64>)>> {
+        self.runtime
+            .block_on(self.session.show_databases_with_ttl())
+    }
+
     /// See [`Session::show_databases`].
     pub fn show_databases(&self) -> Result<Vec<String>> {
         self.runtime.block_on(self.session.show_databases())

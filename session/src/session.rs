@@ -439,6 +439,33 @@ impl Session {
         .await
     }
 
+    /// `SET TTL TO root.sg <ttl_ms>`: points older than now - ttl become invisible to every
+    /// read once this returns. A TTL that is not positive is refused (700).
+    pub async fn set_ttl(&self, database: &str, ttl_ms: i64) -> Result<()> {
+        use proto::schema_statement_req::Statement;
+        if ttl_ms <= 0 {
+            return Err(SessionError::Status {
+                code: common::StatusCode::IllegalParameter as i32,
+                message: format!("TTL {ttl_ms} ms: a TTL must be positive"),
+            });
+        }
+        self.schema(Statement::SetTtl(proto::SetTtlReq {
+            database: database.into(),
+            ttl_ms,
+        }))
+        .await
+    }
+
+    /// `UNSET TTL TO root.sg`: the database keeps its data forever again.
+    pub async fn unset_ttl(&self, database: &str) -> Result<()> {
+        use proto::schema_statement_req::Statement;
+        self.schema(Statement::SetTtl(proto::SetTtlReq {
+            database: database.into(),
+            ttl_ms: 0,
+        }))
+        .await
+    }
+
     /// `CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=...`.
     pub async fn create_timeseries(&self, path: &str, data_type: DataType) -> Result<()> {
         use proto::schema_statement_req::Statement;
@@ -485,6 +512,25 @@ impl Session {
                 .await?
                 .into_inner();
             Ok((status_of(r.status), r.databases))
+        })
+        .await
+    }
+
+    /// `SHOW DATABASES` with each database's TTL in ms (`None` = INF).
+    pub async fn show_databases_with_ttl(&self) -> Result<Vec<(String, Option<i64>)>> {
+        self.call(None, |mut c, session_id| async move {
+            let r = c
+                .show_databases(proto::SessionShowReq { session_id })
+                .await?
+                .into_inner();
+            let ttls = r.ttl_ms;
+            let databases = r
+                .databases
+                .into_iter()
+                .enumerate()
+                .map(|(i, d)| (d, ttls.get(i).copied().filter(|t| *t > 0)))
+                .collect();
+            Ok((status_of(r.status), databases))
         })
         .await
     }

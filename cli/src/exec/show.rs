@@ -25,12 +25,19 @@ fn boolean(b: bool) -> Cell {
 
 pub(super) async fn databases(session: &Session) -> Result<Outcome, ExecError> {
     let rows = session
-        .show_databases()
+        .show_databases_with_ttl()
         .await?
         .into_iter()
-        .map(|d| vec![text(d)])
+        .map(|(d, ttl_ms)| {
+            // IoTDB shows the TTL in ms, or INF when none is set.
+            let ttl = match ttl_ms {
+                Some(ms) => Some(Value::Int64(ms)),
+                None => text("INF".to_string()),
+            };
+            vec![text(d), ttl]
+        })
         .collect();
-    Ok(Outcome::query(names(&["Database"]), rows))
+    Ok(Outcome::query(names(&["Database", "TTL"]), rows))
 }
 
 /// `prefix` matches whole path nodes: `root.sg` lists `root.sg.d1.s1`, not `root.sg2.d1.s1`.

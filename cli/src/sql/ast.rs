@@ -15,6 +15,18 @@ pub enum Statement {
         /// The database path.
         database: String,
     },
+    /// `SET TTL TO root.sg 86400000` (milliseconds)
+    SetTtl {
+        /// The database path.
+        database: String,
+        /// The time to live in ms; the server refuses one that is not positive (700).
+        ttl_ms: i64,
+    },
+    /// `UNSET TTL TO root.sg` (or IoTDB's older `UNSET TTL FROM root.sg`)
+    UnsetTtl {
+        /// The database path.
+        database: String,
+    },
     /// `CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=DOUBLE`
     CreateTimeseries {
         /// The full series path.

@@ -193,7 +193,8 @@ impl Parser<'_> {
     }
 
     fn statement(&mut self) -> Result<Statement, ParseError> {
-        const EXPECTED: &str = "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SHOW, QUIT)";
+        const EXPECTED: &str =
+            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, QUIT)";
         let keyword = match self.peek_kind() {
             Some(TokenKind::Word(w)) => w.to_ascii_uppercase(),
             _ => return Err(self.error(EXPECTED)),
@@ -211,6 +212,33 @@ impl Parser<'_> {
                 self.expect_keyword("TIMESERIES")?;
                 let path = self.path(PathKind::Series)?;
                 Ok(Statement::DeleteTimeseries { path })
+            }
+            "SET" => {
+                self.next += 1;
+                self.expect_keyword("TTL")?;
+                self.expect_keyword("TO")?;
+                let database = self.path(PathKind::Database)?;
+                let at = self.next;
+                match self.number("a TTL in milliseconds")? {
+                    Literal::Integer(ttl_ms) => Ok(Statement::SetTtl { database, ttl_ms }),
+                    _ => Err(Self::error_at(
+                        &self.tokens[at],
+                        format!(
+                            "expected an integer TTL in milliseconds, found '{}'",
+                            self.tokens[at].text
+                        ),
+                    )),
+                }
+            }
+            "UNSET" => {
+                self.next += 1;
+                self.expect_keyword("TTL")?;
+                // IoTDB 0.x wrote FROM, 1.x writes TO; both mean the same.
+                if !self.eat_keyword("TO") && !self.eat_keyword("FROM") {
+                    return Err(self.error("TO or FROM"));
+                }
+                let database = self.path(PathKind::Database)?;
+                Ok(Statement::UnsetTtl { database })
             }
             "INSERT" => self.insert(),
             "SELECT" => self.select(),

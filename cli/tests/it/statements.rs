@@ -16,6 +16,7 @@ async fn every_statement_against_one_cluster() {
     create_and_show_timeseries(e).await;
     insert_and_select(e).await;
     select_last_and_count(e).await;
+    ttl(e).await;
     wrong_type_writes_nothing(e).await;
     parse_errors_name_their_position(e).await;
     delete_timeseries(e).await;
@@ -56,9 +57,9 @@ async fn databases(e: &str) {
     let objects = json(e, "CREATE DATABASE root.sg; show databases;", 0).await;
     assert_eq!(objects.len(), 2, "{objects:?}");
     non_query(&objects[0]);
-    assert_eq!(objects[1]["columns"], json!(["Database"]));
+    assert_eq!(objects[1]["columns"], json!(["Database", "TTL"]));
     assert!(
-        rows(&objects[1]).contains(&json!(["root.sg"])),
+        rows(&objects[1]).contains(&json!(["root.sg", "INF"])),
         "{objects:?}"
     );
 
@@ -67,12 +68,12 @@ async fn databases(e: &str) {
     let run = table(e, "SHOW DATABASES", 0).await;
     assert_eq!(
         run.stdout,
-        "+----------+\n\
-         |  Database|\n\
-         +----------+\n\
-         |root.other|\n\
-         |   root.sg|\n\
-         +----------+\n\
+        "+----------+---+\n\
+         |  Database|TTL|\n\
+         +----------+---+\n\
+         |root.other|INF|\n\
+         |   root.sg|INF|\n\
+         +----------+---+\n\
          Total line number = 2\n"
     );
 }
@@ -225,6 +226,73 @@ async fn select_last_and_count(e: &str) {
     let run = table(e, "select count(s3) from root.sg.d1", 0).await;
     assert!(run.stdout.contains("|COUNT(root.sg.d1.s3)|"), "{run:?}");
     assert!(run.stdout.contains(&format!("|{:>20}|", 2)), "{run:?}");
+}
+
+/// SET TTL hides points older than now - ttl from SELECT and SELECT LAST at once, SHOW
+/// DATABASES shows it, UNSET TTL (either spelling) brings the points back, and a TTL that is
+/// not positive or a missing database is refused with the statuses CREATE / DROP use.
+async fn ttl(e: &str) {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let objects = json(
+        e,
+        &format!(
+            "CREATE DATABASE root.ttl; \
+             INSERT INTO root.ttl.d1(time, s1) VALUES (1000, 1), ({now_ms}, 2); \
+             SET TTL TO root.ttl 3600000; \
+             SELECT s1 FROM root.ttl.d1; SELECT LAST s1 FROM root.ttl.d1; \
+             SELECT COUNT(s1) FROM root.ttl.d1; SHOW DATABASES"
+        ),
+        0,
+    )
+    .await;
+    assert_eq!(objects.len(), 7, "{objects:?}");
+    non_query(&objects[2]);
+    assert_eq!(rows(&objects[3]), vec![json!([now_ms, 2])], "{objects:?}");
+    assert_eq!(
+        rows(&objects[4]),
+        vec![json!([now_ms, "root.ttl.d1.s1", 2, "INT64"])],
+        "{objects:?}"
+    );
+    assert_eq!(rows(&objects[5]), vec![json!([1])], "{objects:?}");
+    assert!(
+        rows(&objects[6]).contains(&json!(["root.ttl", 3_600_000])),
+        "{objects:?}"
+    );
+    // A TTL shorter than the fresh point's age hides it too: LAST finds nothing.
+    let objects = json(
+        e,
+        "SET TTL TO root.ttl 1; SELECT LAST s1 FROM root.ttl.d1; \
+         UNSET TTL FROM root.ttl; SELECT s1 FROM root.ttl.d1; SHOW DATABASES",
+        0,
+    )
+    .await;
+    assert!(rows(&objects[1]).is_empty(), "{objects:?}");
+    assert_eq!(
+        rows(&objects[3]),
+        vec![json!([1000, 1]), json!([now_ms, 2])],
+        "{objects:?}"
+    );
+    assert!(
+        rows(&objects[4]).contains(&json!(["root.ttl", "INF"])),
+        "{objects:?}"
+    );
+    let objects = json(e, "SET TTL TO root.ttl 0", 1).await;
+    assert_eq!(status(&objects[0]), 700, "{objects:?}");
+    let objects = json(e, "SET TTL TO root.ttl -1", 1).await;
+    assert_eq!(status(&objects[0]), 700, "{objects:?}");
+    let objects = json(
+        e,
+        "SET TTL TO root.nowhere 10; UNSET TTL TO root.nowhere",
+        1,
+    )
+    .await;
+    assert_eq!(status(&objects[0]), 507, "{objects:?}");
+    let objects = json(e, "UNSET TTL TO root.ttl; DROP DATABASE root.ttl", 0).await;
+    non_query(&objects[0]);
+    non_query(&objects[1]);
 }
 
 /// A value of the wrong type for an existing series answers 614, writes nothing (not even the
@@ -410,7 +478,7 @@ async fn repl_over_piped_stdin(e: &str) {
     let run = fencepost(&["--endpoints", e, "--json"], Some(input)).await;
     let objects = run.assert_exit(1).json();
     assert_eq!(objects.len(), 3, "nothing runs after quit: {run:?}");
-    assert!(rows(&objects[0]).contains(&json!(["root.sg"])));
+    assert!(rows(&objects[0]).contains(&json!(["root.sg", "INF"])));
     assert_eq!(rows(&objects[1]), vec![json!([1, 1.0])]);
     assert_eq!(
         objects[2]["message"],
@@ -459,7 +527,7 @@ async fn drop_database(e: &str) {
     let objects = json(e, "DROP DATABASE root.other; SHOW DATABASES", 0).await;
     non_query(&objects[0]);
     assert!(
-        !rows(&objects[1]).contains(&json!(["root.other"])),
+        !rows(&objects[1]).contains(&json!(["root.other", "INF"])),
         "{objects:?}"
     );
 }

@@ -117,6 +117,11 @@ impl Coordinator {
         let schemas = self.read_schemas(pinned, paths).await?;
         // Paths by database, and the type of each.
         let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
+        // Per database, the oldest timestamp a TTL leaves visible: the strictest TTL its
+        // schemas carry (they differ only between a SET TTL's commit and its acknowledgement).
+        let mut cutoffs: BTreeMap<String, i64> = BTreeMap::new();
+        // Wall-clock, read once per request, so every region and series of it cut alike.
+        let now_ms = wall_clock_ms();
         let mut types = BTreeMap::new();
         for p in paths {
             let Some(schema) = schemas.get(&p.device) else {
@@ -126,6 +131,9 @@ impl Coordinator {
                 continue;
             };
             types.insert((p.device.clone(), p.measurement.clone()), *t);
+            let cutoff = ttl_cutoff_ms(now_ms, schema.ttl_ms);
+            let entry = cutoffs.entry(schema.database.clone()).or_insert(cutoff);
+            *entry = (*entry).max(cutoff);
             by_database
                 .entry(schema.database.clone())
                 .or_default()
@@ -133,10 +141,17 @@ impl Coordinator {
         }
         let mut merged: BTreeMap<(String, String), BTreeMap<i64, Value>> = BTreeMap::new();
         for (database, db_paths) in by_database {
+            let cutoff = cutoffs.get(&database).copied().unwrap_or(i64::MIN);
+            let start_time = range.start.max(cutoff);
+            if start_time >= range.end {
+                continue;
+            }
             let request = proto::RegionReadReq {
                 region_id: 0,
                 paths: db_paths,
-                start_time: range.start,
+                // Expired points (older than the TTL's cutoff) are invisible; the region
+                // applies the same bound to `last`.
+                start_time,
                 end_time: range.end,
                 // One more than answered: a region holding more tells the merge it was cut.
                 points_limit: points_limit.saturating_add(1),
@@ -258,6 +273,23 @@ impl Coordinator {
         let routes = crate::metadata::region_routes(regions.regions);
         pinned.put_partitions(Vec::new(), routes.into_iter().collect(), Vec::new());
         Ok(())
+    }
+}
+
+/// Milliseconds since the Unix epoch by the wall clock (a TTL is about wall-clock age).
+pub(crate) fn wall_clock_ms() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The oldest timestamp visible at `now_ms` under `ttl_ms`: points with `time < now - ttl`
+/// are expired (IoTDB's rule); no TTL hides nothing.
+pub(crate) fn ttl_cutoff_ms(now_ms: i64, ttl_ms: Option<i64>) -> i64 {
+    match ttl_ms {
+        Some(ttl) => now_ms.saturating_sub(ttl),
+        None => i64::MIN,
     }
 }
 

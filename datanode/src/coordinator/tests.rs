@@ -86,6 +86,7 @@ impl MetadataSource for FakeSource {
                 proto::DeviceSchema {
                     device: d.device,
                     database: DB.into(),
+                    ttl_ms: 0,
                     measurements: series
                         .iter()
                         .map(|(name, t)| proto::MeasurementSchema {

@@ -104,3 +104,61 @@ fn a_file_whose_every_series_is_deleted_is_removed() {
     assert!(sealed_names(dir.path()).is_empty());
     assert!(content(&region.region).is_empty());
 }
+
+#[test]
+fn ttl_expired_points_leave_the_disk_but_each_series_keeps_its_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let region = LoggedRegion::open(dir.path());
+    // Slots 0 (t 0..10) and 1 (t 10..20) of the tests' 10 ms partitions: one file each.
+    let timestamps: Vec<i64> = (0..20).collect();
+    for device in ["root.sg.d1", "root.sg.d2"] {
+        let t = tablet(device, &timestamps, 0.0);
+        region
+            .write(&RegionCommand::insert(t), &OpenGate)
+            .unwrap();
+    }
+    region.flush();
+    assert_eq!(region.region.storage_stats().sealed_files, 2);
+    assert_eq!(region.region.storage_stats().pending_compactions, 0);
+    let before = region.region.storage_stats().sealed_bytes;
+
+    // Slot 0 expired whole; slot 1 only in part, inside a page that straddles the cutoff, so
+    // rewriting it would remove less than half its points: it stays as it is.
+    region.region.set_ttl_cutoff(Some(15));
+    assert_eq!(region.region.ttl_cutoff(), Some(15));
+    assert_eq!(region.region.storage_stats().pending_compactions, 1);
+    let reports = region.region.compact_all().unwrap();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!(reports[0].time_slot, 0);
+    assert!(reports[0].expired_points > 0);
+    assert!(region.region.storage_stats().sealed_bytes < before);
+    assert!(
+        region.region.compact_all().unwrap().is_empty(),
+        "what a rewrite keeps never makes the file due again"
+    );
+    for device in ["root.sg.d1", "root.sg.d2"] {
+        assert_eq!(
+            region.region.query(device, "s1", 0, 10).unwrap(),
+            vec![(9, Value::Double(9.0))],
+            "{device}: only the newest expired point of the partition stays"
+        );
+        assert_eq!(region.region.query(device, "s1", 10, 20).unwrap().len(), 10);
+    }
+
+    // After a restart the series and their types are still known: a clashing insert into an
+    // expired partition is still refused, as it was before the compaction.
+    drop(region);
+    let region = LoggedRegion::open(dir.path());
+    region.replay(&OpenGate).unwrap();
+    let mut clash = common::Tablet::new("root.sg.d1", &[("s1", common::DataType::Int64)]);
+    clash.push_row(3, vec![Some(Value::Int64(1))]);
+    let refused = region.write(&RegionCommand::insert(clash), &OpenGate);
+    assert!(
+        matches!(refused, Err(engine::StorageError::DataTypeMismatch { .. })),
+        "{refused:?}"
+    );
+    // Unsetting the TTL brings nothing back.
+    region.region.set_ttl_cutoff(None);
+    assert!(region.region.compact_all().unwrap().is_empty());
+    assert_eq!(region.region.query("root.sg.d1", "s1", 0, 10).unwrap().len(), 1);
+}

@@ -27,8 +27,9 @@ enum Op {
     Restart,
     /// Export the content and install it back as a snapshot at the applied index.
     Snapshot,
-    /// Merge sealed files until no partition needs it.
-    Compact,
+    /// Merge sealed files until no partition needs it, with this TTL cutoff (points older
+    /// may be removed).
+    Compact { ttl_cutoff: Option<i64> },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -44,7 +45,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Flush),
         1 => Just(Op::Restart),
         1 => Just(Op::Snapshot),
-        2 => Just(Op::Compact),
+        2 => prop::option::weighted(0.4, 0i64..70).prop_map(|ttl_cutoff| Op::Compact { ttl_cutoff }),
     ]
 }
 
@@ -95,13 +96,34 @@ fn record_types(types: &mut Types, t: &Tablet) {
     }
 }
 
-fn check(region: &LoggedRegion, model: &Model, step: usize) -> Result<(), TestCaseError> {
+/// Checks the region against the model. `floor` is the greatest TTL cutoff a compaction has
+/// applied: points at or after it are exactly the model's; below it the region holds a subset
+/// of the model's points (what compaction removed stays removed, nothing else changes), and
+/// every series and its newest point survive (the type registry and LAST rest on them).
+fn check(
+    region: &LoggedRegion,
+    model: &Model,
+    floor: i64,
+    step: usize,
+) -> Result<(), TestCaseError> {
+    let held = content(&region.region);
+    let above = |m: &Model| -> Model {
+        m.iter()
+            .map(|(k, points)| (k.clone(), points.range(floor..).map(|(t, v)| (*t, v.clone())).collect()))
+            .collect()
+    };
     prop_assert_eq!(
-        &content(&region.region),
-        model,
-        "content after step {}",
+        held.keys().collect::<Vec<_>>(),
+        model.keys().collect::<Vec<_>>(),
+        "series after step {}",
         step
     );
+    prop_assert_eq!(above(&held), above(model), "content at or after {} after step {}", floor, step);
+    for (key, points) in &held {
+        for (t, v) in points.range(..floor) {
+            prop_assert_eq!(model[key].get(t), Some(v), "{:?} at {} after step {}", key, t, step);
+        }
+    }
     for ((device, measurement), points) in model {
         let last = region.region.last(device, measurement).unwrap();
         let expected = points.iter().next_back().map(|(t, v)| (*t, v.clone()));
@@ -126,6 +148,8 @@ proptest! {
         let mut region = LoggedRegion::open(dir.path());
         let mut model = Model::new();
         let mut types = Types::new();
+        // The greatest TTL cutoff applied so far (see `check`).
+        let mut floor = i64::MIN;
         for (step, op) in ops.into_iter().enumerate() {
             match op {
                 Op::Insert { device, rows, fence_after, clash } => {
@@ -149,7 +173,7 @@ proptest! {
                         Err(e) => {
                             prop_assert!(e.is_recoverable(), "step {}: {:?}", step, e);
                             prop_assert!(fence_after.is_some());
-                            check(&region, &model, step)?;
+                            check(&region, &model, floor, step)?;
                             // The committed entry is retried once the lease is back.
                             region.replay(&OpenGate).unwrap();
                             if !mismatch {
@@ -174,10 +198,14 @@ proptest! {
                     prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across snapshot at step {}", step);
                     prop_assert_eq!(region.region.checkpoint_index(), index);
                 }
-                Op::Compact => {
+                Op::Compact { ttl_cutoff } => {
                     let digest = region.region.digest().unwrap();
+                    region.region.set_ttl_cutoff(ttl_cutoff);
                     let reports = region.region.compact_all().unwrap();
-                    prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across compaction at step {}", step);
+                    match ttl_cutoff {
+                        None => prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across compaction at step {}", step),
+                        Some(c) => floor = floor.max(c),
+                    }
                     let stats = region.region.storage_stats();
                     prop_assert_eq!(stats.pending_compactions, 0, "step {}: {:?}", step, reports);
                 }
@@ -189,7 +217,7 @@ proptest! {
                     prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across restart at step {}", step);
                 }
             }
-            check(&region, &model, step)?;
+            check(&region, &model, floor, step)?;
         }
     }
 }

@@ -52,6 +52,40 @@ fn schema_statements() {
 }
 
 #[test]
+fn ttl_statements() {
+    assert_eq!(
+        one("SET TTL TO root.sg 86400000"),
+        Statement::SetTtl {
+            database: "root.sg".into(),
+            ttl_ms: 86_400_000
+        }
+    );
+    // The sign reaches the server, which refuses a TTL that is not positive (700).
+    assert_eq!(
+        one("set ttl to ROOT.sg -5;"),
+        Statement::SetTtl {
+            database: "root.sg".into(),
+            ttl_ms: -5
+        }
+    );
+    for text in ["UNSET TTL TO root.sg", "unset ttl from root.sg"] {
+        assert_eq!(
+            one(text),
+            Statement::UnsetTtl {
+                database: "root.sg".into()
+            },
+            "{text}"
+        );
+    }
+    assert!(error("SET TTL TO root.sg").contains("TTL in milliseconds"));
+    assert!(error("SET TTL TO root.sg 1.5").contains("integer TTL"));
+    assert!(error("SET TTL root.sg 10").contains("TO"));
+    assert!(error("UNSET TTL root.sg").contains("TO or FROM"));
+    assert!(error("SET TTL TO root 10").contains("database path"));
+    assert!(error("SET TTL TO root.sg 10 20").contains("20"));
+}
+
+#[test]
 fn create_timeseries_forms() {
     let double = Statement::CreateTimeseries {
         path: "root.sg.d1.s1".into(),
