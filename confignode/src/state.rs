@@ -986,8 +986,6 @@ impl MetadataState {
         Ok(())
     }
 
-    /// Magic of the snapshot encoding.
-    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP1";
     /// Magic of the snapshot encoding (version 2).
     pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP2";
     /// Magic of version 1, still read: no TTL table, no operation kind 3.

@@ -330,16 +330,14 @@ impl RegionHost {
         if let Err(e) = created {
             return Err(Error::Runtime(runtime::Error::Consensus(e)));
         }
-        self.regions
-            .write()
-            .insert(
-                region_id,
-                LocalRegion {
-                    region,
-                    metrics,
-                    database: database.to_string(),
-                },
-            );
+        self.regions.write().insert(
+            region_id,
+            LocalRegion {
+                region,
+                metrics,
+                database: database.to_string(),
+            },
+        );
         tracing::info!(
             node = self.node_id,
             region_id,

@@ -457,7 +457,11 @@ fn drop_expired(
     }
     let rows: Vec<usize> = (keep_from..timestamps.len()).collect();
     let dropped = keep_from as u64;
-    (timestamps[keep_from..].to_vec(), values.select(&rows), dropped)
+    (
+        timestamps[keep_from..].to_vec(),
+        values.select(&rows),
+        dropped,
+    )
 }
 
 /// Merges two sorted series; on equal timestamps the newer point wins.

@@ -113,9 +113,7 @@ fn ttl_expired_points_leave_the_disk_but_each_series_keeps_its_newest() {
     let timestamps: Vec<i64> = (0..20).collect();
     for device in ["root.sg.d1", "root.sg.d2"] {
         let t = tablet(device, &timestamps, 0.0);
-        region
-            .write(&RegionCommand::insert(t), &OpenGate)
-            .unwrap();
+        region.write(&RegionCommand::insert(t), &OpenGate).unwrap();
     }
     region.flush();
     assert_eq!(region.region.storage_stats().sealed_files, 2);
@@ -160,5 +158,12 @@ fn ttl_expired_points_leave_the_disk_but_each_series_keeps_its_newest() {
     // Unsetting the TTL brings nothing back.
     region.region.set_ttl_cutoff(None);
     assert!(region.region.compact_all().unwrap().is_empty());
-    assert_eq!(region.region.query("root.sg.d1", "s1", 0, 10).unwrap().len(), 1);
+    assert_eq!(
+        region
+            .region
+            .query("root.sg.d1", "s1", 0, 10)
+            .unwrap()
+            .len(),
+        1
+    );
 }

@@ -29,7 +29,9 @@ enum Op {
     Snapshot,
     /// Merge sealed files until no partition needs it, with this TTL cutoff (points older
     /// may be removed).
-    Compact { ttl_cutoff: Option<i64> },
+    Compact {
+        ttl_cutoff: Option<i64>,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -109,7 +111,15 @@ fn check(
     let held = content(&region.region);
     let above = |m: &Model| -> Model {
         m.iter()
-            .map(|(k, points)| (k.clone(), points.range(floor..).map(|(t, v)| (*t, v.clone())).collect()))
+            .map(|(k, points)| {
+                (
+                    k.clone(),
+                    points
+                        .range(floor..)
+                        .map(|(t, v)| (*t, v.clone()))
+                        .collect(),
+                )
+            })
             .collect()
     };
     prop_assert_eq!(
@@ -118,10 +128,23 @@ fn check(
         "series after step {}",
         step
     );
-    prop_assert_eq!(above(&held), above(model), "content at or after {} after step {}", floor, step);
+    prop_assert_eq!(
+        above(&held),
+        above(model),
+        "content at or after {} after step {}",
+        floor,
+        step
+    );
     for (key, points) in &held {
         for (t, v) in points.range(..floor) {
-            prop_assert_eq!(model[key].get(t), Some(v), "{:?} at {} after step {}", key, t, step);
+            prop_assert_eq!(
+                model[key].get(t),
+                Some(v),
+                "{:?} at {} after step {}",
+                key,
+                t,
+                step
+            );
         }
     }
     for ((device, measurement), points) in model {

@@ -66,8 +66,14 @@ async fn set_ttl_hides_expired_points_and_compaction_removes_them() {
     // One hour: the old points vanish from every read at once, LAST included.
     s.set_ttl("root.ttl", 3_600_000).await.unwrap();
     let shown = s.show_databases_with_ttl().await.unwrap();
-    assert!(shown.contains(&("root.ttl".to_string(), Some(3_600_000))), "{shown:?}");
-    assert!(shown.contains(&("root.keep".to_string(), None)), "{shown:?}");
+    assert!(
+        shown.contains(&("root.ttl".to_string(), Some(3_600_000))),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains(&("root.keep".to_string(), None)),
+        "{shown:?}"
+    );
     let everything = (i64::MIN, i64::MAX);
     assert!(s
         .query_raw("root.ttl.old", "s1", everything.0, everything.1)
