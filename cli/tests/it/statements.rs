@@ -250,10 +250,10 @@ async fn ttl(e: &str) {
     .await;
     assert_eq!(objects.len(), 7, "{objects:?}");
     non_query(&objects[2]);
-    assert_eq!(rows(&objects[3]), vec![json!([now_ms, 2])], "{objects:?}");
+    assert_eq!(rows(&objects[3]), vec![json!([now_ms, 2.0])], "{objects:?}");
     assert_eq!(
         rows(&objects[4]),
-        vec![json!([now_ms, "root.ttl.d1.s1", 2, "INT64"])],
+        vec![json!([now_ms, "root.ttl.d1.s1", 2.0, "DOUBLE"])],
         "{objects:?}"
     );
     assert_eq!(rows(&objects[5]), vec![json!([1])], "{objects:?}");
@@ -272,7 +272,7 @@ async fn ttl(e: &str) {
     assert!(rows(&objects[1]).is_empty(), "{objects:?}");
     assert_eq!(
         rows(&objects[3]),
-        vec![json!([1000, 1]), json!([now_ms, 2])],
+        vec![json!([1000, 1.0]), json!([now_ms, 2.0])],
         "{objects:?}"
     );
     assert!(

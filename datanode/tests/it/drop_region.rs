@@ -83,7 +83,7 @@ async fn drop_database_removes_its_regions_from_every_datanode_for_good() {
         )
         .await;
         assert!(hosted(node).is_superset(&kept_regions), "node {i}");
-        assert!(kept_regions.iter().all(|r| on_disk(&cluster, i, *r)));
+        assert!(kept_regions.iter().all(|r| on_disk(cluster, i, *r)));
         assert_eq!(
             crate::harness::metric(&node.metrics_text(), "regions_hosted"),
             kept_regions.len() as u64,

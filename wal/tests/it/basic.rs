@@ -1,6 +1,6 @@
 //! Appends, reads, rolls, truncation, limits, options, locking, stats.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -283,10 +283,15 @@ fn reading_while_appending() {
     let dir = mem_dir("wal-concurrent-read");
     let wal = Arc::new(Wal::open(options(dir.path(), 8192, Durability::None)).expect("open"));
     let done = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..2)
-        .map(|_| {
+    // Records each reader checked so far: the writer does not call it done before every reader
+    // has checked some (on a loaded machine the writer may finish before a reader first runs).
+    let progress: Vec<Arc<AtomicU64>> = (0..2).map(|_| Arc::default()).collect();
+    let readers: Vec<_> = progress
+        .iter()
+        .map(|progress| {
             let wal = Arc::clone(&wal);
             let done = Arc::clone(&done);
+            let progress = Arc::clone(progress);
             std::thread::spawn(move || {
                 let mut checked = 0u64;
                 while !done.load(Ordering::Acquire) {
@@ -302,6 +307,7 @@ fn reading_while_appending() {
                         assert_eq!(index, expected);
                         assert_eq!(payload, payload_for(index, (index % 500) as usize));
                         checked += 1;
+                        progress.store(checked, Ordering::Release);
                     }
                 }
                 checked
@@ -327,6 +333,11 @@ fn reading_while_appending() {
             wal.truncate_prefix(i.saturating_sub(300))
                 .expect("truncate");
         }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while progress.iter().any(|p| p.load(Ordering::Acquire) == 0) {
+        assert!(std::time::Instant::now() < deadline, "a reader never read");
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
     done.store(true, Ordering::Release);
     for reader in readers {
