@@ -405,16 +405,13 @@ fencepost_sealed_bytes() {
     echo "$total"
 }
 
-# fencepost_settle BASE: the hook for Fencepost's flush and compaction. Today there is no flush
-# command and no compaction: the DataNode was started with --memtable-flush-age-ms
-# $fencepost_flush_age_ms, so this waits out that age (plus the one-second flush check) and then
-# until the sealed bytes stop changing. When compaction lands, trigger it (or wait for it) here;
-# the wait for stable sealed bytes already covers files being rewritten.
+# fencepost_settle BASE: waits for Fencepost's flush and compaction. The DataNode was started
+# with --memtable-flush-age-ms $fencepost_flush_age_ms, so this waits out that age (plus the
+# one-second flush check), then one compaction round (5 s: the metric counts pending work once a
+# round), then until no partition has work left and the sealed bytes stop changing.
 fencepost_settle() {
     local base=$1 pending waited=0
-    sleep $((fencepost_flush_age_ms / 1000 + 2))
-    # Compaction: wait until no partition has work left (the DataNode's metrics on 9100), then
-    # until the sealed bytes hold still.
+    sleep $((fencepost_flush_age_ms / 1000 + 2 + 6))
     while :; do
         pending=$(curl -s --max-time 2 http://127.0.0.1:9100/metrics \
             | awk '$1 == "compaction_pending_partitions" {print $2}')

@@ -317,7 +317,7 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
     };
     let mut totals = engine::StorageStats::default();
     for (_, region) in shared.host.regions() {
-        let stats = region.storage_stats();
+        let stats = region.storage_summary();
         totals.partitions += stats.partitions;
         totals.sealed_files += stats.sealed_files;
         totals.sealed_bytes += stats.sealed_bytes;
@@ -344,7 +344,7 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
         ),
         (
             "compaction_pending_partitions",
-            "Partitions a compaction would work on now.",
+            "Partitions with compaction work, as counted at the last compaction round (every 5 s).",
             totals.pending_compactions,
         ),
     ] {

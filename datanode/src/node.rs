@@ -688,10 +688,10 @@ fn regions_to_flush(
     let mut used: usize = regions.iter().map(|(_, r)| r.memory_bytes()).sum();
     let (mut chosen, mut rest): (Vec<_>, Vec<_>) =
         regions.into_iter().partition(|(_, r)| r.should_flush(now));
-    used -= chosen
-        .iter()
-        .map(|(_, r)| r.memtable_bytes().min(r.memory_bytes()))
-        .sum::<usize>();
+    // What flushing the due regions frees. Each region's figures are read a moment after `used`
+    // (writes go on), so the difference saturates instead of trusting the two to agree.
+    let freed: usize = chosen.iter().map(|(_, r)| r.memtable_bytes()).sum();
+    used = used.saturating_sub(freed);
     if used > budget / 2 {
         rest.sort_by_key(|(_, r)| std::cmp::Reverse(r.memtable_bytes()));
         for (id, region) in rest {
@@ -727,6 +727,11 @@ async fn compaction_loop(shared: Arc<Shared>) {
         for (id, database, region) in shared.host.regions_with_databases() {
             let ttl = ttls.as_ref().and_then(|t| t.get(&database).copied());
             region.set_ttl_cutoff(ttl_removal_cutoff(now_ms, ttl));
+            // Counts the partitions with work, for the metrics page (scrapes do not plan).
+            let counted = region.clone();
+            if let Err(e) = tokio::task::spawn_blocking(move || counted.storage_stats()).await {
+                tracing::error!(region = id, "counting compaction work: {e}");
+            }
             // One region at a time, until it has no work left.
             loop {
                 let region = region.clone();

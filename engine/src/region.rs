@@ -298,6 +298,9 @@ pub struct DataRegion {
     /// Points older than this are expired (the database's TTL, `i64::MIN` = none): compaction
     /// removes them, keeping each series' newest point per file (see `compaction.rs`).
     pub(crate) ttl_cutoff: AtomicI64,
+    /// Partitions with compaction work when [`DataRegion::storage_stats`] last planned, or 0
+    /// once `compact_once` found none: what [`DataRegion::storage_summary`] reports.
+    pub(crate) pending_compactions: AtomicUsize,
     /// Bytes held by working and frozen memtables (kept by every change to them), for the node's
     /// memory budget.
     memory: AtomicUsize,
@@ -376,6 +379,7 @@ impl DataRegion {
             files,
             sequences: AtomicU64::new(state.manifest.next_sequence),
             ttl_cutoff: AtomicI64::new(i64::MIN),
+            pending_compactions: AtomicUsize::new(0),
             memory: AtomicUsize::new(0),
             state: RwLock::new(state),
             flush_lock: Mutex::new(()),
