@@ -58,6 +58,10 @@ pub struct ClusterConfig {
     /// `dn_rpc_timeout_ms`: DataNode → DataNode and DataNode → ConfigNode calls. Short, because
     /// a dropped packet makes a call hang until it expires.
     pub dn_rpc_timeout_ms: u64,
+    /// `memtable_flush_age_ms`: short makes every region flush, and so compact, all the time.
+    pub memtable_flush_age_ms: u64,
+    /// `compaction_files_min`.
+    pub compaction_files_min: u64,
 }
 
 impl Default for ClusterConfig {
@@ -77,6 +81,8 @@ impl Default for ClusterConfig {
             raft_tick_ms: 50,
             election_ticks: 10,
             dn_rpc_timeout_ms: 1500,
+            memtable_flush_age_ms: 600_000,
+            compaction_files_min: 4,
         }
     }
 }
@@ -240,6 +246,14 @@ impl Cluster {
                 ("--remote-write-max-retry-ms", "8000".to_string()),
                 ("--dn-write-timeout-ms", "5000".to_string()),
                 ("--dn-rpc-timeout-ms", config.dn_rpc_timeout_ms.to_string()),
+                (
+                    "--memtable-flush-age-ms",
+                    config.memtable_flush_age_ms.to_string(),
+                ),
+                (
+                    "--compaction-files-min",
+                    config.compaction_files_min.to_string(),
+                ),
             ];
             data_nodes.push(NodeProcess::new(
                 &format!("datanode-{}", j + 1),
