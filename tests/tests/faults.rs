@@ -123,6 +123,21 @@ impl Run {
         .expect("recovery");
     }
 
+    /// kill -9 of DataNode `j` (the fault `what`), `acked_while_down` writes acknowledged
+    /// without it, a restart on the same data directory, its lease back, and 10 writes after.
+    fn kill9_and_restart(&mut self, j: usize, what: &str, acked_while_down: usize) {
+        self.fault(what);
+        self.cluster.data_nodes[j].kill9().expect("kill");
+        self.wait_acked_since(
+            Instant::now(),
+            acked_while_down,
+            "writes to keep succeeding with a DataNode down",
+        );
+        self.cluster.data_nodes[j].start().expect("restart");
+        self.wait_recovered(j);
+        self.wait_acked_since(Instant::now(), 10, "writes after the restart");
+    }
+
     /// A session on DataNode `j` alone, one attempt per call.
     fn single(&self, j: usize) -> Session {
         self.cluster
@@ -361,16 +376,7 @@ fn killed_data_node_restarts_with_acknowledged_data_intact() {
         } else {
             (run.busiest_leader() + 1) % 3
         };
-        run.fault(&format!("kill -9 datanode-{}", target + 1));
-        run.cluster.data_nodes[target].kill9().expect("kill");
-        run.wait_acked_since(
-            Instant::now(),
-            20,
-            "writes to keep succeeding with a DataNode down",
-        );
-        run.cluster.data_nodes[target].start().expect("restart");
-        run.wait_recovered(target);
-        run.wait_acked_since(Instant::now(), 10, "writes after the restart");
+        run.kill9_and_restart(target, &format!("kill -9 datanode-{}", target + 1), 20);
     }
     run.finish();
 }
@@ -395,38 +401,22 @@ fn killed_data_node_mid_flush_and_compaction_loses_nothing() {
         // Kill only once the target has compacted since its start (counters restart with the
         // process): its flushes and compactions go on all the time, so the kill lands at some
         // point of one of them.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let compactions = run
-                .cluster
-                .dn_metrics(target)
-                .ok()
-                .and_then(|m| m.get("compactions_total").copied())
-                .unwrap_or(0.0);
-            if compactions > 0.0 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "datanode-{} never compacted",
-                target + 1
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_for(
+            &format!("datanode-{} to compact", target + 1),
+            WAIT,
+            POLL,
+            || {
+                let m = run.cluster.dn_metrics(target).ok()?;
+                (m.get("compactions_total").copied()? > 0.0).then_some(())
+            },
+        )
+        .expect("compaction");
         std::thread::sleep(Duration::from_millis(700 * round as u64));
-        run.fault(&format!(
-            "kill -9 datanode-{} (flushing and compacting)",
-            target + 1
-        ));
-        run.cluster.data_nodes[target].kill9().expect("kill");
-        run.wait_acked_since(
-            Instant::now(),
+        run.kill9_and_restart(
+            target,
+            &format!("kill -9 datanode-{} (flushing and compacting)", target + 1),
             10,
-            "writes to keep succeeding with a DataNode down",
         );
-        run.cluster.data_nodes[target].start().expect("restart");
-        run.wait_recovered(target);
-        run.wait_acked_since(Instant::now(), 10, "writes after the restart");
     }
     run.finish();
 }
