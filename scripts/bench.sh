@@ -5,12 +5,15 @@
 #                                                memtable, storage engine with the lease gate on/off
 #   scripts/bench.sh --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build]
 #   scripts/bench.sh --storage [--points N] [--no-record] [--no-build]
-#   scripts/bench.sh --soak [--duration-s 1800] [--no-record] [--no-build]
+#   scripts/bench.sh --soak [--duration-s 1800] [--ttl-ms 300000] [--no-record] [--no-build]
 #
 # --soak: 1 ConfigNode + 1 DataNode (RF=1) at half the ingest measured in its first 20 s, walk2dp
-# values, age flushes every 60 s, compaction on; prints the DataNode's open descriptors, RSS,
-# sealed files (all, most per partition), compactions and data-dir MiB every minute, and appends
-# the table to benches/RESULTS.md unless --no-record.
+# values, age flushes every 60 s, compaction on, `SET TTL TO root.soak 300000` (5 min). The
+# timestamps keep pace with the wall clock (start now, 1 ms rows, rate / 10000 devices of 10
+# measurements: each series takes 1000 rows a second), so the TTL ages data as it would in
+# production and the disk can level off. Prints the DataNode's open descriptors, RSS, sealed
+# files (all, most per partition), compactions, TTL-expired points removed and data-dir MiB every
+# minute, and appends the table to benches/RESULTS.md unless --no-record.
 #
 # --e2e: end-to-end ingest of the same generated points (fencepost_cli::loadgen: 100 devices × 10
 # DOUBLE measurements, 1000-row tablets, 4 clients) into, one after another:
@@ -64,7 +67,7 @@ cd "$(dirname "$0")/.."
 mode=${1:---micro}
 case "$mode" in
     --micro | --e2e | --storage | --soak) shift || true ;;
-    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build] | --soak [--duration-s N] [--no-record] [--no-build]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build] | --soak [--duration-s N] [--ttl-ms N] [--no-record] [--no-build]" >&2; exit 2 ;;
 esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-bench.XXXXXX")
@@ -187,10 +190,11 @@ if [ "$mode" = --soak ]; then
     # flushes every minute, compaction on. Every minute it prints the DataNode's open
     # descriptors, RSS, sealed files (all, and the most in one partition) and the data dir's
     # bytes; after the first compactions all four should stay flat.
-    duration=1800 record=1 build=1
+    duration=1800 record=1 build=1 soak_ttl_ms=300000
     while [ $# -gt 0 ]; do
         case "$1" in
             --duration-s) duration=$2; shift 2 ;;
+            --ttl-ms) soak_ttl_ms=$2; shift 2 ;;
             --no-record) record=0; shift ;;
             --no-build) build=0; shift ;;
             *) echo "unknown flag $1" >&2; exit 2 ;;
@@ -218,9 +222,14 @@ if [ "$mode" = --soak ]; then
     echo "== measuring the maximum ingest (20 s)"
     "$bin/fencepost" bench --database root.soakmax --duration-s 20 --json > "$tmp/max.json" 2> /dev/null
     max=$(json_field "$tmp/max.json" points_per_s)
-    rate=$(awk -v m="$max" 'BEGIN {printf "%d", m / 2}')
-    echo "   maximum $(printf '%.0f' "$max") points/s; soaking at $rate points/s for $duration s"
+    # Devices so that each series takes 1000 rows (1 ms apart) a second: timestamps track the
+    # wall clock. The rate is rounded down to whole devices.
+    devices=$(awk -v m="$max" 'BEGIN {d = int(m / 2 / 10000); print (d < 1 ? 1 : d)}')
+    rate=$((devices * 10000))
+    echo "   maximum $(printf '%.0f' "$max") points/s; soaking at $rate points/s ($devices devices × 10 measurements, 1000 rows/s each) for $duration s"
+    "$bin/fencepost" -e "CREATE DATABASE root.soak; SET TTL TO root.soak $soak_ttl_ms" > /dev/null
     "$bin/fencepost" bench --database root.soak --duration-s "$duration" --rate-pts-per-s "$rate" \
+        --devices "$devices" --measurements 10 --start-time "$(date +%s%3N)" --step-ms 1 \
         --values walk2dp --json > "$tmp/soak.json" 2> "$tmp/soak.log" &
     loader=$!
     started_pids+=("$loader")
@@ -228,8 +237,8 @@ if [ "$mode" = --soak ]; then
     metric() { curl -s --max-time 2 http://127.0.0.1:9100/metrics | awk -v n="$1" '$1 == n {print $2}'; }
     table="$tmp/soak.md"
     {
-        echo "| minute | open fds | RSS MiB | sealed files | most files / partition | compactions | data dir MiB |"
-        echo "|---|---|---|---|---|---|---|"
+        echo "| minute | open fds | RSS MiB | sealed files | most files / partition | compactions | TTL points removed | data dir MiB |"
+        echo "|---|---|---|---|---|---|---|---|"
     } > "$table"
     cat "$table"
     minute=0
@@ -239,7 +248,7 @@ if [ "$mode" = --soak ]; then
         fds=$(ls "/proc/$dn_pid/fd" 2>/dev/null | wc -l)
         rss=$(awk '/VmRSS/ {printf "%d", $2 / 1024}' "/proc/$dn_pid/status" 2>/dev/null || echo "?")
         disk=$(du -sm "$base/dn1" 2>/dev/null | cut -f1)
-        row="| $minute | $fds | $rss | $(metric sealed_files) | $(metric sealed_files_per_partition_max) | $(metric compactions_total) | $disk |"
+        row="| $minute | $fds | $rss | $(metric sealed_files) | $(metric sealed_files_per_partition_max) | $(metric compactions_total) | $(metric ttl_expired_points_removed_total) | $disk |"
         echo "$row" | tee -a "$table"
     done
     wait "$loader" || echo "   the loader exited with an error; see $tmp/soak.log" >&2
@@ -249,7 +258,7 @@ if [ "$mode" = --soak ]; then
             echo
             echo "## $(date -u +%Y-%m-%d) soak, $duration s at $rate points/s (half of $(printf '%.0f' "$max"))"
             echo
-            echo "$(machine_facts); flush age 60 s; compaction on (defaults)."
+            echo "$(machine_facts); flush age 60 s; compaction on (defaults); TTL $soak_ttl_ms ms; timestamps at wall-clock pace."
             echo
             cat "$table"
         } >> benches/RESULTS.md

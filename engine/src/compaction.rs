@@ -59,6 +59,9 @@ pub struct CompactionConfig {
     pub tier_base_bytes: u64,
     /// Bytes a compaction writes per second at most; 0 is unlimited. Default 64 MiB/s.
     pub write_bytes_per_sec: u64,
+    /// A newer run takes in its older neighbour when the neighbour is at most this many times
+    /// the run's bytes (size-ratio merging for files of mixed sizes). Default 2.
+    pub size_ratio: u64,
 }
 
 impl Default for CompactionConfig {
@@ -68,6 +71,7 @@ impl Default for CompactionConfig {
             files_max: 16,
             tier_base_bytes: 1 << 20,
             write_bytes_per_sec: 64 << 20,
+            size_ratio: 2,
         }
     }
 }
@@ -81,6 +85,57 @@ impl CompactionConfig {
             bound = bound.saturating_mul(4);
         }
         tier
+    }
+
+    /// The run of neighbouring files (given oldest first by size) to merge, if any, by three
+    /// rules in turn:
+    /// 1. **Tiers**: the first run of `files_min..=files_max` neighbours in one size tier.
+    /// 2. **Size ratio**, for files of mixed sizes (flushes of different sizes, outputs of
+    ///    earlier merges, files shrunk by TTL rewrites), where rule 1 can find nothing however
+    ///    many files pile up: from the newest file back, a run takes in its older neighbour while
+    ///    that neighbour is at most `size_ratio` times the run's bytes; a run of at least
+    ///    `files_min` files is merged. Each byte is then rewritten about log(total / flush)
+    ///    times, and what stays unmerged is a geometric series of sizes: few files.
+    /// 3. **Cap**: past `files_max` files, the cheapest run of `files_min` neighbours, so the
+    ///    count cannot grow without bound whatever the sizes.
+    pub fn plan_run(&self, sizes: &[u64]) -> Option<std::ops::Range<usize>> {
+        let files_min = self.files_min.max(2);
+        let files_max = self.files_max.max(files_min);
+        let mut start = 0;
+        while start < sizes.len() {
+            let tier = self.tier(sizes[start]);
+            let mut end = start + 1;
+            while end < sizes.len() && end - start < files_max && self.tier(sizes[end]) == tier {
+                end += 1;
+            }
+            if end - start >= files_min {
+                return Some(start..end);
+            }
+            start = end;
+        }
+        let mut end = sizes.len();
+        while end > 0 {
+            let mut start = end - 1;
+            let mut bytes = sizes[start];
+            while start > 0
+                && end - start < files_max
+                && sizes[start - 1] <= bytes.saturating_mul(self.size_ratio.max(1))
+            {
+                start -= 1;
+                bytes = bytes.saturating_add(sizes[start]);
+            }
+            if end - start >= files_min {
+                return Some(start..end);
+            }
+            end = start;
+        }
+        if sizes.len() > files_max {
+            let cheapest = (0..=sizes.len() - files_min)
+                .min_by_key(|&i| sizes[i..i + files_min].iter().sum::<u64>())
+                .expect("more than files_min files");
+            return Some(cheapest..cheapest + files_min);
+        }
+        None
     }
 }
 
@@ -200,8 +255,7 @@ impl DataRegion {
             .find_map(|slot| self.plan_partition(state, *slot))
     }
 
-    /// The partition's next job: the first run of `files_min`..=`files_max` neighbours in one
-    /// size tier, else the first file holding data a deletion masks or enough expired points
+    /// The partition's next job: a run [`CompactionConfig::plan_run`] picks, else the first file holding data a deletion masks or enough expired points
     /// (rewritten alone).
     fn plan_partition(&self, state: &RegionState, slot: i64) -> Option<Job> {
         let config = &self.config.compaction;
@@ -210,20 +264,9 @@ impl DataRegion {
             time_slot: slot,
             inputs: run.to_vec(),
         };
-        let mut start = 0;
-        while start < files.len() {
-            let tier = config.tier(files[start].bytes);
-            let mut end = start + 1;
-            while end < files.len()
-                && end - start < config.files_max
-                && config.tier(files[end].bytes) == tier
-            {
-                end += 1;
-            }
-            if end - start >= config.files_min.max(2) {
-                return Some(job(&files[start..end]));
-            }
-            start = end;
+        let sizes: Vec<u64> = files.iter().map(|f| f.bytes).collect();
+        if let Some(run) = config.plan_run(&sizes) {
+            return Some(job(&files[run]));
         }
         let cutoff = self.ttl_cutoff();
         files
@@ -582,5 +625,64 @@ mod tests {
         assert_eq!(config.tier((1 << 20) + 1), 1);
         assert_eq!(config.tier(4 << 20), 1);
         assert_eq!(config.tier(5 << 20), 2);
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn equal_neighbours_merge_by_tier() {
+        let config = CompactionConfig::default();
+        assert_eq!(config.plan_run(&[MIB; 3]), None);
+        assert_eq!(config.plan_run(&[MIB; 4]), Some(0..4));
+        assert_eq!(config.plan_run(&[MIB; 20]), Some(0..16));
+        assert_eq!(config.plan_run(&[100 * MIB, MIB, MIB, MIB, MIB]), Some(1..5));
+    }
+
+    #[test]
+    fn mixed_sizes_merge_by_ratio_from_the_newest() {
+        let config = CompactionConfig::default();
+        // Alternating tiers: no run of one tier, ever.
+        let sizes = [3 * MIB, 6 * MIB, 3 * MIB, 6 * MIB, 3 * MIB];
+        assert_eq!(config.plan_run(&sizes), Some(0..5));
+        // A big old file stays out while the newer ones are small beside it.
+        let sizes = [400 * MIB, 3 * MIB, 6 * MIB, 3 * MIB, 6 * MIB];
+        assert_eq!(config.plan_run(&sizes), Some(1..5));
+        // A geometric series is left alone: merging would rewrite the big files for little.
+        let sizes = [900 * MIB, 300 * MIB, 100 * MIB, 30 * MIB, 10 * MIB, 3 * MIB];
+        assert_eq!(config.plan_run(&sizes), None);
+    }
+
+    #[test]
+    fn past_files_max_the_cheapest_run_merges() {
+        let config = CompactionConfig {
+            files_max: 4,
+            ..CompactionConfig::default()
+        };
+        let sizes = [5000, 1000, 200, 40, 8].map(|s| s * MIB);
+        assert_eq!(config.plan_run(&sizes), Some(1..5));
+    }
+
+    /// Simulates flushes of varying sizes with every merge the planner asks for: the files per
+    /// partition stay few (the soak's figure), and each byte is rewritten a bounded number of
+    /// times.
+    #[test]
+    fn flushes_of_mixed_sizes_keep_few_files() {
+        let config = CompactionConfig::default();
+        let mut files: Vec<u64> = Vec::new();
+        let (mut flushed, mut written) = (0u64, 0u64);
+        let mut most = 0;
+        for i in 0..2000u64 {
+            let size = MIB + (i * 7919 % 13) * MIB / 2;
+            files.push(size);
+            flushed += size;
+            while let Some(run) = config.plan_run(&files) {
+                let merged: u64 = files[run.clone()].iter().sum();
+                written += merged;
+                files.splice(run, [merged]);
+            }
+            most = most.max(files.len());
+        }
+        assert!(most <= 16, "{most} files");
+        assert!(written <= flushed * 12, "{written} bytes rewritten for {flushed} flushed");
     }
 }
