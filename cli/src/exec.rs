@@ -173,8 +173,20 @@ pub async fn execute(session: &Session, statement: &Statement) -> Result<Outcome
             session.unset_ttl(database).await?;
             Ok(Outcome::done())
         }
-        Statement::CreateTimeseries { path, data_type } => {
-            session.create_timeseries(path, *data_type).await?;
+        Statement::CreateTimeseries {
+            path,
+            data_type,
+            encoding,
+            compressor,
+        } => {
+            session
+                .create_timeseries_with(
+                    path,
+                    *data_type,
+                    encoding.as_deref(),
+                    compressor.as_deref(),
+                )
+                .await?;
             Ok(Outcome::done())
         }
         Statement::DeleteTimeseries { path } => {

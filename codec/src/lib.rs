@@ -147,5 +147,5 @@ pub use column::{
 };
 pub use compress::{compress, decompress};
 pub use error::{CodecError, Result};
-pub use names::{Choice, CodecId, Compressor, Encoding};
+pub use names::{Choice, CodecId, Compressor, Encoding, SeriesCodec};
 pub use text::DICTIONARY_TEXT_BYTES_MAX;

@@ -224,3 +224,100 @@ impl fmt::Display for CodecId {
         f.write_str(self.name())
     }
 }
+
+/// What a series declared in `CREATE TIMESERIES ... ENCODING=..., COMPRESSOR=...`; `None` where
+/// it declared nothing. Sealed files honour it: a declared encoding is written as
+/// [`Choice::Fixed`] (an undeclared one as [`Choice::Adaptive`]), a declared compressor is
+/// used for its pages (an undeclared one is the file's default, LZ4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SeriesCodec {
+    /// The declared encoding.
+    pub encoding: Option<Encoding>,
+    /// The declared compressor.
+    pub compressor: Option<Compressor>,
+}
+
+impl SeriesCodec {
+    /// Parses and checks the names a statement gave for a series of type `t` (empty or `None`
+    /// for undeclared); the error is a message for an ILLEGAL_PARAMETER status.
+    pub fn parse(
+        t: DataType,
+        encoding: Option<&str>,
+        compressor: Option<&str>,
+    ) -> Result<SeriesCodec, String> {
+        let encoding = match encoding.filter(|n| !n.is_empty()) {
+            None => None,
+            Some(name) => {
+                let e = Encoding::parse(name).ok_or_else(|| {
+                    format!(
+                        "unknown encoding {name}; give one of {}",
+                        names(Encoding::ALL.map(Encoding::name))
+                    )
+                })?;
+                if !e.supports(t) {
+                    return Err(format!("encoding {e} does not support {}", t.name()));
+                }
+                Some(e)
+            }
+        };
+        let compressor = match compressor.filter(|n| !n.is_empty()) {
+            None => None,
+            Some(name) => Some(Compressor::parse(name).ok_or_else(|| {
+                format!(
+                    "unsupported compressor {name}; this build has {}",
+                    names(Compressor::ALL.map(Compressor::name))
+                )
+            })?),
+        };
+        Ok(SeriesCodec {
+            encoding,
+            compressor,
+        })
+    }
+
+    /// Whether anything was declared.
+    pub fn is_declared(self) -> bool {
+        self.encoding.is_some() || self.compressor.is_some()
+    }
+
+    /// What the encoder may choose for the series' values.
+    pub fn choice(self) -> Choice {
+        self.encoding.map_or(Choice::Adaptive, Choice::Fixed)
+    }
+
+    /// The declared encoding's name, or `""`.
+    pub fn encoding_name(self) -> &'static str {
+        self.encoding.map_or("", Encoding::name)
+    }
+
+    /// The declared compressor's name, or `""`.
+    pub fn compressor_name(self) -> &'static str {
+        self.compressor.map_or("", Compressor::name)
+    }
+}
+
+fn names<const N: usize>(all: [&'static str; N]) -> String {
+    all.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations_parse_against_iotdb_s_compatibility_table() {
+        let c = SeriesCodec::parse(DataType::Double, Some("gorilla"), Some("LZ4")).unwrap();
+        assert_eq!(c.encoding, Some(Encoding::Gorilla));
+        assert_eq!(c.compressor, Some(Compressor::Lz4));
+        assert_eq!(c.choice(), Choice::Fixed(Encoding::Gorilla));
+        let none = SeriesCodec::parse(DataType::Text, None, Some("")).unwrap();
+        assert!(!none.is_declared());
+        assert_eq!(none.choice(), Choice::Adaptive);
+        let e = SeriesCodec::parse(DataType::Text, Some("TS_2DIFF"), None).unwrap_err();
+        assert!(e.contains("does not support TEXT"), "{e}");
+        let e = SeriesCodec::parse(DataType::Int64, Some("FOO"), None).unwrap_err();
+        assert!(e.contains("unknown encoding FOO"), "{e}");
+        let e = SeriesCodec::parse(DataType::Int64, None, Some("SNAPPY")).unwrap_err();
+        assert!(e.contains("UNCOMPRESSED, LZ4"), "{e}");
+    }
+}

@@ -17,6 +17,7 @@ use common::DataType;
 
 use crate::error::DecodeError;
 use crate::state::NodeStatus;
+use codec::SeriesCodec;
 use common::codec::{Reader, Writer};
 
 /// Version byte of the encoding.
@@ -33,6 +34,8 @@ pub struct SeriesSpec {
     pub measurement: String,
     /// Value type.
     pub data_type: DataType,
+    /// The declared encoding and compressor (`CREATE TIMESERIES ... ENCODING=...`).
+    pub codec: SeriesCodec,
 }
 
 /// A change to the metadata. Everything apply needs is inside the command (design §5: apply is
@@ -122,6 +125,9 @@ mod kind {
     pub const BEGIN_DROP_DATABASE: u8 = 7;
     pub const FINISH_OPERATION: u8 = 8;
     pub const BEGIN_SET_TTL: u8 = 9;
+    /// CREATE_TIMESERIES whose series carry their declared encoding and compressor (names,
+    /// `str16` each, empty when undeclared) after the type; written only when one declares.
+    pub const CREATE_TIMESERIES_WITH_CODECS: u8 = 10;
 }
 
 impl Command {
@@ -156,13 +162,22 @@ impl Command {
                 series,
                 auto_create,
             } => {
-                w.u8(kind::CREATE_TIMESERIES);
+                let codecs = series.iter().any(|s| s.codec.is_declared());
+                w.u8(if codecs {
+                    kind::CREATE_TIMESERIES_WITH_CODECS
+                } else {
+                    kind::CREATE_TIMESERIES
+                });
                 w.bool(*auto_create);
                 w.len32(series.len());
                 for s in series {
                     w.str16(&s.device);
                     w.str16(&s.measurement);
                     w.u8(s.data_type.code());
+                    if codecs {
+                        w.str16(s.codec.encoding_name());
+                        w.str16(s.codec.compressor_name());
+                    }
                 }
             }
             Command::AllocatePartitions {
@@ -246,15 +261,29 @@ impl Command {
             kind::CREATE_DATABASE => Command::CreateDatabase {
                 database: r.str16()?,
             },
-            kind::CREATE_TIMESERIES => {
+            k @ (kind::CREATE_TIMESERIES | kind::CREATE_TIMESERIES_WITH_CODECS) => {
                 let auto_create = r.bool()?;
                 let n = r.count(5)?;
                 let mut series = Vec::with_capacity(n);
                 for _ in 0..n {
+                    let device = r.str16()?;
+                    let measurement = r.str16()?;
+                    let data_type = r.data_type()?;
+                    let codec = if k == kind::CREATE_TIMESERIES_WITH_CODECS {
+                        let encoding = r.str16()?;
+                        let compressor = r.str16()?;
+                        match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
+                            Ok(codec) => codec,
+                            Err(e) => return r.error(e),
+                        }
+                    } else {
+                        SeriesCodec::default()
+                    };
                     series.push(SeriesSpec {
-                        device: r.str16()?,
-                        measurement: r.str16()?,
-                        data_type: r.data_type()?,
+                        device,
+                        measurement,
+                        data_type,
+                        codec,
                     });
                 }
                 Command::CreateTimeseries {
@@ -432,6 +461,7 @@ pub(crate) mod tests {
                         device: "d".into(),
                         measurement: "s".into(),
                         data_type: DataType::Double,
+                        codec: SeriesCodec::default(),
                     }],
                     auto_create: true,
                 },
@@ -509,6 +539,26 @@ pub(crate) mod tests {
             },
             &[2, 9, 1, 0, b'x', 0, 0, 0, 0, 0, 0, 0, 0],
         );
+        // A series with a declared encoding: kind 10, the names after the type.
+        golden(
+            Command::CreateTimeseries {
+                series: vec![SeriesSpec {
+                    device: "d".into(),
+                    measurement: "s".into(),
+                    data_type: DataType::Int64,
+                    codec: SeriesCodec::parse(DataType::Int64, Some("RLE"), None).unwrap(),
+                }],
+                auto_create: false,
+            },
+            &[
+                2, 10, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 2, 3, 0, b'R', b'L', b'E', 0, 0,
+            ],
+        );
+        // A name the type does not take is refused, not stored.
+        let bad = [
+            2, 10, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 5, 3, 0, b'R', b'L', b'E', 0, 0,
+        ];
+        assert!(Command::decode(&bad).is_err());
     }
 
     #[test]
@@ -587,6 +637,15 @@ pub(crate) mod tests {
                         .into_iter()
                         .map(|(db, d, m, t)| SeriesSpec {
                             device: format!("root.{db}.{d}"),
+                            // Every third series declares PLAIN + LZ4 (both fit every type).
+                            codec: if m.len() % 3 == 0 {
+                                SeriesCodec {
+                                    encoding: Some(codec::Encoding::Plain),
+                                    compressor: Some(codec::Compressor::Lz4),
+                                }
+                            } else {
+                                SeriesCodec::default()
+                            },
                             measurement: m,
                             data_type: t,
                         })

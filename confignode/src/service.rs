@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use codec::SeriesCodec;
 use common::StatusCode;
 use proto::config_node_service_server::ConfigNodeService;
 use tonic::{Request, Response};
@@ -335,10 +336,12 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                                 }),
                                 empty
                             );
+                            // Auto-created: nothing declared (the write path has no names).
                             missing.push(SeriesSpec {
                                 device: d.device.clone(),
                                 measurement: m.name.clone(),
                                 data_type,
+                                codec: SeriesCodec::default(),
                             });
                         }
                     }
@@ -502,10 +505,21 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                     format!("unknown data type {}", s.data_type),
                 )));
             };
+            let codec = match SeriesCodec::parse(data_type, Some(&s.encoding), Some(&s.compressor))
+            {
+                Ok(codec) => codec,
+                Err(e) => {
+                    return Ok(Response::new(proto::status(
+                        StatusCode::IllegalParameter,
+                        format!("{}.{}: {e}", s.device, s.measurement),
+                    )))
+                }
+            };
             series.push(SeriesSpec {
                 device: s.device,
                 measurement: s.measurement,
                 data_type,
+                codec,
             });
         }
         let command = Command::CreateTimeseries {
@@ -563,7 +577,10 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         &self,
         request: Request<proto::ShowTimeseriesReq>,
     ) -> RpcResult<proto::ShowTimeseriesResp> {
-        let prefix = request.into_inner().prefix;
+        let proto::ShowTimeseriesReq {
+            prefix,
+            declared_codecs_only,
+        } = request.into_inner();
         let empty = proto::ShowTimeseriesResp::default();
         leader_or_return!(self, empty);
         try_status!(self.shared.group.read_barrier().await, empty);
@@ -571,6 +588,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         let series = state
             .all_series()
             .filter(|(d, m, _)| prefix.is_empty() || format!("{d}.{m}").starts_with(&prefix))
+            .filter(|(_, _, r)| !declared_codecs_only || r.codec.is_declared())
             .take(REQUEST_ITEMS_MAX)
             .map(|(d, m, r)| proto::TimeseriesInfo {
                 database: state
@@ -581,6 +599,8 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 measurement: m.to_string(),
                 data_type: proto::data_type_to_wire(r.data_type) as i32,
                 pending_delete: r.pending_delete || state.database_of(d).is_some_and(|(_, p)| p),
+                encoding: r.codec.encoding_name().to_string(),
+                compressor: r.codec.compressor_name().to_string(),
             })
             .collect();
         Ok(Response::new(proto::ShowTimeseriesResp {

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use codec::SeriesCodec;
 use common::codec::Writer;
 use common::path::{is_under, DatabasePath, DevicePath, Measurement, PathError};
 use common::{envelope, DataType};
@@ -95,6 +96,8 @@ pub struct SeriesRecord {
     pub data_type: DataType,
     /// A DELETE TIMESERIES is in progress.
     pub pending_delete: bool,
+    /// Its declared encoding and compressor.
+    pub codec: SeriesCodec,
 }
 
 /// A data region group.
@@ -721,6 +724,7 @@ impl MetadataState {
                 v.insert(SeriesRecord {
                     data_type: s.data_type,
                     pending_delete: false,
+                    codec: s.codec,
                 });
                 changed = true;
             }
@@ -986,16 +990,20 @@ impl MetadataState {
         Ok(())
     }
 
-    /// Magic of the snapshot encoding (version 2).
-    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP2";
+    /// Magic of the snapshot encoding (version 3).
+    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP3";
+    /// Magic of version 2, still read: series without declared encodings.
+    pub const SNAPSHOT_MAGIC_V2: &'static [u8; 8] = b"FPCNSNP2";
     /// Magic of version 1, still read: no TTL table, no operation kind 3.
     pub const SNAPSHOT_MAGIC_V1: &'static [u8; 8] = b"FPCNSNP1";
 
-    /// The snapshot encoding, version 2: magic `FPCNSNP2`, u64 applied index, u64 metadata
-    /// version, u64 next ids (DataNode, region, operation), then the registry, databases, series,
-    /// partitions, regions, operations (kind 3 = SetTtl, str16 database) and TTLs
-    /// (`str16 database, i64 ttl_ms`), each a u32 count then items, then CRC32 of all preceding
-    /// bytes. Version 1 (`FPCNSNP1`) is version 2 without the TTL table.
+    /// The snapshot encoding, version 3: magic `FPCNSNP3`, u64 applied index, u64 metadata
+    /// version, u64 next ids (DataNode, region, operation), then the registry, databases, series
+    /// (`str16 device, str16 measurement, u8 type, bool pending delete, str16 encoding, str16
+    /// compressor`, the names empty when undeclared), partitions, regions, operations (kind 3 =
+    /// SetTtl, str16 database) and TTLs (`str16 database, i64 ttl_ms`), each a u32 count then
+    /// items, then CRC32 of all preceding bytes. Version 2 (`FPCNSNP2`) is version 3 without the
+    /// two names; version 1 (`FPCNSNP1`) is version 2 without the TTL table.
     pub fn encode_snapshot(&self) -> Vec<u8> {
         // The index is not encoded (decoding rebuilds it); what is encoded must obey its rules.
         debug_assert_eq!(self.check_index(), Ok(()));
@@ -1028,6 +1036,8 @@ impl MetadataState {
             w.str16(measurement);
             w.u8(r.data_type.code());
             w.bool(r.pending_delete);
+            w.str16(r.codec.encoding_name());
+            w.str16(r.codec.compressor_name());
         }
         w.len32(self.partitions.len());
         for ((db, s, t), r) in &self.partitions {
@@ -1076,13 +1086,18 @@ impl MetadataState {
 
     /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
     pub fn decode_snapshot(bytes: &[u8]) -> Result<MetadataState, DecodeError> {
-        let (magic, mut r) =
-            envelope::open(bytes, &[Self::SNAPSHOT_MAGIC, Self::SNAPSHOT_MAGIC_V1]).map_err(
-                |e| DecodeError {
-                    reason: format!("ConfigNode snapshot: {}", e.reason),
-                    ..e
-                },
-            )?;
+        let (magic, mut r) = envelope::open(
+            bytes,
+            &[
+                Self::SNAPSHOT_MAGIC,
+                Self::SNAPSHOT_MAGIC_V2,
+                Self::SNAPSHOT_MAGIC_V1,
+            ],
+        )
+        .map_err(|e| DecodeError {
+            reason: format!("ConfigNode snapshot: {}", e.reason),
+            ..e
+        })?;
         let mut s = MetadataState {
             applied_index: r.u64()?,
             metadata_version: r.u64()?,
@@ -1119,11 +1134,22 @@ impl MetadataState {
             let key = (r.str16()?, r.str16()?);
             let data_type = r.data_type()?;
             let pending_delete = r.bool()?;
+            let codec = if magic == 0 {
+                let encoding = r.str16()?;
+                let compressor = r.str16()?;
+                match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
+                    Ok(codec) => codec,
+                    Err(e) => return r.error(format!("series {}.{}: {e}", key.0, key.1)),
+                }
+            } else {
+                SeriesCodec::default()
+            };
             s.series.insert(
                 key,
                 SeriesRecord {
                     data_type,
                     pending_delete,
+                    codec,
                 },
             );
         }
@@ -1162,13 +1188,13 @@ impl MetadataState {
                     OperationKind::DeleteTimeseries(series)
                 }
                 2 => OperationKind::DropDatabase(r.str16()?),
-                3 if magic == 0 => OperationKind::SetTtl(r.str16()?),
+                3 if magic <= 1 => OperationKind::SetTtl(r.str16()?),
                 tag => return r.error(format!("operation kind {tag}")),
             };
             s.operations.insert(id, kind);
         }
-        // Magic 0 is version 2; version 1 has no TTL table.
-        if magic == 0 {
+        // Magic 0 is version 3, 1 version 2; version 1 has no TTL table.
+        if magic <= 1 {
             for _ in 0..r.count(10)? {
                 let db = r.str16()?;
                 let ttl_ms = r.i64()?;
@@ -1238,6 +1264,7 @@ mod tests {
             device: device.into(),
             measurement: measurement.into(),
             data_type,
+            codec: SeriesCodec::default(),
         }
     }
 
@@ -1631,7 +1658,8 @@ mod tests {
             h.state.series("root.sg.d1", "s1"),
             Some(SeriesRecord {
                 data_type: DataType::Text,
-                pending_delete: true
+                pending_delete: true,
+                codec: SeriesCodec::default(),
             }),
             "the new series is the new delete's to remove"
         );
@@ -1767,7 +1795,7 @@ mod tests {
         let mut h = Harness::new();
         h.register(0, "a");
         let bytes = h.state.encode_snapshot();
-        let mut expected: Vec<u8> = b"FPCNSNP2".to_vec();
+        let mut expected: Vec<u8> = b"FPCNSNP3".to_vec();
         for v in [1u64, 1, 2, 1, 1] {
             // applied index, metadata version, next DataNode / region / operation ids
             expected.extend_from_slice(&v.to_le_bytes());
@@ -1783,6 +1811,46 @@ mod tests {
         let crc = crc32fast::hash(&expected);
         expected.extend_from_slice(&crc.to_le_bytes());
         assert_eq!(bytes, expected);
+    }
+
+    /// A version-2 snapshot (no declared encodings) still decodes; a version-3 one keeps every
+    /// series' declaration.
+    #[test]
+    fn snapshot_version_2_decodes_and_version_3_keeps_declarations() {
+        let mut h = Harness::new();
+        h.register(0, "a");
+        let v3 = h.state.encode_snapshot();
+        let mut v2 = v3[..v3.len() - 4].to_vec();
+        v2[..8].copy_from_slice(b"FPCNSNP2");
+        let crc = crc32fast::hash(&v2);
+        v2.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(MetadataState::decode_snapshot(&v2).unwrap(), h.state);
+
+        h.apply(Command::CreateDatabase {
+            database: "root.sg".into(),
+        })
+        .unwrap();
+        let declared =
+            SeriesCodec::parse(DataType::Double, Some("CHIMP"), Some("UNCOMPRESSED")).unwrap();
+        h.apply(Command::CreateTimeseries {
+            series: vec![
+                SeriesSpec {
+                    codec: declared,
+                    ..spec("root.sg.d1", "s1", DataType::Double)
+                },
+                spec("root.sg.d1", "s2", DataType::Int64),
+            ],
+            auto_create: false,
+        })
+        .unwrap();
+        let restored = MetadataState::decode_snapshot(&h.state.encode_snapshot()).unwrap();
+        assert_eq!(restored, h.state);
+        assert_eq!(restored.series("root.sg.d1", "s1").unwrap().codec, declared);
+        assert!(!restored
+            .series("root.sg.d1", "s2")
+            .unwrap()
+            .codec
+            .is_declared());
     }
 
     /// The golden snapshot of version 1 (before TTLs) still decodes, to the same state.

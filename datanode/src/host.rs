@@ -222,6 +222,14 @@ impl RegionHost {
             .collect()
     }
 
+    /// Stops every hosted region's compactions (running ones at their next series), for
+    /// shutdown: a throttled merge of a large partition must not hold the process up.
+    pub(crate) fn cancel_compactions(&self) {
+        for r in self.regions.read().values() {
+            r.region.cancel_compactions();
+        }
+    }
+
     /// Each hosted region's state-machine metrics.
     pub(crate) fn state_machine_metrics(&self) -> Vec<Arc<RegionStateMachineMetrics>> {
         self.regions
@@ -393,6 +401,7 @@ impl RegionHost {
             return Err(Error::Runtime(runtime::Error::Consensus(e)));
         }
         if let Some(region) = region {
+            region.region.cancel_compactions();
             // The raft group held the other reference; a flush or compaction running now holds
             // one until it ends. Waiting is bounded: past it the directory goes anyway and the
             // straggler's write fails (it is logged), which loses nothing anyone still wants.

@@ -360,6 +360,33 @@ impl ConfigNodeLink {
             .collect())
     }
 
+    /// The series that declared an encoding or compressor, as the ConfigNode leader has them
+    /// now (flushes and compactions write those series so). A declaration that no longer
+    /// parses is refused here like a malformed answer.
+    pub(crate) async fn series_codecs(&self) -> Result<engine::SeriesCodecs, String> {
+        let answer = self
+            .client
+            .call(|mut c| async move {
+                c.show_timeseries(proto::ShowTimeseriesReq {
+                    prefix: String::new(),
+                    declared_codecs_only: true,
+                })
+                .await
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        check_status(answer.status.as_ref())?;
+        let mut codecs = engine::SeriesCodecs::default();
+        for s in answer.series {
+            let data_type = proto::data_type(s.data_type).map_err(|e| e.to_string())?;
+            let codec =
+                engine::SeriesCodec::parse(data_type, Some(&s.encoding), Some(&s.compressor))
+                    .map_err(|e| format!("series {}.{}: {e}", s.device, s.measurement))?;
+            codecs.insert(&s.device, &s.measurement, codec);
+        }
+        Ok(codecs)
+    }
+
     /// Everything a lease recovery installs: every DataNode's addresses, every region's route.
     pub(crate) async fn pull_metadata(&self) -> Result<PulledMetadata, String> {
         let cluster = self

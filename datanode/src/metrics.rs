@@ -73,6 +73,8 @@ pub struct Metrics {
     pub compaction_output_bytes: AtomicU64,
     /// Points compactions removed because their database's TTL expired them.
     pub ttl_expired_points: AtomicU64,
+    /// Series with a declared encoding or compressor, as last fetched from the ConfigNode.
+    pub series_codecs_declared: AtomicU64,
 }
 
 /// The metrics page.
@@ -396,6 +398,12 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
         "gauge",
         "Bytes held by working and flushing memtables over all regions.",
         shared.host.memtable_bytes() as u64,
+    );
+    line(
+        "series_codecs_declared",
+        "gauge",
+        "Series with a declared encoding or compressor that flushes and compactions honour.",
+        m.series_codecs_declared.load(Ordering::Relaxed),
     );
     line(
         "memtable_budget_bytes",

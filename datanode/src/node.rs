@@ -27,7 +27,7 @@ use crate::metrics::{inc, Metrics};
 use crate::peers::{GrpcPeers, Peers};
 use crate::region_state_machine::RegionRetryConfig;
 use crate::timing;
-use engine::{CompactionConfig, DataRegion, FileCache, StorageConfig};
+use engine::{CompactionConfig, DataRegion, FileCache, StorageConfig, StorageError};
 
 /// Who this DataNode is: its id and its bound addresses.
 pub(crate) struct Identity {
@@ -569,6 +569,7 @@ async fn serve(
     metrics_task.abort();
     monitor_task.abort();
     flush_task.abort();
+    shared.host.cancel_compactions();
     compaction_task.abort();
     reconcile_task.abort();
     let driver_failed = shared.host.driver().is_stopped();
@@ -723,10 +724,27 @@ async fn compaction_loop(shared: Arc<Shared>) {
                 None
             }
         };
+        // Declared encodings likewise; without an answer the regions keep the last ones.
+        let codecs = match shared.confignode.series_codecs().await {
+            Ok(codecs) => {
+                shared
+                    .metrics
+                    .series_codecs_declared
+                    .store(codecs.len() as u64, Ordering::Relaxed);
+                Some(Arc::new(codecs))
+            }
+            Err(e) => {
+                tracing::debug!("no declared encodings this round: {e}");
+                None
+            }
+        };
         let now_ms = crate::coordinator::read::wall_clock_ms();
         for (id, database, region) in shared.host.regions_with_databases() {
             let ttl = ttls.as_ref().and_then(|t| t.get(&database).copied());
             region.set_ttl_cutoff(ttl_removal_cutoff(now_ms, ttl));
+            if let Some(codecs) = &codecs {
+                region.set_series_codecs(codecs.clone());
+            }
             // Counts the partitions with work, for the metrics page (scrapes do not plan).
             let counted = region.clone();
             if let Err(e) = tokio::task::spawn_blocking(move || counted.storage_stats()).await {
@@ -748,7 +766,7 @@ async fn compaction_loop(shared: Arc<Shared>) {
                             .fetch_add(report.expired_points, Ordering::Relaxed);
                         tracing::debug!(region = id, ?report, "compacted");
                     }
-                    Ok(Ok(None)) => break,
+                    Ok(Ok(None)) | Ok(Err(StorageError::CompactionCancelled)) => break,
                     Ok(Err(e)) => {
                         tracing::error!(region = id, "compaction failed: {e}");
                         break;

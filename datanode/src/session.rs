@@ -364,7 +364,13 @@ impl SessionService for SessionServiceImpl {
             .confignode
             .call(None, |mut c| {
                 let prefix = prefix.clone();
-                async move { c.show_timeseries(proto::ShowTimeseriesReq { prefix }).await }
+                async move {
+                    c.show_timeseries(proto::ShowTimeseriesReq {
+                        prefix,
+                        declared_codecs_only: false,
+                    })
+                    .await
+                }
             })
             .await;
         Ok(Response::new(outcome.unwrap_or_else(|s| {

@@ -45,7 +45,7 @@ use common::{Column, DataType};
 use crate::error::{Result, StorageError};
 use crate::manifest::{sync_dir, FileEntry};
 use crate::region::{DataRegion, RegionState};
-use crate::sealed::{self, Header, SealedFile};
+use crate::sealed::{self, Header, SealedFile, SeriesCodecs};
 
 /// When and how fast partitions are compacted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,14 +186,42 @@ impl DataRegion {
             .store(cutoff.unwrap_or(i64::MIN), Ordering::Relaxed);
     }
 
+    /// Sets the declared encodings and compressors that flushes and compactions from now on
+    /// write series with (the DataNode learns them from the ConfigNode). Files already written
+    /// keep their encoding until a compaction rewrites them; any encoding reads back the same
+    /// points, so replicas that learn a declaration at different times differ only in bytes.
+    pub fn set_series_codecs(&self, codecs: Arc<SeriesCodecs>) {
+        *self.series_codecs.write() = codecs;
+    }
+
+    /// The declarations flushes and compactions honour now.
+    pub fn series_codecs(&self) -> Arc<SeriesCodecs> {
+        self.series_codecs.read().clone()
+    }
+
     /// The TTL cutoff compactions apply, if any.
     pub fn ttl_cutoff(&self) -> Option<i64> {
         Some(self.ttl_cutoff.load(Ordering::Relaxed)).filter(|c| *c != i64::MIN)
     }
 
+    /// Makes every compaction of this region, running or to come, stop with
+    /// [`StorageError::CompactionCancelled`] at its next series (leaving the inputs as they
+    /// are), so closing a region never waits for a long, throttled merge.
+    pub fn cancel_compactions(&self) {
+        self.compactions_cancelled.store(true, Ordering::Relaxed);
+    }
+
+    fn check_cancelled(&self) -> Result<()> {
+        if self.compactions_cancelled.load(Ordering::Relaxed) {
+            return Err(StorageError::CompactionCancelled);
+        }
+        Ok(())
+    }
+
     /// Runs at most one compaction (the first partition with work, oldest first) and reports it;
     /// `None` when no partition needs one. Writes go on meanwhile.
     pub fn compact_once(&self) -> Result<Option<CompactionReport>> {
+        self.check_cancelled()?;
         let Some(job) = self.plan(&self.state.read()) else {
             self.pending_compactions.store(0, Ordering::Relaxed);
             return Ok(None);
@@ -373,9 +401,11 @@ impl DataRegion {
             time_slot: job.time_slot,
             checkpoint,
         };
+        let codecs = self.series_codecs();
         let mut writer = sealed::create(path, header, &self.config.sealed, &self.files)?;
         let mut throttle = Throttle::new(self.config.compaction.write_bytes_per_sec);
         for ((device, measurement), (data_type, sources)) in &series {
+            self.check_cancelled()?;
             let mut merged: Option<(Vec<i64>, Column)> = None;
             for &i in sources {
                 let Some(read) = job.inputs[i].read(device, measurement)? else {
@@ -397,7 +427,13 @@ impl DataRegion {
             if let Some((timestamps, values)) = merged {
                 let (timestamps, values, gone) = drop_expired(timestamps, values, cutoff);
                 expired += gone;
-                writer.series(device, measurement, &timestamps, &values)?;
+                writer.series(
+                    device,
+                    measurement,
+                    &timestamps,
+                    &values,
+                    codecs.get(device, measurement),
+                )?;
                 throttle.pace(writer.bytes_written());
             }
         }
@@ -635,7 +671,10 @@ mod tests {
         assert_eq!(config.plan_run(&[MIB; 3]), None);
         assert_eq!(config.plan_run(&[MIB; 4]), Some(0..4));
         assert_eq!(config.plan_run(&[MIB; 20]), Some(0..16));
-        assert_eq!(config.plan_run(&[100 * MIB, MIB, MIB, MIB, MIB]), Some(1..5));
+        assert_eq!(
+            config.plan_run(&[100 * MIB, MIB, MIB, MIB, MIB]),
+            Some(1..5)
+        );
     }
 
     #[test]
@@ -683,6 +722,9 @@ mod tests {
             most = most.max(files.len());
         }
         assert!(most <= 16, "{most} files");
-        assert!(written <= flushed * 12, "{written} bytes rewritten for {flushed} flushed");
+        assert!(
+            written <= flushed * 12,
+            "{written} bytes rewritten for {flushed} flushed"
+        );
     }
 }

@@ -69,6 +69,12 @@ pub enum StorageError {
     /// An injected failure (failpoints in tests): behaves like a crash of the current step.
     #[error("injected failure at {0}")]
     Injected(&'static str),
+    /// A compaction stopped because the region is closing ([`DataRegion::cancel_compactions`]):
+    /// its output was removed and its inputs are untouched.
+    ///
+    /// [`DataRegion::cancel_compactions`]: crate::DataRegion::cancel_compactions
+    #[error("compaction cancelled: the region is closing")]
+    CompactionCancelled,
 }
 
 /// `pub type Result<T>` for the storage engine.
@@ -98,7 +104,8 @@ impl StorageError {
             StorageError::StaleMetadata { .. } => StatusCode::MetadataLeaseFencedRetryRequired,
             StorageError::Corruption { .. }
             | StorageError::Io { .. }
-            | StorageError::Injected(_) => StatusCode::InternalServerError,
+            | StorageError::Injected(_)
+            | StorageError::CompactionCancelled => StatusCode::InternalServerError,
         };
         Status::new(code, self.to_string())
     }

@@ -17,7 +17,7 @@ mod manifest;
 mod region;
 mod sealed;
 
-pub use codec::{Choice, Compressor, Encoding};
+pub use codec::{Choice, Compressor, Encoding, SeriesCodec};
 pub use command::{Deletion, RegionCommand};
 pub use common::codec::DecodeError;
 pub use compaction::{CompactionConfig, CompactionReport, StorageStats};
@@ -26,4 +26,4 @@ pub use files::{FileCache, FileId, OPEN_FILES_MAX_DEFAULT};
 pub use lease_gate::{LeaseFenced, LeaseGate, ManualGate, OpenGate};
 pub use manifest::{FileEntry, Manifest, Tombstone};
 pub use region::{ApplyOutcome, DataRegion, RegionDigest, StorageConfig};
-pub use sealed::{ChunkIndex, PageIndex, SealedFile, SealedOptions, Stats};
+pub use sealed::{ChunkIndex, PageIndex, SealedFile, SealedOptions, SeriesCodecs, Stats};

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ use crate::error::{Result, StorageError};
 use crate::files::{FileCache, OPEN_FILES_MAX_DEFAULT};
 use crate::lease_gate::LeaseGate;
 use crate::manifest::{device_in_database, sync_dir, FileEntry, Manifest, Tombstone};
-use crate::sealed::{self, Header, SealedFile, SealedOptions};
+use crate::sealed::{self, Header, SealedFile, SealedOptions, SeriesCodecs};
 
 pub(crate) const SEALED_DIR: &str = "sealed";
 const ALL_TIME: RangeInclusive<i64> = i64::MIN..=i64::MAX;
@@ -301,6 +301,10 @@ pub struct DataRegion {
     /// Partitions with compaction work when [`DataRegion::storage_stats`] last planned, or 0
     /// once `compact_once` found none: what [`DataRegion::storage_summary`] reports.
     pub(crate) pending_compactions: AtomicUsize,
+    /// Set once the region is closing: a running compaction stops at its next series.
+    pub(crate) compactions_cancelled: AtomicBool,
+    /// The declared encodings and compressors flushes and compactions honour.
+    pub(crate) series_codecs: RwLock<Arc<SeriesCodecs>>,
     /// Bytes held by working and frozen memtables (kept by every change to them), for the node's
     /// memory budget.
     memory: AtomicUsize,
@@ -380,6 +384,8 @@ impl DataRegion {
             sequences: AtomicU64::new(state.manifest.next_sequence),
             ttl_cutoff: AtomicI64::new(i64::MIN),
             pending_compactions: AtomicUsize::new(0),
+            compactions_cancelled: AtomicBool::new(false),
+            series_codecs: RwLock::new(Arc::new(SeriesCodecs::default())),
             memory: AtomicUsize::new(0),
             state: RwLock::new(state),
             flush_lock: Mutex::new(()),
@@ -814,7 +820,14 @@ impl DataRegion {
                 time_slot: *slot,
                 checkpoint: *frozen_at,
             };
-            let file = sealed::write(&path, snapshot, header, &self.config.sealed, &self.files)?;
+            let file = sealed::write(
+                &path,
+                snapshot,
+                header,
+                &self.config.sealed,
+                &self.series_codecs(),
+                &self.files,
+            )?;
             new_files.push((entry, Arc::new(file), snapshot.clone()));
         }
         sync_dir(&sealed_dir)?;

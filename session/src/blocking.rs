@@ -78,6 +78,20 @@ impl BlockingSession {
             .block_on(self.session.create_timeseries(path, data_type))
     }
 
+    /// See [`Session::create_timeseries_with`].
+    pub fn create_timeseries_with(
+        &self,
+        path: &str,
+        data_type: DataType,
+        encoding: Option<&str>,
+        compressor: Option<&str>,
+    ) -> Result<()> {
+        self.runtime.block_on(
+            self.session
+                .create_timeseries_with(path, data_type, encoding, compressor),
+        )
+    }
+
     /// See [`Session::delete_timeseries`].
     pub fn delete_timeseries(&self, path: &str) -> Result<()> {
         self.runtime.block_on(self.session.delete_timeseries(path))

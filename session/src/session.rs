@@ -468,6 +468,21 @@ impl Session {
 
     /// `CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=...`.
     pub async fn create_timeseries(&self, path: &str, data_type: DataType) -> Result<()> {
+        self.create_timeseries_with(path, data_type, None, None)
+            .await
+    }
+
+    /// `CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=..., ENCODING=..., COMPRESSOR=...`:
+    /// IoTDB's names (`PLAIN`, `TS_2DIFF`, `RLE`, `GORILLA`, `CHIMP`, `ZIGZAG`, `DICTIONARY`;
+    /// `UNCOMPRESSED`, `LZ4`), which sealed files honour; `None` leaves the choice to the
+    /// storage engine. A name the type does not take is refused with 700 ILLEGAL_PARAMETER.
+    pub async fn create_timeseries_with(
+        &self,
+        path: &str,
+        data_type: DataType,
+        encoding: Option<&str>,
+        compressor: Option<&str>,
+    ) -> Result<()> {
         use proto::schema_statement_req::Statement;
         let (device, measurement) = split_path(path)?;
         self.schema(Statement::CreateTimeseries(proto::CreateTimeseriesReq {
@@ -475,6 +490,8 @@ impl Session {
                 device,
                 measurement,
                 data_type: data_type_to_wire(data_type),
+                encoding: encoding.unwrap_or_default().to_string(),
+                compressor: compressor.unwrap_or_default().to_string(),
             }],
         }))
         .await

@@ -18,6 +18,10 @@ pub struct TimeseriesView {
     pub data_type: common::DataType,
     /// A DELETE TIMESERIES / DROP DATABASE is in progress.
     pub pending_delete: bool,
+    /// The declared encoding (`GORILLA`, ...), `""` when none was declared.
+    pub encoding: String,
+    /// The declared compressor (`LZ4`, ...), `""` when none was declared.
+    pub compressor: String,
 }
 
 impl TryFrom<proto::TimeseriesInfo> for TimeseriesView {
@@ -34,6 +38,8 @@ impl TryFrom<proto::TimeseriesInfo> for TimeseriesView {
             measurement: s.measurement,
             data_type,
             pending_delete: s.pending_delete,
+            encoding: s.encoding,
+            compressor: s.compressor,
         })
     }
 }

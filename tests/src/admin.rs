@@ -204,6 +204,7 @@ pub async fn show_timeseries(config_nodes: &[String], prefix: &str) -> Result<Ve
             let resp = c
                 .show_timeseries(proto::ShowTimeseriesReq {
                     prefix: prefix.clone(),
+                    declared_codecs_only: false,
                 })
                 .await?
                 .into_inner();

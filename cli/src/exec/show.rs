@@ -56,12 +56,22 @@ pub(super) async fn timeseries(
                 text(path),
                 text(s.database),
                 text(s.data_type.name()),
+                text(s.encoding),
+                text(s.compressor),
                 boolean(s.pending_delete),
             ]
         })
         .collect();
+    // Encoding and Compression as declared (empty: the storage engine chooses per page).
     Ok(Outcome::query(
-        names(&["Timeseries", "Database", "DataType", "PendingDelete"]),
+        names(&[
+            "Timeseries",
+            "Database",
+            "DataType",
+            "Encoding",
+            "Compression",
+            "PendingDelete",
+        ]),
         rows,
     ))
 }

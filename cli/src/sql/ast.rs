@@ -33,6 +33,10 @@ pub enum Statement {
         path: String,
         /// Its type.
         data_type: DataType,
+        /// `ENCODING=...` as written (upper case), if given.
+        encoding: Option<String>,
+        /// `COMPRESSOR=...` (or `COMPRESSION=...`) as written (upper case), if given.
+        compressor: Option<String>,
     },
     /// `DELETE TIMESERIES root.sg.d1.s1`
     DeleteTimeseries {

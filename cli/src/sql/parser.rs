@@ -268,8 +268,13 @@ impl Parser<'_> {
         } else {
             self.data_type("WITH or a data type")?
         };
-        self.ignored_attributes()?;
-        Ok(Statement::CreateTimeseries { path, data_type })
+        let (encoding, compressor) = self.codec_attributes()?;
+        Ok(Statement::CreateTimeseries {
+            path,
+            data_type,
+            encoding,
+            compressor,
+        })
     }
 
     fn data_type(&mut self, expected: &str) -> Result<DataType, ParseError> {
@@ -288,24 +293,31 @@ impl Parser<'_> {
         }
     }
 
-    /// IoTDB's `, ENCODING=...`, `, COMPRESSOR=...` (also `COMPRESSION`): accepted, ignored.
-    fn ignored_attributes(&mut self) -> Result<(), ParseError> {
+    /// IoTDB's `, ENCODING=...`, `, COMPRESSOR=...` (also `COMPRESSION`), each at most once:
+    /// the names as written (the ConfigNode checks them against the type).
+    fn codec_attributes(&mut self) -> Result<(Option<String>, Option<String>), ParseError> {
+        let (mut encoding, mut compressor) = (None, None);
         while self.peek().is_some() {
             self.eat(&TokenKind::Comma);
-            let known = ["ENCODING", "COMPRESSOR", "COMPRESSION"]
-                .iter()
-                .any(|k| self.is_keyword(k));
-            if !known {
+            let slot = if self.is_keyword("ENCODING") {
+                &mut encoding
+            } else if self.is_keyword("COMPRESSOR") || self.is_keyword("COMPRESSION") {
+                &mut compressor
+            } else {
                 return Err(self.error("ENCODING or COMPRESSOR"));
+            };
+            if slot.is_some() {
+                return Err(self.error("each of ENCODING and COMPRESSOR at most once"));
             }
             self.next += 1;
             self.expect(&TokenKind::Equal, "'='")?;
-            if !matches!(self.peek_kind(), Some(TokenKind::Word(_))) {
+            let Some(TokenKind::Word(name)) = self.peek_kind() else {
                 return Err(self.error("an encoding or compressor name"));
-            }
+            };
+            *slot = Some(name.to_ascii_uppercase());
             self.next += 1;
         }
-        Ok(())
+        Ok((encoding, compressor))
     }
 
     fn insert(&mut self) -> Result<Statement, ParseError> {

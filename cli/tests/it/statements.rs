@@ -81,7 +81,7 @@ async fn databases(e: &str) {
 async fn create_and_show_timeseries(e: &str) {
     let objects = json(
         e,
-        "CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=INT64, ENCODING=RLE, COMPRESSOR=SNAPPY;
+        "CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=INT64, ENCODING=RLE, COMPRESSOR=LZ4;
          SHOW TIMESERIES root.sg.**",
         0,
     )
@@ -89,12 +89,35 @@ async fn create_and_show_timeseries(e: &str) {
     non_query(&objects[0]);
     assert_eq!(
         objects[1]["columns"],
-        json!(["Timeseries", "Database", "DataType", "PendingDelete"])
+        json!([
+            "Timeseries",
+            "Database",
+            "DataType",
+            "Encoding",
+            "Compression",
+            "PendingDelete"
+        ])
     );
     assert_eq!(
         rows(&objects[1]),
-        vec![json!(["root.sg.d1.s1", "root.sg", "INT64", false])]
+        vec![json!([
+            "root.sg.d1.s1",
+            "root.sg",
+            "INT64",
+            "RLE",
+            "LZ4",
+            false
+        ])]
     );
+    // Names the type does not take, and compressors this build lacks, are refused (700).
+    for bad in [
+        "CREATE TIMESERIES root.sg.d1.s9 TEXT ENCODING=GORILLA",
+        "CREATE TIMESERIES root.sg.d1.s9 INT64 COMPRESSOR=SNAPPY",
+        "CREATE TIMESERIES root.sg.d1.s9 INT64 ENCODING=NOPE",
+    ] {
+        let objects = json(e, bad, 1).await;
+        assert_eq!(status(&objects[0]), 700, "{bad}: {objects:?}");
+    }
     let run = table(e, "show timeseries root.sg.d1", 0).await;
     assert!(
         run.stdout.contains("|root.sg.d1.s1| root.sg|   INT64|"),

@@ -114,6 +114,7 @@ impl Sim {
                     device: format!("root.{}.{}", name(r), name(r)),
                     measurement: name(r),
                     data_type: DataType::from_code(r.range(0, 6) as u8).unwrap(),
+                    codec: Default::default(),
                 }],
                 auto_create: true,
             },

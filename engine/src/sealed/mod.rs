@@ -28,6 +28,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use codec::SeriesCodec;
 use common::codec::{DecodeError, Reader};
 use common::{Column, DataType};
 use memtable::FrozenMemTable;
@@ -117,6 +118,7 @@ pub fn write(
     frozen: &FrozenMemTable,
     header: Header,
     options: &SealedOptions,
+    codecs: &SeriesCodecs,
     files: &Arc<FileCache>,
 ) -> Result<SealedFile> {
     let mut writer = create(path, header, options, files)?;
@@ -126,9 +128,51 @@ pub fn write(
             series.measurement,
             series.timestamps,
             series.values,
+            codecs.get(series.device, series.measurement),
         )?;
     }
     writer.finish()
+}
+
+/// The series that declared an encoding or compressor (device → measurement → declaration),
+/// as the region last learned them ([`DataRegion::set_series_codecs`]); flushes and compactions
+/// write each series with its declaration, every other series with the file's defaults.
+///
+/// [`DataRegion::set_series_codecs`]: crate::DataRegion::set_series_codecs
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeriesCodecs {
+    by_device: BTreeMap<String, BTreeMap<String, SeriesCodec>>,
+}
+
+impl SeriesCodecs {
+    /// Records a series' declaration (an undeclared one is not stored).
+    pub fn insert(&mut self, device: &str, measurement: &str, codec: SeriesCodec) {
+        if codec.is_declared() {
+            self.by_device
+                .entry(device.to_string())
+                .or_default()
+                .insert(measurement.to_string(), codec);
+        }
+    }
+
+    /// A series' declaration; undeclared when it has none.
+    pub fn get(&self, device: &str, measurement: &str) -> SeriesCodec {
+        self.by_device
+            .get(device)
+            .and_then(|m| m.get(measurement))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Series with a declaration.
+    pub fn len(&self) -> usize {
+        self.by_device.values().map(BTreeMap::len).sum()
+    }
+
+    /// True when no series declared anything.
+    pub fn is_empty(&self) -> bool {
+        self.by_device.is_empty()
+    }
 }
 
 /// A sealed file's header facts.
@@ -179,9 +223,10 @@ impl FileWriter {
         measurement: &str,
         timestamps: &[i64],
         values: &Column,
+        codec: SeriesCodec,
     ) -> Result<()> {
         self.writer
-            .series(device, measurement, timestamps, values)
+            .series(device, measurement, timestamps, values, codec)
             .map_err(|e| StorageError::io(&self.path, e))
     }
 

@@ -17,13 +17,15 @@
 //! footer:  u64 index offset, u32 index length, magic "FPSEALND"
 //! ```
 //!
-//! The column codec (the first byte of an encoded column, `codec::CodecId`) is chosen per page.
+//! The column codec (the first byte of an encoded column, `codec::CodecId`) is chosen per page,
+//! from the series' declared encoding when it has one (`SealedWriter::series`), else by
+//! the file's `SealedOptions::encoding`; likewise the compressor.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use codec::{Choice, Compressor};
+use codec::{Choice, Compressor, SeriesCodec};
 use common::codec::{len32, DecodeError, Reader, Writer};
 use common::{Column, DataType};
 
@@ -91,13 +93,15 @@ impl<W: Write> SealedWriter<W> {
     }
 
     /// Adds one series (timestamps strictly ascending, one value each); series come sorted by
-    /// (device, measurement). An empty series writes nothing.
+    /// (device, measurement). An empty series writes nothing. The series' declared encoding and
+    /// compressor override the file's options where declared.
     pub fn series(
         &mut self,
         device: &str,
         measurement: &str,
         timestamps: &[i64],
         values: &Column,
+        codec: SeriesCodec,
     ) -> io::Result<()> {
         assert_eq!(
             timestamps.len(),
@@ -118,7 +122,7 @@ impl<W: Write> SealedWriter<W> {
         for start in (0..timestamps.len()).step_by(self.options.page_points) {
             let end = (start + self.options.page_points).min(timestamps.len());
             let page_values = rows(values, start..end);
-            pages.push(self.page(&timestamps[start..end], &page_values)?);
+            pages.push(self.page(&timestamps[start..end], &page_values, codec)?);
         }
         let stats = pages
             .iter()
@@ -137,16 +141,25 @@ impl<W: Write> SealedWriter<W> {
         Ok(())
     }
 
-    fn page(&mut self, timestamps: &[i64], values: &Column) -> io::Result<PageIndex> {
+    fn page(
+        &mut self,
+        timestamps: &[i64],
+        values: &Column,
+        declared: SeriesCodec,
+    ) -> io::Result<PageIndex> {
         self.raw.clear();
         self.raw.extend_from_slice(&[0; 4]);
         codec::encode_timestamps(timestamps, &mut self.raw);
         let ts_bytes = len32(self.raw.len() - 4);
         self.raw[..4].copy_from_slice(&ts_bytes.to_le_bytes());
-        codec::encode_column(values, self.options.encoding, &mut self.raw);
+        let encoding = declared
+            .encoding
+            .map_or(self.options.encoding, Choice::Fixed);
+        codec::encode_column(values, encoding, &mut self.raw);
 
         let mut compressor = Compressor::Uncompressed;
-        if self.options.compressor == Compressor::Lz4 && self.raw.len() >= 64 {
+        let wanted = declared.compressor.unwrap_or(self.options.compressor);
+        if wanted == Compressor::Lz4 && self.raw.len() >= 64 {
             self.stored.clear();
             codec::compress(Compressor::Lz4, &self.raw, &mut self.stored);
             if self.stored.len() <= self.raw.len() - self.raw.len() / 8 {
@@ -398,7 +411,9 @@ mod tests {
         };
         let mut writer = SealedWriter::new(Vec::new(), header, options).unwrap();
         for (d, m, ts, values) in series {
-            writer.series(d, m, ts, values).unwrap();
+            writer
+                .series(d, m, ts, values, SeriesCodec::default())
+                .unwrap();
         }
         writer.finish().unwrap().0
     }

@@ -1,9 +1,11 @@
 //! Compaction: files per partition shrink, deleted data leaves the disk, content and digest stay.
 
-use common::Value;
-use engine::{OpenGate, RegionCommand};
+use std::time::{Duration, Instant};
 
-use crate::support::{apply_to_model, content, tablet, LoggedRegion, Model};
+use common::Value;
+use engine::{CompactionConfig, OpenGate, RegionCommand, StorageConfig, StorageError};
+
+use crate::support::{apply_to_model, config, content, tablet, LoggedRegion, Model};
 
 /// Eight flushes into one partition (slot 0), one series deleted, then compaction.
 fn eight_flushes(dir: &std::path::Path) -> (LoggedRegion, Model) {
@@ -166,4 +168,146 @@ fn ttl_expired_points_leave_the_disk_but_each_series_keeps_its_newest() {
             .len(),
         1
     );
+}
+
+/// Closing a region stops a running, throttled compaction at its next series: the merge's output
+/// is removed, its inputs stay, nothing is lost, and a later compaction (after a reopen) works.
+#[test]
+fn a_running_compaction_stops_when_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = StorageConfig {
+        compaction: CompactionConfig {
+            write_bytes_per_sec: 500,
+            ..config().compaction
+        },
+        ..config()
+    };
+    let region = LoggedRegion::open_with(dir.path(), slow);
+    let mut model = Model::new();
+    for round in 0..2i64 {
+        for d in 0..100 {
+            let t = tablet(&format!("root.sg.d{d}"), &[round, round + 1], d as f64);
+            region
+                .write(&RegionCommand::insert(t.clone()), &OpenGate)
+                .unwrap();
+            apply_to_model(&mut model, &t);
+        }
+        region.flush();
+    }
+    let before = sealed_names(dir.path());
+    assert_eq!(before.len(), 2);
+
+    let started = Instant::now();
+    let outcome = std::thread::scope(|s| {
+        let compaction = s.spawn(|| region.region.compact_once());
+        std::thread::sleep(Duration::from_millis(300));
+        region.region.cancel_compactions();
+        compaction.join().unwrap()
+    });
+    // Unthrottled the merge writes its 200 series (~5 KB) in milliseconds; at 500 bytes/s it would
+    // take many seconds, so only the cancellation ends it this soon.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(outcome, Err(StorageError::CompactionCancelled)),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        sealed_names(dir.path()),
+        before,
+        "inputs kept, output removed"
+    );
+    assert_eq!(content(&region.region), model);
+    assert!(matches!(
+        region.region.compact_once(),
+        Err(StorageError::CompactionCancelled)
+    ));
+
+    drop(region);
+    let region = LoggedRegion::open(dir.path());
+    region.replay(&OpenGate).unwrap();
+    assert_eq!(region.region.compact_all().unwrap().len(), 1);
+    assert_eq!(content(&region.region), model);
+}
+
+/// A series' pages over the region's sealed files: raw bytes and stored bytes summed, and each
+/// page's compressor.
+fn series_bytes(dir: &std::path::Path, device: &str) -> (u64, u64, Vec<engine::Compressor>) {
+    let cache = engine::FileCache::new(16);
+    let (mut raw, mut stored, mut compressors) = (0, 0, Vec::new());
+    for name in sealed_names(dir) {
+        let file = engine::SealedFile::open(&dir.join("region/sealed").join(name), &cache).unwrap();
+        if let Some(chunk) = file.chunk(device, "s1") {
+            for page in &chunk.pages {
+                raw += page.raw_length as u64;
+                stored += page.length as u64;
+                compressors.push(page.compressor);
+            }
+        }
+    }
+    (raw, stored, compressors)
+}
+
+/// `CREATE TIMESERIES ... ENCODING=PLAIN, COMPRESSOR=UNCOMPRESSED` as the region sees it: the
+/// declared series is written plain and uncompressed by flushes and by compactions, its
+/// undeclared twin (same values) adaptively and compressed, and both read back the same.
+#[test]
+fn declared_encodings_and_compressors_are_honoured_by_flush_and_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let region = LoggedRegion::open(dir.path());
+    let mut codecs = engine::SeriesCodecs::default();
+    codecs.insert(
+        "root.sg.d1",
+        "s1",
+        engine::SeriesCodec::parse(
+            common::DataType::Double,
+            Some("PLAIN"),
+            Some("UNCOMPRESSED"),
+        )
+        .unwrap(),
+    );
+    region.region.set_series_codecs(std::sync::Arc::new(codecs));
+    let mut model = Model::new();
+    let rows: Vec<i64> = (0..10).collect();
+    for _ in 0..2 {
+        for device in ["root.sg.d1", "root.sg.d2"] {
+            // Slot 0 only (10 ms partitions): timestamps 0..9, rewritten by the second round.
+            let t = tablet(device, &rows, 5.0);
+            region
+                .write(&RegionCommand::insert(t.clone()), &OpenGate)
+                .unwrap();
+            apply_to_model(&mut model, &t);
+        }
+        region.flush();
+    }
+    let check = |when: &str| {
+        let (plain_raw, plain_stored, plain_compressors) = series_bytes(dir.path(), "root.sg.d1");
+        let (adaptive_raw, _, _) = series_bytes(dir.path(), "root.sg.d2");
+        assert!(
+            plain_compressors
+                .iter()
+                .all(|c| *c == engine::Compressor::Uncompressed),
+            "{when}: {plain_compressors:?}"
+        );
+        assert_eq!(
+            plain_stored,
+            plain_raw + 4 * plain_compressors.len() as u64,
+            "{when}"
+        );
+        // PLAIN: 8 bytes a value; adaptive: small integers as scaled decimals.
+        let files = plain_compressors.len() as u64;
+        assert!(plain_raw >= files * 10 * 8, "{when}: {plain_raw}");
+        assert!(
+            adaptive_raw * 2 < plain_raw,
+            "{when}: {adaptive_raw} vs {plain_raw}"
+        );
+    };
+    check("after the flushes");
+    assert_eq!(region.region.compact_all().unwrap().len(), 1);
+    assert_eq!(sealed_names(dir.path()).len(), 1);
+    check("after the compaction");
+    assert_eq!(content(&region.region), model);
 }

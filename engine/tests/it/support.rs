@@ -44,8 +44,13 @@ pub struct LoggedRegion {
 impl LoggedRegion {
     /// Opens log and region; does not replay (call `replay`).
     pub fn open(dir: &Path) -> LoggedRegion {
+        LoggedRegion::open_with(dir, config())
+    }
+
+    /// [`LoggedRegion::open`] with another configuration (same tablet limits for replay).
+    pub fn open_with(dir: &Path, config: StorageConfig) -> LoggedRegion {
         let log = Wal::open(wal_options(dir)).expect("open log");
-        let region = DataRegion::open(dir.join("region"), config()).expect("open region");
+        let region = DataRegion::open(dir.join("region"), config).expect("open region");
         LoggedRegion { log, region }
     }
 

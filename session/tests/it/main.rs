@@ -2,5 +2,6 @@
 //! test doubles for answers a healthy cluster rarely gives (redirect loops, bounded retries).
 
 mod cluster;
+mod codecs;
 mod doubles;
 mod ttl;

@@ -87,28 +87,40 @@ fn ttl_statements() {
 
 #[test]
 fn create_timeseries_forms() {
-    let double = Statement::CreateTimeseries {
+    let double = |encoding: Option<&str>, compressor: Option<&str>| Statement::CreateTimeseries {
         path: "root.sg.d1.s1".into(),
         data_type: DataType::Double,
+        encoding: encoding.map(str::to_string),
+        compressor: compressor.map(str::to_string),
     };
     assert_eq!(
         one("CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=DOUBLE"),
-        double
+        double(None, None)
     );
     assert_eq!(
-        one("create timeseries root.sg.d1.s1 with datatype = double, encoding=GORILLA, compressor=SNAPPY"),
-        double
+        one("create timeseries root.sg.d1.s1 with datatype = double, encoding=gorilla, compressor=SNAPPY"),
+        double(Some("GORILLA"), Some("SNAPPY"))
     );
     assert_eq!(
         one("CREATE TIMESERIES root.sg.d1.s1 DOUBLE ENCODING=PLAIN"),
-        double
+        double(Some("PLAIN"), None)
+    );
+    assert_eq!(
+        one("CREATE TIMESERIES root.sg.d1.s1 DOUBLE COMPRESSION=LZ4"),
+        double(None, Some("LZ4"))
+    );
+    assert!(
+        error("CREATE TIMESERIES root.sg.d1.s1 DOUBLE ENCODING=PLAIN, ENCODING=RLE")
+            .contains("at most once")
     );
     for t in DataType::ALL {
         assert_eq!(
             one(&format!("CREATE TIMESERIES root.a.b.c WITH DATATYPE={t}")),
             Statement::CreateTimeseries {
                 path: "root.a.b.c".into(),
-                data_type: t
+                data_type: t,
+                encoding: None,
+                compressor: None,
             }
         );
     }
