@@ -78,6 +78,9 @@ pub(crate) struct RegionHost {
     /// this node hosted, bounded by the regions it ever hosted. A restart forgets it; by then
     /// the replica files are gone and the ConfigNode no longer lists the regions.
     removed: RwLock<BTreeSet<u64>>,
+    /// The declared encodings last fetched from the ConfigNode: every region has them, one
+    /// created later too (its first flush may come before the next fetch).
+    series_codecs: RwLock<Arc<engine::SeriesCodecs>>,
     lease: Arc<MetadataLeaseManager>,
     clock: Arc<dyn Clock>,
     peers: Arc<Peers>,
@@ -122,6 +125,7 @@ impl RegionHost {
             regions: RwLock::new(BTreeMap::new()),
             creating: tokio::sync::Mutex::new(()),
             removed: RwLock::new(BTreeSet::new()),
+            series_codecs: RwLock::new(Arc::new(engine::SeriesCodecs::default())),
             lease,
             clock,
             peers,
@@ -222,6 +226,14 @@ impl RegionHost {
             .collect()
     }
 
+    /// Hands the declared encodings to every hosted region and to regions created from now on.
+    pub(crate) fn set_series_codecs(&self, codecs: Arc<engine::SeriesCodecs>) {
+        *self.series_codecs.write() = codecs.clone();
+        for r in self.regions.read().values() {
+            r.region.set_series_codecs(codecs.clone());
+        }
+    }
+
     /// Stops every hosted region's compactions (running ones at their next series), for
     /// shutdown: a throttled merge of a large partition must not hold the process up.
     pub(crate) fn cancel_compactions(&self) {
@@ -314,6 +326,7 @@ impl RegionHost {
             tokio::task::spawn_blocking(move || DataRegion::open_with(region_dir, config, files))
                 .await
                 .map_err(|e| Error::Transport(format!("opening a region: {e}")))??;
+        region.set_series_codecs(self.series_codecs.read().clone());
         let region = Arc::new(region);
         let state_machine = DataRegionStateMachine::new(
             region.clone(),

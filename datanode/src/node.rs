@@ -725,26 +725,20 @@ async fn compaction_loop(shared: Arc<Shared>) {
             }
         };
         // Declared encodings likewise; without an answer the regions keep the last ones.
-        let codecs = match shared.confignode.series_codecs().await {
+        match shared.confignode.series_codecs().await {
             Ok(codecs) => {
                 shared
                     .metrics
                     .series_codecs_declared
                     .store(codecs.len() as u64, Ordering::Relaxed);
-                Some(Arc::new(codecs))
+                shared.host.set_series_codecs(Arc::new(codecs));
             }
-            Err(e) => {
-                tracing::debug!("no declared encodings this round: {e}");
-                None
-            }
-        };
+            Err(e) => tracing::debug!("no declared encodings this round: {e}"),
+        }
         let now_ms = crate::coordinator::read::wall_clock_ms();
         for (id, database, region) in shared.host.regions_with_databases() {
             let ttl = ttls.as_ref().and_then(|t| t.get(&database).copied());
             region.set_ttl_cutoff(ttl_removal_cutoff(now_ms, ttl));
-            if let Some(codecs) = &codecs {
-                region.set_series_codecs(codecs.clone());
-            }
             // Counts the partitions with work, for the metrics page (scrapes do not plan).
             let counted = region.clone();
             if let Err(e) = tokio::task::spawn_blocking(move || counted.storage_stats()).await {
