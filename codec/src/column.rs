@@ -76,10 +76,12 @@ fn header(out: &mut Vec<u8>, codec: CodecId, count: usize) {
 /// Chimp; `DICTIONARY` → Dictionary (Plain past [`DICTIONARY_TEXT_BYTES_MAX`](crate::DICTIONARY_TEXT_BYTES_MAX)). An encoding the type
 /// does not support is treated as `Choice::Adaptive`, which picks:
 /// - booleans: BoolRle, or Plain (a bitmap) when that is smaller;
-/// - integers: Rle when there is at most one run per 8 values, else DeltaBitPack;
+/// - integers: Rle or RunBitPack (the smaller) when there is at most one run per 8 values, else
+///   DeltaBitPack;
 /// - floats: ScaledDecimal when the values are decimals of at most 15 (DOUBLE) or 10 (FLOAT)
 ///   fractional digits (but for at most 8 + n/16 exceptions stored raw: NaN, ±inf, -0.0, longer
-///   decimals), else Rle of the bit patterns when runs are long, else Chimp;
+///   decimals; the integers under DeltaBitPack, or under the smaller of Rle and RunBitPack when
+///   runs are long), else Rle or RunBitPack of the bit patterns when runs are long, else Chimp;
 /// - text: Dictionary when at most a quarter of the values are distinct, else Plain;
 ///
 /// and for numbers falls back to Plain whenever its pick came out larger. An empty column under
@@ -211,6 +213,7 @@ fn write_numeric<S: Scalar>(codec: CodecId, values: &[S], out: &mut Vec<u8>) {
         CodecId::Plain => int::encode_plain(values, out),
         CodecId::DeltaBitPack => int::encode_delta_bitpack(values, out),
         CodecId::Rle => int::encode_rle(values, out),
+        CodecId::RunBitPack => int::encode_run_bitpack(values, out),
         CodecId::Zigzag => int::encode_zigzag(values, out),
         CodecId::Gorilla => xor::encode_gorilla(values, out),
         CodecId::Chimp => xor::encode_chimp(values, out),
@@ -254,11 +257,24 @@ fn encode_ints_adaptive<S: Scalar>(values: &[S], out: &mut Vec<u8>) -> CodecId {
         return CodecId::Plain;
     }
     let codec = if int::count_runs(values) <= values.len() / 8 {
-        CodecId::Rle
+        smaller_run_codec(values)
     } else {
         CodecId::DeltaBitPack
     };
     write_at_most_plain(codec, values, out)
+}
+
+/// Rle or RunBitPack, whichever encodes `values` smaller (Rle on a tie): for columns with few
+/// runs, where encoding both is cheap.
+fn smaller_run_codec<S: Scalar>(values: &[S]) -> CodecId {
+    let (mut rle, mut packed) = (Vec::new(), Vec::new());
+    int::encode_rle(values, &mut rle);
+    int::encode_run_bitpack(values, &mut packed);
+    if packed.len() < rle.len() {
+        CodecId::RunBitPack
+    } else {
+        CodecId::Rle
+    }
 }
 
 /// Decodes an integer column's body.
@@ -267,6 +283,7 @@ fn decode_ints<S: Scalar>(codec: CodecId, Body { body, base, count }: Body) -> R
         CodecId::Plain => int::decode_plain(body, base, count),
         CodecId::DeltaBitPack => int::decode_delta_bitpack(body, base, count),
         CodecId::Rle => int::decode_rle(body, base, count),
+        CodecId::RunBitPack => int::decode_run_bitpack(body, base, count),
         CodecId::Zigzag => int::decode_zigzag(body, base, count),
         CodecId::Gorilla => xor::decode_gorilla(body, base, count),
         CodecId::Chimp => xor::decode_chimp(body, base, count),
@@ -316,14 +333,18 @@ fn encode_floats_adaptive<F: Float>(
     let plain_bytes = plain_len(values.len(), values.len() * (F::BITS / 8) as usize);
     if let Some(scaled) = detected {
         let start = out.len();
-        write_scaled::<F>(&scaled, decimal::adaptive_inner(&scaled.ints), out);
+        let inner = match decimal::adaptive_inner(&scaled.ints) {
+            CodecId::Rle => smaller_run_codec(&scaled.ints),
+            inner => inner,
+        };
+        write_scaled::<F>(&scaled, inner, out);
         if out.len() - start <= plain_bytes {
             return CodecId::ScaledDecimal;
         }
         out.truncate(start);
     }
     let codec = if int::count_runs(values) <= values.len() / 8 {
-        CodecId::Rle
+        smaller_run_codec(values)
     } else {
         CodecId::Chimp
     };
@@ -335,6 +356,7 @@ fn decode_floats<F: Float>(codec: CodecId, Body { body, base, count }: Body) -> 
     match codec {
         CodecId::Plain => int::decode_plain(body, base, count),
         CodecId::Rle => int::decode_rle(body, base, count),
+        CodecId::RunBitPack => int::decode_run_bitpack(body, base, count),
         CodecId::Gorilla => xor::decode_gorilla(body, base, count),
         CodecId::Chimp => xor::decode_chimp(body, base, count),
         CodecId::ScaledDecimal => decimal::decode(body, base, count),

@@ -4,7 +4,10 @@
 
 use crate::bits::{put_uvarint, ByteReader};
 use crate::error::{CodecError, Result};
-use crate::int::{count_runs, decode_delta_bitpack, decode_rle, encode_delta_bitpack, encode_rle};
+use crate::int::{
+    count_runs, decode_delta_bitpack, decode_rle, decode_run_bitpack, encode_delta_bitpack,
+    encode_rle, encode_run_bitpack,
+};
 use crate::names::CodecId;
 use crate::scalar::Float;
 
@@ -167,6 +170,7 @@ pub(crate) fn encode_body<F: Float>(scaled: &Scaled, inner: CodecId, out: &mut V
     out.push(inner.byte());
     match inner {
         CodecId::Rle => encode_rle(&scaled.ints, out),
+        CodecId::RunBitPack => encode_run_bitpack(&scaled.ints, out),
         CodecId::DeltaBitPack => encode_delta_bitpack(&scaled.ints, out),
         other => panic!("scaled decimals have no inner codec {other}"),
     }
@@ -214,12 +218,13 @@ pub(crate) fn decode<F: Float>(input: &[u8], base: usize, count: usize) -> Resul
     let ints: Vec<i64> = match CodecId::from_byte(inner) {
         Some(CodecId::DeltaBitPack) => decode_delta_bitpack(rest, offset, count)?,
         Some(CodecId::Rle) => decode_rle(rest, offset, count)?,
-        _ => {
-            return Err(CodecError::new(
-                inner_offset,
-                format!("scaled decimal: inner codec byte {inner} is not delta-bitpack or rle"),
-            ))
-        }
+        Some(CodecId::RunBitPack) => decode_run_bitpack(rest, offset, count)?,
+        _ => return Err(CodecError::new(
+            inner_offset,
+            format!(
+                "scaled decimal: inner codec byte {inner} is not delta-bitpack, rle or run-bitpack"
+            ),
+        )),
     };
     let mut values: Vec<F> = ints.into_iter().map(|m| unscale::<F>(m, k)).collect();
     for (i, word) in exceptions {

@@ -266,6 +266,81 @@ pub(crate) fn decode_rle<S: Scalar>(input: &[u8], base: usize, count: usize) -> 
     Ok(values)
 }
 
+/// RUN-BITPACK: `varint runs`, `varint v` (bytes of the next part), the runs' values as a
+/// delta-bitpack body of `runs` values (`v` bytes), then their lengths (each ≥ 1, summing to
+/// the count) as a delta-bitpack body of `runs` values. Where [`encode_rle`] spends a byte or
+/// more per run on varints, this packs each run's value change and length into the bits their
+/// block needs: levels that last a regular number of rows cost their value bits only.
+pub(crate) fn encode_run_bitpack<S: Scalar>(values: &[S], out: &mut Vec<u8>) {
+    let mut run_values = Vec::new();
+    let mut lengths = Vec::new();
+    let mut i = 0;
+    while i < values.len() {
+        let v = values[i].to_i64();
+        let mut end = i + 1;
+        while end < values.len() && values[end].to_i64() == v {
+            end += 1;
+        }
+        run_values.push(v);
+        lengths.push((end - i) as i64);
+        i = end;
+    }
+    put_uvarint(out, run_values.len() as u64);
+    let mut packed = Vec::new();
+    encode_delta_bitpack(&run_values, &mut packed);
+    put_uvarint(out, packed.len() as u64);
+    out.extend_from_slice(&packed);
+    encode_delta_bitpack(&lengths, out);
+}
+
+/// Decodes [`encode_run_bitpack`].
+pub(crate) fn decode_run_bitpack<S: Scalar>(
+    input: &[u8],
+    base: usize,
+    count: usize,
+) -> Result<Vec<S>> {
+    let mut r = ByteReader::new(input, base);
+    let runs = r.uvarint()?;
+    if runs > count as u64 || (runs == 0) != (count == 0) {
+        return Err(r.error(format!("run-bitpack: {runs} runs for {count} values")));
+    }
+    let runs = runs as usize;
+    let packed_len = r.uvarint()?;
+    let packed_base = r.offset();
+    let packed = r.take(usize::try_from(packed_len).unwrap_or(usize::MAX))?;
+    let run_values: Vec<i64> = decode_delta_bitpack(packed, packed_base, runs)?;
+    let (rest, rest_base) = r.take_rest();
+    let lengths: Vec<i64> = decode_delta_bitpack(rest, rest_base, runs)?;
+    // Each run's length is checked against `count` before it is allocated.
+    let mut values = Vec::with_capacity(count.min(input.len()));
+    for (&v, &length) in run_values.iter().zip(&lengths) {
+        let left = count - values.len();
+        if length < 1 || length as u64 > left as u64 {
+            return Err(CodecError::new(
+                rest_base,
+                format!("run-bitpack: run of {length} values with {left} left to decode"),
+            ));
+        }
+        let v = S::from_i64(v).ok_or_else(|| {
+            CodecError::new(
+                packed_base,
+                format!("value {v} is out of range for {}", S::TYPE_NAME),
+            )
+        })?;
+        values.resize(values.len() + length as usize, v);
+    }
+    if values.len() != count {
+        return Err(CodecError::new(
+            rest_base,
+            format!(
+                "run-bitpack: runs hold {} values, {count} expected",
+                values.len()
+            ),
+        ));
+    }
+    Ok(values)
+}
+
 /// ZIGZAG: each value as a zigzag varint.
 pub(crate) fn encode_zigzag<S: Scalar>(values: &[S], out: &mut Vec<u8>) {
     out.reserve(values.len());

@@ -47,8 +47,9 @@
 //! | 7 | ScaledDecimal | FLOAT, DOUBLE |
 //! | 8 | BoolRle | BOOLEAN |
 //! | 9 | Dictionary | TEXT |
+//! | 10 | RunBitPack | INT32, INT64, FLOAT, DOUBLE |
 //!
-//! Byte 0 and bytes 10 to 255 are not codecs. With count 0 every body is empty, except
+//! Byte 0 and bytes 11 to 255 are not codecs. With count 0 every body is empty, except
 //! Dictionary (`u32 0, u8 0`) and ScaledDecimal (`u8 k, varint 0, u8 inner`; never written).
 //!
 //! ### 1 Plain
@@ -105,8 +106,8 @@
 //! to an `LZ` entry.
 //!
 //! ### 7 ScaledDecimal
-//! `u8 k, varint e, e × {varint gap, W/8 bytes raw word (LE)}, u8 inner codec (2 DeltaBitPack or
-//! 3 Rle), inner body over count i64 integers m`. Value `i` is the float nearest
+//! `u8 k, varint e, e × {varint gap, W/8 bytes raw word (LE)}, u8 inner codec (2 DeltaBitPack,
+//! 3 Rle or 10 RunBitPack), inner body over count i64 integers m`. Value `i` is the float nearest
 //! `(m[i] as f64) / 10^k` (computed in f64, then rounded to f32 for FLOAT), except at the `e`
 //! exception positions (`e ≤ count`), ascending, where it is the raw word: the first exception
 //! is at position `gap`, each next one at the previous position + 1 + `gap`, all below count.
@@ -124,6 +125,15 @@
 //! `u8 width ≤ 32`, then a bit stream of `count` fields of `width` bits, each an index `< d`
 //! (the encoder writes width = bits of `d - 1`). A column that would decode to more than
 //! [`DICTIONARY_TEXT_BYTES_MAX`] bytes of text is an error; the encoder writes Plain instead.
+//!
+//! ### 10 RunBitPack
+//! Over the integer view, the runs of equal values (as Rle): `varint r` (runs; 0 exactly when
+//! count is 0, at most count), `varint v`, then `v` bytes holding a DeltaBitPack body (as §2,
+//! without count) of the `r` run values, then a DeltaBitPack body of the `r` run lengths (each
+//! ≥ 1, summing to count) filling the rest. Rle spends at least a byte per run on each varint;
+//! this packs a run's value change and length into the bits their block needs, so levels that
+//! last a regular number of rows cost about their value bits alone. Adaptive encoding writes
+//! whichever of Rle and RunBitPack is smaller.
 //!
 //! ## Compressors
 //! [`compress`] with [`Compressor::Lz4`] writes one raw LZ4 block (the LZ4 block format: no

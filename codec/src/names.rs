@@ -163,11 +163,13 @@ pub enum CodecId {
     BoolRle = 8,
     /// Text as distinct values plus bit-packed indexes.
     Dictionary = 9,
+    /// Runs of equal values, their values and lengths delta-bit-packed.
+    RunBitPack = 10,
 }
 
 impl CodecId {
     /// Every codec, in byte order.
-    pub const ALL: [CodecId; 9] = [
+    pub const ALL: [CodecId; 10] = [
         CodecId::Plain,
         CodecId::DeltaBitPack,
         CodecId::Rle,
@@ -177,6 +179,7 @@ impl CodecId {
         CodecId::ScaledDecimal,
         CodecId::BoolRle,
         CodecId::Dictionary,
+        CodecId::RunBitPack,
     ];
 
     /// The on-disk byte.
@@ -201,6 +204,7 @@ impl CodecId {
             CodecId::ScaledDecimal => "scaled-decimal",
             CodecId::BoolRle => "bool-rle",
             CodecId::Dictionary => "dictionary",
+            CodecId::RunBitPack => "run-bitpack",
         }
     }
 
@@ -211,7 +215,7 @@ impl CodecId {
         match self {
             CodecId::Plain => true,
             CodecId::DeltaBitPack | CodecId::Zigzag => int,
-            CodecId::Rle | CodecId::Gorilla | CodecId::Chimp => int || float,
+            CodecId::Rle | CodecId::RunBitPack | CodecId::Gorilla | CodecId::Chimp => int || float,
             CodecId::ScaledDecimal => float,
             CodecId::BoolRle => t == DataType::Boolean,
             CodecId::Dictionary => t == DataType::Text,

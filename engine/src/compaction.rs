@@ -27,7 +27,11 @@
 //! to the cutoff), so what is kept costs a few bytes per series and partition, never a wrong
 //! answer. A file is rewritten alone for its expired points once they are at least half its
 //! points (counted from its page index), so the cutoff's steady advance does not rewrite files
-//! over and over. Replicas compact at their own times, so below the cutoff their files differ;
+//! over and over. A merge does not read the pages that end before the cutoff (only, for a
+//! series with nothing left after it, the page holding its newest point), so dropping expired
+//! data costs I/O for what stays, not for what goes; `expired_points` counts the points of the
+//! skipped pages and those cut from the pages read, per input (a point stored in two inputs
+//! counts twice). Replicas compact at their own times, so below the cutoff their files differ;
 //! above it they hold the same points.
 //!
 //! Writes never wait for a compaction: the merge runs under no region lock; only its install
@@ -407,10 +411,27 @@ impl DataRegion {
         for ((device, measurement), (data_type, sources)) in &series {
             self.check_cancelled()?;
             let mut merged: Option<(Vec<i64>, Column)> = None;
+            // With a cutoff, pages wholly below it are not even read; the series' newest point
+            // is kept (see the module documentation), so when every page is below it the page
+            // holding that point is read.
+            let from = match cutoff {
+                Some(c) => {
+                    let newest = newest_point_below(&job.inputs, sources, device, measurement, c);
+                    newest.unwrap_or(c)
+                }
+                None => i64::MIN,
+            };
             for &i in sources {
-                let Some(read) = job.inputs[i].read(device, measurement)? else {
+                let input = &job.inputs[i];
+                if from > i64::MIN {
+                    expired += points_in_pages_before(input, device, measurement, from);
+                }
+                let Some(read) = input.read_range(device, measurement, from, i64::MAX)? else {
                     continue;
                 };
+                if read.0.is_empty() {
+                    continue;
+                }
                 if read.1.data_type() != *data_type {
                     return Err(StorageError::Corruption {
                         what: "sealed file",
@@ -536,6 +557,36 @@ fn mostly_expired(file: &SealedFile, cutoff: Option<i64>) -> bool {
         removable += expired.saturating_sub(kept);
     }
     removable > 0 && removable * 2 >= total
+}
+
+/// When every point of the series in `sources` is older than `cutoff`, the newest one's
+/// timestamp (the one point a merge keeps); `None` when some point is at or after the cutoff.
+fn newest_point_below(
+    inputs: &[Arc<SealedFile>],
+    sources: &[usize],
+    device: &str,
+    measurement: &str,
+    cutoff: i64,
+) -> Option<i64> {
+    let newest = sources
+        .iter()
+        .filter_map(|&i| inputs[i].chunk(device, measurement))
+        .map(|chunk| chunk.max_time)
+        .max()?;
+    (newest < cutoff).then_some(newest)
+}
+
+/// Points of the series in `file` on pages that end before `from`: those a merge reading from
+/// `from` skips, all of them expired.
+fn points_in_pages_before(file: &SealedFile, device: &str, measurement: &str, from: i64) -> u64 {
+    file.chunk(device, measurement).map_or(0, |chunk| {
+        chunk
+            .pages
+            .iter()
+            .filter(|p| p.max_time < from)
+            .map(|p| u64::from(p.count))
+            .sum()
+    })
 }
 
 /// The points at or after `cutoff`, or, when none is, the newest one alone; with the number

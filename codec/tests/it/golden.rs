@@ -31,9 +31,9 @@ fn fixed(e: Encoding) -> Choice {
 #[test]
 fn codec_bytes_are_stable() {
     let bytes: Vec<u8> = CodecId::ALL.iter().map(|c| c.byte()).collect();
-    assert_eq!(bytes, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(bytes, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     assert_eq!(CodecId::from_byte(0), None);
-    assert_eq!(CodecId::from_byte(10), None);
+    assert_eq!(CodecId::from_byte(11), None);
 }
 
 #[test]
@@ -138,6 +138,19 @@ fn rle() {
         &[
             3, 2, 0xE8, 0xCC, 0x99, 0xB3, 0xE6, 0xCC, 0x99, 0xD3, 0x7F, 0x02,
         ],
+    );
+}
+
+#[test]
+fn run_bitpack() {
+    // Eight runs of 8 (one run per 8 values: adaptive looks at runs), levels 1000 to 1007: Rle
+    // would spend 17 bytes on varints. 8 runs, 4 bytes of values (zigzag(1000) = 2000 = D0 0F;
+    // one block of deltas 1: min zigzag 2, width 0), lengths (zigzag(8) = 16; min 0, width 0).
+    golden(
+        Column::Int64((0..64).map(|i| 1000 + i / 8).collect()),
+        Choice::Adaptive,
+        CodecId::RunBitPack,
+        &[10, 64, 8, 4, 0xD0, 0x0F, 0x02, 0x00, 0x10, 0x00, 0x00],
     );
 }
 

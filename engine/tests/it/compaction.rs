@@ -311,3 +311,56 @@ fn declared_encodings_and_compressors_are_honoured_by_flush_and_compaction() {
     check("after the compaction");
     assert_eq!(content(&region.region), model);
 }
+
+/// A merge under a TTL cutoff reads only the pages that reach the cutoff (and, for a series
+/// with nothing after it, the page holding its newest point): pages wholly below are skipped,
+/// proved by corrupting them on disk, which any read would report.
+#[test]
+fn expired_pages_are_not_read_by_a_ttl_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut storage = config();
+    storage.partition.time_partition_interval_ms = 1_000_000;
+    storage.sealed.page_points = 10;
+    let region = LoggedRegion::open_with(dir.path(), storage);
+    let d1: Vec<i64> = (0..100).collect();
+    let d2: Vec<i64> = (0..50).collect();
+    for (device, timestamps) in [("root.sg.d1", &d1), ("root.sg.d2", &d2)] {
+        let mut t = common::Tablet::new(device, &[("s1", common::DataType::Double)]);
+        for &ts in timestamps.iter() {
+            t.push_row(ts, vec![Some(Value::Double(ts as f64))]);
+        }
+        region.write(&RegionCommand::insert(t), &OpenGate).unwrap();
+    }
+    region.flush();
+    let names = sealed_names(dir.path());
+    assert_eq!(names.len(), 1);
+    let path = dir.path().join("region/sealed").join(&names[0]);
+    let cache = engine::FileCache::new(4);
+    let file = engine::SealedFile::open(&path, &cache).unwrap();
+    let pages_of = |device| file.chunk(device, "s1").unwrap().pages.clone();
+    let (p1, p2) = (pages_of("root.sg.d1"), pages_of("root.sg.d2"));
+    assert_eq!((p1.len(), p2.len()), (10, 5));
+    drop(file);
+    // Every page of d1 below 90 and every page of d2 but its last gets a flipped byte.
+    let mut bytes = std::fs::read(&path).unwrap();
+    for page in p1[..9].iter().chain(&p2[..4]) {
+        bytes[page.offset as usize + 1] ^= 0xFF;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+
+    region.region.set_ttl_cutoff(Some(95));
+    let reports = region.region.compact_all().unwrap();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    // d1: 90 points on skipped pages + 5 cut from the page read; d2: 40 skipped + 9 cut.
+    assert_eq!(reports[0].expired_points, 95 + 49);
+    let d1_left = region.region.query("root.sg.d1", "s1", 0, 100).unwrap();
+    assert_eq!(
+        d1_left.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
+        (95..100).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        region.region.query("root.sg.d2", "s1", 0, 100).unwrap(),
+        vec![(49, Value::Double(49.0))],
+        "a series wholly expired keeps its newest point"
+    );
+}
