@@ -38,7 +38,9 @@
 # which is then settled and measured:
 #   Fencepost 1 ConfigNode + 1 DataNode, RF=1 (`fencepost bench`). fencepost_settle flushes and
 #     waits until no compaction is pending and the sealed bytes stop changing: there is no flush
-#     command yet, so the DataNode runs with --memtable-flush-age-ms 2000.
+#     command yet, so the DataNode runs with --memtable-flush-age-ms 2000, and with
+#     --compaction-cold-after-ms 1000 so each partition ends as one file, as InfluxDB's shard
+#     ends fully compacted.
 #     Counted: the files under the bench database's regions/<id>/sealed/.
 #   InfluxDB 1.x (peerload), with cache-snapshot-write-cold-duration and
 #     compact-full-write-cold-duration at 1 s: the WAL is snapshotted to TSM and the shard fully
@@ -303,6 +305,9 @@ intervals_ms=(1000 1)
 # No flush command exists yet: the DataNode flushes a region once its oldest unflushed write is
 # this old (checked every second), which is what fencepost_settle waits out.
 fencepost_flush_age_ms=2000
+# A partition no flush touched for this long is merged into one file (the DataNode's
+# compaction_cold_after_ms; InfluxDB's runs get compact-full-write-cold-duration 1 s alike).
+fencepost_cold_after_ms=1000
 # How long a size must hold still before it counts as settled, and how long to wait at most.
 quiet_checks=5
 settle_timeout_s=300
@@ -415,12 +420,13 @@ fencepost_sealed_bytes() {
 }
 
 # fencepost_settle BASE: waits for Fencepost's flush and compaction. The DataNode was started
-# with --memtable-flush-age-ms $fencepost_flush_age_ms, so this waits out that age (plus the
-# one-second flush check), then one compaction round (5 s: the metric counts pending work once a
-# round), then until no partition has work left and the sealed bytes stop changing.
+# with --memtable-flush-age-ms $fencepost_flush_age_ms and --compaction-cold-after-ms
+# $fencepost_cold_after_ms, so this waits out that age (plus the one-second flush check) and the
+# cold time, then one compaction round (5 s: the metric counts pending work once a round), then
+# until no partition has work left and the sealed bytes stop changing.
 fencepost_settle() {
     local base=$1 pending waited=0
-    sleep $((fencepost_flush_age_ms / 1000 + 2 + 6))
+    sleep $(((fencepost_flush_age_ms + fencepost_cold_after_ms) / 1000 + 2 + 6))
     while :; do
         pending=$(curl -s --max-time 2 http://127.0.0.1:9100/metrics \
             | awk '$1 == "compaction_pending_partitions" {print $2}')
@@ -436,7 +442,7 @@ fencepost_settle() {
 storage_fencepost() {
     local name=$1 shape=$2 interval=$3 base="$tmp/$1"
     cluster_bases+=("$base")
-    DN_EXTRA_ARGS="--memtable-flush-age-ms $fencepost_flush_age_ms" \
+    DN_EXTRA_ARGS="--memtable-flush-age-ms $fencepost_flush_age_ms --compaction-cold-after-ms $fencepost_cold_after_ms" \
         scripts/cluster.sh start -c 1 -d 1 -r 1 -b "$base" > /dev/null
     # Ready once it takes a write: one row to another database, whose region is not counted.
     local ready=0
@@ -673,7 +679,7 @@ section=$(
     echo "every system (\`fencepost bench\`, \`peerload\`, \`peerload --target file\` for TsFile: one generator),"
     echo "a fresh instance per run, settled before measuring. B/pt = bytes on disk (apparent size) / points."
     echo "Counted: Fencepost the sealed files of the bench database's regions (1 DataNode, RF=1, flushed by age"
-    echo "$fencepost_flush_age_ms ms; no compaction yet); InfluxDB $influx_version the .tsm files after the WAL"
+    echo "$fencepost_flush_age_ms ms, compacted, cold partitions merged whole after $fencepost_cold_after_ms ms); InfluxDB $influx_version the .tsm files after the WAL"
     echo "is snapshotted and the shard fully compacted (cold after 1 s); VictoriaMetrics $vm_version its \`data/\`"
     echo "parts after \`/internal/force_flush\` and \`/internal/force_merge\`. $tsfile_line"
     echo

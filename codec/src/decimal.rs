@@ -219,12 +219,14 @@ pub(crate) fn decode<F: Float>(input: &[u8], base: usize, count: usize) -> Resul
         Some(CodecId::DeltaBitPack) => decode_delta_bitpack(rest, offset, count)?,
         Some(CodecId::Rle) => decode_rle(rest, offset, count)?,
         Some(CodecId::RunBitPack) => decode_run_bitpack(rest, offset, count)?,
-        _ => return Err(CodecError::new(
-            inner_offset,
-            format!(
+        _ => {
+            return Err(CodecError::new(
+                inner_offset,
+                format!(
                 "scaled decimal: inner codec byte {inner} is not delta-bitpack, rle or run-bitpack"
             ),
-        )),
+            ))
+        }
     };
     let mut values: Vec<F> = ints.into_iter().map(|m| unscale::<F>(m, k)).collect();
     for (i, word) in exceptions {

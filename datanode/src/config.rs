@@ -85,6 +85,13 @@ runtime::node_config! {
         /// Bytes per second a compaction writes at most (it sleeps to keep to it); 0 is
         /// unlimited. Default 64 MiB.
         compaction_write_bytes_per_sec: u64 = 64 << 20,
+        /// Regions compacted at once, each on its own blocking thread: a long merge in one
+        /// region does not hold up the others. Default 2; at least 1.
+        compaction_concurrency: u64 = 2,
+        /// A time partition that no flush has added a file to for this many milliseconds, with
+        /// nothing buffered, is merged into one file (InfluxDB's
+        /// `compact-full-write-cold-duration`). Default 3600000 (1 h); 0 never.
+        compaction_cold_after_ms: u64 = 3_600_000,
         /// Rows in one tablet a session may send; larger ones are refused with 700. Default 100000.
         tablet_rows_max: u32 = 100_000,
         /// Distinct time partitions (time slots of `time_partition_interval_ms`) one tablet may
@@ -235,6 +242,9 @@ impl DataNodeConfig {
                 "memtable_budget_bytes",
                 "must be at least memtable_flush_bytes",
             ));
+        }
+        if self.compaction_concurrency < 1 {
+            return Err(config_error("compaction_concurrency", "must be at least 1"));
         }
         if self.compaction_files_min < 2 {
             return Err(config_error("compaction_files_min", "must be at least 2"));

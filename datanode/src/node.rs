@@ -319,6 +319,7 @@ fn assemble(
         compaction: CompactionConfig {
             files_min: config.compaction_files_min as usize,
             write_bytes_per_sec: config.compaction_write_bytes_per_sec,
+            cold_after_ms: config.compaction_cold_after_ms,
             ..CompactionConfig::default()
         },
         ..StorageConfig::default()
@@ -713,8 +714,18 @@ fn regions_to_flush(
 /// Merges sealed files in the background, one compaction at a time over all regions (each
 /// paces its writes to `compaction_write_bytes_per_sec`); writes never wait for it.
 async fn compaction_loop(shared: Arc<Shared>) {
+    // At most `compaction_concurrency` regions compact at once, each until it has no work left;
+    // a region still compacting from an earlier round is not started again. Dropping the set
+    // (this task aborted at shutdown) aborts the region tasks; a merge running on a blocking
+    // thread stops at its next series once the host cancelled compactions.
+    let permits = Arc::new(tokio::sync::Semaphore::new(
+        shared.config.compaction_concurrency.max(1) as usize,
+    ));
+    let busy: Arc<parking_lot::Mutex<std::collections::HashSet<u64>>> = Arc::default();
+    let mut running = tokio::task::JoinSet::new();
     loop {
         tokio::time::sleep(timing::COMPACTION_CHECK_INTERVAL).await;
+        while running.try_join_next().is_some() {}
         // TTLs as the ConfigNode leader has them now. Without an answer no region removes
         // expired points this round: a TTL raised meanwhile must not be enforced at its old value.
         let ttls = match shared.confignode.database_ttls().await {
@@ -739,37 +750,67 @@ async fn compaction_loop(shared: Arc<Shared>) {
         for (id, database, region) in shared.host.regions_with_databases() {
             let ttl = ttls.as_ref().and_then(|t| t.get(&database).copied());
             region.set_ttl_cutoff(ttl_removal_cutoff(now_ms, ttl));
-            // Counts the partitions with work, for the metrics page (scrapes do not plan).
-            let counted = region.clone();
-            if let Err(e) = tokio::task::spawn_blocking(move || counted.storage_stats()).await {
-                tracing::error!(region = id, "counting compaction work: {e}");
+            if !busy.lock().insert(id) {
+                continue;
             }
-            // One region at a time, until it has no work left.
-            loop {
-                let region = region.clone();
-                let done = tokio::task::spawn_blocking(move || region.compact_once()).await;
-                match done {
-                    Ok(Ok(Some(report))) => {
-                        let m = &shared.metrics;
-                        m.compactions.fetch_add(1, Ordering::Relaxed);
-                        m.compaction_input_bytes
-                            .fetch_add(report.input_bytes, Ordering::Relaxed);
-                        m.compaction_output_bytes
-                            .fetch_add(report.output_bytes, Ordering::Relaxed);
-                        m.ttl_expired_points
-                            .fetch_add(report.expired_points, Ordering::Relaxed);
-                        tracing::debug!(region = id, ?report, "compacted");
-                    }
-                    Ok(Ok(None)) | Ok(Err(StorageError::CompactionCancelled)) => break,
-                    Ok(Err(e)) => {
-                        tracing::error!(region = id, "compaction failed: {e}");
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::error!(region = id, "compaction task: {e}");
-                        break;
-                    }
-                }
+            let claim = BusyRegion {
+                busy: busy.clone(),
+                id,
+            };
+            let (shared, permits) = (shared.clone(), permits.clone());
+            running.spawn(async move {
+                let Ok(_permit) = permits.acquire_owned().await else {
+                    return;
+                };
+                compact_region(&shared, id, region).await;
+                drop(claim);
+            });
+        }
+    }
+}
+
+/// A region the compaction loop is working on; released when dropped, however the work ends.
+struct BusyRegion {
+    busy: Arc<parking_lot::Mutex<std::collections::HashSet<u64>>>,
+    id: u64,
+}
+
+impl Drop for BusyRegion {
+    fn drop(&mut self) {
+        self.busy.lock().remove(&self.id);
+    }
+}
+
+/// Counts a region's compaction work (for the metrics page: scrapes do not plan), then compacts
+/// it until it has none left.
+async fn compact_region(shared: &Shared, id: u64, region: Arc<engine::DataRegion>) {
+    let counted = region.clone();
+    if let Err(e) = tokio::task::spawn_blocking(move || counted.storage_stats()).await {
+        tracing::error!(region = id, "counting compaction work: {e}");
+    }
+    loop {
+        let region = region.clone();
+        let done = tokio::task::spawn_blocking(move || region.compact_once()).await;
+        match done {
+            Ok(Ok(Some(report))) => {
+                let m = &shared.metrics;
+                m.compactions.fetch_add(1, Ordering::Relaxed);
+                m.compaction_input_bytes
+                    .fetch_add(report.input_bytes, Ordering::Relaxed);
+                m.compaction_output_bytes
+                    .fetch_add(report.output_bytes, Ordering::Relaxed);
+                m.ttl_expired_points
+                    .fetch_add(report.expired_points, Ordering::Relaxed);
+                tracing::debug!(region = id, ?report, "compacted");
+            }
+            Ok(Ok(None)) | Ok(Err(StorageError::CompactionCancelled)) => break,
+            Ok(Err(e)) => {
+                tracing::error!(region = id, "compaction failed: {e}");
+                break;
+            }
+            Err(e) => {
+                tracing::error!(region = id, "compaction task: {e}");
+                break;
             }
         }
     }

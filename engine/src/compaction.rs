@@ -66,6 +66,11 @@ pub struct CompactionConfig {
     /// A newer run takes in its older neighbour when the neighbour is at most this many times
     /// the run's bytes (size-ratio merging for files of mixed sizes). Default 2.
     pub size_ratio: u64,
+    /// A partition that no flush has added a file to for this many milliseconds, with nothing
+    /// buffered, is merged whole (up to `files_max` files at a time): old partitions end as one
+    /// file each, as InfluxDB's `compact-full-write-cold-duration` does for its shards.
+    /// Default 3600000 (1 h); 0 never.
+    pub cold_after_ms: u64,
 }
 
 impl Default for CompactionConfig {
@@ -76,6 +81,7 @@ impl Default for CompactionConfig {
             tier_base_bytes: 1 << 20,
             write_bytes_per_sec: 64 << 20,
             size_ratio: 2,
+            cold_after_ms: 3_600_000,
         }
     }
 }
@@ -287,11 +293,14 @@ impl DataRegion {
             .find_map(|slot| self.plan_partition(state, *slot))
     }
 
-    /// The partition's next job: a run [`CompactionConfig::plan_run`] picks, else the first file holding data a deletion masks or enough expired points
+    /// The partition's next job: a run [`CompactionConfig::plan_run`] picks; else, for a cold
+    /// partition (see [`CompactionConfig::cold_after_ms`]) of several files, its first
+    /// `files_max`; else the first file holding data a deletion masks or enough expired points
     /// (rewritten alone).
     fn plan_partition(&self, state: &RegionState, slot: i64) -> Option<Job> {
         let config = &self.config.compaction;
-        let files = &state.partitions.get(&slot)?.sealed;
+        let partition = state.partitions.get(&slot)?;
+        let files = &partition.sealed;
         let job = |run: &[Arc<SealedFile>]| Job {
             time_slot: slot,
             inputs: run.to_vec(),
@@ -299,6 +308,12 @@ impl DataRegion {
         let sizes: Vec<u64> = files.iter().map(|f| f.bytes).collect();
         if let Some(run) = config.plan_run(&sizes) {
             return Some(job(&files[run]));
+        }
+        if config.cold_after_ms > 0
+            && files.len() >= 2
+            && partition.is_cold(Duration::from_millis(config.cold_after_ms))
+        {
+            return Some(job(&files[..files.len().min(config.files_max.max(2))]));
         }
         let cutoff = self.ttl_cutoff();
         files

@@ -96,6 +96,9 @@ pub(crate) struct Partition {
     flushing: Vec<(u64, Arc<FrozenMemTable>)>,
     /// Sealed files, oldest first (the manifest's order): a newer file's point wins.
     pub(crate) sealed: Vec<Arc<SealedFile>>,
+    /// When a flush last added a file (or the partition was opened or created): a partition
+    /// no flush touched for `CompactionConfig::cold_after_ms` is merged whole.
+    pub(crate) flushed_at: std::time::Instant,
 }
 
 impl Partition {
@@ -104,7 +107,16 @@ impl Partition {
             working: MemTable::new(memtable_config(config)),
             flushing: Vec::new(),
             sealed: Vec::new(),
+            flushed_at: std::time::Instant::now(),
         }
+    }
+
+    /// True when nothing is buffered for the partition and no flush has added a file for
+    /// `cold_after`.
+    pub(crate) fn is_cold(&self, cold_after: std::time::Duration) -> bool {
+        self.working.is_empty()
+            && self.flushing.is_empty()
+            && self.flushed_at.elapsed() >= cold_after
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -853,6 +865,7 @@ impl DataRegion {
                 .flushing
                 .retain(|(_, f)| !Arc::ptr_eq(f, &snapshot));
             partition.sealed.push(file);
+            partition.flushed_at = std::time::Instant::now();
         }
         state.recent_tombstones.retain(|t| t.index() > checkpoint);
         state.manifest = manifest;

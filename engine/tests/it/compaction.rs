@@ -364,3 +364,50 @@ fn expired_pages_are_not_read_by_a_ttl_rewrite() {
         "a series wholly expired keeps its newest point"
     );
 }
+
+/// A partition no flush has touched for `cold_after_ms` is merged whole, though its files are
+/// too few for any size rule; one still taking writes is not.
+#[test]
+fn a_cold_partition_is_merged_into_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut storage = config();
+    storage.compaction.files_min = 4;
+    storage.compaction.cold_after_ms = 200;
+    let region = LoggedRegion::open_with(dir.path(), storage);
+    let mut model = Model::new();
+    // Three files in slot 0 (t 0..10), one in slot 1.
+    for round in 0..3i64 {
+        let t = tablet("root.sg.d1", &[round, round + 3], round as f64);
+        region
+            .write(&RegionCommand::insert(t.clone()), &OpenGate)
+            .unwrap();
+        apply_to_model(&mut model, &t);
+        region.flush();
+    }
+    let t = tablet("root.sg.d1", &[15], 9.0);
+    region
+        .write(&RegionCommand::insert(t.clone()), &OpenGate)
+        .unwrap();
+    apply_to_model(&mut model, &t);
+    region.flush();
+    assert!(
+        region.region.compact_all().unwrap().is_empty(),
+        "not cold yet"
+    );
+    // Slot 0 stays written to (buffered, unflushed): it is not cold however long it waits.
+    let t = tablet("root.sg.d1", &[8], 7.0);
+    region
+        .write(&RegionCommand::insert(t.clone()), &OpenGate)
+        .unwrap();
+    apply_to_model(&mut model, &t);
+    std::thread::sleep(Duration::from_millis(250));
+    assert!(region.region.compact_all().unwrap().is_empty());
+    region.flush();
+    std::thread::sleep(Duration::from_millis(250));
+    let reports = region.region.compact_all().unwrap();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!((reports[0].time_slot, reports[0].inputs), (0, 4));
+    let stats = region.region.storage_stats();
+    assert_eq!((stats.sealed_files, stats.pending_compactions), (2, 0));
+    assert_eq!(content(&region.region), model);
+}
