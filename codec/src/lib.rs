@@ -136,8 +136,19 @@
 //! whichever of Rle and RunBitPack is smaller.
 //!
 //! ## Compressors
-//! [`compress`] with [`Compressor::Lz4`] writes one raw LZ4 block (the LZ4 block format: no
-//! frame, no checksum, no length); the caller stores the uncompressed length.
+//! [`compress`] writes one self-contained block; the caller stores the uncompressed length and
+//! the compressor's byte ([`Compressor::byte`]):
+//!
+//! | byte | compressor | block |
+//! |---|---|---|
+//! | 0 | UNCOMPRESSED | the bytes |
+//! | 1 | LZ4 | one raw LZ4 block (the block format: no frame, no checksum, no length) |
+//! | 2 | SNAPPY | one raw Snappy block (its varint length, then elements; no framing) |
+//! | 3 | GZIP | one gzip member (RFC 1952), deflate level 6 |
+//! | 4 | ZSTD | one Zstandard frame, level 3 |
+//! | 5 | LZMA2 | one .xz stream, LZMA2 preset 0, no integrity check |
+//!
+//! [`decompress`] refuses a block that does not come back to exactly the stored length.
 #![deny(missing_docs)]
 
 mod bits;

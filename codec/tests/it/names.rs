@@ -15,15 +15,21 @@ fn encodings_parse_case_insensitively_and_print_back() {
 }
 
 #[test]
-fn compressors_parse_and_refuse_what_this_build_lacks() {
-    assert_eq!(Compressor::parse("lz4"), Some(Compressor::Lz4));
-    assert_eq!(
-        Compressor::parse("UNCOMPRESSED"),
-        Some(Compressor::Uncompressed)
-    );
-    for missing in ["SNAPPY", "GZIP", "ZSTD", "LZMA2"] {
-        assert_eq!(Compressor::parse(missing), None, "{missing}");
+fn every_iotdb_compressor_parses_and_keeps_its_byte() {
+    for (name, c, byte) in [
+        ("UNCOMPRESSED", Compressor::Uncompressed, 0),
+        ("lz4", Compressor::Lz4, 1),
+        ("Snappy", Compressor::Snappy, 2),
+        ("GZIP", Compressor::Gzip, 3),
+        ("zstd", Compressor::Zstd, 4),
+        ("LZMA2", Compressor::Lzma2, 5),
+    ] {
+        assert_eq!(Compressor::parse(name), Some(c), "{name}");
+        assert_eq!(c.byte(), byte, "{name}");
+        assert_eq!(Compressor::from_byte(byte), Some(c), "{name}");
     }
+    assert_eq!(Compressor::parse("BROTLI"), None);
+    assert_eq!(Compressor::from_byte(6), None);
 }
 
 #[test]

@@ -99,19 +99,23 @@ proptest! {
     }
 
     #[test]
-    fn lz4_round_trips_and_survives_corruption(data in prop::collection::vec(0u8..4, 0..2000), at in any::<usize>(), value in any::<u8>()) {
-        let mut compressed = Vec::new();
-        compress(Compressor::Lz4, &data, &mut compressed);
-        let mut out = vec![7];
-        decompress(Compressor::Lz4, &compressed, data.len(), &mut out).expect("round trip");
-        prop_assert_eq!(&out[1..], &data[..]);
-        prop_assert!(decompress(Compressor::Lz4, &compressed, data.len() + 1, &mut out).is_err());
-        if !compressed.is_empty() {
-            let at = at % compressed.len();
-            compressed[at] = value;
+    fn compressors_round_trip_and_survive_corruption(data in prop::collection::vec(0u8..4, 0..2000), at in any::<usize>(), value in any::<u8>()) {
+        for c in Compressor::ALL {
+            let mut compressed = Vec::new();
+            compress(c, &data, &mut compressed);
             let mut out = vec![7];
-            if decompress(Compressor::Lz4, &compressed, data.len(), &mut out).is_err() {
-                prop_assert_eq!(out, vec![7], "a failed decompress leaves out as it was");
+            decompress(c, &compressed, data.len(), &mut out).expect("round trip");
+            prop_assert_eq!(&out[1..], &data[..], "{}", c);
+            let mut out = vec![7];
+            prop_assert!(decompress(c, &compressed, data.len() + 1, &mut out).is_err(), "{}", c);
+            prop_assert_eq!(&out, &vec![7], "{}: a failed decompress leaves out as it was", c);
+            if !compressed.is_empty() {
+                let at = at % compressed.len();
+                compressed[at] = value;
+                let mut out = vec![7];
+                if decompress(c, &compressed, data.len(), &mut out).is_err() {
+                    prop_assert_eq!(out, vec![7], "{}: a failed decompress leaves out as it was", c);
+                }
             }
         }
     }
@@ -143,15 +147,17 @@ fn huge_counts_are_refused() {
             assert!(decode_column(&bytes, t, count).is_err(), "{codec} {t}");
         }
     }
-    let mut out = Vec::new();
-    assert!(decompress(
-        Compressor::Lz4,
-        &[0x50, 1, 2, 3, 4, 5],
-        usize::MAX,
-        &mut out
-    )
-    .is_err());
-    assert!(out.is_empty());
+    for c in Compressor::ALL {
+        let mut out = Vec::new();
+        let mut small = Vec::new();
+        compress(c, b"hello", &mut small);
+        assert!(decompress(c, &small, usize::MAX, &mut out).is_err(), "{c}");
+        assert!(
+            decompress(c, &[0x50, 1, 2, 3, 4, 5], usize::MAX, &mut out).is_err(),
+            "{c}"
+        );
+        assert!(out.is_empty(), "{c}");
+    }
 }
 
 /// Targeted corruptions each decoder must name.

@@ -5,13 +5,15 @@
 //! header:  magic "FPSEAL02", u32 version = 2, i64 time slot, u64 checkpoint, u32 CRC32
 //! pages:   per series (sorted by device, measurement), per page of at most `page_points` points:
 //!          stored bytes, u32 CRC32 of the stored bytes
-//!          stored = the raw bytes, or their LZ4 block when that is at least 1/8 smaller
+//!          stored = the raw bytes, or them compressed (LZ4 unless the series declared another
+//!                   compressor) when that is at least 1/8 smaller
 //!          raw    = u32 timestamp bytes, codec::encode_timestamps, codec::encode_column
 //! index:   u32 entries, entries × {
 //!            str16 device, str16 measurement, u8 type,
 //!            u32 count, i64 min time, i64 max time, statistics (stats.rs),
 //!            u32 pages, pages × { u64 offset, u32 stored length (with CRC), u32 raw length,
-//!                                 u8 compressor (0 none, 1 LZ4), u32 count, i64 min time,
+//!                                 u8 compressor (0 none, 1 LZ4, 2 Snappy, 3 gzip, 4 zstd,
+//!                                 5 xz/LZMA2: `codec::Compressor::byte`), u32 count, i64 min time,
 //!                                 i64 max time, statistics } },
 //!          u32 CRC32 of the index bytes before it
 //! footer:  u64 index offset, u32 index length, magic "FPSEALND"
@@ -159,16 +161,16 @@ impl<W: Write> SealedWriter<W> {
 
         let mut compressor = Compressor::Uncompressed;
         let wanted = declared.compressor.unwrap_or(self.options.compressor);
-        if wanted == Compressor::Lz4 && self.raw.len() >= 64 {
+        if wanted != Compressor::Uncompressed && self.raw.len() >= 64 {
             self.stored.clear();
-            codec::compress(Compressor::Lz4, &self.raw, &mut self.stored);
+            codec::compress(wanted, &self.raw, &mut self.stored);
             if self.stored.len() <= self.raw.len() - self.raw.len() / 8 {
-                compressor = Compressor::Lz4;
+                compressor = wanted;
             }
         }
         let stored: &[u8] = match compressor {
-            Compressor::Lz4 => &self.stored,
             Compressor::Uncompressed => &self.raw,
+            _ => &self.stored,
         };
         let crc = crc32fast::hash(stored);
         self.out.write_all(stored)?;
@@ -251,10 +253,7 @@ fn rows(values: &Column, range: std::ops::Range<usize>) -> Cow<'_, Column> {
 }
 
 fn compressor_byte(c: Compressor) -> u8 {
-    match c {
-        Compressor::Uncompressed => 0,
-        Compressor::Lz4 => 1,
-    }
+    c.byte()
 }
 
 /// Parses and checks a version-2 index (`body` without its CRC, found at `base`).
@@ -279,10 +278,10 @@ pub(super) fn parse_index(body: &[u8], base: u64) -> Result<Index, Bad> {
                 offset: r.u64().map_err(decode)?,
                 length: r.u32().map_err(decode)?,
                 raw_length: r.u32().map_err(decode)?,
-                compressor: match r.u8().map_err(decode)? {
-                    0 => Compressor::Uncompressed,
-                    1 => Compressor::Lz4,
-                    other => return Err((at, format!("unknown compressor byte {other}"))),
+                compressor: {
+                    let byte = r.u8().map_err(decode)?;
+                    Compressor::from_byte(byte)
+                        .ok_or_else(|| (at, format!("unknown compressor byte {byte}")))?
                 },
                 count: r.u32().map_err(decode)?,
                 min_time: r.i64().map_err(decode)?,
@@ -367,9 +366,9 @@ pub(super) fn decode_page(
     let mut decompressed = Vec::new();
     let raw = match page.compressor {
         Compressor::Uncompressed => stored,
-        Compressor::Lz4 => {
+        compressor => {
             codec::decompress(
-                Compressor::Lz4,
+                compressor,
                 stored,
                 page.raw_length as usize,
                 &mut decompressed,

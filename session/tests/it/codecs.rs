@@ -89,7 +89,7 @@ async fn declared_encoding_and_compressor_shape_the_sealed_files() {
         .unwrap();
     for (path, t, encoding, compressor) in [
         ("root.cd.bad.s1", DataType::Text, Some("GORILLA"), None),
-        ("root.cd.bad.s2", DataType::Int64, None, Some("SNAPPY")),
+        ("root.cd.bad.s2", DataType::Int64, None, Some("BROTLI")),
     ] {
         match s
             .create_timeseries_with(path, t, encoding, compressor)
