@@ -85,9 +85,13 @@ runtime::node_config! {
         /// Bytes per second a compaction writes at most (it sleeps to keep to it); 0 is
         /// unlimited. Default 64 MiB.
         compaction_write_bytes_per_sec: u64 = 64 << 20,
-        /// Regions compacted at once, each on its own blocking thread: a long merge in one
+        /// Regions compacted at once, each on a thread of its own: a long merge in one
         /// region does not hold up the others. Default 2; at least 1.
         compaction_concurrency: u64 = 2,
+        /// The nice value (0..=19) compaction threads run at, so merges take the CPU that
+        /// ingest and queries leave (RocksDB's low-priority pool does the same); 0 is the
+        /// process's own priority. Default 10.
+        compaction_thread_nice: u32 = 10,
         /// A time partition that no flush has added a file to for this many milliseconds, with
         /// nothing buffered, is merged into one file (InfluxDB's
         /// `compact-full-write-cold-duration`). Default 3600000 (1 h); 0 never.
@@ -242,6 +246,9 @@ impl DataNodeConfig {
                 "memtable_budget_bytes",
                 "must be at least memtable_flush_bytes",
             ));
+        }
+        if self.compaction_thread_nice > 19 {
+            return Err(config_error("compaction_thread_nice", "must be 0..=19"));
         }
         if self.compaction_concurrency < 1 {
             return Err(config_error("compaction_concurrency", "must be at least 1"));

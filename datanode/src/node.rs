@@ -711,13 +711,14 @@ fn regions_to_flush(
     chosen
 }
 
-/// Merges sealed files in the background, one compaction at a time over all regions (each
-/// paces its writes to `compaction_write_bytes_per_sec`); writes never wait for it.
+/// Merges sealed files in the background, up to `compaction_concurrency` regions at once, each
+/// on a low-priority thread of its own that paces its writes to
+/// `compaction_write_bytes_per_sec`; writes never wait for it.
 async fn compaction_loop(shared: Arc<Shared>) {
-    // At most `compaction_concurrency` regions compact at once, each until it has no work left;
-    // a region still compacting from an earlier round is not started again. Dropping the set
-    // (this task aborted at shutdown) aborts the region tasks; a merge running on a blocking
-    // thread stops at its next series once the host cancelled compactions.
+    // Each region compacts until it has no work left; a region still compacting from an earlier
+    // round is not started again. Dropping the set (this task aborted at shutdown) aborts the
+    // region tasks; a merge running on its thread stops at its next series once the host
+    // cancelled compactions.
     let permits = Arc::new(tokio::sync::Semaphore::new(
         shared.config.compaction_concurrency.max(1) as usize,
     ));
@@ -781,18 +782,53 @@ impl Drop for BusyRegion {
     }
 }
 
-/// Counts a region's compaction work (for the metrics page: scrapes do not plan), then compacts
-/// it until it has none left.
-async fn compact_region(shared: &Shared, id: u64, region: Arc<engine::DataRegion>) {
-    let counted = region.clone();
-    if let Err(e) = tokio::task::spawn_blocking(move || counted.storage_stats()).await {
-        tracing::error!(region = id, "counting compaction work: {e}");
+/// Compacts a region until it has no work left, on a thread of its own at
+/// `compaction_thread_nice`: a merge takes the CPU that ingest and queries leave.
+async fn compact_region(shared: &Arc<Shared>, id: u64, region: Arc<engine::DataRegion>) {
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let shared_for_thread = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("compact-r{id}"))
+        .spawn(move || {
+            lower_thread_priority(shared_for_thread.config.compaction_thread_nice);
+            compact_until_done(&shared_for_thread, id, &region);
+            let _ = done.send(());
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = finished.await;
+        }
+        Err(e) => tracing::error!(region = id, "starting a compaction thread: {e}"),
     }
+}
+
+/// Raises the calling thread's nice value to `nice` (Linux keeps one per thread); a failure
+/// leaves it as it was.
+fn lower_thread_priority(nice: u32) {
+    if nice == 0 {
+        return;
+    }
+    // SAFETY: gettid has no preconditions; setpriority only changes the calling thread's nice
+    // value (`who` is its own id) and reports failure through its return value.
+    let refused = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice as libc::c_int) != 0
+    };
+    if refused {
+        tracing::debug!(
+            "compaction thread keeps its priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Counts a region's compaction work (for the metrics page: scrapes do not plan), then compacts
+/// it until it has none left (blocking).
+fn compact_until_done(shared: &Shared, id: u64, region: &engine::DataRegion) {
+    region.storage_stats();
     loop {
-        let region = region.clone();
-        let done = tokio::task::spawn_blocking(move || region.compact_once()).await;
-        match done {
-            Ok(Ok(Some(report))) => {
+        match region.compact_once() {
+            Ok(Some(report)) => {
                 let m = &shared.metrics;
                 m.compactions.fetch_add(1, Ordering::Relaxed);
                 m.compaction_input_bytes
@@ -803,13 +839,9 @@ async fn compact_region(shared: &Shared, id: u64, region: Arc<engine::DataRegion
                     .fetch_add(report.expired_points, Ordering::Relaxed);
                 tracing::debug!(region = id, ?report, "compacted");
             }
-            Ok(Ok(None)) | Ok(Err(StorageError::CompactionCancelled)) => break,
-            Ok(Err(e)) => {
-                tracing::error!(region = id, "compaction failed: {e}");
-                break;
-            }
+            Ok(None) | Err(StorageError::CompactionCancelled) => break,
             Err(e) => {
-                tracing::error!(region = id, "compaction task: {e}");
+                tracing::error!(region = id, "compaction failed: {e}");
                 break;
             }
         }
