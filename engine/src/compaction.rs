@@ -634,7 +634,10 @@ fn merge_newer_wins(older: (Vec<i64>, Column), newer: (Vec<i64>, Column)) -> (Ve
     let (new_ts, new_values) = newer;
     // Files flushed one after another mostly hold later points than the ones before them:
     // then the merge is an append, with no per-row work.
-    if old_ts.last().is_none_or(|last| new_ts.first().is_none_or(|first| last < first)) {
+    if old_ts
+        .last()
+        .is_none_or(|last| new_ts.first().is_none_or(|first| last < first))
+    {
         old_ts.extend_from_slice(&new_ts);
         crate::sealed::append_column(&mut old_values, new_values);
         return (old_ts, old_values);
