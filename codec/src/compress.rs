@@ -134,15 +134,29 @@ fn decompress_lz4(input: &[u8], uncompressed_len: usize, out: &mut Vec<u8>) -> R
             ),
         ));
     }
+    decompress_block("LZ4", input, uncompressed_len, out, |dst| {
+        lz4_flex::block::decompress_into(input, dst)
+    })
+}
+
+/// Runs a block decompressor into `uncompressed_len` bytes appended to `out` (the caller has
+/// checked the length is plausible), which must all be written.
+fn decompress_block<E: std::fmt::Display>(
+    format: &str,
+    input: &[u8],
+    uncompressed_len: usize,
+    out: &mut Vec<u8>,
+    decompress_into: impl FnOnce(&mut [u8]) -> std::result::Result<usize, E>,
+) -> Result<()> {
     let start = out.len();
     out.resize(start + uncompressed_len, 0);
-    match lz4_flex::block::decompress_into(input, &mut out[start..]) {
+    match decompress_into(&mut out[start..]) {
         Ok(n) if n == uncompressed_len => Ok(()),
         Ok(n) => Err(CodecError::new(
             input.len(),
-            format!("LZ4 block decompressed to {n} bytes, {uncompressed_len} expected"),
+            format!("{format} block decompressed to {n} bytes, {uncompressed_len} expected"),
         )),
-        Err(e) => Err(CodecError::new(0, format!("corrupt LZ4 block: {e}"))),
+        Err(e) => Err(CodecError::new(0, format!("corrupt {format} block: {e}"))),
     }
 }
 
@@ -168,16 +182,9 @@ fn decompress_snappy(input: &[u8], uncompressed_len: usize, out: &mut Vec<u8>) -
             format!("Snappy block of {stated} bytes, {uncompressed_len} expected"),
         ));
     }
-    let start = out.len();
-    out.resize(start + uncompressed_len, 0);
-    match snap::raw::Decoder::new().decompress(input, &mut out[start..]) {
-        Ok(n) if n == uncompressed_len => Ok(()),
-        Ok(n) => Err(CodecError::new(
-            input.len(),
-            format!("Snappy block decompressed to {n} bytes, {uncompressed_len} expected"),
-        )),
-        Err(e) => Err(CodecError::new(0, format!("corrupt Snappy block: {e}"))),
-    }
+    decompress_block("Snappy", input, uncompressed_len, out, |dst| {
+        snap::raw::Decoder::new().decompress(input, dst)
+    })
 }
 
 /// Reads a streaming decoder to its end, which must come at exactly `uncompressed_len` bytes: one

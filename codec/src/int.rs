@@ -226,21 +226,28 @@ pub(crate) fn count_runs<S: Scalar>(values: &[S]) -> usize {
     }
 }
 
+/// The runs of equal values (compared in the integer view), in order: (value, length ≥ 1).
+fn runs<S: Scalar>(values: &[S]) -> impl Iterator<Item = (i64, usize)> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let v = values.get(i)?.to_i64();
+        let start = i;
+        i += 1;
+        while i < values.len() && values[i].to_i64() == v {
+            i += 1;
+        }
+        Some((v, i - start))
+    })
+}
+
 /// RLE: runs of `{zigzag varint (value - previous run's value), varint length ≥ 1}`; the value
 /// before the first run is 0.
 pub(crate) fn encode_rle<S: Scalar>(values: &[S], out: &mut Vec<u8>) {
     let mut previous_run = 0i64;
-    let mut i = 0;
-    while i < values.len() {
-        let v = values[i].to_i64();
-        let mut end = i + 1;
-        while end < values.len() && values[end].to_i64() == v {
-            end += 1;
-        }
+    for (v, length) in runs(values) {
         put_zigzag(out, v.wrapping_sub(previous_run));
-        put_uvarint(out, (end - i) as u64);
+        put_uvarint(out, length as u64);
         previous_run = v;
-        i = end;
     }
 }
 
@@ -272,19 +279,8 @@ pub(crate) fn decode_rle<S: Scalar>(input: &[u8], base: usize, count: usize) -> 
 /// more per run on varints, this packs each run's value change and length into the bits their
 /// block needs: levels that last a regular number of rows cost their value bits only.
 pub(crate) fn encode_run_bitpack<S: Scalar>(values: &[S], out: &mut Vec<u8>) {
-    let mut run_values = Vec::new();
-    let mut lengths = Vec::new();
-    let mut i = 0;
-    while i < values.len() {
-        let v = values[i].to_i64();
-        let mut end = i + 1;
-        while end < values.len() && values[end].to_i64() == v {
-            end += 1;
-        }
-        run_values.push(v);
-        lengths.push((end - i) as i64);
-        i = end;
-    }
+    let (run_values, lengths): (Vec<i64>, Vec<i64>) =
+        runs(values).map(|(v, length)| (v, length as i64)).unzip();
     put_uvarint(out, run_values.len() as u64);
     let mut packed = Vec::new();
     encode_delta_bitpack(&run_values, &mut packed);

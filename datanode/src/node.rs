@@ -792,11 +792,14 @@ async fn compact_region(shared: &Arc<Shared>, id: u64, region: Arc<engine::DataR
         .spawn(move || {
             lower_thread_priority(shared_for_thread.config.compaction_thread_nice);
             compact_until_done(&shared_for_thread, id, &region);
+            // No receiver means the loop was aborted (shutdown): nobody waits for this answer.
             let _ = done.send(());
         });
     match spawned {
         Ok(_) => {
-            let _ = finished.await;
+            if finished.await.is_err() {
+                tracing::error!(region = id, "compaction thread ended without finishing");
+            }
         }
         Err(e) => tracing::error!(region = id, "starting a compaction thread: {e}"),
     }

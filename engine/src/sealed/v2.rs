@@ -215,7 +215,7 @@ impl<W: Write> SealedWriter<W> {
                 w.u64(page.offset);
                 w.u32(page.length);
                 w.u32(page.raw_length);
-                w.u8(compressor_byte(page.compressor));
+                w.u8(page.compressor.byte());
                 w.u32(page.count);
                 w.i64(page.min_time);
                 w.i64(page.max_time);
@@ -250,10 +250,6 @@ fn rows(values: &Column, range: std::ops::Range<usize>) -> Cow<'_, Column> {
         Column::Double(v) => Column::Double(v[range].to_vec()),
         Column::Text(v) => Column::Text(v[range].to_vec()),
     })
-}
-
-fn compressor_byte(c: Compressor) -> u8 {
-    c.byte()
 }
 
 /// Parses and checks a version-2 index (`body` without its CRC, found at `base`).

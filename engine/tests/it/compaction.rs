@@ -312,14 +312,29 @@ fn declared_encodings_and_compressors_are_honoured_by_flush_and_compaction() {
     assert_eq!(content(&region.region), model);
 }
 
+/// The tests' configuration with one time partition per 1,000,000 ms, so that hundreds of rows
+/// share a partition.
+fn wide_partitions() -> StorageConfig {
+    let mut storage = config();
+    storage.partition.time_partition_interval_ms = 1_000_000;
+    storage
+}
+
+/// Writes `t` through the region's log and into the model.
+fn write_both(region: &LoggedRegion, model: &mut Model, t: &common::Tablet) {
+    region
+        .write(&RegionCommand::insert(t.clone()), &OpenGate)
+        .unwrap();
+    apply_to_model(model, t);
+}
+
 /// A merge under a TTL cutoff reads only the pages that reach the cutoff (and, for a series
 /// with nothing after it, the page holding its newest point): pages wholly below are skipped,
 /// proved by corrupting them on disk, which any read would report.
 #[test]
 fn expired_pages_are_not_read_by_a_ttl_rewrite() {
     let dir = tempfile::tempdir().unwrap();
-    let mut storage = config();
-    storage.partition.time_partition_interval_ms = 1_000_000;
+    let mut storage = wide_partitions();
     storage.sealed.page_points = 10;
     let region = LoggedRegion::open_with(dir.path(), storage);
     let d1: Vec<i64> = (0..100).collect();
@@ -377,29 +392,21 @@ fn a_cold_partition_is_merged_into_one_file() {
     let mut model = Model::new();
     // Three files in slot 0 (t 0..10), one in slot 1.
     for round in 0..3i64 {
-        let t = tablet("root.sg.d1", &[round, round + 3], round as f64);
-        region
-            .write(&RegionCommand::insert(t.clone()), &OpenGate)
-            .unwrap();
-        apply_to_model(&mut model, &t);
+        write_both(
+            &region,
+            &mut model,
+            &tablet("root.sg.d1", &[round, round + 3], round as f64),
+        );
         region.flush();
     }
-    let t = tablet("root.sg.d1", &[15], 9.0);
-    region
-        .write(&RegionCommand::insert(t.clone()), &OpenGate)
-        .unwrap();
-    apply_to_model(&mut model, &t);
+    write_both(&region, &mut model, &tablet("root.sg.d1", &[15], 9.0));
     region.flush();
     assert!(
         region.region.compact_all().unwrap().is_empty(),
         "not cold yet"
     );
     // Slot 0 stays written to (buffered, unflushed): it is not cold however long it waits.
-    let t = tablet("root.sg.d1", &[8], 7.0);
-    region
-        .write(&RegionCommand::insert(t.clone()), &OpenGate)
-        .unwrap();
-    apply_to_model(&mut model, &t);
+    write_both(&region, &mut model, &tablet("root.sg.d1", &[8], 7.0));
     std::thread::sleep(Duration::from_millis(250));
     assert!(region.region.compact_all().unwrap().is_empty());
     region.flush();
@@ -417,9 +424,7 @@ fn a_cold_partition_is_merged_into_one_file() {
 #[test]
 fn every_declared_compressor_stores_and_reads_back() {
     let dir = tempfile::tempdir().unwrap();
-    let mut storage = config();
-    storage.partition.time_partition_interval_ms = 1_000_000;
-    let region = LoggedRegion::open_with(dir.path(), storage);
+    let region = LoggedRegion::open_with(dir.path(), wide_partitions());
     let compressors = [
         engine::Compressor::Snappy,
         engine::Compressor::Gzip,
@@ -440,11 +445,7 @@ fn every_declared_compressor_stores_and_reads_back() {
         for c in compressors {
             // PLAIN doubles of a slow ramp: plenty for any compressor to save an eighth.
             let rows: Vec<i64> = (round * 500..round * 500 + 500).collect();
-            let t = tablet(&device(c), &rows, 1.0);
-            region
-                .write(&RegionCommand::insert(t.clone()), &OpenGate)
-                .unwrap();
-            apply_to_model(&mut model, &t);
+            write_both(&region, &mut model, &tablet(&device(c), &rows, 1.0));
         }
         region.flush();
     }
@@ -463,11 +464,7 @@ fn every_declared_compressor_stores_and_reads_back() {
     assert_eq!(region.region.compact_all().unwrap().len(), 1);
     check("after the compaction");
     drop(region);
-    let region = LoggedRegion::open_with(dir.path(), {
-        let mut storage = config();
-        storage.partition.time_partition_interval_ms = 1_000_000;
-        storage
-    });
+    let region = LoggedRegion::open_with(dir.path(), wide_partitions());
     region.replay(&OpenGate).unwrap();
     assert_eq!(content(&region.region), model, "after a restart");
 }
