@@ -173,6 +173,30 @@ impl Column {
         self.len() == 0
     }
 
+    /// Rows `range`, copied. Panics when the range is out of bounds.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Column {
+        match self {
+            Column::Boolean(v) => Column::Boolean(v[range].to_vec()),
+            Column::Int32(v) => Column::Int32(v[range].to_vec()),
+            Column::Int64(v) => Column::Int64(v[range].to_vec()),
+            Column::Float(v) => Column::Float(v[range].to_vec()),
+            Column::Double(v) => Column::Double(v[range].to_vec()),
+            Column::Text(v) => Column::Text(v[range].to_vec()),
+        }
+    }
+
+    /// Removes the first `rows` rows. Panics when there are fewer.
+    pub fn drain_front(&mut self, rows: usize) {
+        match self {
+            Column::Boolean(v) => drop(v.drain(..rows)),
+            Column::Int32(v) => drop(v.drain(..rows)),
+            Column::Int64(v) => drop(v.drain(..rows)),
+            Column::Float(v) => drop(v.drain(..rows)),
+            Column::Double(v) => drop(v.drain(..rows)),
+            Column::Text(v) => drop(v.drain(..rows)),
+        }
+    }
+
     /// The values at `rows`, in that order. Panics when a row is out of range.
     pub fn select(&self, rows: &[usize]) -> Column {
         fn gather<T: Clone>(v: &[T], rows: &[usize]) -> Vec<T> {

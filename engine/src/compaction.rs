@@ -34,6 +34,11 @@
 //! counts twice). Replicas compact at their own times, so below the cutoff their files differ;
 //! above it they hold the same points.
 //!
+//! **Pages are copied where that is exact** ([`SeriesMerge`]): a page that overlaps no other
+//! input's page in time, lies after the TTL cutoff and is at least half full goes to the output
+//! as it is stored, so a merge of files flushed one after another costs I/O and CRCs, not
+//! decoding and encoding; overlaps and small pages are decoded and re-paged.
+//!
 //! Writes never wait for a compaction: the merge runs under no region lock; only its install
 //! takes the manifest lock (as a flush does) and the state lock for a pointer swap.
 
@@ -49,7 +54,8 @@ use common::{Column, DataType};
 use crate::error::{Result, StorageError};
 use crate::manifest::{sync_dir, FileEntry};
 use crate::region::{DataRegion, RegionState};
-use crate::sealed::{self, Header, SealedFile, SeriesCodecs};
+use crate::sealed::{self, ChunkIndex, Header, PageIndex, SealedFile, SeriesCodecs};
+use codec::SeriesCodec;
 
 /// When and how fast partitions are compacted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -425,7 +431,6 @@ impl DataRegion {
         let mut throttle = Throttle::new(self.config.compaction.write_bytes_per_sec);
         for ((device, measurement), (data_type, sources)) in &series {
             self.check_cancelled()?;
-            let mut merged: Option<(Vec<i64>, Column)> = None;
             // With a cutoff, pages wholly below it are not even read; the series' newest point
             // is kept (see the module documentation), so when every page is below it the page
             // holding that point is read.
@@ -436,42 +441,16 @@ impl DataRegion {
                 }
                 None => i64::MIN,
             };
-            for &i in sources {
-                let input = &job.inputs[i];
-                if from > i64::MIN {
-                    expired += points_in_pages_before(input, device, measurement, from);
-                }
-                let Some(read) = input.read_range(device, measurement, from, i64::MAX)? else {
-                    continue;
-                };
-                if read.0.is_empty() {
-                    continue;
-                }
-                if read.1.data_type() != *data_type {
-                    return Err(StorageError::Corruption {
-                        what: "sealed file",
-                        path: job.inputs[i].path().to_path_buf(),
-                        offset: 0,
-                        reason: format!("{device}.{measurement} changes type between files"),
-                    });
-                }
-                merged = Some(match merged {
-                    None => read,
-                    Some(older) => merge_newer_wins(older, read),
-                });
-            }
-            if let Some((timestamps, values)) = merged {
-                let (timestamps, values, gone) = drop_expired(timestamps, values, cutoff);
-                expired += gone;
-                writer.series(
-                    device,
-                    measurement,
-                    &timestamps,
-                    &values,
-                    codecs.get(device, measurement),
-                )?;
-                throttle.pace(writer.bytes_written());
-            }
+            let series = SeriesMerge {
+                inputs: &job.inputs,
+                sources,
+                device,
+                measurement,
+                data_type: *data_type,
+                from,
+                codec: codecs.get(device, measurement),
+            };
+            expired += series.write(&mut writer, &mut throttle)?;
         }
         Ok((Some(writer.finish()?), dropped, expired))
     }
@@ -591,43 +570,6 @@ fn newest_point_below(
     (newest < cutoff).then_some(newest)
 }
 
-/// Points of the series in `file` on pages that end before `from`: those a merge reading from
-/// `from` skips, all of them expired.
-fn points_in_pages_before(file: &SealedFile, device: &str, measurement: &str, from: i64) -> u64 {
-    file.chunk(device, measurement).map_or(0, |chunk| {
-        chunk
-            .pages
-            .iter()
-            .filter(|p| p.max_time < from)
-            .map(|p| u64::from(p.count))
-            .sum()
-    })
-}
-
-/// The points at or after `cutoff`, or, when none is, the newest one alone; with the number
-/// dropped.
-fn drop_expired(
-    timestamps: Vec<i64>,
-    values: Column,
-    cutoff: Option<i64>,
-) -> (Vec<i64>, Column, u64) {
-    let Some(cutoff) = cutoff else {
-        return (timestamps, values, 0);
-    };
-    let live = timestamps.partition_point(|t| *t < cutoff);
-    let keep_from = live.min(timestamps.len().saturating_sub(1));
-    if keep_from == 0 {
-        return (timestamps, values, 0);
-    }
-    let rows: Vec<usize> = (keep_from..timestamps.len()).collect();
-    let dropped = keep_from as u64;
-    (
-        timestamps[keep_from..].to_vec(),
-        values.select(&rows),
-        dropped,
-    )
-}
-
 /// Merges two sorted series; on equal timestamps the newer point wins.
 fn merge_newer_wins(older: (Vec<i64>, Column), newer: (Vec<i64>, Column)) -> (Vec<i64>, Column) {
     let (mut old_ts, mut old_values) = older;
@@ -664,6 +606,222 @@ fn merge_newer_wins(older: (Vec<i64>, Column), newer: (Vec<i64>, Column)) -> (Ve
     let mut both = old_values;
     crate::sealed::append_column(&mut both, new_values);
     (timestamps, both.select(&rows))
+}
+
+/// One series of a merge: its pages in every input that holds it, written to the output as
+/// they are where that is exact, decoded and merged where not.
+///
+/// The series' pages (those ending at or after `from`) are taken in time order and grouped into
+/// clusters of pages whose time ranges overlap. A cluster of one version-2 page that starts at or
+/// after `from` and holds at least half a page's points is copied verbatim (IoTDB's "fast"
+/// compaction: no decoding, no encoding, statistics carried over). Every other cluster is
+/// decoded, merged (on equal timestamps the newer input wins), cut at `from`, and gathered with
+/// the clusters next to it into pages of their own, so small pages (a flush's last page of a
+/// series) are merged into full ones rather than copied forever. A copyable page that follows a
+/// gathering of fewer than half a page's points joins it instead, which keeps every written page
+/// at least half full but the series' last.
+struct SeriesMerge<'a> {
+    inputs: &'a [Arc<SealedFile>],
+    /// Indexes into `inputs` of the files that hold the series, oldest first.
+    sources: &'a [usize],
+    device: &'a str,
+    measurement: &'a str,
+    data_type: DataType,
+    /// Points before this are dropped (the TTL; `i64::MIN` without one).
+    from: i64,
+    codec: SeriesCodec,
+}
+
+/// A page of the series in one input.
+struct SourcePage<'a> {
+    input: usize,
+    chunk: &'a ChunkIndex,
+    page: &'a PageIndex,
+}
+
+impl SeriesMerge<'_> {
+    /// Writes the series; returns the points dropped for the TTL (on the pages skipped and cut
+    /// from the pages decoded).
+    fn write(&self, writer: &mut sealed::FileWriter, throttle: &mut Throttle) -> Result<u64> {
+        let (pages, skipped) = self.pages()?;
+        let page_points = writer.page_points();
+        let copy_min = (page_points / 2).max(1) as u32;
+        let mut gathered = Gathered::new(self.data_type);
+        let mut expired = skipped;
+        writer.begin_series(self.device, self.measurement, self.data_type);
+        let mut at = 0;
+        while at < pages.len() {
+            let mut end = at + 1;
+            let mut max_time = pages[at].page.max_time;
+            while end < pages.len() && pages[end].page.min_time <= max_time {
+                max_time = max_time.max(pages[end].page.max_time);
+                end += 1;
+            }
+            let cluster = &pages[at..end];
+            at = end;
+            let copyable = match cluster {
+                [one] => one.page.min_time >= self.from && one.page.count >= copy_min,
+                _ => false,
+            };
+            if copyable && (gathered.is_empty() || gathered.len() >= copy_min as usize) {
+                let input = &self.inputs[cluster[0].input];
+                if let Some(stored) = input.stored_page(cluster[0].page)? {
+                    gathered.write_all(writer, self.codec)?;
+                    writer.copy_page(&stored)?;
+                    throttle.pace(writer.bytes_written());
+                    continue;
+                }
+            }
+            let (timestamps, values) = self.decode(cluster)?;
+            let cut = timestamps.partition_point(|t| *t < self.from);
+            expired += cut as u64;
+            gathered.push(&timestamps[cut..], values, cut);
+            gathered.write_full(writer, self.codec)?;
+            throttle.pace(writer.bytes_written());
+        }
+        gathered.write_all(writer, self.codec)?;
+        writer.end_series();
+        Ok(expired)
+    }
+
+    /// The series' pages that end at or after `from`, by start time (then input), and the
+    /// points on the pages that end before it.
+    fn pages(&self) -> Result<(Vec<SourcePage<'_>>, u64)> {
+        let mut pages = Vec::new();
+        let mut skipped = 0;
+        for &input in self.sources {
+            let file = &self.inputs[input];
+            let chunk = file
+                .chunk(self.device, self.measurement)
+                .expect("a source holds the series");
+            if chunk.data_type != self.data_type {
+                return Err(StorageError::Corruption {
+                    what: "sealed file",
+                    path: file.path().to_path_buf(),
+                    offset: 0,
+                    reason: format!(
+                        "{}.{} changes type between files",
+                        self.device, self.measurement
+                    ),
+                });
+            }
+            for page in &chunk.pages {
+                if page.max_time < self.from {
+                    skipped += u64::from(page.count);
+                } else {
+                    pages.push(SourcePage { input, chunk, page });
+                }
+            }
+        }
+        pages.sort_by_key(|p| (p.page.min_time, p.input));
+        Ok((pages, skipped))
+    }
+
+    /// Decodes a cluster's pages and merges them, the newer input winning on equal timestamps.
+    fn decode(&self, cluster: &[SourcePage<'_>]) -> Result<(Vec<i64>, Column)> {
+        // Per input, its pages in time order (they never overlap within one file).
+        let mut by_input: BTreeMap<usize, (Vec<i64>, Column)> = BTreeMap::new();
+        for source in cluster {
+            let (ts, values) = self.inputs[source.input].read_page(
+                self.device,
+                self.measurement,
+                source.chunk,
+                source.page,
+            )?;
+            match by_input.entry(source.input) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert((ts, values));
+                }
+                std::collections::btree_map::Entry::Occupied(mut e) => {
+                    let (all_ts, all_values) = e.get_mut();
+                    all_ts.extend_from_slice(&ts);
+                    crate::sealed::append_column(all_values, values);
+                }
+            }
+        }
+        Ok(by_input
+            .into_values()
+            .reduce(merge_newer_wins)
+            .expect("a cluster has pages"))
+    }
+}
+
+/// Decoded points of a series waiting to be written as pages.
+struct Gathered {
+    timestamps: Vec<i64>,
+    values: Column,
+}
+
+impl Gathered {
+    fn new(data_type: DataType) -> Gathered {
+        Gathered {
+            timestamps: Vec::new(),
+            values: Column::with_capacity(data_type, 0),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.timestamps.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.timestamps.is_empty()
+    }
+
+    /// Appends `values[skip..]` at `timestamps` (the points after what is gathered).
+    fn push(&mut self, timestamps: &[i64], values: Column, skip: usize) {
+        self.timestamps.extend_from_slice(timestamps);
+        let values = if skip == 0 {
+            values
+        } else {
+            values.slice(skip..values.len())
+        };
+        crate::sealed::append_column(&mut self.values, values);
+    }
+
+    /// Writes full pages while at least two pages' worth is gathered, so that what stays can
+    /// still be split into pages at least half full.
+    fn write_full(&mut self, writer: &mut sealed::FileWriter, codec: SeriesCodec) -> Result<()> {
+        let page = writer.page_points();
+        let mut written = 0;
+        while self.len() - written >= 2 * page {
+            self.write(writer, written..written + page, codec)?;
+            written += page;
+        }
+        self.drain(written);
+        Ok(())
+    }
+
+    /// Writes everything gathered, as evenly filled pages.
+    fn write_all(&mut self, writer: &mut sealed::FileWriter, codec: SeriesCodec) -> Result<()> {
+        let n = self.len();
+        let pages = n.div_ceil(writer.page_points());
+        for i in 0..pages {
+            self.write(writer, n * i / pages..n * (i + 1) / pages, codec)?;
+        }
+        self.drain(n);
+        Ok(())
+    }
+
+    fn write(
+        &self,
+        writer: &mut sealed::FileWriter,
+        rows: std::ops::Range<usize>,
+        codec: SeriesCodec,
+    ) -> Result<()> {
+        let values = self.values.slice(rows.clone());
+        writer.points(&self.timestamps[rows], &values, codec)
+    }
+
+    fn drain(&mut self, rows: usize) {
+        if rows == self.len() {
+            self.timestamps.clear();
+            self.values.drain_front(rows);
+        } else if rows > 0 {
+            self.timestamps.drain(..rows);
+            self.values.drain_front(rows);
+        }
+    }
 }
 
 /// Paces a compaction's writes to a byte rate by sleeping (the compaction runs on a thread of
@@ -715,27 +873,163 @@ mod tests {
         assert_eq!(merge_newer_wins(a.clone(), empty), a);
     }
 
+    /// Sealed files of one series `root.sg.d.s` for merge tests, pages of at most 10 points.
+    struct Files {
+        dir: tempfile::TempDir,
+        cache: Arc<crate::files::FileCache>,
+        options: sealed::SealedOptions,
+        written: usize,
+    }
+
+    impl Files {
+        fn new() -> Files {
+            Files {
+                dir: tempfile::tempdir().unwrap(),
+                cache: crate::files::FileCache::new(8),
+                options: sealed::SealedOptions {
+                    page_points: 10,
+                    ..sealed::SealedOptions::default()
+                },
+                written: 0,
+            }
+        }
+
+        fn create(&mut self) -> sealed::FileWriter {
+            self.written += 1;
+            let path = self.dir.path().join(format!("{}.fps", self.written));
+            let header = Header {
+                time_slot: 0,
+                checkpoint: self.written as u64,
+            };
+            sealed::create(&path, header, &self.options, &self.cache).unwrap()
+        }
+
+        /// A file whose series holds `times` (value = time × 10 + `tag`), in pages of at most
+        /// 10 points.
+        fn file(&mut self, times: impl IntoIterator<Item = i64>, tag: i64) -> Arc<SealedFile> {
+            let times: Vec<i64> = times.into_iter().collect();
+            let values = Column::Int64(times.iter().map(|t| t * 10 + tag).collect());
+            let mut writer = self.create();
+            writer
+                .series("root.sg.d", "s", &times, &values, SeriesCodec::default())
+                .unwrap();
+            Arc::new(writer.finish().unwrap())
+        }
+
+        /// Merges the series of `inputs` (oldest first) from `from` on: the output, with the
+        /// points dropped for the TTL.
+        fn merge(&mut self, inputs: &[Arc<SealedFile>], from: i64) -> (SealedFile, u64) {
+            let sources: Vec<usize> = (0..inputs.len()).collect();
+            let merge = SeriesMerge {
+                inputs,
+                sources: &sources,
+                device: "root.sg.d",
+                measurement: "s",
+                data_type: DataType::Int64,
+                from,
+                codec: SeriesCodec::default(),
+            };
+            let mut writer = self.create();
+            let expired = merge.write(&mut writer, &mut Throttle::new(0)).unwrap();
+            (writer.finish().unwrap(), expired)
+        }
+    }
+
+    fn points(file: &SealedFile) -> (Vec<i64>, Column) {
+        file.read("root.sg.d", "s").unwrap().unwrap()
+    }
+
+    fn page_counts(file: &SealedFile) -> Vec<u32> {
+        let chunk = file.chunk("root.sg.d", "s").unwrap();
+        chunk.pages.iter().map(|p| p.count).collect()
+    }
+
+    /// The stored bytes of every page of `file`'s series.
+    fn page_bytes(file: &SealedFile) -> Vec<Vec<u8>> {
+        let chunk = file.chunk("root.sg.d", "s").unwrap();
+        let raw = std::fs::read(file.path()).unwrap();
+        chunk
+            .pages
+            .iter()
+            .map(|p| raw[p.offset as usize..(p.offset + u64::from(p.length)) as usize].to_vec())
+            .collect()
+    }
+
     #[test]
-    fn expired_points_go_but_each_series_keeps_its_newest() {
-        let ts = vec![1, 2, 3, 4];
-        let values = Column::Int64(vec![10, 20, 30, 40]);
-        assert_eq!(
-            drop_expired(ts.clone(), values.clone(), None),
-            (ts.clone(), values.clone(), 0)
-        );
-        assert_eq!(
-            drop_expired(ts.clone(), values.clone(), Some(1)),
-            (ts.clone(), values.clone(), 0)
-        );
-        assert_eq!(
-            drop_expired(ts.clone(), values.clone(), Some(3)),
-            (vec![3, 4], Column::Int64(vec![30, 40]), 2)
-        );
-        // All expired: the newest stays.
-        assert_eq!(
-            drop_expired(ts, values, Some(100)),
-            (vec![4], Column::Int64(vec![40]), 3)
-        );
+    fn disjoint_full_pages_are_copied_as_they_are() {
+        let mut files = Files::new();
+        let a = files.file(0..20, 1);
+        let b = files.file(100..120, 2);
+        let (out, expired) = files.merge(&[a.clone(), b.clone()], i64::MIN);
+        assert_eq!(expired, 0);
+        assert_eq!(page_counts(&out), vec![10, 10, 10, 10]);
+        // Byte for byte the inputs' pages: nothing was re-encoded.
+        assert_eq!(page_bytes(&out), [page_bytes(&a), page_bytes(&b)].concat());
+        let (ts, values) = points(&out);
+        assert_eq!(ts, (0..20).chain(100..120).collect::<Vec<_>>());
+        assert_eq!(values.value(25), common::Value::Int64(1052));
+        // The chunk's statistics are merged from the copied pages'.
+        let stats = out.chunk("root.sg.d", "s").unwrap().stats.clone().unwrap();
+        assert_eq!(stats.first, Some(common::Value::Int64(1)));
+        assert_eq!(stats.last, Some(common::Value::Int64(1192)));
+    }
+
+    #[test]
+    fn small_pages_are_gathered_into_full_ones() {
+        let mut files = Files::new();
+        // Flushes of 3 points each: every page is too small to copy.
+        let inputs: Vec<_> = (0..7).map(|i| files.file(i * 3..i * 3 + 3, 0)).collect();
+        let (out, _) = files.merge(&inputs, i64::MIN);
+        // 21 points: a full page once two pages' worth is gathered, then the last 11 split
+        // evenly, every page at least half full.
+        assert_eq!(page_counts(&out), vec![10, 5, 6]);
+        assert_eq!(points(&out).0, (0..21).collect::<Vec<_>>());
+        // A small page followed by full ones: the first full page joins it, the rest are copied.
+        let tail = files.file(0..3, 0);
+        let full = files.file(10..40, 0);
+        let (out, _) = files.merge(&[tail, full.clone()], i64::MIN);
+        // 13 gathered points as two pages, then the copies.
+        assert_eq!(page_counts(&out), vec![6, 7, 10, 10]);
+        assert_eq!(page_bytes(&out)[2..], page_bytes(&full)[1..]);
+        assert_eq!(points(&out).0, (0..3).chain(10..40).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn overlapping_pages_are_merged_and_the_newer_point_wins() {
+        let mut files = Files::new();
+        let older = files.file((0..40).map(|t| t * 2), 1); // even times, 4 pages
+        let newer = files.file(50..60, 2); // overlaps older's third page only
+        let (out, _) = files.merge(&[older.clone(), newer], i64::MIN);
+        let (ts, values) = points(&out);
+        let mut want: Vec<i64> = (0..40).map(|t| t * 2).chain(50..60).collect();
+        want.sort();
+        want.dedup();
+        assert_eq!(ts, want);
+        for (row, t) in ts.iter().enumerate() {
+            let tag = if (50..60).contains(t) { 2 } else { 1 };
+            assert_eq!(
+                values.value(row),
+                common::Value::Int64(t * 10 + tag),
+                "at {t}"
+            );
+        }
+        // The pages that overlap nothing are the older file's own.
+        let old_pages = page_bytes(&older);
+        let out_pages = page_bytes(&out);
+        assert_eq!(out_pages[0], old_pages[0]);
+        assert_eq!(out_pages[1], old_pages[1]);
+        assert_eq!(out_pages.last(), old_pages.last());
+    }
+
+    #[test]
+    fn the_ttl_cuts_pages_it_crosses_and_skips_those_below_it() {
+        let mut files = Files::new();
+        let a = files.file(0..40, 0);
+        // From 15: page 0..=9 is skipped, page 10..=19 is cut, the rest is copied.
+        let (out, expired) = files.merge(std::slice::from_ref(&a), 15);
+        assert_eq!(expired, 15);
+        assert_eq!(points(&out).0, (15..40).collect::<Vec<_>>());
+        assert_eq!(page_bytes(&out)[1..], page_bytes(&a)[2..]);
     }
 
     #[test]

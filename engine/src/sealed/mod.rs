@@ -230,6 +230,40 @@ impl FileWriter {
             .map_err(|e| StorageError::io(&self.path, e))
     }
 
+    /// Starts a series built page by page (see [`SealedWriter::begin_series`]).
+    pub fn begin_series(&mut self, device: &str, measurement: &str, data_type: DataType) {
+        self.writer.begin_series(device, measurement, data_type);
+    }
+
+    /// Adds points to the open series (see [`SealedWriter::points`]).
+    pub fn points(
+        &mut self,
+        timestamps: &[i64],
+        values: &Column,
+        codec: SeriesCodec,
+    ) -> Result<()> {
+        self.writer
+            .points(timestamps, values, codec)
+            .map_err(|e| StorageError::io(&self.path, e))
+    }
+
+    /// Copies a page of another file as it is (see [`SealedWriter::copy_page`]).
+    pub fn copy_page(&mut self, page: &StoredPage) -> Result<()> {
+        self.writer
+            .copy_page(&page.bytes, page.entry)
+            .map_err(|e| StorageError::io(&self.path, e))
+    }
+
+    /// Ends the open series.
+    pub fn end_series(&mut self) {
+        self.writer.end_series();
+    }
+
+    /// Points a page holds at most.
+    pub fn page_points(&self) -> usize {
+        self.writer.page_points()
+    }
+
     /// Bytes written so far.
     pub fn bytes_written(&self) -> u64 {
         self.writer.bytes_written()
@@ -375,24 +409,13 @@ impl SealedFile {
         let Some(entry) = self.chunk(device, measurement) else {
             return Ok(None);
         };
-        let file = self
-            .files
-            .get(self.id, &self.path)
-            .map_err(|e| StorageError::io(&self.path, e))?;
         let mut timestamps = Vec::new();
         let mut values = Column::with_capacity(entry.data_type, 0);
         for page in &entry.pages {
             if page.max_time < from || page.min_time > to {
                 continue;
             }
-            let bytes = read_at(&file, &self.path, page.offset, page.length as usize)?;
-            let (ts, column) = match self.version {
-                v1::VERSION => v1::decode_chunk(&bytes, device, measurement, entry),
-                _ => v2::decode_page(&bytes, entry.data_type, page),
-            }
-            .map_err(|(offset, reason)| {
-                corruption("sealed page", &self.path, page.offset + offset, reason)
-            })?;
+            let (ts, column) = self.read_page(device, measurement, entry, page)?;
             if timestamps.last().is_some_and(|last| *last >= ts[0]) {
                 return Err(corruption(
                     "sealed page",
@@ -406,6 +429,52 @@ impl SealedFile {
         }
         Ok(Some((timestamps, values)))
     }
+
+    /// Reads and decodes one page of a series' chunk (`entry`, from [`chunk`](Self::chunk)),
+    /// verifying its CRC.
+    pub fn read_page(
+        &self,
+        device: &str,
+        measurement: &str,
+        entry: &ChunkIndex,
+        page: &PageIndex,
+    ) -> Result<(Vec<i64>, Column)> {
+        let bytes = self.page_bytes(page)?;
+        match self.version {
+            v1::VERSION => v1::decode_chunk(&bytes, device, measurement, entry),
+            _ => v2::decode_page(&bytes, entry.data_type, page),
+        }
+        .map_err(|(offset, reason)| {
+            corruption("sealed page", &self.path, page.offset + offset, reason)
+        })
+    }
+
+    /// One page as it is stored, for [`FileWriter::copy_page`]: its CRC verified, nothing
+    /// decoded. `None` for a version-1 file, whose chunks are not version-2 pages.
+    pub fn stored_page<'a>(&self, page: &'a PageIndex) -> Result<Option<StoredPage<'a>>> {
+        if self.version != v2::VERSION {
+            return Ok(None);
+        }
+        let bytes = self.page_bytes(page)?;
+        v2::check_page_crc(&bytes).map_err(|(offset, reason)| {
+            corruption("sealed page", &self.path, page.offset + offset, reason)
+        })?;
+        Ok(Some(StoredPage { bytes, entry: page }))
+    }
+
+    fn page_bytes(&self, page: &PageIndex) -> Result<Vec<u8>> {
+        let file = self
+            .files
+            .get(self.id, &self.path)
+            .map_err(|e| StorageError::io(&self.path, e))?;
+        read_at(&file, &self.path, page.offset, page.length as usize)
+    }
+}
+
+/// A version-2 page's stored bytes (CRC verified) with its index entry.
+pub struct StoredPage<'a> {
+    bytes: Vec<u8>,
+    entry: &'a PageIndex,
 }
 
 impl Drop for SealedFile {

@@ -66,6 +66,16 @@ pub struct SealedWriter<W: Write> {
     index: Index,
     raw: Vec<u8>,
     stored: Vec<u8>,
+    /// The series being added, page by page.
+    open: Option<OpenSeries>,
+}
+
+/// A series whose pages are being written.
+struct OpenSeries {
+    device: String,
+    measurement: String,
+    data_type: DataType,
+    pages: Vec<PageIndex>,
 }
 
 impl<W: Write> SealedWriter<W> {
@@ -91,6 +101,7 @@ impl<W: Write> SealedWriter<W> {
             index: BTreeMap::new(),
             raw: Vec::new(),
             stored: Vec::new(),
+            open: None,
         })
     }
 
@@ -105,42 +116,116 @@ impl<W: Write> SealedWriter<W> {
         values: &Column,
         codec: SeriesCodec,
     ) -> io::Result<()> {
-        assert_eq!(
-            timestamps.len(),
-            values.len(),
-            "series columns differ in length"
-        );
+        self.begin_series(device, measurement, values.data_type());
+        self.points(timestamps, values, codec)?;
+        self.end_series();
+        Ok(())
+    }
+
+    /// Starts a series built page by page ([`points`](Self::points),
+    /// [`copy_page`](Self::copy_page)) and ended by [`end_series`](Self::end_series); series
+    /// come sorted by (device, measurement).
+    pub fn begin_series(&mut self, device: &str, measurement: &str, data_type: DataType) {
+        assert!(self.open.is_none(), "a series is already open");
         assert!(
             self.index
                 .last_key_value()
                 .is_none_or(|((d, m), _)| (d.as_str(), m.as_str()) < (device, measurement)),
             "series {device}.{measurement} added out of order"
         );
+        self.open = Some(OpenSeries {
+            device: device.to_string(),
+            measurement: measurement.to_string(),
+            data_type,
+            pages: Vec::new(),
+        });
+    }
+
+    /// Adds points to the open series as pages of at most `page_points` points; they follow
+    /// every point already added (timestamps strictly ascending).
+    pub fn points(
+        &mut self,
+        timestamps: &[i64],
+        values: &Column,
+        codec: SeriesCodec,
+    ) -> io::Result<()> {
+        assert_eq!(
+            timestamps.len(),
+            values.len(),
+            "series columns differ in length"
+        );
         debug_assert!(timestamps.windows(2).all(|w| w[0] < w[1]));
+        let open = self.open.as_ref().expect("no series is open");
+        assert_eq!(values.data_type(), open.data_type, "a page of another type");
         if timestamps.is_empty() {
             return Ok(());
         }
-        let mut pages = Vec::with_capacity(timestamps.len().div_ceil(self.options.page_points));
+        assert!(
+            open.pages
+                .last()
+                .is_none_or(|last| last.max_time < timestamps[0]),
+            "points added out of time order"
+        );
         for start in (0..timestamps.len()).step_by(self.options.page_points) {
             let end = (start + self.options.page_points).min(timestamps.len());
             let page_values = rows(values, start..end);
-            pages.push(self.page(&timestamps[start..end], &page_values, codec)?);
+            let page = self.page(&timestamps[start..end], &page_values, codec)?;
+            self.open.as_mut().expect("checked above").pages.push(page);
         }
-        let stats = pages
-            .iter()
-            .map(|p| p.stats.clone().expect("written pages have statistics"))
-            .reduce(|a, b| Stats::merge(&a, &b));
-        let chunk = ChunkIndex {
-            data_type: values.data_type(),
-            count: len32(timestamps.len()),
-            min_time: timestamps[0],
-            max_time: timestamps[timestamps.len() - 1],
-            stats,
-            pages,
-        };
-        self.index
-            .insert((device.to_string(), measurement.to_string()), chunk);
         Ok(())
+    }
+
+    /// Copies one page of another version-2 file as it is stored (`stored`: its bytes, CRC
+    /// included, already verified; `page`: its index entry, statistics included) into the open
+    /// series, after every point already added: no decoding, no encoding.
+    pub fn copy_page(&mut self, stored: &[u8], page: &PageIndex) -> io::Result<()> {
+        assert_eq!(
+            stored.len(),
+            page.length as usize,
+            "page bytes and entry differ"
+        );
+        assert!(page.stats.is_some(), "a copied page has statistics");
+        let open = self.open.as_mut().expect("no series is open");
+        assert!(
+            open.pages
+                .last()
+                .is_none_or(|last| last.max_time < page.min_time),
+            "page copied out of time order"
+        );
+        self.out.write_all(stored)?;
+        open.pages.push(PageIndex {
+            offset: self.offset,
+            ..page.clone()
+        });
+        self.offset += u64::from(page.length);
+        Ok(())
+    }
+
+    /// Ends the open series, indexing it with statistics merged from its pages' (a series
+    /// with no pages is not indexed).
+    pub fn end_series(&mut self) {
+        let open = self.open.take().expect("no series is open");
+        let (Some(first), Some(last)) = (open.pages.first(), open.pages.last()) else {
+            return;
+        };
+        let chunk = ChunkIndex {
+            data_type: open.data_type,
+            count: len32(open.pages.iter().map(|p| p.count as usize).sum()),
+            min_time: first.min_time,
+            max_time: last.max_time,
+            stats: open
+                .pages
+                .iter()
+                .map(|p| p.stats.clone().expect("written pages have statistics"))
+                .reduce(|a, b| Stats::merge(&a, &b)),
+            pages: open.pages,
+        };
+        self.index.insert((open.device, open.measurement), chunk);
+    }
+
+    /// Points a page holds at most.
+    pub fn page_points(&self) -> usize {
+        self.options.page_points
     }
 
     fn page(
@@ -196,6 +281,7 @@ impl<W: Write> SealedWriter<W> {
 
     /// Writes the index and footer; returns the writer, the index and the file's length.
     pub fn finish(mut self) -> io::Result<(W, Index, u64)> {
+        assert!(self.open.is_none(), "a series is still open");
         let mut w = Writer::new();
         w.len32(self.index.len());
         for ((device, measurement), chunk) in &self.index {
@@ -242,14 +328,7 @@ fn rows(values: &Column, range: std::ops::Range<usize>) -> Cow<'_, Column> {
     if range.start == 0 && range.end == values.len() {
         return Cow::Borrowed(values);
     }
-    Cow::Owned(match values {
-        Column::Boolean(v) => Column::Boolean(v[range].to_vec()),
-        Column::Int32(v) => Column::Int32(v[range].to_vec()),
-        Column::Int64(v) => Column::Int64(v[range].to_vec()),
-        Column::Float(v) => Column::Float(v[range].to_vec()),
-        Column::Double(v) => Column::Double(v[range].to_vec()),
-        Column::Text(v) => Column::Text(v[range].to_vec()),
-    })
+    Cow::Owned(values.slice(range))
 }
 
 /// Parses and checks a version-2 index (`body` without its CRC, found at `base`).
@@ -346,12 +425,8 @@ fn check_chunk(chunk: &ChunkIndex) -> Result<(), String> {
     Ok(())
 }
 
-/// Decodes one stored page (CRC included) of a `data_type` series.
-pub(super) fn decode_page(
-    bytes: &[u8],
-    data_type: DataType,
-    page: &PageIndex,
-) -> Result<(Vec<i64>, Column), Bad> {
+/// Verifies a stored page's CRC (its last 4 bytes); returns the bytes before it.
+pub(super) fn check_page_crc(bytes: &[u8]) -> Result<&[u8], Bad> {
     if bytes.len() < 4 {
         return Err((0, "page shorter than its CRC".into()));
     }
@@ -359,6 +434,16 @@ pub(super) fn decode_page(
     if crc32fast::hash(stored) != u32::from_le_bytes(crc.try_into().unwrap()) {
         return Err((0, "page CRC mismatch".into()));
     }
+    Ok(stored)
+}
+
+/// Decodes one stored page (CRC included) of a `data_type` series.
+pub(super) fn decode_page(
+    bytes: &[u8],
+    data_type: DataType,
+    page: &PageIndex,
+) -> Result<(Vec<i64>, Column), Bad> {
+    let stored = check_page_crc(bytes)?;
     let mut decompressed = Vec::new();
     let raw = match page.compressor {
         Compressor::Uncompressed => stored,

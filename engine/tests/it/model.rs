@@ -162,13 +162,21 @@ fn check(
     Ok(())
 }
 
+/// Pages of 4 points, so that the few points of a partition span several pages and merges
+/// copy whole pages as well as decode them.
+fn model_config() -> engine::StorageConfig {
+    let mut config = crate::support::config();
+    config.sealed.page_points = 4;
+    config
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
     fn engine_matches_model(ops in prop::collection::vec(op(), 1..40)) {
         let dir = tempfile::tempdir().unwrap();
-        let mut region = LoggedRegion::open(dir.path());
+        let mut region = LoggedRegion::open_with(dir.path(), model_config());
         let mut model = Model::new();
         let mut types = Types::new();
         // The greatest TTL cutoff applied so far (see `check`).
@@ -235,7 +243,7 @@ proptest! {
                 Op::Restart => {
                     let digest = region.region.digest().unwrap();
                     drop(region);
-                    region = LoggedRegion::open(dir.path());
+                    region = LoggedRegion::open_with(dir.path(), model_config());
                     region.replay(&OpenGate).unwrap();
                     prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across restart at step {}", step);
                 }
