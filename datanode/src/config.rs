@@ -92,6 +92,11 @@ runtime::node_config! {
         /// ingest and queries leave (RocksDB's low-priority pool does the same); 0 is the
         /// process's own priority. Default 10.
         compaction_thread_nice: u32 = 10,
+        /// The nice value (0..=19) flush threads run at: encoding a frozen memtable takes the
+        /// CPU that requests leave, and while flushes fall behind the memtable budget
+        /// (`memtable_budget_bytes`) pushes back on writes. 0 is the process's own priority.
+        /// Default 5.
+        flush_thread_nice: u32 = 5,
         /// A time partition that no flush has added a file to for this many milliseconds, with
         /// nothing buffered, is merged into one file (InfluxDB's
         /// `compact-full-write-cold-duration`). Default 3600000 (1 h); 0 never.
@@ -249,6 +254,9 @@ impl DataNodeConfig {
         }
         if self.compaction_thread_nice > 19 {
             return Err(config_error("compaction_thread_nice", "must be 0..=19"));
+        }
+        if self.flush_thread_nice > 19 {
+            return Err(config_error("flush_thread_nice", "must be 0..=19"));
         }
         if self.compaction_concurrency < 1 {
             return Err(config_error("compaction_concurrency", "must be at least 1"));

@@ -648,12 +648,18 @@ async fn flush_loop(shared: Arc<Shared>) {
             shared.config.memtable_budget_bytes as usize,
         );
         let mut flushes = tokio::task::JoinSet::new();
+        let nice = shared.config.flush_thread_nice;
         for (id, region) in chosen {
-            flushes.spawn_blocking(move || (id, region.flush()));
+            let flush = on_niced_thread(format!("flush-r{id}"), nice, move || region.flush());
+            flushes.spawn(async move { (id, flush.await) });
         }
         while let Some(joined) = flushes.join_next().await {
             let (id, flushed) = match joined {
-                Ok((id, flushed)) => (id, Ok(flushed)),
+                Ok((id, Ok(flushed))) => (id, Ok(flushed)),
+                Ok((id, Err(e))) => {
+                    tracing::error!(region = id, "flush thread: {e}");
+                    continue;
+                }
                 Err(e) => {
                     tracing::error!("flush task: {e}");
                     continue;
@@ -785,24 +791,37 @@ impl Drop for BusyRegion {
 /// Compacts a region until it has no work left, on a thread of its own at
 /// `compaction_thread_nice`: a merge takes the CPU that ingest and queries leave.
 async fn compact_region(shared: &Arc<Shared>, id: u64, region: Arc<engine::DataRegion>) {
-    let (done, finished) = tokio::sync::oneshot::channel();
     let shared_for_thread = shared.clone();
-    let spawned = std::thread::Builder::new()
-        .name(format!("compact-r{id}"))
-        .spawn(move || {
-            lower_thread_priority(shared_for_thread.config.compaction_thread_nice);
-            compact_until_done(&shared_for_thread, id, &region);
-            // No receiver means the loop was aborted (shutdown): nobody waits for this answer.
-            let _ = done.send(());
-        });
-    match spawned {
-        Ok(_) => {
-            if finished.await.is_err() {
-                tracing::error!(region = id, "compaction thread ended without finishing");
-            }
-        }
-        Err(e) => tracing::error!(region = id, "starting a compaction thread: {e}"),
+    let nice = shared.config.compaction_thread_nice;
+    let done = on_niced_thread(format!("compact-r{id}"), nice, move || {
+        compact_until_done(&shared_for_thread, id, &region)
+    });
+    if let Err(e) = done.await {
+        tracing::error!(region = id, "compaction thread: {e}");
     }
+}
+
+/// Runs `work` on a new thread named `name` at nice value `nice` (background work that must not
+/// take the CPU from writes and queries; a tokio blocking thread cannot be used, since a nice
+/// value once raised cannot be lowered again without privilege and the pool reuses threads) and
+/// answers its result. An `Err` when the thread could not start or ended without answering.
+async fn on_niced_thread<R: Send + 'static>(
+    name: String,
+    nice: u32,
+    work: impl FnOnce() -> R + Send + 'static,
+) -> std::result::Result<R, String> {
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            lower_thread_priority(nice);
+            // No receiver means the caller was aborted (shutdown): nobody waits for the answer.
+            let _ = done.send(work());
+        })
+        .map_err(|e| format!("starting the thread: {e}"))?;
+    finished
+        .await
+        .map_err(|_| "the thread ended without answering".to_string())
 }
 
 /// Raises the calling thread's nice value to `nice` (Linux keeps one per thread); a failure
@@ -819,7 +838,7 @@ fn lower_thread_priority(nice: u32) {
     };
     if refused {
         tracing::debug!(
-            "compaction thread keeps its priority: {}",
+            "background thread keeps its priority: {}",
             std::io::Error::last_os_error()
         );
     }

@@ -54,7 +54,7 @@ use common::{Column, DataType};
 use crate::error::{Result, StorageError};
 use crate::manifest::{sync_dir, FileEntry};
 use crate::region::{DataRegion, RegionState};
-use crate::sealed::{self, ChunkIndex, Header, PageIndex, SealedFile, SeriesCodecs};
+use crate::sealed::{self, ChunkIndex, Header, PageIndex, PageReader, SealedFile, SeriesCodecs};
 use codec::SeriesCodec;
 
 /// When and how fast partitions are compacted.
@@ -427,6 +427,11 @@ impl DataRegion {
             checkpoint,
         };
         let codecs = self.series_codecs();
+        let mut readers = job
+            .inputs
+            .iter()
+            .map(|input| input.page_reader())
+            .collect::<Result<Vec<_>>>()?;
         let mut writer = sealed::create(path, header, &self.config.sealed, &self.files)?;
         let mut throttle = Throttle::new(self.config.compaction.write_bytes_per_sec);
         for ((device, measurement), (data_type, sources)) in &series {
@@ -450,7 +455,7 @@ impl DataRegion {
                 from,
                 codec: codecs.get(device, measurement),
             };
-            expired += series.write(&mut writer, &mut throttle)?;
+            expired += series.write(&mut writer, &mut readers, &mut throttle)?;
         }
         Ok((Some(writer.finish()?), dropped, expired))
     }
@@ -642,7 +647,12 @@ struct SourcePage<'a> {
 impl SeriesMerge<'_> {
     /// Writes the series; returns the points dropped for the TTL (on the pages skipped and cut
     /// from the pages decoded).
-    fn write(&self, writer: &mut sealed::FileWriter, throttle: &mut Throttle) -> Result<u64> {
+    fn write(
+        &self,
+        writer: &mut sealed::FileWriter,
+        readers: &mut [PageReader],
+        throttle: &mut Throttle,
+    ) -> Result<u64> {
         let (pages, skipped) = self.pages()?;
         let page_points = writer.page_points();
         let copy_min = (page_points / 2).max(1) as u32;
@@ -664,15 +674,17 @@ impl SeriesMerge<'_> {
                 _ => false,
             };
             if copyable && (gathered.is_empty() || gathered.len() >= copy_min as usize) {
-                let input = &self.inputs[cluster[0].input];
-                if let Some(stored) = input.stored_page(cluster[0].page)? {
+                let at = cluster[0].input;
+                if let Some(stored) =
+                    self.inputs[at].stored_page(&mut readers[at], cluster[0].page)?
+                {
                     gathered.write_all(writer, self.codec)?;
                     writer.copy_page(&stored)?;
                     throttle.pace(writer.bytes_written());
                     continue;
                 }
             }
-            let (timestamps, values) = self.decode(cluster)?;
+            let (timestamps, values) = self.decode(cluster, readers)?;
             let cut = timestamps.partition_point(|t| *t < self.from);
             expired += cut as u64;
             gathered.push(&timestamps[cut..], values, cut);
@@ -718,11 +730,16 @@ impl SeriesMerge<'_> {
     }
 
     /// Decodes a cluster's pages and merges them, the newer input winning on equal timestamps.
-    fn decode(&self, cluster: &[SourcePage<'_>]) -> Result<(Vec<i64>, Column)> {
+    fn decode(
+        &self,
+        cluster: &[SourcePage<'_>],
+        readers: &mut [PageReader],
+    ) -> Result<(Vec<i64>, Column)> {
         // Per input, its pages in time order (they never overlap within one file).
         let mut by_input: BTreeMap<usize, (Vec<i64>, Column)> = BTreeMap::new();
         for source in cluster {
-            let (ts, values) = self.inputs[source.input].read_page(
+            let (ts, values) = self.inputs[source.input].read_page_with(
+                &mut readers[source.input],
                 self.device,
                 self.measurement,
                 source.chunk,
@@ -929,8 +946,11 @@ mod tests {
                 from,
                 codec: SeriesCodec::default(),
             };
+            let mut readers: Vec<_> = inputs.iter().map(|f| f.page_reader().unwrap()).collect();
             let mut writer = self.create();
-            let expired = merge.write(&mut writer, &mut Throttle::new(0)).unwrap();
+            let expired = merge
+                .write(&mut writer, &mut readers, &mut Throttle::new(0))
+                .unwrap();
             (writer.finish().unwrap(), expired)
         }
     }

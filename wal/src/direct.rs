@@ -221,6 +221,120 @@ impl std::fmt::Debug for DirectWriter {
     }
 }
 
+/// A file read front to back in windows of at least `window_bytes`, with `O_DIRECT` where the
+/// file system has it: a merge reads each input once, in order, and through the page cache each
+/// byte would be copied into freshly allocated cache pages first (the same cost as writing
+/// through it, see the module documentation) only to be read once.
+pub struct DirectReader {
+    file: File,
+    direct: bool,
+    buffer: AlignedBuf,
+    window: usize,
+    /// File offset of `buffer[0]`; a multiple of [`ALIGN`].
+    start: u64,
+    /// Bytes of `buffer` read from the file.
+    valid: usize,
+    /// The file's length.
+    len: u64,
+}
+
+impl DirectReader {
+    /// Opens `path` for reading in windows of `window_bytes` (rounded up to [`ALIGN`]).
+    pub fn open(path: &Path, window_bytes: usize) -> io::Result<DirectReader> {
+        let open = |flags: i32| OpenOptions::new().read(true).custom_flags(flags).open(path);
+        let (file, direct) = match open(libc::O_DIRECT) {
+            Ok(file) => (file, true),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (open(0)?, false),
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        let window = window_bytes.max(ALIGN).next_multiple_of(ALIGN);
+        Ok(DirectReader {
+            file,
+            direct,
+            buffer: AlignedBuf::new(window)?,
+            window,
+            start: 0,
+            valid: 0,
+            len,
+        })
+    }
+
+    /// Whether the file is read with `O_DIRECT` (false where the file system refused).
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    /// The `len` bytes at `offset`, from the current window when it holds them, else from a
+    /// new one read from the aligned block holding `offset` on. Reading past the end of the
+    /// file is an `UnexpectedEof` error.
+    pub fn read(&mut self, offset: u64, len: usize) -> io::Result<&[u8]> {
+        let end = offset
+            .checked_add(len as u64)
+            .filter(|end| *end <= self.len)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "{len} bytes at {offset} pass the end of a {}-byte file",
+                        self.len
+                    ),
+                )
+            })?;
+        if offset < self.start || end > self.start + self.valid as u64 {
+            self.fill(offset / ALIGN as u64 * ALIGN as u64, end)?;
+        }
+        let at = (offset - self.start) as usize;
+        Ok(&self.buffer[at..at + len])
+    }
+
+    /// Reads the window from `start` (aligned) to at least `end`.
+    fn fill(&mut self, start: u64, end: u64) -> io::Result<()> {
+        let want = ((end - start) as usize)
+            .max(self.window)
+            .next_multiple_of(ALIGN);
+        self.buffer.resize(want, 0, self.window)?;
+        self.valid = 0;
+        self.start = start;
+        while self.valid < want {
+            let at = start + self.valid as u64;
+            match self.file.read_at(&mut self.buffer[self.valid..want], at) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.valid += n;
+                    // A short read is the end of the file (and leaves the offset unaligned).
+                    if n % ALIGN != 0 {
+                        break;
+                    }
+                }
+                Err(e) if self.direct && is_refusal(&e) => {
+                    clear_direct(&self.file)?;
+                    self.direct = false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.start + (self.valid as u64) < end {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the file ended before its length",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for DirectReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectReader")
+            .field("start", &self.start)
+            .field("valid", &self.valid)
+            .field("direct", &self.direct)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A page-aligned buffer of exactly `len` bytes: a pooled one of that size, else a new mapping.
 fn take_buffer(len: usize) -> io::Result<MmapMut> {
     let mut pool = POOL.lock();
@@ -260,6 +374,36 @@ pub(crate) fn drop_cached_pages(file: &File) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_direct_reader_returns_any_range_of_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0..3 * ALIGN as u32 + 123)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let mut reader = DirectReader::open(&path, ALIGN).unwrap();
+        // Forwards, within a window, across windows, backwards, and the unaligned tail.
+        for (offset, len) in [
+            (0, 10),
+            (5, 100),
+            (ALIGN - 3, 7),
+            (2 * ALIGN + 1, ALIGN),
+            (17, 2),
+            (bytes.len() - 5, 5),
+        ] {
+            assert_eq!(
+                reader.read(offset as u64, len).unwrap(),
+                &bytes[offset..offset + len],
+                "{len} bytes at {offset}"
+            );
+        }
+        // A range larger than the window.
+        assert_eq!(reader.read(1, bytes.len() - 1).unwrap(), &bytes[1..]);
+        let past = reader.read(bytes.len() as u64 - 2, 3).unwrap_err();
+        assert_eq!(past.kind(), io::ErrorKind::UnexpectedEof);
+    }
 
     fn write_whole(path: &Path, buffer_bytes: usize, pieces: &[&[u8]]) -> Vec<u8> {
         write_whole_with(path, buffer_bytes, pieces, true)

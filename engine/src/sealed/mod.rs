@@ -32,7 +32,7 @@ use codec::SeriesCodec;
 use common::codec::{DecodeError, Reader};
 use common::{Column, DataType};
 use memtable::FrozenMemTable;
-use wal::direct::DirectWriter;
+use wal::direct::{DirectReader, DirectWriter};
 
 use crate::error::{Result, StorageError};
 use crate::files::{FileCache, FileId};
@@ -250,7 +250,7 @@ impl FileWriter {
     /// Copies a page of another file as it is (see [`SealedWriter::copy_page`]).
     pub fn copy_page(&mut self, page: &StoredPage) -> Result<()> {
         self.writer
-            .copy_page(&page.bytes, page.entry)
+            .copy_page(page.bytes, page.entry)
             .map_err(|e| StorageError::io(&self.path, e))
     }
 
@@ -409,13 +409,18 @@ impl SealedFile {
         let Some(entry) = self.chunk(device, measurement) else {
             return Ok(None);
         };
+        let file = self
+            .files
+            .get(self.id, &self.path)
+            .map_err(|e| StorageError::io(&self.path, e))?;
         let mut timestamps = Vec::new();
         let mut values = Column::with_capacity(entry.data_type, 0);
         for page in &entry.pages {
             if page.max_time < from || page.min_time > to {
                 continue;
             }
-            let (ts, column) = self.read_page(device, measurement, entry, page)?;
+            let bytes = read_at(&file, &self.path, page.offset, page.length as usize)?;
+            let (ts, column) = self.decode_page(&bytes, device, measurement, entry, page)?;
             if timestamps.last().is_some_and(|last| *last >= ts[0]) {
                 return Err(corruption(
                     "sealed page",
@@ -439,41 +444,98 @@ impl SealedFile {
         entry: &ChunkIndex,
         page: &PageIndex,
     ) -> Result<(Vec<i64>, Column)> {
-        let bytes = self.page_bytes(page)?;
-        match self.version {
-            v1::VERSION => v1::decode_chunk(&bytes, device, measurement, entry),
-            _ => v2::decode_page(&bytes, entry.data_type, page),
-        }
-        .map_err(|(offset, reason)| {
-            corruption("sealed page", &self.path, page.offset + offset, reason)
+        let file = self
+            .files
+            .get(self.id, &self.path)
+            .map_err(|e| StorageError::io(&self.path, e))?;
+        let bytes = read_at(&file, &self.path, page.offset, page.length as usize)?;
+        self.decode_page(&bytes, device, measurement, entry, page)
+    }
+
+    /// A reader of this file's pages in file order, for a merge (see [`PageReader`]).
+    pub fn page_reader(&self) -> Result<PageReader> {
+        let reader = DirectReader::open(&self.path, READ_WINDOW_BYTES)
+            .map_err(|e| StorageError::io(&self.path, e))?;
+        Ok(PageReader {
+            reader,
+            path: self.path.clone(),
         })
     }
 
-    /// One page as it is stored, for [`FileWriter::copy_page`]: its CRC verified, nothing
-    /// decoded. `None` for a version-1 file, whose chunks are not version-2 pages.
-    pub fn stored_page<'a>(&self, page: &'a PageIndex) -> Result<Option<StoredPage<'a>>> {
+    /// [`read_page`](Self::read_page) through `reader` (this file's).
+    pub fn read_page_with(
+        &self,
+        reader: &mut PageReader,
+        device: &str,
+        measurement: &str,
+        entry: &ChunkIndex,
+        page: &PageIndex,
+    ) -> Result<(Vec<i64>, Column)> {
+        debug_assert_eq!(reader.path, self.path, "another file's reader");
+        let bytes = reader.bytes(page)?;
+        self.decode_page(bytes, device, measurement, entry, page)
+    }
+
+    /// One page as it is stored, through `reader` (this file's), for
+    /// [`FileWriter::copy_page`]: its CRC verified, nothing decoded. `None` for a version-1
+    /// file, whose chunks are not version-2 pages.
+    pub fn stored_page<'a>(
+        &self,
+        reader: &'a mut PageReader,
+        page: &'a PageIndex,
+    ) -> Result<Option<StoredPage<'a>>> {
         if self.version != v2::VERSION {
             return Ok(None);
         }
-        let bytes = self.page_bytes(page)?;
-        v2::check_page_crc(&bytes).map_err(|(offset, reason)| {
+        let bytes = reader.bytes(page)?;
+        v2::check_page_crc(bytes).map_err(|(offset, reason)| {
             corruption("sealed page", &self.path, page.offset + offset, reason)
         })?;
         Ok(Some(StoredPage { bytes, entry: page }))
     }
 
-    fn page_bytes(&self, page: &PageIndex) -> Result<Vec<u8>> {
-        let file = self
-            .files
-            .get(self.id, &self.path)
-            .map_err(|e| StorageError::io(&self.path, e))?;
-        read_at(&file, &self.path, page.offset, page.length as usize)
+    fn decode_page(
+        &self,
+        bytes: &[u8],
+        device: &str,
+        measurement: &str,
+        entry: &ChunkIndex,
+        page: &PageIndex,
+    ) -> Result<(Vec<i64>, Column)> {
+        match self.version {
+            v1::VERSION => v1::decode_chunk(bytes, device, measurement, entry),
+            _ => v2::decode_page(bytes, entry.data_type, page),
+        }
+        .map_err(|(offset, reason)| {
+            corruption("sealed page", &self.path, page.offset + offset, reason)
+        })
+    }
+}
+
+/// Bytes a [`PageReader`] reads at a time: a merge holds this much per input.
+const READ_WINDOW_BYTES: usize = 1 << 20;
+
+/// Reads one sealed file's pages for a merge, which visits each input's pages in file order:
+/// in windows of [`READ_WINDOW_BYTES`] with `O_DIRECT` ([`DirectReader`]), so a merge neither
+/// fills the page cache with files about to be deleted nor pays for copying through it. It
+/// holds a descriptor of its own (outside the node's descriptor cache) while the merge runs:
+/// one per input, at most `compaction_concurrency` × 16.
+pub struct PageReader {
+    reader: DirectReader,
+    path: PathBuf,
+}
+
+impl PageReader {
+    fn bytes(&mut self, page: &PageIndex) -> Result<&[u8]> {
+        self.reader
+            .read(page.offset, page.length as usize)
+            .map_err(|e| StorageError::io(&self.path, e))
     }
 }
 
 /// A version-2 page's stored bytes (CRC verified) with its index entry.
 pub struct StoredPage<'a> {
-    bytes: Vec<u8>,
+    bytes: &'a [u8],
     entry: &'a PageIndex,
 }
 
