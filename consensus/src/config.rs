@@ -31,6 +31,13 @@ pub struct Config {
     pub apply_retry_backoff_min_ms: u64,
     /// Cap of the exponential apply-retry backoff, in milliseconds. Default 1000.
     pub apply_retry_backoff_max_ms: u64,
+    /// Bytes of entries all groups on the node hold in memory (the newest of each; older ones
+    /// are read back from the log when a follower or the apply needs them). Default 256 MiB.
+    pub entry_cache_bytes_max: usize,
+    /// Bytes of appended but unapplied entries past which a follower refuses new entries (its
+    /// apply is held at a fence, or behind): what a held group keeps in its log is bounded.
+    /// Default 256 MiB.
+    pub unapplied_bytes_max: u64,
     /// Seed of the node's RNG, used for election jitter (mixed with the node id). Default 0.
     /// Simulations fix it to replay a run; servers draw it per process
     /// (`runtime::entropy_seed`), or every cluster would share one jitter sequence.
@@ -51,6 +58,8 @@ impl Default for Config {
             apply_batch_entries_max: 256,
             apply_retry_backoff_min_ms: 10,
             apply_retry_backoff_max_ms: 1000,
+            entry_cache_bytes_max: crate::storage::DEFAULT_ENTRY_CACHE_BYTES,
+            unapplied_bytes_max: 256 << 20,
             seed: 0,
         }
     }
@@ -75,8 +84,8 @@ impl Config {
         if self.in_flight_proposals_max == 0 || self.apply_batch_entries_max == 0 {
             return fail("in_flight_proposals_max and apply_batch_entries_max must be > 0".into());
         }
-        if self.proposal_bytes_max == 0 {
-            return fail("proposal_bytes_max must be > 0".into());
+        if self.proposal_bytes_max == 0 || self.unapplied_bytes_max == 0 {
+            return fail("proposal_bytes_max and unapplied_bytes_max must be > 0".into());
         }
         if self.apply_retry_backoff_min_ms == 0
             || self.apply_retry_backoff_max_ms < self.apply_retry_backoff_min_ms

@@ -42,6 +42,9 @@ pub struct Metrics {
     pub snapshots_restored: AtomicU64,
     /// Leadership transfers started because this node is fenced.
     pub fenced_transfers: AtomicU64,
+    /// Append messages refused because the group's log held `unapplied_bytes_max` bytes
+    /// of entries not yet applied (an apply held at a fence, or too slow).
+    pub appends_refused_unapplied: AtomicU64,
 }
 
 impl Metrics {
@@ -271,7 +274,7 @@ impl<T: Transport> RaftNode<T> {
     ) -> Result<Self> {
         config.validate()?;
         assert!(id != 0, "raft node id 0 is reserved");
-        let storage = NodeStorage::open(backend)?;
+        let storage = NodeStorage::open_with_cache(backend, config.entry_cache_bytes_max)?;
         let rng = SplitMix64::new(config.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         Ok(RaftNode {
             id,
@@ -452,6 +455,17 @@ impl<T: Transport> RaftNode<T> {
             .groups
             .get_mut(&message.group)
             .ok_or(Error::GroupNotFound(message.group))?;
+        // A follower whose apply is held (fenced) or behind keeps what it appended in its log:
+        // past the bound it takes no more entries, as if the message were lost. The leader sees
+        // it as lagging and sends again after the next heartbeat; by then the apply has moved
+        // or the bound still holds. Memory and log stay bounded however long the hold lasts.
+        if message.message.get_msg_type() == MessageType::MsgAppend
+            && !message.message.entries.is_empty()
+            && g.raw.store().log().read().bytes_after(g.applied) >= self.config.unapplied_bytes_max
+        {
+            Metrics::inc(&self.metrics.appends_refused_unapplied);
+            return Ok(());
+        }
         g.raw.step(message.message)?;
         jitter_election(&mut self.rng, &self.config, g, false);
         Ok(())
@@ -866,11 +880,14 @@ impl<T: Transport> RaftNode<T> {
         let mut conf_changes = Vec::new();
         'apply: while g.applied < g.apply_upper && budget > 0 {
             let entries: Vec<Entry> =
-                g.raw
+                match g
+                    .raw
                     .store()
-                    .log()
-                    .read()
-                    .entries_range(g.applied + 1, g.apply_upper + 1, budget);
+                    .read_entries(g.applied + 1, g.apply_upper + 1, None, budget)
+                {
+                    Ok(entries) => entries,
+                    Err(e) => return Err(e.into()),
+                };
             assert!(
                 entries.first().is_some_and(|e| e.index == g.applied + 1),
                 "group {gid}: committed entry {} is missing from the log (first index {})",

@@ -38,8 +38,11 @@ const KIND_COMPACTION: u8 = 5;
 const KIND_REMOVED: u8 = 6;
 const HEADER_BYTES: usize = 10;
 
-/// Visitor of replayed records: `(backend index, record bytes)`.
-pub type RecordVisitor<'a> = dyn FnMut(u64, &[u8]) -> Result<(), StorageError> + 'a;
+/// Bytes of entries a node holds in memory by default ([`NodeStorage::open`]): 256 MiB.
+pub const DEFAULT_ENTRY_CACHE_BYTES: usize = 256 << 20;
+
+/// Visitor of replayed records: `(backend index, record bytes)`; answers whether to go on.
+pub type RecordVisitor<'a> = dyn FnMut(u64, &[u8]) -> Result<bool, StorageError> + 'a;
 
 /// An append-only record log with group commit: the `wal` crate in production, [`MemLog`] in the
 /// simulation. Indexes start at 1 and are contiguous.
@@ -52,7 +55,7 @@ pub trait LogBackend: Send + Sync {
     fn first_index(&self) -> u64;
     /// Index the next appended record gets.
     fn next_index(&self) -> u64;
-    /// Calls `visit` with every record from `index` on, in order.
+    /// Calls `visit` with every record from `index` on, in order, until it answers false.
     fn read_from(&self, index: u64, visit: &mut RecordVisitor<'_>) -> Result<(), StorageError>;
     /// Drops records before `index` (may keep more, at segment granularity).
     fn truncate_prefix(&self, index: u64) -> Result<(), StorageError>;
@@ -163,19 +166,20 @@ impl LogBackend for MemLog {
     }
 
     fn read_from(&self, index: u64, visit: &mut RecordVisitor<'_>) -> Result<(), StorageError> {
-        let records: Vec<(u64, Vec<u8>)> = {
-            let state = self.state.lock();
-            let skip = index.saturating_sub(state.first_index) as usize;
-            state
-                .records
-                .iter()
-                .enumerate()
-                .skip(skip)
-                .map(|(i, r)| (state.first_index + i as u64, r.clone()))
-                .collect()
-        };
-        for (i, r) in records {
-            visit(i, &r)?;
+        let end = self.next_index();
+        for i in index..end {
+            // One record at a time: a visitor that stops early costs only what it read.
+            let record = {
+                let state = self.state.lock();
+                match i.checked_sub(state.first_index) {
+                    Some(at) => state.records.get(at as usize).cloned(),
+                    None => None,
+                }
+            };
+            let Some(record) = record else { continue };
+            if !visit(i, &record)? {
+                break;
+            }
         }
         Ok(())
     }
@@ -205,6 +209,20 @@ struct EntryRecord {
     position: u64,
 }
 
+/// What is kept in memory of every live entry, cached or not.
+#[derive(Debug, Clone, Copy)]
+struct EntryMeta {
+    term: u64,
+    /// Bytes of the group's entries from the start of its log through this one (a running
+    /// total: the bytes between two indexes are a subtraction).
+    end_bytes: u64,
+}
+
+/// Bytes an entry counts for: its data and context (what dominates its memory).
+fn entry_bytes(entry: &Entry) -> usize {
+    entry.data.len() + entry.context.len()
+}
+
 /// One group's raft state as stored, plus the backend positions that keep it alive.
 #[derive(Debug)]
 pub(crate) struct GroupLog {
@@ -217,7 +235,15 @@ pub(crate) struct GroupLog {
     /// Index and term of the last compacted (or snapshot) entry; entries start after it.
     boundary_index: u64,
     boundary_term: u64,
-    entries: VecDeque<Entry>,
+    /// Term and size of every live entry, `first_index()..=last_index()` (16 bytes each).
+    meta: VecDeque<EntryMeta>,
+    /// Running total of entry bytes at the boundary ([`EntryMeta::end_bytes`] counts on from it).
+    boundary_bytes: u64,
+    /// The newest live entries, `cache_first()..=last_index()`, in memory; older ones are read
+    /// back from the backend ([`GroupStorage::read_entries`]).
+    cache: VecDeque<Entry>,
+    /// Bytes of the entries in `cache` ([`entry_bytes`]).
+    cache_bytes: usize,
     /// A received snapshot, kept until `compact` at or past its index says the state machine
     /// holds it durably (a restart before that restores from it).
     received_snapshot: Option<Snapshot>,
@@ -240,7 +266,10 @@ impl GroupLog {
             conf_state: ConfState::default(),
             boundary_index: 0,
             boundary_term: 0,
-            entries: VecDeque::new(),
+            meta: VecDeque::new(),
+            boundary_bytes: 0,
+            cache: VecDeque::new(),
+            cache_bytes: 0,
             received_snapshot: None,
             generated_snapshot: None,
             snapshot_requested: AtomicBool::new(false),
@@ -257,7 +286,33 @@ impl GroupLog {
     }
 
     pub(crate) fn last_index(&self) -> u64 {
-        self.boundary_index + self.entries.len() as u64
+        self.boundary_index + self.meta.len() as u64
+    }
+
+    /// Index of the oldest entry held in memory (`last_index() + 1` when none is).
+    pub(crate) fn cache_first(&self) -> u64 {
+        self.last_index() + 1 - self.cache.len() as u64
+    }
+
+    /// Bytes of the entries in memory.
+    pub(crate) fn cache_bytes(&self) -> usize {
+        self.cache_bytes
+    }
+
+    /// Bytes of the live entries after `index` (0 at or past the last one).
+    pub(crate) fn bytes_after(&self, index: u64) -> u64 {
+        let total = self
+            .meta
+            .back()
+            .map_or(self.boundary_bytes, |m| m.end_bytes);
+        let at = if index <= self.boundary_index {
+            self.boundary_bytes
+        } else if index >= self.last_index() {
+            total
+        } else {
+            self.meta[(index - self.first_index()) as usize].end_bytes
+        };
+        total - at
     }
 
     pub(crate) fn hard_state(&self) -> &HardState {
@@ -279,19 +334,7 @@ impl GroupLog {
         if index < self.boundary_index || index > self.last_index() {
             return None;
         }
-        Some(self.entries[(index - self.first_index()) as usize].term)
-    }
-
-    /// Entries `low..high` (clamped to what is stored), for the apply proxy.
-    pub(crate) fn entries_range(&self, low: u64, high: u64, count_max: usize) -> Vec<Entry> {
-        let low = low.max(self.first_index());
-        let high = high.min(self.last_index() + 1);
-        if low >= high {
-            return Vec::new();
-        }
-        let start = (low - self.first_index()) as usize;
-        let count = ((high - low) as usize).min(count_max);
-        self.entries.range(start..start + count).cloned().collect()
+        Some(self.meta[(index - self.first_index()) as usize].term)
     }
 
     fn append(&mut self, entries: &[Entry]) {
@@ -307,16 +350,55 @@ impl GroupLog {
             "append at {first_index} at or below the compacted index {}",
             self.boundary_index
         );
-        let keep = (first_index - self.first_index()) as usize;
-        self.entries.truncate(keep);
+        let cache_first = self.cache_first();
+        self.meta
+            .truncate((first_index - self.first_index()) as usize);
+        let keep = first_index.saturating_sub(cache_first) as usize;
+        while self.cache.len() > keep {
+            let gone = self.cache.pop_back().expect("longer than keep");
+            self.cache_bytes -= entry_bytes(&gone);
+        }
+        let mut end_bytes = self
+            .meta
+            .back()
+            .map_or(self.boundary_bytes, |m| m.end_bytes);
         for (offset, entry) in entries.iter().enumerate() {
             assert_eq!(
                 entry.index,
                 first_index + offset as u64,
                 "non-contiguous entries"
             );
-            self.entries.push_back(entry.clone());
+            let bytes = entry_bytes(entry);
+            end_bytes += bytes as u64;
+            self.meta.push_back(EntryMeta {
+                term: entry.term,
+                end_bytes,
+            });
+            self.cache.push_back(entry.clone());
+            self.cache_bytes += bytes;
         }
+    }
+
+    /// Drops the oldest entries from memory until at most `bytes_max` remain (they stay in
+    /// the backend, where every live entry has a record); returns the bytes freed.
+    fn evict(&mut self, bytes_max: usize) -> usize {
+        let before = self.cache_bytes;
+        while self.cache_bytes > bytes_max {
+            let Some(entry) = self.cache.front() else {
+                break;
+            };
+            // Records cover the live entries from the first on, up to the last one written.
+            if self
+                .entry_records
+                .back()
+                .is_none_or(|r| r.last < entry.index)
+            {
+                break; // Not written yet: it stays until the next flush notes its record.
+            }
+            let gone = self.cache.pop_front().expect("checked above");
+            self.cache_bytes -= entry_bytes(&gone);
+        }
+        before - self.cache_bytes
     }
 
     fn compact_to(&mut self, index: u64, term: u64) {
@@ -324,10 +406,21 @@ impl GroupLog {
             return;
         }
         if index >= self.last_index() {
-            self.entries.clear();
+            self.boundary_bytes = self
+                .meta
+                .back()
+                .map_or(self.boundary_bytes, |m| m.end_bytes);
+            self.meta.clear();
+            self.cache.clear();
+            self.cache_bytes = 0;
         } else {
             let drop = (index - self.boundary_index) as usize;
-            self.entries.drain(..drop);
+            self.boundary_bytes = self.meta[drop - 1].end_bytes;
+            self.meta.drain(..drop);
+            while self.cache.front().is_some_and(|e| e.index <= index) {
+                let gone = self.cache.pop_front().expect("checked above");
+                self.cache_bytes -= entry_bytes(&gone);
+            }
         }
         self.boundary_index = index;
         self.boundary_term = term;
@@ -344,9 +437,17 @@ impl GroupLog {
         }
     }
 
+    /// Forgets every entry (the log restarts after the boundary).
+    fn clear_entries(&mut self) {
+        self.meta.clear();
+        self.boundary_bytes = 0;
+        self.cache.clear();
+        self.cache_bytes = 0;
+    }
+
     fn install_snapshot(&mut self, snapshot: &Snapshot) {
         let meta = snapshot.get_metadata();
-        self.entries.clear();
+        self.clear_entries();
         self.entry_records.clear();
         self.boundary_index = meta.index;
         self.boundary_term = meta.term;
@@ -385,14 +486,103 @@ impl GroupLog {
 }
 
 /// A group's view for raft-rs; clones share the state.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct GroupStorage {
     log: Arc<RwLock<GroupLog>>,
+    /// The node's backend, to read back entries no longer held in memory.
+    backend: Arc<dyn LogBackend>,
+}
+
+impl std::fmt::Debug for GroupStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupStorage")
+            .field("log", &self.log)
+            .finish_non_exhaustive()
+    }
 }
 
 impl GroupStorage {
     pub(crate) fn log(&self) -> &Arc<RwLock<GroupLog>> {
         &self.log
+    }
+
+    /// Entries `low..high` (clamped to what is stored), at most `count_max` of them and, past
+    /// the first, at most `size_max` bytes (raft's `limit_size`): from memory where the entry
+    /// cache holds them, else read back from the backend.
+    pub(crate) fn read_entries(
+        &self,
+        low: u64,
+        high: u64,
+        size_max: Option<u64>,
+        count_max: usize,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let log = self.log.read();
+        let low = low.max(log.first_index());
+        let high = high
+            .min(log.last_index() + 1)
+            .min(low.saturating_add(count_max as u64));
+        if low >= high {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::with_capacity((high - low).min(1024) as usize);
+        let mut bytes = 0u64;
+        let full = |bytes: u64| size_max.is_some_and(|max| bytes > max);
+        let cache_first = log.cache_first();
+        if low < cache_first {
+            let upto = high.min(cache_first);
+            let records: Vec<EntryRecord> = log
+                .entry_records
+                .iter()
+                .filter(|r| r.last >= low && r.first < upto)
+                .copied()
+                .collect();
+            let mut next = 0;
+            let mut want = low;
+            if let Some(start) = records.first() {
+                self.backend
+                    .read_from(start.position, &mut |position, record| {
+                        if position != records[next].position {
+                            return Ok(true); // Another group's, or this one's state.
+                        }
+                        let live = records[next];
+                        next += 1;
+                        let Ok((_, Record::Entries(entries))) = decode_record(position, record)
+                        else {
+                            return Err(StorageError::Corrupt {
+                                log_index: position,
+                                reason: "an entries record reads back as something else".into(),
+                            });
+                        };
+                        for entry in entries {
+                            if entry.index == want && entry.index <= live.last && want < upto {
+                                bytes += entry_bytes(&entry) as u64;
+                                out.push(entry);
+                                want += 1;
+                            }
+                        }
+                        Ok(next < records.len() && want < upto && !full(bytes))
+                    })?;
+            }
+            if want < upto && !full(bytes) {
+                return Err(StorageError::Corrupt {
+                    log_index: records.first().map_or(0, |r| r.position),
+                    reason: format!("entry {want} is not in the backend records that hold it"),
+                });
+            }
+        }
+        if !full(bytes) && high > cache_first {
+            let from = low.max(cache_first);
+            let start = (from - cache_first) as usize;
+            for entry in log.cache.range(start..(high - cache_first) as usize) {
+                if full(bytes) {
+                    break;
+                }
+                bytes += entry_bytes(entry) as u64;
+                out.push(entry.clone());
+            }
+        }
+        raft::util::limit_size(&mut out, size_max);
+        Ok(out)
     }
 
     /// Stores a freshly generated snapshot to serve followers that need one.
@@ -435,11 +625,10 @@ impl raft::Storage for GroupStorage {
         if high > log.last_index() + 1 {
             return Err(raft::Error::Store(RaftStorageError::Unavailable));
         }
-        let start = (low - log.first_index()) as usize;
-        let end = (high - log.first_index()) as usize;
-        let mut out: Vec<Entry> = log.entries.range(start..end).cloned().collect();
-        raft::util::limit_size(&mut out, max_size.into());
-        Ok(out)
+        drop(log);
+        // An entry that cannot be read back makes raft send a snapshot instead.
+        self.read_entries(low, high, max_size.into(), usize::MAX)
+            .map_err(|e| raft::Error::Store(RaftStorageError::Other(Box::new(e))))
     }
 
     fn term(&self, index: u64) -> raft::Result<u64> {
@@ -496,8 +685,11 @@ struct Pending {
 
 /// Every group's raft log on one node, over one shared [`LogBackend`].
 pub struct NodeStorage {
-    backend: Box<dyn LogBackend>,
+    backend: Arc<dyn LogBackend>,
     groups: BTreeMap<GroupId, GroupStorage>,
+    /// Bytes of entries all groups hold in memory at most after a flush (the newest of each
+    /// group; older ones are read back from the backend).
+    cache_bytes_max: usize,
     pending: Vec<Pending>,
 }
 
@@ -623,8 +815,19 @@ fn decode_record(position: u64, bytes: &[u8]) -> Result<(GroupId, Record), Stora
 }
 
 impl NodeStorage {
-    /// Opens the node's raft storage, rebuilding every group's state by replaying `backend`.
+    /// Opens the node's raft storage, rebuilding every group's state by replaying `backend`,
+    /// with an entry cache of [`DEFAULT_ENTRY_CACHE_BYTES`].
     pub fn open(backend: Box<dyn LogBackend>) -> Result<Self, StorageError> {
+        NodeStorage::open_with_cache(backend, DEFAULT_ENTRY_CACHE_BYTES)
+    }
+
+    /// [`NodeStorage::open`] holding at most `cache_bytes_max` bytes of entries in memory
+    /// (also while replaying: a log of any length opens in bounded memory).
+    pub fn open_with_cache(
+        backend: Box<dyn LogBackend>,
+        cache_bytes_max: usize,
+    ) -> Result<Self, StorageError> {
+        let backend: Arc<dyn LogBackend> = Arc::from(backend);
         let mut groups: BTreeMap<GroupId, GroupLog> = BTreeMap::new();
         // Per group, the last compaction (or snapshot) point replayed: (index, term).
         let mut known: BTreeMap<GroupId, (u64, u64)> = BTreeMap::new();
@@ -634,14 +837,14 @@ impl NodeStorage {
             if record == Record::Removed {
                 groups.remove(&group);
                 known.remove(&group);
-                return Ok(());
+                return Ok(true);
             }
             let log = groups.entry(group).or_insert_with(GroupLog::new);
             match record {
                 Record::Entries(entries) => {
                     let (first, last) = match (entries.first(), entries.last()) {
                         (Some(f), Some(l)) => (f.index, l.index),
-                        _ => return Ok(()),
+                        _ => return Ok(true),
                     };
                     let (known_index, known_term) = *known.entry(group).or_default();
                     let live: Vec<Entry> = entries
@@ -649,13 +852,13 @@ impl NodeStorage {
                         .filter(|e| e.index > known_index)
                         .collect();
                     let Some(live_first) = live.first().map(|e| e.index) else {
-                        return Ok(()); // Compacted away by a compaction record replayed before.
+                        return Ok(true); // Compacted away by a compaction record replayed before.
                     };
                     if live_first > log.last_index() + 1 || live_first <= log.boundary_index {
                         // The records before this one were truncated from the backend (or this
                         // one lies below such a guessed start): start the log here. The latest
                         // compaction record, always kept, settles the boundary and its term.
-                        log.entries.clear();
+                        log.clear_entries();
                         log.boundary_index = live_first - 1;
                         log.boundary_term = if live_first - 1 == known_index {
                             known_term
@@ -665,6 +868,7 @@ impl NodeStorage {
                     }
                     log.append(&live);
                     log.note_entries_position(first, last, position);
+                    log.evict(cache_bytes_max);
                 }
                 Record::HardState(hs) => {
                     log.hard_state = hs;
@@ -691,10 +895,9 @@ impl NodeStorage {
                 }
                 Record::Removed => unreachable!("handled above"),
             }
-            Ok(())
+            Ok(true)
         })?;
-        Ok(NodeStorage {
-            backend,
+        let storage = NodeStorage {
             groups: groups
                 .into_iter()
                 .map(|(id, log)| {
@@ -702,12 +905,17 @@ impl NodeStorage {
                         id,
                         GroupStorage {
                             log: Arc::new(RwLock::new(log)),
+                            backend: backend.clone(),
                         },
                     )
                 })
                 .collect(),
+            backend,
+            cache_bytes_max,
             pending: Vec::new(),
-        })
+        };
+        storage.evict();
+        Ok(storage)
     }
 
     /// Ids of the groups that have state in the log.
@@ -729,6 +937,7 @@ impl NodeStorage {
         log.conf_state.voters = voters.to_vec();
         let storage = GroupStorage {
             log: Arc::new(RwLock::new(log)),
+            backend: self.backend.clone(),
         };
         self.groups.insert(group, storage.clone());
         let cs = storage.log.read().conf_state.clone();
@@ -926,7 +1135,40 @@ impl NodeStorage {
                 PendingKind::Removed => unreachable!("skipped above"),
             }
         }
+        self.evict();
         Ok(())
+    }
+
+    /// Bytes of entries held in memory, over all groups.
+    pub fn cached_entry_bytes(&self) -> usize {
+        self.groups
+            .values()
+            .map(|g| g.log.read().cache_bytes())
+            .sum()
+    }
+
+    /// Drops entries from memory, the largest group's oldest first, until all groups together
+    /// hold at most `cache_bytes_max` (entries not yet written stay).
+    fn evict(&self) {
+        let mut total = self.cached_entry_bytes();
+        while total > self.cache_bytes_max {
+            let Some(largest) = self
+                .groups
+                .values()
+                .max_by_key(|g| g.log.read().cache_bytes())
+            else {
+                return;
+            };
+            let mut log = largest.log.write();
+            let keep = log
+                .cache_bytes()
+                .saturating_sub(total - self.cache_bytes_max);
+            let freed = log.evict(keep);
+            if freed == 0 {
+                return; // What is left is not written yet.
+            }
+            total -= freed;
+        }
     }
 
     /// Frees backend records no group needs any more. Group state (hard state, conf state,
@@ -1019,6 +1261,117 @@ mod tests {
             term,
             data: data.to_vec().into(),
             ..Default::default()
+        }
+    }
+
+    /// The live entries of one group as raft would see them.
+    fn model_range(model: &[Entry], first: u64, low: u64, high: u64) -> Vec<Entry> {
+        model
+            .iter()
+            .filter(|e| e.index >= low.max(first) && e.index < high)
+            .cloned()
+            .collect()
+    }
+
+    #[derive(Debug, Clone)]
+    enum CacheOp {
+        /// Append `count` entries of `size` bytes to `group`, starting `back` entries before
+        /// its next index (overwriting those).
+        Append {
+            group: u64,
+            back: u64,
+            count: u64,
+            size: usize,
+        },
+        Flush,
+        /// Compact `group` to `fraction` of the way to its last index.
+        Compact {
+            group: u64,
+            fraction: f64,
+        },
+        Reopen,
+    }
+
+    fn cache_op() -> impl proptest::strategy::Strategy<Value = CacheOp> {
+        use proptest::prelude::*;
+        prop_oneof![
+            5 => (1u64..3, 0u64..3, 1u64..5, 0usize..40)
+                .prop_map(|(group, back, count, size)| CacheOp::Append { group, back, count, size }),
+            3 => Just(CacheOp::Flush),
+            1 => (1u64..3, 0.0f64..1.0).prop_map(|(group, fraction)| CacheOp::Compact { group, fraction }),
+            1 => Just(CacheOp::Reopen),
+        ]
+    }
+
+    proptest::proptest! {
+        /// However small the entry cache, every live entry reads back as it was appended, across
+        /// overwrites, compactions and restarts, and memory holds at most the bound after a flush.
+        #[test]
+        fn entries_read_back_beyond_the_cache(
+            ops in proptest::collection::vec(cache_op(), 1..60),
+            cache_max in 0usize..120,
+        ) {
+            let mem = MemLog::default();
+            let mut storage = NodeStorage::open_with_cache(Box::new(mem.clone()), cache_max).unwrap();
+            let mut model: BTreeMap<u64, (u64, Vec<Entry>)> = BTreeMap::new(); // group → (first, entries)
+            for g in 1..3 {
+                storage.create_group(g, &[1]);
+                model.insert(g, (1, Vec::new()));
+            }
+            let mut term = 1;
+            for op in ops {
+                match op {
+                    CacheOp::Append { group, back, count, size } => {
+                        let (first, entries) = model.get_mut(&group).unwrap();
+                        let next = *first + entries.len() as u64;
+                        let start = next.saturating_sub(back).max(*first);
+                        term += 1;
+                        let new: Vec<Entry> = (start..start + count)
+                            .map(|i| entry(i, term, &vec![i as u8; size]))
+                            .collect();
+                        entries.truncate((start - *first) as usize);
+                        entries.extend(new.iter().cloned());
+                        storage.append(group, &new);
+                    }
+                    CacheOp::Flush => {
+                        storage.flush(true).unwrap();
+                        proptest::prop_assert!(storage.cached_entry_bytes() <= cache_max);
+                    }
+                    CacheOp::Compact { group, fraction } => {
+                        storage.flush(true).unwrap();
+                        let (first, entries) = model.get_mut(&group).unwrap();
+                        let Some(last) = entries.last().map(|e| e.index) else { continue };
+                        let to = *first - 1 + ((last + 1 - *first) as f64 * fraction) as u64;
+                        if to >= *first {
+                            storage.compact(group, to);
+                            entries.drain(..(to + 1 - *first) as usize);
+                            *first = to + 1;
+                        }
+                        storage.purge().unwrap();
+                    }
+                    CacheOp::Reopen => {
+                        storage.flush(true).unwrap();
+                        drop(storage);
+                        storage = NodeStorage::open_with_cache(Box::new(mem.clone()), cache_max).unwrap();
+                        proptest::prop_assert!(storage.cached_entry_bytes() <= cache_max);
+                    }
+                }
+                for (group, (first, entries)) in &model {
+                    let Some(g) = storage.group(*group) else { continue };
+                    let last = first + entries.len() as u64;
+                    for (low, high) in [(*first, last), (first + entries.len() as u64 / 2, last), (*first, first + 1)] {
+                        let got = g.read_entries(low, high, None, usize::MAX).unwrap();
+                        proptest::prop_assert_eq!(&got, &model_range(entries, *first, low, high), "group {} {}..{}", group, low, high);
+                    }
+                    // A size limit keeps at least one entry and cuts where raft would.
+                    if !entries.is_empty() {
+                        let got = g.read_entries(*first, last, Some(50), usize::MAX).unwrap();
+                        let mut want = model_range(entries, *first, *first, last);
+                        raft::util::limit_size(&mut want, Some(50));
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                }
+            }
         }
     }
 
@@ -1124,7 +1477,9 @@ mod tests {
                     id,
                     log.boundary_index,
                     log.boundary_term,
-                    log.entries.iter().map(|e| (e.index, e.term)).collect(),
+                    (log.first_index()..=log.last_index())
+                        .map(|i| (i, log.term_of(i).unwrap()))
+                        .collect(),
                     log.hard_state.clone(),
                 )
             })

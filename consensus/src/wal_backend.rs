@@ -31,7 +31,9 @@ impl LogBackend for wal::Wal {
     fn read_from(&self, index: u64, visit: &mut RecordVisitor<'_>) -> Result<(), StorageError> {
         for record in self.iter_from(index).map_err(backend_error)? {
             let (position, bytes) = record.map_err(backend_error)?;
-            visit(position, &bytes)?;
+            if !visit(position, &bytes)? {
+                break;
+            }
         }
         Ok(())
     }
