@@ -170,6 +170,7 @@ fn open_raft(
         segment_bytes: CN_RAFT_SEGMENT_BYTES,
         tick_ms: config.cn_raft_tick_ms,
         election_ticks: config.cn_raft_election_ticks as usize,
+        log_limits: runtime::RaftLogLimits::default(),
         transport: TransportConfig {
             message_bytes_max: config.cn_rpc_max_message_bytes as usize,
             channel: config.channel_config(),

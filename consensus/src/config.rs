@@ -38,6 +38,12 @@ pub struct Config {
     /// apply is held at a fence, or behind): what a held group keeps in its log is bounded.
     /// Default 256 MiB.
     pub unapplied_bytes_max: u64,
+    /// A leader keeps its log for a follower this many entries behind at most
+    /// ([`crate::RaftNode::compact_keeping_followers`]); one further behind catches up by
+    /// snapshot. Default 1000000.
+    pub log_lag_entries_max: u64,
+    /// Likewise in bytes of entries after the follower's matched index. Default 1 GiB.
+    pub log_lag_bytes_max: u64,
     /// Seed of the node's RNG, used for election jitter (mixed with the node id). Default 0.
     /// Simulations fix it to replay a run; servers draw it per process
     /// (`runtime::entropy_seed`), or every cluster would share one jitter sequence.
@@ -60,6 +66,8 @@ impl Default for Config {
             apply_retry_backoff_max_ms: 1000,
             entry_cache_bytes_max: crate::storage::DEFAULT_ENTRY_CACHE_BYTES,
             unapplied_bytes_max: 256 << 20,
+            log_lag_entries_max: 1_000_000,
+            log_lag_bytes_max: 1 << 30,
             seed: 0,
         }
     }

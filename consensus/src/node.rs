@@ -682,6 +682,37 @@ impl<T: Transport> RaftNode<T> {
         Ok(())
     }
 
+    /// [`RaftNode::compact`] to `index` or, on a leader, to below the slowest follower's
+    /// matched index where that is lower, so a follower that was down or cut off catches up
+    /// from the log rather than by a snapshot. A follower further behind than the lag allowance
+    /// (`log_lag_entries_max` entries or `log_lag_bytes_max` bytes after its matched index) is
+    /// not waited for: it catches up by snapshot. Returns the index the log now starts after.
+    pub fn compact_keeping_followers(&mut self, group: GroupId, index: u64) -> Result<u64> {
+        let g = self.groups.get(&group).ok_or(Error::GroupNotFound(group))?;
+        let mut upto = index;
+        if g.raw.raft.state == StateRole::Leader {
+            let log = g.raw.store().log().read();
+            let last = log.last_index();
+            for (&peer, progress) in g.raw.raft.prs().iter() {
+                if peer == self.id {
+                    continue;
+                }
+                let matched = progress.matched;
+                let within_allowance = last.saturating_sub(matched)
+                    <= self.config.log_lag_entries_max
+                    && log.bytes_after(matched) <= self.config.log_lag_bytes_max;
+                if within_allowance {
+                    upto = upto.min(matched);
+                }
+            }
+            upto = upto.max(log.first_index() - 1);
+        }
+        if upto > g.raw.store().log().read().first_index() - 1 {
+            self.compact(group, upto)?;
+        }
+        Ok(self.groups[&group].raw.store().log().read().first_index() - 1)
+    }
+
     /// Whether [`RaftNode::handle_ready`] has work: a raft `Ready`, a snapshot to generate, or
     /// committed entries to apply whose retry time has come.
     pub fn has_ready(&self) -> bool {
@@ -880,14 +911,9 @@ impl<T: Transport> RaftNode<T> {
         let mut conf_changes = Vec::new();
         'apply: while g.applied < g.apply_upper && budget > 0 {
             let entries: Vec<Entry> =
-                match g
-                    .raw
+                g.raw
                     .store()
-                    .read_entries(g.applied + 1, g.apply_upper + 1, None, budget)
-                {
-                    Ok(entries) => entries,
-                    Err(e) => return Err(e.into()),
-                };
+                    .read_entries(g.applied + 1, g.apply_upper + 1, None, budget)?;
             assert!(
                 entries.first().is_some_and(|e| e.index == g.applied + 1),
                 "group {gid}: committed entry {} is missing from the log (first index {})",

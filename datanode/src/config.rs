@@ -66,6 +66,19 @@ runtime::node_config! {
         /// Size in bytes of one segment of the node's raft log (shared by all regions).
         /// Default 64 MiB; at least 4096.
         wal_segment_bytes: u64 = 64 << 20,
+        /// Bytes of raft entries all regions keep in memory (the newest of each; older ones are
+        /// read back from the raft log when a follower or the apply needs them). Default 256 MiB.
+        dn_raft_entry_cache_bytes: u64 = 256 << 20,
+        /// Bytes of replicated but unapplied entries past which a replica refuses new ones (its
+        /// apply is held at a fence, or behind), so a long fence keeps memory and raft log
+        /// bounded. Default 256 MiB.
+        dn_raft_unapplied_bytes_max: u64 = 256 << 20,
+        /// A region leader truncates its raft log no further than the slowest follower's
+        /// matched index while that follower is at most this many entries behind; one further
+        /// behind catches up by snapshot. Default 1000000.
+        dn_raft_log_lag_entries_max: u64 = 1_000_000,
+        /// Likewise in bytes of entries after the follower's matched index. Default 1 GiB.
+        dn_raft_log_lag_bytes_max: u64 = 1 << 30,
         /// A region flushes its memtables once they hold this many bytes. Default 64 MiB.
         memtable_flush_bytes: u64 = 64 << 20,
         /// Bytes the memtables of all regions on this DataNode (working and being flushed) may
@@ -241,6 +254,10 @@ impl DataNodeConfig {
             ("memtable_flush_bytes", self.memtable_flush_bytes),
             ("memtable_flush_age_ms", self.memtable_flush_age_ms),
             ("sealed_open_files_max", self.sealed_open_files_max),
+            (
+                "dn_raft_unapplied_bytes_max",
+                self.dn_raft_unapplied_bytes_max,
+            ),
         ] {
             if value == 0 {
                 return Err(config_error(key, "must be > 0"));

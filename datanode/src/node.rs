@@ -298,6 +298,12 @@ fn assemble(
         segment_bytes: config.wal_segment_bytes,
         tick_ms: config.dn_raft_tick_ms,
         election_ticks: config.dn_raft_election_ticks as usize,
+        log_limits: runtime::RaftLogLimits {
+            entry_cache_bytes_max: config.dn_raft_entry_cache_bytes as usize,
+            unapplied_bytes_max: config.dn_raft_unapplied_bytes_max,
+            lag_entries_max: config.dn_raft_log_lag_entries_max,
+            lag_bytes_max: config.dn_raft_log_lag_bytes_max,
+        },
         transport: runtime::TransportConfig {
             message_bytes_max,
             channel: config.channel_config(),
@@ -670,7 +676,7 @@ async fn flush_loop(shared: Arc<Shared>) {
                     match shared
                         .host
                         .driver()
-                        .call(move |node| node.compact(id, checkpoint))
+                        .call(move |node| node.compact_keeping_followers(id, checkpoint).map(drop))
                         .await
                     {
                         Ok(Ok(())) => {}

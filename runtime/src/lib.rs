@@ -37,7 +37,7 @@ pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{entropy_seed, DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
-pub use raft_host::{open_raft_host, RaftHostConfig};
+pub use raft_host::{open_raft_host, RaftHostConfig, RaftLogLimits};
 pub use transport::{
     decode_batch, serve_raft_stream, AddressBook, GrpcTransport, PeerService, TransportConfig,
 };

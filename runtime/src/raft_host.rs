@@ -28,8 +28,36 @@ pub struct RaftHostConfig {
     pub tick_ms: u64,
     /// Ticks without a leader before a follower campaigns; heartbeats go every fifth of it.
     pub election_ticks: usize,
+    /// Limits of the raft log's memory and retention.
+    pub log_limits: RaftLogLimits,
     /// Limits of the raft transport.
     pub transport: TransportConfig,
+}
+
+/// How much of its raft log a node keeps in memory, and for whom it keeps it (see
+/// `consensus::Config`, whose defaults these are).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaftLogLimits {
+    /// `consensus::Config::entry_cache_bytes_max`.
+    pub entry_cache_bytes_max: usize,
+    /// `consensus::Config::unapplied_bytes_max`.
+    pub unapplied_bytes_max: u64,
+    /// `consensus::Config::log_lag_entries_max`.
+    pub lag_entries_max: u64,
+    /// `consensus::Config::log_lag_bytes_max`.
+    pub lag_bytes_max: u64,
+}
+
+impl Default for RaftLogLimits {
+    fn default() -> Self {
+        let c = consensus::Config::default();
+        RaftLogLimits {
+            entry_cache_bytes_max: c.entry_cache_bytes_max,
+            unapplied_bytes_max: c.unapplied_bytes_max,
+            lag_entries_max: c.log_lag_entries_max,
+            lag_bytes_max: c.log_lag_bytes_max,
+        }
+    }
 }
 
 impl RaftHostConfig {
@@ -51,6 +79,10 @@ impl RaftHostConfig {
             election_tick: self.election_ticks,
             heartbeat_tick: (self.election_ticks / 5).max(1),
             seed: entropy_seed(self.node_id),
+            entry_cache_bytes_max: self.log_limits.entry_cache_bytes_max,
+            unapplied_bytes_max: self.log_limits.unapplied_bytes_max,
+            log_lag_entries_max: self.log_limits.lag_entries_max,
+            log_lag_bytes_max: self.log_limits.lag_bytes_max,
             ..consensus::Config::default()
         }
     }
@@ -109,6 +141,7 @@ mod tests {
             segment_bytes: 8 << 20,
             tick_ms: 100,
             election_ticks: 10,
+            log_limits: RaftLogLimits::default(),
             transport: TransportConfig::default(),
         }
     }

@@ -203,3 +203,42 @@ fn a_state_machine_ahead_of_its_log_is_refused() {
         Err(Error::NotAPeer { group: 2, node: 1 })
     ));
 }
+
+#[test]
+fn a_held_follower_takes_no_more_than_its_unapplied_bound_then_catches_up() {
+    let bound = 2_000;
+    let mut c = Cluster::new(
+        17,
+        3,
+        1,
+        Config {
+            unapplied_bytes_max: bound,
+            ..config()
+        },
+    );
+    let leader = c.elect(1);
+    let held = *c.peers.iter().find(|&&p| p != leader).unwrap();
+    c.models[&(held, 1)].lock().fenced = true;
+    // 100 writes of 100 bytes: five times the bound. The other two replicas are a quorum.
+    for i in 0..100 {
+        let data = format!("{i:0>100}");
+        assert!(c.write(1, data.as_bytes()).is_ok(), "write {i}");
+    }
+    let status = c.node(held).status(1).unwrap();
+    let leader_last = c.node(leader).status(1).unwrap().last_index;
+    // What it holds unapplied stays within the bound plus the message that crossed it (one
+    // write per message here).
+    let unapplied_entries = status.last_index - status.applied;
+    assert!(
+        unapplied_entries <= bound / 100 + 2,
+        "held follower took {unapplied_entries} entries: {status:?}"
+    );
+    assert!(
+        status.last_index < leader_last,
+        "{status:?} vs leader at {leader_last}"
+    );
+    assert!(Metrics::get(&c.node(held).metrics().appends_refused_unapplied) > 0);
+    // Its lease returns: it applies what it holds and takes the rest.
+    c.models[&(held, 1)].lock().fenced = false;
+    c.heal_and_check();
+}

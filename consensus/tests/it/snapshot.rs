@@ -51,3 +51,56 @@ fn compaction_is_bounded_by_the_applied_index() {
         ))
     ));
 }
+
+/// Crashes a follower, writes 30 entries and compacts every live replica with
+/// `compact_keeping_followers` to its applied index; answers the leader and the follower.
+fn compact_around_a_crashed_follower(c: &mut Cluster) -> (u64, u64) {
+    let leader = c.elect(1);
+    let lagging = *c.peers.iter().find(|&&p| p != leader).unwrap();
+    assert!(c.write(1, b"early").is_ok());
+    c.crash(lagging);
+    for i in 0..30 {
+        assert!(c.write(1, format!("w{i:0>20}").as_bytes()).is_ok());
+    }
+    for p in c.peers.clone() {
+        if c.is_up(p) {
+            let index = c.model(p, 1).applied_index;
+            c.node(p).compact_keeping_followers(1, index).unwrap();
+        }
+    }
+    (leader, lagging)
+}
+
+#[test]
+fn a_leader_keeps_its_log_for_a_follower_within_the_lag_allowance() {
+    let mut c = Cluster::new(33, 3, 1, Config::default());
+    let (leader, lagging) = compact_around_a_crashed_follower(&mut c);
+    // The leader kept everything after the crashed follower's matched index.
+    let first = c.node(leader).status(1).unwrap().first_index;
+    assert!(first <= 3, "leader compacted to {first} past the follower");
+    c.start(lagging);
+    assert!(c.write(1, b"after").is_ok());
+    c.heal_and_check();
+    // It caught up from the log: no snapshot.
+    assert_eq!(c.model(lagging, 1).restores, 0);
+    assert_eq!(
+        Metrics::get(&c.node(leader).metrics().snapshots_generated),
+        0
+    );
+}
+
+#[test]
+fn a_follower_past_the_lag_allowance_catches_up_by_snapshot() {
+    let config = Config {
+        log_lag_entries_max: 10,
+        ..Config::default()
+    };
+    let mut c = Cluster::new(34, 3, 1, config);
+    let (leader, lagging) = compact_around_a_crashed_follower(&mut c);
+    let status = c.node(leader).status(1).unwrap();
+    assert_eq!(status.first_index, status.applied + 1, "{status:?}");
+    c.start(lagging);
+    assert!(c.write(1, b"after").is_ok());
+    c.heal_and_check();
+    assert_eq!(c.model(lagging, 1).restores, 1);
+}
