@@ -45,6 +45,8 @@ pub struct Metrics {
     /// Append messages refused because the group's log held `unapplied_bytes_max` bytes
     /// of entries not yet applied (an apply held at a fence, or too slow).
     pub appends_refused_unapplied: AtomicU64,
+    /// Bytes of raft entries held in memory over all groups, after the last flush (a gauge).
+    pub entry_cache_bytes: AtomicU64,
 }
 
 impl Metrics {
@@ -806,6 +808,9 @@ impl<T: Transport> RaftNode<T> {
         }
         if must_sync || self.storage.has_pending() {
             self.storage.flush(must_sync)?;
+            self.metrics
+                .entry_cache_bytes
+                .store(self.storage.cached_entry_bytes() as u64, Ordering::Relaxed);
         }
         if must_sync {
             Metrics::inc(&self.metrics.synced_batches);

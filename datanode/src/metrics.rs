@@ -299,9 +299,20 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
                 "Leadership transfers started because this node is fenced.",
                 &raft.fenced_transfers,
             ),
+            (
+                "raft_appends_refused_unapplied_total",
+                "Append messages refused while a region held dn_raft_unapplied_bytes_max unapplied.",
+                &raft.appends_refused_unapplied,
+            ),
         ] {
             line(name, "counter", help, RaftMetrics::get(counter));
         }
+        line(
+            "raft_entry_cache_bytes",
+            "gauge",
+            "Bytes of raft entries held in memory over all regions (dn_raft_entry_cache_bytes at most).",
+            RaftMetrics::get(&raft.entry_cache_bytes),
+        );
     }
     line(
         "regions_hosted",

@@ -421,6 +421,65 @@ fn killed_data_node_mid_flush_and_compaction_loses_nothing() {
     run.finish();
 }
 
+/// Scenario 4c (issue 18, REVIEW H2): a follower misses 4 M points of one series while the
+/// others flush every 300 ms (and so truncate their raft logs after every flush). Before, the
+/// leader truncated past it and it needed a snapshot, which fails for a series over 1 M points:
+/// it never converged. Now the leader keeps its log for a follower within the lag allowance and
+/// the follower catches up from it while the workload goes on.
+#[test]
+fn a_follower_that_missed_millions_of_points_catches_up() {
+    let _serial = serial();
+    if !require_namespaces("a_follower_that_missed_millions_of_points_catches_up") {
+        return;
+    }
+    let config = ClusterConfig {
+        memtable_flush_age_ms: 300,
+        ..ClusterConfig::default()
+    };
+    let mut run = Run::start("4c-follower-misses-4m-points", config);
+    let target = (run.busiest_leader() + 1) % 3;
+    run.fault(&format!(
+        "kill -9 datanode-{} before 4 M points",
+        target + 1
+    ));
+    run.cluster.data_nodes[target].kill9().expect("kill");
+    let device = format!("{DATABASE}.bulk");
+    let rows = 10_000i64;
+    let started = Instant::now();
+    for batch in 0..400i64 {
+        let mut tablet = common::Tablet::new(device.as_str(), &[("s", common::DataType::Double)]);
+        for row in 0..rows {
+            let t = batch * rows + row;
+            tablet.push_row(
+                t,
+                vec![Some(common::Value::Double((t % 1000) as f64 / 10.0))],
+            );
+        }
+        run.cluster
+            .runtime
+            .block_on(run.session.insert_tablet(&tablet))
+            .unwrap_or_else(|e| panic!("bulk tablet {batch}: {e}"));
+    }
+    run.cluster.note(format!(
+        "4 M points of {device} written in {:.1} s with datanode-{} down",
+        started.elapsed().as_secs_f64(),
+        target + 1
+    ));
+    // Long enough for several flushes, and their log truncations, on the live replicas.
+    std::thread::sleep(Duration::from_secs(2));
+    let restarted = Instant::now();
+    run.cluster.data_nodes[target].start().expect("restart");
+    run.wait_recovered(target);
+    run.cluster.note(format!(
+        "datanode-{} NORMAL {:.1} s after its restart",
+        target + 1,
+        restarted.elapsed().as_secs_f64()
+    ));
+    run.wait_acked_since(Instant::now(), 10, "writes after the restart");
+    // The checker waits for every region's replicas to agree on their digests.
+    run.finish();
+}
+
 /// Writes through `stale` to `device` until `stop` holds an instant 2 s past (or 120 s in all).
 fn spawn_stale_writer(
     run: &Run,
