@@ -41,6 +41,14 @@ const HEADER_BYTES: usize = 10;
 /// Bytes of entries a node holds in memory by default ([`NodeStorage::open`]): 256 MiB.
 pub const DEFAULT_ENTRY_CACHE_BYTES: usize = 256 << 20;
 
+/// Entry bytes per entries record at most (but a single larger entry): well below the `wal`
+/// backend's default `record_bytes_max` (16 MiB).
+const RECORD_BYTES_TARGET: usize = 4 << 20;
+
+/// Record bytes per backend batch at most (but a single larger record): well below the `wal`
+/// backend's default `batch_bytes_max` (64 MiB).
+const BATCH_BYTES_TARGET: usize = 32 << 20;
+
 /// Visitor of replayed records: `(backend index, record bytes)`; answers whether to go on.
 pub type RecordVisitor<'a> = dyn FnMut(u64, &[u8]) -> Result<bool, StorageError> + 'a;
 
@@ -964,15 +972,27 @@ impl NodeStorage {
     /// Appends `entries` (replacing any at or after the first's index), visible to raft at once,
     /// durable at the next flush.
     pub(crate) fn append(&mut self, group: GroupId, entries: &[Entry]) {
-        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+        if entries.is_empty() {
             return;
-        };
-        let kind = PendingKind::Entries {
-            first: first.index,
-            last: last.index,
-        };
+        }
         self.log(group).write().append(entries);
-        self.queue(group, kind, encode_entries(group, entries));
+        // One record per RECORD_BYTES_TARGET of entries: a follower catching up takes many
+        // messages' worth in one ready, more than the backend takes in one record.
+        let mut start = 0;
+        while start < entries.len() {
+            let mut end = start + 1;
+            let mut bytes = entry_bytes(&entries[start]);
+            while end < entries.len() && bytes + entry_bytes(&entries[end]) <= RECORD_BYTES_TARGET {
+                bytes += entry_bytes(&entries[end]);
+                end += 1;
+            }
+            let kind = PendingKind::Entries {
+                first: entries[start].index,
+                last: entries[end - 1].index,
+            };
+            self.queue(group, kind, encode_entries(group, &entries[start..end]));
+            start = end;
+        }
     }
 
     /// Records the group's hard state (a new term or vote: written with the next batch).
@@ -1102,7 +1122,21 @@ impl NodeStorage {
         }
         let pending = std::mem::take(&mut self.pending);
         let records: Vec<&[u8]> = pending.iter().map(|p| p.bytes.as_slice()).collect();
-        let first = self.backend.append_batch(&records)?;
+        // One backend batch, or several where the records exceed what one takes (a follower
+        // catching up); the sync after them makes them durable together.
+        let mut positions = Vec::with_capacity(records.len());
+        let mut start = 0;
+        while start < records.len() {
+            let mut end = start + 1;
+            let mut bytes = records[start].len();
+            while end < records.len() && bytes + records[end].len() <= BATCH_BYTES_TARGET {
+                bytes += records[end].len();
+                end += 1;
+            }
+            let first = self.backend.append_batch(&records[start..end])?;
+            positions.extend((first..).take(end - start));
+            start = end;
+        }
         if sync {
             self.backend.sync()?;
         }
@@ -1113,7 +1147,7 @@ impl NodeStorage {
             .map(|(offset, p)| (p.group, offset))
             .collect();
         for (offset, p) in pending.iter().enumerate() {
-            let position = first + offset as u64;
+            let position = positions[offset];
             if last_removal.get(&p.group).is_some_and(|&at| offset <= at) {
                 continue; // Voided by a removal record in this batch.
             }

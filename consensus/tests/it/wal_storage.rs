@@ -109,3 +109,20 @@ fn a_removed_group_stays_removed_after_restart() {
     let node = c.sim.open(1, c.config.clone(), backend).unwrap();
     assert_eq!(node.stored_groups(), vec![1]);
 }
+
+/// A follower that was down takes the entries it missed in one ready: far more than one `wal`
+/// record (16 MiB) or batch (64 MiB) holds. They are written as several records and batches, and
+/// it catches up (before, its raft driver stopped on "record payload exceeds record_bytes_max").
+#[test]
+fn a_follower_catches_up_on_more_than_one_record_or_batch_holds() {
+    let mut c = Cluster::with_wal(42, 3, 1, Config::default(), options);
+    let leader = c.elect(1);
+    let behind = *c.peers.iter().find(|&&p| p != leader).unwrap();
+    c.crash(behind);
+    // 90 MiB of entries of 1 MiB each.
+    for i in 0..90u8 {
+        assert!(c.write(1, &vec![i; 1 << 20]).is_ok(), "write {i}");
+    }
+    c.start(behind);
+    c.heal_and_check();
+}
