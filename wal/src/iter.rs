@@ -7,7 +7,7 @@ use memmap2::Mmap;
 
 use crate::error::{Error, Result};
 use crate::format::{decode_record, Decoded, SEGMENT_HEADER_BYTES};
-use crate::segment::Segment;
+use crate::segment::{SeekPoint, Segment};
 
 /// The bytes of the segment being read.
 enum View {
@@ -51,6 +51,10 @@ pub struct WalIter {
     end: u64,
     /// Written length of the last segment at creation.
     active_written: u64,
+    /// Offset in `view` from which a record read is noted as the segment's next seek point.
+    note_from: usize,
+    /// `WalOptions::seek_stride_bytes`.
+    seek_stride: usize,
     done: bool,
 }
 
@@ -60,6 +64,7 @@ impl WalIter {
         start: u64,
         end: u64,
         active_written: u64,
+        seek_stride: usize,
     ) -> WalIter {
         WalIter {
             segments,
@@ -71,6 +76,8 @@ impl WalIter {
             start,
             end,
             active_written,
+            note_from: 0,
+            seek_stride,
             done: start >= end,
         }
     }
@@ -100,6 +107,17 @@ impl WalIter {
                 self.offset = SEGMENT_HEADER_BYTES;
                 self.cursor = segment.first_index;
                 self.batch_first = segment.first_index;
+                // Start at the last record known to begin at or before the first one wanted
+                // (one below `end` lies in the mapped prefix), not at the segment's first.
+                if let Some(point) = segment
+                    .seek_point(self.start)
+                    .filter(|p| p.index < self.end && p.index > segment.first_index)
+                {
+                    self.offset = point.offset;
+                    self.cursor = point.index;
+                    self.batch_first = point.batch_first;
+                }
+                self.note_from = segment.note_seek_points(self.seek_stride, None);
             }
             let last_index = self.last_index_of(self.segment_pos);
             let view = self.view.as_ref().expect("view was just set");
@@ -166,6 +184,16 @@ impl WalIter {
                     self.offset as u64,
                     format!("batch continues past record {last_index}, the segment's last"),
                 ));
+            }
+            if self.offset >= self.note_from {
+                self.note_from = segment.note_seek_points(
+                    self.seek_stride,
+                    Some(SeekPoint {
+                        index: record.index,
+                        offset: self.offset,
+                        batch_first: self.batch_first,
+                    }),
+                );
             }
             self.offset += record.encoded_bytes();
             self.cursor += 1;

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::format::{self, Version, SEGMENT_HEADER_BYTES};
 use crate::iter::WalIter;
 use crate::options::{Durability, WalOptions};
-use crate::segment::{self, Segment};
+use crate::segment::{self, SeekPoint, Segment};
 use crate::spare::{self, Spares};
 use crate::sys;
 
@@ -283,7 +283,7 @@ impl Wal {
         let stats = AtomicStats::default();
         let mut segments = open_segments(&dir, &dir_file, &options, &stats)?;
         let last = Arc::clone(segments.last().expect("open_segments returns at least one"));
-        let mut recovered = segment::recover_last_segment(&last)?;
+        let mut recovered = segment::recover_last_segment(&last, options.seek_stride_bytes)?;
         let current = last.version == Version::CURRENT;
         if current && options.preallocate {
             sys::preallocate(&last.file, options.segment_bytes)
@@ -436,6 +436,7 @@ impl Wal {
             index,
             published.next_index,
             published.active_written,
+            self.inner.options.seek_stride_bytes,
         ))
     }
 
@@ -729,6 +730,20 @@ impl Inner {
         batch_bytes: u64,
     ) -> (u64, u64, Arc<Segment>) {
         let first_index = writer.next_index;
+        let mut offset = writer.write_offset as usize;
+        let stride = self.options.seek_stride_bytes;
+        writer.active.note_seek_points(
+            stride,
+            payloads.iter().enumerate().map(|(i, payload)| {
+                let point = SeekPoint {
+                    index: first_index + i as u64,
+                    offset,
+                    batch_first: first_index,
+                };
+                offset += format::record_encoded_bytes(payload.len()) as usize;
+                point
+            }),
+        );
         writer.write_offset += batch_bytes;
         writer.next_index += payloads.len() as u64;
         writer.written_pos += batch_bytes;

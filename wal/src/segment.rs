@@ -46,6 +46,19 @@ pub(crate) struct Segment {
     /// Map of the whole file, created on first read once the segment is sealed. Sealed segments
     /// never change, so one map serves every reader for the segment's lifetime.
     sealed_map: OnceLock<Arc<Mmap>>,
+    /// Where records start, at least `WalOptions::seek_stride_bytes` apart and sorted, so a reader that
+    /// starts mid-segment checks at most a stride of records before its own instead of the whole
+    /// segment (a raft follower catching up reads the log a message at a time).
+    seek_points: parking_lot::Mutex<Vec<SeekPoint>>,
+}
+
+/// Where a record starts in its segment, and where its batch starts: all a reader needs to start
+/// there with the checks it makes from the segment's first record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SeekPoint {
+    pub(crate) index: u64,
+    pub(crate) offset: usize,
+    pub(crate) batch_first: u64,
 }
 
 impl Segment {
@@ -80,6 +93,7 @@ impl Segment {
             path,
             file,
             sealed_map: OnceLock::new(),
+            seek_points: parking_lot::Mutex::new(Vec::new()),
         })
     }
 
@@ -147,11 +161,40 @@ impl Segment {
             path,
             file,
             sealed_map: OnceLock::new(),
+            seek_points: parking_lot::Mutex::new(Vec::new()),
         })
     }
 
     /// A map of the first `len` bytes, for reading the active segment. Only bytes below `len`
     /// are read through it, and those were fully written before `len` was published.
+    /// Notes the seek points among `points` (ascending, each a whole record that stays in the
+    /// log) that lie `stride` bytes past the last one noted; points only ever grow. Returns the
+    /// offset from which the next point would be taken.
+    pub(crate) fn note_seek_points(
+        &self,
+        stride: usize,
+        points: impl IntoIterator<Item = SeekPoint>,
+    ) -> usize {
+        let mut noted = self.seek_points.lock();
+        let mut next = noted
+            .last()
+            .map_or(SEGMENT_HEADER_BYTES, |p| p.offset + stride);
+        for point in points {
+            if point.offset >= next {
+                noted.push(point);
+                next = point.offset + stride;
+            }
+        }
+        next
+    }
+
+    /// The last seek point at or before record `index`.
+    pub(crate) fn seek_point(&self, index: u64) -> Option<SeekPoint> {
+        let noted = self.seek_points.lock();
+        let after = noted.partition_point(|p| p.index <= index);
+        after.checked_sub(1).map(|i| noted[i])
+    }
+
     pub(crate) fn map_prefix(&self, len: u64) -> Result<Mmap> {
         // SAFETY: the log only appends to a segment file and never truncates one while it is
         // open (recovery zeroes a torn tail before any reader exists). Bytes below `len` were
@@ -217,7 +260,7 @@ pub(crate) struct Recovered {
 /// damaged bytes and perhaps synced with them, so dropping it could drop acknowledged records.
 /// Format version 1 records do not name their batch, so there any valid record after the stop
 /// is corruption.
-pub(crate) fn recover_last_segment(segment: &Segment) -> Result<Recovered> {
+pub(crate) fn recover_last_segment(segment: &Segment, seek_stride: usize) -> Result<Recovered> {
     let path = &segment.path;
     let version = segment.version;
     let len = segment
@@ -234,9 +277,16 @@ pub(crate) fn recover_last_segment(segment: &Segment) -> Result<Recovered> {
         next_index: expected,
         write_offset: offset as u64,
     };
+    // Seek points of the batch being scanned, noted once the batch turns out whole.
+    let mut batch_points = Vec::new();
     let stop_reason: Option<String> = loop {
         match decode_record(data, offset, version) {
             Decoded::Record(record) if record.index == expected => {
+                batch_points.push(SeekPoint {
+                    index: expected,
+                    offset,
+                    batch_first: committed.next_index,
+                });
                 if let Some(batch_first) = record.batch_first {
                     if batch_first != committed.next_index {
                         return Err(Error::corruption(
@@ -257,6 +307,7 @@ pub(crate) fn recover_last_segment(segment: &Segment) -> Result<Recovered> {
                         next_index: expected,
                         write_offset: offset as u64,
                     };
+                    segment.note_seek_points(seek_stride, batch_points.drain(..));
                 }
             }
             Decoded::Record(record) => {

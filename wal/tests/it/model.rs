@@ -128,6 +128,8 @@ fn opts(dir: &std::path::Path) -> WalOptions {
     options.segment_bytes = SEGMENT_BYTES;
     options.durability = Durability::None;
     options.direct_io = DIRECT_IO.get();
+    // Small strides: reads, writes and recoveries note and use seek points all the time.
+    options.seek_stride_bytes = 64;
     options
 }
 
