@@ -493,12 +493,20 @@ impl GroupLog {
     }
 }
 
+/// An entries record read back from the backend: its position and its decoded entries.
+type ReadBack = (u64, Arc<Vec<Entry>>);
+
 /// A group's view for raft-rs; clones share the state.
 #[derive(Clone)]
 pub struct GroupStorage {
     log: Arc<RwLock<GroupLog>>,
     /// The node's backend, to read back entries no longer held in memory.
     backend: Arc<dyn LogBackend>,
+    /// The last entries record read back (its position and entries): raft reads a lagging
+    /// follower's entries a message (1 MiB) at a time from records of up to 4 MiB, so the next
+    /// read usually starts in the record the previous one ended in. A record at a position never
+    /// changes; which of its entries are live is decided by `entry_records` at each read.
+    read_back: Arc<Mutex<Option<ReadBack>>>,
 }
 
 impl std::fmt::Debug for GroupStorage {
@@ -546,14 +554,33 @@ impl GroupStorage {
                 .collect();
             let mut next = 0;
             let mut want = low;
-            if let Some(start) = records.first() {
+            // Takes the live entries `want..` of `records[next]` from its decoded `entries`.
+            let mut take = |entries: &[Entry], next: &mut usize| {
+                let live = records[*next];
+                *next += 1;
+                for entry in entries {
+                    if entry.index == want && entry.index <= live.last && want < upto {
+                        bytes += entry_bytes(entry) as u64;
+                        out.push(entry.clone());
+                        want += 1;
+                    }
+                }
+                *next < records.len() && want < upto && !full(bytes)
+            };
+            let mut more = !records.is_empty();
+            let cached = self.read_back.lock().clone();
+            if let (Some((position, entries)), Some(first)) = (&cached, records.first()) {
+                if *position == first.position {
+                    more = take(entries, &mut next);
+                }
+            }
+            if more {
+                let mut last_read = None;
                 self.backend
-                    .read_from(start.position, &mut |position, record| {
+                    .read_from(records[next].position, &mut |position, record| {
                         if position != records[next].position {
                             return Ok(true); // Another group's, or this one's state.
                         }
-                        let live = records[next];
-                        next += 1;
                         let Ok((_, Record::Entries(entries))) = decode_record(position, record)
                         else {
                             return Err(StorageError::Corrupt {
@@ -561,15 +588,13 @@ impl GroupStorage {
                                 reason: "an entries record reads back as something else".into(),
                             });
                         };
-                        for entry in entries {
-                            if entry.index == want && entry.index <= live.last && want < upto {
-                                bytes += entry_bytes(&entry) as u64;
-                                out.push(entry);
-                                want += 1;
-                            }
-                        }
-                        Ok(next < records.len() && want < upto && !full(bytes))
+                        let more = take(&entries, &mut next);
+                        last_read = Some((position, Arc::new(entries)));
+                        Ok(more)
                     })?;
+                if last_read.is_some() {
+                    *self.read_back.lock() = last_read;
+                }
             }
             if want < upto && !full(bytes) {
                 return Err(StorageError::Corrupt {
@@ -914,6 +939,7 @@ impl NodeStorage {
                         GroupStorage {
                             log: Arc::new(RwLock::new(log)),
                             backend: backend.clone(),
+                            read_back: Arc::default(),
                         },
                     )
                 })
@@ -946,6 +972,7 @@ impl NodeStorage {
         let storage = GroupStorage {
             log: Arc::new(RwLock::new(log)),
             backend: self.backend.clone(),
+            read_back: Arc::default(),
         };
         self.groups.insert(group, storage.clone());
         let cs = storage.log.read().conf_state.clone();
