@@ -17,7 +17,9 @@ pub struct Config {
     pub pre_vote: bool,
     /// Byte limit of one append message (raft-rs `max_size_per_msg`). Default 1 MiB.
     pub message_bytes_max: u64,
-    /// Append messages in flight per follower (raft-rs `max_inflight_msgs`). Default 256.
+    /// Append messages in flight per follower (raft-rs `max_inflight_msgs`): with
+    /// `message_bytes_max`, what one round may send a lagging follower (64 MiB, the transport's
+    /// bulk lane bound). Default 64.
     pub inflight_messages_max: usize,
     /// Proposals plus linearizable reads waiting for their result, per group. Past it, `propose`
     /// returns `Error::Backpressure`. Default 1024.
@@ -58,7 +60,7 @@ impl Default for Config {
             check_quorum: true,
             pre_vote: true,
             message_bytes_max: 1 << 20,
-            inflight_messages_max: 256,
+            inflight_messages_max: 64,
             in_flight_proposals_max: 1024,
             proposal_bytes_max: 16 << 20,
             apply_batch_entries_max: 256,

@@ -31,6 +31,15 @@ impl RaftMessage {
         out
     }
 
+    /// Whether the message carries entries or a snapshot (an append or a snapshot message), as
+    /// opposed to the small ones that keep a group's leadership: heartbeats, votes, responses.
+    pub fn is_bulk(&self) -> bool {
+        matches!(
+            self.message.get_msg_type(),
+            raft::eraftpb::MessageType::MsgAppend | raft::eraftpb::MessageType::MsgSnapshot
+        )
+    }
+
     /// Inverse of [`RaftMessage::encode`].
     pub fn decode(bytes: &[u8]) -> Result<RaftMessage, StorageError> {
         RaftMessage::decode_shared(&Bytes::copy_from_slice(bytes))

@@ -1,13 +1,13 @@
 //! The raft driver thread.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use consensus::{GroupId, GroupStatus, RaftMessage, RaftNode, Ticket, Transport};
-use crossbeam::channel::{self, RecvTimeoutError, TrySendError};
+use crossbeam::channel::{self, TrySendError};
 use parking_lot::RwLock;
 use tokio::sync::oneshot;
 
@@ -26,6 +26,13 @@ pub struct DriverConfig {
     /// Requests taken per loop before the node handles its ready state again, so a flood of
     /// messages cannot delay persistence and ticks. Default 256.
     pub requests_per_round_max: usize,
+    /// Received raft message batches waiting for the thread, in a queue of their own: client
+    /// proposals and calls filling theirs never drop a heartbeat or a vote. Past it (or past
+    /// `step_queue_bytes_max`) received messages are dropped like lost packets. Default 4096.
+    pub step_queue_batches_max: usize,
+    /// Bytes of entries and snapshots in the received raft messages waiting for the thread.
+    /// Default 256 MiB.
+    pub step_queue_bytes_max: usize,
 }
 
 impl Default for DriverConfig {
@@ -35,6 +42,8 @@ impl Default for DriverConfig {
             tick_ms: 100,
             queue_requests_max: 4096,
             requests_per_round_max: 256,
+            step_queue_batches_max: 4096,
+            step_queue_bytes_max: 256 << 20,
         }
     }
 }
@@ -51,8 +60,25 @@ enum Request<T: Transport> {
         group: GroupId,
         reply: oneshot::Sender<Result<u64>>,
     },
-    Step(Vec<RaftMessage>),
     Call(NodeCall<T>),
+}
+
+/// Received raft messages and the bytes they count for in the step queue.
+struct Steps {
+    messages: Vec<RaftMessage>,
+    bytes: usize,
+}
+
+/// What a raft message counts for in the step queue: its entries' and snapshot's data, plus a
+/// little for the rest.
+fn step_bytes(message: &RaftMessage) -> usize {
+    let m = &message.message;
+    64 + m
+        .get_entries()
+        .iter()
+        .map(|e| e.get_data().len())
+        .sum::<usize>()
+        + m.get_snapshot().get_data().len()
 }
 
 /// What the driver last saw of each group, published after every round so readers never wait
@@ -69,6 +95,10 @@ pub struct DriverStatus {
 /// handle stops the thread.
 pub struct RaftDriver<T: Transport + 'static> {
     sender: channel::Sender<Request<T>>,
+    steps: channel::Sender<Steps>,
+    /// Bytes of the batches in `steps` ([`step_bytes`]).
+    step_bytes_queued: Arc<AtomicUsize>,
+    step_bytes_max: usize,
     status: Arc<RwLock<DriverStatus>>,
     stop: Arc<AtomicBool>,
     thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
@@ -107,6 +137,8 @@ impl<T: Transport + 'static> RaftDriver<T> {
     {
         assert!(config.tick_ms > 0, "tick_ms must be > 0");
         let (sender, receiver) = channel::bounded(config.queue_requests_max);
+        let (steps, step_receiver) = channel::bounded(config.step_queue_batches_max);
+        let step_bytes_queued = Arc::new(AtomicUsize::new(0));
         let status = Arc::new(RwLock::new(DriverStatus::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
@@ -114,6 +146,7 @@ impl<T: Transport + 'static> RaftDriver<T> {
             let status = status.clone();
             let stop = stop.clone();
             let config = config.clone();
+            let step_bytes_queued = step_bytes_queued.clone();
             std::thread::Builder::new()
                 .name(config.name.clone())
                 .spawn(move || {
@@ -129,7 +162,12 @@ impl<T: Transport + 'static> RaftDriver<T> {
                             return;
                         }
                     };
-                    run_loop(node, &config, &receiver, &status, &stop);
+                    let inputs = Inputs {
+                        requests: &receiver,
+                        steps: &step_receiver,
+                        step_bytes_queued: &step_bytes_queued,
+                    };
+                    run_loop(node, &config, &inputs, &status, &stop);
                     status.write().stopped = true;
                 })
                 .map_err(Error::Spawn)?
@@ -146,6 +184,9 @@ impl<T: Transport + 'static> RaftDriver<T> {
         }
         Ok(RaftDriver {
             sender,
+            steps,
+            step_bytes_queued,
+            step_bytes_max: config.step_queue_bytes_max,
             status,
             stop,
             thread: parking_lot::Mutex::new(Some(thread)),
@@ -182,9 +223,30 @@ impl<T: Transport + 'static> RaftDriver<T> {
         wait(rx, timeout).await
     }
 
-    /// Hands received raft messages to the node; dropped when the queue is full (raft retries).
+    /// Hands received raft messages to the node through the step queue; dropped when it is
+    /// full (raft retries).
     pub fn step(&self, messages: Vec<RaftMessage>) -> Result<()> {
-        self.send(Request::Step(messages))
+        let bytes: usize = messages.iter().map(step_bytes).sum();
+        let queued = self.step_bytes_queued.fetch_add(bytes, Ordering::AcqRel);
+        let refuse = |queued_bytes: &AtomicUsize, e: Error| {
+            queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
+            Err(e)
+        };
+        // One batch always fits an empty queue, however large.
+        if queued > 0 && queued.saturating_add(bytes) > self.step_bytes_max {
+            return refuse(
+                &self.step_bytes_queued,
+                Error::Backpressure(self.step_bytes_max),
+            );
+        }
+        match self.steps.try_send(Steps { messages, bytes }) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => refuse(
+                &self.step_bytes_queued,
+                Error::Backpressure(self.steps.capacity().unwrap_or(0)),
+            ),
+            Err(TrySendError::Disconnected(_)) => refuse(&self.step_bytes_queued, Error::Stopped),
+        }
     }
 
     /// Runs `f` on the driver thread with the node (create a group, transfer leadership, set
@@ -265,10 +327,23 @@ pub fn entropy_seed(node_id: u64) -> u64 {
     std::collections::hash_map::RandomState::new().hash_one((node_id, std::process::id(), nanos))
 }
 
+/// The driver thread's two queues.
+struct Inputs<'a, T: Transport> {
+    requests: &'a channel::Receiver<Request<T>>,
+    steps: &'a channel::Receiver<Steps>,
+    step_bytes_queued: &'a AtomicUsize,
+}
+
+/// One thing taken from a queue.
+enum Input<T: Transport> {
+    Request(Request<T>),
+    Steps(Steps),
+}
+
 fn run_loop<T: Transport>(
     mut node: RaftNode<T>,
     config: &DriverConfig,
-    receiver: &channel::Receiver<Request<T>>,
+    inputs: &Inputs<'_, T>,
     status: &RwLock<DriverStatus>,
     stop: &AtomicBool,
 ) {
@@ -283,26 +358,23 @@ fn run_loop<T: Transport>(
         } else {
             next_tick.saturating_duration_since(Instant::now())
         };
-        let mut taken = 0;
-        let first = match receiver.recv_timeout(wait_for) {
-            Ok(request) => Some(request),
-            Err(RecvTimeoutError::Timeout) => None,
-            // Every handle is gone: nobody can ask for anything any more.
-            Err(RecvTimeoutError::Disconnected) => break,
+        let first = channel::select! {
+            recv(inputs.steps) -> steps => steps.ok().map(Input::Steps),
+            recv(inputs.requests) -> request => match request {
+                Ok(request) => Some(Input::Request(request)),
+                // Every handle is gone: nobody can ask for anything any more.
+                Err(_) => break,
+            },
+            default(wait_for) => None,
         };
+        // Raft messages first, then requests, each up to the round's bound.
         let mut next = first;
-        while let Some(request) = next.take() {
-            taken += 1;
-            match request {
-                Request::Propose { group, data, reply } => match node.propose(group, data) {
-                    Ok(ticket) => proposals.push(Pending { ticket, reply }),
-                    Err(e) => drop(reply.send(Err(e.into()))),
-                },
-                Request::ReadIndex { group, reply } => match node.read_index(group) {
-                    Ok(ticket) => reads.push(Pending { ticket, reply }),
-                    Err(e) => drop(reply.send(Err(e.into()))),
-                },
-                Request::Step(messages) => {
+        let (mut steps_taken, mut requests_taken) = (0, 0);
+        while let Some(input) = next.take() {
+            match input {
+                Input::Steps(Steps { messages, bytes }) => {
+                    steps_taken += 1;
+                    inputs.step_bytes_queued.fetch_sub(bytes, Ordering::AcqRel);
                     for message in messages {
                         let group = message.group;
                         // A message for a group not (yet) hosted here, or one raft refuses, is
@@ -312,11 +384,33 @@ fn run_loop<T: Transport>(
                         }
                     }
                 }
-                Request::Call(f) => f(&mut node),
+                Input::Request(request) => {
+                    requests_taken += 1;
+                    match request {
+                        Request::Propose { group, data, reply } => {
+                            match node.propose(group, data) {
+                                Ok(ticket) => proposals.push(Pending { ticket, reply }),
+                                Err(e) => drop(reply.send(Err(e.into()))),
+                            }
+                        }
+                        Request::ReadIndex { group, reply } => match node.read_index(group) {
+                            Ok(ticket) => reads.push(Pending { ticket, reply }),
+                            Err(e) => drop(reply.send(Err(e.into()))),
+                        },
+                        Request::Call(f) => f(&mut node),
+                    }
+                }
             }
-            if taken < config.requests_per_round_max {
-                next = receiver.try_recv().ok();
-            }
+            let step = (steps_taken < config.requests_per_round_max)
+                .then(|| inputs.steps.try_recv().ok())
+                .flatten()
+                .map(Input::Steps);
+            next = step.or_else(|| {
+                (requests_taken < config.requests_per_round_max)
+                    .then(|| inputs.requests.try_recv().ok())
+                    .flatten()
+                    .map(Input::Request)
+            });
         }
         let now = Instant::now();
         if now >= next_tick {

@@ -1,6 +1,7 @@
 //! The networked raft transport over tonic.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,8 +29,12 @@ pub type AddressBook = Arc<RwLock<BTreeMap<NodeId, String>>>;
 /// Limits of the transport.
 #[derive(Clone, Debug)]
 pub struct TransportConfig {
-    /// Encoded messages queued per peer; past it new ones are dropped. Default 4096.
+    /// Encoded messages queued per peer and lane; past it new ones are dropped. Default 4096.
     pub queue_messages_max: usize,
+    /// Encoded bytes of appends and snapshots (the bulk lane) queued per peer; past it new ones
+    /// are dropped, as raft expects of a lossy network, and a lagging follower's catch-up
+    /// cannot queue gigabytes (REVIEW M5). Default 64 MiB.
+    pub queue_bytes_max: usize,
     /// Messages per RPC. Default 256.
     pub batch_messages_max: usize,
     /// Encoded bytes per RPC; a batch closes before a message that would pass it (a single larger
@@ -51,6 +56,7 @@ impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig {
             queue_messages_max: 4096,
+            queue_bytes_max: 64 << 20,
             batch_messages_max: 256,
             batch_bytes_max: 8 << 20,
             message_bytes_max: 64 << 20,
@@ -62,6 +68,11 @@ impl Default for TransportConfig {
 
 /// Sends raft messages as `RaftMessageBatch` RPCs. Best effort, never blocking the raft thread:
 /// a full queue or a failed RPC drops messages, which raft retransmits.
+///
+/// Each peer has two lanes, each its own queue, task, stream and connection: appends and
+/// snapshots (bulk, bounded in bytes) and everything else (control: heartbeats, votes, append
+/// responses, bounded in messages). A heartbeat never waits behind megabytes of a lagging
+/// follower's catch-up, so the catch-up cannot starve the group's leadership (check-quorum).
 #[derive(Clone)]
 pub struct GrpcTransport {
     from: NodeId,
@@ -69,7 +80,41 @@ pub struct GrpcTransport {
     addresses: AddressBook,
     config: TransportConfig,
     runtime: tokio::runtime::Handle,
-    peers: Arc<Mutex<BTreeMap<NodeId, mpsc::Sender<Bytes>>>>,
+    peers: Arc<Mutex<BTreeMap<NodeId, PeerLanes>>>,
+}
+
+/// The two lanes to one peer.
+#[derive(Clone)]
+struct PeerLanes {
+    control: Lane,
+    bulk: Lane,
+}
+
+/// One lane's queue and the bytes waiting in it.
+#[derive(Clone)]
+struct Lane {
+    queue: mpsc::Sender<Bytes>,
+    queued_bytes: Arc<AtomicUsize>,
+    /// Past this many queued bytes, messages are dropped (`usize::MAX`: no byte bound).
+    bytes_max: usize,
+}
+
+impl Lane {
+    /// Queues `message`, or drops it when the lane is full.
+    fn offer(&self, message: Bytes) -> bool {
+        let len = message.len();
+        let queued = self.queued_bytes.fetch_add(len, Ordering::AcqRel);
+        // One message always fits an empty lane, however large.
+        if queued > 0 && queued.saturating_add(len) > self.bytes_max {
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            return false;
+        }
+        if self.queue.try_send(message).is_err() {
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
 }
 
 impl std::fmt::Debug for GrpcTransport {
@@ -100,14 +145,9 @@ impl GrpcTransport {
         }
     }
 
-    fn peer_queue(&self, to: NodeId) -> mpsc::Sender<Bytes> {
-        let mut peers = self.peers.lock();
-        if let Some(queue) = peers.get(&to) {
-            if !queue.is_closed() {
-                return queue.clone();
-            }
-        }
-        let (tx, rx) = mpsc::channel(self.config.queue_messages_max);
+    fn lane(&self, to: NodeId, bytes_max: usize) -> Lane {
+        let (queue, rx) = mpsc::channel(self.config.queue_messages_max);
+        let queued_bytes = Arc::new(AtomicUsize::new(0));
         self.runtime.spawn(peer_task(
             self.from,
             to,
@@ -115,17 +155,41 @@ impl GrpcTransport {
             self.addresses.clone(),
             self.config.clone(),
             rx,
+            queued_bytes.clone(),
         ));
-        peers.insert(to, tx.clone());
-        tx
+        Lane {
+            queue,
+            queued_bytes,
+            bytes_max,
+        }
+    }
+
+    fn peer_lanes(&self, to: NodeId) -> PeerLanes {
+        let mut peers = self.peers.lock();
+        if let Some(lanes) = peers.get(&to) {
+            if !lanes.control.queue.is_closed() && !lanes.bulk.queue.is_closed() {
+                return lanes.clone();
+            }
+        }
+        let lanes = PeerLanes {
+            control: self.lane(to, usize::MAX),
+            bulk: self.lane(to, self.config.queue_bytes_max),
+        };
+        peers.insert(to, lanes.clone());
+        lanes
     }
 }
 
 impl Transport for GrpcTransport {
     fn send(&self, to_node: NodeId, messages: Vec<RaftMessage>) {
-        let queue = self.peer_queue(to_node);
+        let lanes = self.peer_lanes(to_node);
         for message in messages {
-            if queue.try_send(Bytes::from(message.encode())).is_err() {
+            let lane = if message.is_bulk() {
+                &lanes.bulk
+            } else {
+                &lanes.control
+            };
+            if !lane.offer(Bytes::from(message.encode())) {
                 tracing::trace!(to_node, "raft message dropped: peer queue full");
             }
         }
@@ -204,6 +268,7 @@ async fn peer_task(
     addresses: AddressBook,
     config: TransportConfig,
     mut rx: mpsc::Receiver<Bytes>,
+    queued_bytes: Arc<AtomicUsize>,
 ) {
     let mut stream: Option<PeerStream> = None;
     // A message that did not fit the previous batch opens the next one.
@@ -217,6 +282,8 @@ async fn peer_task(
             },
         };
         let messages = fill_batch(first, &mut rx, &config, &mut carried);
+        let taken: usize = messages.iter().map(Bytes::len).sum();
+        queued_bytes.fetch_sub(taken, Ordering::AcqRel);
         let Some(address) = addresses.read().get(&to).cloned() else {
             tracing::debug!(
                 to,
