@@ -51,6 +51,17 @@ pub enum Command {
         /// `host:port` of its session service.
         rpc_address: String,
     },
+    /// Registers a DataNode that has no stored identity (a first start, or a data directory
+    /// lost or wiped) under a new id, whatever address it comes from: a node that lost its data
+    /// lost its raft logs and votes, and must never vote or acknowledge as its old self (REVIEW
+    /// H3). Replaces `RegisterDataNode` with `data_node_id` 0, whose entries (written before)
+    /// still apply as they did: the old id for a known internal address.
+    RegisterNewDataNode {
+        /// `host:port` of its internal service.
+        internal_address: String,
+        /// `host:port` of its session service.
+        rpc_address: String,
+    },
     /// The leader's failure detector changed a DataNode's status.
     SetDataNodeStatus {
         /// The DataNode.
@@ -128,6 +139,7 @@ mod kind {
     /// CREATE_TIMESERIES whose series carry their declared encoding and compressor (names,
     /// `str16` each, empty when undeclared) after the type; written only when one declares.
     pub const CREATE_TIMESERIES_WITH_CODECS: u8 = 10;
+    pub const REGISTER_NEW_DATA_NODE: u8 = 11;
 }
 
 impl Command {
@@ -143,6 +155,14 @@ impl Command {
             } => {
                 w.u8(kind::REGISTER_DATA_NODE);
                 w.u64(*data_node_id);
+                w.str16(internal_address);
+                w.str16(rpc_address);
+            }
+            Command::RegisterNewDataNode {
+                internal_address,
+                rpc_address,
+            } => {
+                w.u8(kind::REGISTER_NEW_DATA_NODE);
                 w.str16(internal_address);
                 w.str16(rpc_address);
             }
@@ -244,6 +264,10 @@ impl Command {
         let command = match r.u8()? {
             kind::REGISTER_DATA_NODE => Command::RegisterDataNode {
                 data_node_id: r.u64()?,
+                internal_address: r.str16()?,
+                rpc_address: r.str16()?,
+            },
+            kind::REGISTER_NEW_DATA_NODE => Command::RegisterNewDataNode {
                 internal_address: r.str16()?,
                 rpc_address: r.str16()?,
             },
@@ -554,6 +578,14 @@ pub(crate) mod tests {
                 2, 10, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 2, 3, 0, b'R', b'L', b'E', 0, 0,
             ],
         );
+        // A registration without an id (kind 11): always a new node.
+        golden(
+            Command::RegisterNewDataNode {
+                internal_address: "h:1".into(),
+                rpc_address: "h:2".into(),
+            },
+            &[2, 11, 3, 0, b'h', b':', b'1', 3, 0, b'h', b':', b'2'],
+        );
         // A name the type does not take is refused, not stored.
         let bad = [
             2, 10, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 5, 3, 0, b'R', b'L', b'E', 0, 0,
@@ -618,6 +650,10 @@ pub(crate) mod tests {
         prop_oneof![
             (0u64..4, name, name).prop_map(|(id, a, b)| Command::RegisterDataNode {
                 data_node_id: id,
+                internal_address: a,
+                rpc_address: b,
+            }),
+            (name, name).prop_map(|(a, b)| Command::RegisterNewDataNode {
                 internal_address: a,
                 rpc_address: b,
             }),

@@ -261,10 +261,18 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             ));
             return Ok(Response::new(resp));
         };
-        let command = Command::RegisterDataNode {
-            data_node_id: req.data_node_id,
-            internal_address: proto::endpoint(&internal),
-            rpc_address: proto::endpoint(&rpc),
+        // A node without a stored id is a new node, even on a known address (REVIEW H3).
+        let command = if req.data_node_id == 0 {
+            Command::RegisterNewDataNode {
+                internal_address: proto::endpoint(&internal),
+                rpc_address: proto::endpoint(&rpc),
+            }
+        } else {
+            Command::RegisterDataNode {
+                data_node_id: req.data_node_id,
+                internal_address: proto::endpoint(&internal),
+                rpc_address: proto::endpoint(&rpc),
+            }
         };
         let (id, epoch) = match try_status!(self.shared.group.propose(command).await, empty) {
             CommandResult::Registered {

@@ -495,7 +495,11 @@ impl MetadataState {
                 data_node_id,
                 internal_address,
                 rpc_address,
-            } => self.register(*data_node_id, internal_address, rpc_address),
+            } => self.register(*data_node_id, internal_address, rpc_address, true),
+            Command::RegisterNewDataNode {
+                internal_address,
+                rpc_address,
+            } => self.register(0, internal_address, rpc_address, false),
             Command::SetDataNodeStatus {
                 data_node_id,
                 status,
@@ -600,6 +604,7 @@ impl MetadataState {
         data_node_id: u64,
         internal_address: &str,
         rpc_address: &str,
+        reuse_by_address: bool,
     ) -> Result<CommandResult, MetadataError> {
         for address in [internal_address, rpc_address] {
             if address.is_empty() || address.len() > PATH_BYTES_MAX {
@@ -609,15 +614,18 @@ impl MetadataState {
                 });
             }
         }
-        // A DataNode that lost its id file comes back on the same internal address: it is the
-        // same node, not a second one, so it gets its old id and a new epoch.
+        // Without an id the node is new (`RegisterNewDataNode`). Only entries written before
+        // that command (`RegisterDataNode` with id 0) gave a known internal address its old id,
+        // and they replay as they applied.
         let id = if data_node_id != 0 {
             data_node_id
-        } else {
+        } else if reuse_by_address {
             self.data_nodes
                 .values()
                 .find(|n| n.internal_address == internal_address)
                 .map_or(self.next_data_node_id, |n| n.id)
+        } else {
+            self.next_data_node_id
         };
         if !self.data_nodes.contains_key(&id) && self.data_nodes.len() >= DATA_NODES_MAX {
             return Err(MetadataError::Limit(format!(
@@ -1278,6 +1286,37 @@ mod tests {
         assert_eq!(h.register(0, "a:1"), (1, 3));
         assert_eq!(h.register(0, "b:1"), (2, 1));
         assert_eq!(h.state.data_node(1).unwrap().status, NodeStatus::Running);
+    }
+
+    /// REVIEW H3: a DataNode that lost its identity (its data directory wiped) and comes back on
+    /// a known address is a new node with a new id; the old id keeps its record (and regions)
+    /// and is never handed out again. Entries of the old command replay as they applied.
+    #[test]
+    fn a_node_without_an_identity_is_new_even_on_a_known_address() {
+        let mut h = Harness::new();
+        assert_eq!(h.register(0, "a:1"), (1, 1));
+        let registered = h
+            .apply(Command::RegisterNewDataNode {
+                internal_address: "a:1".into(),
+                rpc_address: "a:1-rpc".into(),
+            })
+            .unwrap();
+        assert_eq!(
+            registered,
+            CommandResult::Registered {
+                data_node_id: 2,
+                incarnation_epoch: 1
+            }
+        );
+        let old = h.state.data_node(1).unwrap();
+        assert_eq!(
+            (old.incarnation_epoch, old.internal_address.as_str()),
+            (1, "a:1")
+        );
+        // The new node keeps its id from then on; the old one's id is still its own.
+        assert_eq!(h.register(2, "a:1"), (2, 2));
+        assert_eq!(h.register(1, "a:1"), (1, 2));
+        assert_eq!(h.register(0, "c:1"), (3, 1));
     }
 
     #[test]
