@@ -76,6 +76,8 @@ pub(crate) struct Shared {
     pub coordinator: Arc<Coordinator>,
     pub metrics: Arc<Metrics>,
     pub hooks: TestHooks,
+    /// Region digests computed at once (one: each reads every point of a region).
+    pub digests: tokio::sync::Semaphore,
     next_session: AtomicU64,
 }
 
@@ -367,6 +369,7 @@ fn assemble(
         coordinator,
         metrics,
         hooks: TestHooks::default(),
+        digests: tokio::sync::Semaphore::new(1),
         next_session: AtomicU64::new(1),
     }))
 }

@@ -470,7 +470,8 @@ impl SessionService for SessionServiceImpl {
         &self,
         request: Request<proto::RegionDigestReq>,
     ) -> RpcResult<proto::RegionDigestResp> {
-        let wanted = request.into_inner().region_id;
+        let request = request.into_inner();
+        let wanted = request.region_id;
         let regions: Vec<(u64, Arc<engine::DataRegion>)> = self
             .shared
             .host
@@ -478,15 +479,38 @@ impl SessionService for SessionServiceImpl {
             .into_iter()
             .filter(|(id, _)| wanted == 0 || *id == wanted)
             .collect();
+        let node = self.shared.identity.node_id;
         let mut digests = Vec::new();
         for (id, region) in regions {
-            match region.digest() {
+            let is_leader = self.shared.host.leads(id);
+            if request.leaders_only {
+                digests.push(proto::RegionDigest {
+                    region_id: id,
+                    data_node_id: node,
+                    applied_index: region.applied_index(),
+                    digest: 0,
+                    is_leader,
+                });
+                continue;
+            }
+            // A digest reads every point of the region: off the runtime's workers (the lease
+            // monitor and heartbeats run there), one at a time per node.
+            let _one = self
+                .shared
+                .digests
+                .acquire()
+                .await
+                .map_err(|_| tonic::Status::unavailable("shutting down"))?;
+            let digest = tokio::task::spawn_blocking(move || region.digest())
+                .await
+                .map_err(|e| tonic::Status::internal(format!("digest task: {e}")))?;
+            match digest {
                 Ok(d) => digests.push(proto::RegionDigest {
                     region_id: id,
-                    data_node_id: self.shared.identity.node_id,
+                    data_node_id: node,
                     applied_index: d.applied_index,
                     digest: d.hash,
-                    is_leader: self.shared.host.leads(id),
+                    is_leader,
                 }),
                 Err(e) => {
                     let s = e.status();

@@ -654,6 +654,34 @@ impl Session {
     /// address; need not be one of this session's endpoints). One attempt, no retry elsewhere:
     /// the answer is about that DataNode only.
     pub async fn region_digests_at(&self, endpoint: &str) -> Result<Vec<RegionDigestView>> {
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
+        self.region_replicas_at(endpoint, false, timeout).await
+    }
+
+    /// [`Session::region_digests_at`] waiting up to `timeout` instead of the request timeout: a
+    /// digest reads every point of a region, which takes seconds for tens of millions.
+    pub async fn region_digests_within(
+        &self,
+        endpoint: &str,
+        timeout: Duration,
+    ) -> Result<Vec<RegionDigestView>> {
+        self.region_replicas_at(endpoint, false, timeout).await
+    }
+
+    /// Like [`Session::region_digests_at`] without the digests (each `digest` is 0): which
+    /// regions the DataNode holds, their applied indexes and which it leads, cheaply however
+    /// much data they hold.
+    pub async fn region_leaders_at(&self, endpoint: &str) -> Result<Vec<RegionDigestView>> {
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
+        self.region_replicas_at(endpoint, true, timeout).await
+    }
+
+    async fn region_replicas_at(
+        &self,
+        endpoint: &str,
+        leaders_only: bool,
+        timeout: Duration,
+    ) -> Result<Vec<RegionDigestView>> {
         let mut client = match self.endpoints.iter().position(|e| e == endpoint) {
             Some(i) => self.clients[i].clone(),
             None => lazy_client(endpoint, &self.config)?,
@@ -661,13 +689,13 @@ impl Session {
         let request = proto::RegionDigestReq {
             session_id: self.session_id,
             region_id: 0,
+            leaders_only,
         };
-        let timeout = Duration::from_millis(self.config.request_timeout_ms);
         let answer = match tokio::time::timeout(timeout, client.region_digest(request)).await {
             Err(_elapsed) => {
                 return Err(SessionError::Timeout {
                     endpoint: endpoint.to_string(),
-                    timeout_ms: self.config.request_timeout_ms,
+                    timeout_ms: timeout.as_millis() as u64,
                 })
             }
             Ok(Err(status)) if connection_failure(&status) => {

@@ -657,7 +657,7 @@ fn region_contents(
     .collect();
     let mut leaders: BTreeMap<u64, Option<usize>> = BTreeMap::new();
     for j in 0..cluster.data_nodes.len() {
-        for d in cluster.digests(session, j)? {
+        for d in cluster.replicas(session, j)? {
             let l = leaders.entry(d.region_id).or_default();
             if d.is_leader {
                 *l = Some(j);
@@ -719,6 +719,29 @@ pub fn converged_digests(cluster: &Cluster, session: &Session) -> Result<usize> 
         Duration::from_secs(60),
         Duration::from_millis(300),
         || {
+            // First the cheap view (no digests) until every region's replicas share an applied
+            // index; only then the digests, which read every point.
+            let mut applied: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+            for j in 0..cluster.data_nodes.len() {
+                match cluster.replicas(session, j) {
+                    Ok(rs) => {
+                        for r in rs {
+                            applied
+                                .entry(r.region_id)
+                                .or_default()
+                                .insert(r.applied_index);
+                        }
+                    }
+                    Err(e) => {
+                        last = format!("datanode-{}: {e}", j + 1);
+                        return None;
+                    }
+                }
+            }
+            if let Some((region, indexes)) = applied.iter().find(|(_, a)| a.len() != 1) {
+                last = format!("region {region}: replicas at applied indexes {indexes:?}");
+                return None;
+            }
             let mut regions: BTreeMap<u64, Vec<(u64, u64, u64)>> = BTreeMap::new();
             for j in 0..cluster.data_nodes.len() {
                 match cluster.digests(session, j) {

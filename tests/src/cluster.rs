@@ -62,6 +62,10 @@ pub struct ClusterConfig {
     pub memtable_flush_age_ms: u64,
     /// `compaction_files_min`.
     pub compaction_files_min: u64,
+    /// `dn_raft_entry_cache_bytes`.
+    pub raft_entry_cache_bytes: u64,
+    /// `dn_raft_unapplied_bytes_max`.
+    pub raft_unapplied_bytes_max: u64,
 }
 
 impl Default for ClusterConfig {
@@ -83,6 +87,8 @@ impl Default for ClusterConfig {
             dn_rpc_timeout_ms: 1500,
             memtable_flush_age_ms: 600_000,
             compaction_files_min: 4,
+            raft_entry_cache_bytes: 256 << 20,
+            raft_unapplied_bytes_max: 256 << 20,
         }
     }
 }
@@ -253,6 +259,14 @@ impl Cluster {
                 (
                     "--compaction-files-min",
                     config.compaction_files_min.to_string(),
+                ),
+                (
+                    "--dn-raft-entry-cache-bytes",
+                    config.raft_entry_cache_bytes.to_string(),
+                ),
+                (
+                    "--dn-raft-unapplied-bytes-max",
+                    config.raft_unapplied_bytes_max.to_string(),
                 ),
             ];
             data_nodes.push(NodeProcess::new(
@@ -497,11 +511,12 @@ impl Cluster {
         Ok(Arc::new(self.session_on(&all, Self::session_config())?))
     }
 
-    /// DataNode `j`'s region replicas.
+    /// DataNode `j`'s region replicas with their digests (each reads every point of its region:
+    /// up to two minutes).
     pub fn digests(&self, session: &Session, j: usize) -> Result<Vec<RegionDigestView>> {
-        Ok(self
-            .runtime
-            .block_on(session.region_digests_at(&self.dn_endpoint(j)))?)
+        Ok(self.runtime.block_on(
+            session.region_digests_within(&self.dn_endpoint(j), Duration::from_secs(120)),
+        )?)
     }
 
     /// Maps each DataNode id (assigned by the ConfigNode) to its index here.
@@ -517,9 +532,16 @@ impl Cluster {
         Ok(ids)
     }
 
+    /// DataNode `j`'s region replicas without digests: ids, applied indexes, leadership.
+    pub fn replicas(&self, session: &Session, j: usize) -> Result<Vec<RegionDigestView>> {
+        Ok(self
+            .runtime
+            .block_on(session.region_leaders_at(&self.dn_endpoint(j)))?)
+    }
+
     /// Regions DataNode `j` leads, by its own account (`None` when it does not answer).
     pub fn regions_led(&self, session: &Session, j: usize) -> Option<Vec<u64>> {
-        let digests = self.digests(session, j).ok()?;
+        let digests = self.replicas(session, j).ok()?;
         Some(
             digests
                 .iter()
@@ -561,7 +583,7 @@ impl Cluster {
             || {
                 let mut replicas: BTreeMap<u64, usize> = BTreeMap::new();
                 for j in 0..self.data_nodes.len() {
-                    for d in self.digests(&session, j).ok()? {
+                    for d in self.replicas(&session, j).ok()? {
                         *replicas.entry(d.region_id).or_default() += usize::from(d.is_leader);
                     }
                 }

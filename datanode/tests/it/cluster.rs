@@ -83,6 +83,7 @@ async fn a_tablet_over_several_partitions_and_regions_is_written_through_one_nod
             .region_digest(proto::RegionDigestReq {
                 session_id: 1,
                 region_id: 0,
+                leaders_only: false,
             })
             .await
             .unwrap()
@@ -298,6 +299,7 @@ async fn delete_timeseries_invalidates_every_cache_and_deletes_the_data_on_every
                 .region_digest(proto::RegionDigestReq {
                     session_id: 1,
                     region_id: 0,
+                    leaders_only: false,
                 })
                 .await
                 .unwrap()
