@@ -131,3 +131,88 @@ fn a_failing_factory_is_reported_by_spawn() {
         Err(runtime::Error::Consensus(consensus::Error::Config(_)))
     ));
 }
+
+/// A raft message of `group` carrying one entry of `bytes` bytes.
+fn message_with(group: u64, bytes: usize) -> consensus::RaftMessage {
+    let mut message = raft::eraftpb::Message::default();
+    message.mut_entries().push(raft::eraftpb::Entry {
+        data: vec![0u8; bytes].into(),
+        ..Default::default()
+    });
+    consensus::RaftMessage { group, message }
+}
+
+/// REVIEW M5 / issue 18 item 5: received raft messages have a queue of their own, so a flood of
+/// client requests that fills the request queue (proposals refused with backpressure) never
+/// drops a heartbeat; that queue is bounded in bytes of entries as well as in batches.
+#[tokio::test]
+async fn raft_messages_are_taken_while_requests_are_refused() {
+    let clock = Arc::new(MonotonicClock::default());
+    let network = MemNetwork::new(1, clock.clone(), 1024);
+    let config = DriverConfig {
+        name: "test-raft".into(),
+        tick_ms: 5,
+        queue_requests_max: 4,
+        step_queue_batches_max: 16,
+        step_queue_bytes_max: 1 << 20,
+        ..DriverConfig::default()
+    };
+    let d = Arc::new(
+        RaftDriver::spawn(config, move || {
+            let mut node = RaftNode::new(
+                1,
+                consensus::Config::default(),
+                clock,
+                network.endpoint(1),
+                Box::new(MemLog::default()),
+            )?;
+            node.create_group(7, &[1], Box::new(Counter::default()))?;
+            Ok(node)
+        })
+        .expect("driver starts"),
+    );
+    wait_leader(&d).await;
+    // Hold the thread, then flood the request queue with proposals until it refuses.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let d = d.clone();
+        tokio::spawn(async move { d.call(move |_| held.recv().is_ok()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut flood = Vec::new();
+    let refused = loop {
+        let d2 = d.clone();
+        let proposal =
+            tokio::spawn(
+                async move { d2.propose(7, b"x".to_vec(), Duration::from_secs(10)).await },
+            );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        if proposal.is_finished() {
+            break proposal.await.unwrap();
+        }
+        flood.push(proposal);
+        assert!(flood.len() <= 8, "the request queue never filled");
+    };
+    assert!(
+        matches!(refused, Err(runtime::Error::Backpressure(_))),
+        "{refused:?}"
+    );
+    // Raft messages still go in, up to the step queue's byte bound (one batch always fits).
+    d.step(vec![message_with(99, 0)])
+        .expect("a heartbeat-sized batch is taken");
+    d.step(vec![message_with(99, 600 << 10)])
+        .expect("600 KiB fit in 1 MiB");
+    assert!(matches!(
+        d.step(vec![message_with(99, 600 << 10)]),
+        Err(runtime::Error::Backpressure(_))
+    ));
+    release.send(()).unwrap();
+    holder.await.unwrap().unwrap();
+    for proposal in flood {
+        proposal.await.unwrap().expect("queued proposals complete");
+    }
+    // Once taken, the queue has room again.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    d.step(vec![message_with(99, 600 << 10)])
+        .expect("the queue drained");
+}
