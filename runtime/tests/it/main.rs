@@ -46,26 +46,28 @@ impl StateMachine for Counter {
 }
 
 fn driver() -> RaftDriver<MemTransport> {
+    driver_with(DriverConfig {
+        name: "test-raft".into(),
+        tick_ms: 5,
+        ..DriverConfig::default()
+    })
+}
+
+/// A one-node driver hosting group 7 (a `Counter`).
+fn driver_with(config: DriverConfig) -> RaftDriver<MemTransport> {
     let clock = Arc::new(MonotonicClock::default());
     let network = MemNetwork::new(1, clock.clone(), 1024);
-    RaftDriver::spawn(
-        DriverConfig {
-            name: "test-raft".into(),
-            tick_ms: 5,
-            ..DriverConfig::default()
-        },
-        move || {
-            let mut node = RaftNode::new(
-                1,
-                consensus::Config::default(),
-                clock,
-                network.endpoint(1),
-                Box::new(MemLog::default()),
-            )?;
-            node.create_group(7, &[1], Box::new(Counter::default()))?;
-            Ok(node)
-        },
-    )
+    RaftDriver::spawn(config, move || {
+        let mut node = RaftNode::new(
+            1,
+            consensus::Config::default(),
+            clock,
+            network.endpoint(1),
+            Box::new(MemLog::default()),
+        )?;
+        node.create_group(7, &[1], Box::new(Counter::default()))?;
+        Ok(node)
+    })
     .expect("driver starts")
 }
 
@@ -147,30 +149,14 @@ fn message_with(group: u64, bytes: usize) -> consensus::RaftMessage {
 /// drops a heartbeat; that queue is bounded in bytes of entries as well as in batches.
 #[tokio::test]
 async fn raft_messages_are_taken_while_requests_are_refused() {
-    let clock = Arc::new(MonotonicClock::default());
-    let network = MemNetwork::new(1, clock.clone(), 1024);
-    let config = DriverConfig {
+    let d = Arc::new(driver_with(DriverConfig {
         name: "test-raft".into(),
         tick_ms: 5,
         queue_requests_max: 4,
         step_queue_batches_max: 16,
         step_queue_bytes_max: 1 << 20,
         ..DriverConfig::default()
-    };
-    let d = Arc::new(
-        RaftDriver::spawn(config, move || {
-            let mut node = RaftNode::new(
-                1,
-                consensus::Config::default(),
-                clock,
-                network.endpoint(1),
-                Box::new(MemLog::default()),
-            )?;
-            node.create_group(7, &[1], Box::new(Counter::default()))?;
-            Ok(node)
-        })
-        .expect("driver starts"),
-    );
+    }));
     wait_leader(&d).await;
     // Hold the thread, then flood the request queue with proposals until it refuses.
     let (release, held) = std::sync::mpsc::channel::<()>();
