@@ -1,7 +1,7 @@
 //! The raft driver thread.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -11,6 +11,7 @@ use crossbeam::channel::{self, TrySendError};
 use parking_lot::RwLock;
 use tokio::sync::oneshot;
 
+use crate::budget::ByteBudget;
 use crate::error::{Error, Result};
 
 /// Settings of a driver.
@@ -96,9 +97,8 @@ pub struct DriverStatus {
 pub struct RaftDriver<T: Transport + 'static> {
     sender: channel::Sender<Request<T>>,
     steps: channel::Sender<Steps>,
-    /// Bytes of the batches in `steps` ([`step_bytes`]).
-    step_bytes_queued: Arc<AtomicUsize>,
-    step_bytes_max: usize,
+    /// Bytes of the batches in `steps` ([`step_bytes`]) and their bound.
+    step_budget: Arc<ByteBudget>,
     status: Arc<RwLock<DriverStatus>>,
     stop: Arc<AtomicBool>,
     thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
@@ -138,7 +138,7 @@ impl<T: Transport + 'static> RaftDriver<T> {
         assert!(config.tick_ms > 0, "tick_ms must be > 0");
         let (sender, receiver) = channel::bounded(config.queue_requests_max);
         let (steps, step_receiver) = channel::bounded(config.step_queue_batches_max);
-        let step_bytes_queued = Arc::new(AtomicUsize::new(0));
+        let step_budget = Arc::new(ByteBudget::new(config.step_queue_bytes_max));
         let status = Arc::new(RwLock::new(DriverStatus::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
@@ -146,7 +146,7 @@ impl<T: Transport + 'static> RaftDriver<T> {
             let status = status.clone();
             let stop = stop.clone();
             let config = config.clone();
-            let step_bytes_queued = step_bytes_queued.clone();
+            let step_budget = step_budget.clone();
             std::thread::Builder::new()
                 .name(config.name.clone())
                 .spawn(move || {
@@ -165,7 +165,7 @@ impl<T: Transport + 'static> RaftDriver<T> {
                     let inputs = Inputs {
                         requests: &receiver,
                         steps: &step_receiver,
-                        step_bytes_queued: &step_bytes_queued,
+                        step_budget: &step_budget,
                     };
                     run_loop(node, &config, &inputs, &status, &stop);
                     status.write().stopped = true;
@@ -185,8 +185,7 @@ impl<T: Transport + 'static> RaftDriver<T> {
         Ok(RaftDriver {
             sender,
             steps,
-            step_bytes_queued,
-            step_bytes_max: config.step_queue_bytes_max,
+            step_budget,
             status,
             stop,
             thread: parking_lot::Mutex::new(Some(thread)),
@@ -227,26 +226,16 @@ impl<T: Transport + 'static> RaftDriver<T> {
     /// full (raft retries).
     pub fn step(&self, messages: Vec<RaftMessage>) -> Result<()> {
         let bytes: usize = messages.iter().map(step_bytes).sum();
-        let queued = self.step_bytes_queued.fetch_add(bytes, Ordering::AcqRel);
-        let refuse = |queued_bytes: &AtomicUsize, e: Error| {
-            queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
-            Err(e)
+        if !self.step_budget.try_reserve(bytes) {
+            return Err(Error::Backpressure(self.step_budget.max()));
+        }
+        let refused = match self.steps.try_send(Steps { messages, bytes }) {
+            Ok(()) => return Ok(()),
+            Err(TrySendError::Full(_)) => Error::Backpressure(self.steps.capacity().unwrap_or(0)),
+            Err(TrySendError::Disconnected(_)) => Error::Stopped,
         };
-        // One batch always fits an empty queue, however large.
-        if queued > 0 && queued.saturating_add(bytes) > self.step_bytes_max {
-            return refuse(
-                &self.step_bytes_queued,
-                Error::Backpressure(self.step_bytes_max),
-            );
-        }
-        match self.steps.try_send(Steps { messages, bytes }) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => refuse(
-                &self.step_bytes_queued,
-                Error::Backpressure(self.steps.capacity().unwrap_or(0)),
-            ),
-            Err(TrySendError::Disconnected(_)) => refuse(&self.step_bytes_queued, Error::Stopped),
-        }
+        self.step_budget.release(bytes);
+        Err(refused)
     }
 
     /// Runs `f` on the driver thread with the node (create a group, transfer leadership, set
@@ -331,7 +320,7 @@ pub fn entropy_seed(node_id: u64) -> u64 {
 struct Inputs<'a, T: Transport> {
     requests: &'a channel::Receiver<Request<T>>,
     steps: &'a channel::Receiver<Steps>,
-    step_bytes_queued: &'a AtomicUsize,
+    step_budget: &'a ByteBudget,
 }
 
 /// One thing taken from a queue.
@@ -374,7 +363,7 @@ fn run_loop<T: Transport>(
             match input {
                 Input::Steps(Steps { messages, bytes }) => {
                     steps_taken += 1;
-                    inputs.step_bytes_queued.fetch_sub(bytes, Ordering::AcqRel);
+                    inputs.step_budget.release(bytes);
                     for message in messages {
                         let group = message.group;
                         // A message for a group not (yet) hosted here, or one raft refuses, is

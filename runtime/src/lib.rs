@@ -23,6 +23,7 @@
 //! Architecture invariant: nothing here interprets raft entries or metadata; it moves bytes.
 #![deny(missing_docs)]
 
+mod budget;
 pub mod channel;
 pub mod config;
 mod confignode_client;

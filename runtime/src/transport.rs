@@ -1,7 +1,6 @@
 //! The networked raft transport over tonic.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +10,7 @@ use consensus::{NodeId, RaftMessage, Transport};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 
+use crate::budget::ByteBudget;
 use crate::channel::ChannelConfig;
 
 /// Which gRPC service carries raft messages to the peers.
@@ -90,27 +90,22 @@ struct PeerLanes {
     bulk: Lane,
 }
 
-/// One lane's queue and the bytes waiting in it.
+/// One lane's queue and the bytes waiting in it (`usize::MAX` bytes: bounded in messages only).
 #[derive(Clone)]
 struct Lane {
     queue: mpsc::Sender<Bytes>,
-    queued_bytes: Arc<AtomicUsize>,
-    /// Past this many queued bytes, messages are dropped (`usize::MAX`: no byte bound).
-    bytes_max: usize,
+    budget: Arc<ByteBudget>,
 }
 
 impl Lane {
     /// Queues `message`, or drops it when the lane is full.
     fn offer(&self, message: Bytes) -> bool {
         let len = message.len();
-        let queued = self.queued_bytes.fetch_add(len, Ordering::AcqRel);
-        // One message always fits an empty lane, however large.
-        if queued > 0 && queued.saturating_add(len) > self.bytes_max {
-            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+        if !self.budget.try_reserve(len) {
             return false;
         }
         if self.queue.try_send(message).is_err() {
-            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            self.budget.release(len);
             return false;
         }
         true
@@ -147,7 +142,7 @@ impl GrpcTransport {
 
     fn lane(&self, to: NodeId, bytes_max: usize) -> Lane {
         let (queue, rx) = mpsc::channel(self.config.queue_messages_max);
-        let queued_bytes = Arc::new(AtomicUsize::new(0));
+        let budget = Arc::new(ByteBudget::new(bytes_max));
         self.runtime.spawn(peer_task(
             self.from,
             to,
@@ -155,13 +150,9 @@ impl GrpcTransport {
             self.addresses.clone(),
             self.config.clone(),
             rx,
-            queued_bytes.clone(),
+            budget.clone(),
         ));
-        Lane {
-            queue,
-            queued_bytes,
-            bytes_max,
-        }
+        Lane { queue, budget }
     }
 
     fn peer_lanes(&self, to: NodeId) -> PeerLanes {
@@ -268,7 +259,7 @@ async fn peer_task(
     addresses: AddressBook,
     config: TransportConfig,
     mut rx: mpsc::Receiver<Bytes>,
-    queued_bytes: Arc<AtomicUsize>,
+    budget: Arc<ByteBudget>,
 ) {
     let mut stream: Option<PeerStream> = None;
     // A message that did not fit the previous batch opens the next one.
@@ -282,8 +273,7 @@ async fn peer_task(
             },
         };
         let messages = fill_batch(first, &mut rx, &config, &mut carried);
-        let taken: usize = messages.iter().map(Bytes::len).sum();
-        queued_bytes.fetch_sub(taken, Ordering::AcqRel);
+        budget.release(messages.iter().map(Bytes::len).sum());
         let Some(address) = addresses.read().get(&to).cloned() else {
             tracing::debug!(
                 to,

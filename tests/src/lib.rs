@@ -67,6 +67,20 @@ pub fn require_namespaces(scenario: &str) -> bool {
     }
 }
 
+/// Seconds from the environment variable `name` (a run's length, a cut's), else `default`;
+/// a value that is not a number stops the run rather than being ignored.
+pub fn secs_from_env(name: &str, default: u64) -> Duration {
+    let secs = std::env::var(name)
+        .ok()
+        .map(|s| {
+            s.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}={s:?} is not a number"))
+        })
+        .unwrap_or(default);
+    Duration::from_secs(secs)
+}
+
 /// Polls `check` every `every` until it returns `Some`, or fails naming `what` after `deadline`.
 /// Deadlines bound hangs; they are never the property under test.
 pub fn wait_for<T>(

@@ -55,15 +55,7 @@ pub fn seed_from_env() -> u64 {
 
 /// How long the nemesis runs: `FENCEPOST_NEMESIS_SECS`, default [`DEFAULT_SECS`].
 pub fn duration_from_env() -> Duration {
-    let secs = std::env::var("FENCEPOST_NEMESIS_SECS")
-        .ok()
-        .map(|s| {
-            s.trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("FENCEPOST_NEMESIS_SECS={s:?} is not a number"))
-        })
-        .unwrap_or(DEFAULT_SECS);
-    Duration::from_secs(secs)
+    crate::secs_from_env("FENCEPOST_NEMESIS_SECS", DEFAULT_SECS)
 }
 
 /// The default duration (CI): long enough for [`fault_floor`] faults.

@@ -16,7 +16,7 @@ use fencepost_tests::workload::{
     churn_database, drop_recorded, write_recorded, DropContext, DropOp, DropTarget, DropVia,
     History, Outcome, SchemaChurn, TabletOp, Writers, DATABASE,
 };
-use fencepost_tests::{nemesis, require_namespaces, serial, wait_for};
+use fencepost_tests::{nemesis, require_namespaces, secs_from_env, serial, wait_for};
 use session::{Session, SessionConfig, SessionError};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -509,23 +509,11 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
-fn fenced_cut_from_env() -> Duration {
-    let secs = std::env::var("FENCEPOST_FENCED_CUT_SECS")
-        .ok()
-        .map(|s| {
-            s.trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("FENCEPOST_FENCED_CUT_SECS={s:?} is not a number"))
-        })
-        .unwrap_or(60);
-    Duration::from_secs(secs)
-}
-
 /// Scenario 11b (issue 18, REVIEW H6): a DataNode cut off from the ConfigNode (not from its
 /// peers) for `FENCEPOST_FENCED_CUT_SECS` (default 60; the issue's long run is 600) while two
-/// bulk writers load the cluster at half the maximum they measure first. Its applies are held at 536 the whole time; before, it kept
-/// appending every replicated entry in memory (RSS grew with the cluster's ingest) and its raft
-/// log grew with it. Now its RSS and raft log stay within bounds set by the raft entry cache and
+/// bulk writers load the cluster at half the maximum they measure first. Its applies are held
+/// at 536 the whole time; before, it kept appending every replicated entry in memory (RSS grew
+/// with the cluster's ingest) and its raft log grew with it. Now its RSS and raft log stay within bounds set by the raft entry cache and
 /// unapplied bounds (32 MiB each here), printed every 10 s, and within a minute of the heal it is
 /// NORMAL and every region's replicas agree.
 #[test]
@@ -606,7 +594,7 @@ fn a_fenced_data_node_stays_in_bounded_memory_under_load() {
         .join(format!("dn{}", target + 1))
         .join("raft");
     let (rss_before, raft_before) = (rss_bytes(pid).unwrap_or(0), dir_bytes(&raft_dir));
-    let cut = fenced_cut_from_env();
+    let cut = secs_from_env("FENCEPOST_FENCED_CUT_SECS", 60);
     run.fault(&format!(
         "cut datanode-{} from the ConfigNode for {cut:?} under bulk writes",
         target + 1
@@ -1539,20 +1527,6 @@ fn cli_inserts_through(run: &Run, j: usize, database: &str, n: usize) -> Vec<Str
     failures
 }
 
-/// `FENCEPOST_LONG_CUT_SECS`: the long partition of scenario 11 (default 80 s, past the ~60 s
-/// beyond which recovery used to take minutes; 180 for three minutes).
-fn long_cut_from_env() -> Duration {
-    let secs = std::env::var("FENCEPOST_LONG_CUT_SECS")
-        .ok()
-        .map(|s| {
-            s.trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("FENCEPOST_LONG_CUT_SECS={s:?} is not a number"))
-        })
-        .unwrap_or(80);
-    Duration::from_secs(secs)
-}
-
 /// Scenario 11: a DataNode cut from the ConfigNode for 30 s, then for `FENCEPOST_LONG_CUT_SECS`
 /// (default 80), while writes flow: after each heal it must be NORMAL again (lease live, caches
 /// pulled) within 3 heartbeat intervals + 10 s — the target is one heartbeat plus the pull.
@@ -1588,10 +1562,10 @@ fn long_partition_heals_to_normal_within_a_few_heartbeats() {
         .runtime
         .block_on(run.session.insert_tablet(&warm))
         .expect("a first write allocates the CLI probe's region");
-    for (i, cut) in [Duration::from_secs(30), long_cut_from_env()]
-        .into_iter()
-        .enumerate()
-    {
+    // `FENCEPOST_LONG_CUT_SECS`: default 80 s, past the ~60 s beyond which recovery used to take
+    // minutes; 180 for three minutes.
+    let long_cut = secs_from_env("FENCEPOST_LONG_CUT_SECS", 80);
+    for (i, cut) in [Duration::from_secs(30), long_cut].into_iter().enumerate() {
         run.fault(&format!(
             "cut datanode-{} from the ConfigNode for {cut:?}",
             target + 1
