@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use session::{RegionDigestView, Session, SessionConfig};
 
 use crate::netns::Network;
@@ -155,7 +155,9 @@ pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
 }
 
 /// A running cluster. Dropping it kills every process and removes the network; when the
-/// thread is panicking it first prints every log's tail and keeps the directory.
+/// thread is panicking it first prints every log's tail and keeps the directory's logs (its
+/// data too under `FENCEPOST_KEEP_DATA=1`: a failed run's data is gigabytes, and failed runs
+/// left behind must not fill the disk the next run needs).
 pub struct Cluster {
     /// Its configuration.
     pub config: ClusterConfig,
@@ -185,6 +187,7 @@ impl Cluster {
         let dir = tempfile::Builder::new()
             .prefix("fencepost-faults-")
             .tempdir()?;
+        ensure_free_space(dir.path())?;
         let net = Network::create(config.config_nodes + config.data_nodes)?;
         let c = config.config_nodes;
         let members: Vec<String> = (0..c)
@@ -650,14 +653,70 @@ impl Drop for Cluster {
         if let Some(dir) = self.dir.take() {
             if panicking {
                 let kept = dir.keep();
+                if !std::env::var("FENCEPOST_KEEP_DATA").is_ok_and(|v| v == "1") {
+                    remove_data_dirs(&kept);
+                }
                 eprintln!("======== notes ========");
                 for n in self.notes.lock().unwrap_or_else(|e| e.into_inner()).iter() {
                     eprintln!("{n}");
                 }
                 eprintln!(
-                    "======== kept the cluster directory: {} ========",
+                    "======== kept the cluster directory (logs; data only under FENCEPOST_KEEP_DATA=1): {} ========",
                     kept.display()
                 );
+            }
+        }
+    }
+}
+
+/// Free bytes a scenario needs where its cluster lives (`FENCEPOST_MIN_FREE_GIB`, default 8):
+/// the bulk scenarios write tens of millions of points three times over, and a node that runs
+/// out of disk stops its raft driver, which reads as a failure of whatever the scenario tests.
+fn ensure_free_space(dir: &Path) -> Result<()> {
+    let min_gib: u64 = match std::env::var("FENCEPOST_MIN_FREE_GIB") {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("FENCEPOST_MIN_FREE_GIB={v:?} is not a number"))?,
+        Err(_) => 8,
+    };
+    let free = free_bytes(dir)?;
+    if free < min_gib << 30 {
+        bail!(
+            "only {} MiB free under {} and a scenario needs {min_gib} GiB \
+             (FENCEPOST_MIN_FREE_GIB); remove old /tmp/fencepost-faults-* directories",
+            free >> 20,
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Bytes available to an unprivileged writer on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> Result<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated string and `stat` a writable statvfs for the call.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        bail!(
+            "statvfs {}: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(stat.f_bavail as u64 * stat.f_frsize as u64)
+}
+
+/// Removes a kept cluster directory's node data (`cn*`, `dn*`), leaving its logs.
+fn remove_data_dirs(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            if let Err(e) = std::fs::remove_dir_all(entry.path()) {
+                eprintln!("removing {}: {e}", entry.path().display());
             }
         }
     }
