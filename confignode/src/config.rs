@@ -78,6 +78,13 @@ runtime::node_config! {
         /// included (a metadata snapshot or a DataNode's metadata pull must fit). Default 64 MiB;
         /// 1 MiB..=2 GiB.
         cn_rpc_max_message_bytes: u64 = 64 << 20,
+        /// Connections (DataNodes, clients, peer ConfigNodes' raft streams) this ConfigNode holds
+        /// open at once; one more is closed as soon as it is accepted. Default 1000; at least 1.
+        cn_rpc_max_connections: u32 = 1000,
+        /// Requests this ConfigNode runs at once, raft message streams aside; one more is
+        /// answered gRPC `RESOURCE_EXHAUSTED` at once (retryable: it was not run).
+        /// Default 1024; at least 1.
+        cn_rpc_max_concurrent_requests: u32 = 1024,
         /// Milliseconds between two HTTP/2 keepalive PINGs on every connection of this ConfigNode
         /// (heartbeats, invalidations and region writes to DataNodes, raft streams to its peers)
         /// and from its server to its clients, idle connections included.
@@ -234,6 +241,15 @@ impl ConfigNodeConfig {
         if !(1..=1_000_000).contains(&self.series_slot_num) {
             return Err(config_error("series_slot_num", "must be in 1..=1000000"));
         }
+        if self.cn_rpc_max_connections == 0 {
+            return Err(config_error("cn_rpc_max_connections", "must be at least 1"));
+        }
+        if self.cn_rpc_max_concurrent_requests == 0 {
+            return Err(config_error(
+                "cn_rpc_max_concurrent_requests",
+                "must be at least 1",
+            ));
+        }
         if self.cn_rpc_max_message_bytes < 1 << 20 || self.cn_rpc_max_message_bytes > 1 << 31 {
             return Err(config_error(
                 "cn_rpc_max_message_bytes",
@@ -312,7 +328,7 @@ mod tests {
             .lines()
             .filter(|l| !l.starts_with('#') && l.contains(" = "))
             .count();
-        assert_eq!(keys, 22, "a key is missing from confignode.example.toml");
+        assert_eq!(keys, 24, "a key is missing from confignode.example.toml");
     }
 
     #[test]

@@ -176,6 +176,7 @@ fn open_raft(
             channel: config.channel_config(),
             ..TransportConfig::default()
         },
+        step_queue_bytes_max: runtime::DriverConfig::default().step_queue_bytes_max,
     };
     let driver = runtime::open_raft_host(
         &raft_host,
@@ -253,13 +254,22 @@ pub async fn run_with_listener(
     let mut stop = stop_rx;
     let stopping = shared.clone();
     let net = shared.config.channel_config();
+    let gate = runtime::ServerGate::new(runtime::ServerLimits {
+        connections_max: shared.config.cn_rpc_max_connections as usize,
+        requests_max: shared.config.cn_rpc_max_concurrent_requests as usize,
+    });
+    // Raft messages from peer ConfigNodes are always taken (the connection limit bounds them).
+    const RAFT_STREAM_PATHS: &[&str] = &["/fencepost.ConfigNodeService/StreamRaftMessages"];
     let serve = runtime::server(&net)
         .add_service(
-            proto::config_node_service_server::ConfigNodeServiceServer::new(service)
-                .max_decoding_message_size(message_bytes_max)
-                .max_encoding_message_size(message_bytes_max),
+            gate.service(
+                proto::config_node_service_server::ConfigNodeServiceServer::new(service)
+                    .max_decoding_message_size(message_bytes_max)
+                    .max_encoding_message_size(message_bytes_max),
+                RAFT_STREAM_PATHS,
+            ),
         )
-        .serve_with_incoming_shutdown(runtime::incoming(listener, &net), async move {
+        .serve_with_incoming_shutdown(runtime::incoming(listener, &net, &gate), async move {
             // Stop on the caller's shutdown, or when the raft driver died.
             tokio::select! {
                 _ = shutdown => {}

@@ -132,6 +132,28 @@ runtime::node_config! {
         /// Largest gRPC message the session and internal services take or send, and the raft
         /// transport's limit (IoTDB's `dn_thrift_max_frame_size`). Default 64 MiB; at least 1 MiB.
         dn_rpc_max_message_bytes: u64 = 64 << 20,
+        /// Session connections (clients) this DataNode holds open at once (IoTDB's
+        /// `dn_rpc_max_concurrent_client_num`); one more is closed as soon as it is accepted,
+        /// and the client moves to another DataNode. Default 1000; at least 1.
+        dn_rpc_max_concurrent_client_num: u32 = 1000,
+        /// Session requests this DataNode runs at once; one more is answered gRPC
+        /// `RESOURCE_EXHAUSTED` at once, which sessions take as 606 WRITE_PROCESS_REJECT and retry
+        /// (the request was not run). Default 256; at least 1.
+        dn_rpc_max_concurrent_requests: u32 = 256,
+        /// Internal connections (ConfigNodes and other DataNodes, raft streams included) this
+        /// DataNode holds open at once; one more is closed at accept. Default 256; at least 1.
+        dn_internal_max_connections: u32 = 256,
+        /// Internal requests (forwarded writes, relays, reads, heartbeats) this DataNode runs at
+        /// once, raft message streams aside; one more is refused like a session request's.
+        /// Default 1024; at least 1.
+        dn_internal_max_concurrent_requests: u32 = 1024,
+        /// Bytes of raft appends and snapshots queued for one peer before more are dropped
+        /// (raft resends them; heartbeats and votes have a queue of their own). Default 64 MiB;
+        /// at least `dn_rpc_max_message_bytes`.
+        dn_raft_transport_queue_bytes_max: u64 = 64 << 20,
+        /// Bytes of received raft messages waiting for the raft thread before more are refused
+        /// (the sender retries them). Default 256 MiB; at least `dn_rpc_max_message_bytes`.
+        dn_raft_step_queue_bytes_max: u64 = 256 << 20,
         /// Points of one series one query answers at most; a session pages through larger results.
         /// Default 1000000.
         query_points_max: u32 = 1_000_000,
@@ -221,6 +243,22 @@ impl DataNodeConfig {
         )
     }
 
+    /// The session server's bounds.
+    pub fn session_limits(&self) -> runtime::ServerLimits {
+        runtime::ServerLimits {
+            connections_max: self.dn_rpc_max_concurrent_client_num as usize,
+            requests_max: self.dn_rpc_max_concurrent_requests as usize,
+        }
+    }
+
+    /// The internal server's bounds (raft streams count as connections, not requests).
+    pub fn internal_limits(&self) -> runtime::ServerLimits {
+        runtime::ServerLimits {
+            connections_max: self.dn_internal_max_connections as usize,
+            requests_max: self.dn_internal_max_concurrent_requests as usize,
+        }
+    }
+
     /// Checks every key once at start-up, with an error that names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_socket_address("dn_rpc_address", &self.dn_rpc_address)?;
@@ -292,6 +330,45 @@ impl DataNodeConfig {
                 "dn_raft_election_ticks",
                 "must be >= 3 (the raft heartbeat runs every election_ticks / 5 ticks, at least 1)",
             ));
+        }
+        for (key, value) in [
+            (
+                "dn_rpc_max_concurrent_client_num",
+                self.dn_rpc_max_concurrent_client_num,
+            ),
+            (
+                "dn_rpc_max_concurrent_requests",
+                self.dn_rpc_max_concurrent_requests,
+            ),
+            (
+                "dn_internal_max_connections",
+                self.dn_internal_max_connections,
+            ),
+            (
+                "dn_internal_max_concurrent_requests",
+                self.dn_internal_max_concurrent_requests,
+            ),
+        ] {
+            if value == 0 {
+                return Err(config_error(key, "must be at least 1"));
+            }
+        }
+        for (key, value) in [
+            (
+                "dn_raft_transport_queue_bytes_max",
+                self.dn_raft_transport_queue_bytes_max,
+            ),
+            (
+                "dn_raft_step_queue_bytes_max",
+                self.dn_raft_step_queue_bytes_max,
+            ),
+        ] {
+            if value < self.dn_rpc_max_message_bytes {
+                return Err(config_error(
+                    key,
+                    "must be at least dn_rpc_max_message_bytes (one message must fit)",
+                ));
+            }
         }
         if self.dn_rpc_max_message_bytes < 1 << 20 || self.dn_rpc_max_message_bytes > 1 << 31 {
             return Err(config_error(
@@ -415,6 +492,23 @@ mod tests {
             .unwrap_err();
             assert_eq!(e.key, "dn_tablet_time_partitions_max");
         }
+        let e = DataNodeConfig {
+            dn_rpc_max_concurrent_requests: 0,
+            ..DataNodeConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.key, "dn_rpc_max_concurrent_requests");
+        let e = DataNodeConfig {
+            dn_raft_step_queue_bytes_max: 1 << 20,
+            ..DataNodeConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e.key, "dn_raft_step_queue_bytes_max",
+            "one message must fit"
+        );
         for (interval, timeout, key) in [
             (0, 2000, "dn_rpc_keepalive_interval_ms"),
             (1000, 99, "dn_rpc_keepalive_timeout_ms"),

@@ -82,6 +82,7 @@ pub(crate) fn render(shared: &Shared) -> String {
     let mut page = Page::new();
     lease_metrics(&mut page, shared);
     service_metrics(&mut page, &shared.metrics);
+    server_metrics(&mut page, shared);
     region_metrics(&mut page, shared);
     page.into_string()
 }
@@ -135,6 +136,47 @@ fn lease_metrics(page: &mut Page, shared: &Shared) {
         "Failed metadata pulls during recovery.",
         get(&lm.pull_failures),
     );
+}
+
+/// The session and internal servers' bounds: what is open and running, what was refused.
+fn server_metrics(page: &mut Page, shared: &Shared) {
+    for (server, gate) in [
+        ("session", &shared.session_gate),
+        ("internal", &shared.internal_gate),
+    ] {
+        let mut line = |name: &str, kind: &str, help: &str, value: u64| {
+            page.samples(
+                &format!("{server}_{name}"),
+                kind,
+                &format!("{server} server: {help}"),
+                [(String::new(), value)],
+            );
+        };
+        line(
+            "connections_open",
+            "gauge",
+            "connections open.",
+            gate.connections_open() as u64,
+        );
+        line(
+            "connections_refused_total",
+            "counter",
+            "connections closed at accept past the connection limit.",
+            get(&gate.connections_refused),
+        );
+        line(
+            "requests_running",
+            "gauge",
+            "requests in progress (raft streams aside).",
+            gate.requests_running() as u64,
+        );
+        line(
+            "requests_refused_total",
+            "counter",
+            "requests answered RESOURCE_EXHAUSTED past the request limit.",
+            get(&gate.requests_refused),
+        );
+    }
 }
 
 /// The service's own counters ([`Metrics`]).

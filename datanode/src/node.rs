@@ -78,8 +78,17 @@ pub(crate) struct Shared {
     pub hooks: TestHooks,
     /// Region digests computed at once (one: each reads every point of a region).
     pub digests: tokio::sync::Semaphore,
+    /// The session server's connection and request bounds, and what they refused.
+    pub session_gate: Arc<runtime::ServerGate>,
+    /// Likewise for the internal server.
+    pub internal_gate: Arc<runtime::ServerGate>,
     next_session: AtomicU64,
 }
+
+/// Internal calls the request limit never refuses: a peer's raft messages (a stream per peer
+/// and lane, held open for the connection's life) must always be taken, or a busy node would
+/// stop hearing heartbeats; the connection limit bounds them.
+const RAFT_STREAM_PATHS: &[&str] = &["/fencepost.DataNodeInternalService/StreamRaftMessages"];
 
 /// What the caller of [`start`] holds: addresses and hooks, and the way to stop the node.
 pub struct DataNodeHandle {
@@ -308,9 +317,11 @@ fn assemble(
         },
         transport: runtime::TransportConfig {
             message_bytes_max,
+            queue_bytes_max: config.dn_raft_transport_queue_bytes_max as usize,
             channel: config.channel_config(),
             ..runtime::TransportConfig::default()
         },
+        step_queue_bytes_max: config.dn_raft_step_queue_bytes_max as usize,
     };
     // Regions are created later, as the ConfigNode assigns them.
     let driver = runtime::open_raft_host(&raft_host, addresses.clone(), clock.clone(), |_| Ok(()))?;
@@ -359,6 +370,8 @@ fn assemble(
         peers: peers.clone(),
         metrics: metrics.clone(),
     });
+    let session_gate = runtime::ServerGate::new(config.session_limits());
+    let internal_gate = runtime::ServerGate::new(config.internal_limits());
     Ok(Arc::new(Shared {
         config,
         identity,
@@ -370,6 +383,8 @@ fn assemble(
         metrics,
         hooks: TestHooks::default(),
         digests: tokio::sync::Semaphore::new(1),
+        session_gate,
+        internal_gate,
         next_session: AtomicU64::new(1),
     }))
 }
@@ -539,29 +554,40 @@ async fn serve(
     let net = shared.config.channel_config();
     let internal = {
         let mut stop = stop.clone();
+        let gate = &shared.internal_gate;
         runtime::server(&net)
             .add_service(
-                proto::data_node_internal_service_server::DataNodeInternalServiceServer::new(
-                    crate::internal::InternalService::new(shared.clone(), stop.clone()),
-                )
-                .max_decoding_message_size(message_bytes_max)
-                .max_encoding_message_size(message_bytes_max),
+                gate.service(
+                    proto::data_node_internal_service_server::DataNodeInternalServiceServer::new(
+                        crate::internal::InternalService::new(shared.clone(), stop.clone()),
+                    )
+                    .max_decoding_message_size(message_bytes_max)
+                    .max_encoding_message_size(message_bytes_max),
+                    RAFT_STREAM_PATHS,
+                ),
             )
-            .serve_with_incoming_shutdown(runtime::incoming(internal_listener, &net), async move {
-                drop(stop.changed().await);
-            })
+            .serve_with_incoming_shutdown(
+                runtime::incoming(internal_listener, &net, gate),
+                async move {
+                    drop(stop.changed().await);
+                },
+            )
     };
     let session = {
         let mut stop = stop.clone();
+        let gate = &shared.session_gate;
         runtime::server(&net)
             .add_service(
-                proto::session_service_server::SessionServiceServer::new(
-                    crate::session::SessionServiceImpl::new(shared.clone()),
-                )
-                .max_decoding_message_size(message_bytes_max)
-                .max_encoding_message_size(message_bytes_max),
+                gate.service(
+                    proto::session_service_server::SessionServiceServer::new(
+                        crate::session::SessionServiceImpl::new(shared.clone()),
+                    )
+                    .max_decoding_message_size(message_bytes_max)
+                    .max_encoding_message_size(message_bytes_max),
+                    &[],
+                ),
             )
-            .serve_with_incoming_shutdown(runtime::incoming(rpc_listener, &net), async move {
+            .serve_with_incoming_shutdown(runtime::incoming(rpc_listener, &net, gate), async move {
                 drop(stop.changed().await);
             })
     };

@@ -36,6 +36,8 @@ use tonic::codegen::http::{Request, Response, Uri};
 use tonic::codegen::{Service, StdError};
 use tonic::transport::{Channel, Endpoint};
 
+use crate::limits::{GatedStream, ServerGate};
+
 /// Streams a server lets a client reset before the server has accepted them, per connection;
 /// one more and h2 ends the connection with GOAWAY `ENHANCE_YOUR_CALM`
 /// (`remotely-reset pending-accept streams reached limit`).
@@ -173,7 +175,8 @@ pub fn server(config: &ChannelConfig) -> tonic::transport::Server {
 }
 
 /// The accepted connections of a gRPC server's `listener`, each with `config`'s socket options
-/// (`TCP_NODELAY`, TCP keepalive, `TCP_USER_TIMEOUT`).
+/// (`TCP_NODELAY`, TCP keepalive, `TCP_USER_TIMEOUT`), admitted by `gate` (one past its
+/// connection limit is closed at once; see [`crate::limits`]).
 ///
 /// tonic sets `TCP_NODELAY` only on listeners it binds itself; on a listener handed to
 /// `serve_with_incoming` Nagle's algorithm stays on, and the small HTTP/2 frame that ends a
@@ -181,19 +184,22 @@ pub fn server(config: &ChannelConfig) -> tonic::transport::Server {
 pub fn incoming(
     listener: TcpListener,
     config: &ChannelConfig,
-) -> impl Stream<Item = std::io::Result<TcpStream>> + Send + Unpin + 'static {
+    gate: &Arc<ServerGate>,
+) -> impl Stream<Item = std::io::Result<GatedStream>> + Send + Unpin + 'static {
     let config = *config;
-    tokio_stream::StreamExt::map(
+    let gate = gate.clone();
+    tokio_stream::StreamExt::filter_map(
         tonic::transport::server::TcpIncoming::from(listener),
-        move |accepted| {
-            if let Ok(stream) = &accepted {
+        move |accepted| match accepted {
+            Ok(stream) => {
                 // A socket without its options still serves; only dead-peer detection and
                 // latency suffer, so it is not refused.
-                if let Err(e) = tune_socket(stream, &config) {
+                if let Err(e) = tune_socket(&stream, &config) {
                     tracing::warn!("setting socket options on an accepted connection: {e}");
                 }
+                gate.admit(stream).map(Ok)
             }
-            accepted
+            Err(e) => Some(Err(e)),
         },
     )
 }
@@ -458,12 +464,16 @@ mod tests {
         let config = ChannelConfig::with_keepalive(1000, 1500, 2500);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let mut accepted = incoming(listener, &config);
+        let gate = ServerGate::new(crate::ServerLimits {
+            connections_max: 1,
+            requests_max: 1,
+        });
+        let mut accepted = incoming(listener, &config, &gate);
         let mut connector = Connector { config };
         let uri: Uri = format!("http://{address}").parse().unwrap();
         let client = connector.call(uri).await.unwrap();
         let server = accepted.next().await.unwrap().unwrap();
-        for stream in [client.inner(), &server] {
+        for stream in [client.inner(), server.get_ref()] {
             let socket = socket2::SockRef::from(stream);
             assert!(socket.tcp_nodelay().unwrap());
             assert!(socket.keepalive().unwrap());

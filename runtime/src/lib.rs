@@ -29,6 +29,7 @@ pub mod config;
 mod confignode_client;
 mod driver;
 mod error;
+pub mod limits;
 pub mod metrics;
 mod raft_host;
 mod transport;
@@ -38,6 +39,7 @@ pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{entropy_seed, DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
+pub use limits::{Gated, ServerGate, ServerLimits};
 pub use raft_host::{open_raft_host, RaftHostConfig, RaftLogLimits};
 pub use transport::{
     decode_batch, serve_raft_stream, AddressBook, GrpcTransport, PeerService, TransportConfig,

@@ -32,6 +32,8 @@ pub struct RaftHostConfig {
     pub log_limits: RaftLogLimits,
     /// Limits of the raft transport.
     pub transport: TransportConfig,
+    /// `DriverConfig::step_queue_bytes_max`: received raft messages waiting for the raft thread.
+    pub step_queue_bytes_max: usize,
 }
 
 /// How much of its raft log a node keeps in memory, and for whom it keeps it (see
@@ -118,6 +120,7 @@ where
         DriverConfig {
             name: config.thread_name.clone(),
             tick_ms: config.tick_ms,
+            step_queue_bytes_max: config.step_queue_bytes_max,
             ..DriverConfig::default()
         },
         move || {
@@ -143,6 +146,7 @@ mod tests {
             election_ticks: 10,
             log_limits: RaftLogLimits::default(),
             transport: TransportConfig::default(),
+            step_queue_bytes_max: DriverConfig::default().step_queue_bytes_max,
         }
     }
 

@@ -153,6 +153,15 @@ fn connection_failure(status: &tonic::Status) -> bool {
     }
 }
 
+/// A DataNode at its request limit answers gRPC `RESOURCE_EXHAUSTED` without running the
+/// request: 606 WRITE_PROCESS_REJECT, retried like the 606 of a full memtable budget.
+fn overloaded(endpoint: &str, status: &tonic::Status) -> SessionError {
+    SessionError::Status {
+        code: StatusCode::WriteProcessReject.wire(),
+        message: format!("{endpoint}: {}", status.message()),
+    }
+}
+
 fn status_error(status: &proto::Status) -> SessionError {
     let mut message = status.message.clone();
     for sub in status.sub_status.iter().filter(|s| !s.is_success()) {
@@ -778,6 +787,9 @@ impl Session {
                     },
                     None,
                 ),
+                Ok(Err(status)) if status.code() == tonic::Code::ResourceExhausted => {
+                    (overloaded(endpoint, &status), None)
+                }
                 Ok(Err(status)) => {
                     return Err(SessionError::Rpc {
                         endpoint: endpoint.clone(),
@@ -872,6 +884,13 @@ mod tests {
         )));
         assert!(connection_failure(&tonic::Status::unavailable("refused")));
         assert!(!connection_failure(&tonic::Status::invalid_argument("bad")));
+    }
+
+    #[test]
+    fn a_refusal_at_the_request_limit_is_a_retryable_606() {
+        let e = overloaded("a:1", &tonic::Status::resource_exhausted("busy"));
+        assert_eq!(e.code(), Some(StatusCode::WriteProcessReject.wire()));
+        assert!(StatusCode::RETRYABLE.contains(&StatusCode::WriteProcessReject));
     }
 
     #[test]

@@ -19,6 +19,9 @@
 //! - a restarted DataNode re-registers with its persisted id and a higher incarnation and serves
 //!   its regions from disk.
 //!
+//! `flood.rs`: sessions flooding every DataNode past `dn_rpc_max_concurrent_requests` are
+//! refused at once (`RESOURCE_EXHAUSTED`, a retryable 606) and no region changes term or leader.
+//!
 //! The state-machine and token modules (`token`, `state_machine`, `raft_region`) describe
 //! themselves in their own `//!` docs. The failpoint binary
 //! (`tests/failpoints/main.rs`) repeats the heartbeat stall through `datanode::heartbeat::stall`.
@@ -26,6 +29,7 @@
 mod budget;
 mod cluster;
 mod drop_region;
+mod flood;
 mod harness;
 mod raft_region;
 mod state_machine;

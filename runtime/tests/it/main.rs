@@ -1,10 +1,12 @@
 //! The raft driver on one node with an in-memory log: proposals complete with the state
 //! machine's result, reads wait for leadership, calls run on the thread, shutdown resolves
 //! everything. `net`: connections through a partition (keepalive, the reconnect policy).
+//! `limits`: a server's connection and request bounds.
 //!
 //! In detail: proposals, a deterministic refusal, read-index, `call`, an unknown group, shutdown
 //! resolving callers; a failing node factory reported by `spawn`.
 
+mod limits;
 mod net;
 
 use std::sync::Arc;

@@ -163,6 +163,14 @@ impl ConfigNodeService for Double {
     }
 }
 
+/// A gate no test here reaches.
+fn unlimited() -> Arc<runtime::ServerGate> {
+    runtime::ServerGate::new(runtime::ServerLimits {
+        connections_max: 1 << 16,
+        requests_max: 1 << 16,
+    })
+}
+
 /// Serves the double with `config`'s server settings on a free port.
 async fn serve(config: ChannelConfig) -> (SocketAddr, Double) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -172,7 +180,7 @@ async fn serve(config: ChannelConfig) -> (SocketAddr, Double) {
     tokio::spawn(async move {
         runtime::server(&config)
             .add_service(service)
-            .serve_with_incoming(runtime::incoming(listener, &config))
+            .serve_with_incoming(runtime::incoming(listener, &config, &unlimited()))
             .await
             .unwrap();
     });

@@ -1,0 +1,230 @@
+//! Bounds on what clients can hold on a server: open connections and requests in progress.
+//!
+//! A server without them takes every connection and runs every request it is sent, so a client
+//! flood (or thousands of sessions) grows its memory and its queues until it stops answering
+//! anything, heartbeats included. Both bounds refuse rather than queue:
+//!
+//! - [`ServerLimits::connections_max`]: a connection accepted past it is closed at once (before
+//!   HTTP/2 starts, so it costs one accept); the client sees a connection error and tries
+//!   another node, as it would for a node that is down.
+//! - [`ServerLimits::requests_max`]: a request past it is answered at once with gRPC
+//!   `RESOURCE_EXHAUSTED`, which clients treat as 606 `WRITE_PROCESS_REJECT` (retryable: the
+//!   request was not run). Long-lived streams a server must always take (the raft message
+//!   streams) are exempt by method path, and are bounded by the connection limit instead.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::codegen::http::{Request, Response};
+use tonic::codegen::Service;
+use tonic::server::NamedService;
+use tonic::transport::server::{Connected, TcpConnectInfo};
+
+/// How much one server takes at once. Both are at least 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Connections open at once; one more is closed as soon as it is accepted.
+    pub connections_max: usize,
+    /// Requests in progress at once (exempt streams aside); one more is answered
+    /// `RESOURCE_EXHAUSTED` without being run.
+    pub requests_max: usize,
+}
+
+/// A server's gates and what they refused, shared by its acceptor and its services.
+#[derive(Debug)]
+pub struct ServerGate {
+    limits: ServerLimits,
+    connections: Arc<Semaphore>,
+    requests: Arc<Semaphore>,
+    /// Connections closed at accept because `connections_max` were open.
+    pub connections_refused: AtomicU64,
+    /// Requests answered `RESOURCE_EXHAUSTED` because `requests_max` were running.
+    pub requests_refused: AtomicU64,
+}
+
+impl ServerGate {
+    /// A gate for `limits` (each clamped to at least 1).
+    pub fn new(limits: ServerLimits) -> Arc<ServerGate> {
+        let limits = ServerLimits {
+            connections_max: limits.connections_max.max(1),
+            requests_max: limits.requests_max.max(1),
+        };
+        Arc::new(ServerGate {
+            limits,
+            connections: Arc::new(Semaphore::new(limits.connections_max)),
+            requests: Arc::new(Semaphore::new(limits.requests_max)),
+            connections_refused: AtomicU64::new(0),
+            requests_refused: AtomicU64::new(0),
+        })
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> ServerLimits {
+        self.limits
+    }
+
+    /// Connections open now.
+    pub fn connections_open(&self) -> usize {
+        self.limits.connections_max - self.connections.available_permits()
+    }
+
+    /// Requests in progress now (exempt streams aside).
+    pub fn requests_running(&self) -> usize {
+        self.limits.requests_max - self.requests.available_permits()
+    }
+
+    /// Admits an accepted connection, or `None` (the caller closes it) when the server holds
+    /// `connections_max` already.
+    pub(crate) fn admit(&self, stream: TcpStream) -> Option<GatedStream> {
+        match self.connections.clone().try_acquire_owned() {
+            Ok(permit) => Some(GatedStream {
+                stream,
+                _permit: permit,
+            }),
+            Err(_) => {
+                let refused = self.connections_refused.fetch_add(1, Ordering::Relaxed);
+                // One line per power of two refused: a flood does not flood the log.
+                if refused.is_power_of_two() || refused == 0 {
+                    tracing::warn!(
+                        refused = refused + 1,
+                        limit = self.limits.connections_max,
+                        "connection refused: the server holds its maximum of open connections"
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// `service` behind this gate's request limit; calls to a method path in `exempt` (e.g.
+    /// `/fencepost.DataNodeInternalService/StreamRaftMessages`) always run.
+    pub fn service<S>(self: &Arc<Self>, service: S, exempt: &'static [&'static str]) -> Gated<S> {
+        Gated {
+            inner: service,
+            gate: self.clone(),
+            exempt,
+        }
+    }
+}
+
+/// An accepted connection holding one of its server's connection permits until it closes.
+#[derive(Debug)]
+pub struct GatedStream {
+    stream: TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl GatedStream {
+    /// The TCP stream.
+    pub fn get_ref(&self) -> &TcpStream {
+        &self.stream
+    }
+}
+
+impl Connected for GatedStream {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> TcpConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl AsyncRead for GatedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for GatedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// A gRPC service behind its server's request limit ([`ServerGate::service`]).
+#[derive(Clone, Debug)]
+pub struct Gated<S> {
+    inner: S,
+    gate: Arc<ServerGate>,
+    exempt: &'static [&'static str],
+}
+
+impl<S: NamedService> NamedService for Gated<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B> Service<Request<B>> for Gated<S>
+where
+    S: Service<Request<B>, Response = Response<tonic::body::Body>, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if self.exempt.contains(&request.uri().path()) {
+            return Box::pin(self.inner.call(request));
+        }
+        match self.gate.requests.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let running = self.inner.call(request);
+                Box::pin(async move {
+                    let response = running.await;
+                    drop(permit);
+                    response
+                })
+            }
+            Err(_) => {
+                self.gate.requests_refused.fetch_add(1, Ordering::Relaxed);
+                let status = tonic::Status::resource_exhausted(format!(
+                    "606 WRITE_PROCESS_REJECT: the server is running its maximum of {} requests; \
+                     retry later or elsewhere",
+                    self.gate.limits.requests_max
+                ));
+                Box::pin(std::future::ready(Ok(status.into_http())))
+            }
+        }
+    }
+}
