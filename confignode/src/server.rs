@@ -51,6 +51,10 @@ pub(crate) struct Shared {
     pub(crate) leader: Arc<Leadership>,
 }
 
+/// Raft messages from peer ConfigNodes are always taken, never refused at the request limit (the
+/// connection limit bounds them).
+const RAFT_STREAM_PATHS: &[&str] = &["/fencepost.ConfigNodeService/StreamRaftMessages"];
+
 /// The metadata as of the last snapshot file, or an empty state.
 fn load_snapshot(path: &std::path::Path) -> Result<MetadataState> {
     match std::fs::read(path) {
@@ -258,8 +262,6 @@ pub async fn run_with_listener(
         connections_max: shared.config.cn_rpc_max_connections as usize,
         requests_max: shared.config.cn_rpc_max_concurrent_requests as usize,
     });
-    // Raft messages from peer ConfigNodes are always taken (the connection limit bounds them).
-    const RAFT_STREAM_PATHS: &[&str] = &["/fencepost.ConfigNodeService/StreamRaftMessages"];
     let serve = runtime::server(&net)
         .add_service(
             gate.service(
@@ -304,4 +306,16 @@ pub async fn run_with_listener(
         return Err(Error::Runtime(runtime::Error::Stopped));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_exempt_raft_stream_is_the_generated_method_path() {
+        let service = proto::config_node_service_server::SERVICE_NAME;
+        assert_eq!(
+            super::RAFT_STREAM_PATHS,
+            [format!("/{service}/StreamRaftMessages").as_str()]
+        );
+    }
 }

@@ -1109,6 +1109,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_exempt_raft_stream_is_the_generated_method_path() {
+        let service = proto::data_node_internal_service_server::SERVICE_NAME;
+        assert_eq!(
+            RAFT_STREAM_PATHS,
+            [format!("/{service}/StreamRaftMessages").as_str()]
+        );
+    }
+
+    #[test]
     fn ttl_removal_trails_the_read_cutoff_by_the_margin() {
         assert_eq!(ttl_removal_cutoff(1_000_000, None), None);
         assert_eq!(
