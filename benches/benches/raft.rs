@@ -44,8 +44,8 @@ impl StateMachine for CountingSm {
         self.applied_index
     }
 
-    fn snapshot(&self) -> Vec<u8> {
-        self.bytes.to_le_bytes().to_vec()
+    fn snapshot(&self) -> Result<Vec<u8>, ApplyError> {
+        Ok(self.bytes.to_le_bytes().to_vec())
     }
 
     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {

@@ -45,8 +45,8 @@ impl consensus::StateMachine for MetadataStateMachine {
         self.state.read().applied_index()
     }
 
-    fn snapshot(&self) -> Vec<u8> {
-        self.state.read().encode_snapshot()
+    fn snapshot(&self) -> Result<Vec<u8>, ApplyError> {
+        Ok(self.state.read().encode_snapshot())
     }
 
     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {

@@ -40,7 +40,7 @@
 //!         Ok(self.sum.to_le_bytes().to_vec())
 //!     }
 //!     fn applied_index(&self) -> u64 { self.applied_index }
-//!     fn snapshot(&self) -> Vec<u8> { self.sum.to_le_bytes().to_vec() }
+//!     fn snapshot(&self) -> Result<Vec<u8>, ApplyError> { Ok(self.sum.to_le_bytes().to_vec()) }
 //!     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {
 //!         self.applied_index = index;
 //!         self.sum = u64::from_le_bytes(snapshot.try_into().unwrap());

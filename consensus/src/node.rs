@@ -849,7 +849,7 @@ impl<T: Transport> RaftNode<T> {
     }
 
     fn generate_requested_snapshots(&mut self) {
-        for g in self.groups.values_mut() {
+        for (gid, g) in self.groups.iter_mut() {
             let storage = g.raw.store().clone();
             if !storage.take_snapshot_request() {
                 continue;
@@ -867,8 +867,15 @@ impl<T: Transport> RaftNode<T> {
                 // The state machine is behind the log (a restore is pending): raft asks again.
                 continue;
             };
+            let data = match g.state_machine.snapshot() {
+                Ok(data) => data,
+                Err(e) => {
+                    tracing::warn!(group = gid, "generating a snapshot failed: {e:?}");
+                    continue;
+                }
+            };
             let mut snapshot = Snapshot::default();
-            snapshot.set_data(g.state_machine.snapshot().into());
+            snapshot.set_data(data.into());
             let meta = snapshot.mut_metadata();
             meta.index = index;
             meta.term = term;

@@ -34,8 +34,9 @@ pub trait StateMachine: Send {
 
     /// The full state as of `applied_index()`, sent to a replica that fell behind a compacted log.
     /// The proxy labels it with the group's applied index, which is higher only across entries
-    /// the state machine never sees (no-ops, configuration changes).
-    fn snapshot(&self) -> Vec<u8>;
+    /// the state machine never sees (no-ops, configuration changes). An error (e.g. an unreadable
+    /// file) generates no snapshot: it is logged and raft asks again when it next needs one.
+    fn snapshot(&self) -> Result<Vec<u8>, ApplyError>;
 
     /// Replaces the whole state with `snapshot`, taken at `index`. Afterwards `applied_index()`
     /// returns `index`. A `Recoverable` error is retried like an apply.

@@ -189,21 +189,26 @@ impl StateMachine for DataRegionStateMachine {
         self.region.applied_index()
     }
 
-    fn snapshot(&self) -> Vec<u8> {
-        match self.region.export() {
-            Ok((index, tablets, tombstones)) => encode_snapshot(index, &tablets, &tombstones),
-            // The trait has no error path here; an unreadable region cannot produce a snapshot,
-            // and sending a wrong one would be worse than stopping.
-            Err(e) => panic!(
-                "region in {} cannot be exported for a snapshot: {e}",
-                self.region.dir().display()
-            ),
-        }
+    fn snapshot(&self) -> Result<Vec<u8>, ApplyError> {
+        // An unreadable region produces no snapshot (never a wrong one): raft asks again later,
+        // and the node keeps serving everything else.
+        let (index, tablets, tombstones) = self.region.export().map_err(|e| {
+            let status = e.status();
+            ApplyError::Recoverable {
+                code: status.code.code(),
+                message: format!(
+                    "region in {} cannot be exported for a snapshot: {}",
+                    self.region.dir().display(),
+                    status.message
+                ),
+            }
+        })?;
+        Ok(encode_snapshot(index, &tablets, &tombstones))
     }
 
     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {
         let (at, tablets, tombstones) =
-            decode_snapshot(snapshot, &self.region.config().tablet_limits).map_err(|e| {
+            decode_snapshot(snapshot, &self.region.config().restore_limits()).map_err(|e| {
                 ApplyError::Recoverable {
                     code: StatusCode::InternalServerError.code(),
                     message: format!(

@@ -60,6 +60,20 @@ impl Default for StorageConfig {
     }
 }
 
+impl StorageConfig {
+    /// What a snapshot's content is checked against on restore. A snapshot holds each series as
+    /// one tablet of all its points, and values admitted under the limits of any earlier
+    /// configuration: the shape of a session's tablet (`rows_max`, `text_bytes_max`) does not
+    /// apply, the structural limits (paths, columns) do.
+    pub fn restore_limits(&self) -> TabletLimits {
+        TabletLimits {
+            rows_max: usize::MAX,
+            text_bytes_max: usize::MAX,
+            ..self.tablet_limits
+        }
+    }
+}
+
 /// What a successful apply did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApplyOutcome {
@@ -719,8 +733,9 @@ impl DataRegion {
             state.fences = Fences::from_tombstones(tombstones.iter());
             state.applied_index = index;
             state.dirty_since = None;
+            let limits = self.config.restore_limits();
             for tablet in tablets {
-                tablet.validate(&self.config.tablet_limits)?;
+                tablet.validate(&limits)?;
                 check_types(&state, tablet)?;
                 for (slot, rows) in split_by_time_slot(tablet, &self.config.partition) {
                     let partition = state

@@ -202,8 +202,8 @@ mod tests {
         fn applied_index(&self) -> u64 {
             self.0
         }
-        fn snapshot(&self) -> Vec<u8> {
-            self.0.to_le_bytes().to_vec()
+        fn snapshot(&self) -> Result<Vec<u8>, ApplyError> {
+            Ok(self.0.to_le_bytes().to_vec())
         }
         fn restore(&mut self, index: u64, _: &[u8]) -> Result<(), ApplyError> {
             self.0 = index;

@@ -26,6 +26,8 @@ pub struct ModelState {
     pub fenced: bool,
     pub recoverable_returns: u64,
     pub restores: u64,
+    /// While above 0, `snapshot` fails (an unreadable file) and counts it down.
+    pub snapshot_failures: u64,
 }
 
 pub struct ModelSm {
@@ -93,8 +95,15 @@ impl StateMachine for ModelSm {
         self.state.lock().applied_index
     }
 
-    fn snapshot(&self) -> Vec<u8> {
-        let s = self.state.lock();
+    fn snapshot(&self) -> Result<Vec<u8>, ApplyError> {
+        let mut s = self.state.lock();
+        if s.snapshot_failures > 0 {
+            s.snapshot_failures -= 1;
+            return Err(ApplyError::Recoverable {
+                code: 305,
+                message: "the state cannot be read".into(),
+            });
+        }
         let mut out = Vec::new();
         out.extend_from_slice(&s.applied_index.to_le_bytes());
         out.extend_from_slice(&s.digest.to_le_bytes());
@@ -105,7 +114,7 @@ impl StateMachine for ModelSm {
             out.extend_from_slice(&(data.len() as u64).to_le_bytes());
             out.extend_from_slice(data);
         }
-        out
+        Ok(out)
     }
 
     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {
@@ -421,6 +430,11 @@ impl Cluster {
             self.sim.seed()
         );
         ticket.try_take().unwrap()
+    }
+
+    /// The shared state of node `node`'s state machine of `group`, to change it.
+    pub fn model_mut(&self, node: NodeId, group: u64) -> parking_lot::MutexGuard<'_, ModelState> {
+        self.models[&(node, group)].lock()
     }
 
     pub fn model(&self, node: NodeId, group: u64) -> ModelState {

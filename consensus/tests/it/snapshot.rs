@@ -104,3 +104,33 @@ fn a_follower_past_the_lag_allowance_catches_up_by_snapshot() {
     c.heal_and_check();
     assert_eq!(c.model(lagging, 1).restores, 1);
 }
+
+/// A state machine that cannot produce its snapshot (an unreadable file) generates none: the
+/// node keeps running, raft asks again, and the replica is brought back once it can.
+#[test]
+fn a_snapshot_that_fails_to_generate_is_asked_again() {
+    let mut c = Cluster::new(37, 3, 1, Config::default());
+    let leader = c.elect(1);
+    let lagging = *c.peers.iter().find(|&&p| p != leader).unwrap();
+    c.crash(lagging);
+    for i in 0..20 {
+        assert!(c.write(1, format!("w{i}").as_bytes()).is_ok());
+    }
+    for p in c.peers.clone() {
+        if c.is_up(p) {
+            let index = c.model(p, 1).applied_index;
+            c.node(p).compact(1, index).unwrap();
+        }
+    }
+    c.model_mut(leader, 1).snapshot_failures = 3;
+    c.start(lagging);
+    assert!(c.write(1, b"after").is_ok());
+    c.heal_and_check();
+    assert_eq!(
+        c.model(leader, 1).snapshot_failures,
+        0,
+        "every failure was met"
+    );
+    assert_eq!(c.model(lagging, 1).restores, 1);
+    assert!(Metrics::get(&c.node(leader).metrics().snapshots_generated) >= 1);
+}

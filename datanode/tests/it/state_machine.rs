@@ -130,7 +130,7 @@ fn snapshot_restores_identical_content_on_another_replica() {
         )
         .unwrap();
 
-    let snapshot = leader.snapshot();
+    let snapshot = leader.snapshot().unwrap();
     follower.restore(2, &snapshot).unwrap();
     assert_eq!(follower.applied_index(), 2);
     assert_eq!(content(follower.region()), content(leader.region()));
@@ -156,4 +156,45 @@ fn snapshot_restores_identical_content_on_another_replica() {
         code(&other.restore(2, &corrupt).unwrap_err()).0,
         "a bad snapshot is retried, never half-installed"
     );
+}
+
+/// A snapshot holds each series as one tablet of all its points, so the limits on a session's
+/// tablet (`rows_max`) must not apply to a restore: a follower refused such a series with a
+/// recoverable error and retried it for ever (REVIEW H2).
+#[test]
+fn a_series_longer_than_a_tablet_may_be_restored() {
+    let region_config = || engine::StorageConfig {
+        tablet_limits: common::TabletLimits {
+            rows_max: 4,
+            ..common::TabletLimits::default()
+        },
+        ..config()
+    };
+    let open = |dir: &std::path::Path| {
+        DataRegionStateMachine::new(
+            Arc::new(DataRegion::open(dir, region_config()).unwrap()),
+            Arc::new(ManualGate::new()),
+            Arc::new(ManualClock::default()),
+            RegionRetryConfig {
+                write_retry_max: 3,
+                write_retry_wait_ms: 1000,
+            },
+        )
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (mut leader, mut follower) = (open(a.path()), open(b.path()));
+    for (index, from) in [(1, 0), (2, 4), (3, 8)] {
+        let timestamps: Vec<i64> = (from..from + 4).collect();
+        leader
+            .apply(
+                index,
+                &RegionCommand::insert(tablet("root.sg.d1", &timestamps, 1.0)).encode(),
+            )
+            .unwrap();
+    }
+    let snapshot = leader.snapshot().unwrap();
+    follower
+        .restore(3, &snapshot)
+        .expect("a 12-point series restores under a 4-row tablet limit");
+    assert_eq!(content(follower.region()), content(leader.region()));
 }

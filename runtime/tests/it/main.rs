@@ -38,8 +38,8 @@ impl StateMachine for Counter {
     fn applied_index(&self) -> u64 {
         self.applied
     }
-    fn snapshot(&self) -> Vec<u8> {
-        Vec::new()
+    fn snapshot(&self) -> Result<Vec<u8>, ApplyError> {
+        Ok(Vec::new())
     }
     fn restore(&mut self, index: u64, _: &[u8]) -> Result<(), ApplyError> {
         self.applied = index;
