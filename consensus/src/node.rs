@@ -45,6 +45,9 @@ pub struct Metrics {
     /// Append messages refused because the group's log held `unapplied_bytes_max` bytes
     /// of entries not yet applied (an apply held at a fence, or too slow).
     pub appends_refused_unapplied: AtomicU64,
+    /// Messages dropped because they were addressed to another node id: a node whose data was
+    /// wiped came back under a new id at its old address, and its old peers still send there.
+    pub misaddressed_messages: AtomicU64,
     /// Bytes of raft entries held in memory over all groups, after the last flush (a gauge).
     pub entry_cache_bytes: AtomicU64,
 }
@@ -453,6 +456,12 @@ impl<T: Transport> RaftNode<T> {
 
     /// Feeds a message received from another node into its group.
     pub fn step(&mut self, message: RaftMessage) -> Result<()> {
+        // A message for another node id is never this node's to answer: a wiped node that came
+        // back under a new id must not vote or acknowledge as its old self (it lost that log).
+        if message.message.to != self.id {
+            Metrics::inc(&self.metrics.misaddressed_messages);
+            return Ok(());
+        }
         let g = self
             .groups
             .get_mut(&message.group)

@@ -346,6 +346,11 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
                 "Append messages refused while a region held dn_raft_unapplied_bytes_max unapplied.",
                 &raft.appends_refused_unapplied,
             ),
+            (
+                "raft_misaddressed_messages_total",
+                "Raft messages dropped as addressed to another node id (e.g. this address's wiped predecessor).",
+                &raft.misaddressed_messages,
+            ),
         ] {
             line(name, "counter", help, RaftMetrics::get(counter));
         }

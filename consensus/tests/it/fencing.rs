@@ -57,3 +57,30 @@ fn leadership_goes_only_to_replicas_holding_a_lease() {
     assert!(c.write(1, b"y").is_ok());
     c.heal_and_check();
 }
+
+/// A node whose data was wiped comes back under a new id at its old address, and its old peers
+/// keep sending there: a message addressed to another id is dropped, never answered. Before, a
+/// heartbeat of a newer term for the old id moved the node to that term under that leader.
+#[test]
+fn a_message_for_another_node_id_is_dropped() {
+    let mut c = Cluster::new(41, 3, 1, Config::default());
+    let leader = c.elect(1);
+    let other = *c.peers.iter().find(|&&p| p != leader).unwrap();
+    let term = c.node(other).status(1).unwrap().term;
+    let mut heartbeat = raft::eraftpb::Message::default();
+    heartbeat.set_msg_type(raft::eraftpb::MessageType::MsgHeartbeat);
+    heartbeat.from = leader;
+    heartbeat.to = 99;
+    heartbeat.term = term + 5;
+    c.node(other)
+        .step(consensus::RaftMessage {
+            group: 1,
+            message: heartbeat,
+        })
+        .unwrap();
+    assert_eq!(c.node(other).status(1).unwrap().term, term);
+    assert_eq!(
+        Metrics::get(&c.node(other).metrics().misaddressed_messages),
+        1
+    );
+}
