@@ -173,6 +173,10 @@ pub struct Cluster {
     /// Printed with the logs when the test fails (the seed, the faults injected).
     notes: Mutex<Vec<String>>,
     started: Instant,
+    /// Ids of DataNodes whose data directory a scenario wiped ([`Cluster::wipe_data_node`]):
+    /// they never come back (their process returned under a new id), so health and replica
+    /// checks leave them out.
+    retired: Mutex<std::collections::BTreeSet<u64>>,
 }
 
 impl Cluster {
@@ -293,6 +297,7 @@ impl Cluster {
             dir: Some(dir),
             notes: Mutex::new(Vec::new()),
             started: Instant::now(),
+            retired: Mutex::default(),
         };
         eprintln!(
             "harness: cluster in {} ({} ConfigNodes, {} DataNodes, bridge {})",
@@ -525,8 +530,13 @@ impl Cluster {
     /// Maps each DataNode id (assigned by the ConfigNode) to its index here.
     pub fn data_node_ids(&self, session: &Session) -> Result<BTreeMap<u64, usize>> {
         let view = self.runtime.block_on(session.show_cluster())?;
+        let retired = self.retired();
         let mut ids = BTreeMap::new();
-        for d in view.data_nodes {
+        for d in view
+            .data_nodes
+            .into_iter()
+            .filter(|d| !retired.contains(&d.data_node_id))
+        {
             let j = (0..self.data_nodes.len())
                 .find(|&j| self.dn_endpoint(j) == d.rpc_endpoint)
                 .with_context(|| format!("unknown DataNode {d:?}"))?;
@@ -574,9 +584,14 @@ impl Cluster {
             Duration::from_millis(200),
             || {
                 let view = self.runtime.block_on(session.show_cluster()).ok()?;
-                (view.data_nodes.len() == self.data_nodes.len()
-                    && view.data_nodes.iter().all(|d| d.status == "Running"))
-                .then_some(())
+                let retired = self.retired();
+                let live: Vec<_> = view
+                    .data_nodes
+                    .iter()
+                    .filter(|d| !retired.contains(&d.data_node_id))
+                    .collect();
+                (live.len() == self.data_nodes.len() && live.iter().all(|d| d.status == "Running"))
+                    .then_some(())
             },
         )?;
         wait_for(
@@ -604,6 +619,22 @@ impl Cluster {
             Duration::from_millis(100),
             || (self.lease_live(j) == Some(false)).then_some(()),
         )
+    }
+
+    /// kill -9 of DataNode `j` (id `old_id`), its data directory removed, and a start: it
+    /// registers afresh and gets a new id, while `old_id` stays in the cluster view (Unknown) with
+    /// its replicas, which checks leave out from now on.
+    pub fn wipe_data_node(&mut self, j: usize, old_id: u64) -> Result<()> {
+        self.data_nodes[j].kill9()?;
+        let data = self.dir().join(format!("dn{}", j + 1));
+        std::fs::remove_dir_all(&data).with_context(|| format!("wiping {}", data.display()))?;
+        self.retired.lock().expect("retired").insert(old_id);
+        self.data_nodes[j].start()
+    }
+
+    /// The ids of wiped DataNodes ([`Cluster::wipe_data_node`]).
+    pub fn retired(&self) -> std::collections::BTreeSet<u64> {
+        self.retired.lock().expect("retired").clone()
     }
 
     /// Restarts DataNode `j` after a kill (same data directory).

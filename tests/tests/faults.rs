@@ -480,6 +480,93 @@ fn a_follower_that_missed_millions_of_points_catches_up() {
     run.finish();
 }
 
+/// Scenario 4d (issue 18 item 4, REVIEW H3): a DataNode's data directory is wiped under load
+/// and the node restarted. It must come back as a new node: a new id (its identity file is
+/// gone), none of its old replicas, and every raft message its old peers still send to its
+/// address dropped as addressed to the old id — before, it rejoined under its old id with an
+/// empty raft log and could vote and acknowledge as a member that had lost its log. No
+/// acknowledged write is lost (the checker reads every one back from the remaining replicas,
+/// which agree).
+#[test]
+fn a_wiped_data_node_comes_back_as_a_new_node() {
+    let _serial = serial();
+    if !require_namespaces("a_wiped_data_node_comes_back_as_a_new_node") {
+        return;
+    }
+    let mut run = Run::start("4d-wiped-datanode", ClusterConfig::default());
+    let target = run.busiest_leader();
+    let ids_before = run
+        .cluster
+        .data_node_ids(&run.session)
+        .expect("SHOW CLUSTER");
+    let old_id = *ids_before
+        .iter()
+        .find(|(_, &j)| j == target)
+        .expect("the target's id")
+        .0;
+    let old_regions: Vec<u64> = run
+        .cluster
+        .replicas(&run.session, target)
+        .expect("the target's replicas")
+        .iter()
+        .map(|r| r.region_id)
+        .collect();
+    assert!(!old_regions.is_empty(), "the target hosts regions");
+    run.fault(&format!(
+        "kill -9 datanode-{} (id {old_id}), its data directory wiped, restarted",
+        target + 1
+    ));
+    run.cluster
+        .wipe_data_node(target, old_id)
+        .expect("wipe and restart");
+    run.wait_recovered(target);
+    run.wait_acked_since(Instant::now(), 20, "writes after the wiped node's return");
+
+    let ids_after = wait_for("the wiped node registered anew", WAIT, POLL, || {
+        let ids = run.cluster.data_node_ids(&run.session).ok()?;
+        (ids.len() == 3).then_some(ids)
+    })
+    .expect("SHOW CLUSTER");
+    let new_id = *ids_after
+        .iter()
+        .find(|(_, &j)| j == target)
+        .expect("the target's new id")
+        .0;
+    let mut failures = Vec::new();
+    if new_id == old_id || ids_before.contains_key(&new_id) {
+        failures.push(format!(
+            "the wiped node registered as {new_id}, an id it held or another node holds              ({ids_before:?})"
+        ));
+    }
+    let hosted: Vec<u64> = run
+        .cluster
+        .replicas(&run.session, target)
+        .expect("the new node's replicas")
+        .iter()
+        .map(|r| r.region_id)
+        .collect();
+    if let Some(region) = hosted.iter().find(|r| old_regions.contains(r)) {
+        failures.push(format!(
+            "the wiped node hosts region {region}, a replica of its old self"
+        ));
+    }
+    // The old id's peers keep sending to its address; the new node drops every such message.
+    let dropped = wait_for("raft messages for the old id dropped", WAIT, POLL, || {
+        run.cluster
+            .dn_metric(target, "raft_misaddressed_messages_total")
+            .filter(|&n| n > 0.0)
+    });
+    if let Err(e) = dropped {
+        failures.push(format!("no misaddressed raft message was dropped: {e}"));
+    }
+    run.cluster.note(format!(
+        "datanode-{} came back as id {new_id} (was {old_id}); hosts {hosted:?}, its old id \
+         hosted {old_regions:?}",
+        target + 1
+    ));
+    run.finish_with(failures);
+}
+
 /// Resident memory of a process in bytes (`VmRSS`), if it is running.
 fn rss_bytes(pid: Option<i32>) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
