@@ -182,7 +182,7 @@ fn open_raft(
         },
         step_queue_bytes_max: runtime::DriverConfig::default().step_queue_bytes_max,
     };
-    let driver = runtime::open_raft_host(
+    let (driver, _sent) = runtime::open_raft_host(
         &raft_host,
         addresses,
         Arc::new(consensus::MonotonicClock::default()),

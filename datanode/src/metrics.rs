@@ -83,6 +83,7 @@ pub(crate) fn render(shared: &Shared) -> String {
     lease_metrics(&mut page, shared);
     service_metrics(&mut page, &shared.metrics);
     server_metrics(&mut page, shared);
+    transport_metrics(&mut page, shared);
     region_metrics(&mut page, shared);
     page.into_string()
 }
@@ -176,6 +177,30 @@ fn server_metrics(page: &mut Page, shared: &Shared) {
             "requests answered RESOURCE_EXHAUSTED past the request limit.",
             get(&gate.requests_refused),
         );
+    }
+}
+
+/// The raft transport: what went to peers (catch-up traffic included) and what was dropped.
+fn transport_metrics(page: &mut Page, shared: &Shared) {
+    let t = &shared.raft_transport;
+    for (name, help, counter) in [
+        (
+            "raft_sent_messages_total",
+            "Raft messages sent to peers.",
+            &t.sent_messages,
+        ),
+        (
+            "raft_sent_bytes_total",
+            "Bytes of raft messages sent to peers (appends, snapshots, heartbeats).",
+            &t.sent_bytes,
+        ),
+        (
+            "raft_dropped_messages_total",
+            "Raft messages dropped before sending (a full lane, no address, a failed stream).",
+            &t.dropped_messages,
+        ),
+    ] {
+        page.samples(name, "counter", help, [(String::new(), get(counter))]);
     }
 }
 

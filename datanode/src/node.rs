@@ -82,6 +82,8 @@ pub(crate) struct Shared {
     pub session_gate: Arc<runtime::ServerGate>,
     /// Likewise for the internal server.
     pub internal_gate: Arc<runtime::ServerGate>,
+    /// What the raft transport sent to peers and dropped.
+    pub raft_transport: Arc<runtime::TransportMetrics>,
     next_session: AtomicU64,
 }
 
@@ -324,7 +326,8 @@ fn assemble(
         step_queue_bytes_max: config.dn_raft_step_queue_bytes_max as usize,
     };
     // Regions are created later, as the ConfigNode assigns them.
-    let driver = runtime::open_raft_host(&raft_host, addresses.clone(), clock.clone(), |_| Ok(()))?;
+    let (driver, raft_transport) =
+        runtime::open_raft_host(&raft_host, addresses.clone(), clock.clone(), |_| Ok(()))?;
     let pool = runtime::ChannelPool::new(config.channel_config(), rpc_timeout);
     let peers = Arc::new(Peers::new(
         node_id,
@@ -385,6 +388,7 @@ fn assemble(
         digests: tokio::sync::Semaphore::new(1),
         session_gate,
         internal_gate,
+        raft_transport,
         next_session: AtomicU64::new(1),
     }))
 }

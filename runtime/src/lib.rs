@@ -43,4 +43,5 @@ pub use limits::{Gated, ServerGate, ServerLimits};
 pub use raft_host::{open_raft_host, RaftHostConfig, RaftLogLimits};
 pub use transport::{
     decode_batch, serve_raft_stream, AddressBook, GrpcTransport, PeerService, TransportConfig,
+    TransportMetrics,
 };

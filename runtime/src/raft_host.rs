@@ -9,7 +9,9 @@ use consensus::{Clock, NodeId, RaftNode};
 
 use crate::driver::{entropy_seed, DriverConfig, RaftDriver};
 use crate::error::Result;
-use crate::transport::{AddressBook, GrpcTransport, PeerService, TransportConfig};
+use crate::transport::{
+    AddressBook, GrpcTransport, PeerService, TransportConfig, TransportMetrics,
+};
 
 /// Everything that differs between the nodes' raft hosts.
 #[derive(Clone, Debug)]
@@ -93,7 +95,8 @@ impl RaftHostConfig {
 /// Opens the node's raft log and starts the driver thread with a [`RaftNode`] on it, sending
 /// through a [`GrpcTransport`] to the peers in `addresses` (which the caller keeps current).
 /// `setup` runs on the driver thread before anything else (create the groups the node hosts from
-/// the start). Must run inside a tokio runtime: the transport's tasks run on it.
+/// the start). Must run inside a tokio runtime: the transport's tasks run on it. Returns the
+/// driver and the transport's counters (what was sent and dropped).
 ///
 /// Shutdown order, for the caller: stop serving (no more calls into the driver), then
 /// [`RaftDriver::shutdown`] (the thread ends and the log closes with it).
@@ -102,7 +105,7 @@ pub fn open_raft_host<F>(
     addresses: AddressBook,
     clock: Arc<dyn Clock>,
     setup: F,
-) -> Result<RaftDriver<GrpcTransport>>
+) -> Result<(RaftDriver<GrpcTransport>, Arc<TransportMetrics>)>
 where
     F: FnOnce(&mut RaftNode<GrpcTransport>) -> consensus::Result<()> + Send + 'static,
 {
@@ -114,9 +117,10 @@ where
         config.transport.clone(),
         tokio::runtime::Handle::current(),
     );
+    let transport_metrics = transport.metrics().clone();
     let log = wal::Wal::open(config.log_options())?;
     let (node_id, raft_config) = (config.node_id, config.consensus_config());
-    RaftDriver::spawn(
+    let driver = RaftDriver::spawn(
         DriverConfig {
             name: config.thread_name.clone(),
             tick_ms: config.tick_ms,
@@ -128,7 +132,8 @@ where
             setup(&mut node)?;
             Ok(node)
         },
-    )
+    )?;
+    Ok((driver, transport_metrics))
 }
 
 #[cfg(test)]

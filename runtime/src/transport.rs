@@ -1,6 +1,7 @@
 //! The networked raft transport over tonic.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,6 +67,17 @@ impl Default for TransportConfig {
     }
 }
 
+/// What a node's raft transport sent and dropped, over every peer and lane.
+#[derive(Debug, Default)]
+pub struct TransportMetrics {
+    /// Encoded raft messages handed to a peer's stream.
+    pub sent_messages: AtomicU64,
+    /// Their bytes: what catching a follower up costs on the wire.
+    pub sent_bytes: AtomicU64,
+    /// Messages dropped: a full lane, no address, or a stream that failed or stalled.
+    pub dropped_messages: AtomicU64,
+}
+
 /// Sends raft messages as `RaftMessageBatch` RPCs. Best effort, never blocking the raft thread:
 /// a full queue or a failed RPC drops messages, which raft retransmits.
 ///
@@ -81,6 +93,7 @@ pub struct GrpcTransport {
     config: TransportConfig,
     runtime: tokio::runtime::Handle,
     peers: Arc<Mutex<BTreeMap<NodeId, PeerLanes>>>,
+    metrics: Arc<TransportMetrics>,
 }
 
 /// The two lanes to one peer.
@@ -137,7 +150,13 @@ impl GrpcTransport {
             config,
             runtime,
             peers: Arc::new(Mutex::new(BTreeMap::new())),
+            metrics: Arc::default(),
         }
+    }
+
+    /// What this transport sent and dropped.
+    pub fn metrics(&self) -> &Arc<TransportMetrics> {
+        &self.metrics
     }
 
     fn lane(&self, to: NodeId, bytes_max: usize) -> Lane {
@@ -151,6 +170,7 @@ impl GrpcTransport {
             self.config.clone(),
             rx,
             budget.clone(),
+            self.metrics.clone(),
         ));
         Lane { queue, budget }
     }
@@ -181,6 +201,9 @@ impl Transport for GrpcTransport {
                 &lanes.control
             };
             if !lane.offer(Bytes::from(message.encode())) {
+                self.metrics
+                    .dropped_messages
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::trace!(to_node, "raft message dropped: peer queue full");
             }
         }
@@ -260,6 +283,7 @@ async fn peer_task(
     config: TransportConfig,
     mut rx: mpsc::Receiver<Bytes>,
     budget: Arc<ByteBudget>,
+    metrics: Arc<TransportMetrics>,
 ) {
     let mut stream: Option<PeerStream> = None;
     // A message that did not fit the previous batch opens the next one.
@@ -273,8 +297,16 @@ async fn peer_task(
             },
         };
         let messages = fill_batch(first, &mut rx, &config, &mut carried);
-        budget.release(messages.iter().map(Bytes::len).sum());
+        let (count, bytes) = (
+            messages.len() as u64,
+            messages.iter().map(Bytes::len).sum::<usize>(),
+        );
+        budget.release(bytes);
+        let lost = |metrics: &TransportMetrics| {
+            metrics.dropped_messages.fetch_add(count, Ordering::Relaxed);
+        };
         let Some(address) = addresses.read().get(&to).cloned() else {
+            lost(&metrics);
             tracing::debug!(
                 to,
                 "no address for raft peer; dropping {} messages",
@@ -290,6 +322,7 @@ async fn peer_task(
             stream = match open_stream(to, &address, service, &config) {
                 Ok(s) => Some(s),
                 Err(e) => {
+                    lost(&metrics);
                     tracing::warn!(to, "{e}");
                     continue;
                 }
@@ -307,12 +340,19 @@ async fn peer_task(
         )
         .await;
         match sent {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => {
+                metrics.sent_messages.fetch_add(count, Ordering::Relaxed);
+                metrics
+                    .sent_bytes
+                    .fetch_add(bytes as u64, Ordering::Relaxed);
+            }
             Ok(Err(_)) => {
+                lost(&metrics);
                 tracing::debug!(to, address, "raft stream closed; messages lost");
                 stream = None;
             }
             Err(_) => {
+                lost(&metrics);
                 tracing::debug!(
                     to,
                     address,

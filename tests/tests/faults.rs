@@ -467,6 +467,22 @@ fn a_follower_that_missed_millions_of_points_catches_up() {
     ));
     // Long enough for several flushes, and their log truncations, on the live replicas.
     std::thread::sleep(Duration::from_secs(2));
+    let others: Vec<usize> = (0..3).filter(|&j| j != target).collect();
+    let sent_bytes = |run: &Run| -> f64 {
+        others
+            .iter()
+            .filter_map(|&j| run.cluster.dn_metric(j, "raft_sent_bytes_total"))
+            .sum()
+    };
+    // Where the cluster was at the restart: the target has caught up once it applied as far.
+    let mut goal: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+    for &j in &others {
+        for r in run.cluster.replicas(&run.session, j).expect("replicas") {
+            let at = goal.entry(r.region_id).or_default();
+            *at = (*at).max(r.applied_index);
+        }
+    }
+    let sent_before = sent_bytes(&run);
     let restarted = Instant::now();
     run.cluster.data_nodes[target].start().expect("restart");
     run.wait_recovered(target);
@@ -474,6 +490,23 @@ fn a_follower_that_missed_millions_of_points_catches_up() {
         "datanode-{} NORMAL {:.1} s after its restart",
         target + 1,
         restarted.elapsed().as_secs_f64()
+    ));
+    wait_for("the restarted follower to catch up", WAIT * 4, POLL, || {
+        let mine = run.cluster.replicas(&run.session, target).ok()?;
+        goal.iter()
+            .all(|(region, &at)| {
+                mine.iter()
+                    .any(|r| r.region_id == *region && r.applied_index >= at)
+            })
+            .then_some(())
+    })
+    .expect("catch-up");
+    run.cluster.note(format!(
+        "4c catch-up: datanode-{} applied up to the cluster's indexes at its restart {goal:?} \
+         {:.1} s after the restart; its peers sent {:.1} MiB of raft messages meanwhile",
+        target + 1,
+        restarted.elapsed().as_secs_f64(),
+        (sent_bytes(&run) - sent_before) / f64::from(1 << 20)
     ));
     run.wait_acked_since(Instant::now(), 10, "writes after the restart");
     // The checker waits for every region's replicas to agree on their digests.

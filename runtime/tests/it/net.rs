@@ -396,6 +396,11 @@ async fn a_raft_stream_reopens_on_a_fresh_connection_after_heal() {
         }
     };
     send_until_delivered("before the partition").await;
+    let sent = &transport.metrics().sent_messages;
+    assert!(
+        sent.load(Ordering::SeqCst) >= 1,
+        "a delivered message is counted as sent"
+    );
 
     proxy.black_hole();
     let before = delivered();
@@ -411,4 +416,16 @@ async fn a_raft_stream_reopens_on_a_fresh_connection_after_heal() {
     let took = send_until_delivered("after the heal").await;
     eprintln!("raft messages flowed again {took:?} after heal");
     assert!(proxy.accepted() >= 2);
+    // A peer without an address: its messages are dropped, and counted.
+    let dropped = &transport.metrics().dropped_messages;
+    let before = dropped.load(Ordering::SeqCst);
+    consensus::Transport::send(&transport, 3, vec![message()]);
+    let started = Instant::now();
+    while dropped.load(Ordering::SeqCst) == before {
+        assert!(
+            started.elapsed() < BOUND,
+            "a message without an address is counted"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
