@@ -162,16 +162,8 @@ impl GrpcTransport {
     fn lane(&self, to: NodeId, bytes_max: usize) -> Lane {
         let (queue, rx) = mpsc::channel(self.config.queue_messages_max);
         let budget = Arc::new(ByteBudget::new(bytes_max));
-        self.runtime.spawn(peer_task(
-            self.from,
-            to,
-            self.service,
-            self.addresses.clone(),
-            self.config.clone(),
-            rx,
-            budget.clone(),
-            self.metrics.clone(),
-        ));
+        self.runtime
+            .spawn(peer_task(self.clone(), to, rx, budget.clone()));
         Lane { queue, budget }
     }
 
@@ -275,16 +267,25 @@ fn open_stream(
     })
 }
 
+/// Sends one lane's messages to `to` (the transport gives its node id, service, addresses,
+/// limits and counters).
 async fn peer_task(
-    from: NodeId,
+    transport: GrpcTransport,
     to: NodeId,
-    service: PeerService,
-    addresses: AddressBook,
-    config: TransportConfig,
     mut rx: mpsc::Receiver<Bytes>,
     budget: Arc<ByteBudget>,
-    metrics: Arc<TransportMetrics>,
 ) {
+    let GrpcTransport {
+        from,
+        service,
+        addresses,
+        config,
+        metrics,
+        runtime,
+        peers,
+    } = transport;
+    // The peer map holds this lane's sender: kept here, the lane would never close.
+    drop((runtime, peers));
     let mut stream: Option<PeerStream> = None;
     // A message that did not fit the previous batch opens the next one.
     let mut carried: Option<Bytes> = None;
