@@ -84,6 +84,9 @@ pub struct GroupStatus {
     pub apply_stuck: bool,
 }
 
+/// Milliseconds between two warnings of one group's failing snapshot generation.
+const SNAPSHOT_FAILURE_LOG_MS: u64 = 10_000;
+
 #[derive(Debug)]
 struct PendingProposal {
     term: u64,
@@ -114,6 +117,8 @@ struct Group {
     apply_upper: u64,
     /// A snapshot to restore into the state machine before applying anything else.
     pending_restore: Option<Snapshot>,
+    /// When a failed snapshot generation was last logged (raft asks again at every probe).
+    snapshot_failure_logged_ms: Option<u64>,
     retry: Option<Retry>,
     /// Proposals by log index.
     proposals: BTreeMap<u64, PendingProposal>,
@@ -428,6 +433,7 @@ impl<T: Transport> RaftNode<T> {
             applied,
             apply_upper: applied,
             pending_restore,
+            snapshot_failure_logged_ms: None,
             retry: None,
             proposals: BTreeMap::new(),
             reads: VecDeque::new(),
@@ -858,6 +864,7 @@ impl<T: Transport> RaftNode<T> {
     }
 
     fn generate_requested_snapshots(&mut self) {
+        let clock = self.clock.clone();
         for (gid, g) in self.groups.iter_mut() {
             let storage = g.raw.store().clone();
             if !storage.take_snapshot_request() {
@@ -879,7 +886,13 @@ impl<T: Transport> RaftNode<T> {
             let data = match g.state_machine.snapshot() {
                 Ok(data) => data,
                 Err(e) => {
-                    tracing::warn!(group = gid, "generating a snapshot failed: {e:?}");
+                    let now_ms = clock.now_ms();
+                    if g.snapshot_failure_logged_ms
+                        .is_none_or(|at| now_ms.saturating_sub(at) >= SNAPSHOT_FAILURE_LOG_MS)
+                    {
+                        g.snapshot_failure_logged_ms = Some(now_ms);
+                        tracing::warn!(group = gid, "generating a snapshot failed: {e:?}");
+                    }
                     continue;
                 }
             };

@@ -62,6 +62,9 @@ pub(crate) struct RegionHostConfig {
     pub write_timeout: Duration,
     /// `query_points_max`.
     pub query_points_max: u32,
+    /// The largest snapshot a region builds: it goes as one raft message, so 15/16 of
+    /// `dn_rpc_max_message_bytes` (the rest for the message's envelope and the estimate's slack).
+    pub snapshot_bytes_max: u64,
 }
 
 /// The raft driver and the region replicas on this DataNode.
@@ -333,7 +336,8 @@ impl RegionHost {
             self.lease.clone(),
             self.clock.clone(),
             self.config.retry,
-        );
+        )
+        .with_snapshot_bytes_max(self.config.snapshot_bytes_max);
         let metrics = state_machine.metrics().clone();
         let peers = peers.to_vec();
         let me = self.node_id;

@@ -405,6 +405,7 @@ fn region_host_config(config: &DataNodeConfig, storage: StorageConfig) -> Region
         },
         write_timeout: Duration::from_millis(config.dn_write_timeout_ms),
         query_points_max: config.query_points_max,
+        snapshot_bytes_max: config.dn_rpc_max_message_bytes / 16 * 15,
     }
 }
 

@@ -63,7 +63,13 @@ pub struct DataRegionStateMachine {
     config: RegionRetryConfig,
     pending: Option<PendingRetry>,
     metrics: Arc<RegionStateMachineMetrics>,
+    snapshot_bytes_max: u64,
 }
+
+/// Bytes a snapshot takes per point at least, as [`encode_snapshot`] writes it: a timestamp
+/// (8) and a value (8 for numeric types, 4 for INT32/FLOAT, 1 for BOOLEAN) — 12 as the
+/// estimate.
+const SNAPSHOT_BYTES_PER_POINT: u64 = 12;
 
 impl DataRegionStateMachine {
     /// A state machine applying into `region`, gated by `gate`, timing retries by `clock`.
@@ -80,7 +86,18 @@ impl DataRegionStateMachine {
             config,
             pending: None,
             metrics: Arc::new(RegionStateMachineMetrics::default()),
+            snapshot_bytes_max: 64 << 20,
         }
+    }
+
+    /// Snapshots are sent as one raft message; a region whose snapshot would take more than
+    /// `bytes` (the transport's `dn_rpc_max_message_bytes`, default 64 MiB) generates none, as
+    /// it could not be delivered. Building it anyway held several copies of the whole region in
+    /// memory on the raft thread and took the leader down (issue 18: until snapshots stream in
+    /// chunks, a follower that needs one of a larger region does not catch up).
+    pub fn with_snapshot_bytes_max(mut self, bytes: u64) -> DataRegionStateMachine {
+        self.snapshot_bytes_max = bytes;
+        self
     }
 
     /// The region it applies into.
@@ -190,6 +207,22 @@ impl StateMachine for DataRegionStateMachine {
     }
 
     fn snapshot(&self) -> Result<Vec<u8>, ApplyError> {
+        let estimate = self
+            .region
+            .points_upper_bound()
+            .saturating_mul(SNAPSHOT_BYTES_PER_POINT);
+        if estimate > self.snapshot_bytes_max {
+            return Err(ApplyError::Recoverable {
+                code: StatusCode::WriteProcessReject.code(),
+                message: format!(
+                    "region in {} holds about {} MiB, more than one snapshot message may \
+                     carry ({} MiB, dn_rpc_max_message_bytes); no snapshot is built",
+                    self.region.dir().display(),
+                    estimate >> 20,
+                    self.snapshot_bytes_max >> 20
+                ),
+            });
+        }
         // An unreadable region produces no snapshot (never a wrong one): raft asks again later,
         // and the node keeps serving everything else.
         let (index, tablets, tombstones) = self.region.export().map_err(|e| {

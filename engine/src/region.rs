@@ -684,6 +684,22 @@ impl DataRegion {
         Ok(digest.finish(state.applied_index))
     }
 
+    /// At least as many points as [`DataRegion::export`] would return, from the files' indexes
+    /// and the memtables' counts, without reading a point: a point overwritten in a newer source
+    /// or masked by a deletion is counted where it is stored.
+    pub fn points_upper_bound(&self) -> u64 {
+        let state = self.state.read();
+        state
+            .partitions
+            .values()
+            .map(|p| {
+                let sealed: u64 = p.sealed.iter().map(|f| f.point_count()).sum();
+                let frozen: usize = p.flushing.iter().map(|(_, f)| f.point_count()).sum();
+                sealed + (frozen + p.working.point_count()) as u64
+            })
+            .sum()
+    }
+
     /// The region's whole logical content as one tablet per series (all points, sorted), with the
     /// applied index it reflects and every deletion applied so far (their fencing tokens are part
     /// of the replicated state): the body of a raft snapshot for a replica that fell behind.

@@ -198,3 +198,28 @@ fn a_series_longer_than_a_tablet_may_be_restored() {
         .expect("a 12-point series restores under a 4-row tablet limit");
     assert_eq!(content(follower.region()), content(leader.region()));
 }
+
+/// A snapshot goes as one raft message: a region whose snapshot could not fit one builds none
+/// (before, a leader built multi-GB snapshots on its raft thread and ran out of memory).
+#[test]
+fn a_region_too_large_for_one_snapshot_message_builds_none() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (leader, _, _) = machine(a.path());
+    let mut leader = leader.with_snapshot_bytes_max(100);
+    let timestamps: Vec<i64> = (0..12).collect();
+    leader
+        .apply(
+            1,
+            &RegionCommand::insert(tablet("root.sg.d1", &timestamps, 1.0)).encode(),
+        )
+        .unwrap();
+    // 12 points of s1 and 8 of s2: about 240 bytes, over 100.
+    let refused = leader.snapshot().expect_err("too large for one message");
+    assert_eq!(code(&refused), (true, 606), "{refused:?}");
+
+    let leader = leader.with_snapshot_bytes_max(64 << 20);
+    let snapshot = leader.snapshot().expect("fits");
+    let (mut follower, _, _) = machine(b.path());
+    follower.restore(1, &snapshot).unwrap();
+    assert_eq!(content(follower.region()), content(leader.region()));
+}

@@ -291,6 +291,11 @@ impl FileWriter {
 }
 
 impl SealedFile {
+    /// Points the file holds, from its index (no read).
+    pub fn point_count(&self) -> u64 {
+        self.index.values().map(|c| u64::from(c.count)).sum()
+    }
+
     /// Opens a sealed file of any version, verifying header, footer and index.
     pub fn open(path: &Path, files: &Arc<FileCache>) -> Result<SealedFile> {
         let id = FileId::next();
