@@ -296,6 +296,22 @@ impl DataNodeConfig {
                 "dn_raft_unapplied_bytes_max",
                 self.dn_raft_unapplied_bytes_max,
             ),
+            (
+                "dn_rpc_max_concurrent_client_num",
+                self.dn_rpc_max_concurrent_client_num.into(),
+            ),
+            (
+                "dn_rpc_max_concurrent_requests",
+                self.dn_rpc_max_concurrent_requests.into(),
+            ),
+            (
+                "dn_internal_max_connections",
+                self.dn_internal_max_connections.into(),
+            ),
+            (
+                "dn_internal_max_concurrent_requests",
+                self.dn_internal_max_concurrent_requests.into(),
+            ),
         ] {
             if value == 0 {
                 return Err(config_error(key, "must be > 0"));
@@ -330,28 +346,6 @@ impl DataNodeConfig {
                 "dn_raft_election_ticks",
                 "must be >= 3 (the raft heartbeat runs every election_ticks / 5 ticks, at least 1)",
             ));
-        }
-        for (key, value) in [
-            (
-                "dn_rpc_max_concurrent_client_num",
-                self.dn_rpc_max_concurrent_client_num,
-            ),
-            (
-                "dn_rpc_max_concurrent_requests",
-                self.dn_rpc_max_concurrent_requests,
-            ),
-            (
-                "dn_internal_max_connections",
-                self.dn_internal_max_connections,
-            ),
-            (
-                "dn_internal_max_concurrent_requests",
-                self.dn_internal_max_concurrent_requests,
-            ),
-        ] {
-            if value == 0 {
-                return Err(config_error(key, "must be at least 1"));
-            }
         }
         for (key, value) in [
             (

@@ -225,17 +225,7 @@ impl StateMachine for DataRegionStateMachine {
         }
         // An unreadable region produces no snapshot (never a wrong one): raft asks again later,
         // and the node keeps serving everything else.
-        let (index, tablets, tombstones) = self.region.export().map_err(|e| {
-            let status = e.status();
-            ApplyError::Recoverable {
-                code: status.code.code(),
-                message: format!(
-                    "region in {} cannot be exported for a snapshot: {}",
-                    self.region.dir().display(),
-                    status.message
-                ),
-            }
-        })?;
+        let (index, tablets, tombstones) = self.region.export().map_err(|e| recoverable(&e))?;
         Ok(encode_snapshot(index, &tablets, &tombstones))
     }
 
@@ -257,13 +247,16 @@ impl StateMachine for DataRegionStateMachine {
         self.pending = None;
         self.region
             .reset_to(index, &tablets, &tombstones)
-            .map_err(|e| {
-                let status = e.status();
-                ApplyError::Recoverable {
-                    code: status.code.code(),
-                    message: status.message,
-                }
-            })
+            .map_err(|e| recoverable(&e))
+    }
+}
+
+/// A storage error as an outcome raft retries later (a snapshot's export or install).
+fn recoverable(e: &StorageError) -> ApplyError {
+    let status = e.status();
+    ApplyError::Recoverable {
+        code: status.code.code(),
+        message: status.message,
     }
 }
 
