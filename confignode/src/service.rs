@@ -831,12 +831,23 @@ impl ConfigNodeServiceImpl {
         let partition = self.shared.config.partition_config();
         let state = self.shared.group.state();
         let mut partitions = Vec::new();
+        let mut device_regions = Vec::new();
         let mut regions = BTreeSet::new();
         for r in &req.requests {
             let Some((db, false)) = state.database_of(&r.device) else {
                 continue;
             };
             let slot = partition.series_slot(&r.device);
+            if r.every_time_slot {
+                let held: Vec<u64> = state.series_slot_region(db, slot).into_iter().collect();
+                regions.extend(held.iter().copied());
+                device_regions.push(proto::DeviceRegions {
+                    device: r.device.clone(),
+                    database: db.to_string(),
+                    series_slot: slot,
+                    region_ids: held,
+                });
+            }
             for t in &r.time_slots {
                 if let Some(region) = state.partition(db, slot, *t) {
                     regions.insert(region);
@@ -883,6 +894,7 @@ impl ConfigNodeServiceImpl {
                 })
                 .collect(),
             metadata_version: state.metadata_version(),
+            device_regions,
         }
     }
 }

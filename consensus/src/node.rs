@@ -420,7 +420,8 @@ impl<T: Transport> RaftNode<T> {
             pre_vote: self.config.pre_vote,
             ..raft::Config::default()
         };
-        let raw = RawNode::new(&raft_config, storage, &self.logger)?;
+        let logger = self.logger.new(slog::o!("group" => group));
+        let raw = RawNode::new(&raft_config, storage, &logger)?;
         let (seen_role, seen_term) = (raw.raft.state, raw.raft.term);
         let applied = if pending_restore.is_some() {
             sm_applied
@@ -989,6 +990,15 @@ impl<T: Transport> RaftNode<T> {
                     }
                 };
                 Metrics::inc(&metrics.entries_applied);
+                tracing::trace!(
+                    group = gid,
+                    index = entry.index,
+                    term = entry.term,
+                    commit = g.raw.raft.raft_log.committed,
+                    role = ?g.raw.raft.state,
+                    proposed_here = g.proposals.contains_key(&entry.index),
+                    "applied"
+                );
                 g.retry = None;
                 g.applied = entry.index;
                 budget -= 1;

@@ -58,6 +58,9 @@ pub struct NodeAddresses {
 struct Inner {
     schemas: HashMap<String, DeviceSchema>,
     partitions: HashMap<(String, i64), u64>,
+    /// (database, series slot) → the region groups holding it in every time slot. Never empty:
+    /// a slot without a group is not cached (the next write may place it).
+    series_slots: HashMap<(String, u32), Vec<u64>>,
     regions: BTreeMap<u64, RegionRoute>,
     nodes: BTreeMap<u64, NodeAddresses>,
 }
@@ -117,23 +120,43 @@ impl MetadataCache {
             .copied())
     }
 
-    /// The cached route of a region.
-    pub fn region(&self, region: u64) -> Result<Option<RegionRoute>, LeaseFenced> {
-        self.check()?;
-        Ok(self.inner.read().regions.get(&region).cloned())
-    }
-
-    /// Regions of a database, sorted by id.
-    pub fn database_regions(&self, database: &str) -> Result<Vec<u64>, LeaseFenced> {
+    /// The region groups holding `series_slot` of `database` in every time slot, if cached.
+    /// The ConfigNode never moves a series slot out of its group while the database lives, so
+    /// an entry stays true until DROP DATABASE invalidates it.
+    pub fn series_slot_regions(
+        &self,
+        database: &str,
+        series_slot: u32,
+    ) -> Result<Option<Vec<u64>>, LeaseFenced> {
         self.check()?;
         Ok(self
             .inner
             .read()
-            .regions
-            .iter()
-            .filter(|(_, r)| r.database == database)
-            .map(|(id, _)| *id)
-            .collect())
+            .series_slots
+            .get(&(database.to_string(), series_slot))
+            .cloned())
+    }
+
+    /// Stores where series slots live (dropped if the caches moved on since `generation`);
+    /// entries naming no region are skipped.
+    pub fn put_series_slot_regions(
+        &self,
+        generation: u64,
+        entries: Vec<((String, u32), Vec<u64>)>,
+    ) -> bool {
+        self.put(generation, |inner| {
+            inner.series_slots.extend(
+                entries
+                    .into_iter()
+                    .filter(|(_, regions)| !regions.is_empty()),
+            );
+        })
+    }
+
+    /// The cached route of a region.
+    pub fn region(&self, region: u64) -> Result<Option<RegionRoute>, LeaseFenced> {
+        self.check()?;
+        Ok(self.inner.read().regions.get(&region).cloned())
     }
 
     /// The addresses of a DataNode.
@@ -153,6 +176,9 @@ impl MetadataCache {
         // A bounded cache: when full, start over rather than track recency.
         if inner.schemas.len() > self.entries_max {
             inner.schemas.clear();
+        }
+        if inner.series_slots.len() > self.entries_max {
+            inner.series_slots.clear();
         }
         if inner.partitions.len() > self.entries_max {
             inner.partitions.clear();
@@ -238,6 +264,9 @@ impl MetadataCache {
         inner
             .partitions
             .retain(|(device, _), _| !in_database(device));
+        inner
+            .series_slots
+            .retain(|(database, _), _| !databases.contains(database));
         inner
             .regions
             .retain(|_, r| !databases.contains(&r.database));

@@ -766,6 +766,7 @@ impl Coordinator {
             requests: vec![proto::DeviceTimeSlots {
                 device: device.to_string(),
                 time_slots: missing.to_vec(),
+                every_time_slot: false,
             }],
             auto_create: true,
             caller: Some(self.caller()),
@@ -799,6 +800,19 @@ impl Coordinator {
             regions.len() <= missing.len(),
             "only the asked slots are taken"
         );
+        let routes = self.learn_routes(pinned, &resp, fetched);
+        Ok((regions, routes.into_iter().collect()))
+    }
+
+    /// Takes the region routes and DataNode addresses of a FetchPartitions answer into the
+    /// caches (with `partitions`, the (device, time slot) entries taken from it) and the peer
+    /// table; the routes it named.
+    pub(crate) fn learn_routes(
+        &self,
+        pinned: &Pinned<'_>,
+        resp: &proto::FetchPartitionsResp,
+        partitions: Vec<((String, i64), u64)>,
+    ) -> Vec<(u64, RegionRoute)> {
         let leaders: BTreeMap<u64, u64> = resp
             .leaders
             .iter()
@@ -827,8 +841,8 @@ impl Coordinator {
                 .filter(|(_, a)| !a.internal.is_empty())
                 .map(|(id, a)| (*id, a.internal.clone())),
         );
-        pinned.put_partitions(fetched, routes.clone(), nodes);
-        Ok((regions, routes.into_iter().collect()))
+        pinned.put_partitions(partitions, routes.clone(), nodes);
+        routes
     }
 
     /// One region's part of a write, retried within `remote_write_max_retry_ms`.

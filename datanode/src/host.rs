@@ -450,10 +450,19 @@ impl RegionHost {
             .propose(region_id, command.encode(), self.config.write_timeout)
             .await
         {
-            Ok(_) => (
-                ok(),
-                self.driver.group_status(region_id).map_or(0, |s| s.applied),
-            ),
+            Ok(_) => {
+                let applied = self.driver.group_status(region_id).map_or(0, |s| s.applied);
+                if let RegionCommand::InsertTablet { tablet, .. } = command {
+                    tracing::trace!(
+                        region_id,
+                        applied,
+                        device = tablet.device,
+                        rows = tablet.row_count(),
+                        "insert applied here as leader"
+                    );
+                }
+                (ok(), applied)
+            }
             Err(e) => (self.driver_error_status(region_id, &e), 0),
         }
     }

@@ -192,8 +192,18 @@ impl Pinned<'_> {
         self.cache.region(region)
     }
 
-    pub(crate) fn database_regions(&self, database: &str) -> Result<Vec<u64>, LeaseFenced> {
-        self.cache.database_regions(database)
+    pub(crate) fn series_slot_regions(
+        &self,
+        database: &str,
+        series_slot: u32,
+    ) -> Result<Option<Vec<u64>>, LeaseFenced> {
+        self.cache.series_slot_regions(database, series_slot)
+    }
+
+    /// Stores where series slots live (dropped if the caches moved on).
+    pub(crate) fn put_series_slot_regions(&self, entries: Vec<((String, u32), Vec<u64>)>) -> bool {
+        self.cache
+            .put_series_slot_regions(self.generation(), entries)
     }
 
     pub(crate) fn node(&self, node: u64) -> Result<Option<NodeAddresses>, LeaseFenced> {
@@ -230,7 +240,6 @@ pub(crate) trait MetadataSource: Send + Sync {
         &self,
         request: proto::FetchPartitionsReq,
     ) -> Result<proto::FetchPartitionsResp, proto::Status>;
-    async fn show_regions(&self) -> Result<proto::ShowRegionsResp, proto::Status>;
 }
 
 /// The ConfigNode leader as this DataNode calls it: every call bounded by a deadline, so a
@@ -436,13 +445,6 @@ impl MetadataSource for ConfigNodeLink {
         self.call(None, |mut c| {
             let request = request.clone();
             async move { c.fetch_partitions(request).await }
-        })
-        .await
-    }
-
-    async fn show_regions(&self) -> Result<proto::ShowRegionsResp, proto::Status> {
-        self.call(None, |mut c| async move {
-            c.show_regions(proto::ShowRegionsReq::default()).await
         })
         .await
     }

@@ -118,6 +118,7 @@ pub async fn partitions(
         .map(|(device, time_slots)| proto::DeviceTimeSlots {
             device: device.clone(),
             time_slots: time_slots.clone(),
+            every_time_slot: false,
         })
         .collect();
     let resp = on_leader(config_nodes, |mut c| {

@@ -470,6 +470,32 @@ pub fn check(cluster: &Cluster, session: &Session, history: &History) -> Result<
                 .next()
                 .map(|e| format!("; the read answered: {e}"))
                 .unwrap_or_default();
+            // Where the cells are, if anywhere: a region other than the partition table's means
+            // the write was routed where no read looks.
+            let slot_regions: BTreeSet<Option<u64>> = op
+                .timestamps
+                .iter()
+                .map(|&ts| {
+                    regions_of
+                        .get(&(op.device.clone(), time_slot(ts, interval)))
+                        .copied()
+                })
+                .collect();
+            let held_by: BTreeSet<u64> = regions
+                .keys()
+                .copied()
+                .filter(|&r| {
+                    op.timestamps.iter().any(|&ts| {
+                        MEASUREMENTS
+                            .iter()
+                            .any(|(m, _)| in_region(r, &op.device, m, ts))
+                    })
+                })
+                .collect();
+            let unknown = format!(
+                "{unknown} (partition table: regions {slot_regions:?}; held by regions \
+                 {held_by:?})"
+            );
             match lost_after {
                 Some(d) => report.violation(
                     Kind::AckedAfterDropLost,

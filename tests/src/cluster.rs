@@ -282,7 +282,7 @@ impl Cluster {
                 &bins.join("datanode"),
                 flatten(&args),
                 vec![
-                    ("RUST_LOG".into(), "info,raft=warn".into()),
+                    ("RUST_LOG".into(), data_node_log_filter()),
                     ("NO_COLOR".into(), "1".into()),
                 ],
                 dir.path().join(format!("datanode-{}.log", j + 1)),
@@ -871,4 +871,10 @@ impl Drop for LeaderWatch {
             }
         }
     }
+}
+
+/// The DataNodes' log filter: `FENCEPOST_DN_LOG` (e.g. `info,raft=info` to trace raft-rs's
+/// elections and log truncations while chasing a fault), else `info,raft=warn`.
+fn data_node_log_filter() -> String {
+    std::env::var("FENCEPOST_DN_LOG").unwrap_or_else(|_| "info,raft=warn".into())
 }

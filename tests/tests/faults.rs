@@ -521,12 +521,12 @@ fn a_follower_that_missed_millions_of_points_catches_up() {
 /// acknowledged write is lost (the checker reads every one back from the remaining replicas,
 /// which agree).
 ///
-/// KNOWN BUG, left failing rather than weakened: in 1 of 5 runs on this box (the CI run of
-/// 2026-12-03) the checker found 19 of 40 acknowledged tablets lost, the survivors' digests
-/// agreeing, the wiped node having led both regions. Not found yet; the scenario stays out of
-/// CI until it is (`-- --ignored a_wiped_data_node` runs it).
+/// It found a read bug, not a write one: acknowledged writes were in their region on every
+/// replica, but a coordinator read only the regions its own cache happened to hold (those its
+/// writes had touched) and answered "no points" for devices of the others — 14 to 54 lost
+/// tablets in 1 run of 4 to 6. Reads now go to the regions holding each device's series slot,
+/// asked of the ConfigNode on a cache miss (25 runs in a row passed after the fix).
 #[test]
-#[ignore = "issue 18: a wiped leader lost acknowledged writes in 1 run of 5; run with --ignored"]
 fn a_wiped_data_node_comes_back_as_a_new_node() {
     let _serial = serial();
     if !require_namespaces("a_wiped_data_node_comes_back_as_a_new_node") {

@@ -254,6 +254,7 @@ async fn leader_failover_resumes_heartbeats_and_the_old_leader_rejoins() {
             requests: vec![proto::DeviceTimeSlots {
                 device: "root.sg.d1".into(),
                 time_slots: vec![0, 1],
+                every_time_slot: false,
             }],
             auto_create: true,
             caller: None,
@@ -267,6 +268,45 @@ async fn leader_failover_resumes_heartbeats_and_the_old_leader_rejoins() {
         vec![first.data_node_id]
     );
     assert!(!fake.created_regions.lock().is_empty());
+    // A read's lookup: the group holding d1's series slot in every time slot, nothing created
+    // for d2, which has none.
+    let placed = leader
+        .fetch_partitions(proto::FetchPartitionsReq {
+            requests: ["root.sg.d1", "root.sg.d2", "root.other.d1"]
+                .iter()
+                .map(|d| proto::DeviceTimeSlots {
+                    device: d.to_string(),
+                    time_slots: Vec::new(),
+                    every_time_slot: true,
+                })
+                .collect(),
+            auto_create: false,
+            caller: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let region = partitions.partitions[0].region_id;
+    let held: Vec<(&str, Vec<u64>)> = placed
+        .device_regions
+        .iter()
+        .map(|d| (d.device.as_str(), d.region_ids.clone()))
+        .collect();
+    let d2_slot_held = partitions.partitions[0].series_slot
+        == common::PartitionConfig::default().series_slot("root.sg.d2");
+    assert_eq!(
+        held,
+        [
+            ("root.sg.d1", vec![region]),
+            (
+                "root.sg.d2",
+                if d2_slot_held { vec![region] } else { vec![] }
+            )
+        ],
+        "{placed:?}"
+    );
+    assert!(placed.partitions.is_empty(), "{placed:?}");
+    assert_eq!(placed.regions.len(), 1, "{placed:?}");
     let deleted = leader
         .delete_timeseries(proto::DeleteTimeseriesReq {
             series: vec![proto::SeriesPath {
@@ -443,6 +483,7 @@ async fn a_new_leader_resumes_a_drop_and_waits_fence_plus_margin_from_its_electi
             requests: vec![proto::DeviceTimeSlots {
                 device: "root.sg.d1".into(),
                 time_slots: vec![0],
+                every_time_slot: false,
             }],
             auto_create: true,
             caller: None,

@@ -88,6 +88,7 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
             requests: vec![proto::DeviceTimeSlots {
                 device: "root.sg.d1".into(),
                 time_slots: vec![0],
+                every_time_slot: false,
             }],
             auto_create: true,
             caller: None,
@@ -271,6 +272,7 @@ async fn a_delete_overtaken_by_a_drop_of_its_database_is_answered_success() {
             requests: vec![proto::DeviceTimeSlots {
                 device: "root.sg.d1".into(),
                 time_slots: vec![0],
+                every_time_slot: false,
             }],
             auto_create: true,
             caller: None,

@@ -1,5 +1,6 @@
-//! The coordinator's read path: lease gate (fenced → 535) → schemas through the cache → every
-//! region of each database → a linearizable read on each region's leader (local or
+//! The coordinator's read path: lease gate (fenced → 535) → schemas through the cache → the
+//! regions holding the devices' series slots (through the cache; a miss asks the ConfigNode) →
+//! a linearizable read on each region's leader (local or
 //! `ReadRegion`), retried on leader changes within [`READ_RETRY`] → merge, cut at
 //! `query_points_max`.
 
@@ -230,24 +231,24 @@ impl Coordinator {
         Ok(schemas)
     }
 
-    /// `request` (its `region_id` filled in per region) on every region of `database`, at once.
+    /// `request` on the regions holding its paths (each region asked for its own paths), at
+    /// once.
     async fn read_database(
         self: &Arc<Self>,
         pinned: &Pinned<'_>,
         database: &str,
         request: proto::RegionReadReq,
     ) -> Outcome<Vec<proto::RegionSeries>> {
+        let by_region = self
+            .regions_of_paths(pinned, database, &request.paths)
+            .await?;
         let fenced = |_| self.fenced_read();
-        let mut regions = pinned.database_regions(database).map_err(fenced)?;
-        if regions.is_empty() {
-            self.refresh_regions(pinned).await?;
-            regions = pinned.database_regions(database).map_err(fenced)?;
-        }
         let mut reads = tokio::task::JoinSet::new();
-        for region in regions {
+        for (region, paths) in by_region {
             let route = pinned.region(region).map_err(fenced)?.unwrap_or_default();
             let request = proto::RegionReadReq {
                 region_id: region,
+                paths,
                 ..request.clone()
             };
             let coordinator = self.clone();
@@ -261,18 +262,97 @@ impl Coordinator {
         Ok(series)
     }
 
-    /// Pulls region routes from the ConfigNode into the cache.
-    async fn refresh_regions(&self, pinned: &Pinned<'_>) -> Outcome<()> {
-        let regions = self
-            .source
-            .show_regions()
-            .await
-            .map_err(CoordinatorError::ConfigNode)?;
-        check_status(regions.status.as_ref())
-            .map_err(|e| CoordinatorError::Metadata(format!("ShowRegions: {e}")))?;
-        let routes = crate::metadata::region_routes(regions.regions);
-        pinned.put_partitions(Vec::new(), routes.into_iter().collect(), Vec::new());
-        Ok(())
+    /// `paths` (all of `database`) by the regions holding their devices' series slots in any
+    /// time slot: a device's points are in those regions and nowhere else. What the cache lacks
+    /// (a series slot, or the route of its region) is asked of the ConfigNode, which creates
+    /// nothing; a series slot no region holds has no points, and its paths are left out.
+    ///
+    /// Not every region of the database: the regions a coordinator happens to have cached are
+    /// those its own writes touched, and a read that trusted them missed acknowledged writes
+    /// other coordinators made (found by fault scenario 4d).
+    async fn regions_of_paths(
+        &self,
+        pinned: &Pinned<'_>,
+        database: &str,
+        paths: &[proto::SeriesPath],
+    ) -> Outcome<BTreeMap<u64, Vec<proto::SeriesPath>>> {
+        let fenced = |_| self.fenced_read();
+        let mut by_slot: BTreeMap<u32, Vec<&proto::SeriesPath>> = BTreeMap::new();
+        for p in paths {
+            by_slot
+                .entry(self.limits.partition.series_slot(&p.device))
+                .or_default()
+                .push(p);
+        }
+        let mut held: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        // One device per series slot the cache cannot place.
+        let mut missing: Vec<String> = Vec::new();
+        for (&slot, slot_paths) in &by_slot {
+            match pinned.series_slot_regions(database, slot).map_err(fenced)? {
+                Some(regions) if self.routes_known(pinned, &regions)? => {
+                    held.insert(slot, regions);
+                }
+                _ => missing.push(slot_paths[0].device.clone()),
+            }
+        }
+        for devices in missing.chunks(common::FETCH_PARTITIONS_SLOTS_MAX) {
+            inc(&self.metrics.partition_fetches);
+            let request = proto::FetchPartitionsReq {
+                requests: devices
+                    .iter()
+                    .map(|d| proto::DeviceTimeSlots {
+                        device: d.clone(),
+                        time_slots: Vec::new(),
+                        every_time_slot: true,
+                    })
+                    .collect(),
+                auto_create: false,
+                caller: Some(self.caller()),
+            };
+            let resp = self
+                .source
+                .fetch_partitions(request)
+                .await
+                .map_err(CoordinatorError::ConfigNode)?;
+            check_status(resp.status.as_ref())
+                .map_err(|e| CoordinatorError::Metadata(format!("FetchPartitions: {e}")))?;
+            self.learn_routes(pinned, &resp, Vec::new());
+            pinned.put_series_slot_regions(
+                resp.device_regions
+                    .iter()
+                    .map(|d| ((d.database.clone(), d.series_slot), d.region_ids.clone()))
+                    .collect(),
+            );
+            for d in resp.device_regions {
+                if d.database == database && by_slot.contains_key(&d.series_slot) {
+                    held.insert(d.series_slot, d.region_ids);
+                }
+            }
+        }
+        let mut by_region: BTreeMap<u64, Vec<proto::SeriesPath>> = BTreeMap::new();
+        for (slot, regions) in held {
+            for region in regions {
+                by_region
+                    .entry(region)
+                    .or_default()
+                    .extend(by_slot[&slot].iter().map(|p| (*p).clone()));
+            }
+        }
+        Ok(by_region)
+    }
+
+    /// Whether the cache holds the route of every one of `regions`.
+    fn routes_known(&self, pinned: &Pinned<'_>, regions: &[u64]) -> Outcome<bool> {
+        for &region in regions {
+            if pinned
+                .region(region)
+                .map_err(|_| self.fenced_read())?
+                .is_none()
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 

@@ -50,8 +50,11 @@ struct FakeSource {
     partition_slots: AtomicUsize,
     /// Answer FetchPartitions with this status (and no partitions) instead.
     refuse_partitions: Mutex<Option<proto::Status>>,
-    /// Regions of the database for ShowRegions: id → (replicas, leader).
+    /// Routes of the regions named in `held`: id → (replicas, leader).
     regions: Mutex<BTreeMap<u64, (Vec<u64>, u64)>>,
+    /// Device → the regions holding its series slot in every time slot (absent: none), as
+    /// FetchPartitions answers `every_time_slot`.
+    held: Mutex<BTreeMap<String, Vec<u64>>>,
 }
 
 fn location(node: u64) -> proto::DataNodeLocation {
@@ -121,7 +124,7 @@ impl MetadataSource for FakeSource {
             });
         }
         let partition = PartitionConfig::default();
-        let partitions = request
+        let partitions: Vec<proto::PartitionEntry> = request
             .requests
             .iter()
             .flat_map(|r| {
@@ -134,43 +137,51 @@ impl MetadataSource for FakeSource {
                 })
             })
             .collect();
+        let held = self.held.lock();
+        let device_regions: Vec<proto::DeviceRegions> = request
+            .requests
+            .iter()
+            .filter(|r| r.every_time_slot)
+            .map(|r| proto::DeviceRegions {
+                device: r.device.clone(),
+                database: DB.into(),
+                series_slot: partition.series_slot(&r.device),
+                region_ids: held.get(&r.device).cloned().unwrap_or_default(),
+            })
+            .collect();
+        let mut routes: BTreeMap<u64, (Vec<u64>, u64)> = BTreeMap::new();
+        if !partitions.is_empty() {
+            routes.insert(REGION, (vec![2, 3], 2));
+        }
+        let known = self.regions.lock();
+        for id in device_regions.iter().flat_map(|d| &d.region_ids) {
+            routes.insert(
+                *id,
+                known.get(id).cloned().expect("a route for a held region"),
+            );
+        }
         Ok(proto::FetchPartitionsResp {
             status: Some(ok()),
             partitions,
-            regions: vec![proto::RegionReplicaSet {
-                region_id: REGION,
-                database: DB.into(),
-                data_node_ids: vec![2, 3],
-                preferred_leader_id: 2,
-            }],
-            data_nodes: vec![location(1), location(2), location(3)],
-            metadata_version: 7,
-            leaders: vec![proto::RegionLeader {
-                region_id: REGION,
-                leader_id: 2,
-            }],
-        })
-    }
-
-    async fn show_regions(&self) -> Result<proto::ShowRegionsResp, proto::Status> {
-        let regions = self
-            .regions
-            .lock()
-            .iter()
-            .map(|(id, (replicas, leader))| proto::RegionInfo {
-                replica_set: Some(proto::RegionReplicaSet {
+            regions: routes
+                .iter()
+                .map(|(id, (replicas, _))| proto::RegionReplicaSet {
                     region_id: *id,
                     database: DB.into(),
                     data_node_ids: replicas.clone(),
-                    preferred_leader_id: 0,
-                }),
-                leader_id: *leader,
-            })
-            .collect();
-        Ok(proto::ShowRegionsResp {
-            status: Some(ok()),
-            regions,
-            ..Default::default()
+                    preferred_leader_id: replicas[0],
+                })
+                .collect(),
+            data_nodes: vec![location(1), location(2), location(3)],
+            metadata_version: 7,
+            leaders: routes
+                .iter()
+                .map(|(id, (_, leader))| proto::RegionLeader {
+                    region_id: *id,
+                    leader_id: *leader,
+                })
+                .collect(),
+            device_regions,
         })
     }
 }
@@ -565,9 +576,13 @@ async fn an_invalidation_cancels_a_write_backing_off() {
 }
 
 fn region_series(timestamps: &[i64]) -> proto::RegionSeries {
+    device_series(DEVICE, timestamps)
+}
+
+fn device_series(device: &str, timestamps: &[i64]) -> proto::RegionSeries {
     proto::RegionSeries {
         path: Some(proto::SeriesPath {
-            device: DEVICE.into(),
+            device: device.into(),
             measurement: "s1".into(),
         }),
         data_type: proto::data_type_to_wire(DataType::Double) as i32,
@@ -580,10 +595,13 @@ fn region_series(timestamps: &[i64]) -> proto::RegionSeries {
 }
 
 #[tokio::test]
-async fn a_read_merges_every_region_of_the_database_and_says_when_it_was_cut() {
+async fn a_read_merges_every_region_holding_the_device_and_says_when_it_was_cut() {
     let h = harness(true);
     h.source.series.lock().insert("s1".into(), DataType::Double);
     *h.source.regions.lock() = [(10, (vec![2], 2)), (11, (vec![3], 3))].into();
+    // Today's ConfigNode keeps a series slot in one group; the wire allows more, and a read
+    // reads every one named.
+    h.source.held.lock().insert(DEVICE.into(), vec![10, 11]);
     h.peers
         .series
         .lock()
@@ -629,6 +647,91 @@ async fn a_read_merges_every_region_of_the_database_and_says_when_it_was_cut() {
         .err()
         .unwrap();
     assert_eq!(e.status().code, 535);
+}
+
+/// Scenario 4d's read bug: a coordinator whose cache held only the region its own writes went
+/// to read only that region, and answered "no points" for a device of another region.
+#[tokio::test]
+async fn a_read_finds_the_region_of_a_device_this_coordinator_never_wrote() {
+    const OTHER: &str = "root.sg.d2";
+    let h = harness(true);
+    h.source.series.lock().insert("s1".into(), DataType::Double);
+    *h.source.regions.lock() = [(REGION, (vec![2, 3], 2)), (12, (vec![3], 3))].into();
+    h.source.held.lock().insert(DEVICE.into(), vec![REGION]);
+    h.source.held.lock().insert(OTHER.into(), vec![12]);
+    h.peers
+        .series
+        .lock()
+        .insert(12, vec![device_series(OTHER, &[4, 8])]);
+    // A write caches region 10's route, and only it.
+    h.coordinator
+        .insert_tablet(tablet(&[1]), Relay::Never)
+        .await
+        .unwrap();
+    let paths = [proto::SeriesPath {
+        device: OTHER.into(),
+        measurement: "s1".into(),
+    }];
+    let pinned = h.metadata.pin();
+    let read = h
+        .coordinator
+        .read(&pinned, &paths, 0..100, 0, false)
+        .await
+        .unwrap();
+    assert_eq!(read.len(), 1, "the device's points are found");
+    assert_eq!(read[0].points.keys().copied().collect::<Vec<_>>(), [4, 8]);
+    let reads: Vec<_> = h
+        .peers
+        .calls()
+        .into_iter()
+        .filter(|(_, m)| *m == "read")
+        .collect();
+    assert_eq!(
+        reads,
+        [(internal(3), "read")],
+        "region 12 alone, on its leader"
+    );
+
+    // The placement is cached: a second read asks the ConfigNode nothing.
+    let fetches = h.source.partition_calls.load(Ordering::SeqCst);
+    h.coordinator
+        .read(&pinned, &paths, 0..100, 0, false)
+        .await
+        .unwrap();
+    assert_eq!(h.source.partition_calls.load(Ordering::SeqCst), fetches);
+}
+
+/// A device whose series slot no region holds has no points: nothing is read, nothing created.
+#[tokio::test]
+async fn a_read_of_a_device_no_region_holds_reads_nothing_and_creates_nothing() {
+    let h = harness(true);
+    h.source.series.lock().insert("s1".into(), DataType::Double);
+    let paths = [proto::SeriesPath {
+        device: DEVICE.into(),
+        measurement: "s1".into(),
+    }];
+    let pinned = h.metadata.pin();
+    let read = h
+        .coordinator
+        .read(&pinned, &paths, 0..100, 0, false)
+        .await
+        .unwrap();
+    assert!(read.is_empty(), "{}", read.len());
+    assert!(h.peers.calls().is_empty(), "{:?}", h.peers.calls());
+    assert_eq!(h.source.partition_slots.load(Ordering::SeqCst), 0);
+    // Not cached as empty: once a write places the slot, a read finds it.
+    h.source.held.lock().insert(DEVICE.into(), vec![REGION]);
+    *h.source.regions.lock() = [(REGION, (vec![2, 3], 2))].into();
+    h.peers
+        .series
+        .lock()
+        .insert(REGION, vec![region_series(&[5])]);
+    let read = h
+        .coordinator
+        .read(&pinned, &paths, 0..100, 0, false)
+        .await
+        .unwrap();
+    assert_eq!(read[0].points.keys().copied().collect::<Vec<_>>(), [5]);
 }
 
 #[test]
