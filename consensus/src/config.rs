@@ -46,6 +46,10 @@ pub struct Config {
     pub log_lag_entries_max: u64,
     /// Likewise in bytes of entries after the follower's matched index. Default 1 GiB.
     pub log_lag_bytes_max: u64,
+    /// Snapshots built at once on threads of their own, over all groups of the node
+    /// ([`crate::StateMachine::snapshot_job`]); a group asking for one more waits (raft asks
+    /// again at the follower's next heartbeat response). Default 2.
+    pub snapshot_builds_max: usize,
     /// Seed of the node's RNG, used for election jitter (mixed with the node id). Default 0.
     /// Simulations fix it to replay a run; servers draw it per process
     /// (`runtime::entropy_seed`), or every cluster would share one jitter sequence.
@@ -70,6 +74,7 @@ impl Default for Config {
             unapplied_bytes_max: 256 << 20,
             log_lag_entries_max: 1_000_000,
             log_lag_bytes_max: 1 << 30,
+            snapshot_builds_max: 2,
             seed: 0,
         }
     }
@@ -90,6 +95,9 @@ impl Config {
         }
         if self.message_bytes_max == 0 || self.inflight_messages_max == 0 {
             return fail("message_bytes_max and inflight_messages_max must be > 0".into());
+        }
+        if self.snapshot_builds_max == 0 {
+            return fail("snapshot_builds_max must be > 0".into());
         }
         if self.in_flight_proposals_max == 0 || self.apply_batch_entries_max == 0 {
             return fail("in_flight_proposals_max and apply_batch_entries_max must be > 0".into());

@@ -88,7 +88,7 @@ pub use config::Config;
 pub use error::{ApplyError, Error, ProposalError, Result, StorageError};
 pub use node::{GroupStatus, Metrics, RaftNode};
 pub use raft::StateRole;
-pub use state_machine::{Clock, ManualClock, MonotonicClock, StateMachine};
+pub use state_machine::{Clock, ManualClock, MonotonicClock, SnapshotJob, StateMachine};
 pub use storage::{GroupStorage, LogBackend, MemLog, NodeStorage, RecordVisitor};
 pub use ticket::Ticket;
 pub use transport::{RaftMessage, SplitMix64, Transport};

@@ -6,7 +6,8 @@
 //! deterministic simulations drive the same code.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
 use protobuf::Message as _;
@@ -119,6 +120,9 @@ struct Group {
     pending_restore: Option<Snapshot>,
     /// When a failed snapshot generation was last logged (raft asks again at every probe).
     snapshot_failure_logged_ms: Option<u64>,
+    /// While a snapshot job runs: the state machine's applied index at its start, past which
+    /// the log is not compacted (the snapshot must still join it).
+    snapshot_pin: Option<u64>,
     retry: Option<Retry>,
     /// Proposals by log index.
     proposals: BTreeMap<u64, PendingProposal>,
@@ -260,7 +264,15 @@ pub struct RaftNode<T: Transport> {
     fenced_peers: BTreeSet<NodeId>,
     next_read_id: u64,
     metrics: Arc<Metrics>,
+    /// Snapshot jobs running on their threads, and where they hand their results.
+    snapshot_builds: usize,
+    built_snapshots: (Sender<BuiltSnapshot>, Receiver<BuiltSnapshot>),
+    /// Results sent and not yet collected, so [`RaftNode::has_ready`] sees them.
+    built_pending: Arc<AtomicUsize>,
 }
+
+/// A snapshot job's result, for its group.
+type BuiltSnapshot = (GroupId, std::result::Result<(u64, Vec<u8>), ApplyError>);
 
 impl<T: Transport> std::fmt::Debug for RaftNode<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -299,6 +311,9 @@ impl<T: Transport> RaftNode<T> {
             fenced_peers: BTreeSet::new(),
             next_read_id: 1,
             metrics: Arc::new(Metrics::default()),
+            snapshot_builds: 0,
+            built_snapshots: channel(),
+            built_pending: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -435,6 +450,7 @@ impl<T: Transport> RaftNode<T> {
             apply_upper: applied,
             pending_restore,
             snapshot_failure_logged_ms: None,
+            snapshot_pin: None,
             retry: None,
             proposals: BTreeMap::new(),
             reads: VecDeque::new(),
@@ -695,6 +711,8 @@ impl<T: Transport> RaftNode<T> {
             }
             .into());
         }
+        // A snapshot being built must still join the log when it is done.
+        let index = g.snapshot_pin.map_or(index, |pin| index.min(pin));
         self.storage.compact(group, index);
         self.storage.purge()?;
         Ok(())
@@ -735,11 +753,12 @@ impl<T: Transport> RaftNode<T> {
     /// committed entries to apply whose retry time has come.
     pub fn has_ready(&self) -> bool {
         let now_ms = self.clock.now_ms();
-        self.groups.values().any(|g| {
-            g.raw.has_ready()
-                || ((g.applied < g.apply_upper || g.pending_restore.is_some())
-                    && g.retry.is_none_or(|r| r.at_ms <= now_ms))
-        })
+        self.built_pending.load(Ordering::Acquire) > 0
+            || self.groups.values().any(|g| {
+                g.raw.has_ready()
+                    || ((g.applied < g.apply_upper || g.pending_restore.is_some())
+                        && g.retry.is_none_or(|r| r.at_ms <= now_ms))
+            })
     }
 
     /// Earliest time an apply retry is due, if one is waiting (a driver sleeps until then).
@@ -865,10 +884,42 @@ impl<T: Transport> RaftNode<T> {
     }
 
     fn generate_requested_snapshots(&mut self) {
+        self.collect_built_snapshots();
         let clock = self.clock.clone();
         for (gid, g) in self.groups.iter_mut() {
             let storage = g.raw.store().clone();
             if !storage.take_snapshot_request() {
+                continue;
+            }
+            if g.snapshot_pin.is_some() {
+                // One is being built; raft asks again once it is there.
+                continue;
+            }
+            if let Some(job) = g.state_machine.snapshot_job() {
+                if self.snapshot_builds >= self.config.snapshot_builds_max {
+                    continue;
+                }
+                let (done, pending, gid) = (
+                    self.built_snapshots.0.clone(),
+                    self.built_pending.clone(),
+                    *gid,
+                );
+                let spawned = std::thread::Builder::new()
+                    .name(format!("snapshot-{gid}"))
+                    .spawn(move || {
+                        let result = job();
+                        // The node may be gone (stopped meanwhile): nobody wants the result.
+                        if done.send((gid, result)).is_ok() {
+                            pending.fetch_add(1, Ordering::AcqRel);
+                        }
+                    });
+                match spawned {
+                    Ok(_) => {
+                        g.snapshot_pin = Some(g.state_machine.applied_index());
+                        self.snapshot_builds += 1;
+                    }
+                    Err(e) => tracing::warn!(group = gid, "starting a snapshot build: {e}"),
+                }
                 continue;
             }
             // Entries between the state machine's applied index and the group's are no-ops and
@@ -876,35 +927,28 @@ impl<T: Transport> RaftNode<T> {
             // at the group's applied index, and labelling it so keeps the snapshot's conf state
             // (the latest applied) consistent with its index.
             let index = g.applied;
-            let (term, conf_state) = {
-                let log = storage.log().read();
-                (log.term_of(index), log.conf_state().clone())
-            };
-            let Some(term) = term else {
-                // The state machine is behind the log (a restore is pending): raft asks again.
+            let result = g.state_machine.snapshot().map(|data| (index, data));
+            let now_ms = clock.now_ms();
+            if install_snapshot(*gid, g, result, now_ms) {
+                Metrics::inc(&self.metrics.snapshots_generated);
+            }
+        }
+    }
+
+    /// Takes the results of finished snapshot jobs into their groups' storage.
+    fn collect_built_snapshots(&mut self) {
+        let now_ms = self.clock.now_ms();
+        while let Ok((gid, result)) = self.built_snapshots.1.try_recv() {
+            self.built_pending.fetch_sub(1, Ordering::AcqRel);
+            self.snapshot_builds -= 1;
+            // The group may have been removed while its snapshot was built.
+            let Some(g) = self.groups.get_mut(&gid) else {
                 continue;
             };
-            let data = match g.state_machine.snapshot() {
-                Ok(data) => data,
-                Err(e) => {
-                    let now_ms = clock.now_ms();
-                    if g.snapshot_failure_logged_ms
-                        .is_none_or(|at| now_ms.saturating_sub(at) >= SNAPSHOT_FAILURE_LOG_MS)
-                    {
-                        g.snapshot_failure_logged_ms = Some(now_ms);
-                        tracing::warn!(group = gid, "generating a snapshot failed: {e:?}");
-                    }
-                    continue;
-                }
-            };
-            let mut snapshot = Snapshot::default();
-            snapshot.set_data(data.into());
-            let meta = snapshot.mut_metadata();
-            meta.index = index;
-            meta.term = term;
-            meta.set_conf_state(conf_state);
-            storage.set_generated_snapshot(snapshot);
-            Metrics::inc(&self.metrics.snapshots_generated);
+            g.snapshot_pin = None;
+            if install_snapshot(gid, g, result, now_ms) {
+                Metrics::inc(&self.metrics.snapshots_generated);
+            }
         }
     }
 
@@ -1030,6 +1074,54 @@ impl<T: Transport> RaftNode<T> {
         }
         g.finish_reads();
         Ok(())
+    }
+}
+
+/// Stores a generated snapshot of the state at `index` (its term and the latest conf state as
+/// labels) to serve followers; true if it was stored. A failure is logged once per
+/// [`SNAPSHOT_FAILURE_LOG_MS`]; so is a snapshot whose index the log no longer holds (compacted
+/// past it): raft asks again and another is built.
+fn install_snapshot(
+    gid: GroupId,
+    g: &mut Group,
+    result: std::result::Result<(u64, Vec<u8>), ApplyError>,
+    now_ms: u64,
+) -> bool {
+    let storage = g.raw.store().clone();
+    let outcome = result.and_then(|(index, data)| {
+        let (term, conf_state) = {
+            let log = storage.log().read();
+            (log.term_of(index), log.conf_state().clone())
+        };
+        match term {
+            Some(term) => Ok((index, term, conf_state, data)),
+            // Behind the log (a restore is pending), or compacted past: raft asks again.
+            None => Err(ApplyError::Recoverable {
+                code: 0,
+                message: format!("the log no longer holds index {index}, the snapshot's"),
+            }),
+        }
+    });
+    match outcome {
+        Ok((index, term, conf_state, data)) => {
+            let mut snapshot = Snapshot::default();
+            snapshot.set_data(data.into());
+            let meta = snapshot.mut_metadata();
+            meta.index = index;
+            meta.term = term;
+            meta.set_conf_state(conf_state);
+            storage.set_generated_snapshot(snapshot);
+            true
+        }
+        Err(e) => {
+            if g.snapshot_failure_logged_ms
+                .is_none_or(|at| now_ms.saturating_sub(at) >= SNAPSHOT_FAILURE_LOG_MS)
+            {
+                g.snapshot_failure_logged_ms = Some(now_ms);
+                tracing::warn!(group = gid, "generating a snapshot failed: {e:?}");
+            }
+            false
+        }
     }
 }
 

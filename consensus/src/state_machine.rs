@@ -38,10 +38,24 @@ pub trait StateMachine: Send {
     /// file) generates no snapshot: it is logged and raft asks again when it next needs one.
     fn snapshot(&self) -> Result<Vec<u8>, ApplyError>;
 
+    /// A job that builds the snapshot on a thread of its own, for a state machine whose snapshot
+    /// takes long (a region read back from disk): meanwhile the node goes on ticking, persisting
+    /// and applying every group, and this group's log is not compacted past the state machine's
+    /// applied index at the job's start, so the snapshot still joins the log when it is done.
+    /// The job answers the index its content reflects (at or past that applied index) and the
+    /// bytes. `None` (the default): [`StateMachine::snapshot`] runs on the raft thread.
+    fn snapshot_job(&self) -> Option<SnapshotJob> {
+        None
+    }
+
     /// Replaces the whole state with `snapshot`, taken at `index`. Afterwards `applied_index()`
     /// returns `index`. A `Recoverable` error is retried like an apply.
     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError>;
 }
+
+/// Builds a snapshot away from the raft thread ([`StateMachine::snapshot_job`]): the index its
+/// content reflects and its bytes, or why it could not (raft asks again later).
+pub type SnapshotJob = Box<dyn FnOnce() -> Result<(u64, Vec<u8>), ApplyError> + Send>;
 
 /// Monotonic milliseconds, injected so the simulation decides what time it is.
 pub trait Clock: Send + Sync {

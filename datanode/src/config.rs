@@ -79,6 +79,9 @@ runtime::node_config! {
         dn_raft_log_lag_entries_max: u64 = 1_000_000,
         /// Likewise in bytes of entries after the follower's matched index. Default 1 GiB.
         dn_raft_log_lag_bytes_max: u64 = 1 << 30,
+        /// Region snapshots built at once on this DataNode, each on a thread of its own (a
+        /// lagging follower's region read back from disk, off the raft thread). Default 2.
+        dn_raft_snapshot_builds_max: u64 = 2,
         /// A region flushes its memtables once they hold this many bytes. Default 64 MiB.
         memtable_flush_bytes: u64 = 64 << 20,
         /// Bytes the memtables of all regions on this DataNode (working and being flushed) may
@@ -295,6 +298,10 @@ impl DataNodeConfig {
             (
                 "dn_raft_unapplied_bytes_max",
                 self.dn_raft_unapplied_bytes_max,
+            ),
+            (
+                "dn_raft_snapshot_builds_max",
+                self.dn_raft_snapshot_builds_max,
             ),
             (
                 "dn_rpc_max_concurrent_client_num",

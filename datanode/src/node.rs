@@ -316,6 +316,7 @@ fn assemble(
             unapplied_bytes_max: config.dn_raft_unapplied_bytes_max,
             lag_entries_max: config.dn_raft_log_lag_entries_max,
             lag_bytes_max: config.dn_raft_log_lag_bytes_max,
+            snapshot_builds_max: config.dn_raft_snapshot_builds_max as usize,
         },
         transport: runtime::TransportConfig {
             message_bytes_max,

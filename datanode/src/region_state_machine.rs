@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use common::{envelope, StatusCode, Tablet, TabletLimits};
-use consensus::{ApplyError, Clock, StateMachine};
+use consensus::{ApplyError, Clock, SnapshotJob, StateMachine};
 
 use engine::{
     ApplyOutcome, DataRegion, DecodeError, LeaseGate, RegionCommand, StorageError, Tombstone,
@@ -207,26 +207,14 @@ impl StateMachine for DataRegionStateMachine {
     }
 
     fn snapshot(&self) -> Result<Vec<u8>, ApplyError> {
-        let estimate = self
-            .region
-            .points_upper_bound()
-            .saturating_mul(SNAPSHOT_BYTES_PER_POINT);
-        if estimate > self.snapshot_bytes_max {
-            return Err(ApplyError::Recoverable {
-                code: StatusCode::WriteProcessReject.code(),
-                message: format!(
-                    "region in {} holds about {} MiB, more than one snapshot message may \
-                     carry ({} MiB, dn_rpc_max_message_bytes); no snapshot is built",
-                    self.region.dir().display(),
-                    estimate >> 20,
-                    self.snapshot_bytes_max >> 20
-                ),
-            });
-        }
-        // An unreadable region produces no snapshot (never a wrong one): raft asks again later,
-        // and the node keeps serving everything else.
-        let (index, tablets, tombstones) = self.region.export().map_err(|e| recoverable(&e))?;
-        Ok(encode_snapshot(index, &tablets, &tombstones))
+        build_snapshot(&self.region, self.snapshot_bytes_max).map(|(_, data)| data)
+    }
+
+    /// Built on a thread of its own: exporting a region reads every sealed file back, which
+    /// on the raft thread would stall every group of the node.
+    fn snapshot_job(&self) -> Option<SnapshotJob> {
+        let (region, bytes_max) = (self.region.clone(), self.snapshot_bytes_max);
+        Some(Box::new(move || build_snapshot(&region, bytes_max)))
     }
 
     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {
@@ -249,6 +237,28 @@ impl StateMachine for DataRegionStateMachine {
             .reset_to(index, &tablets, &tombstones)
             .map_err(|e| recoverable(&e))
     }
+}
+
+/// The snapshot of `region`: the index its content reflects and its bytes, or why there is none
+/// (over `bytes_max`, an unreadable file — never a wrong one: raft asks again later).
+fn build_snapshot(region: &DataRegion, bytes_max: u64) -> Result<(u64, Vec<u8>), ApplyError> {
+    let estimate = region
+        .points_upper_bound()
+        .saturating_mul(SNAPSHOT_BYTES_PER_POINT);
+    if estimate > bytes_max {
+        return Err(ApplyError::Recoverable {
+            code: StatusCode::WriteProcessReject.code(),
+            message: format!(
+                "region in {} holds about {} MiB, more than one snapshot message may carry \
+                 ({} MiB, dn_rpc_max_message_bytes); no snapshot is built",
+                region.dir().display(),
+                estimate >> 20,
+                bytes_max >> 20
+            ),
+        });
+    }
+    let (index, tablets, tombstones) = region.export().map_err(|e| recoverable(&e))?;
+    Ok((index, encode_snapshot(index, &tablets, &tombstones)))
 }
 
 /// A storage error as an outcome raft retries later (a snapshot's export or install).

@@ -50,6 +50,8 @@ pub struct RaftLogLimits {
     pub lag_entries_max: u64,
     /// `consensus::Config::log_lag_bytes_max`.
     pub lag_bytes_max: u64,
+    /// `consensus::Config::snapshot_builds_max`.
+    pub snapshot_builds_max: usize,
 }
 
 impl Default for RaftLogLimits {
@@ -60,6 +62,7 @@ impl Default for RaftLogLimits {
             unapplied_bytes_max: c.unapplied_bytes_max,
             lag_entries_max: c.log_lag_entries_max,
             lag_bytes_max: c.log_lag_bytes_max,
+            snapshot_builds_max: c.snapshot_builds_max,
         }
     }
 }
@@ -87,6 +90,7 @@ impl RaftHostConfig {
             unapplied_bytes_max: self.log_limits.unapplied_bytes_max,
             log_lag_entries_max: self.log_limits.lag_entries_max,
             log_lag_bytes_max: self.log_limits.lag_bytes_max,
+            snapshot_builds_max: self.log_limits.snapshot_builds_max,
             ..consensus::Config::default()
         }
     }

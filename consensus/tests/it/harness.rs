@@ -28,12 +28,30 @@ pub struct ModelState {
     pub restores: u64,
     /// While above 0, `snapshot` fails (an unreadable file) and counts it down.
     pub snapshot_failures: u64,
+    /// When set, snapshots are built by a job on a thread of its own, which waits for a read
+    /// hold on this lock first: a test holding it for writing keeps the build going.
+    pub snapshot_gate: Option<Arc<parking_lot::RwLock<()>>>,
 }
 
 pub struct ModelSm {
     pub group: u64,
     pub state: Arc<Mutex<ModelState>>,
     pub history: History,
+}
+
+/// The model's snapshot bytes: applied index, digest, then every applied entry.
+fn encode(s: &ModelState) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&s.applied_index.to_le_bytes());
+    out.extend_from_slice(&s.digest.to_le_bytes());
+    out.extend_from_slice(&(s.applied.len() as u64).to_le_bytes());
+    for (index, data, ok) in &s.applied {
+        out.extend_from_slice(&index.to_le_bytes());
+        out.push(*ok as u8);
+        out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        out.extend_from_slice(data);
+    }
+    out
 }
 
 fn mix(digest: u64, index: u64, data: &[u8], ok: bool) -> u64 {
@@ -104,17 +122,17 @@ impl StateMachine for ModelSm {
                 message: "the state cannot be read".into(),
             });
         }
-        let mut out = Vec::new();
-        out.extend_from_slice(&s.applied_index.to_le_bytes());
-        out.extend_from_slice(&s.digest.to_le_bytes());
-        out.extend_from_slice(&(s.applied.len() as u64).to_le_bytes());
-        for (index, data, ok) in &s.applied {
-            out.extend_from_slice(&index.to_le_bytes());
-            out.push(*ok as u8);
-            out.extend_from_slice(&(data.len() as u64).to_le_bytes());
-            out.extend_from_slice(data);
-        }
-        Ok(out)
+        Ok(encode(&s))
+    }
+
+    fn snapshot_job(&self) -> Option<consensus::SnapshotJob> {
+        let gate = self.state.lock().snapshot_gate.clone()?;
+        let state = self.state.clone();
+        Some(Box::new(move || {
+            let _open = gate.read();
+            let s = state.lock();
+            Ok((s.applied_index, encode(&s)))
+        }))
     }
 
     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {

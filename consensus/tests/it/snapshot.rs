@@ -134,3 +134,63 @@ fn a_snapshot_that_fails_to_generate_is_asked_again() {
     assert_eq!(c.model(lagging, 1).restores, 1);
     assert!(Metrics::get(&c.node(leader).metrics().snapshots_generated) >= 1);
 }
+
+/// A snapshot built by a job runs on a thread of its own: while it is held, the leader goes on
+/// writing and applying, and compaction leaves the log from the job's start in place so the
+/// snapshot still joins it; once released, the lagging replica restores it.
+#[test]
+fn a_snapshot_built_off_the_raft_thread_stalls_nothing_and_pins_the_log() {
+    let mut c = Cluster::new(37, 3, 1, Config::default());
+    let gate = std::sync::Arc::new(parking_lot::RwLock::new(()));
+    for p in c.peers.clone() {
+        c.model_mut(p, 1).snapshot_gate = Some(gate.clone());
+    }
+    let leader = c.elect(1);
+    let lagging = *c.peers.iter().find(|&&p| p != leader).unwrap();
+    assert!(c.write(1, b"early").is_ok());
+    c.crash(lagging);
+    for i in 0..30 {
+        assert!(c.write(1, format!("w{i}").as_bytes()).is_ok());
+    }
+    for p in c.peers.clone() {
+        if c.is_up(p) {
+            let index = c.model(p, 1).applied_index;
+            c.node(p).compact(1, index).unwrap();
+        }
+    }
+    let held = gate.write();
+    c.start(lagging);
+    // The leader asks for a snapshot and starts the job, which waits at the gate.
+    c.run_ms(2_000);
+    let pinned_at = c.model(leader, 1).applied_index;
+    for i in 0..10 {
+        assert!(
+            c.write(1, format!("during{i}").as_bytes()).is_ok(),
+            "the leader writes while a snapshot is built"
+        );
+    }
+    let applied = c.model(leader, 1).applied_index;
+    assert!(applied >= pinned_at + 10);
+    c.node(leader).compact(1, applied).unwrap();
+    let first = c.node(leader).status(1).unwrap().first_index;
+    assert!(
+        first <= pinned_at + 1,
+        "compacted to {first} past the snapshot's start {pinned_at}"
+    );
+    assert_eq!(c.model(lagging, 1).restores, 0, "nothing built yet");
+    assert_eq!(
+        Metrics::get(&c.node(leader).metrics().snapshots_generated),
+        0
+    );
+
+    drop(held);
+    let restored = (0..500).any(|_| {
+        c.run_ms(50);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        c.model(lagging, 1).restores > 0
+    });
+    assert!(restored, "the lagging replica restored the built snapshot");
+    assert!(c.write(1, b"after").is_ok());
+    c.heal_and_check();
+    assert!(Metrics::get(&c.node(leader).metrics().snapshots_generated) >= 1);
+}

@@ -223,3 +223,37 @@ fn a_region_too_large_for_one_snapshot_message_builds_none() {
     follower.restore(1, &snapshot).unwrap();
     assert_eq!(content(follower.region()), content(leader.region()));
 }
+
+/// The snapshot job (built off the raft thread) answers the index its content reflects and the
+/// same bytes as the inline snapshot, keeps the size guard, and reads the region as it is when
+/// the job runs, not when it was handed out.
+#[test]
+fn the_snapshot_job_builds_what_the_inline_snapshot_does_at_its_own_index() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (mut leader, _, _) = machine(a.path());
+    leader
+        .apply(
+            1,
+            &RegionCommand::insert(tablet("root.sg.d1", &[1, 2], 0.0)).encode(),
+        )
+        .unwrap();
+    let job = leader
+        .snapshot_job()
+        .expect("a region builds off the raft thread");
+    leader
+        .apply(
+            2,
+            &RegionCommand::insert(tablet("root.sg.d2", &[5], 1.0)).encode(),
+        )
+        .unwrap();
+    let (index, bytes) = job().unwrap();
+    assert_eq!(index, 2, "the content's index, read when the job ran");
+    assert_eq!(bytes, leader.snapshot().unwrap());
+    let (mut follower, _, _) = machine(b.path());
+    follower.restore(index, &bytes).unwrap();
+    assert_eq!(content(follower.region()), content(leader.region()));
+
+    let small = leader.with_snapshot_bytes_max(10);
+    let refused = small.snapshot_job().unwrap()().expect_err("over the guard");
+    assert_eq!(code(&refused), (true, 606), "{refused:?}");
+}
