@@ -1078,7 +1078,10 @@ impl<T: Transport> RaftNode<T> {
 }
 
 /// Stores a generated snapshot of the state at `index` (its term and the latest conf state as
-/// labels) to serve followers; true if it was stored. A failure is logged once per
+/// labels) to serve followers; true if it was stored. The latest conf state is the one at
+/// `index` while membership is static, as it is today; a job's `index` may trail the group's
+/// applied index, so membership changes (issue 18 item 4) must label a job's snapshot with the
+/// conf state as of its index. A failure is logged once per
 /// [`SNAPSHOT_FAILURE_LOG_MS`]; so is a snapshot whose index the log no longer holds (compacted
 /// past it): raft asks again and another is built.
 fn install_snapshot(
