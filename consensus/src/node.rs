@@ -41,6 +41,8 @@ pub struct Metrics {
     pub snapshots_generated: AtomicU64,
     /// Snapshots restored into a state machine.
     pub snapshots_restored: AtomicU64,
+    /// Snapshot jobs running on their own threads (a gauge).
+    pub snapshot_builds: AtomicU64,
     /// Leadership transfers started because this node is fenced.
     pub fenced_transfers: AtomicU64,
     /// Append messages refused because the group's log held `unapplied_bytes_max` bytes
@@ -917,6 +919,9 @@ impl<T: Transport> RaftNode<T> {
                     Ok(_) => {
                         g.snapshot_pin = Some(g.state_machine.applied_index());
                         self.snapshot_builds += 1;
+                        self.metrics
+                            .snapshot_builds
+                            .store(self.snapshot_builds as u64, Ordering::Relaxed);
                     }
                     Err(e) => tracing::warn!(group = gid, "starting a snapshot build: {e}"),
                 }
@@ -941,6 +946,9 @@ impl<T: Transport> RaftNode<T> {
         while let Ok((gid, result)) = self.built_snapshots.1.try_recv() {
             self.built_pending.fetch_sub(1, Ordering::AcqRel);
             self.snapshot_builds -= 1;
+            self.metrics
+                .snapshot_builds
+                .store(self.snapshot_builds as u64, Ordering::Relaxed);
             // The group may have been removed while its snapshot was built.
             let Some(g) = self.groups.get_mut(&gid) else {
                 continue;

@@ -376,6 +376,16 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
                 "Raft messages dropped as addressed to another node id (e.g. this address's wiped predecessor).",
                 &raft.misaddressed_messages,
             ),
+            (
+                "raft_snapshots_generated_total",
+                "Region snapshots built for followers behind the leader's compacted log.",
+                &raft.snapshots_generated,
+            ),
+            (
+                "raft_snapshots_restored_total",
+                "Region snapshots restored into this node's replicas.",
+                &raft.snapshots_restored,
+            ),
         ] {
             line(name, "counter", help, RaftMetrics::get(counter));
         }
@@ -384,6 +394,12 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
             "gauge",
             "Bytes of raft entries held in memory over all regions (dn_raft_entry_cache_bytes at most).",
             RaftMetrics::get(&raft.entry_cache_bytes),
+        );
+        line(
+            "raft_snapshot_builds",
+            "gauge",
+            "Region snapshots being built off the raft thread (dn_raft_snapshot_builds_max at most).",
+            RaftMetrics::get(&raft.snapshot_builds),
         );
     }
     line(

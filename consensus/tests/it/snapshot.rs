@@ -182,6 +182,11 @@ fn a_snapshot_built_off_the_raft_thread_stalls_nothing_and_pins_the_log() {
         Metrics::get(&c.node(leader).metrics().snapshots_generated),
         0
     );
+    assert_eq!(
+        Metrics::get(&c.node(leader).metrics().snapshot_builds),
+        1,
+        "one job, held at the gate"
+    );
 
     drop(held);
     let restored = (0..500).any(|_| {
@@ -193,4 +198,5 @@ fn a_snapshot_built_off_the_raft_thread_stalls_nothing_and_pins_the_log() {
     assert!(c.write(1, b"after").is_ok());
     c.heal_and_check();
     assert!(Metrics::get(&c.node(leader).metrics().snapshots_generated) >= 1);
+    assert_eq!(Metrics::get(&c.node(leader).metrics().snapshot_builds), 0);
 }
