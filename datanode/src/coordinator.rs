@@ -761,7 +761,6 @@ impl Coordinator {
         device: &DevicePath,
         missing: &[i64],
     ) -> Outcome<Resolved> {
-        inc(&self.metrics.partition_fetches);
         let request = proto::FetchPartitionsReq {
             requests: vec![proto::DeviceTimeSlots {
                 device: device.to_string(),
@@ -771,6 +770,31 @@ impl Coordinator {
             auto_create: true,
             caller: Some(self.caller()),
         };
+        let resp = self.ask_partitions(request).await?;
+        let series_slot = self.limits.partition.series_slot(device.as_str());
+        let mut regions = BTreeMap::new();
+        let mut fetched = Vec::new();
+        for p in &resp.partitions {
+            if p.series_slot == series_slot && missing.contains(&p.time_slot) {
+                regions.insert(p.time_slot, p.region_id);
+                fetched.push(((device.to_string(), p.time_slot), p.region_id));
+            }
+        }
+        debug_assert!(
+            regions.len() <= missing.len(),
+            "only the asked slots are taken"
+        );
+        let routes = self.learn_routes(pinned, &resp, fetched);
+        Ok((regions, routes.into_iter().collect()))
+    }
+
+    /// FetchPartitions on the ConfigNode leader, its answer checked (counted in
+    /// `partition_fetches`).
+    pub(crate) async fn ask_partitions(
+        &self,
+        request: proto::FetchPartitionsReq,
+    ) -> Outcome<proto::FetchPartitionsResp> {
+        inc(&self.metrics.partition_fetches);
         let resp = self
             .source
             .fetch_partitions(request)
@@ -787,21 +811,7 @@ impl Coordinator {
         }
         check_status(resp.status.as_ref())
             .map_err(|e| CoordinatorError::Metadata(format!("FetchPartitions: {e}")))?;
-        let series_slot = self.limits.partition.series_slot(device.as_str());
-        let mut regions = BTreeMap::new();
-        let mut fetched = Vec::new();
-        for p in &resp.partitions {
-            if p.series_slot == series_slot && missing.contains(&p.time_slot) {
-                regions.insert(p.time_slot, p.region_id);
-                fetched.push(((device.to_string(), p.time_slot), p.region_id));
-            }
-        }
-        debug_assert!(
-            regions.len() <= missing.len(),
-            "only the asked slots are taken"
-        );
-        let routes = self.learn_routes(pinned, &resp, fetched);
-        Ok((regions, routes.into_iter().collect()))
+        Ok(resp)
     }
 
     /// Takes the region routes and DataNode addresses of a FetchPartitions answer into the

@@ -52,9 +52,10 @@ fn compaction_is_bounded_by_the_applied_index() {
     ));
 }
 
-/// Crashes a follower, writes 30 entries and compacts every live replica with
-/// `compact_keeping_followers` to its applied index; answers the leader and the follower.
-fn compact_around_a_crashed_follower(c: &mut Cluster) -> (u64, u64) {
+/// Crashes a follower, writes 30 entries and compacts every live replica to its applied index,
+/// with `compact_keeping_followers` when `keep_followers`, else with `compact`; answers the
+/// leader and the follower.
+fn compact_around_a_crashed_follower(c: &mut Cluster, keep_followers: bool) -> (u64, u64) {
     let leader = c.elect(1);
     let lagging = *c.peers.iter().find(|&&p| p != leader).unwrap();
     assert!(c.write(1, b"early").is_ok());
@@ -65,7 +66,11 @@ fn compact_around_a_crashed_follower(c: &mut Cluster) -> (u64, u64) {
     for p in c.peers.clone() {
         if c.is_up(p) {
             let index = c.model(p, 1).applied_index;
-            c.node(p).compact_keeping_followers(1, index).unwrap();
+            if keep_followers {
+                c.node(p).compact_keeping_followers(1, index).unwrap();
+            } else {
+                c.node(p).compact(1, index).unwrap();
+            }
         }
     }
     (leader, lagging)
@@ -74,7 +79,7 @@ fn compact_around_a_crashed_follower(c: &mut Cluster) -> (u64, u64) {
 #[test]
 fn a_leader_keeps_its_log_for_a_follower_within_the_lag_allowance() {
     let mut c = Cluster::new(33, 3, 1, Config::default());
-    let (leader, lagging) = compact_around_a_crashed_follower(&mut c);
+    let (leader, lagging) = compact_around_a_crashed_follower(&mut c, true);
     // The leader kept everything after the crashed follower's matched index.
     let first = c.node(leader).status(1).unwrap().first_index;
     assert!(first <= 3, "leader compacted to {first} past the follower");
@@ -96,7 +101,7 @@ fn a_follower_past_the_lag_allowance_catches_up_by_snapshot() {
         ..Config::default()
     };
     let mut c = Cluster::new(34, 3, 1, config);
-    let (leader, lagging) = compact_around_a_crashed_follower(&mut c);
+    let (leader, lagging) = compact_around_a_crashed_follower(&mut c, true);
     let status = c.node(leader).status(1).unwrap();
     assert_eq!(status.first_index, status.applied + 1, "{status:?}");
     c.start(lagging);
@@ -145,19 +150,7 @@ fn a_snapshot_built_off_the_raft_thread_stalls_nothing_and_pins_the_log() {
     for p in c.peers.clone() {
         c.model_mut(p, 1).snapshot_gate = Some(gate.clone());
     }
-    let leader = c.elect(1);
-    let lagging = *c.peers.iter().find(|&&p| p != leader).unwrap();
-    assert!(c.write(1, b"early").is_ok());
-    c.crash(lagging);
-    for i in 0..30 {
-        assert!(c.write(1, format!("w{i}").as_bytes()).is_ok());
-    }
-    for p in c.peers.clone() {
-        if c.is_up(p) {
-            let index = c.model(p, 1).applied_index;
-            c.node(p).compact(1, index).unwrap();
-        }
-    }
+    let (leader, lagging) = compact_around_a_crashed_follower(&mut c, false);
     let held = gate.write();
     c.start(lagging);
     // The leader asks for a snapshot and starts the job, which waits at the gate.

@@ -13,7 +13,7 @@ use common::{DataType, StatusCode, Value};
 use super::{backoff, Coordinator, CoordinatorError, Outcome, Targets};
 use crate::cache::{DeviceSchema, RegionRoute};
 use crate::convert::{status, value_from_wire};
-use crate::metadata::{check_status, Pinned};
+use crate::metadata::Pinned;
 use crate::metrics::inc;
 use crate::timing::READ_RETRY;
 use common::path::DevicePath;
@@ -296,7 +296,6 @@ impl Coordinator {
             }
         }
         for devices in missing.chunks(common::FETCH_PARTITIONS_SLOTS_MAX) {
-            inc(&self.metrics.partition_fetches);
             let request = proto::FetchPartitionsReq {
                 requests: devices
                     .iter()
@@ -309,13 +308,7 @@ impl Coordinator {
                 auto_create: false,
                 caller: Some(self.caller()),
             };
-            let resp = self
-                .source
-                .fetch_partitions(request)
-                .await
-                .map_err(CoordinatorError::ConfigNode)?;
-            check_status(resp.status.as_ref())
-                .map_err(|e| CoordinatorError::Metadata(format!("FetchPartitions: {e}")))?;
+            let resp = self.ask_partitions(request).await?;
             self.learn_routes(pinned, &resp, Vec::new());
             pinned.put_series_slot_regions(
                 resp.device_regions

@@ -649,6 +649,19 @@ async fn a_read_merges_every_region_holding_the_device_and_says_when_it_was_cut(
     assert_eq!(e.status().code, 535);
 }
 
+/// `s1` of `device` in [0, 100), through the harness's coordinator.
+async fn read_s1(h: &Harness, device: &str) -> Vec<read::SeriesPoints> {
+    let paths = [proto::SeriesPath {
+        device: device.into(),
+        measurement: "s1".into(),
+    }];
+    let pinned = h.metadata.pin();
+    h.coordinator
+        .read(&pinned, &paths, 0..100, 0, false)
+        .await
+        .unwrap()
+}
+
 /// Scenario 4d's read bug: a coordinator whose cache held only the region its own writes went
 /// to read only that region, and answered "no points" for a device of another region.
 #[tokio::test]
@@ -668,16 +681,7 @@ async fn a_read_finds_the_region_of_a_device_this_coordinator_never_wrote() {
         .insert_tablet(tablet(&[1]), Relay::Never)
         .await
         .unwrap();
-    let paths = [proto::SeriesPath {
-        device: OTHER.into(),
-        measurement: "s1".into(),
-    }];
-    let pinned = h.metadata.pin();
-    let read = h
-        .coordinator
-        .read(&pinned, &paths, 0..100, 0, false)
-        .await
-        .unwrap();
+    let read = read_s1(&h, OTHER).await;
     assert_eq!(read.len(), 1, "the device's points are found");
     assert_eq!(read[0].points.keys().copied().collect::<Vec<_>>(), [4, 8]);
     let reads: Vec<_> = h
@@ -694,10 +698,7 @@ async fn a_read_finds_the_region_of_a_device_this_coordinator_never_wrote() {
 
     // The placement is cached: a second read asks the ConfigNode nothing.
     let fetches = h.source.partition_calls.load(Ordering::SeqCst);
-    h.coordinator
-        .read(&pinned, &paths, 0..100, 0, false)
-        .await
-        .unwrap();
+    read_s1(&h, OTHER).await;
     assert_eq!(h.source.partition_calls.load(Ordering::SeqCst), fetches);
 }
 
@@ -706,16 +707,7 @@ async fn a_read_finds_the_region_of_a_device_this_coordinator_never_wrote() {
 async fn a_read_of_a_device_no_region_holds_reads_nothing_and_creates_nothing() {
     let h = harness(true);
     h.source.series.lock().insert("s1".into(), DataType::Double);
-    let paths = [proto::SeriesPath {
-        device: DEVICE.into(),
-        measurement: "s1".into(),
-    }];
-    let pinned = h.metadata.pin();
-    let read = h
-        .coordinator
-        .read(&pinned, &paths, 0..100, 0, false)
-        .await
-        .unwrap();
+    let read = read_s1(&h, DEVICE).await;
     assert!(read.is_empty(), "{}", read.len());
     assert!(h.peers.calls().is_empty(), "{:?}", h.peers.calls());
     assert_eq!(h.source.partition_slots.load(Ordering::SeqCst), 0);
@@ -726,11 +718,7 @@ async fn a_read_of_a_device_no_region_holds_reads_nothing_and_creates_nothing() 
         .series
         .lock()
         .insert(REGION, vec![region_series(&[5])]);
-    let read = h
-        .coordinator
-        .read(&pinned, &paths, 0..100, 0, false)
-        .await
-        .unwrap();
+    let read = read_s1(&h, DEVICE).await;
     assert_eq!(read[0].points.keys().copied().collect::<Vec<_>>(), [5]);
 }
 
