@@ -40,6 +40,12 @@ impl RaftMessage {
         )
     }
 
+    /// The data of the snapshot a snapshot message carries (`None` for any other message).
+    pub fn snapshot_data(&self) -> Option<&[u8]> {
+        (self.message.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot)
+            .then(|| self.message.get_snapshot().get_data())
+    }
+
     /// Inverse of [`RaftMessage::encode`].
     pub fn decode(bytes: &[u8]) -> Result<RaftMessage, StorageError> {
         RaftMessage::decode_shared(&Bytes::copy_from_slice(bytes))

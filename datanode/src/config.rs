@@ -82,6 +82,15 @@ runtime::node_config! {
         /// Region snapshots built at once on this DataNode, each on a thread of its own (a
         /// lagging follower's region read back from disk, off the raft thread). Default 2.
         dn_raft_snapshot_builds_max: u64 = 2,
+        /// Bytes of one chunk of a region snapshot streamed to a replica (`FetchSnapshot`).
+        /// Default 1 MiB; at least 4096 and at most half of `dn_rpc_max_message_bytes`.
+        dn_snapshot_chunk_bytes: u64 = 1 << 20,
+        /// Bytes per second this DataNode streams region snapshots at, over all replicas
+        /// fetching (0: unthrottled). Default 128 MiB.
+        dn_snapshot_send_bytes_per_sec: u64 = 128 << 20,
+        /// Region snapshots this DataNode downloads at once; a replica needing another waits for
+        /// the leader's next offer. Default 2.
+        dn_snapshot_receives_max: u64 = 2,
         /// A region flushes its memtables once they hold this many bytes. Default 64 MiB.
         memtable_flush_bytes: u64 = 64 << 20,
         /// Bytes the memtables of all regions on this DataNode (working and being flushed) may
@@ -303,6 +312,7 @@ impl DataNodeConfig {
                 "dn_raft_snapshot_builds_max",
                 self.dn_raft_snapshot_builds_max,
             ),
+            ("dn_snapshot_receives_max", self.dn_snapshot_receives_max),
             (
                 "dn_rpc_max_concurrent_client_num",
                 self.dn_rpc_max_concurrent_client_num.into(),
@@ -341,6 +351,14 @@ impl DataNodeConfig {
         }
         if self.compaction_files_min < 2 {
             return Err(config_error("compaction_files_min", "must be at least 2"));
+        }
+        if self.dn_snapshot_chunk_bytes < 4096
+            || self.dn_snapshot_chunk_bytes > self.dn_rpc_max_message_bytes / 2
+        {
+            return Err(config_error(
+                "dn_snapshot_chunk_bytes",
+                "must be at least 4096 and at most half of dn_rpc_max_message_bytes",
+            ));
         }
         check_keepalive(
             "dn_rpc_keepalive_interval_ms",

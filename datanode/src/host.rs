@@ -20,6 +20,7 @@ use crate::peers::Peers;
 use crate::region_state_machine::{
     DataRegionStateMachine, RegionRetryConfig, RegionStateMachineMetrics,
 };
+use crate::snapshot::SnapshotTransfers;
 use engine::{DataRegion, FileCache, LeaseGate, RegionCommand, StorageConfig};
 
 /// The longest a removal waits for the flush or compaction loop to let go of a region before
@@ -62,9 +63,8 @@ pub(crate) struct RegionHostConfig {
     pub write_timeout: Duration,
     /// `query_points_max`.
     pub query_points_max: u32,
-    /// The largest snapshot a region builds: it goes as one raft message, so 15/16 of
-    /// `dn_rpc_max_message_bytes` (the rest for the message's envelope and the estimate's slack).
-    pub snapshot_bytes_max: u64,
+    /// How region snapshots are streamed.
+    pub snapshots: crate::snapshot::TransferConfig,
 }
 
 /// The raft driver and the region replicas on this DataNode.
@@ -88,6 +88,8 @@ pub(crate) struct RegionHost {
     clock: Arc<dyn Clock>,
     peers: Arc<Peers>,
     metrics: Arc<Metrics>,
+    /// Region snapshots streamed to and from other DataNodes.
+    snapshots: Arc<SnapshotTransfers>,
 }
 
 /// What the coordinator needs of the regions on its own node. A trait so the coordinator can be
@@ -120,8 +122,15 @@ impl RegionHost {
         peers: Arc<Peers>,
         metrics: Arc<Metrics>,
     ) -> RegionHost {
+        let snapshots = SnapshotTransfers::new(
+            node_id,
+            config.regions_dir.clone(),
+            config.snapshots,
+            peers.clone(),
+        );
         RegionHost {
             node_id,
+            snapshots,
             config,
             driver,
             raft_metrics: OnceLock::new(),
@@ -149,6 +158,16 @@ impl RegionHost {
 
     pub(crate) fn driver(&self) -> &RaftDriver<GrpcTransport> {
         &self.driver
+    }
+
+    /// The node's snapshot transfers.
+    pub(crate) fn snapshots(&self) -> &Arc<SnapshotTransfers> {
+        &self.snapshots
+    }
+
+    /// The replica of `region` hosted here.
+    pub(crate) fn region(&self, region: u64) -> Option<Arc<DataRegion>> {
+        self.regions.read().get(&region).map(|r| r.region.clone())
     }
 
     pub(crate) fn raft_metrics(&self) -> Option<&Arc<consensus::Metrics>> {
@@ -325,10 +344,17 @@ impl RegionHost {
         let region_dir = dir.join(region_id.to_string());
         let config = self.config.storage.clone();
         let files = self.config.files.clone();
-        let region =
-            tokio::task::spawn_blocking(move || DataRegion::open_with(region_dir, config, files))
-                .await
-                .map_err(|e| Error::Transport(format!("opening a region: {e}")))??;
+        let region = tokio::task::spawn_blocking(move || {
+            // A snapshot built before a restart is offered no more: raft forgot it.
+            crate::snapshot::remove_built(&region_dir)
+                .map_err(|e| Error::io(format!("clearing {}", region_dir.display()), e))?;
+            let region = DataRegion::open_with(&region_dir, config, files)?;
+            crate::snapshot::tidy_staging(&region_dir, region.applied_index())
+                .map_err(|e| Error::io(format!("tidying {}", region_dir.display()), e))?;
+            Ok::<_, Error>(region)
+        })
+        .await
+        .map_err(|e| Error::Transport(format!("opening a region: {e}")))??;
         region.set_series_codecs(self.series_codecs.read().clone());
         let region = Arc::new(region);
         let state_machine = DataRegionStateMachine::new(
@@ -337,7 +363,7 @@ impl RegionHost {
             self.clock.clone(),
             self.config.retry,
         )
-        .with_snapshot_bytes_max(self.config.snapshot_bytes_max);
+        .with_streamed_snapshots(self.node_id, region_id, self.snapshots.clone());
         let metrics = state_machine.metrics().clone();
         let peers = peers.to_vec();
         let me = self.node_id;

@@ -20,9 +20,14 @@ use crate::coordinator::Relay;
 use crate::host::LocalReplicas;
 use crate::metrics::inc;
 use crate::node::Shared;
+use crate::snapshot;
 use engine::{Deletion, RegionCommand};
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
+/// The response stream of `FetchSnapshot`.
+type SnapshotChunks = std::pin::Pin<
+    Box<dyn tokio_stream::Stream<Item = Result<proto::SnapshotChunk, tonic::Status>> + Send>,
+>;
 
 /// The internal service of one DataNode.
 pub(crate) struct InternalService {
@@ -35,6 +40,32 @@ pub(crate) struct InternalService {
 impl InternalService {
     pub(crate) fn new(shared: Arc<Shared>, stop: tokio::sync::watch::Receiver<bool>) -> Self {
         InternalService { shared, stop }
+    }
+
+    /// Takes the streamed snapshots out of a batch of received raft messages: each is stepped
+    /// into raft once its download completes (`snapshot::SnapshotTransfers::offer`).
+    fn hold_streamed_snapshots(
+        &self,
+        messages: Vec<consensus::RaftMessage>,
+    ) -> Vec<consensus::RaftMessage> {
+        let transfers = self.shared.host.snapshots();
+        let mut to_step = Vec::with_capacity(messages.len());
+        for message in messages {
+            if message.snapshot_data().is_none() {
+                to_step.push(message);
+                continue;
+            }
+            let host = self.shared.host.clone();
+            let step = move |message| {
+                if let Err(e) = host.driver().step(vec![message]) {
+                    tracing::debug!("a downloaded snapshot's message dropped: {e}");
+                }
+            };
+            if let snapshot::Offer::Step(message) = transfers.offer(message, step) {
+                to_step.push(message);
+            }
+        }
+        to_step
     }
 
     fn refuse_heartbeat(&self, req: &proto::HeartbeatReq, message: String) -> proto::HeartbeatResp {
@@ -224,6 +255,8 @@ impl DataNodeInternalService for InternalService {
             drop(stop.wait_for(|stopped| *stopped).await);
         };
         let answer = runtime::serve_raft_stream(request.into_inner(), stopped, |messages| {
+            // A streamed snapshot reaches raft only once its files are downloaded.
+            let messages = self.hold_streamed_snapshots(messages);
             // A full driver queue drops the batch like a lost packet; raft retransmits.
             if let Err(e) = self.shared.host.driver().step(messages) {
                 tracing::trace!(
@@ -234,6 +267,67 @@ impl DataNodeInternalService for InternalService {
         })
         .await?;
         Ok(Response::new(answer))
+    }
+
+    async fn fetch_snapshot(
+        &self,
+        request: Request<proto::FetchSnapshotReq>,
+    ) -> RpcResult<SnapshotChunks> {
+        let req = request.into_inner();
+        let region = self.shared.host.region(req.region_id).ok_or_else(|| {
+            tonic::Status::not_found(format!("region {} is not hosted here", req.region_id))
+        })?;
+        let (file, len) = snapshot::open_built(region.dir(), req.snapshot_index, &req.file)?;
+        if req.offset > len {
+            return Err(tonic::Status::out_of_range(format!(
+                "offset {} past the end of {} ({len} bytes)",
+                req.offset, req.file
+            )));
+        }
+        tracing::debug!(
+            region = req.region_id,
+            index = req.snapshot_index,
+            file = %req.file,
+            offset = req.offset,
+            to = req.from_data_node_id,
+            "serving a snapshot file"
+        );
+        let transfers = self.shared.host.snapshots().clone();
+        let chunk_bytes = transfers.config().chunk_bytes as u64;
+        let file = Arc::new(file);
+        // Two chunks in flight: the next is read while one is on the wire.
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        tokio::spawn(async move {
+            let mut offset = req.offset;
+            while offset < len {
+                let n = chunk_bytes.min(len - offset) as usize;
+                transfers
+                    .before_send(req.region_id, req.snapshot_index, n)
+                    .await;
+                let reading = file.clone();
+                let read =
+                    tokio::task::spawn_blocking(move || snapshot::read_chunk(&reading, offset, n))
+                        .await;
+                let chunk = match read {
+                    Ok(Ok(data)) => Ok(proto::SnapshotChunk {
+                        offset,
+                        crc32: crc32fast::hash(&data),
+                        data,
+                    }),
+                    Ok(Err(e)) => Err(tonic::Status::internal(format!("{}: {e}", req.file))),
+                    Err(e) => Err(tonic::Status::internal(e.to_string())),
+                };
+                let failed = chunk.is_err();
+                // The fetching replica hung up: it resumes from where it got to.
+                if tx.send(chunk).await.is_err() || failed {
+                    return;
+                }
+                offset += n as u64;
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn forward_region_write(

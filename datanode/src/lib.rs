@@ -20,6 +20,7 @@ mod node;
 mod peers;
 pub mod region_state_machine;
 mod session;
+mod snapshot;
 mod timing;
 
 pub use config::{DataNodeArgs, DataNodeConfig};

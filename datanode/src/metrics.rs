@@ -408,6 +408,41 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
         "Region replicas on this DataNode.",
         shared.host.region_count() as u64,
     );
+    let transfers = shared.host.snapshots().metrics();
+    for (name, kind, help, value) in [
+        (
+            "snapshot_sent_bytes_total",
+            "counter",
+            "Bytes of region snapshots streamed to other replicas.",
+            &transfers.sent_bytes,
+        ),
+        (
+            "snapshot_received_bytes_total",
+            "counter",
+            "Bytes of region snapshots downloaded from other replicas.",
+            &transfers.received_bytes,
+        ),
+        (
+            "snapshot_downloads_total",
+            "counter",
+            "Region snapshots downloaded whole and checked.",
+            &transfers.downloads,
+        ),
+        (
+            "snapshot_download_failures_total",
+            "counter",
+            "Snapshot downloads that stopped (resumed at a later offer).",
+            &transfers.download_failures,
+        ),
+        (
+            "snapshot_downloads",
+            "gauge",
+            "Snapshot downloads running (dn_snapshot_receives_max at most).",
+            &transfers.downloading,
+        ),
+    ] {
+        line(name, kind, help, get(value));
+    }
     storage_metrics(page, shared);
 }
 

@@ -406,7 +406,11 @@ fn region_host_config(config: &DataNodeConfig, storage: StorageConfig) -> Region
         },
         write_timeout: Duration::from_millis(config.dn_write_timeout_ms),
         query_points_max: config.query_points_max,
-        snapshot_bytes_max: config.dn_rpc_max_message_bytes / 16 * 15,
+        snapshots: crate::snapshot::TransferConfig {
+            chunk_bytes: config.dn_snapshot_chunk_bytes as usize,
+            send_bytes_per_sec: config.dn_snapshot_send_bytes_per_sec,
+            receives_max: config.dn_snapshot_receives_max as usize,
+        },
     }
 }
 
@@ -708,6 +712,12 @@ async fn flush_loop(shared: Arc<Shared>) {
             };
             match flushed {
                 Ok(Ok(checkpoint)) if checkpoint > 0 => {
+                    // A replica fetching a snapshot continues from the log after it.
+                    let checkpoint = shared
+                        .host
+                        .snapshots()
+                        .transfer_pin(id)
+                        .map_or(checkpoint, |pin| checkpoint.min(pin));
                     match shared
                         .host
                         .driver()

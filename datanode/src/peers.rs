@@ -33,6 +33,15 @@ pub(crate) trait PeerRpc: Send + Sync {
         address: &str,
         request: proto::SeriesTypesReq,
     ) -> Result<proto::SeriesTypesResp, tonic::Status>;
+    /// `FetchSnapshot`: the stream of chunks.
+    async fn fetch_snapshot(
+        &self,
+        address: &str,
+        request: proto::FetchSnapshotReq,
+    ) -> Result<tonic::Streaming<proto::SnapshotChunk>, tonic::Status> {
+        let _ = (address, request);
+        Err(tonic::Status::unimplemented("FetchSnapshot"))
+    }
 }
 
 /// The address book and the channels to the peers.
@@ -160,6 +169,18 @@ impl PeerRpc for GrpcPeers {
         Ok(self
             .client(address)?
             .relay_series_types(request)
+            .await?
+            .into_inner())
+    }
+
+    async fn fetch_snapshot(
+        &self,
+        address: &str,
+        request: proto::FetchSnapshotReq,
+    ) -> Result<tonic::Streaming<proto::SnapshotChunk>, tonic::Status> {
+        Ok(self
+            .client(address)?
+            .fetch_snapshot(request)
             .await?
             .into_inner())
     }

@@ -64,6 +64,25 @@ pub struct DataRegionStateMachine {
     pending: Option<PendingRetry>,
     metrics: Arc<RegionStateMachineMetrics>,
     snapshot_bytes_max: u64,
+    streamed: Option<Streamed>,
+}
+
+/// Where a region's snapshot files come from when its restore finds them missing: the
+/// DataNode's transfers, which download them from the node that built them.
+pub trait SnapshotFetch: Send + Sync {
+    /// Starts downloading the streamed snapshot `descriptor` of `region` unless it is staged
+    /// or being downloaded already.
+    fn fetch(&self, region: u64, descriptor: &[u8]);
+    /// Learns that `region`'s snapshot at `index` is installed: an offer of it still in flight
+    /// goes to raft (which ignores it) rather than start a download.
+    fn installed(&self, region: u64, index: u64);
+}
+
+/// How a state machine with streamed snapshots builds and finds them.
+struct Streamed {
+    node_id: u64,
+    region_id: u64,
+    fetch: Arc<dyn SnapshotFetch>,
 }
 
 /// Bytes a snapshot takes per point at least, as [`encode_snapshot`] writes it: a timestamp
@@ -87,10 +106,30 @@ impl DataRegionStateMachine {
             pending: None,
             metrics: Arc::new(RegionStateMachineMetrics::default()),
             snapshot_bytes_max: 64 << 20,
+            streamed: None,
         }
     }
 
-    /// Snapshots are sent as one raft message; a region whose snapshot would take more than
+    /// Snapshots streamed in chunks (the DataNode's way; `crate::snapshot`): the snapshot job
+    /// links the region's files into a snapshot that node `node_id` serves, and raft carries
+    /// only its descriptor; a restore installs the files downloaded before raft saw the
+    /// message, or asks `fetch` for them. No size of region is too large. Without this, a
+    /// snapshot is the region's content inline in one raft message, for embedding and tests.
+    pub fn with_streamed_snapshots(
+        mut self,
+        node_id: u64,
+        region_id: u64,
+        fetch: Arc<dyn SnapshotFetch>,
+    ) -> DataRegionStateMachine {
+        self.streamed = Some(Streamed {
+            node_id,
+            region_id,
+            fetch,
+        });
+        self
+    }
+
+    /// Inline snapshots are sent as one raft message; a region whose snapshot would take more than
     /// `bytes` (the transport's `dn_rpc_max_message_bytes`, default 64 MiB) generates none, as
     /// it could not be delivered. Building it anyway held several copies of the whole region in
     /// memory on the raft thread and took the leader down (issue 18: until snapshots stream in
@@ -207,17 +246,20 @@ impl StateMachine for DataRegionStateMachine {
     }
 
     fn snapshot(&self) -> Result<Vec<u8>, ApplyError> {
-        build_snapshot(&self.region, self.snapshot_bytes_max).map(|(_, data)| data)
+        self.build_snapshot()().map(|(_, data)| data)
     }
 
-    /// Built on a thread of its own: exporting a region reads every sealed file back, which
-    /// on the raft thread would stall every group of the node.
+    /// Built on a thread of its own: a streamed snapshot flushes the region and reads every
+    /// file for its checksum, an inline one reads every point back; either on the raft thread
+    /// would stall every group of the node.
     fn snapshot_job(&self) -> Option<SnapshotJob> {
-        let (region, bytes_max) = (self.region.clone(), self.snapshot_bytes_max);
-        Some(Box::new(move || build_snapshot(&region, bytes_max)))
+        Some(self.build_snapshot())
     }
 
     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError> {
+        if crate::snapshot::Descriptor::is_streamed(snapshot) {
+            return self.restore_streamed(index, snapshot);
+        }
         let (at, tablets, tombstones) =
             decode_snapshot(snapshot, &self.region.config().restore_limits()).map_err(|e| {
                 ApplyError::Recoverable {
@@ -236,6 +278,76 @@ impl StateMachine for DataRegionStateMachine {
         self.region
             .reset_to(index, &tablets, &tombstones)
             .map_err(|e| recoverable(&e))
+    }
+}
+
+impl DataRegionStateMachine {
+    /// The job that builds this region's snapshot: the index its content reflects and its bytes.
+    fn build_snapshot(&self) -> SnapshotJob {
+        let region = self.region.clone();
+        match &self.streamed {
+            Some(s) => {
+                let (node_id, region_id) = (s.node_id, s.region_id);
+                Box::new(move || {
+                    crate::snapshot::build(&region, node_id, region_id).map_err(|e| recoverable(&e))
+                })
+            }
+            None => {
+                let bytes_max = self.snapshot_bytes_max;
+                Box::new(move || build_snapshot(&region, bytes_max))
+            }
+        }
+    }
+
+    /// Installs a streamed snapshot from the files staged for it; without them (lost, or a
+    /// restore after a restart that found none), asks for them and is retried.
+    fn restore_streamed(&mut self, index: u64, data: &[u8]) -> Result<(), ApplyError> {
+        let unavailable = |message: String| ApplyError::Recoverable {
+            code: StatusCode::InternalServerError.code(),
+            message,
+        };
+        let descriptor = crate::snapshot::Descriptor::decode(data).map_err(|e| {
+            unavailable(format!(
+                "snapshot descriptor for entry {index} does not decode at offset {}: {}",
+                e.offset, e.reason
+            ))
+        })?;
+        if descriptor.index() != index {
+            return Err(unavailable(format!(
+                "snapshot at {index} describes the region at {}",
+                descriptor.index()
+            )));
+        }
+        let dir = self.region.dir().to_path_buf();
+        if !crate::snapshot::is_staged(&dir, data) {
+            if let Some(s) = &self.streamed {
+                s.fetch.fetch(descriptor.region, data);
+            }
+            return Err(unavailable(format!(
+                "snapshot at {index} ({} bytes from node {}) is not downloaded yet",
+                descriptor.bytes(),
+                descriptor.source
+            )));
+        }
+        self.pending = None;
+        let staging = crate::snapshot::staging_dir(&dir);
+        self.region
+            .install_checkpoint(&descriptor.manifest, &staging)
+            .map_err(|e| recoverable(&e))?;
+        if let Some(s) = &self.streamed {
+            s.fetch.installed(descriptor.region, index);
+        }
+        if let Err(e) = crate::snapshot::remove_staging(&dir) {
+            tracing::warn!(dir = %staging.display(), "removing an installed snapshot's staging: {e}");
+        }
+        tracing::info!(
+            region = descriptor.region,
+            index,
+            bytes = descriptor.bytes(),
+            files = descriptor.files.len(),
+            "snapshot installed"
+        );
+        Ok(())
     }
 }
 

@@ -363,46 +363,7 @@ impl DataRegion {
         let live: Vec<String> = manifest.files.iter().map(FileEntry::file_name).collect();
         // Orphans of a crashed flush or snapshot install.
         remove_orphans(&sealed_dir, &live)?;
-        let mut state = RegionState {
-            applied_index: manifest.checkpoint,
-            partitions: BTreeMap::new(),
-            series_types: HashMap::new(),
-            manifest,
-            recent_tombstones: Vec::new(),
-            dirty_since: None,
-            fences: Fences::default(),
-        };
-        state.fences = Fences::from_tombstones(state.manifest.tombstones.iter());
-        for entry in state.manifest.files.clone() {
-            let path = sealed_dir.join(entry.file_name());
-            let file = SealedFile::open(&path, &files)?;
-            if file.time_slot != entry.time_slot || file.checkpoint != entry.checkpoint {
-                return Err(StorageError::Corruption {
-                    what: "sealed file",
-                    path,
-                    offset: 0,
-                    reason: format!(
-                        "header says slot {} checkpoint {}, manifest says slot {} checkpoint {}",
-                        file.time_slot, file.checkpoint, entry.time_slot, entry.checkpoint
-                    ),
-                });
-            }
-            for (device, measurement, chunk) in file.series() {
-                if !state.masked(device, measurement, file.checkpoint) {
-                    state
-                        .series_types
-                        .entry(device.to_string())
-                        .or_default()
-                        .insert(measurement.to_string(), chunk.data_type);
-                }
-            }
-            state
-                .partitions
-                .entry(entry.time_slot)
-                .or_insert_with(|| Partition::new(&config))
-                .sealed
-                .push(Arc::new(file));
-        }
+        let state = load_state(&sealed_dir, manifest, &config, &files)?;
         Ok(DataRegion {
             dir,
             config,
@@ -815,6 +776,73 @@ impl DataRegion {
     /// during the file writes. Returns the checkpoint: the log up to it is no longer needed.
     pub fn flush(&self) -> Result<u64> {
         let _one_flush = self.flush_lock.lock();
+        self.flush_locked()
+    }
+
+    /// A consistent copy of the region's durable state for a replica that fell behind: flushes,
+    /// then, before another flush or compaction can change the manifest, hard-links every live
+    /// sealed file into `dest` (a new directory on the region's file system). Returns the
+    /// manifest those files make up; its checkpoint is the log index the copy reflects. The
+    /// links keep the files' contents however the region compacts meanwhile, at no copying
+    /// cost; deleting `dest` releases them.
+    pub fn checkpoint_into(&self, dest: &Path) -> Result<Manifest> {
+        let _one_change = self.flush_lock.lock();
+        self.flush_locked()?;
+        let manifest = self.state.read().manifest.clone();
+        fs::create_dir_all(dest).map_err(|e| StorageError::io(dest, e))?;
+        let sealed_dir = self.dir.join(SEALED_DIR);
+        for entry in &manifest.files {
+            let name = entry.file_name();
+            let link = dest.join(&name);
+            fs::hard_link(sealed_dir.join(&name), &link).map_err(|e| StorageError::io(&link, e))?;
+        }
+        sync_dir(dest)?;
+        Ok(manifest)
+    }
+
+    /// Replaces the region's whole content with a checkpoint another replica made
+    /// ([`DataRegion::checkpoint_into`]): `manifest` and the files it names, found in `staged`
+    /// (a directory on the region's file system). The files are linked into `sealed/` under
+    /// names of this region's own sequence; the new manifest, stored atomically, is the commit
+    /// point: a crash before it leaves the old content (the links are orphans, removed when the
+    /// region opens), after it the new. Afterwards `applied_index()` is the manifest's checkpoint.
+    /// `staged` is left as it was.
+    pub fn install_checkpoint(&self, manifest: &Manifest, staged: &Path) -> Result<()> {
+        let _one_change = self.flush_lock.lock();
+        let sealed_dir = self.dir.join(SEALED_DIR);
+        let mut installed = Manifest {
+            checkpoint: manifest.checkpoint,
+            next_sequence: 0,
+            files: Vec::with_capacity(manifest.files.len()),
+            tombstones: manifest.tombstones.clone(),
+        };
+        for entry in &manifest.files {
+            let local = FileEntry {
+                sequence: self.sequences.fetch_add(1, Ordering::Relaxed),
+                ..entry.clone()
+            };
+            let (from, to) = (
+                staged.join(entry.file_name()),
+                sealed_dir.join(local.file_name()),
+            );
+            fs::hard_link(&from, &to).map_err(|e| StorageError::io(&from, e))?;
+            installed.files.push(local);
+        }
+        sync_dir(&sealed_dir)?;
+        installed.next_sequence = self.sequences.load(Ordering::Relaxed);
+        // Every file opens and matches its entry before anything changes.
+        let loaded = load_state(&sealed_dir, installed.clone(), &self.config, &self.files)?;
+        installed.store(&self.dir)?;
+        {
+            let mut state = self.state.write();
+            *state = loaded;
+            self.memory.store(state.memory_bytes(), Ordering::Relaxed);
+        }
+        let live: Vec<String> = installed.files.iter().map(FileEntry::file_name).collect();
+        remove_orphans(&sealed_dir, &live)
+    }
+
+    fn flush_locked(&self) -> Result<u64> {
         let (checkpoint, frozen, mut manifest) = {
             let mut state = self.state.write();
             let checkpoint = state.applied_index;
@@ -907,6 +935,57 @@ impl DataRegion {
         ));
         Ok(checkpoint)
     }
+}
+
+/// The in-memory state of a region whose durable state is `manifest` and the sealed files it
+/// names in `sealed_dir` (opening a region, installing a checkpoint).
+fn load_state(
+    sealed_dir: &Path,
+    manifest: Manifest,
+    config: &StorageConfig,
+    files: &Arc<FileCache>,
+) -> Result<RegionState> {
+    let mut state = RegionState {
+        applied_index: manifest.checkpoint,
+        partitions: BTreeMap::new(),
+        series_types: HashMap::new(),
+        manifest,
+        recent_tombstones: Vec::new(),
+        dirty_since: None,
+        fences: Fences::default(),
+    };
+    state.fences = Fences::from_tombstones(state.manifest.tombstones.iter());
+    for entry in state.manifest.files.clone() {
+        let path = sealed_dir.join(entry.file_name());
+        let file = SealedFile::open(&path, files)?;
+        if file.time_slot != entry.time_slot || file.checkpoint != entry.checkpoint {
+            return Err(StorageError::Corruption {
+                what: "sealed file",
+                path,
+                offset: 0,
+                reason: format!(
+                    "header says slot {} checkpoint {}, manifest says slot {} checkpoint {}",
+                    file.time_slot, file.checkpoint, entry.time_slot, entry.checkpoint
+                ),
+            });
+        }
+        for (device, measurement, chunk) in file.series() {
+            if !state.masked(device, measurement, file.checkpoint) {
+                state
+                    .series_types
+                    .entry(device.to_string())
+                    .or_default()
+                    .insert(measurement.to_string(), chunk.data_type);
+            }
+        }
+        state
+            .partitions
+            .entry(entry.time_slot)
+            .or_insert_with(|| Partition::new(config))
+            .sealed
+            .push(Arc::new(file));
+    }
+    Ok(state)
 }
 
 /// Records an applied deletion: it masks older sources and fences older inserts.

@@ -27,6 +27,7 @@
 //! (`tests/failpoints/main.rs`) repeats the heartbeat stall through `datanode::heartbeat::stall`.
 
 mod budget;
+mod catch_up;
 mod cluster;
 mod drop_region;
 mod flood;

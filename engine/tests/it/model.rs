@@ -27,6 +27,9 @@ enum Op {
     Restart,
     /// Export the content and install it back as a snapshot at the applied index.
     Snapshot,
+    /// Take a checkpoint (flush, hard links), merge the region's files, and install the
+    /// checkpoint into a replica that holds what an earlier checkpoint gave it.
+    Checkpoint,
     /// Merge sealed files until no partition needs it, with this TTL cutoff (points older
     /// may be removed).
     Compact {
@@ -47,6 +50,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Flush),
         1 => Just(Op::Restart),
         1 => Just(Op::Snapshot),
+        1 => Just(Op::Checkpoint),
         2 => prop::option::weighted(0.4, 0i64..70).prop_map(|ttl_cutoff| Op::Compact { ttl_cutoff }),
     ]
 }
@@ -228,6 +232,23 @@ proptest! {
                     region.region.reset_to(index, &tablets, &tombstones).unwrap();
                     prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across snapshot at step {}", step);
                     prop_assert_eq!(region.region.checkpoint_index(), index);
+                }
+                Op::Checkpoint => {
+                    let links = dir.path().join("checkpoint");
+                    let manifest = region.region.checkpoint_into(&links).unwrap();
+                    prop_assert_eq!(manifest.checkpoint, region.region.applied_index());
+                    let digest = region.region.digest().unwrap();
+                    // Merging deletes the files the checkpoint links to; the links keep them.
+                    region.region.compact_all().unwrap();
+                    let replica_dir = dir.path().join("replica");
+                    let replica = engine::DataRegion::open(&replica_dir, model_config()).unwrap();
+                    replica.install_checkpoint(&manifest, &links).unwrap();
+                    prop_assert_eq!(replica.applied_index(), manifest.checkpoint);
+                    prop_assert_eq!(replica.digest().unwrap(), digest, "replica at step {}", step);
+                    drop(replica);
+                    let replica = engine::DataRegion::open(&replica_dir, model_config()).unwrap();
+                    prop_assert_eq!(replica.digest().unwrap(), digest, "replica reopened at step {}", step);
+                    std::fs::remove_dir_all(&links).unwrap();
                 }
                 Op::Compact { ttl_cutoff } => {
                     let digest = region.region.digest().unwrap();

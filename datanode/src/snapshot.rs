@@ -1,0 +1,822 @@
+//! Region snapshots streamed in chunks, outside raft's message path (issue 18 item 1).
+//!
+//! A leader's snapshot job ([`build`]) flushes the region and hard-links its live sealed files
+//! into `regions/<id>/snapshots/<index>/` (no copy; compaction may then delete the originals,
+//! the links keep the contents). The raft snapshot carries only a [`Descriptor`]: the node that
+//! built it, the region's manifest at the checkpoint, and each file's length and CRC32.
+//!
+//! A replica that receives the descriptor in a `MsgSnapshot` does not hand it to raft yet
+//! ([`SnapshotTransfers::offer`]): it downloads the files with `FetchSnapshot` into
+//! `regions/<id>/snapshot.staging/`, one server-streamed call per file, each chunk CRC-checked,
+//! resuming a broken download at the length it has, then checks every file whole and marks the
+//! staging complete. Only then is the message stepped into raft, so raft's state moves only once
+//! the data is on local disk; a leader that dies mid-transfer leaves nothing half-done, and the
+//! next leader offers its own snapshot. The state machine's restore then installs the staged
+//! files as the region's content (`DataRegion::install_checkpoint`): links and one manifest
+//! write, however large the region.
+//!
+//! Bounds: chunks of `dn_snapshot_chunk_bytes`, sent at most `dn_snapshot_send_bytes_per_sec`
+//! over all transfers of the node, at most `dn_snapshot_receives_max` downloads at once. While a
+//! replica fetches a snapshot, the leader's log is not truncated past it
+//! ([`SnapshotTransfers::transfer_pin`]), so the replica can continue from the log afterwards.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::codec::DecodeError;
+use common::envelope;
+use consensus::RaftMessage;
+use engine::{DataRegion, Manifest, StorageError};
+use parking_lot::Mutex;
+
+use crate::peers::Peers;
+
+/// Magic of a streamed snapshot's descriptor, the data of its raft snapshot.
+pub const STREAMED_MAGIC: &[u8; 8] = b"FPRSNAP3";
+/// Where a region keeps the snapshots it built (one directory per snapshot index).
+const BUILT_DIR: &str = "snapshots";
+/// Where a region downloads a snapshot it is to install.
+const STAGING_DIR: &str = "snapshot.staging";
+/// In the staging directory: the descriptor being downloaded.
+const DESCRIPTOR_FILE: &str = "DESCRIPTOR";
+/// In the staging directory: present once every file is downloaded and checked.
+const COMPLETE_FILE: &str = "COMPLETE";
+/// Built snapshots kept per region: the newest, and the one before for a transfer under way.
+const BUILT_KEPT: usize = 2;
+/// How long after a replica last fetched a chunk the leader still keeps its log for it.
+const TRANSFER_PIN: Duration = Duration::from_secs(30);
+/// How long a download waits for the next chunk before it gives up (and resumes later).
+const CHUNK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One file of a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotFile {
+    /// Its name in the snapshot's directory (and the manifest's).
+    pub name: String,
+    /// Its length in bytes.
+    pub len: u64,
+    /// CRC32 of its contents.
+    pub crc32: u32,
+}
+
+/// What a streamed snapshot's raft message carries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Descriptor {
+    /// The DataNode that built it and serves its files.
+    pub source: u64,
+    /// The region.
+    pub region: u64,
+    /// The region's manifest at the checkpoint: its files, deletions and checkpoint index.
+    pub manifest: Manifest,
+    /// Every file the manifest names, in its order.
+    pub files: Vec<SnapshotFile>,
+}
+
+impl Descriptor {
+    /// The log index the snapshot's content reflects.
+    pub fn index(&self) -> u64 {
+        self.manifest.checkpoint
+    }
+
+    /// Bytes of all its files.
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.len).sum()
+    }
+
+    /// Whether `data` (a raft snapshot's) is a streamed snapshot's descriptor.
+    pub fn is_streamed(data: &[u8]) -> bool {
+        data.starts_with(STREAMED_MAGIC)
+    }
+
+    /// Layout (little-endian): `magic "FPRSNAP3", u64 source node, u64 region, bytes32 manifest
+    /// (the region manifest's own encoding), u32 files, files × { str16 name, u64 length, u32
+    /// CRC32 }, u32 CRC32 of everything before it`.
+    pub fn encode(&self) -> Vec<u8> {
+        envelope::seal(STREAMED_MAGIC, |w| {
+            w.u64(self.source);
+            w.u64(self.region);
+            w.bytes32(&self.manifest.encode());
+            w.len32(self.files.len());
+            for file in &self.files {
+                w.str16(&file.name);
+                w.u64(file.len);
+                w.u32(file.crc32);
+            }
+        })
+    }
+
+    /// Reads [`Descriptor::encode`]'s bytes; the files must be the manifest's, each a plain
+    /// file name.
+    pub fn decode(bytes: &[u8]) -> Result<Descriptor, DecodeError> {
+        let (_, mut r) = envelope::open(bytes, &[STREAMED_MAGIC])?;
+        let source = r.u64()?;
+        let region = r.u64()?;
+        let manifest = Manifest::decode(r.bytes32()?)?;
+        // A name (2 + 1) and the length and CRC (12).
+        let count = r.count(15)?;
+        let mut files = Vec::with_capacity(count);
+        for _ in 0..count {
+            let name = r.str16()?;
+            if !is_plain_file_name(&name) {
+                return r.error(format!("snapshot file name {name:?}"));
+            }
+            files.push(SnapshotFile {
+                name,
+                len: r.u64()?,
+                crc32: r.u32()?,
+            });
+        }
+        r.finish()?;
+        let named: Vec<String> = manifest.files.iter().map(|f| f.file_name()).collect();
+        if named.len() != files.len() || named.iter().zip(&files).any(|(n, f)| *n != f.name) {
+            return r.error("the snapshot's files are not its manifest's");
+        }
+        Ok(Descriptor {
+            source,
+            region,
+            manifest,
+            files,
+        })
+    }
+}
+
+fn io_error(path: &Path, source: io::Error) -> StorageError {
+    StorageError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A name without a directory part: what a fetch may ask for.
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+}
+
+/// Builds a snapshot of `region` (region id `region_id`) served by node `source`: the index its
+/// content reflects and its descriptor. Runs on a snapshot job's thread: the flush and the CRC
+/// pass over the files take long, the links do not.
+pub fn build(
+    region: &DataRegion,
+    source: u64,
+    region_id: u64,
+) -> Result<(u64, Vec<u8>), StorageError> {
+    static BUILDS: AtomicU64 = AtomicU64::new(0);
+    let built = region.dir().join(BUILT_DIR);
+    let building = built.join(format!(
+        "building-{}-{}",
+        std::process::id(),
+        BUILDS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let manifest = region.checkpoint_into(&building)?;
+        let mut files = Vec::with_capacity(manifest.files.len());
+        for entry in &manifest.files {
+            let name = entry.file_name();
+            let path = building.join(&name);
+            let (len, crc32) = file_crc(&path).map_err(|e| io_error(&path, e))?;
+            files.push(SnapshotFile { name, len, crc32 });
+        }
+        let index = manifest.checkpoint;
+        let dest = built.join(index.to_string());
+        if dest.exists() {
+            // Built again at the same index (the log was compacted meanwhile): the newer set of
+            // files replaces it; a download of the older one fails and takes the new offer.
+            fs::remove_dir_all(&dest).map_err(|e| io_error(&dest, e))?;
+        }
+        fs::rename(&building, &dest).map_err(|e| io_error(&dest, e))?;
+        common::durable::sync_dir(&built).map_err(|e| io_error(&built, e))?;
+        prune_built(&built, BUILT_KEPT);
+        let descriptor = Descriptor {
+            source,
+            region: region_id,
+            manifest,
+            files,
+        };
+        Ok((index, descriptor.encode()))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&building);
+    }
+    result
+}
+
+/// Removes every snapshot `region_dir` built (at start-up: a restarted leader offers none of
+/// them again, it builds anew when asked).
+pub fn remove_built(region_dir: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(region_dir.join(BUILT_DIR)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Keeps the `kept` newest snapshot directories in `built`.
+fn prune_built(built: &Path, kept: usize) {
+    let Ok(entries) = fs::read_dir(built) else {
+        return;
+    };
+    let mut indexes: Vec<u64> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    indexes.sort_unstable_by(|a, b| b.cmp(a));
+    for index in indexes.into_iter().skip(kept) {
+        let dir = built.join(index.to_string());
+        if let Err(e) = fs::remove_dir_all(&dir) {
+            tracing::warn!(dir = %dir.display(), "removing an old snapshot: {e}");
+        }
+    }
+}
+
+/// Length and CRC32 of a file.
+fn file_crc(path: &Path) -> io::Result<(u64, u32)> {
+    let mut file = File::open(path)?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut len = 0u64;
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            return Ok((len, hasher.finalize()));
+        }
+        hasher.update(&buffer[..n]);
+        len += n as u64;
+    }
+}
+
+/// A built snapshot's file, opened to serve a fetch, or why not.
+pub fn open_built(region_dir: &Path, index: u64, name: &str) -> Result<(File, u64), tonic::Status> {
+    if !is_plain_file_name(name) {
+        return Err(tonic::Status::invalid_argument(format!(
+            "snapshot file name {name:?}"
+        )));
+    }
+    let path = region_dir
+        .join(BUILT_DIR)
+        .join(index.to_string())
+        .join(name);
+    let file = File::open(&path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => tonic::Status::not_found(format!(
+            "no snapshot file {name} at index {index} (replaced by a newer one, or the node restarted)"
+        )),
+        _ => tonic::Status::internal(format!("{}: {e}", path.display())),
+    })?;
+    let len = file
+        .metadata()
+        .map_err(|e| tonic::Status::internal(format!("{}: {e}", path.display())))?
+        .len();
+    Ok((file, len))
+}
+
+/// Reads `len` bytes of `file` at `offset`.
+pub fn read_chunk(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut data = vec![0u8; len];
+    file.read_exact_at(&mut data, offset)?;
+    Ok(data)
+}
+
+/// The directory a region's snapshot is downloaded into.
+pub fn staging_dir(region_dir: &Path) -> PathBuf {
+    region_dir.join(STAGING_DIR)
+}
+
+/// Whether the snapshot `descriptor` (its bytes) is downloaded whole into `region_dir`'s staging.
+pub fn is_staged(region_dir: &Path, descriptor: &[u8]) -> bool {
+    let staging = staging_dir(region_dir);
+    staging.join(COMPLETE_FILE).exists()
+        && fs::read(staging.join(DESCRIPTOR_FILE)).is_ok_and(|d| d == descriptor)
+}
+
+/// Removes a region's staging directory (after its snapshot is installed).
+pub fn remove_staging(region_dir: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(staging_dir(region_dir)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Removes a staging directory the region no longer needs when it opens: one whose snapshot it
+/// already holds (a crash came after the install, before the removal) or that is unreadable.
+/// One for a newer index stays: raft may restore it.
+pub fn tidy_staging(region_dir: &Path, applied: u64) -> io::Result<()> {
+    let staging = staging_dir(region_dir);
+    if !staging.exists() {
+        return Ok(());
+    }
+    let needed = fs::read(staging.join(DESCRIPTOR_FILE))
+        .ok()
+        .and_then(|bytes| Descriptor::decode(&bytes).ok())
+        .is_some_and(|d| d.index() > applied);
+    if needed {
+        return Ok(());
+    }
+    remove_staging(region_dir)
+}
+
+/// Settings of the transfers (DataNode keys of the same names).
+#[derive(Clone, Copy, Debug)]
+pub struct TransferConfig {
+    /// `dn_snapshot_chunk_bytes`.
+    pub chunk_bytes: usize,
+    /// `dn_snapshot_send_bytes_per_sec` (0: unthrottled).
+    pub send_bytes_per_sec: u64,
+    /// `dn_snapshot_receives_max`.
+    pub receives_max: usize,
+}
+
+/// Counters of the transfers.
+#[derive(Debug, Default)]
+pub struct TransferMetrics {
+    /// Snapshot bytes sent to replicas.
+    pub sent_bytes: AtomicU64,
+    /// Snapshot bytes received.
+    pub received_bytes: AtomicU64,
+    /// Downloads completed (staged whole and checked).
+    pub downloads: AtomicU64,
+    /// Downloads that failed (to be resumed on a later offer).
+    pub download_failures: AtomicU64,
+    /// Downloads running (a gauge).
+    pub downloading: AtomicU64,
+}
+
+/// The node's snapshot transfers, both ways.
+pub struct SnapshotTransfers {
+    node_id: u64,
+    regions_dir: PathBuf,
+    config: TransferConfig,
+    peers: Arc<Peers>,
+    /// Downloads running: region → snapshot index.
+    receiving: Mutex<HashMap<u64, u64>>,
+    /// The newest snapshot installed per region in this run.
+    installed: Mutex<HashMap<u64, u64>>,
+    /// Fetches served: region → (snapshot index, when a chunk last went out).
+    sending: Mutex<HashMap<u64, (u64, Instant)>>,
+    /// When the send throttle lets the next chunk go.
+    send_at: tokio::sync::Mutex<Instant>,
+    metrics: TransferMetrics,
+    /// The runtime downloads run on (a restore asks for one from the raft thread).
+    runtime: tokio::runtime::Handle,
+    me: std::sync::Weak<SnapshotTransfers>,
+}
+
+/// What [`SnapshotTransfers::offer`] made of a raft message.
+pub enum Offer {
+    /// Not a streamed snapshot, or one already staged: step it into raft now.
+    Step(RaftMessage),
+    /// Held until its download completes (or dropped: a download is running or the bound is
+    /// reached, or the descriptor is bad); raft offers it again.
+    Held,
+}
+
+impl SnapshotTransfers {
+    /// The transfers of node `node_id`, whose regions live in `regions_dir`. Called within
+    /// the runtime the transfers are to run on.
+    pub fn new(
+        node_id: u64,
+        regions_dir: PathBuf,
+        config: TransferConfig,
+        peers: Arc<Peers>,
+    ) -> Arc<SnapshotTransfers> {
+        Arc::new_cyclic(|me| SnapshotTransfers {
+            me: me.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            node_id,
+            regions_dir,
+            config,
+            peers,
+            receiving: Mutex::new(HashMap::new()),
+            installed: Mutex::new(HashMap::new()),
+            sending: Mutex::new(HashMap::new()),
+            send_at: tokio::sync::Mutex::new(Instant::now()),
+            metrics: TransferMetrics::default(),
+        })
+    }
+
+    /// Its counters.
+    pub fn metrics(&self) -> &TransferMetrics {
+        &self.metrics
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &TransferConfig {
+        &self.config
+    }
+
+    fn region_dir(&self, region: u64) -> PathBuf {
+        self.regions_dir.join(region.to_string())
+    }
+
+    /// Takes a received raft message: a streamed snapshot not yet staged starts (or continues)
+    /// its download, and `step` gets the message once the files are staged.
+    pub fn offer(
+        self: &Arc<Self>,
+        message: RaftMessage,
+        step: impl FnOnce(RaftMessage) + Send + 'static,
+    ) -> Offer {
+        let data = match message.snapshot_data() {
+            Some(data) if Descriptor::is_streamed(data) => data.to_vec(),
+            _ => return Offer::Step(message),
+        };
+        let index = message.message.get_snapshot().get_metadata().get_index();
+        let installed = self.installed.lock().get(&message.group).copied();
+        if installed.is_some_and(|at| at >= index)
+            || is_staged(&self.region_dir(message.group), &data)
+        {
+            return Offer::Step(message);
+        }
+        if let Some(download) = self.start(message.group, data) {
+            self.runtime.spawn(async move {
+                if download.await {
+                    step(message);
+                }
+            });
+        }
+        Offer::Held
+    }
+
+    /// Starts downloading the snapshot `descriptor` describes unless it is staged or being
+    /// downloaded (the state machine's restore calls this when it finds no staged files, e.g.
+    /// after losing them).
+    pub fn ensure(self: &Arc<Self>, region: u64, descriptor: &[u8]) {
+        if is_staged(&self.region_dir(region), descriptor) {
+            return;
+        }
+        if let Some(download) = self.start(region, descriptor.to_vec()) {
+            self.runtime.spawn(download);
+        }
+    }
+
+    /// The download of `bytes` into `region`'s staging as a future answering whether it
+    /// completed, or `None` when none is to start.
+    fn start(
+        self: &Arc<Self>,
+        region: u64,
+        bytes: Vec<u8>,
+    ) -> Option<impl std::future::Future<Output = bool> + Send + 'static> {
+        let descriptor = match Descriptor::decode(&bytes) {
+            Ok(d) if d.region == region => d,
+            Ok(d) => {
+                tracing::warn!(region, "a snapshot descriptor of region {}", d.region);
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(region, "a snapshot descriptor does not decode: {e}");
+                return None;
+            }
+        };
+        {
+            let mut receiving = self.receiving.lock();
+            if receiving.contains_key(&region) || receiving.len() >= self.config.receives_max {
+                return None;
+            }
+            receiving.insert(region, descriptor.index());
+        }
+        self.metrics.downloading.fetch_add(1, Ordering::Relaxed);
+        let this = self.clone();
+        Some(async move {
+            let started = Instant::now();
+            let result = this.download(&descriptor, &bytes).await;
+            this.receiving.lock().remove(&region);
+            this.metrics.downloading.fetch_sub(1, Ordering::Relaxed);
+            match result {
+                Ok(()) => {
+                    this.metrics.downloads.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(
+                        region,
+                        index = descriptor.index(),
+                        source = descriptor.source,
+                        bytes = descriptor.bytes(),
+                        files = descriptor.files.len(),
+                        ms = started.elapsed().as_millis() as u64,
+                        "snapshot downloaded"
+                    );
+                    true
+                }
+                Err(e) => {
+                    this.metrics
+                        .download_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        region,
+                        index = descriptor.index(),
+                        source = descriptor.source,
+                        "snapshot download stopped (resumed on the next offer): {e}"
+                    );
+                    false
+                }
+            }
+        })
+    }
+
+    /// Downloads every file of `descriptor` into the region's staging, resuming files already
+    /// partly there, then marks the staging complete.
+    async fn download(&self, descriptor: &Descriptor, bytes: &[u8]) -> Result<(), String> {
+        let address = self
+            .peers
+            .address(descriptor.source)
+            .ok_or_else(|| format!("no address of node {}", descriptor.source))?;
+        let staging = staging_dir(&self.region_dir(descriptor.region));
+        let prepared = staging.clone();
+        let descriptor_bytes = bytes.to_vec();
+        blocking(move || prepare_staging(&prepared, &descriptor_bytes)).await?;
+        for file in &descriptor.files {
+            let path = staging.join(&file.name);
+            // A second pass only when the first found the file whole but wrong (a torn tail
+            // left by a crash): it starts the file over.
+            for _ in 0..2 {
+                let have = fs::metadata(&path).map_or(0, |m| m.len());
+                if have < file.len {
+                    self.fetch_file(&address, descriptor, file, &path, have)
+                        .await?;
+                }
+                let checked = path.clone();
+                let (len, crc32) = blocking(move || file_crc(&checked)).await?;
+                if (len, crc32) == (file.len, file.crc32) {
+                    break;
+                }
+                tracing::warn!(
+                    file = %path.display(),
+                    "staged snapshot file is {len} bytes with CRC {crc32:08x}, expected {} with {:08x}: fetching it again",
+                    file.len, file.crc32
+                );
+                fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+        let complete = staging.clone();
+        let names: Vec<String> = descriptor.files.iter().map(|f| f.name.clone()).collect();
+        blocking(move || mark_complete(&complete, &names)).await?;
+        if !is_staged(&self.region_dir(descriptor.region), bytes) {
+            return Err("the staged files did not check out".into());
+        }
+        Ok(())
+    }
+
+    /// Appends `file` from `offset` to its end, chunk by chunk, each checked.
+    async fn fetch_file(
+        &self,
+        address: &str,
+        descriptor: &Descriptor,
+        file: &SnapshotFile,
+        path: &Path,
+        offset: u64,
+    ) -> Result<(), String> {
+        let request = proto::FetchSnapshotReq {
+            region_id: descriptor.region,
+            snapshot_index: descriptor.index(),
+            file: file.name.clone(),
+            offset,
+            from_data_node_id: self.node_id,
+        };
+        let mut stream = self
+            .peers
+            .rpc()
+            .fetch_snapshot(address, request)
+            .await
+            .map_err(|e| format!("fetching {} from {address}: {e}", file.name))?;
+        let mut out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut at = offset;
+        while at < file.len {
+            let chunk = match tokio::time::timeout(CHUNK_TIMEOUT, stream.message()).await {
+                Err(_) => return Err(format!("no chunk of {} for {CHUNK_TIMEOUT:?}", file.name)),
+                Ok(Err(e)) => return Err(format!("fetching {}: {e}", file.name)),
+                Ok(Ok(None)) => {
+                    return Err(format!("{} ended at {at} of {} bytes", file.name, file.len))
+                }
+                Ok(Ok(Some(chunk))) => chunk,
+            };
+            if chunk.offset != at
+                || chunk.data.is_empty()
+                || at + chunk.data.len() as u64 > file.len
+                || crc32fast::hash(&chunk.data) != chunk.crc32
+            {
+                return Err(format!(
+                    "a bad chunk of {} at {} ({} bytes), expected offset {at}",
+                    file.name,
+                    chunk.offset,
+                    chunk.data.len()
+                ));
+            }
+            out.write_all(&chunk.data)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            at += chunk.data.len() as u64;
+            self.metrics
+                .received_bytes
+                .fetch_add(chunk.data.len() as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Waits until the send throttle lets `bytes` more go, and records that `region`'s
+    /// snapshot at `index` is being fetched.
+    pub async fn before_send(&self, region: u64, index: u64, bytes: usize) {
+        self.sending.lock().insert(region, (index, Instant::now()));
+        let rate = self.config.send_bytes_per_sec;
+        if rate > 0 {
+            let wait = {
+                let mut send_at = self.send_at.lock().await;
+                let now = Instant::now();
+                let start = (*send_at).max(now);
+                *send_at = start + Duration::from_secs_f64(bytes as f64 / rate as f64);
+                start - now
+            };
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+        }
+        self.metrics
+            .sent_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// The index below which `region`'s raft log must stay: a snapshot of it a replica fetched
+    /// in the last [`TRANSFER_PIN`] (it continues from the log after the snapshot's index).
+    pub fn transfer_pin(&self, region: u64) -> Option<u64> {
+        let mut sending = self.sending.lock();
+        sending.retain(|_, (_, at)| at.elapsed() < TRANSFER_PIN);
+        sending.get(&region).map(|(index, _)| *index)
+    }
+}
+
+impl crate::region_state_machine::SnapshotFetch for SnapshotTransfers {
+    fn fetch(&self, region: u64, descriptor: &[u8]) {
+        // The restore runs on the raft thread, outside the runtime: the download joins it.
+        let Some(this) = self.me.upgrade() else {
+            return;
+        };
+        this.ensure(region, descriptor);
+    }
+
+    fn installed(&self, region: u64, index: u64) {
+        let mut installed = self.installed.lock();
+        let at = installed.entry(region).or_default();
+        *at = (*at).max(index);
+    }
+}
+
+/// Runs blocking file work off the async workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// Makes `staging` the download directory of `descriptor`: kept as it is when it already is (a
+/// download resumes), started afresh otherwise.
+fn prepare_staging(staging: &Path, descriptor: &[u8]) -> io::Result<()> {
+    if fs::read(staging.join(DESCRIPTOR_FILE)).is_ok_and(|d| d == descriptor) {
+        return Ok(());
+    }
+    match fs::remove_dir_all(staging) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    fs::create_dir_all(staging)?;
+    common::durable::replace_durably(&staging.join(DESCRIPTOR_FILE), descriptor)?;
+    if let Some(parent) = staging.parent() {
+        common::durable::sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+/// Syncs the staged files and writes the mark that they are whole.
+fn mark_complete(staging: &Path, names: &[String]) -> io::Result<()> {
+    for name in names {
+        File::open(staging.join(name))?.sync_all()?;
+    }
+    common::durable::replace_durably(&staging.join(COMPLETE_FILE), b"")?;
+    common::durable::sync_dir(staging)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::{Deletion, FileEntry, Tombstone};
+
+    fn descriptor() -> Descriptor {
+        let manifest = Manifest {
+            checkpoint: 42,
+            next_sequence: 9,
+            files: vec![
+                FileEntry {
+                    time_slot: 0,
+                    sequence: 3,
+                    checkpoint: 40,
+                },
+                FileEntry {
+                    time_slot: 7,
+                    sequence: 8,
+                    checkpoint: 42,
+                },
+            ],
+            tombstones: vec![Tombstone::Series {
+                device: "root.sg.d1".into(),
+                measurement: "s1".into(),
+                index: 41,
+                deletion: Deletion {
+                    metadata_version: 5,
+                    operation_id: 6,
+                },
+            }],
+        };
+        let files = manifest
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| SnapshotFile {
+                name: f.file_name(),
+                len: 100 + i as u64,
+                crc32: 0xdead_0000 + i as u32,
+            })
+            .collect();
+        Descriptor {
+            source: 3,
+            region: 11,
+            manifest,
+            files,
+        }
+    }
+
+    #[test]
+    fn a_descriptor_round_trips_and_refuses_damage() {
+        let d = descriptor();
+        let bytes = d.encode();
+        assert!(Descriptor::is_streamed(&bytes));
+        assert_eq!(Descriptor::decode(&bytes).unwrap(), d);
+        assert_eq!(d.index(), 42);
+        assert_eq!(d.bytes(), 201);
+        for at in [8, bytes.len() / 2, bytes.len() - 5] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 1;
+            assert!(Descriptor::decode(&bad).is_err(), "flip at {at}");
+        }
+        assert!(Descriptor::decode(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn a_descriptor_names_only_its_manifests_plain_files() {
+        let mut d = descriptor();
+        d.files[1].name = "../../etc/passwd".into();
+        assert!(Descriptor::decode(&d.encode()).is_err());
+        let mut d = descriptor();
+        d.files.pop();
+        assert!(Descriptor::decode(&d.encode()).is_err());
+        assert!(!is_plain_file_name(".."));
+        assert!(!is_plain_file_name("a/b"));
+        assert!(is_plain_file_name("7-0000000000000008.fps"));
+    }
+
+    #[test]
+    fn only_the_newest_built_snapshots_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        for index in [5u64, 17, 9, 120] {
+            fs::create_dir_all(dir.path().join(index.to_string())).unwrap();
+        }
+        prune_built(dir.path(), 2);
+        let mut left: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["120", "17"]);
+    }
+
+    #[test]
+    fn staging_resumes_its_own_descriptor_and_restarts_for_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let staging = staging_dir(dir.path());
+        prepare_staging(&staging, b"one").unwrap();
+        fs::write(staging.join("f"), b"partial").unwrap();
+        prepare_staging(&staging, b"one").unwrap();
+        assert!(
+            staging.join("f").exists(),
+            "a download of the same snapshot resumes"
+        );
+        assert!(!is_staged(dir.path(), b"one"));
+        mark_complete(&staging, &["f".into()]).unwrap();
+        assert!(is_staged(dir.path(), b"one"));
+        assert!(!is_staged(dir.path(), b"two"));
+        prepare_staging(&staging, b"two").unwrap();
+        assert!(
+            !staging.join("f").exists(),
+            "another snapshot starts afresh"
+        );
+        assert!(!is_staged(dir.path(), b"two"));
+        remove_staging(dir.path()).unwrap();
+        assert!(!staging.exists());
+    }
+}
