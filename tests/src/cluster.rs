@@ -66,6 +66,9 @@ pub struct ClusterConfig {
     pub raft_entry_cache_bytes: u64,
     /// `dn_raft_unapplied_bytes_max`.
     pub raft_unapplied_bytes_max: u64,
+    /// `dn_raft_log_lag_bytes_max`: small makes a leader truncate past a follower that is down,
+    /// which then catches up by snapshot.
+    pub raft_log_lag_bytes_max: u64,
 }
 
 impl Default for ClusterConfig {
@@ -89,6 +92,7 @@ impl Default for ClusterConfig {
             compaction_files_min: 4,
             raft_entry_cache_bytes: 256 << 20,
             raft_unapplied_bytes_max: 256 << 20,
+            raft_log_lag_bytes_max: 1 << 30,
         }
     }
 }
@@ -274,6 +278,10 @@ impl Cluster {
                 (
                     "--dn-raft-unapplied-bytes-max",
                     config.raft_unapplied_bytes_max.to_string(),
+                ),
+                (
+                    "--dn-raft-log-lag-bytes-max",
+                    config.raft_log_lag_bytes_max.to_string(),
                 ),
             ];
             data_nodes.push(NodeProcess::new(

@@ -436,7 +436,40 @@ fn a_follower_that_missed_millions_of_points_catches_up() {
         memtable_flush_age_ms: 300,
         ..ClusterConfig::default()
     };
-    let mut run = Run::start("4c-follower-misses-4m-points", config);
+    follower_misses_4m_points("4c-follower-misses-4m-points", config, CatchUp::FromTheLog);
+}
+
+/// Scenario 4e (issue 18 item 1): as 4c, but the lag allowance is 1 MiB, so the leaders
+/// truncate their logs past the stopped follower and it must catch up by a snapshot of a region
+/// holding a 4 M-point series. Before, such a snapshot was one raft message that a follower
+/// could not restore (a series over 1 M points) and a region over 64 MiB could not build: it
+/// never converged. Now the snapshot is the region's sealed files, downloaded in chunks before
+/// raft sees it.
+#[test]
+fn a_follower_behind_a_truncated_log_catches_up_by_a_streamed_snapshot() {
+    let _serial = serial();
+    if !require_namespaces("a_follower_behind_a_truncated_log_catches_up_by_a_streamed_snapshot") {
+        return;
+    }
+    let config = ClusterConfig {
+        memtable_flush_age_ms: 300,
+        raft_log_lag_bytes_max: 1 << 20,
+        ..ClusterConfig::default()
+    };
+    follower_misses_4m_points("4e-follower-needs-a-snapshot", config, CatchUp::BySnapshot);
+}
+
+/// How scenario 4c's follower is to catch up.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum CatchUp {
+    FromTheLog,
+    BySnapshot,
+}
+
+/// Kills a follower, writes 4 M points of one series, restarts it and waits until it applied as
+/// far as the cluster had at its restart, then for writes to go on and the replicas to agree.
+fn follower_misses_4m_points(name: &'static str, config: ClusterConfig, catch_up: CatchUp) {
+    let mut run = Run::start(name, config);
     let target = (run.busiest_leader() + 1) % 3;
     run.fault(&format!(
         "kill -9 datanode-{} before 4 M points",
@@ -444,6 +477,15 @@ fn a_follower_that_missed_millions_of_points_catches_up() {
     ));
     run.cluster.data_nodes[target].kill9().expect("kill");
     let device = format!("{DATABASE}.bulk");
+    // From the log, a sawtooth; by snapshot, full-precision noise (about 8 bytes a point on
+    // disk), so the snapshot is tens of MiB in many chunks.
+    let value = |t: i64| match catch_up {
+        CatchUp::FromTheLog => (t % 1000) as f64 / 10.0,
+        CatchUp::BySnapshot => {
+            let bits = (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+            bits as f64 / (1u64 << 53) as f64
+        }
+    };
     let rows = 10_000i64;
     let started = Instant::now();
     for batch in 0..400i64 {
@@ -452,7 +494,7 @@ fn a_follower_that_missed_millions_of_points_catches_up() {
             let t = batch * rows + row;
             tablet.push_row(
                 t,
-                vec![Some(common::Value::Double((t % 1000) as f64 / 10.0))],
+                vec![Some(common::Value::Double(value(t)))],
             );
         }
         run.cluster
@@ -501,13 +543,24 @@ fn a_follower_that_missed_millions_of_points_catches_up() {
             .then_some(())
     })
     .expect("catch-up");
+    let metric = |name: &str| run.cluster.dn_metric(target, name).unwrap_or(0.0);
     run.cluster.note(format!(
-        "4c catch-up: datanode-{} applied up to the cluster's indexes at its restart {goal:?} \
-         {:.1} s after the restart; its peers sent {:.1} MiB of raft messages meanwhile",
+        "{name} catch-up: datanode-{} applied up to the cluster's indexes at its restart \
+         {goal:?} {:.1} s after the restart; its peers sent {:.1} MiB of raft messages \
+         meanwhile; it downloaded {} snapshots, {:.1} MiB",
         target + 1,
         restarted.elapsed().as_secs_f64(),
-        (sent_bytes(&run) - sent_before) / f64::from(1 << 20)
+        (sent_bytes(&run) - sent_before) / f64::from(1 << 20),
+        metric("snapshot_downloads_total"),
+        metric("snapshot_received_bytes_total") / f64::from(1 << 20),
     ));
+    if catch_up == CatchUp::BySnapshot {
+        assert!(
+            metric("snapshot_downloads_total") >= 1.0,
+            "datanode-{} caught up without a snapshot: the scenario tests nothing",
+            target + 1
+        );
+    }
     run.wait_acked_since(Instant::now(), 10, "writes after the restart");
     // The checker waits for every region's replicas to agree on their digests.
     run.finish();
