@@ -300,6 +300,11 @@ impl DataNodeInternalService for InternalService {
         tokio::spawn(async move {
             let mut offset = req.offset;
             while offset < len {
+                if let Some(failed) = chunk_failpoint(offset) {
+                    // Dropped if the replica hung up meanwhile.
+                    let _ = tx.send(Err(failed)).await;
+                    return;
+                }
                 let n = chunk_bytes.min(len - offset) as usize;
                 transfers
                     .before_send(req.region_id, req.snapshot_index, n)
@@ -491,6 +496,21 @@ fn lease_settings_disagree(registered: (u64, u64), req: &proto::HeartbeatReq) ->
             req.config_node_id, req.metadata_lease_fence_ms, req.lease_proceed_margin_ms
         )
     })
+}
+
+/// `datanode::snapshot::chunk` (feature `failpoints`): fails a `FetchSnapshot` stream at a chunk
+/// past a file's start, as a broken connection would, so a test sees the download resume.
+#[cfg(feature = "failpoints")]
+fn chunk_failpoint(offset: u64) -> Option<tonic::Status> {
+    fail::fail_point!("datanode::snapshot::chunk", offset > 0, |_| Some(
+        tonic::Status::unavailable(format!("snapshot stream broken by failpoint at {offset}"))
+    ));
+    None
+}
+
+#[cfg(not(feature = "failpoints"))]
+fn chunk_failpoint(_offset: u64) -> Option<tonic::Status> {
+    None
 }
 
 #[cfg(test)]

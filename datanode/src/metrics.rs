@@ -435,6 +435,12 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
             &transfers.download_failures,
         ),
         (
+            "snapshot_download_resumed_files_total",
+            "counter",
+            "Snapshot files whose download continued from what an earlier attempt staged.",
+            &transfers.resumed_files,
+        ),
+        (
             "snapshot_downloads",
             "gauge",
             "Snapshot downloads running (dn_snapshot_receives_max at most).",

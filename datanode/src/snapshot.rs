@@ -345,6 +345,8 @@ pub struct TransferMetrics {
     pub download_failures: AtomicU64,
     /// Downloads running (a gauge).
     pub downloading: AtomicU64,
+    /// Files whose download continued from the part an earlier attempt staged.
+    pub resumed_files: AtomicU64,
 }
 
 /// The node's snapshot transfers, both ways.
@@ -534,6 +536,9 @@ impl SnapshotTransfers {
             for _ in 0..2 {
                 let have = fs::metadata(&path).map_or(0, |m| m.len());
                 if have < file.len {
+                    if have > 0 {
+                        self.metrics.resumed_files.fetch_add(1, Ordering::Relaxed);
+                    }
                     self.fetch_file(&address, descriptor, file, &path, have)
                         .await?;
                 }

@@ -170,6 +170,94 @@ where
     }
 }
 
+/// Settings under which a stopped replica needs a snapshot: every flush-loop round flushes and
+/// truncates, a replica more than two entries behind is not waited for, and snapshots stream in
+/// 4 KiB chunks.
+pub fn truncating_logs(config: &mut DataNodeConfig) {
+    config.memtable_flush_age_ms = 100;
+    config.dn_raft_log_lag_entries_max = 2;
+    config.dn_snapshot_chunk_bytes = 4096;
+}
+
+/// Every replica's (applied index, digest) per region, by node index (a node that does not
+/// answer is left out).
+pub async fn replica_digests(
+    cluster: &Cluster,
+) -> std::collections::BTreeMap<u64, std::collections::BTreeMap<usize, (u64, u64)>> {
+    let mut regions: std::collections::BTreeMap<
+        u64,
+        std::collections::BTreeMap<usize, (u64, u64)>,
+    > = std::collections::BTreeMap::new();
+    for node in 0..cluster.nodes.len() {
+        let mut c = cluster.client(node).await;
+        let Ok(resp) = c
+            .region_digest(proto::RegionDigestReq {
+                session_id: 1,
+                region_id: 0,
+                leaders_only: false,
+            })
+            .await
+        else {
+            continue;
+        };
+        for d in resp.into_inner().digests {
+            regions
+                .entry(d.region_id)
+                .or_default()
+                .insert(node, (d.applied_index, d.digest));
+        }
+    }
+    regions
+}
+
+/// Waits until every node holds every region, all replicas of each with one digest.
+pub async fn wait_until_replicas_agree(cluster: &Cluster, what: &str) {
+    wait_for(what, || async {
+        let regions = replica_digests(cluster).await;
+        !regions.is_empty()
+            && regions.values().all(|replicas| {
+                replicas.len() == cluster.nodes.len()
+                    && replicas
+                        .values()
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len()
+                        == 1
+            })
+    })
+    .await;
+}
+
+/// Restarts a stopped DataNode `index` of `cluster` with `tweak`ed settings on the internal
+/// address it had (the one its peers' raft transports know).
+pub async fn restart_on(
+    cluster: &mut Cluster,
+    index: usize,
+    internal_address: String,
+    tweak: impl Fn(&mut DataNodeConfig),
+) {
+    let mut config = datanode_config(cluster.dir.path(), index, &cluster.cn_address);
+    tweak(&mut config);
+    config.dn_internal_address = internal_address;
+    cluster.nodes.insert(
+        index,
+        datanode::start(config).await.expect("DataNode restarts"),
+    );
+}
+
+/// Rows of `noise` DOUBLE full-precision noise (about 8 bytes a point on disk) at `from, from + 1,
+/// ...`.
+pub fn noise_tablet(device: &str, from: i64, rows: i64) -> Tablet {
+    let mut t = Tablet::new(device, &[("noise", DataType::Double)]);
+    for ts in from..from + rows {
+        let bits = (ts as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+        t.push_row(
+            ts,
+            vec![Some(Value::Double(bits as f64 / (1u64 << 53) as f64))],
+        );
+    }
+    t
+}
+
 /// Rows at `from, from + step, ...` (`rows` of them) of s1 INT64 (= 10 × time) and s2 DOUBLE.
 pub fn tablet(device: &str, from: i64, step: i64, rows: i64) -> Tablet {
     let mut t = Tablet::new(device, &[("s1", DataType::Int64), ("s2", DataType::Double)]);

@@ -492,10 +492,7 @@ fn follower_misses_4m_points(name: &'static str, config: ClusterConfig, catch_up
         let mut tablet = common::Tablet::new(device.as_str(), &[("s", common::DataType::Double)]);
         for row in 0..rows {
             let t = batch * rows + row;
-            tablet.push_row(
-                t,
-                vec![Some(common::Value::Double(value(t)))],
-            );
+            tablet.push_row(t, vec![Some(common::Value::Double(value(t)))]);
         }
         run.cluster
             .runtime

@@ -1,5 +1,6 @@
-//! Failpoint tests of the DataNode: a stalled heartbeat handler (`datanode::heartbeat::stall`)
-//! and, in the region state machine, a delayed apply (`datanode::apply::delay`). The engine's own
+//! Failpoint tests of the DataNode: a stalled heartbeat handler (`datanode::heartbeat::stall`),
+//! in the region state machine a delayed apply (`datanode::apply::delay`), and a snapshot
+//! stream broken mid-file (`datanode::snapshot::chunk`). The engine's own
 //! failpoint tests are in `engine/tests/failpoints/`. Each test holds `fail::FailScenario`, which
 //! serialises them.
 
@@ -102,5 +103,45 @@ fn a_delayed_apply_holds_the_index_and_then_applies_whole() {
     apply_to_model(&mut model, &t);
     assert_eq!(content(&region), model);
     assert_eq!(sm.applied_index(), 3);
+    scenario.teardown();
+}
+
+/// A snapshot download whose stream breaks mid-file (issue 18 item 1: resumable after a broken
+/// connection) keeps what it staged and, at the leader's next offer, continues the file from
+/// there; the replica then converges.
+#[test]
+fn a_broken_snapshot_download_resumes_where_it_stopped() {
+    let scenario = fail::FailScenario::setup();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut cluster =
+            harness::Cluster::start_with(3, 3, harness::LONG_FENCE_MS, harness::truncating_logs)
+                .await;
+        let mut client = cluster.client(0).await;
+        let stopped = cluster.nodes.pop().expect("three nodes");
+        let internal_address = stopped.internal_address.to_string();
+        stopped.stop().await.expect("DataNode 2 stops");
+        for round in 0..6 {
+            for d in 0..4 {
+                let t = harness::noise_tablet(&format!("root.sg.d{d}"), round * 5_000, 2_000);
+                assert_eq!(harness::insert_retrying(&mut client, &t).await.code, 200);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        }
+        // The first chunk past a file's start fails, once.
+        fail::cfg("datanode::snapshot::chunk", "1*return->off").unwrap();
+        harness::restart_on(&mut cluster, 2, internal_address, harness::truncating_logs).await;
+        harness::wait_until_replicas_agree(&cluster, "the restarted replica catches up").await;
+        let metrics = cluster.nodes[2].metrics_text();
+        assert!(harness::metric(&metrics, "snapshot_download_failures_total") >= 1);
+        assert!(harness::metric(&metrics, "snapshot_download_resumed_files_total") >= 1);
+        assert!(harness::metric(&metrics, "snapshot_downloads_total") >= 1);
+        fail::remove("datanode::snapshot::chunk");
+        cluster.stop().await;
+    });
     scenario.teardown();
 }
