@@ -85,6 +85,9 @@ pub struct GroupStatus {
     pub last_index: u64,
     /// Whether the apply proxy is waiting to retry a recoverable error.
     pub apply_stuck: bool,
+    /// Whether the raft log still keeps a received snapshot (until the state machine restored
+    /// it durably, which releases it).
+    pub holds_received_snapshot: bool,
 }
 
 /// Milliseconds between two warnings of one group's failing snapshot generation.
@@ -385,6 +388,14 @@ impl<T: Transport> RaftNode<T> {
                 log.received_snapshot().cloned(),
             )
         };
+        let restored = received
+            .as_ref()
+            .map(|s| s.get_metadata().index)
+            .filter(|&index| index <= sm_applied);
+        if let Some(index) = restored {
+            // Restored before a crash that came before its release: released now.
+            self.storage.compact(group, index);
+        }
         let mut pending_restore = None;
         if sm_applied + 1 < first_index {
             match received {
@@ -678,6 +689,7 @@ impl<T: Transport> RaftNode<T> {
             first_index: raft.raft_log.first_index(),
             last_index: raft.raft_log.last_index(),
             apply_stuck: g.retry.is_some(),
+            holds_received_snapshot: g.raw.store().log().read().received_snapshot().is_some(),
         })
     }
 
@@ -983,6 +995,11 @@ impl<T: Transport> RaftNode<T> {
                     g.apply_upper = g.apply_upper.max(index);
                     g.retry = None;
                     Metrics::inc(&metrics.snapshots_restored);
+                    // The state machine holds the snapshot durably: the log stops keeping it
+                    // (and what it pins of the shared log). A replica whose apply is held at a
+                    // fence flushes nothing, so nothing else would release it.
+                    self.storage.compact(gid, index);
+                    self.storage.purge()?;
                 }
                 Err(ApplyError::Recoverable { code, message }) => {
                     g.pending_restore = Some(snapshot);

@@ -49,7 +49,9 @@ pub trait StateMachine: Send {
     }
 
     /// Replaces the whole state with `snapshot`, taken at `index`. Afterwards `applied_index()`
-    /// returns `index`. A `Recoverable` error is retried like an apply.
+    /// returns `index`, and the state must be durable: once this returns `Ok` the raft log stops
+    /// keeping the snapshot (and entries up to `index`). A `Recoverable` error is retried like
+    /// an apply.
     fn restore(&mut self, index: u64, snapshot: &[u8]) -> Result<(), ApplyError>;
 }
 

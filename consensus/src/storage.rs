@@ -435,6 +435,12 @@ impl GroupLog {
         while self.entry_records.front().is_some_and(|r| r.last <= index) {
             self.entry_records.pop_front();
         }
+        self.release_received_snapshot(index);
+    }
+
+    /// Forgets the received snapshot if it is at or below `index`, which the state machine holds
+    /// durably.
+    fn release_received_snapshot(&mut self, index: u64) {
         if self
             .received_snapshot
             .as_ref()
@@ -1103,6 +1109,21 @@ impl NodeStorage {
         let term = {
             let mut log = self.log(group).write();
             if index <= log.boundary_index {
+                // The log starts after `index` already (a snapshot was installed there): what
+                // is left is to stop keeping that snapshot, recorded as a compaction to the
+                // log's start, so it pins the backend no longer (before, a replica whose apply
+                // is held kept every received snapshot and the log after it).
+                if log.received_snapshot.is_none() || index < log.boundary_index {
+                    return;
+                }
+                let (boundary, term) = (log.boundary_index, log.boundary_term);
+                log.release_received_snapshot(index);
+                drop(log);
+                self.queue(
+                    group,
+                    PendingKind::Compaction,
+                    encode_compaction(group, boundary, term),
+                );
                 return;
             }
             assert!(

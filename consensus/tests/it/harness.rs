@@ -476,11 +476,13 @@ impl Cluster {
         for &g in &groups {
             // A fresh entry in the current term makes every earlier one commit everywhere.
             let mut marker_done = false;
+            // Unique per call: the check counts a command applied twice.
+            let marker = format!("marker-{g}-at-{}", self.sim.now_ms()).into_bytes();
             let converged = self.run_until(120_000, |c| {
                 if !marker_done {
                     if let Some(l) = c.leader(g) {
-                        if let Ok(t) = c.node(l).propose(g, format!("marker-{g}").into_bytes()) {
-                            c.pending.push((g, format!("marker-{g}").into_bytes(), t));
+                        if let Ok(t) = c.node(l).propose(g, marker.clone()) {
+                            c.pending.push((g, marker.clone(), t));
                             marker_done = true;
                         }
                     }

@@ -29,6 +29,14 @@ fn a_lagging_replica_installs_a_snapshot() {
     assert!(c.write(1, b"after").is_ok());
     c.heal_and_check();
     assert_eq!(c.model(lagging, 1).restores, 1);
+    // Restored durably, the snapshot is released from the log (it would pin the shared log of a
+    // replica that flushes nothing), and a restart neither keeps nor restores it again.
+    assert!(!c.node(lagging).status(1).unwrap().holds_received_snapshot);
+    c.crash(lagging);
+    c.start(lagging);
+    assert!(!c.node(lagging).status(1).unwrap().holds_received_snapshot);
+    c.heal_and_check();
+    assert_eq!(c.model(lagging, 1).restores, 1);
     assert!(Metrics::get(&c.node(leader).metrics().snapshots_generated) >= 1);
     // The deterministic error arrived inside the snapshot, recorded like everywhere else.
     assert!(c
