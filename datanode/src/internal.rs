@@ -277,59 +277,20 @@ impl DataNodeInternalService for InternalService {
         let region = self.shared.host.region(req.region_id).ok_or_else(|| {
             tonic::Status::not_found(format!("region {} is not hosted here", req.region_id))
         })?;
-        let (file, len) = snapshot::open_built(region.dir(), req.snapshot_index, &req.file)?;
-        if req.offset > len {
-            return Err(tonic::Status::out_of_range(format!(
-                "offset {} past the end of {} ({len} bytes)",
-                req.offset, req.file
-            )));
-        }
+        let first = snapshot::first_file(region.dir(), &req)?;
         tracing::debug!(
             region = req.region_id,
             index = req.snapshot_index,
-            file = %req.file,
+            files = req.files.len(),
             offset = req.offset,
             to = req.from_data_node_id,
-            "serving a snapshot file"
+            "serving a snapshot"
         );
-        let transfers = self.shared.host.snapshots().clone();
-        let chunk_bytes = transfers.config().chunk_bytes as u64;
-        let file = Arc::new(file);
         // Two chunks in flight: the next is read while one is on the wire.
         let (tx, rx) = tokio::sync::mpsc::channel(2);
-        tokio::spawn(async move {
-            let mut offset = req.offset;
-            while offset < len {
-                if let Some(failed) = chunk_failpoint(offset) {
-                    // Dropped if the replica hung up meanwhile.
-                    let _ = tx.send(Err(failed)).await;
-                    return;
-                }
-                let n = chunk_bytes.min(len - offset) as usize;
-                transfers
-                    .before_send(req.region_id, req.snapshot_index, n)
-                    .await;
-                let reading = file.clone();
-                let read =
-                    tokio::task::spawn_blocking(move || snapshot::read_chunk(&reading, offset, n))
-                        .await;
-                let chunk = match read {
-                    Ok(Ok(data)) => Ok(proto::SnapshotChunk {
-                        offset,
-                        crc32: crc32fast::hash(&data),
-                        data,
-                    }),
-                    Ok(Err(e)) => Err(tonic::Status::internal(format!("{}: {e}", req.file))),
-                    Err(e) => Err(tonic::Status::internal(e.to_string())),
-                };
-                let failed = chunk.is_err();
-                // The fetching replica hung up: it resumes from where it got to.
-                if tx.send(chunk).await.is_err() || failed {
-                    return;
-                }
-                offset += n as u64;
-            }
-        });
+        let transfers = self.shared.host.snapshots().clone();
+        let dir = region.dir().to_path_buf();
+        tokio::spawn(async move { transfers.serve(dir, req, first, tx).await });
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
@@ -496,21 +457,6 @@ fn lease_settings_disagree(registered: (u64, u64), req: &proto::HeartbeatReq) ->
             req.config_node_id, req.metadata_lease_fence_ms, req.lease_proceed_margin_ms
         )
     })
-}
-
-/// `datanode::snapshot::chunk` (feature `failpoints`): fails a `FetchSnapshot` stream at a chunk
-/// past a file's start, as a broken connection would, so a test sees the download resume.
-#[cfg(feature = "failpoints")]
-fn chunk_failpoint(offset: u64) -> Option<tonic::Status> {
-    fail::fail_point!("datanode::snapshot::chunk", offset > 0, |_| Some(
-        tonic::Status::unavailable(format!("snapshot stream broken by failpoint at {offset}"))
-    ));
-    None
-}
-
-#[cfg(not(feature = "failpoints"))]
-fn chunk_failpoint(_offset: u64) -> Option<tonic::Status> {
-    None
 }
 
 #[cfg(test)]

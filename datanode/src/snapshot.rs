@@ -252,8 +252,11 @@ fn file_crc(path: &Path) -> io::Result<(u64, u32)> {
     }
 }
 
-/// A built snapshot's file, opened to serve a fetch, or why not.
-pub fn open_built(region_dir: &Path, index: u64, name: &str) -> Result<(File, u64), tonic::Status> {
+/// Most files one `FetchSnapshot` may name.
+const FETCH_FILES_MAX: usize = 1 << 20;
+
+/// A built snapshot's file, opened to serve a fetch, with its length, or why not.
+fn open_built(region_dir: &Path, index: u64, name: &str) -> Result<(File, u64), tonic::Status> {
     if !is_plain_file_name(name) {
         return Err(tonic::Status::invalid_argument(format!(
             "snapshot file name {name:?}"
@@ -273,6 +276,27 @@ pub fn open_built(region_dir: &Path, index: u64, name: &str) -> Result<(File, u6
         .metadata()
         .map_err(|e| tonic::Status::internal(format!("{}: {e}", path.display())))?
         .len();
+    Ok((file, len))
+}
+
+/// Checks a fetch before its stream starts: the first file it names, opened, with its length.
+pub fn first_file(
+    region_dir: &Path,
+    req: &proto::FetchSnapshotReq,
+) -> Result<(File, u64), tonic::Status> {
+    if req.files.is_empty() || req.files.len() > FETCH_FILES_MAX {
+        return Err(tonic::Status::invalid_argument(format!(
+            "a fetch names 1 to {FETCH_FILES_MAX} files, not {}",
+            req.files.len()
+        )));
+    }
+    let (file, len) = open_built(region_dir, req.snapshot_index, &req.files[0])?;
+    if req.offset > len {
+        return Err(tonic::Status::out_of_range(format!(
+            "offset {} past the end of {} ({len} bytes)",
+            req.offset, req.files[0]
+        )));
+    }
     Ok((file, len))
 }
 
@@ -407,11 +431,6 @@ impl SnapshotTransfers {
         &self.metrics
     }
 
-    /// The settings.
-    pub fn config(&self) -> &TransferConfig {
-        &self.config
-    }
-
     fn region_dir(&self, region: u64) -> PathBuf {
         self.regions_dir.join(region.to_string())
     }
@@ -518,8 +537,8 @@ impl SnapshotTransfers {
         })
     }
 
-    /// Downloads every file of `descriptor` into the region's staging, resuming files already
-    /// partly there, then marks the staging complete.
+    /// Downloads every file of `descriptor` into the region's staging, resuming the file a
+    /// broken download stopped in, then checks every file whole and marks the staging complete.
     async fn download(&self, descriptor: &Descriptor, bytes: &[u8]) -> Result<(), String> {
         let address = self
             .peers
@@ -529,30 +548,34 @@ impl SnapshotTransfers {
         let prepared = staging.clone();
         let descriptor_bytes = bytes.to_vec();
         blocking(move || prepare_staging(&prepared, &descriptor_bytes)).await?;
-        for file in &descriptor.files {
-            let path = staging.join(&file.name);
-            // A second pass only when the first found the file whole but wrong (a torn tail
-            // left by a crash): it starts the file over.
-            for _ in 0..2 {
-                let have = fs::metadata(&path).map_or(0, |m| m.len());
-                if have < file.len {
-                    if have > 0 {
-                        self.metrics.resumed_files.fetch_add(1, Ordering::Relaxed);
-                    }
-                    self.fetch_file(&address, descriptor, file, &path, have)
-                        .await?;
+        // A second pass only for files found whole but wrong (a torn tail a crash left): they
+        // are fetched again.
+        for pass in 0..2 {
+            let (dir, files) = (staging.clone(), descriptor.files.clone());
+            let (plan, offset) = blocking(move || plan_fetch(&dir, &files)).await?;
+            if !plan.is_empty() {
+                if offset > 0 {
+                    self.metrics.resumed_files.fetch_add(1, Ordering::Relaxed);
                 }
-                let checked = path.clone();
-                let (len, crc32) = blocking(move || file_crc(&checked)).await?;
-                if (len, crc32) == (file.len, file.crc32) {
-                    break;
-                }
-                tracing::warn!(
-                    file = %path.display(),
-                    "staged snapshot file is {len} bytes with CRC {crc32:08x}, expected {} with {:08x}: fetching it again",
-                    file.len, file.crc32
-                );
+                self.fetch_files(&address, descriptor, &plan, offset, &staging)
+                    .await?;
+            }
+            let (dir, files) = (staging.clone(), descriptor.files.clone());
+            let wrong = blocking(move || check_files(&dir, &files)).await?;
+            if wrong.is_empty() {
+                break;
+            }
+            tracing::warn!(
+                staging = %staging.display(),
+                files = wrong.len(),
+                "staged snapshot files do not match their length and CRC: fetching them again"
+            );
+            for name in &wrong {
+                let path = staging.join(name);
                 fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            if pass == 1 {
+                return Err(format!("{} files did not check out twice", wrong.len()));
             }
         }
         let complete = staging.clone();
@@ -564,42 +587,58 @@ impl SnapshotTransfers {
         Ok(())
     }
 
-    /// Appends `file` from `offset` to its end, chunk by chunk, each checked.
-    async fn fetch_file(
+    /// Appends the files of `plan` from `offset` in the first, in one stream, each chunk
+    /// checked, reading the stream to its end.
+    async fn fetch_files(
         &self,
         address: &str,
         descriptor: &Descriptor,
-        file: &SnapshotFile,
-        path: &Path,
+        plan: &[SnapshotFile],
         offset: u64,
+        staging: &Path,
     ) -> Result<(), String> {
         let request = proto::FetchSnapshotReq {
             region_id: descriptor.region,
             snapshot_index: descriptor.index(),
-            file: file.name.clone(),
             offset,
             from_data_node_id: self.node_id,
+            files: plan.iter().map(|f| f.name.clone()).collect(),
         };
         let mut stream = self
             .peers
             .rpc()
             .fetch_snapshot(address, request)
             .await
-            .map_err(|e| format!("fetching {} from {address}: {e}", file.name))?;
-        let mut out = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut at = offset;
-        while at < file.len {
+            .map_err(|e| format!("fetching from {address}: {e}"))?;
+        let open = |file: &SnapshotFile| {
+            let path = staging.join(&file.name);
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let (mut current, mut at) = (0usize, offset);
+        let mut out = open(&plan[0])?;
+        loop {
             let chunk = match tokio::time::timeout(CHUNK_TIMEOUT, stream.message()).await {
-                Err(_) => return Err(format!("no chunk of {} for {CHUNK_TIMEOUT:?}", file.name)),
-                Ok(Err(e)) => return Err(format!("fetching {}: {e}", file.name)),
-                Ok(Ok(None)) => {
-                    return Err(format!("{} ended at {at} of {} bytes", file.name, file.len))
-                }
+                Err(_) => return Err(format!("no chunk for {CHUNK_TIMEOUT:?}")),
+                Ok(Err(e)) => return Err(format!("fetching {}: {e}", plan[current].name)),
+                Ok(Ok(None)) => break,
                 Ok(Ok(Some(chunk))) => chunk,
+            };
+            // The stream moves to the next file once this one is whole.
+            while (chunk.file as usize) > current && at == plan[current].len {
+                current += 1;
+                if current == plan.len() {
+                    break;
+                }
+                at = 0;
+                out = open(&plan[current])?;
+            }
+            let file = plan.get(current).filter(|_| chunk.file as usize == current);
+            let Some(file) = file else {
+                return Err(format!("a chunk of file {} out of order", chunk.file));
             };
             if chunk.offset != at
                 || chunk.data.is_empty()
@@ -614,11 +653,25 @@ impl SnapshotTransfers {
                 ));
             }
             out.write_all(&chunk.data)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| format!("{}: {e}", file.name))?;
             at += chunk.data.len() as u64;
             self.metrics
                 .received_bytes
                 .fetch_add(chunk.data.len() as u64, Ordering::Relaxed);
+        }
+        // Whatever follows the last chunk is empty files.
+        while current < plan.len() && at == plan[current].len {
+            current += 1;
+            at = 0;
+            if let Some(file) = plan.get(current) {
+                open(file)?;
+            }
+        }
+        if current < plan.len() {
+            return Err(format!(
+                "the stream ended at {at} of {} ({} bytes)",
+                plan[current].name, plan[current].len
+            ));
         }
         Ok(())
     }
@@ -645,6 +698,68 @@ impl SnapshotTransfers {
             .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
+    /// Streams the files `req` names, from `req.offset` in the first (`first`, opened by
+    /// [`first_file`]), into `tx`, paced by the send throttle; an error ends the stream. Returns
+    /// when done or when the fetching replica hung up (it resumes where it got to).
+    pub async fn serve(
+        self: Arc<Self>,
+        region_dir: PathBuf,
+        req: proto::FetchSnapshotReq,
+        first: (File, u64),
+        tx: tokio::sync::mpsc::Sender<Result<proto::SnapshotChunk, tonic::Status>>,
+    ) {
+        let chunk_bytes = self.config.chunk_bytes as u64;
+        let mut opened = Some(first);
+        for (position, name) in req.files.iter().enumerate() {
+            let (file, len) = match opened.take() {
+                Some(first) => first,
+                None => {
+                    let (dir, index, name) = (region_dir.clone(), req.snapshot_index, name.clone());
+                    let open = tokio::task::spawn_blocking(move || open_built(&dir, index, &name));
+                    match open.await {
+                        Ok(Ok(opened)) => opened,
+                        Ok(Err(status)) => {
+                            let _ = tx.send(Err(status)).await;
+                            return;
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(tonic::Status::internal(e.to_string()))).await;
+                            return;
+                        }
+                    }
+                }
+            };
+            let file = Arc::new(file);
+            let mut offset = if position == 0 { req.offset } else { 0 };
+            while offset < len {
+                if let Some(failed) = chunk_failpoint(offset) {
+                    let _ = tx.send(Err(failed)).await;
+                    return;
+                }
+                let n = chunk_bytes.min(len - offset) as usize;
+                self.before_send(req.region_id, req.snapshot_index, n).await;
+                let reading = file.clone();
+                let read =
+                    tokio::task::spawn_blocking(move || read_chunk(&reading, offset, n)).await;
+                let chunk = match read {
+                    Ok(Ok(data)) => Ok(proto::SnapshotChunk {
+                        offset,
+                        crc32: crc32fast::hash(&data),
+                        data,
+                        file: position as u32,
+                    }),
+                    Ok(Err(e)) => Err(tonic::Status::internal(format!("{name}: {e}"))),
+                    Err(e) => Err(tonic::Status::internal(e.to_string())),
+                };
+                let failed = chunk.is_err();
+                if tx.send(chunk).await.is_err() || failed {
+                    return;
+                }
+                offset += n as u64;
+            }
+        }
+    }
+
     /// The index below which `region`'s raft log must stay: a snapshot of it a replica fetched
     /// in the last [`TRANSFER_PIN`] (it continues from the log after the snapshot's index).
     pub fn transfer_pin(&self, region: u64) -> Option<u64> {
@@ -668,6 +783,21 @@ impl crate::region_state_machine::SnapshotFetch for SnapshotTransfers {
         let at = installed.entry(region).or_default();
         *at = (*at).max(index);
     }
+}
+
+/// `datanode::snapshot::chunk` (feature `failpoints`): fails a `FetchSnapshot` stream at a chunk
+/// past a file's start, as a broken connection would, so a test sees the download resume.
+#[cfg(feature = "failpoints")]
+fn chunk_failpoint(offset: u64) -> Option<tonic::Status> {
+    fail::fail_point!("datanode::snapshot::chunk", offset > 0, |_| Some(
+        tonic::Status::unavailable(format!("snapshot stream broken by failpoint at {offset}"))
+    ));
+    None
+}
+
+#[cfg(not(feature = "failpoints"))]
+fn chunk_failpoint(_offset: u64) -> Option<tonic::Status> {
+    None
 }
 
 /// Runs blocking file work off the async workers.
@@ -696,6 +826,40 @@ fn prepare_staging(staging: &Path, descriptor: &[u8]) -> io::Result<()> {
         common::durable::sync_dir(parent)?;
     }
     Ok(())
+}
+
+/// The files still to fetch into `staging`, in order, and the offset to start the first at (what
+/// an earlier attempt staged of it). A later file partly there (a torn tail) starts over.
+fn plan_fetch(staging: &Path, files: &[SnapshotFile]) -> io::Result<(Vec<SnapshotFile>, u64)> {
+    let (mut plan, mut offset) = (Vec::new(), 0);
+    for file in files {
+        let path = staging.join(&file.name);
+        let have = fs::metadata(&path).map_or(0, |m| m.len());
+        if have == file.len {
+            continue;
+        }
+        if have > file.len || (have > 0 && !plan.is_empty()) {
+            fs::remove_file(&path)?;
+        } else if plan.is_empty() {
+            offset = have;
+        }
+        plan.push(file.clone());
+    }
+    Ok((plan, offset))
+}
+
+/// The staged files whose length or CRC32 is not the descriptor's.
+fn check_files(staging: &Path, files: &[SnapshotFile]) -> io::Result<Vec<String>> {
+    let mut wrong = Vec::new();
+    for file in files {
+        match file_crc(&staging.join(&file.name)) {
+            Ok(sum) if sum == (file.len, file.crc32) => {}
+            Ok(_) => wrong.push(file.name.clone()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => wrong.push(file.name.clone()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(wrong)
 }
 
 /// Syncs the staged files and writes the mark that they are whole.
@@ -798,6 +962,41 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["120", "17"]);
+    }
+
+    #[test]
+    fn a_fetch_resumes_the_first_unfinished_file_and_restarts_later_partial_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, len| SnapshotFile {
+            name: name.into(),
+            len,
+            crc32: 0,
+        };
+        let files = [file("a", 10), file("b", 20), file("c", 5)];
+        let stage = |name: &str, len: usize| fs::write(dir.path().join(name), vec![7u8; len]);
+        stage("a", 10).unwrap();
+        stage("b", 7).unwrap();
+        stage("c", 3).unwrap();
+        let (plan, offset) = plan_fetch(dir.path(), &files).unwrap();
+        assert_eq!(plan, [file("b", 20), file("c", 5)]);
+        assert_eq!(offset, 7, "b continues where it stopped");
+        assert!(!dir.path().join("c").exists(), "c starts over");
+
+        stage("a", 12).unwrap();
+        let (plan, offset) = plan_fetch(dir.path(), &files).unwrap();
+        assert_eq!(
+            (plan.len(), offset),
+            (3, 0),
+            "a file longer than its length starts over"
+        );
+        assert!(!dir.path().join("a").exists());
+
+        for (name, len) in [("a", 10), ("b", 20), ("c", 5)] {
+            stage(name, len).unwrap();
+        }
+        assert!(plan_fetch(dir.path(), &files).unwrap().0.is_empty());
+        let wrong = check_files(dir.path(), &files).unwrap();
+        assert_eq!(wrong, ["a", "b", "c"], "lengths match, CRCs do not");
     }
 
     #[test]

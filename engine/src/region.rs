@@ -693,9 +693,16 @@ impl DataRegion {
     /// manifest whose checkpoint is `index`, and the old sealed files are deleted once that
     /// manifest is installed.
     pub fn reset_to(&self, index: u64, tablets: &[Tablet], tombstones: &[Tombstone]) -> Result<()> {
+        let replaced: Vec<String>;
         {
             let _one_flush = self.flush_lock.lock();
             let mut state = self.state.write();
+            replaced = state
+                .manifest
+                .files
+                .iter()
+                .map(FileEntry::file_name)
+                .collect();
             state.partitions.clear();
             state.series_types.clear();
             state.recent_tombstones.clear();
@@ -737,7 +744,7 @@ impl DataRegion {
             .iter()
             .map(FileEntry::file_name)
             .collect();
-        remove_orphans(&self.dir.join(SEALED_DIR), &live)
+        remove_replaced(&self.dir.join(SEALED_DIR), &replaced, &live)
     }
 
     /// Bytes held by working memtables.
@@ -833,13 +840,20 @@ impl DataRegion {
         // Every file opens and matches its entry before anything changes.
         let loaded = load_state(&sealed_dir, installed.clone(), &self.config, &self.files)?;
         installed.store(&self.dir)?;
-        {
+        let replaced: Vec<String> = {
             let mut state = self.state.write();
+            let replaced = state
+                .manifest
+                .files
+                .iter()
+                .map(FileEntry::file_name)
+                .collect();
             *state = loaded;
             self.memory.store(state.memory_bytes(), Ordering::Relaxed);
-        }
+            replaced
+        };
         let live: Vec<String> = installed.files.iter().map(FileEntry::file_name).collect();
-        remove_orphans(&sealed_dir, &live)
+        remove_replaced(&sealed_dir, &replaced, &live)
     }
 
     fn flush_locked(&self) -> Result<u64> {
@@ -1051,6 +1065,26 @@ fn create_durable_dir(sealed_dir: &Path) -> Result<()> {
         sync_dir(parent)?;
         dir = parent;
     }
+    Ok(())
+}
+
+/// Deletes the files of `replaced` (the manifest's before a snapshot install) that `live` does
+/// not name. Only those: a compaction may be writing its output in `sealed_dir` meanwhile (it
+/// takes the region's lock only to install), and deleting every unnamed file took that output
+/// away under a compaction that then installed it (seen in scenario 11b: "No such file" on every
+/// read of the region). Orphans of a crash are removed when the region opens.
+fn remove_replaced(sealed_dir: &Path, replaced: &[String], live: &[String]) -> Result<()> {
+    let live: std::collections::HashSet<&String> = live.iter().collect();
+    let mut removed = 0usize;
+    for name in replaced.iter().filter(|n| !live.contains(n)) {
+        let path = sealed_dir.join(name);
+        match fs::remove_file(&path) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StorageError::io(path, e)),
+        }
+    }
+    tracing::debug!(dir = %sealed_dir.display(), removed, "removed the sealed files a snapshot replaced");
     Ok(())
 }
 

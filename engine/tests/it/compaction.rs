@@ -468,3 +468,40 @@ fn every_declared_compressor_stores_and_reads_back() {
     region.replay(&OpenGate).unwrap();
     assert_eq!(content(&region.region), model, "after a restart");
 }
+
+/// A snapshot install deletes the files it replaced and nothing else: a compaction writes its
+/// output in `sealed/` without the region's lock and installs it later, and an install that
+/// deleted every file its manifest did not name took such an output away from a compaction
+/// that then installed it (scenario 11b: "No such file" on every later read of the region).
+#[test]
+fn a_checkpoint_install_leaves_a_compaction_output_being_written_alone() {
+    let source_dir = tempfile::tempdir().unwrap();
+    let (source, _) = eight_flushes(source_dir.path());
+    let links = source_dir.path().join("checkpoint");
+    let manifest = source.region.checkpoint_into(&links).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (replica, _) = eight_flushes(dir.path());
+    let replaced = sealed_names(dir.path());
+    // Named as a compaction names its output: the next sequence of the region's own.
+    let in_progress = dir.path().join("region/sealed/0-9999999999999999.fps");
+    std::fs::write(&in_progress, b"a merge being written").unwrap();
+    replica
+        .region
+        .install_checkpoint(&manifest, &links)
+        .unwrap();
+    assert!(
+        in_progress.exists(),
+        "the output being written is left alone"
+    );
+    let names = sealed_names(dir.path());
+    assert!(
+        replaced.iter().all(|n| !names.contains(n)),
+        "the replaced files are gone"
+    );
+    assert_eq!(names.len(), manifest.files.len() + 1);
+    assert_eq!(
+        replica.region.digest().unwrap(),
+        source.region.digest().unwrap()
+    );
+}
