@@ -386,7 +386,7 @@ pub struct SnapshotTransfers {
     /// Fetches served: region → (snapshot index, when a chunk last went out).
     sending: Mutex<HashMap<u64, (u64, Instant)>>,
     /// When the send throttle lets the next chunk go.
-    send_at: tokio::sync::Mutex<Instant>,
+    send_at: tokio::sync::Mutex<tokio::time::Instant>,
     metrics: TransferMetrics,
     /// The runtime downloads run on (a restore asks for one from the raft thread).
     runtime: tokio::runtime::Handle,
@@ -421,7 +421,7 @@ impl SnapshotTransfers {
             receiving: Mutex::new(HashMap::new()),
             installed: Mutex::new(HashMap::new()),
             sending: Mutex::new(HashMap::new()),
-            send_at: tokio::sync::Mutex::new(Instant::now()),
+            send_at: tokio::sync::Mutex::new(tokio::time::Instant::now()),
             metrics: TransferMetrics::default(),
         })
     }
@@ -684,7 +684,7 @@ impl SnapshotTransfers {
         if rate > 0 {
             let wait = {
                 let mut send_at = self.send_at.lock().await;
-                let now = Instant::now();
+                let now = tokio::time::Instant::now();
                 let start = (*send_at).max(now);
                 *send_at = start + Duration::from_secs_f64(bytes as f64 / rate as f64);
                 start - now
@@ -962,6 +962,64 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["120", "17"]);
+    }
+
+    /// Peers that answer nothing: the throttle test sends no request.
+    struct NoPeers;
+
+    #[tonic::async_trait]
+    impl crate::peers::PeerRpc for NoPeers {
+        async fn forward_region_write(
+            &self,
+            _: &str,
+            _: proto::RegionWriteReq,
+        ) -> Result<proto::Status, tonic::Status> {
+            Err(tonic::Status::unimplemented("no peers"))
+        }
+        async fn read_region(
+            &self,
+            _: &str,
+            _: proto::RegionReadReq,
+        ) -> Result<proto::RegionReadResp, tonic::Status> {
+            Err(tonic::Status::unimplemented("no peers"))
+        }
+        async fn relay_insert(
+            &self,
+            _: &str,
+            _: proto::RelayInsertReq,
+        ) -> Result<proto::Status, tonic::Status> {
+            Err(tonic::Status::unimplemented("no peers"))
+        }
+        async fn relay_series_types(
+            &self,
+            _: &str,
+            _: proto::SeriesTypesReq,
+        ) -> Result<proto::SeriesTypesResp, tonic::Status> {
+            Err(tonic::Status::unimplemented("no peers"))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sends_are_paced_by_the_node_wide_rate_and_pin_the_log_for_a_while() {
+        let peers = Arc::new(Peers::new(1, Default::default(), Box::new(NoPeers)));
+        let config = TransferConfig {
+            chunk_bytes: 1 << 20,
+            send_bytes_per_sec: 1 << 20,
+            receives_max: 1,
+        };
+        let transfers = SnapshotTransfers::new(1, PathBuf::from("/nonexistent"), config, peers);
+        let started = tokio::time::Instant::now();
+        for _ in 0..3 {
+            transfers.before_send(7, 42, 1 << 20).await;
+        }
+        // The first MiB goes at once, each next one a second later.
+        assert_eq!(started.elapsed().as_secs(), 2);
+        assert_eq!(
+            transfers.metrics().sent_bytes.load(Ordering::Relaxed),
+            3 << 20
+        );
+        assert_eq!(transfers.transfer_pin(7), Some(42));
+        assert_eq!(transfers.transfer_pin(8), None);
     }
 
     #[test]
