@@ -629,17 +629,33 @@ impl DataRegion {
     }
 
     /// The digest of the region's logical content at its applied index.
+    ///
+    /// A series is read one time partition at a time, in time order (partitions hold disjoint
+    /// time ranges), so memory is bounded by a partition's points of one series, not a whole
+    /// series' (a series of hundreds of millions of points had made a digest run out of time).
     pub fn digest(&self) -> Result<RegionDigest> {
         let state = self.state.read();
         let mut digest = DigestBuilder::new();
+        let mut merged = BTreeMap::new();
         for (device, measurement, data_type) in state.sorted_series() {
-            let merged = state.all_points(device, measurement)?;
-            if merged.is_empty() {
-                continue;
-            }
-            digest.series(device, measurement, data_type);
-            for (t, v) in &merged {
-                digest.point(*t, v);
+            let mut started = false;
+            for partition in state.partitions.values() {
+                merged.clear();
+                merge_partition(
+                    &state,
+                    partition,
+                    device,
+                    measurement,
+                    ALL_TIME,
+                    &mut merged,
+                )?;
+                if !merged.is_empty() && !started {
+                    digest.series(device, measurement, data_type);
+                    started = true;
+                }
+                for (t, v) in &merged {
+                    digest.point(*t, v);
+                }
             }
         }
         Ok(digest.finish(state.applied_index))
