@@ -1,6 +1,7 @@
 //! The one way Fencepost replaces a small file so that a crash leaves the old or the new one,
-//! whole: write a temporary sibling, fsync it, rename it over the target, fsync the directory.
-//! The only file I/O in `common`.
+//! whole: write a temporary sibling, fsync it, rename it over the target, fsync the directory;
+//! and how much room a file system has for what is about to be written. The only file I/O in
+//! `common`.
 
 use std::fs::File;
 use std::io::Write as _;
@@ -31,6 +32,20 @@ pub fn replace_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// fsyncs a directory so that renames and creations in it are durable.
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// Bytes available to an unprivileged writer on the file system holding `path`.
+pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: all-zero bytes are a valid `statvfs` (plain integers).
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c_path` is a NUL-terminated string and `stat` a writable statvfs for the call.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(stat.f_bavail as u64 * stat.f_frsize as u64)
 }
 
 #[cfg(test)]

@@ -51,6 +51,9 @@ const COMPLETE_FILE: &str = "COMPLETE";
 const BUILT_KEPT: usize = 2;
 /// How long after a replica last fetched a chunk the leader still keeps its log for it.
 const TRANSFER_PIN: Duration = Duration::from_secs(30);
+/// Free space a download leaves on the region's file system beyond what it stages: a snapshot
+/// that would take the disk below it is not downloaded (the node would stop on a full disk).
+const STAGING_SPACE_RESERVE: u64 = 256 << 20;
 /// How long a download waits for the next chunk before it gives up (and resumes later).
 const CHUNK_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -553,6 +556,18 @@ impl SnapshotTransfers {
         for pass in 0..2 {
             let (dir, files) = (staging.clone(), descriptor.files.clone());
             let (plan, offset) = blocking(move || plan_fetch(&dir, &files)).await?;
+            let needed = plan.iter().map(|f| f.len).sum::<u64>() - offset;
+            let dir = staging.clone();
+            let free = blocking(move || common::durable::free_bytes(&dir)).await?;
+            if needed + STAGING_SPACE_RESERVE > free {
+                return Err(format!(
+                    "{} MiB to stage and {} MiB free under {}: at least {} MiB must stay free",
+                    needed >> 20,
+                    free >> 20,
+                    staging.display(),
+                    STAGING_SPACE_RESERVE >> 20
+                ));
+            }
             if !plan.is_empty() {
                 if offset > 0 {
                     self.metrics.resumed_files.fetch_add(1, Ordering::Relaxed);

@@ -733,18 +733,7 @@ fn ensure_free_space(dir: &Path) -> Result<()> {
 
 /// Bytes available to an unprivileged writer on the file system holding `dir`.
 fn free_bytes(dir: &Path) -> Result<u64> {
-    use std::os::unix::ffi::OsStrExt as _;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is a NUL-terminated string and `stat` a writable statvfs for the call.
-    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
-        bail!(
-            "statvfs {}: {}",
-            dir.display(),
-            std::io::Error::last_os_error()
-        );
-    }
-    Ok(stat.f_bavail as u64 * stat.f_frsize as u64)
+    common::durable::free_bytes(dir).with_context(|| format!("statvfs {}", dir.display()))
 }
 
 /// Removes a kept cluster directory's node data (`cn*`, `dn*`), leaving its logs.

@@ -15,18 +15,22 @@ use engine::{OpenGate, RegionCommand};
 
 use support::{apply_to_model, content, tablet, Model};
 
+/// The runtime an in-process cluster runs on.
+fn cluster_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Seed scenario 3: heartbeats keep arriving but the handler stalls, so none is processed; the
 /// DataNode fences itself, refuses writes (536) and reads (535), then recovers (clear + pull) once
 /// the handler runs again.
 #[test]
 fn a_stalled_heartbeat_handler_fences_the_datanode_until_it_recovers() {
     let scenario = fail::FailScenario::setup();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    cluster_runtime().block_on(async {
         let cluster = harness::Cluster::start(1, 1, harness::FENCE_MS).await;
         let device = "root.fp.d1";
         let before = harness::tablet(device, 0, 300, 10);
@@ -112,12 +116,7 @@ fn a_delayed_apply_holds_the_index_and_then_applies_whole() {
 #[test]
 fn a_broken_snapshot_download_resumes_where_it_stopped() {
     let scenario = fail::FailScenario::setup();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    cluster_runtime().block_on(async {
         let mut cluster =
             harness::Cluster::start_with(3, 3, harness::LONG_FENCE_MS, harness::truncating_logs)
                 .await;
