@@ -386,8 +386,8 @@ pub struct SnapshotTransfers {
     receiving: Mutex<HashMap<u64, u64>>,
     /// The newest snapshot installed per region in this run.
     installed: Mutex<HashMap<u64, u64>>,
-    /// Fetches served: region → (snapshot index, when a chunk last went out).
-    sending: Mutex<HashMap<u64, (u64, Instant)>>,
+    /// Fetches served: (region, snapshot index) → when a chunk of it last went out.
+    sending: Mutex<HashMap<(u64, u64), Instant>>,
     /// When the send throttle lets the next chunk go.
     send_at: tokio::sync::Mutex<tokio::time::Instant>,
     metrics: TransferMetrics,
@@ -694,7 +694,7 @@ impl SnapshotTransfers {
     /// Waits until the send throttle lets `bytes` more go, and records that `region`'s
     /// snapshot at `index` is being fetched.
     pub async fn before_send(&self, region: u64, index: u64, bytes: usize) {
-        self.sending.lock().insert(region, (index, Instant::now()));
+        self.sending.lock().insert((region, index), Instant::now());
         let rate = self.config.send_bytes_per_sec;
         if rate > 0 {
             let wait = {
@@ -775,12 +775,16 @@ impl SnapshotTransfers {
         }
     }
 
-    /// The index below which `region`'s raft log must stay: a snapshot of it a replica fetched
-    /// in the last [`TRANSFER_PIN`] (it continues from the log after the snapshot's index).
+    /// The index `region`'s raft log must not be truncated past: the oldest snapshot of it a
+    /// replica fetched in the last [`TRANSFER_PIN`] (it continues from the log after that index).
     pub fn transfer_pin(&self, region: u64) -> Option<u64> {
         let mut sending = self.sending.lock();
-        sending.retain(|_, (_, at)| at.elapsed() < TRANSFER_PIN);
-        sending.get(&region).map(|(index, _)| *index)
+        sending.retain(|_, at| at.elapsed() < TRANSFER_PIN);
+        sending
+            .keys()
+            .filter(|(r, _)| *r == region)
+            .map(|(_, index)| *index)
+            .min()
     }
 }
 
@@ -1035,6 +1039,9 @@ mod tests {
         );
         assert_eq!(transfers.transfer_pin(7), Some(42));
         assert_eq!(transfers.transfer_pin(8), None);
+        // Two replicas fetching two snapshots of one region: the log stays for the older.
+        transfers.before_send(7, 40, 1).await;
+        assert_eq!(transfers.transfer_pin(7), Some(40));
     }
 
     #[test]
