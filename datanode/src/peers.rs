@@ -36,10 +36,9 @@ pub(crate) trait PeerRpc: Send + Sync {
     /// `FetchSnapshot`: the stream of chunks.
     async fn fetch_snapshot(
         &self,
-        address: &str,
-        request: proto::FetchSnapshotReq,
+        _address: &str,
+        _request: proto::FetchSnapshotReq,
     ) -> Result<tonic::Streaming<proto::SnapshotChunk>, tonic::Status> {
-        let _ = (address, request);
         Err(tonic::Status::unimplemented("FetchSnapshot"))
     }
 }

@@ -136,7 +136,7 @@ impl Descriptor {
             });
         }
         r.finish()?;
-        let named: Vec<String> = manifest.files.iter().map(|f| f.file_name()).collect();
+        let named = manifest.file_names();
         if named.len() != files.len() || named.iter().zip(&files).any(|(n, f)| *n != f.name) {
             return r.error("the snapshot's files are not its manifest's");
         }
@@ -208,7 +208,13 @@ pub fn build(
         Ok((index, descriptor.encode()))
     })();
     if result.is_err() {
-        let _ = fs::remove_dir_all(&building);
+        // The build's own error is what the caller needs; a leftover directory is only logged
+        // (an open of the region removes every built snapshot).
+        if let Err(e) = fs::remove_dir_all(&building) {
+            if e.kind() != io::ErrorKind::NotFound {
+                tracing::warn!(dir = %building.display(), "removing a failed snapshot build: {e}");
+            }
+        }
     }
     result
 }
@@ -723,56 +729,63 @@ impl SnapshotTransfers {
         first: (File, u64),
         tx: tokio::sync::mpsc::Sender<Result<proto::SnapshotChunk, tonic::Status>>,
     ) {
+        let region = req.region_id;
+        if let Err(status) = self.stream_files(&region_dir, &req, first, &tx).await {
+            if tx.send(Err(status)).await.is_err() {
+                tracing::debug!(region, "the fetching replica hung up before a failed chunk");
+            }
+        }
+    }
+
+    /// [`SnapshotTransfers::serve`]'s chunks: `Ok` when every file went out or the replica hung
+    /// up, the error to end the stream with otherwise.
+    async fn stream_files(
+        &self,
+        region_dir: &Path,
+        req: &proto::FetchSnapshotReq,
+        first: (File, u64),
+        tx: &tokio::sync::mpsc::Sender<Result<proto::SnapshotChunk, tonic::Status>>,
+    ) -> Result<(), tonic::Status> {
+        let internal = |e: &dyn std::fmt::Display| tonic::Status::internal(e.to_string());
         let chunk_bytes = self.config.chunk_bytes as u64;
         let mut opened = Some(first);
         for (position, name) in req.files.iter().enumerate() {
             let (file, len) = match opened.take() {
                 Some(first) => first,
                 None => {
-                    let (dir, index, name) = (region_dir.clone(), req.snapshot_index, name.clone());
-                    let open = tokio::task::spawn_blocking(move || open_built(&dir, index, &name));
-                    match open.await {
-                        Ok(Ok(opened)) => opened,
-                        Ok(Err(status)) => {
-                            let _ = tx.send(Err(status)).await;
-                            return;
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Err(tonic::Status::internal(e.to_string()))).await;
-                            return;
-                        }
-                    }
+                    let (dir, index, name) =
+                        (region_dir.to_path_buf(), req.snapshot_index, name.clone());
+                    tokio::task::spawn_blocking(move || open_built(&dir, index, &name))
+                        .await
+                        .map_err(|e| internal(&e))??
                 }
             };
             let file = Arc::new(file);
             let mut offset = if position == 0 { req.offset } else { 0 };
             while offset < len {
                 if let Some(failed) = chunk_failpoint(offset) {
-                    let _ = tx.send(Err(failed)).await;
-                    return;
+                    return Err(failed);
                 }
                 let n = chunk_bytes.min(len - offset) as usize;
                 self.before_send(req.region_id, req.snapshot_index, n).await;
                 let reading = file.clone();
-                let read =
-                    tokio::task::spawn_blocking(move || read_chunk(&reading, offset, n)).await;
-                let chunk = match read {
-                    Ok(Ok(data)) => Ok(proto::SnapshotChunk {
-                        offset,
-                        crc32: crc32fast::hash(&data),
-                        data,
-                        file: position as u32,
-                    }),
-                    Ok(Err(e)) => Err(tonic::Status::internal(format!("{name}: {e}"))),
-                    Err(e) => Err(tonic::Status::internal(e.to_string())),
+                let data = tokio::task::spawn_blocking(move || read_chunk(&reading, offset, n))
+                    .await
+                    .map_err(|e| internal(&e))?
+                    .map_err(|e| internal(&format!("{name}: {e}")))?;
+                let chunk = proto::SnapshotChunk {
+                    offset,
+                    crc32: crc32fast::hash(&data),
+                    data,
+                    file: position as u32,
                 };
-                let failed = chunk.is_err();
-                if tx.send(chunk).await.is_err() || failed {
-                    return;
+                if tx.send(Ok(chunk)).await.is_err() {
+                    return Ok(());
                 }
                 offset += n as u64;
             }
         }
+        Ok(())
     }
 
     /// The index `region`'s raft log must not be truncated past: the oldest snapshot of it a

@@ -148,6 +148,11 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The names of its live files in `sealed/`, in its order.
+    pub fn file_names(&self) -> Vec<String> {
+        self.files.iter().map(FileEntry::file_name).collect()
+    }
+
     /// The manifest's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let bytes = self.encode_unchecked();

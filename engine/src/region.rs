@@ -360,7 +360,7 @@ impl DataRegion {
                 Manifest::default()
             }
         };
-        let live: Vec<String> = manifest.files.iter().map(FileEntry::file_name).collect();
+        let live = manifest.file_names();
         // Orphans of a crashed flush or snapshot install.
         remove_orphans(&sealed_dir, &live)?;
         let state = load_state(&sealed_dir, manifest, &config, &files)?;
@@ -713,12 +713,7 @@ impl DataRegion {
         {
             let _one_flush = self.flush_lock.lock();
             let mut state = self.state.write();
-            replaced = state
-                .manifest
-                .files
-                .iter()
-                .map(FileEntry::file_name)
-                .collect();
+            replaced = state.manifest.file_names();
             state.partitions.clear();
             state.series_types.clear();
             state.recent_tombstones.clear();
@@ -752,14 +747,7 @@ impl DataRegion {
             self.memory.store(state.memory_bytes(), Ordering::Relaxed);
         }
         self.flush()?;
-        let live: Vec<String> = self
-            .state
-            .read()
-            .manifest
-            .files
-            .iter()
-            .map(FileEntry::file_name)
-            .collect();
+        let live = self.state.read().manifest.file_names();
         remove_replaced(&self.dir.join(SEALED_DIR), &replaced, &live)
     }
 
@@ -856,20 +844,14 @@ impl DataRegion {
         // Every file opens and matches its entry before anything changes.
         let loaded = load_state(&sealed_dir, installed.clone(), &self.config, &self.files)?;
         installed.store(&self.dir)?;
-        let replaced: Vec<String> = {
+        let replaced = {
             let mut state = self.state.write();
-            let replaced = state
-                .manifest
-                .files
-                .iter()
-                .map(FileEntry::file_name)
-                .collect();
+            let replaced = state.manifest.file_names();
             *state = loaded;
             self.memory.store(state.memory_bytes(), Ordering::Relaxed);
             replaced
         };
-        let live: Vec<String> = installed.files.iter().map(FileEntry::file_name).collect();
-        remove_replaced(&sealed_dir, &replaced, &live)
+        remove_replaced(&sealed_dir, &replaced, &installed.file_names())
     }
 
     fn flush_locked(&self) -> Result<u64> {
