@@ -74,6 +74,14 @@ pub enum Error {
         /// The configured limit.
         max: usize,
     },
+    /// A membership change that cannot be proposed now (see [`crate::MembershipChange`]).
+    #[error("group {group}: membership change refused: {reason}")]
+    MembershipChange {
+        /// The group.
+        group: GroupId,
+        /// Why.
+        reason: String,
+    },
     /// The configuration failed validation.
     #[error("invalid consensus config: {0}")]
     Config(String),

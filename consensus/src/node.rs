@@ -11,7 +11,10 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
 use protobuf::Message as _;
-use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, MessageType, Snapshot};
+use raft::eraftpb::{
+    ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState,
+    Entry, EntryType, MessageType, Snapshot,
+};
 use raft::{RawNode, SnapshotStatus, StateRole};
 
 use crate::config::Config;
@@ -45,6 +48,11 @@ pub struct Metrics {
     pub snapshot_builds: AtomicU64,
     /// Leadership transfers started because this node is fenced.
     pub fenced_transfers: AtomicU64,
+    /// Membership changes proposed on this node.
+    pub membership_changes: AtomicU64,
+    /// Membership changes applied on this node (one already in the stored membership, replayed
+    /// after a restart, is not applied again).
+    pub membership_changes_applied: AtomicU64,
     /// Append messages refused because the group's log held `unapplied_bytes_max` bytes
     /// of entries not yet applied (an apply held at a fence, or too slow).
     pub appends_refused_unapplied: AtomicU64,
@@ -90,6 +98,90 @@ pub struct GroupStatus {
     pub holds_received_snapshot: bool,
 }
 
+/// A change of a group's members, proposed on its leader ([`RaftNode::change_membership`]).
+/// Replacing a replica takes two: [`MembershipChange::AddLearner`], then once the learner
+/// caught up, [`MembershipChange::Replace`] (raft's joint consensus, left by itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MembershipChange {
+    /// Adds `node` as a learner: it receives the log (or a snapshot) but neither votes nor
+    /// counts towards a quorum, so a new replica catches up without weakening the group.
+    AddLearner(NodeId),
+    /// Makes learner `add` a voter and removes voter `remove` in one joint-consensus step:
+    /// every commit meanwhile needs a majority of both the old and the new voters, and the
+    /// leader leaves the joint configuration once it applied it. `remove` may not be the leader
+    /// (hand leadership away first).
+    Replace {
+        /// The learner to promote.
+        add: NodeId,
+        /// The voter to remove.
+        remove: NodeId,
+    },
+    /// Leaves a joint configuration (raft leaves it by itself; this is for a leader elected
+    /// while one was pending).
+    LeaveJoint,
+}
+
+/// A group's members as this node applied them, and on its leader their progress.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Membership {
+    /// Voters (the incoming ones in a joint configuration).
+    pub voters: BTreeSet<NodeId>,
+    /// Voters of the outgoing configuration while joint; empty otherwise.
+    pub outgoing: BTreeSet<NodeId>,
+    /// Learners.
+    pub learners: BTreeSet<NodeId>,
+    /// Index of the conf-change entry (or snapshot) this membership is as of.
+    pub index: u64,
+    /// A membership change was proposed and is not applied yet.
+    pub change_pending: bool,
+    /// On the leader: per replica, the highest index known to be in its log.
+    pub matched: BTreeMap<NodeId, u64>,
+    /// Last index of this node's log.
+    pub last_index: u64,
+}
+
+impl Membership {
+    /// Whether the group is in a joint configuration.
+    pub fn is_joint(&self) -> bool {
+        !self.outgoing.is_empty()
+    }
+}
+
+/// Membership states kept to label snapshots (at most this many changes back).
+const CONF_HISTORY_MAX: usize = 8;
+
+/// A group's membership over its recent indexes: a snapshot job's index may trail the applied
+/// index, and its snapshot must carry the membership as of its own index.
+#[derive(Debug)]
+struct ConfHistory {
+    /// `(index, membership from that index on)`, oldest first; never empty.
+    states: VecDeque<(u64, ConfState)>,
+}
+
+impl ConfHistory {
+    fn new(index: u64, conf_state: ConfState) -> Self {
+        ConfHistory {
+            states: VecDeque::from([(index, conf_state)]),
+        }
+    }
+
+    fn record(&mut self, index: u64, conf_state: ConfState) {
+        self.states.push_back((index, conf_state));
+        while self.states.len() > CONF_HISTORY_MAX {
+            self.states.pop_front();
+        }
+    }
+
+    /// The membership as of `index`, if still known.
+    fn at(&self, index: u64) -> Option<&ConfState> {
+        self.states
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= index)
+            .map(|(_, cs)| cs)
+    }
+}
+
 /// Milliseconds between two warnings of one group's failing snapshot generation.
 const SNAPSHOT_FAILURE_LOG_MS: u64 = 10_000;
 
@@ -128,6 +220,8 @@ struct Group {
     /// While a snapshot job runs: the state machine's applied index at its start, past which
     /// the log is not compacted (the snapshot must still join it).
     snapshot_pin: Option<u64>,
+    /// Membership by index, to label snapshots.
+    conf_history: ConfHistory,
     retry: Option<Retry>,
     /// Proposals by log index.
     proposals: BTreeMap<u64, PendingProposal>,
@@ -355,6 +449,11 @@ impl<T: Transport> RaftNode<T> {
     /// Hosts group `group` with replicas on `peers` (node ids, this node among them), applying
     /// into `state_machine`. After a restart the stored raft state wins over `peers`, and applying
     /// resumes after `state_machine.applied_index()`.
+    ///
+    /// With `peers` empty the replica is *joining* an existing group: it knows no members, never
+    /// campaigns, and waits for the leader, which added it as a learner
+    /// ([`MembershipChange::AddLearner`]), to send it the log or a snapshot (which carry the
+    /// membership).
     pub fn create_group(
         &mut self,
         group: GroupId,
@@ -367,7 +466,7 @@ impl<T: Transport> RaftNode<T> {
         let storage = match self.storage.group(group) {
             Some(existing) => existing,
             None => {
-                if !peers.contains(&self.id) {
+                if !peers.is_empty() && !peers.contains(&self.id) {
                     return Err(Error::NotAPeer {
                         group,
                         node: self.id,
@@ -379,13 +478,14 @@ impl<T: Transport> RaftNode<T> {
             }
         };
         let sm_applied = state_machine.applied_index();
-        let (first_index, last_index, commit, received) = {
+        let (first_index, last_index, commit, received, conf_history) = {
             let log = storage.log().read();
             (
                 log.first_index(),
                 log.last_index(),
                 log.hard_state().commit,
                 log.received_snapshot().cloned(),
+                ConfHistory::new(log.conf_state_index(), log.conf_state().clone()),
             )
         };
         let restored = received
@@ -449,7 +549,19 @@ impl<T: Transport> RaftNode<T> {
             ..raft::Config::default()
         };
         let logger = self.logger.new(slog::o!("group" => group));
-        let raw = RawNode::new(&raft_config, storage, &logger)?;
+        let mut raw = RawNode::new(&raft_config, storage, &logger)?;
+        let joining = {
+            let log = raw.store().log().read();
+            let cs = log.conf_state();
+            cs.voters.is_empty() && cs.learners.is_empty() && log.received_snapshot().is_none()
+        };
+        if joining {
+            // A joining replica knows no members: replaying the log from its start would apply
+            // membership changes to an empty membership (the founders are no log entry). It
+            // answers every append with a snapshot request instead (raft's own mechanism); the
+            // snapshot carries the membership, and restoring it clears the request.
+            raw.raft.pending_request_snapshot = 1;
+        }
         let (seen_role, seen_term) = (raw.raft.state, raw.raft.term);
         let applied = if pending_restore.is_some() {
             sm_applied
@@ -464,6 +576,7 @@ impl<T: Transport> RaftNode<T> {
             pending_restore,
             snapshot_failure_logged_ms: None,
             snapshot_pin: None,
+            conf_history,
             retry: None,
             proposals: BTreeMap::new(),
             reads: VecDeque::new(),
@@ -608,6 +721,131 @@ impl<T: Transport> RaftNode<T> {
             completer,
         });
         Ok(ticket)
+    }
+
+    /// Proposes a change of `group`'s members on its leader (this node). The ticket resolves
+    /// once the entry is applied here, which may be as a no-op: raft takes one membership
+    /// change at a time, so callers compare [`RaftNode::membership`] with what they want and
+    /// propose the next step (a reconciliation loop), rather than trust the ticket.
+    pub fn change_membership(
+        &mut self,
+        group: GroupId,
+        change: MembershipChange,
+    ) -> Result<Ticket<Vec<u8>>> {
+        let (id, fenced) = (self.id, self.fenced);
+        let g = self.group_mut(group)?;
+        if fenced {
+            return Err(Error::Fenced { group, node: id });
+        }
+        check_leader(g, group, id)?;
+        let refuse = |reason: String| Err(Error::MembershipChange { group, reason });
+        let raft = &g.raw.raft;
+        if raft.has_pending_conf() {
+            return refuse("a membership change is already pending".into());
+        }
+        if raft.lead_transferee.is_some() {
+            return Err(Error::ProposalDropped { group });
+        }
+        let conf = g.raw.store().log().read().conf_state().clone();
+        let joint = !conf.voters_outgoing.is_empty();
+        let single = |change_type: ConfChangeType, node_id: NodeId| {
+            let mut c = ConfChangeSingle::default();
+            c.set_change_type(change_type);
+            c.node_id = node_id;
+            c
+        };
+        let mut cc = ConfChangeV2::default();
+        cc.set_transition(ConfChangeTransition::Auto);
+        match change {
+            MembershipChange::AddLearner(node) => {
+                if joint {
+                    return refuse("the group is in a joint configuration".into());
+                }
+                if conf.voters.contains(&node) {
+                    return refuse(format!("node {node} is a voter already"));
+                }
+                cc.set_changes(vec![single(ConfChangeType::AddLearnerNode, node)].into());
+            }
+            MembershipChange::Replace { add, remove } => {
+                if joint {
+                    return refuse("the group is in a joint configuration".into());
+                }
+                if !conf.learners.contains(&add) {
+                    return refuse(format!("node {add} is not a learner"));
+                }
+                if !conf.voters.contains(&remove) {
+                    return refuse(format!("node {remove} is not a voter"));
+                }
+                if remove == id {
+                    return refuse(format!(
+                        "node {remove} leads the group; hand leadership away first"
+                    ));
+                }
+                cc.set_changes(
+                    vec![
+                        single(ConfChangeType::AddNode, add),
+                        single(ConfChangeType::RemoveNode, remove),
+                    ]
+                    .into(),
+                );
+            }
+            MembershipChange::LeaveJoint => {
+                if !joint {
+                    return refuse("the group is not in a joint configuration".into());
+                }
+            }
+        }
+        let last_before = g.raw.raft.raft_log.last_index();
+        match g.raw.propose_conf_change(Vec::new(), cc) {
+            Ok(()) => {}
+            Err(raft::Error::ProposalDropped) => return Err(Error::ProposalDropped { group }),
+            Err(e) => return Err(e.into()),
+        }
+        let index = g.raw.raft.raft_log.last_index();
+        assert_eq!(
+            index,
+            last_before + 1,
+            "a proposal appends exactly one entry"
+        );
+        let term = g.raw.raft.term;
+        let (completer, ticket) = ticket(group);
+        g.proposals
+            .insert(index, PendingProposal { term, completer });
+        Metrics::inc(&self.metrics.membership_changes);
+        tracing::info!(group, ?change, index, "membership change proposed");
+        Ok(ticket)
+    }
+
+    /// `group`'s members as this node applied them, with the leader's view of their progress.
+    pub fn membership(&self, group: GroupId) -> Result<Membership> {
+        let g = self.groups.get(&group).ok_or(Error::GroupNotFound(group))?;
+        let raft = &g.raw.raft;
+        let (conf, index) = {
+            let log = g.raw.store().log().read();
+            (log.conf_state().clone(), log.conf_state_index())
+        };
+        let matched = if raft.state == StateRole::Leader {
+            raft.prs()
+                .iter()
+                .map(|(id, pr)| (*id, pr.matched))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        Ok(Membership {
+            voters: conf.voters.iter().copied().collect(),
+            outgoing: conf.voters_outgoing.iter().copied().collect(),
+            learners: conf
+                .learners
+                .iter()
+                .chain(&conf.learners_next)
+                .copied()
+                .collect(),
+            index,
+            change_pending: raft.has_pending_conf(),
+            matched,
+            last_index: raft.raft_log.last_index(),
+        })
     }
 
     /// Asks the leader of `group` (this node) to hand leadership to `to`.
@@ -994,6 +1232,8 @@ impl<T: Transport> RaftNode<T> {
                     g.applied = g.applied.max(index);
                     g.apply_upper = g.apply_upper.max(index);
                     g.retry = None;
+                    g.conf_history =
+                        ConfHistory::new(index, snapshot.get_metadata().get_conf_state().clone());
                     Metrics::inc(&metrics.snapshots_restored);
                     // The state machine holds the snapshot durably: the log stops keeping it
                     // (and what it pins of the shared log). A replica whose apply is held at a
@@ -1074,7 +1314,13 @@ impl<T: Transport> RaftNode<T> {
                 g.finish_proposal(gid, entry.index, entry.term, outcome);
             }
         }
+        let conf_applied = g.raw.store().log().read().conf_state_index();
         for entry in conf_changes {
+            if entry.index <= conf_applied {
+                // Re-applied after a restart (the state machine had not persisted past it):
+                // the stored membership raft started from already holds this change.
+                continue;
+            }
             let conf_state = if entry.get_entry_type() == EntryType::EntryConfChange {
                 let cc = ConfChange::parse_from_bytes(&entry.data).map_err(|e| {
                     StorageError::Corrupt {
@@ -1092,7 +1338,17 @@ impl<T: Transport> RaftNode<T> {
                 })?;
                 g.raw.apply_conf_change(&cc)?
             };
-            self.storage.set_conf_state(gid, &conf_state);
+            tracing::info!(
+                group = gid,
+                index = entry.index,
+                voters = ?conf_state.voters,
+                outgoing = ?conf_state.voters_outgoing,
+                learners = ?conf_state.learners,
+                "membership changed"
+            );
+            self.storage.set_conf_state(gid, entry.index, &conf_state);
+            g.conf_history.record(entry.index, conf_state);
+            Metrics::inc(&metrics.membership_changes_applied);
         }
         if g.applied > g.raw.raft.raft_log.applied {
             g.raw.advance_apply_to(g.applied);
@@ -1102,13 +1358,12 @@ impl<T: Transport> RaftNode<T> {
     }
 }
 
-/// Stores a generated snapshot of the state at `index` (its term and the latest conf state as
-/// labels) to serve followers; true if it was stored. The latest conf state is the one at
-/// `index` while membership is static, as it is today; a job's `index` may trail the group's
-/// applied index, so membership changes (issue 18 item 4) must label a job's snapshot with the
-/// conf state as of its index. A failure is logged once per
+/// Stores a generated snapshot of the state at `index` (its term and the membership as of
+/// `index` as labels) to serve followers; true if it was stored. A job's `index` may trail the
+/// group's applied index, past membership changes: the label comes from the group's
+/// [`ConfHistory`], never the latest membership. A failure is logged once per
 /// [`SNAPSHOT_FAILURE_LOG_MS`]; so is a snapshot whose index the log no longer holds (compacted
-/// past it): raft asks again and another is built.
+/// past it) or whose membership is no longer known: raft asks again and another is built.
 fn install_snapshot(
     gid: GroupId,
     g: &mut Group,
@@ -1117,14 +1372,16 @@ fn install_snapshot(
 ) -> bool {
     let storage = g.raw.store().clone();
     let outcome = result.and_then(|(index, data)| {
-        let (term, conf_state) = {
-            let log = storage.log().read();
-            (log.term_of(index), log.conf_state().clone())
-        };
-        match term {
-            Some(term) => Ok((index, term, conf_state, data)),
+        let term = storage.log().read().term_of(index);
+        let conf_state = g.conf_history.at(index).cloned();
+        match (term, conf_state) {
+            (Some(term), Some(conf_state)) => Ok((index, term, conf_state, data)),
+            (Some(_), None) => Err(ApplyError::Recoverable {
+                code: 0,
+                message: format!("the membership as of index {index} is no longer known"),
+            }),
             // Behind the log (a restore is pending), or compacted past: raft asks again.
-            None => Err(ApplyError::Recoverable {
+            (None, _) => Err(ApplyError::Recoverable {
                 code: 0,
                 message: format!("the log no longer holds index {index}, the snapshot's"),
             }),
@@ -1218,5 +1475,35 @@ fn jitter_election(rng: &mut SplitMix64, config: &Config, g: &mut Group, force: 
     g.seen_term = raft.term;
     if (changed || force) && raft.state != StateRole::Leader {
         raft.election_elapsed = rng.range(0, config.election_tick as u64) as usize;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn voters(ids: &[u64]) -> ConfState {
+        let mut cs = ConfState::default();
+        cs.voters = ids.to_vec();
+        cs
+    }
+
+    #[test]
+    fn conf_history_answers_the_membership_as_of_an_index() {
+        let mut h = ConfHistory::new(5, voters(&[1, 2, 3]));
+        h.record(10, voters(&[1, 2, 3, 4]));
+        h.record(12, voters(&[1, 2, 4]));
+        assert_eq!(h.at(4), None, "before what is known");
+        assert_eq!(h.at(5), Some(&voters(&[1, 2, 3])));
+        assert_eq!(h.at(9), Some(&voters(&[1, 2, 3])));
+        assert_eq!(h.at(10), Some(&voters(&[1, 2, 3, 4])));
+        assert_eq!(h.at(11), Some(&voters(&[1, 2, 3, 4])));
+        assert_eq!(h.at(100), Some(&voters(&[1, 2, 4])));
+        for i in 0..CONF_HISTORY_MAX as u64 {
+            h.record(20 + i, voters(&[i]));
+        }
+        assert_eq!(h.states.len(), CONF_HISTORY_MAX);
+        assert_eq!(h.at(12), None, "forgotten");
+        assert_eq!(h.at(20), Some(&voters(&[0])));
     }
 }

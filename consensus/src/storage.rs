@@ -6,7 +6,10 @@
 //! - `KIND_ENTRIES`: `[count u32]` then per entry `[length u32][protobuf eraftpb::Entry]`; the
 //!   entries are contiguous and replace any stored entry at or after the first one's index;
 //! - `KIND_HARD_STATE`: protobuf `eraftpb::HardState`;
-//! - `KIND_CONF_STATE`: protobuf `eraftpb::ConfState`;
+//! - `KIND_CONF_STATE`: protobuf `eraftpb::ConfState` (written before membership changes: the
+//!   initial voters, as of index 0);
+//! - `KIND_CONF_STATE_AT`: `[index u64]` then protobuf `eraftpb::ConfState`: the membership as
+//!   of the conf-change entry at `index` (0: the initial one);
 //! - `KIND_SNAPSHOT`: protobuf `eraftpb::Snapshot` (metadata and state-machine bytes); the log
 //!   restarts after its index;
 //! - `KIND_COMPACTION`: `[index u64][term u64]`: entries up to `index` are dropped;
@@ -36,6 +39,7 @@ const KIND_CONF_STATE: u8 = 3;
 const KIND_SNAPSHOT: u8 = 4;
 const KIND_COMPACTION: u8 = 5;
 const KIND_REMOVED: u8 = 6;
+const KIND_CONF_STATE_AT: u8 = 7;
 const HEADER_BYTES: usize = 10;
 
 /// Bytes of entries a node holds in memory by default ([`NodeStorage::open`]): 256 MiB.
@@ -240,6 +244,8 @@ pub(crate) struct GroupLog {
     /// own. Losing it in a crash is safe; the leader tells the commit index again.
     hard_state_dirty: bool,
     conf_state: ConfState,
+    /// Index of the conf-change entry (or snapshot) `conf_state` is as of; 0 for the initial one.
+    conf_state_index: u64,
     /// Index and term of the last compacted (or snapshot) entry; entries start after it.
     boundary_index: u64,
     boundary_term: u64,
@@ -272,6 +278,7 @@ impl GroupLog {
             hard_state: HardState::default(),
             hard_state_dirty: false,
             conf_state: ConfState::default(),
+            conf_state_index: 0,
             boundary_index: 0,
             boundary_term: 0,
             meta: VecDeque::new(),
@@ -333,6 +340,12 @@ impl GroupLog {
 
     pub(crate) fn conf_state(&self) -> &ConfState {
         &self.conf_state
+    }
+
+    /// Index of the conf-change entry or snapshot [`GroupLog::conf_state`] is as of (0: the
+    /// group's initial membership): conf changes at or below it are already in it.
+    pub(crate) fn conf_state_index(&self) -> u64 {
+        self.conf_state_index
     }
 
     pub(crate) fn term_of(&self, index: u64) -> Option<u64> {
@@ -466,6 +479,7 @@ impl GroupLog {
         self.boundary_index = meta.index;
         self.boundary_term = meta.term;
         self.conf_state = meta.get_conf_state().clone();
+        self.conf_state_index = meta.index;
         if self.hard_state.commit < meta.index {
             self.hard_state.commit = meta.index;
         }
@@ -687,12 +701,21 @@ impl raft::Storage for GroupStorage {
         Ok(self.log.read().last_index())
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
         let log = self.log.read();
         if let Some(snapshot) = &log.generated_snapshot {
-            if snapshot.get_metadata().index >= request_index
-                && snapshot.get_metadata().index >= log.boundary_index
-            {
+            let meta = snapshot.get_metadata();
+            let cs = meta.get_conf_state();
+            // A replica added after the snapshot's index is not in its membership and would
+            // refuse it: build a newer one.
+            let names_to = cs
+                .voters
+                .iter()
+                .chain(&cs.learners)
+                .chain(&cs.voters_outgoing)
+                .chain(&cs.learners_next)
+                .any(|&id| id == to);
+            if meta.index >= request_index && meta.index >= log.boundary_index && names_to {
                 return Ok(snapshot.clone());
             }
         }
@@ -780,6 +803,15 @@ fn encode_entries(group: GroupId, entries: &[Entry]) -> Vec<u8> {
     out
 }
 
+fn encode_conf_state(group: GroupId, index: u64, cs: &ConfState) -> Vec<u8> {
+    let mut w = encode_header(KIND_CONF_STATE_AT, group, 8 + cs.compute_size() as usize);
+    w.u64(index);
+    let mut out = w.into_bytes();
+    cs.write_to_vec(&mut out)
+        .expect("raft protobuf messages in memory always encode");
+    out
+}
+
 fn encode_compaction(group: GroupId, index: u64, term: u64) -> Vec<u8> {
     let mut w = encode_header(KIND_COMPACTION, group, 16);
     w.u64(index);
@@ -797,7 +829,7 @@ fn encode_compaction(group: GroupId, index: u64, term: u64) -> Vec<u8> {
 enum Record {
     Entries(Vec<Entry>),
     HardState(HardState),
-    ConfState(ConfState),
+    ConfState { index: u64, conf_state: ConfState },
     Snapshot(Snapshot),
     Compaction { index: u64, term: u64 },
     Removed,
@@ -837,7 +869,17 @@ fn decode_record(position: u64, bytes: &[u8]) -> Result<(GroupId, Record), Stora
             Record::Entries(entries)
         }
         KIND_HARD_STATE => Record::HardState(HardState::parse_from_bytes(payload).map_err(pb)?),
-        KIND_CONF_STATE => Record::ConfState(ConfState::parse_from_bytes(payload).map_err(pb)?),
+        KIND_CONF_STATE => Record::ConfState {
+            index: 0,
+            conf_state: ConfState::parse_from_bytes(payload).map_err(pb)?,
+        },
+        KIND_CONF_STATE_AT => {
+            let index = r.u64().map_err(codec)?;
+            Record::ConfState {
+                index,
+                conf_state: ConfState::parse_from_bytes(&payload[8..]).map_err(pb)?,
+            }
+        }
         KIND_SNAPSHOT => Record::Snapshot(Snapshot::parse_from_bytes(payload).map_err(pb)?),
         KIND_COMPACTION => {
             let (index, term) = (r.u64().map_err(codec)?, r.u64().map_err(codec)?);
@@ -913,8 +955,9 @@ impl NodeStorage {
                     log.hard_state = hs;
                     log.hard_state_position = position;
                 }
-                Record::ConfState(cs) => {
-                    log.conf_state = cs;
+                Record::ConfState { index, conf_state } => {
+                    log.conf_state = conf_state;
+                    log.conf_state_index = index;
                     log.conf_state_position = position;
                 }
                 Record::Snapshot(snapshot) => {
@@ -985,7 +1028,7 @@ impl NodeStorage {
         self.queue(
             group,
             PendingKind::ConfState,
-            encode_message(KIND_CONF_STATE, group, &cs),
+            encode_conf_state(group, 0, &cs),
         );
         storage
     }
@@ -1071,13 +1114,17 @@ impl NodeStorage {
         !self.pending.is_empty()
     }
 
-    /// Records the group's conf state.
-    pub(crate) fn set_conf_state(&mut self, group: GroupId, cs: &ConfState) {
-        self.log(group).write().conf_state = cs.clone();
+    /// Records the group's conf state as of the conf-change entry at `index`.
+    pub(crate) fn set_conf_state(&mut self, group: GroupId, index: u64, cs: &ConfState) {
+        {
+            let mut log = self.log(group).write();
+            log.conf_state = cs.clone();
+            log.conf_state_index = index;
+        }
         self.queue(
             group,
             PendingKind::ConfState,
-            encode_message(KIND_CONF_STATE, group, cs),
+            encode_conf_state(group, index, cs),
         );
     }
 
@@ -1276,11 +1323,12 @@ impl NodeStorage {
             .map(|(id, _)| *id)
             .collect();
         for group in &stale {
-            let (hs, cs, index, term) = {
+            let (hs, cs, cs_index, index, term) = {
                 let log = self.log(*group).read();
                 (
                     log.hard_state.clone(),
                     log.conf_state.clone(),
+                    log.conf_state_index,
                     log.boundary_index,
                     log.boundary_term,
                 )
@@ -1293,7 +1341,7 @@ impl NodeStorage {
             self.queue(
                 *group,
                 PendingKind::ConfState,
-                encode_message(KIND_CONF_STATE, *group, &cs),
+                encode_conf_state(*group, cs_index, &cs),
             );
             self.queue(
                 *group,

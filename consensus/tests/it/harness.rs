@@ -180,7 +180,10 @@ impl StateMachine for ModelSm {
 pub struct Cluster {
     pub sim: SimCluster,
     pub config: Config,
+    /// The replicas every check covers (a membership change updates it).
     pub peers: Vec<NodeId>,
+    /// The group's members at creation; a node started later joins with no members known.
+    pub founders: Vec<NodeId>,
     pub groups: Vec<u64>,
     pub logs: BTreeMap<NodeId, MemLog>,
     /// Model state per (node, group).
@@ -230,6 +233,7 @@ impl Cluster {
             sim: SimCluster::new(seed, TICK_MS, 100_000),
             config: Config { seed, ..config },
             peers: peers.clone(),
+            founders: peers.clone(),
             groups: (1..=groups).collect(),
             logs: peers.iter().map(|&p| (p, MemLog::default())).collect(),
             models: BTreeMap::new(),
@@ -269,8 +273,22 @@ impl Cluster {
         }
     }
 
+    /// A new node `id` (not yet started) with an empty log and state machine.
+    pub fn add_node(&mut self, id: NodeId) {
+        assert!(!self.logs.contains_key(&id), "node {id} exists");
+        self.logs.insert(id, MemLog::default());
+        for &g in &self.groups.clone() {
+            self.models.insert((id, g), Arc::default());
+        }
+    }
+
     pub fn start(&mut self, id: NodeId) {
         let backend = self.backend(id);
+        let founders = if self.founders.contains(&id) {
+            self.founders.clone()
+        } else {
+            Vec::new()
+        };
         let seed = self.sim.seed();
         let node = self
             .sim
@@ -282,7 +300,7 @@ impl Cluster {
                 state: self.models[&(id, g)].clone(),
                 history: self.history.clone(),
             };
-            node.create_group(g, &self.peers, Box::new(sm))
+            node.create_group(g, &founders, Box::new(sm))
                 .unwrap_or_else(|e| panic!("seed {seed}: node {id} group {g}: {e}"));
         }
         let fenced = self.models[&(id, self.groups[0])].lock().fenced;

@@ -22,6 +22,7 @@
 
 mod fencing;
 mod harness;
+mod membership;
 mod proxy;
 mod simulation;
 mod snapshot;
