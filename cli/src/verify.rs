@@ -374,6 +374,7 @@ mod tests {
                 data_node_ids: nodes.to_vec(),
                 preferred_leader_id: nodes[0],
                 leader_id: 0,
+                migration: None,
             },
             replies: BTreeMap::new(),
             verdict: None,

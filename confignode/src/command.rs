@@ -124,6 +124,28 @@ pub enum Command {
         /// The id `Begin*` returned.
         operation_id: u64,
     },
+    /// Begins moving region `region_id`'s replica from DataNode `from` to DataNode `to`: `to`
+    /// hosts a joining replica, which the region's leader adds as a learner, catches up and
+    /// swaps for `from` (raft membership changes). Until the finish, `from` stays among the
+    /// replicas. One migration per region at a time.
+    BeginRegionMigration {
+        /// The region.
+        region_id: u64,
+        /// The replica leaving.
+        from: u64,
+        /// The DataNode taking its place.
+        to: u64,
+    },
+    /// Ends a migration the region's raft group completed (its voters have `to`, not `from`):
+    /// `to` replaces `from` among the replicas.
+    FinishRegionMigration {
+        /// The region.
+        region_id: u64,
+        /// The replica that left.
+        from: u64,
+        /// The DataNode that took its place.
+        to: u64,
+    },
 }
 
 mod kind {
@@ -140,6 +162,8 @@ mod kind {
     /// `str16` each, empty when undeclared) after the type; written only when one declares.
     pub const CREATE_TIMESERIES_WITH_CODECS: u8 = 10;
     pub const REGISTER_NEW_DATA_NODE: u8 = 11;
+    pub const BEGIN_REGION_MIGRATION: u8 = 12;
+    pub const FINISH_REGION_MIGRATION: u8 = 13;
 }
 
 impl Command {
@@ -242,6 +266,26 @@ impl Command {
                 w.u8(kind::BEGIN_SET_TTL);
                 w.str16(database);
                 w.i64(ttl_ms.unwrap_or(0));
+            }
+            Command::BeginRegionMigration {
+                region_id,
+                from,
+                to,
+            } => {
+                w.u8(kind::BEGIN_REGION_MIGRATION);
+                w.u64(*region_id);
+                w.u64(*from);
+                w.u64(*to);
+            }
+            Command::FinishRegionMigration {
+                region_id,
+                from,
+                to,
+            } => {
+                w.u8(kind::FINISH_REGION_MIGRATION);
+                w.u64(*region_id);
+                w.u64(*from);
+                w.u64(*to);
             }
         }
         let bytes = w.into_bytes();
@@ -359,6 +403,16 @@ impl Command {
                     ttl_ms: (ttl_ms != 0).then_some(ttl_ms),
                 }
             }
+            kind::BEGIN_REGION_MIGRATION => Command::BeginRegionMigration {
+                region_id: r.u64()?,
+                from: r.u64()?,
+                to: r.u64()?,
+            },
+            kind::FINISH_REGION_MIGRATION => Command::FinishRegionMigration {
+                region_id: r.u64()?,
+                from: r.u64()?,
+                to: r.u64()?,
+            },
             other => return r.error(format!("command kind {other}")),
         };
         r.finish()?;
@@ -656,6 +710,20 @@ pub(crate) mod tests {
             (name, name).prop_map(|(a, b)| Command::RegisterNewDataNode {
                 internal_address: a,
                 rpc_address: b,
+            }),
+            (1u64..4, 1u64..5, 1u64..5).prop_map(|(region_id, from, to)| {
+                Command::BeginRegionMigration {
+                    region_id,
+                    from,
+                    to,
+                }
+            }),
+            (1u64..4, 1u64..5, 1u64..5).prop_map(|(region_id, from, to)| {
+                Command::FinishRegionMigration {
+                    region_id,
+                    from,
+                    to,
+                }
             }),
             (1u64..4, 0u8..3).prop_map(|(id, s)| Command::SetDataNodeStatus {
                 data_node_id: id,

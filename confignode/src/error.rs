@@ -77,6 +77,14 @@ pub enum MetadataError {
         /// The cap.
         max: u64,
     },
+    /// A region migration that does not fit the region's replicas or a migration in progress.
+    #[error("region {region_id}: migration refused: {reason}")]
+    MigrationRefused {
+        /// The region.
+        region_id: u64,
+        /// Why.
+        reason: String,
+    },
     /// SET TTL with a time to live that is not positive.
     #[error("TTL {0} ms: a TTL must be positive")]
     IllegalTtl(i64),

@@ -32,6 +32,9 @@ pub(crate) struct Leadership {
     propagator: Propagator,
     /// Region → leader DataNode, from heartbeat replies (a routing hint, not replicated).
     pub(crate) region_leaders: Mutex<BTreeMap<u64, u64>>,
+    /// Region → its leader's raft membership `(sorted voters, settled)`, from heartbeat replies
+    /// (what finishes a region migration; not replicated).
+    region_memberships: Mutex<BTreeMap<u64, (Vec<u64>, bool)>>,
     /// The term this node leads in, as the leader loop last saw it.
     leader_term: Mutex<Option<u64>>,
     running_operations: Mutex<BTreeSet<u64>>,
@@ -63,6 +66,7 @@ impl Leadership {
             tracker,
             propagator,
             region_leaders: Mutex::new(BTreeMap::new()),
+            region_memberships: Mutex::new(BTreeMap::new()),
             leader_term: Mutex::new(None),
             running_operations: Mutex::new(BTreeSet::new()),
             heartbeat_sequence: AtomicU64::new(0),
@@ -365,6 +369,56 @@ impl Leadership {
         for operation_id in pending {
             self.spawn_operation(operation_id);
         }
+        self.drive_migrations();
+    }
+
+    /// Region migrations: begins replacing every replica on a DataNode that came back as a new
+    /// node ([`MetadataState::replacements_due`]), and finishes each migration whose raft group
+    /// swapped the replicas (its leader reported a settled membership whose voters are the
+    /// replicas with `to` in `from`'s place). The DataNodes do the rest: the new node hosts a
+    /// joining replica, the region's leader adds it as a learner, catches it up and swaps it
+    /// for `from` ([`consensus::MembershipChange`]).
+    fn drive_migrations(self: &Arc<Self>) {
+        let commands: Vec<Command> = {
+            let state = self.group.state();
+            let memberships = self.region_memberships.lock();
+            let finished = state.migrations().filter(|(region, from, to)| {
+                let (Some(r), Some((voters, settled))) =
+                    (state.region(*region), memberships.get(region))
+                else {
+                    return false;
+                };
+                let mut target: Vec<u64> = r
+                    .replicas
+                    .iter()
+                    .map(|&n| if n == *from { *to } else { n })
+                    .collect();
+                target.sort_unstable();
+                *settled && *voters == target
+            });
+            let finish = finished.map(|(region_id, from, to)| Command::FinishRegionMigration {
+                region_id,
+                from,
+                to,
+            });
+            let begin = state.replacements_due().into_iter().map(|(region_id, from, to)| {
+                Command::BeginRegionMigration {
+                    region_id,
+                    from,
+                    to,
+                }
+            });
+            finish.chain(begin).collect()
+        };
+        for command in commands {
+            let shared = self.clone();
+            tokio::spawn(async move {
+                tracing::info!(?command, "region migration step");
+                if let Err(e) = shared.group.propose(command).await {
+                    tracing::debug!("region migration step not committed: {e}");
+                }
+            });
+        }
     }
 
     fn on_heartbeat_reply(&self, id: u64, epoch: u64, term: u64, resp: proto::HeartbeatResp) {
@@ -391,6 +445,13 @@ impl Leadership {
                 leaders.insert(l.region_id, l.leader_id);
             }
         }
+        drop(leaders);
+        let mut memberships = self.region_memberships.lock();
+        for m in resp.memberships {
+            let mut voters = m.voters;
+            voters.sort_unstable();
+            memberships.insert(m.region_id, (voters, m.settled));
+        }
     }
 
     /// Creates freshly allocated region groups on their DataNodes (best effort: a DataNode also
@@ -408,7 +469,7 @@ impl Leadership {
                     .map(location)
                     .collect();
                 let request = proto::CreateRegionReq {
-                    replica_set: Some(replica_set(r)),
+                    replica_set: Some(replica_set(&state, r)),
                     replicas,
                 };
                 for n in &r.replicas {

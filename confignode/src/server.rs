@@ -124,12 +124,19 @@ pub(crate) fn location(n: &crate::state::DataNodeRecord) -> proto::DataNodeLocat
     }
 }
 
-pub(crate) fn replica_set(r: &crate::state::RegionGroup) -> proto::RegionReplicaSet {
+/// Region `r`'s replica set as `state` has it, with its migration in progress.
+pub(crate) fn replica_set(
+    state: &crate::state::MetadataState,
+    r: &crate::state::RegionGroup,
+) -> proto::RegionReplicaSet {
+    let (migrating_from, migrating_to) = state.region_migration(r.id).unwrap_or((0, 0));
     proto::RegionReplicaSet {
         region_id: r.id,
         database: r.database.clone(),
         data_node_ids: r.replicas.clone(),
         preferred_leader_id: r.preferred_leader,
+        migrating_from,
+        migrating_to,
     }
 }
 

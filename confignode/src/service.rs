@@ -234,10 +234,16 @@ impl ConfigNodeServiceImpl {
                     endpoint: proto::parse_endpoint(a).ok(),
                 })
                 .collect(),
+            // Its replicas, and the joining replicas of migrations to it.
             regions: state
                 .regions()
-                .filter(|r| r.replicas.contains(&data_node_id))
-                .map(replica_set)
+                .filter(|r| {
+                    r.replicas.contains(&data_node_id)
+                        || state
+                            .region_migration(r.id)
+                            .is_some_and(|(_, to)| to == data_node_id)
+                })
+                .map(|r| replica_set(&state, r))
                 .collect(),
             metadata_version: state.metadata_version(),
         }
@@ -677,7 +683,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             regions: state
                 .regions()
                 .map(|r| proto::RegionInfo {
-                    replica_set: Some(replica_set(r)),
+                    replica_set: Some(replica_set(&state, r)),
                     leader_id: leaders.get(&r.id).copied().unwrap_or(0),
                 })
                 .collect(),
@@ -881,7 +887,7 @@ impl ConfigNodeServiceImpl {
             regions: regions
                 .iter()
                 .filter_map(|r| state.region(*r))
-                .map(replica_set)
+                .map(|r| replica_set(&state, r))
                 .collect(),
             data_nodes: state.data_nodes().map(location).collect(),
             leaders: regions

@@ -146,6 +146,9 @@ pub struct MetadataState {
     operations: BTreeMap<u64, OperationKind>,
     /// Database → time to live in ms (> 0); absent = none (IoTDB's INF).
     ttls: BTreeMap<String, i64>,
+    /// Region → its migration in progress, `(from, to)`: `to` hosts a joining replica that
+    /// takes `from`'s place once the region's raft group swapped them.
+    migrations: BTreeMap<u64, (u64, u64)>,
     /// Derived from `partitions` and `regions`; never encoded.
     index: PartitionIndex,
 }
@@ -426,6 +429,56 @@ impl MetadataState {
         self.regions.values()
     }
 
+    /// Region `id`'s migration in progress: `(from, to)`.
+    pub fn region_migration(&self, id: u64) -> Option<(u64, u64)> {
+        self.migrations.get(&id).copied()
+    }
+
+    /// Every migration in progress: `(region, from, to)`.
+    pub fn migrations(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.migrations.iter().map(|(r, (f, t))| (*r, *f, *t))
+    }
+
+    /// The migrations that replace DataNodes which came back as new nodes: for every region
+    /// replica on a DataNode `old` whose internal address a newer DataNode registered from
+    /// (a node that lost its data directory registers anew, REVIEW H3), `(region, old, new)`,
+    /// when the region has no migration in progress and `new` is Running and not already a
+    /// replica. The ConfigNode leader begins these.
+    pub fn replacements_due(&self) -> Vec<(u64, u64, u64)> {
+        let newest_at: BTreeMap<&str, &DataNodeRecord> =
+            self.data_nodes
+                .values()
+                .fold(BTreeMap::new(), |mut newest, n| {
+                    let entry = newest.entry(n.internal_address.as_str()).or_insert(n);
+                    if n.id > entry.id {
+                        *entry = n;
+                    }
+                    newest
+                });
+        let mut due = Vec::new();
+        for r in self.regions.values() {
+            if self.migrations.contains_key(&r.id) {
+                continue;
+            }
+            for &old in &r.replicas {
+                let Some(record) = self.data_nodes.get(&old) else {
+                    continue;
+                };
+                let Some(new) = newest_at.get(record.internal_address.as_str()) else {
+                    continue;
+                };
+                if new.id != old
+                    && new.status == NodeStatus::Running
+                    && !r.replicas.contains(&new.id)
+                {
+                    due.push((r.id, old, new.id));
+                    break;
+                }
+            }
+        }
+        due
+    }
+
     /// Pending fence operations.
     pub fn operations(&self) -> impl Iterator<Item = (u64, &OperationKind)> {
         self.operations.iter().map(|(id, k)| (*id, k))
@@ -559,6 +612,67 @@ impl MetadataState {
                 };
                 Ok(self.begin_operation(OperationKind::SetTtl(database.clone())))
             }
+            Command::BeginRegionMigration {
+                region_id,
+                from,
+                to,
+            } => {
+                let refuse = |reason: String| {
+                    Err(MetadataError::MigrationRefused {
+                        region_id: *region_id,
+                        reason,
+                    })
+                };
+                let Some(region) = self.regions.get(region_id) else {
+                    return refuse("no such region".into());
+                };
+                if let Some((f, t)) = self.migrations.get(region_id) {
+                    return refuse(format!("moving from {f} to {t} already"));
+                }
+                if !region.replicas.contains(from) {
+                    return refuse(format!("DataNode {from} holds no replica"));
+                }
+                if region.replicas.contains(to) {
+                    return refuse(format!("DataNode {to} holds a replica already"));
+                }
+                match self.data_nodes.get(to) {
+                    Some(n) if n.status == NodeStatus::Running => {}
+                    Some(n) => {
+                        return refuse(format!("DataNode {to} is {}", n.status.name()));
+                    }
+                    None => return Err(MetadataError::DataNodeNotFound(*to)),
+                }
+                self.migrations.insert(*region_id, (*from, *to));
+                self.bump();
+                Ok(CommandResult::Done)
+            }
+            Command::FinishRegionMigration {
+                region_id,
+                from,
+                to,
+            } => {
+                if self.migrations.get(region_id) != Some(&(*from, *to)) {
+                    return Err(MetadataError::MigrationRefused {
+                        region_id: *region_id,
+                        reason: format!("no migration from {from} to {to} in progress"),
+                    });
+                }
+                self.migrations.remove(region_id);
+                let region = self
+                    .regions
+                    .get_mut(region_id)
+                    .expect("a migrating region exists (a drop removes its migration)");
+                for replica in region.replicas.iter_mut() {
+                    if replica == from {
+                        *replica = *to;
+                    }
+                }
+                if region.preferred_leader == *from {
+                    region.preferred_leader = *to;
+                }
+                self.bump();
+                Ok(CommandResult::Done)
+            }
             Command::FinishOperation { operation_id } => {
                 let kind = self
                     .operations
@@ -588,6 +702,8 @@ impl MetadataState {
                         self.forget_vanished_deletions();
                         self.partitions.retain(|(db, _, _), _| *db != database);
                         self.regions.retain(|_, r| r.database != database);
+                        let regions = &self.regions;
+                        self.migrations.retain(|id, _| regions.contains_key(id));
                         self.index.drop_database(&database);
                         self.ttls.remove(&database);
                     }
@@ -998,14 +1114,19 @@ impl MetadataState {
         Ok(())
     }
 
-    /// Magic of the snapshot encoding (version 3).
-    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP3";
+    /// Magic of the snapshot encoding (version 4).
+    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP4";
+    /// Magic of version 3, still read: no migrations.
+    pub const SNAPSHOT_MAGIC_V3: &'static [u8; 8] = b"FPCNSNP3";
     /// Magic of version 2, still read: series without declared encodings.
     pub const SNAPSHOT_MAGIC_V2: &'static [u8; 8] = b"FPCNSNP2";
     /// Magic of version 1, still read: no TTL table, no operation kind 3.
     pub const SNAPSHOT_MAGIC_V1: &'static [u8; 8] = b"FPCNSNP1";
 
-    /// The snapshot encoding, version 3: magic `FPCNSNP3`, u64 applied index, u64 metadata
+    /// The snapshot encoding, version 4: version 3 followed by the migrations in progress (`u64
+    /// region, u64 from, u64 to`, a u32 count then items) before the CRC.
+    ///
+    /// Version 3: magic `FPCNSNP3`, u64 applied index, u64 metadata
     /// version, u64 next ids (DataNode, region, operation), then the registry, databases, series
     /// (`str16 device, str16 measurement, u8 type, bool pending delete, str16 encoding, str16
     /// compressor`, the names empty when undeclared), partitions, regions, operations (kind 3 =
@@ -1090,6 +1211,12 @@ impl MetadataState {
             w.str16(db);
             w.i64(*ttl_ms);
         }
+        w.len32(self.migrations.len());
+        for (region, (from, to)) in &self.migrations {
+            w.u64(*region);
+            w.u64(*from);
+            w.u64(*to);
+        }
     }
 
     /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
@@ -1098,6 +1225,7 @@ impl MetadataState {
             bytes,
             &[
                 Self::SNAPSHOT_MAGIC,
+                Self::SNAPSHOT_MAGIC_V3,
                 Self::SNAPSHOT_MAGIC_V2,
                 Self::SNAPSHOT_MAGIC_V1,
             ],
@@ -1142,7 +1270,7 @@ impl MetadataState {
             let key = (r.str16()?, r.str16()?);
             let data_type = r.data_type()?;
             let pending_delete = r.bool()?;
-            let codec = if magic == 0 {
+            let codec = if magic <= 1 {
                 let encoding = r.str16()?;
                 let compressor = r.str16()?;
                 match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
@@ -1196,13 +1324,13 @@ impl MetadataState {
                     OperationKind::DeleteTimeseries(series)
                 }
                 2 => OperationKind::DropDatabase(r.str16()?),
-                3 if magic <= 1 => OperationKind::SetTtl(r.str16()?),
+                3 if magic <= 2 => OperationKind::SetTtl(r.str16()?),
                 tag => return r.error(format!("operation kind {tag}")),
             };
             s.operations.insert(id, kind);
         }
-        // Magic 0 is version 3, 1 version 2; version 1 has no TTL table.
-        if magic <= 1 {
+        // Magic 0 is version 4, 1 version 3, 2 version 2; version 1 has no TTL table.
+        if magic <= 2 {
             for _ in 0..r.count(10)? {
                 let db = r.str16()?;
                 let ttl_ms = r.i64()?;
@@ -1210,6 +1338,16 @@ impl MetadataState {
                     return r.error(format!("TTL {ttl_ms} of database {db:?}"));
                 }
                 s.ttls.insert(db, ttl_ms);
+            }
+        }
+        if magic == 0 {
+            for _ in 0..r.count(24)? {
+                let region = r.u64()?;
+                let (from, to) = (r.u64()?, r.u64()?);
+                if !s.regions.contains_key(&region) {
+                    return r.error(format!("migration of unknown region {region}"));
+                }
+                s.migrations.insert(region, (from, to));
             }
         }
         r.finish()?;
@@ -1317,6 +1455,85 @@ mod tests {
         assert_eq!(h.register(2, "a:1"), (2, 2));
         assert_eq!(h.register(1, "a:1"), (1, 2));
         assert_eq!(h.register(0, "c:1"), (3, 1));
+    }
+
+    /// A DataNode that came back as a new node (same internal address, new id) takes over the
+    /// old one's replicas by migrations: begun once per region, finished into the replica set,
+    /// kept across snapshots, refused when they do not fit.
+    #[test]
+    fn a_new_node_on_an_old_address_replaces_it_by_region_migrations() {
+        let mut h = Harness::new();
+        for a in ["a:1", "b:1", "c:1"] {
+            h.register(0, a);
+        }
+        h.apply(Command::CreateDatabase {
+            database: "root.sg".into(),
+        })
+        .unwrap();
+        h.apply(Command::AllocatePartitions {
+            database: "root.sg".into(),
+            slots: vec![(1, 0), (2, 0)],
+            replication_factor: 3,
+            region_groups_max: 2,
+            database_partitions_max: u64::MAX,
+        })
+        .unwrap();
+        assert!(h.state.replacements_due().is_empty());
+        h.apply(Command::RegisterNewDataNode {
+            internal_address: "c:1".into(),
+            rpc_address: "c:1-rpc".into(),
+        })
+        .unwrap();
+        let due = h.state.replacements_due();
+        assert_eq!(due, vec![(1, 3, 4), (2, 3, 4)]);
+        let refused = |h: &mut Harness, region_id, from, to| {
+            matches!(
+                h.apply(Command::BeginRegionMigration {
+                    region_id,
+                    from,
+                    to
+                }),
+                Err(MetadataError::MigrationRefused { .. } | MetadataError::DataNodeNotFound(_))
+            )
+        };
+        assert!(refused(&mut h, 9, 3, 4), "no such region");
+        assert!(refused(&mut h, 1, 4, 3), "4 holds no replica");
+        assert!(refused(&mut h, 1, 3, 2), "2 holds one already");
+        assert!(refused(&mut h, 1, 3, 7), "7 is not registered");
+        for (region_id, from, to) in due {
+            h.apply(Command::BeginRegionMigration {
+                region_id,
+                from,
+                to,
+            })
+            .unwrap();
+        }
+        assert!(h.state.replacements_due().is_empty(), "begun once");
+        assert!(refused(&mut h, 1, 1, 4), "one migration per region");
+        assert_eq!(h.state.region_migration(1), Some((3, 4)));
+        let restored = MetadataState::decode_snapshot(&h.state.encode_snapshot()).unwrap();
+        assert_eq!(restored, h.state);
+        assert!(h
+            .apply(Command::FinishRegionMigration {
+                region_id: 1,
+                from: 3,
+                to: 5
+            })
+            .is_err());
+        let v = h.state.metadata_version();
+        h.apply(Command::FinishRegionMigration {
+            region_id: 1,
+            from: 3,
+            to: 4,
+        })
+        .unwrap();
+        assert!(h.state.metadata_version() > v);
+        let r = h.state.region(1).unwrap();
+        assert!(r.replicas.contains(&4) && !r.replicas.contains(&3));
+        assert!(r.replicas.contains(&r.preferred_leader));
+        assert_eq!(h.state.region_migration(1), None);
+        assert_eq!(h.state.migrations().collect::<Vec<_>>(), vec![(2, 3, 4)]);
+        assert!(h.state.replacements_due().is_empty());
     }
 
     #[test]
@@ -1834,7 +2051,7 @@ mod tests {
         let mut h = Harness::new();
         h.register(0, "a");
         let bytes = h.state.encode_snapshot();
-        let mut expected: Vec<u8> = b"FPCNSNP3".to_vec();
+        let mut expected: Vec<u8> = b"FPCNSNP4".to_vec();
         for v in [1u64, 1, 2, 1, 1] {
             // applied index, metadata version, next DataNode / region / operation ids
             expected.extend_from_slice(&v.to_le_bytes());
@@ -1844,22 +2061,24 @@ mod tests {
         expected.extend_from_slice(&[1, 0, b'a', 5, 0, b'a', b'-', b'r', b'p', b'c']);
         expected.extend_from_slice(&1u64.to_le_bytes()); // epoch
         expected.push(0); // Running
-        for _ in 0..6 {
-            expected.extend_from_slice(&[0, 0, 0, 0]); // empty tables
+        for _ in 0..7 {
+            // databases, series, partitions, regions, operations, TTLs, migrations
+            expected.extend_from_slice(&[0, 0, 0, 0]);
         }
         let crc = crc32fast::hash(&expected);
         expected.extend_from_slice(&crc.to_le_bytes());
         assert_eq!(bytes, expected);
     }
 
-    /// A version-2 snapshot (no declared encodings) still decodes; a version-3 one keeps every
+    /// A version-2 snapshot (no declared encodings) still decodes; a version-4 one keeps every
     /// series' declaration.
     #[test]
     fn snapshot_version_2_decodes_and_version_3_keeps_declarations() {
         let mut h = Harness::new();
         h.register(0, "a");
-        let v3 = h.state.encode_snapshot();
-        let mut v2 = v3[..v3.len() - 4].to_vec();
+        let v4 = h.state.encode_snapshot();
+        // Version 4 less its (empty) migration table and CRC.
+        let mut v2 = v4[..v4.len() - 8].to_vec();
         v2[..8].copy_from_slice(b"FPCNSNP2");
         let crc = crc32fast::hash(&v2);
         v2.extend_from_slice(&crc.to_le_bytes());

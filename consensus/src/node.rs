@@ -96,6 +96,10 @@ pub struct GroupStatus {
     /// Whether the raft log still keeps a received snapshot (until the state machine restored
     /// it durably, which releases it).
     pub holds_received_snapshot: bool,
+    /// Voters as this replica applied them (the incoming ones while joint), ascending.
+    pub voters: Vec<NodeId>,
+    /// No joint configuration, no learner and no membership change pending.
+    pub membership_settled: bool,
 }
 
 /// A change of a group's members, proposed on its leader ([`RaftNode::change_membership`]).
@@ -119,6 +123,19 @@ pub enum MembershipChange {
     /// Leaves a joint configuration (raft leaves it by itself; this is for a leader elected
     /// while one was pending).
     LeaveJoint,
+}
+
+/// What [`RaftNode::step_replacement`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplacementStep {
+    /// Proposed this change.
+    Proposed(MembershipChange),
+    /// This node was the one leaving: leadership goes to this voter, which continues.
+    TransferredLeadership(NodeId),
+    /// Nothing to do now: a change is pending or the learner is catching up.
+    Waiting,
+    /// `to` is a voter and `from` is not.
+    Done,
 }
 
 /// A group's members as this node applied them, and on its leader their progress.
@@ -816,6 +833,59 @@ impl<T: Transport> RaftNode<T> {
         Ok(ticket)
     }
 
+    /// Moves the replacement of voter `from` by node `to` one step on, on `group`'s leader (this
+    /// node): a reconciliation step, called again until it answers
+    /// [`ReplacementStep::Done`]. In order: leave a joint configuration a previous leader left
+    /// behind; hand leadership away when this node is `from`; add `to` as a learner; once the
+    /// learner's log is within `catch_up_entries` of the leader's, replace `from` with it
+    /// ([`MembershipChange::Replace`]). Waits ([`ReplacementStep::Waiting`]) while a change is
+    /// pending or the learner catches up.
+    pub fn step_replacement(
+        &mut self,
+        group: GroupId,
+        from: NodeId,
+        to: NodeId,
+        catch_up_entries: u64,
+    ) -> Result<ReplacementStep> {
+        let m = self.membership(group)?;
+        if m.voters.contains(&to) && !m.voters.contains(&from) && !m.is_joint() {
+            return Ok(ReplacementStep::Done);
+        }
+        if m.change_pending {
+            return Ok(ReplacementStep::Waiting);
+        }
+        if m.is_joint() {
+            self.change_membership(group, MembershipChange::LeaveJoint)?;
+            return Ok(ReplacementStep::Proposed(MembershipChange::LeaveJoint));
+        }
+        if from == self.id {
+            let target = m
+                .voters
+                .iter()
+                .copied()
+                .filter(|&v| v != from && !self.fenced_peers.contains(&v))
+                .max_by_key(|v| (m.matched.get(v).copied().unwrap_or(0), *v));
+            return match target {
+                Some(target) => {
+                    self.transfer_leader(group, target)?;
+                    Ok(ReplacementStep::TransferredLeadership(target))
+                }
+                None => Ok(ReplacementStep::Waiting),
+            };
+        }
+        let change = if m.learners.contains(&to) {
+            let matched = m.matched.get(&to).copied().unwrap_or(0);
+            if matched == 0 || matched + catch_up_entries < m.last_index {
+                return Ok(ReplacementStep::Waiting);
+            }
+            MembershipChange::Replace { add: to, remove: from }
+        } else {
+            MembershipChange::AddLearner(to)
+        };
+        self.change_membership(group, change)?;
+        Ok(ReplacementStep::Proposed(change))
+    }
+
     /// `group`'s members as this node applied them, with the leader's view of their progress.
     pub fn membership(&self, group: GroupId) -> Result<Membership> {
         let g = self.groups.get(&group).ok_or(Error::GroupNotFound(group))?;
@@ -918,7 +988,19 @@ impl<T: Transport> RaftNode<T> {
     pub fn status(&self, group: GroupId) -> Result<GroupStatus> {
         let g = self.groups.get(&group).ok_or(Error::GroupNotFound(group))?;
         let raft = &g.raw.raft;
+        let (mut voters, membership_settled) = {
+            let log = g.raw.store().log().read();
+            let cs = log.conf_state();
+            let settled = cs.voters_outgoing.is_empty()
+                && cs.learners.is_empty()
+                && cs.learners_next.is_empty()
+                && !raft.has_pending_conf();
+            (cs.voters.clone(), settled)
+        };
+        voters.sort_unstable();
         Ok(GroupStatus {
+            voters,
+            membership_settled,
             role: raft.state,
             term: raft.term,
             leader: (raft.leader_id != raft::INVALID_ID).then_some(raft.leader_id),

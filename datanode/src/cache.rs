@@ -43,6 +43,9 @@ pub struct RegionRoute {
     pub replicas: Vec<u64>,
     /// The leader last heard of (0 = unknown).
     pub leader: u64,
+    /// A migration in progress, `(from, to)`: `to` hosts a joining replica that the region's
+    /// leader swaps for `from`.
+    pub migration: Option<(u64, u64)>,
 }
 
 /// Addresses of a DataNode.

@@ -836,6 +836,7 @@ impl Coordinator {
                     database: r.database.clone(),
                     replicas: r.data_node_ids.clone(),
                     leader: leaders.get(&r.region_id).copied().unwrap_or(0),
+                    migration: (r.migrating_to != 0).then_some((r.migrating_from, r.migrating_to)),
                 };
                 (r.region_id, route)
             })

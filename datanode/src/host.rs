@@ -289,7 +289,10 @@ impl RegionHost {
         let hosted = self.regions.read();
         regions
             .iter()
-            .filter(|(id, r)| r.replicas.contains(&self.node_id) && !hosted.contains_key(id))
+            .filter(|(id, r)| {
+                let joining = r.migration.is_some_and(|(_, to)| to == self.node_id);
+                (r.replicas.contains(&self.node_id) || joining) && !hosted.contains_key(id)
+            })
             .map(|(id, r)| (*id, r))
             .collect()
     }

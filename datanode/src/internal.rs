@@ -79,6 +79,7 @@ impl InternalService {
             data_node_id: req.data_node_id,
             incarnation_epoch: self.shared.metadata.lease().incarnation(),
             region_leaders: Vec::new(),
+            memberships: Vec::new(),
         }
     }
 
@@ -173,23 +174,32 @@ impl DataNodeInternalService for InternalService {
             let shared = shared.clone();
             tokio::spawn(async move { shared.recover_lease().await });
         }
-        let region_leaders = shared
-            .host
-            .region_ids()
-            .into_iter()
-            .filter_map(|id| {
-                let leader = shared.host.group_status(id)?.leader?;
-                Some(proto::RegionLeader {
+        let mut region_leaders = Vec::new();
+        let mut memberships = Vec::new();
+        for id in shared.host.region_ids() {
+            let Some(status) = shared.host.group_status(id) else {
+                continue;
+            };
+            if let Some(leader) = status.leader {
+                region_leaders.push(proto::RegionLeader {
                     region_id: id,
                     leader_id: leader,
-                })
-            })
-            .collect();
+                });
+            }
+            if status.role == consensus::StateRole::Leader {
+                memberships.push(proto::RegionMembership {
+                    region_id: id,
+                    voters: status.voters,
+                    settled: status.membership_settled,
+                });
+            }
+        }
         Ok(Response::new(proto::HeartbeatResp {
             status: Some(ok()),
             data_node_id: node_id,
             incarnation_epoch: epoch,
             region_leaders,
+            memberships,
         }))
     }
 

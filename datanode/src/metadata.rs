@@ -398,23 +398,27 @@ impl ConfigNodeLink {
 
     /// Everything a lease recovery installs: every DataNode's addresses, every region's route.
     pub(crate) async fn pull_metadata(&self) -> Result<PulledMetadata, String> {
+        let nodes = self.data_node_addresses().await?;
+        Ok(PulledMetadata {
+            regions: self.assigned_regions().await?,
+            nodes,
+        })
+    }
+
+    /// Every registered DataNode's addresses (SHOW CLUSTER).
+    pub(crate) async fn data_node_addresses(&self) -> Result<BTreeMap<u64, NodeAddresses>, String> {
         let cluster = self
             .client
             .call(|mut c| async move { c.show_cluster(proto::ShowClusterReq {}).await })
             .await
             .map_err(|e| e.to_string())?;
         check_status(cluster.status.as_ref())?;
-        let mut pulled = PulledMetadata {
-            regions: self.assigned_regions().await?,
-            ..PulledMetadata::default()
-        };
-        for n in cluster.data_nodes {
-            let Some(location) = n.location else { continue };
-            pulled
-                .nodes
-                .insert(location.data_node_id, node_addresses(&location));
-        }
-        Ok(pulled)
+        Ok(cluster
+            .data_nodes
+            .into_iter()
+            .filter_map(|n| n.location)
+            .map(|location| (location.data_node_id, node_addresses(&location)))
+            .collect())
     }
 }
 
@@ -510,6 +514,8 @@ pub(crate) fn region_routes(regions: Vec<proto::RegionInfo>) -> BTreeMap<u64, Re
                     database: set.database,
                     replicas: set.data_node_ids,
                     leader: r.leader_id,
+                    migration: (set.migrating_to != 0)
+                        .then_some((set.migrating_from, set.migrating_to)),
                 },
             ))
         })

@@ -65,6 +65,9 @@ pub struct Metrics {
     pub budget_rejections: AtomicU64,
     /// Region replicas removed because the ConfigNode reported them dropped.
     pub regions_removed: AtomicU64,
+    /// Region migration steps taken as a region leader (learner added, replica replaced,
+    /// leadership handed away).
+    pub migration_steps: AtomicU64,
     /// Compactions installed.
     pub compactions: AtomicU64,
     /// Bytes of sealed files compactions merged away.
@@ -509,6 +512,11 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
             "regions_removed_total",
             "Region replicas removed because the ConfigNode reported their region dropped.",
             &m.regions_removed,
+        ),
+        (
+            "region_migration_steps_total",
+            "Region migration steps taken as a region leader (learner added, replica replaced, leadership handed away).",
+            &m.migration_steps,
         ),
         (
             "memtable_budget_rejections_total",

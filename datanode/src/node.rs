@@ -471,12 +471,13 @@ async fn open_regions(shared: &Arc<Shared>, registered: &[proto::RegionReplicaSe
             .await?;
     }
     for r in registered {
+        let migration = (r.migrating_to != 0).then_some((r.migrating_from, r.migrating_to));
         shared
             .host
             .create_region(
                 r.region_id,
                 &r.database,
-                &r.data_node_ids,
+                founding_peers(node, &r.data_node_ids, migration),
                 r.preferred_leader_id,
             )
             .await?;
@@ -675,10 +676,21 @@ async fn lease_monitor(shared: Arc<Shared>) {
 ///   error, or a region merely missing from the answer removes nothing. This does not wait for
 ///   the lease: the signal is final whatever the lease, and a fenced node's dropped regions
 ///   would otherwise keep taking stale writes.
+///
+/// And every [`timing::MIGRATION_STEP_INTERVAL`], with the routes of the last survey, the next
+/// step of every migration of a region this node leads ([`Shared::step_migrations`]).
 async fn region_reconciler(shared: Arc<Shared>) {
+    let mut routes = BTreeMap::new();
+    let mut last_survey: Option<tokio::time::Instant> = None;
     loop {
-        tokio::time::sleep(timing::REGION_RECONCILE_INTERVAL).await;
-        shared.reconcile_regions().await;
+        tokio::time::sleep(timing::MIGRATION_STEP_INTERVAL).await;
+        if last_survey.is_none_or(|at| at.elapsed() >= timing::REGION_RECONCILE_INTERVAL) {
+            last_survey = Some(tokio::time::Instant::now());
+            if let Some(assigned) = shared.reconcile_regions().await {
+                routes = assigned;
+            }
+        }
+        shared.step_migrations(&routes).await;
     }
 }
 
@@ -961,15 +973,16 @@ impl Shared {
         }
     }
 
-    /// One round of [`region_reconciler`].
-    async fn reconcile_regions(&self) {
+    /// One round of [`region_reconciler`]; the routes of every region, when the ConfigNode
+    /// leader answered.
+    async fn reconcile_regions(&self) -> Option<BTreeMap<u64, RegionRoute>> {
         let node = self.identity.node_id;
         let hosted = self.host.region_ids();
         let survey = match self.confignode.survey_regions(&hosted).await {
             Ok(survey) => survey,
             Err(e) => {
                 tracing::debug!(node, "region reconciliation: {e}");
-                return;
+                return None;
             }
         };
         for region_id in &survey.dropped {
@@ -981,6 +994,62 @@ impl Shared {
         if self.metadata.lease().is_live() {
             self.create_missing_regions(&survey.assigned).await;
         }
+        Some(survey.assigned)
+    }
+
+    /// Moves every migration of a region this node leads one step on
+    /// ([`consensus::RaftNode::step_replacement`]: learner, catch-up, joint replace). The
+    /// ConfigNode finishes the migration once this node's heartbeat reply shows the new voters.
+    /// Not while fenced: a fenced node hands its leaderships away.
+    async fn step_migrations(&self, routes: &BTreeMap<u64, RegionRoute>) {
+        let node = self.identity.node_id;
+        if !self.metadata.lease().is_live() {
+            return;
+        }
+        for (&region, route) in routes {
+            let Some((from, to)) = route.migration else {
+                continue;
+            };
+            let leads = self
+                .host
+                .group_status(region)
+                .is_some_and(|s| s.role == consensus::StateRole::Leader);
+            if !leads {
+                continue;
+            }
+            if self.peers.address(to).is_none() {
+                // A node registered after this one last learned addresses: raft could not
+                // reach the learner.
+                match self.confignode.data_node_addresses().await {
+                    Ok(nodes) => self.peers.learn(
+                        nodes
+                            .into_iter()
+                            .filter(|(_, a)| !a.internal.is_empty())
+                            .map(|(id, a)| (id, a.internal)),
+                    ),
+                    Err(e) => {
+                        tracing::debug!(node, region, "learning DataNode {to}'s address: {e}");
+                        continue;
+                    }
+                }
+            }
+            let stepped = self
+                .host
+                .driver()
+                .call(move |raft| {
+                    raft.step_replacement(region, from, to, timing::MIGRATION_CATCH_UP_ENTRIES)
+                })
+                .await;
+            match stepped {
+                Ok(Ok(consensus::ReplacementStep::Waiting | consensus::ReplacementStep::Done)) => {}
+                Ok(Ok(step)) => {
+                    inc(&self.metrics.migration_steps);
+                    tracing::info!(node, region, from, to, ?step, "region migration step");
+                }
+                Ok(Err(e)) => tracing::debug!(node, region, "region migration step: {e}"),
+                Err(e) => tracing::warn!(node, region, "region migration step: {e}"),
+            }
+        }
     }
 
     /// Creates every replica `regions` assigns to this node that it does not host yet (preferred
@@ -989,9 +1058,10 @@ impl Shared {
     async fn create_missing_regions(&self, regions: &BTreeMap<u64, RegionRoute>) {
         let node = self.identity.node_id;
         for (id, route) in self.host.missing(regions) {
+            let peers = founding_peers(node, &route.replicas, route.migration);
             match self
                 .host
-                .create_region(id, &route.database, &route.replicas, 0)
+                .create_region(id, &route.database, peers, 0)
                 .await
             {
                 Ok(()) => tracing::info!(node, region = id, "created a missing replica"),
@@ -1039,6 +1109,16 @@ async fn register(
     Err(Error::Registration(last))
 }
 
+/// The peers a new replica of a region on `node` starts its raft group with: the replica set,
+/// or none for a replica joining by a migration to `node` (its raft group learns its members
+/// from the leader's snapshot; [`consensus::RaftNode::create_group`]).
+fn founding_peers(node: u64, replicas: &[u64], migration: Option<(u64, u64)>) -> &[u64] {
+    match migration {
+        Some((_, to)) if to == node && !replicas.contains(&node) => &[],
+        _ => replicas,
+    }
+}
+
 /// `identity` holds `"<node id> <incarnation epoch>\n"`.
 fn read_identity(path: &Path) -> Result<(u64, u64)> {
     let text = match std::fs::read_to_string(path) {
@@ -1072,7 +1152,8 @@ fn write_identity(path: &Path, id: u64, epoch: u64) -> Result<()> {
     write_durably(path, &format!("{id} {epoch}\n"))
 }
 
-/// `regions/<id>.replicas` holds `"<database>\n<id>,<id>,...\n"`.
+/// `regions/<id>.replicas` holds `"<database>\n<id>,<id>,...\n"` (no ids for a joining
+/// replica).
 pub(crate) fn write_replicas(
     dir: &Path,
     region_id: u64,
@@ -1112,6 +1193,7 @@ fn stored_regions(dir: &Path) -> Result<Vec<(u64, String, Vec<u64>)>> {
             .next()
             .ok_or_else(bad)?
             .split(',')
+            .filter(|p| !p.trim().is_empty())
             .map(|p| p.trim().parse::<u64>().map_err(|_| bad()))
             .collect::<Result<Vec<u64>>>()?;
         out.push((id, database, peers));
@@ -1154,9 +1236,13 @@ mod tests {
         assert!(read_identity(&path).is_err());
 
         write_replicas(dir.path(), 7, "root.sg", &[1, 2, 3]).unwrap();
+        write_replicas(dir.path(), 8, "root.sg", &[]).unwrap();
         assert_eq!(
             stored_regions(dir.path()).unwrap(),
-            vec![(7, "root.sg".to_string(), vec![1, 2, 3])]
+            vec![
+                (7, "root.sg".to_string(), vec![1, 2, 3]),
+                (8, "root.sg".to_string(), vec![])
+            ]
         );
     }
 }

@@ -28,6 +28,12 @@ pub(crate) const SCHEMA_STATEMENT_SLACK: Duration = Duration::from_secs(90);
 pub(crate) const LEASE_MONITOR_POLL: Duration = Duration::from_millis(20);
 /// How often a DataNode asks the ConfigNode which region replicas it should host.
 pub(crate) const REGION_RECONCILE_INTERVAL: Duration = Duration::from_secs(5);
+/// How often a region leader moves its region's migration a step on.
+pub(crate) const MIGRATION_STEP_INTERVAL: Duration = Duration::from_secs(1);
+/// A learner whose log is within this many entries of its leader's is caught up enough to
+/// replace the voter it migrates to: commits never wait for it (the voters staying form a
+/// quorum of both configurations), and it closes the rest from the log.
+pub(crate) const MIGRATION_CATCH_UP_ENTRIES: u64 = 1024;
 /// How often the flush loop looks for large or old memtables.
 pub(crate) const FLUSH_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 

@@ -96,6 +96,9 @@ pub struct RegionView {
     pub preferred_leader_id: u64,
     /// The leader as last reported by heartbeats (0 = unknown).
     pub leader_id: u64,
+    /// A migration in progress, `(from, to)`: the DataNode `to` hosts a joining replica that
+    /// takes `from`'s place once the region's raft group swapped them.
+    pub migration: Option<(u64, u64)>,
 }
 
 /// `SHOW LEASES`: the ConfigNode's view of every DataNode's metadata lease.
@@ -170,6 +173,7 @@ impl From<proto::RegionInfo> for RegionView {
             data_node_ids: set.data_node_ids,
             preferred_leader_id: set.preferred_leader_id,
             leader_id: r.leader_id,
+            migration: (set.migrating_to != 0).then_some((set.migrating_from, set.migrating_to)),
         }
     }
 }

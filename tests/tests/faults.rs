@@ -486,19 +486,8 @@ fn follower_misses_4m_points(name: &'static str, config: ClusterConfig, catch_up
             bits as f64 / (1u64 << 53) as f64
         }
     };
-    let rows = 10_000i64;
     let started = Instant::now();
-    for batch in 0..400i64 {
-        let mut tablet = common::Tablet::new(device.as_str(), &[("s", common::DataType::Double)]);
-        for row in 0..rows {
-            let t = batch * rows + row;
-            tablet.push_row(t, vec![Some(common::Value::Double(value(t)))]);
-        }
-        run.cluster
-            .runtime
-            .block_on(run.session.insert_tablet(&tablet))
-            .unwrap_or_else(|e| panic!("bulk tablet {batch}: {e}"));
-    }
+    write_bulk(&run, &device, 400, value);
     run.cluster.note(format!(
         "4 M points of {device} written in {:.1} s with datanode-{} down",
         started.elapsed().as_secs_f64(),
@@ -563,13 +552,30 @@ fn follower_misses_4m_points(name: &'static str, config: ClusterConfig, catch_up
     run.finish();
 }
 
+/// Writes `batches` tablets of 10,000 rows of `value(t)` into `device`'s series `s`, in order.
+fn write_bulk(run: &Run, device: &str, batches: i64, value: impl Fn(i64) -> f64) {
+    let rows = 10_000i64;
+    for batch in 0..batches {
+        let mut tablet = common::Tablet::new(device, &[("s", common::DataType::Double)]);
+        for row in 0..rows {
+            let t = batch * rows + row;
+            tablet.push_row(t, vec![Some(common::Value::Double(value(t)))]);
+        }
+        run.cluster
+            .runtime
+            .block_on(run.session.insert_tablet(&tablet))
+            .unwrap_or_else(|e| panic!("bulk tablet {batch}: {e}"));
+    }
+}
+
 /// Scenario 4d (issue 18 item 4, REVIEW H3): a DataNode's data directory is wiped under load
 /// and the node restarted. It must come back as a new node: a new id (its identity file is
-/// gone), none of its old replicas, and every raft message its old peers still send to its
-/// address dropped as addressed to the old id — before, it rejoined under its old id with an
-/// empty raft log and could vote and acknowledge as a member that had lost its log. No
-/// acknowledged write is lost (the checker reads every one back from the remaining replicas,
-/// which agree).
+/// gone), and every raft message its old peers still send to its address dropped as addressed
+/// to the old id — before, it rejoined under its old id with an empty raft log and could vote
+/// and acknowledge as a member that had lost its log. Then its old id's regions migrate to the
+/// new id by membership changes (learner, catch-up by snapshot, joint replace) while writes
+/// continue, so no region stays a replica short. No acknowledged write is lost (the checker
+/// reads every one back, and every region's replicas, the new ones among them, agree).
 ///
 /// It found a read bug, not a write one: acknowledged writes were in their region on every
 /// replica, but a coordinator read only the regions its own cache happened to hold (those its
@@ -583,6 +589,11 @@ fn a_wiped_data_node_comes_back_as_a_new_node() {
         return;
     }
     let mut run = Run::start("4d-wiped-datanode", ClusterConfig::default());
+    // A million full-precision points beside the workload, so that the replacement replicas
+    // have tens of MiB to catch up.
+    write_bulk(&run, &format!("{DATABASE}.bulk"), 100, |t| {
+        ((t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64
+    });
     let target = run.busiest_leader();
     let ids_before = run
         .cluster
@@ -627,19 +638,8 @@ fn a_wiped_data_node_comes_back_as_a_new_node() {
             "the wiped node registered as {new_id}, an id it held or another node holds              ({ids_before:?})"
         ));
     }
-    let hosted: Vec<u64> = run
-        .cluster
-        .replicas(&run.session, target)
-        .expect("the new node's replicas")
-        .iter()
-        .map(|r| r.region_id)
-        .collect();
-    if let Some(region) = hosted.iter().find(|r| old_regions.contains(r)) {
-        failures.push(format!(
-            "the wiped node hosts region {region}, a replica of its old self"
-        ));
-    }
-    // The old id's peers keep sending to its address; the new node drops every such message.
+    // The old id's peers keep sending to its address until it leaves their groups; the new
+    // node drops every such message.
     let dropped = wait_for("raft messages for the old id dropped", WAIT, POLL, || {
         run.cluster
             .dn_metric(target, "raft_misaddressed_messages_total")
@@ -648,11 +648,66 @@ fn a_wiped_data_node_comes_back_as_a_new_node() {
     if let Err(e) = dropped {
         failures.push(format!("no misaddressed raft message was dropped: {e}"));
     }
+    // Each of the old id's regions migrates to the new id while writes go on: a joining
+    // replica, added as a learner, caught up by a streamed snapshot, swapped for the old id by
+    // a joint membership change, and the migration finished in the replica set.
+    let started = Instant::now();
+    let migrated = wait_for(
+        "the old id's regions migrated to the new id",
+        Duration::from_secs(180),
+        POLL,
+        || {
+            let regions = run
+                .cluster
+                .runtime
+                .block_on(run.session.show_regions())
+                .ok()?;
+            old_regions
+                .iter()
+                .all(|id| {
+                    regions.iter().any(|r| {
+                        r.region_id == *id
+                            && r.migration.is_none()
+                            && r.data_node_ids.contains(&new_id)
+                            && !r.data_node_ids.contains(&old_id)
+                    })
+                })
+                .then_some(())
+        },
+    );
+    let migration_secs = started.elapsed().as_secs_f64();
+    if let Err(e) = migrated {
+        let regions = run.cluster.runtime.block_on(run.session.show_regions());
+        failures.push(format!("{e}: {regions:?}"));
+    }
+    let hosted: Vec<u64> = run
+        .cluster
+        .replicas(&run.session, target)
+        .expect("the new node's replicas")
+        .iter()
+        .map(|r| r.region_id)
+        .collect();
+    if let Some(region) = old_regions.iter().find(|r| !hosted.contains(r)) {
+        failures.push(format!(
+            "the new node does not host region {region}, migrated to it"
+        ));
+    }
+    // A joining replica knows no members and always starts from a snapshot.
+    let metric = |name: &str| run.cluster.dn_metric(target, name).unwrap_or(0.0);
+    if metric("snapshot_downloads_total") < 1.0 {
+        failures.push("the new node's replicas caught up without a snapshot".into());
+    }
+    run.wait_acked_since(Instant::now(), 20, "writes after the migrations");
     run.cluster.note(format!(
-        "datanode-{} came back as id {new_id} (was {old_id}); hosts {hosted:?}, its old id \
-         hosted {old_regions:?}",
-        target + 1
+        "datanode-{} came back as id {new_id} (was {old_id}); its old id's regions \
+         {old_regions:?} migrated to it within {migration_secs:.1} s of its registration \
+         ({} snapshots, {:.1} MiB downloaded); it hosts {hosted:?}",
+        target + 1,
+        metric("snapshot_downloads_total"),
+        metric("snapshot_received_bytes_total") / f64::from(1 << 20),
     ));
+    // The checker reads every acknowledged write back and waits for every region's replicas,
+    // the migrated ones among them, to agree on their digests.
     run.finish_with(failures);
 }
 

@@ -112,7 +112,7 @@ pub(super) async fn cluster(session: &Session) -> Result<Outcome, ExecError> {
     ))
 }
 
-/// One row per replica, like IoTDB's `SHOW REGIONS`.
+/// One row per replica, like IoTDB's `SHOW REGIONS`; a migration's joining replica is `Adding`.
 pub(super) async fn regions(session: &Session) -> Result<Outcome, ExecError> {
     let mut rows = Vec::new();
     for region in session.show_regions().await? {
@@ -128,6 +128,16 @@ pub(super) async fn regions(session: &Session) -> Result<Outcome, ExecError> {
                 text(region.database.clone()),
                 int(data_node_id),
                 text(role),
+            ]);
+        }
+        // The joining replica of a migration (IoTDB shows it as Adding).
+        if let Some((_, to)) = region.migration {
+            rows.push(vec![
+                int(region.region_id),
+                text("DataRegion"),
+                text(region.database.clone()),
+                int(to),
+                text("Adding"),
             ]);
         }
     }

@@ -2,7 +2,7 @@
 //! (by snapshot when the leader's log was compacted), is promoted while the lost voter is
 //! removed in one joint-consensus step, and the group then commits without the lost node.
 
-use consensus::{Config, Error, Membership, MembershipChange, Metrics};
+use consensus::{Config, Error, Membership, MembershipChange, Metrics, ReplacementStep};
 
 use crate::harness::Cluster;
 
@@ -217,4 +217,41 @@ fn a_replica_replaying_its_log_skips_the_membership_changes_it_holds() {
     let m = membership(&mut c, replay);
     assert!(!m.is_joint() && m.learners.is_empty(), "{m:?}");
     assert_eq!(m.voters.iter().copied().collect::<Vec<_>>(), c.peers);
+}
+
+#[test]
+fn step_replacement_reconciles_until_done_even_from_the_leaving_leader() {
+    // The replacement is driven by repeated steps on whichever node leads, as a DataNode's
+    // reconciliation loop does; here the node leaving leads at first and hands leadership away.
+    let mut c = Cluster::new(44, 3, 1, Config::default());
+    let from = c.elect(1);
+    for i in 0..10 {
+        assert!(c.write(1, format!("w{i}").as_bytes()).is_ok());
+    }
+    c.add_node(4);
+    c.start(4);
+    let mut steps = Vec::new();
+    let done = c.run_until(60_000, |c| {
+        let Some(leader) = c.leader(1) else {
+            return false;
+        };
+        match c.node(leader).step_replacement(1, from, 4, 8) {
+            Ok(ReplacementStep::Done) => return true,
+            Ok(ReplacementStep::Waiting) => {}
+            Ok(step) => steps.push(step),
+            Err(_) => {} // e.g. a leadership transfer in progress
+        }
+        false
+    });
+    assert!(done, "seed 44: no convergence; steps {steps:?}");
+    assert!(matches!(steps[0], ReplacementStep::TransferredLeadership(t) if t != from && t != 4));
+    assert!(steps.contains(&ReplacementStep::Proposed(MembershipChange::AddLearner(4))));
+    assert!(steps.contains(&ReplacementStep::Proposed(MembershipChange::Replace {
+        add: 4,
+        remove: from
+    })));
+    c.crash(from);
+    c.peers = [1, 2, 3, 4].into_iter().filter(|&p| p != from).collect();
+    assert!(c.write(1, b"after").is_ok());
+    c.heal_and_check();
 }
