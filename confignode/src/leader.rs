@@ -401,13 +401,14 @@ impl Leadership {
                 from,
                 to,
             });
-            let begin = state.replacements_due().into_iter().map(|(region_id, from, to)| {
-                Command::BeginRegionMigration {
+            let begin = state
+                .replacements_due()
+                .into_iter()
+                .map(|(region_id, from, to)| Command::BeginRegionMigration {
                     region_id,
                     from,
                     to,
-                }
-            });
+                });
             finish.chain(begin).collect()
         };
         for command in commands {

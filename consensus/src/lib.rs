@@ -86,9 +86,7 @@ mod wal_backend;
 
 pub use config::Config;
 pub use error::{ApplyError, Error, ProposalError, Result, StorageError};
-pub use node::{
-    GroupStatus, Membership, MembershipChange, Metrics, RaftNode, ReplacementStep,
-};
+pub use node::{GroupStatus, Membership, MembershipChange, Metrics, RaftNode, ReplacementStep};
 pub use raft::StateRole;
 pub use state_machine::{Clock, ManualClock, MonotonicClock, SnapshotJob, StateMachine};
 pub use storage::{GroupStorage, LogBackend, MemLog, NodeStorage, RecordVisitor};

@@ -878,7 +878,10 @@ impl<T: Transport> RaftNode<T> {
             if matched == 0 || matched + catch_up_entries < m.last_index {
                 return Ok(ReplacementStep::Waiting);
             }
-            MembershipChange::Replace { add: to, remove: from }
+            MembershipChange::Replace {
+                add: to,
+                remove: from,
+            }
         } else {
             MembershipChange::AddLearner(to)
         };
@@ -1565,9 +1568,10 @@ mod tests {
     use super::*;
 
     fn voters(ids: &[u64]) -> ConfState {
-        let mut cs = ConfState::default();
-        cs.voters = ids.to_vec();
-        cs
+        ConfState {
+            voters: ids.to_vec(),
+            ..Default::default()
+        }
     }
 
     #[test]

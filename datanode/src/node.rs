@@ -1059,11 +1059,7 @@ impl Shared {
         let node = self.identity.node_id;
         for (id, route) in self.host.missing(regions) {
             let peers = founding_peers(node, &route.replicas, route.migration);
-            match self
-                .host
-                .create_region(id, &route.database, peers, 0)
-                .await
-            {
+            match self.host.create_region(id, &route.database, peers, 0).await {
                 Ok(()) => tracing::info!(node, region = id, "created a missing replica"),
                 Err(e) => tracing::warn!(node, region = id, "creating a missing replica: {e}"),
             }

@@ -45,6 +45,7 @@ impl DataNodeClient for FakeClient {
                 data_node_id: request.data_node_id,
                 incarnation_epoch: request.incarnation_epoch,
                 region_leaders: Vec::new(),
+                memberships: Vec::new(),
             })
         })
     }
@@ -170,6 +171,7 @@ impl DataNodeInternalService for FakeDataNode {
             data_node_id: req.data_node_id,
             incarnation_epoch: epoch,
             region_leaders: Vec::new(),
+            memberships: Vec::new(),
         }))
     }
 

@@ -246,10 +246,12 @@ fn step_replacement_reconciles_until_done_even_from_the_leaving_leader() {
     assert!(done, "seed 44: no convergence; steps {steps:?}");
     assert!(matches!(steps[0], ReplacementStep::TransferredLeadership(t) if t != from && t != 4));
     assert!(steps.contains(&ReplacementStep::Proposed(MembershipChange::AddLearner(4))));
-    assert!(steps.contains(&ReplacementStep::Proposed(MembershipChange::Replace {
-        add: 4,
-        remove: from
-    })));
+    assert!(
+        steps.contains(&ReplacementStep::Proposed(MembershipChange::Replace {
+            add: 4,
+            remove: from
+        }))
+    );
     c.crash(from);
     c.peers = [1, 2, 3, 4].into_iter().filter(|&p| p != from).collect();
     assert!(c.write(1, b"after").is_ok());

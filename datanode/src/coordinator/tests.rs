@@ -170,6 +170,7 @@ impl MetadataSource for FakeSource {
                     database: DB.into(),
                     data_node_ids: replicas.clone(),
                     preferred_leader_id: replicas[0],
+                    ..Default::default()
                 })
                 .collect(),
             data_nodes: vec![location(1), location(2), location(3)],
