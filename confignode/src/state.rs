@@ -442,41 +442,42 @@ impl MetadataState {
     /// The migrations that replace DataNodes which came back as new nodes: for every region
     /// replica on a DataNode `old` whose internal address a newer DataNode registered from
     /// (a node that lost its data directory registers anew, REVIEW H3), `(region, old, new)`,
-    /// when the region has no migration in progress and `new` is Running and not already a
-    /// replica. The ConfigNode leader begins these.
+    /// when `new` is Running and not already a replica. A region migrating already is due only
+    /// when its target was itself superseded so (wiped again before the migration finished):
+    /// the migration is then retargeted from the same `from`. The ConfigNode leader begins these.
     pub fn replacements_due(&self) -> Vec<(u64, u64, u64)> {
-        let newest_at: BTreeMap<&str, &DataNodeRecord> =
-            self.data_nodes
-                .values()
-                .fold(BTreeMap::new(), |mut newest, n| {
-                    let entry = newest.entry(n.internal_address.as_str()).or_insert(n);
-                    if n.id > entry.id {
-                        *entry = n;
-                    }
-                    newest
-                });
         let mut due = Vec::new();
         for r in self.regions.values() {
-            if self.migrations.contains_key(&r.id) {
+            if let Some(&(from, to)) = self.migrations.get(&r.id) {
+                if let Some(new) = self.superseding(to) {
+                    if !r.replicas.contains(&new) {
+                        due.push((r.id, from, new));
+                    }
+                }
                 continue;
             }
             for &old in &r.replicas {
-                let Some(record) = self.data_nodes.get(&old) else {
-                    continue;
-                };
-                let Some(new) = newest_at.get(record.internal_address.as_str()) else {
-                    continue;
-                };
-                if new.id != old
-                    && new.status == NodeStatus::Running
-                    && !r.replicas.contains(&new.id)
-                {
-                    due.push((r.id, old, new.id));
-                    break;
+                if let Some(new) = self.superseding(old) {
+                    if !r.replicas.contains(&new) {
+                        due.push((r.id, old, new));
+                        break;
+                    }
                 }
             }
         }
         due
+    }
+
+    /// The newest Running DataNode registered from `node`'s internal address after it, if one
+    /// is: `node` lost its data and came back as that one.
+    fn superseding(&self, node: u64) -> Option<u64> {
+        let address = &self.data_nodes.get(&node)?.internal_address;
+        self.data_nodes
+            .values()
+            .filter(|n| n.id > node && n.internal_address == *address)
+            .max_by_key(|n| n.id)
+            .filter(|n| n.status == NodeStatus::Running)
+            .map(|n| n.id)
     }
 
     /// Pending fence operations.
@@ -626,8 +627,11 @@ impl MetadataState {
                 let Some(region) = self.regions.get(region_id) else {
                     return refuse("no such region".into());
                 };
-                if let Some((f, t)) = self.migrations.get(region_id) {
-                    return refuse(format!("moving from {f} to {t} already"));
+                if let Some(&(f, t)) = self.migrations.get(region_id) {
+                    // Only a retarget: same `from`, and the target lost its data since.
+                    if f != *from || self.superseding(t) != Some(*to) {
+                        return refuse(format!("moving from {f} to {t} already"));
+                    }
                 }
                 if !region.replicas.contains(from) {
                     return refuse(format!("DataNode {from} holds no replica"));
@@ -1510,6 +1514,22 @@ mod tests {
         }
         assert!(h.state.replacements_due().is_empty(), "begun once");
         assert!(refused(&mut h, 1, 1, 4), "one migration per region");
+        // Region 2's target is wiped too before it finished: the migration is retargeted.
+        h.apply(Command::RegisterNewDataNode {
+            internal_address: "c:1".into(),
+            rpc_address: "c:1-rpc".into(),
+        })
+        .unwrap();
+        assert_eq!(h.state.replacements_due(), vec![(1, 3, 5), (2, 3, 5)]);
+        assert!(refused(&mut h, 2, 1, 5), "a retarget keeps its from");
+        h.apply(Command::BeginRegionMigration {
+            region_id: 2,
+            from: 3,
+            to: 5,
+        })
+        .unwrap();
+        assert_eq!(h.state.region_migration(2), Some((3, 5)));
+        assert_eq!(h.state.replacements_due(), vec![(1, 3, 5)]);
         assert_eq!(h.state.region_migration(1), Some((3, 4)));
         let restored = MetadataState::decode_snapshot(&h.state.encode_snapshot()).unwrap();
         assert_eq!(restored, h.state);
@@ -1532,8 +1552,9 @@ mod tests {
         assert!(r.replicas.contains(&4) && !r.replicas.contains(&3));
         assert!(r.replicas.contains(&r.preferred_leader));
         assert_eq!(h.state.region_migration(1), None);
-        assert_eq!(h.state.migrations().collect::<Vec<_>>(), vec![(2, 3, 4)]);
-        assert!(h.state.replacements_due().is_empty());
+        assert_eq!(h.state.migrations().collect::<Vec<_>>(), vec![(2, 3, 5)]);
+        // Region 1 finished onto 4, which 5 superseded: 4 is replaced in turn.
+        assert_eq!(h.state.replacements_due(), vec![(1, 4, 5)]);
     }
 
     #[test]

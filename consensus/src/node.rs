@@ -123,6 +123,8 @@ pub enum MembershipChange {
     /// Leaves a joint configuration (raft leaves it by itself; this is for a leader elected
     /// while one was pending).
     LeaveJoint,
+    /// Removes learner `node` (one added for a replacement whose target changed since).
+    RemoveLearner(NodeId),
 }
 
 /// What [`RaftNode::step_replacement`] did.
@@ -811,6 +813,15 @@ impl<T: Transport> RaftNode<T> {
                     return refuse("the group is not in a joint configuration".into());
                 }
             }
+            MembershipChange::RemoveLearner(node) => {
+                if joint {
+                    return refuse("the group is in a joint configuration".into());
+                }
+                if !conf.learners.contains(&node) {
+                    return refuse(format!("node {node} is not a learner"));
+                }
+                cc.set_changes(vec![single(ConfChangeType::RemoveNode, node)].into());
+            }
         }
         let last_before = g.raw.raft.raft_log.last_index();
         match g.raw.propose_conf_change(Vec::new(), cc) {
@@ -836,7 +847,8 @@ impl<T: Transport> RaftNode<T> {
     /// Moves the replacement of voter `from` by node `to` one step on, on `group`'s leader (this
     /// node): a reconciliation step, called again until it answers
     /// [`ReplacementStep::Done`]. In order: leave a joint configuration a previous leader left
-    /// behind; hand leadership away when this node is `from`; add `to` as a learner; once the
+    /// behind; hand leadership away when this node is `from`; remove a learner added for an
+    /// earlier target (the group's only learners are replacements'); add `to` as a learner; once the
     /// learner's log is within `catch_up_entries` of the leader's, replace `from` with it
     /// ([`MembershipChange::Replace`]). Waits ([`ReplacementStep::Waiting`]) while a change is
     /// pending or the learner catches up.
@@ -872,6 +884,12 @@ impl<T: Transport> RaftNode<T> {
                 }
                 None => Ok(ReplacementStep::Waiting),
             };
+        }
+        // A learner other than `to` was added for an earlier target of this replacement.
+        if let Some(&stale) = m.learners.iter().find(|&&l| l != to) {
+            let change = MembershipChange::RemoveLearner(stale);
+            self.change_membership(group, change)?;
+            return Ok(ReplacementStep::Proposed(change));
         }
         let change = if m.learners.contains(&to) {
             let matched = m.matched.get(&to).copied().unwrap_or(0);

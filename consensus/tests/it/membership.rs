@@ -257,3 +257,48 @@ fn step_replacement_reconciles_until_done_even_from_the_leaving_leader() {
     assert!(c.write(1, b"after").is_ok());
     c.heal_and_check();
 }
+
+#[test]
+fn a_replacement_retargeted_before_it_finished_removes_the_stale_learner() {
+    // The first target is lost while still a learner (its disk wiped again): the replacement
+    // goes on to a newer node, and the stale learner leaves the group.
+    let mut c = Cluster::new(45, 3, 1, Config::default());
+    let leader = c.elect(1);
+    let from = [1, 2, 3].into_iter().find(|&p| p != leader).unwrap();
+    assert!(c.write(1, b"a").is_ok());
+    c.add_node(4);
+    c.start(4);
+    change(&mut c, MembershipChange::AddLearner(4), |m| {
+        m.matched.get(&4).copied() == Some(m.last_index)
+    });
+    c.crash(4);
+    c.add_node(5);
+    c.start(5);
+    let mut steps = Vec::new();
+    let done = c.run_until(60_000, |c| {
+        let Some(leader) = c.leader(1) else {
+            return false;
+        };
+        match c.node(leader).step_replacement(1, from, 5, 8) {
+            Ok(ReplacementStep::Done) => return true,
+            Ok(ReplacementStep::Waiting) | Err(_) => {}
+            Ok(step) => steps.push(step),
+        }
+        false
+    });
+    assert!(done, "seed 45: no convergence; steps {steps:?}");
+    assert_eq!(
+        steps[0],
+        ReplacementStep::Proposed(MembershipChange::RemoveLearner(4))
+    );
+    let leader = c.elect(1);
+    let m = membership(&mut c, leader);
+    assert!(
+        m.learners.is_empty() && !m.voters.contains(&4) && m.voters.contains(&5),
+        "{m:?}"
+    );
+    c.crash(from);
+    c.peers = [1, 2, 3, 5].into_iter().filter(|&p| p != from).collect();
+    assert!(c.write(1, b"b").is_ok());
+    c.heal_and_check();
+}
