@@ -404,10 +404,11 @@ pub struct SnapshotTransfers {
 
 /// What [`SnapshotTransfers::offer`] made of a raft message.
 pub enum Offer {
-    /// Not a streamed snapshot, or one already staged: step it into raft now.
+    /// Not a streamed snapshot, or one already installed: step it into raft now.
     Step(RaftMessage),
-    /// Held until its download completes (or dropped: a download is running or the bound is
-    /// reached, or the descriptor is bad); raft offers it again.
+    /// Held until its files are found staged or its download completes (or dropped: a
+    /// download is running or the bound is reached, or the descriptor is bad); raft offers it
+    /// again.
     Held,
 }
 
@@ -445,7 +446,8 @@ impl SnapshotTransfers {
     }
 
     /// Takes a received raft message: a streamed snapshot not yet staged starts (or continues)
-    /// its download, and `step` gets the message once the files are staged.
+    /// its download, and `step` gets the message once the files are staged. Whether they are
+    /// is read from disk off the async receive path (a blocking task).
     pub fn offer(
         self: &Arc<Self>,
         message: RaftMessage,
@@ -457,18 +459,26 @@ impl SnapshotTransfers {
         };
         let index = message.message.get_snapshot().get_metadata().get_index();
         let installed = self.installed.lock().get(&message.group).copied();
-        if installed.is_some_and(|at| at >= index)
-            || is_staged(&self.region_dir(message.group), &data)
-        {
+        if installed.is_some_and(|at| at >= index) {
             return Offer::Step(message);
         }
-        if let Some(download) = self.start(message.group, data) {
-            self.runtime.spawn(async move {
+        let transfers = self.clone();
+        self.runtime.spawn(async move {
+            let group = message.group;
+            let (dir, staged_data) = (transfers.region_dir(group), data.clone());
+            let staged = tokio::task::spawn_blocking(move || is_staged(&dir, &staged_data))
+                .await
+                .unwrap_or(false);
+            if staged {
+                step(message);
+                return;
+            }
+            if let Some(download) = transfers.start(group, data) {
                 if download.await {
                     step(message);
                 }
-            });
-        }
+            }
+        });
         Offer::Held
     }
 
