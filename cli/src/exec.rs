@@ -173,6 +173,10 @@ pub async fn execute(session: &Session, statement: &Statement) -> Result<Outcome
             session.unset_ttl(database).await?;
             Ok(Outcome::done())
         }
+        Statement::RemoveDataNode { data_node_id } => {
+            session.remove_data_node(*data_node_id).await?;
+            Ok(Outcome::done())
+        }
         Statement::CreateTimeseries {
             path,
             data_type,

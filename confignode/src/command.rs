@@ -136,6 +136,12 @@ pub enum Command {
         /// The DataNode taking its place.
         to: u64,
     },
+    /// REMOVE DATANODE: the DataNode becomes Removing for good; its replicas migrate to other
+    /// Running DataNodes. Refused when some region of it would have no Running DataNode to go to.
+    RemoveDataNode {
+        /// The DataNode.
+        data_node_id: u64,
+    },
     /// Ends a migration the region's raft group completed (its voters have `to`, not `from`):
     /// `to` replaces `from` among the replicas.
     FinishRegionMigration {
@@ -164,6 +170,7 @@ mod kind {
     pub const REGISTER_NEW_DATA_NODE: u8 = 11;
     pub const BEGIN_REGION_MIGRATION: u8 = 12;
     pub const FINISH_REGION_MIGRATION: u8 = 13;
+    pub const REMOVE_DATA_NODE: u8 = 14;
 }
 
 impl Command {
@@ -276,6 +283,10 @@ impl Command {
                 w.u64(*region_id);
                 w.u64(*from);
                 w.u64(*to);
+            }
+            Command::RemoveDataNode { data_node_id } => {
+                w.u8(kind::REMOVE_DATA_NODE);
+                w.u64(*data_node_id);
             }
             Command::FinishRegionMigration {
                 region_id,
@@ -407,6 +418,9 @@ impl Command {
                 region_id: r.u64()?,
                 from: r.u64()?,
                 to: r.u64()?,
+            },
+            kind::REMOVE_DATA_NODE => Command::RemoveDataNode {
+                data_node_id: r.u64()?,
             },
             kind::FINISH_REGION_MIGRATION => Command::FinishRegionMigration {
                 region_id: r.u64()?,
@@ -725,6 +739,7 @@ pub(crate) mod tests {
                     to,
                 }
             }),
+            (1u64..5).prop_map(|data_node_id| Command::RemoveDataNode { data_node_id }),
             (1u64..4, 0u8..3).prop_map(|(id, s)| Command::SetDataNodeStatus {
                 data_node_id: id,
                 status: NodeStatus::from_code(s).unwrap(),

@@ -473,6 +473,27 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         ))
     }
 
+    async fn remove_data_node(
+        &self,
+        request: Request<proto::RemoveDataNodeReq>,
+    ) -> RpcResult<proto::Status> {
+        if let Err(s) = self.leader() {
+            return Ok(Response::new(s));
+        }
+        let data_node_id = request.into_inner().data_node_id;
+        Ok(Response::new(
+            match self
+                .shared
+                .group
+                .propose(Command::RemoveDataNode { data_node_id })
+                .await
+            {
+                Ok(_) => status_ok(),
+                Err(e) => error_status(&e),
+            },
+        ))
+    }
+
     async fn drop_database(
         &self,
         request: Request<proto::DropDatabaseReq>,
@@ -695,6 +716,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 .copied()
                 .filter(|id| state.region_dropped(*id))
                 .collect(),
+            left_region_ids: state.left_regions(request.data_node_id, &request.region_ids),
         }))
     }
 

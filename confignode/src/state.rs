@@ -445,11 +445,37 @@ impl MetadataState {
     /// when `new` is Running and not already a replica. A region migrating already is due only
     /// when its target was itself superseded so (wiped again before the migration finished):
     /// the migration is then retargeted from the same `from`. The ConfigNode leader begins these.
+    ///
+    /// And for every region replica on a DataNode being removed (REMOVE DATANODE), a migration
+    /// to the Running DataNode holding the fewest replicas (and migration targets) that holds
+    /// none of the region's.
     pub fn replacements_due(&self) -> Vec<(u64, u64, u64)> {
+        let mut load: BTreeMap<u64, usize> = self
+            .data_nodes
+            .values()
+            .filter(|n| n.status == NodeStatus::Running)
+            .map(|n| (n.id, 0))
+            .collect();
+        let holders = self
+            .regions
+            .values()
+            .flat_map(|r| r.replicas.iter())
+            .chain(self.migrations.values().map(|(_, to)| to));
+        for n in holders {
+            if let Some(l) = load.get_mut(n) {
+                *l += 1;
+            }
+        }
+        // One pass over the registry rather than one per replica.
+        let superseded: BTreeMap<u64, u64> = self
+            .data_nodes
+            .keys()
+            .filter_map(|&id| Some((id, self.superseding(id)?)))
+            .collect();
         let mut due = Vec::new();
         for r in self.regions.values() {
             if let Some(&(from, to)) = self.migrations.get(&r.id) {
-                if let Some(new) = self.superseding(to) {
+                if let Some(&new) = superseded.get(&to) {
                     if !r.replicas.contains(&new) {
                         due.push((r.id, from, new));
                     }
@@ -457,15 +483,50 @@ impl MetadataState {
                 continue;
             }
             for &old in &r.replicas {
-                if let Some(new) = self.superseding(old) {
-                    if !r.replicas.contains(&new) {
-                        due.push((r.id, old, new));
-                        break;
+                let new = superseded.get(&old).copied().or_else(|| {
+                    let removing = self
+                        .data_nodes
+                        .get(&old)
+                        .is_some_and(|n| n.status == NodeStatus::Removing);
+                    removing.then_some(())?;
+                    load.iter()
+                        .filter(|(n, _)| !r.replicas.contains(n))
+                        .min_by_key(|(n, l)| (**l, **n))
+                        .map(|(n, _)| *n)
+                });
+                if let Some(new) = new.filter(|new| !r.replicas.contains(new)) {
+                    if let Some(l) = load.get_mut(&new) {
+                        *l += 1;
                     }
+                    due.push((r.id, old, new));
+                    break;
                 }
             }
         }
         due
+    }
+
+    /// Of `hosted`, the regions DataNode `node` has left for good: it is being removed (REMOVE
+    /// DATANODE, never a replica target again) and is neither a replica nor a migration's target
+    /// of the region, which still exists. (A dropped region is [`MetadataState::region_dropped`].)
+    pub fn left_regions(&self, node: u64, hosted: &[u64]) -> Vec<u64> {
+        let removing = self
+            .data_nodes
+            .get(&node)
+            .is_some_and(|n| n.status == NodeStatus::Removing);
+        if !removing {
+            return Vec::new();
+        }
+        hosted
+            .iter()
+            .copied()
+            .filter(|id| {
+                self.regions.get(id).is_some_and(|r| {
+                    !r.replicas.contains(&node)
+                        && self.migrations.get(id).is_none_or(|(_, to)| *to != node)
+                })
+            })
+            .collect()
     }
 
     /// The newest Running DataNode registered from `node`'s internal address after it, if one
@@ -650,6 +711,37 @@ impl MetadataState {
                 self.bump();
                 Ok(CommandResult::Done)
             }
+            Command::RemoveDataNode { data_node_id } => {
+                let node = self
+                    .data_nodes
+                    .get(data_node_id)
+                    .ok_or(MetadataError::DataNodeNotFound(*data_node_id))?;
+                if node.status == NodeStatus::Removing {
+                    return Ok(CommandResult::Done);
+                }
+                let running: Vec<u64> = self
+                    .data_nodes
+                    .values()
+                    .filter(|n| n.status == NodeStatus::Running && n.id != *data_node_id)
+                    .map(|n| n.id)
+                    .collect();
+                for r in self.regions.values() {
+                    if r.replicas.contains(data_node_id)
+                        && running.iter().all(|n| r.replicas.contains(n))
+                    {
+                        return Err(MetadataError::NotEnoughDataNodes {
+                            running: running.len(),
+                            replication_factor: r.replicas.len() as u32,
+                        });
+                    }
+                }
+                self.data_nodes
+                    .get_mut(data_node_id)
+                    .expect("looked up above")
+                    .status = NodeStatus::Removing;
+                self.bump();
+                Ok(CommandResult::Done)
+            }
             Command::FinishRegionMigration {
                 region_id,
                 from,
@@ -762,7 +854,10 @@ impl MetadataState {
         node.internal_address = internal_address.to_string();
         node.rpc_address = rpc_address.to_string();
         node.incarnation_epoch += 1;
-        node.status = NodeStatus::Running;
+        // A node being removed stays so when it restarts (REMOVE DATANODE is final).
+        if node.status != NodeStatus::Removing {
+            node.status = NodeStatus::Running;
+        }
         let epoch = node.incarnation_epoch;
         self.next_data_node_id = self.next_data_node_id.max(id + 1);
         self.bump();
@@ -1555,6 +1650,74 @@ mod tests {
         assert_eq!(h.state.migrations().collect::<Vec<_>>(), vec![(2, 3, 5)]);
         // Region 1 finished onto 4, which 5 superseded: 4 is replaced in turn.
         assert_eq!(h.state.replacements_due(), vec![(1, 4, 5)]);
+    }
+
+    /// REMOVE DATANODE: refused while a region of the node would have nowhere to go; then the
+    /// node is Removing for good (a restart keeps it so), each of its replicas migrates to the
+    /// least-loaded Running node without one, and once a migration finished the node has left
+    /// that region for good.
+    #[test]
+    fn a_removed_node_migrates_its_replicas_and_then_has_left_them() {
+        let mut h = Harness::new();
+        for a in ["a:1", "b:1", "c:1"] {
+            h.register(0, a);
+        }
+        h.apply(Command::CreateDatabase {
+            database: "root.sg".into(),
+        })
+        .unwrap();
+        h.apply(Command::AllocatePartitions {
+            database: "root.sg".into(),
+            slots: vec![(1, 0), (2, 0)],
+            replication_factor: 3,
+            region_groups_max: 2,
+            database_partitions_max: u64::MAX,
+        })
+        .unwrap();
+        assert!(matches!(
+            h.apply(Command::RemoveDataNode { data_node_id: 2 }),
+            Err(MetadataError::NotEnoughDataNodes { .. })
+        ));
+        assert!(matches!(
+            h.apply(Command::RemoveDataNode { data_node_id: 9 }),
+            Err(MetadataError::DataNodeNotFound(9))
+        ));
+        h.register(0, "d:1");
+        h.register(0, "e:1");
+        h.apply(Command::RemoveDataNode { data_node_id: 2 })
+            .unwrap();
+        h.apply(Command::RemoveDataNode { data_node_id: 2 })
+            .unwrap();
+        assert_eq!(h.register(2, "b:1").0, 2);
+        assert_eq!(h.state.data_node(2).unwrap().status, NodeStatus::Removing);
+        // Spread over the two new nodes, each holding nothing yet.
+        assert_eq!(h.state.replacements_due(), vec![(1, 2, 4), (2, 2, 5)]);
+        assert_eq!(h.state.left_regions(2, &[1, 2]), Vec::<u64>::new());
+        for (region_id, from, to) in h.state.replacements_due() {
+            h.apply(Command::BeginRegionMigration {
+                region_id,
+                from,
+                to,
+            })
+            .unwrap();
+        }
+        assert!(h.state.replacements_due().is_empty());
+        h.apply(Command::FinishRegionMigration {
+            region_id: 1,
+            from: 2,
+            to: 4,
+        })
+        .unwrap();
+        assert_eq!(h.state.left_regions(2, &[1, 2, 77]), vec![1]);
+        assert_eq!(h.state.left_regions(4, &[1, 2]), Vec::<u64>::new());
+        // A Removing node is never a migration's target.
+        h.apply(Command::SetDataNodeStatus {
+            data_node_id: 4,
+            status: NodeStatus::Unknown,
+        })
+        .unwrap();
+        let restored = MetadataState::decode_snapshot(&h.state.encode_snapshot()).unwrap();
+        assert_eq!(restored, h.state);
     }
 
     #[test]

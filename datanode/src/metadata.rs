@@ -337,6 +337,7 @@ impl ConfigNodeLink {
     pub(crate) async fn survey_regions(&self, hosted: &[u64]) -> Result<RegionSurvey, String> {
         let request = proto::ShowRegionsReq {
             region_ids: hosted.to_vec(),
+            data_node_id: self.node_id,
         };
         let answer = self
             .client
@@ -476,6 +477,9 @@ pub(crate) struct RegionSurvey {
     pub assigned: BTreeMap<u64, RegionRoute>,
     /// Of the regions asked about, those dropped for good.
     pub dropped: BTreeSet<u64>,
+    /// Of the regions asked about, those this DataNode, being removed, left for good (their
+    /// replicas migrated to other DataNodes).
+    pub left: BTreeSet<u64>,
 }
 
 impl RegionSurvey {
@@ -492,13 +496,22 @@ impl RegionSurvey {
             .into_iter()
             .filter(|id| asked.contains(id))
             .collect();
+        let left: BTreeSet<u64> = answer
+            .left_region_ids
+            .into_iter()
+            .filter(|id| asked.contains(id))
+            .collect();
         let assigned = region_routes(answer.regions);
         if let Some(both) = dropped.iter().find(|id| assigned.contains_key(id)) {
             return Err(format!(
                 "the ConfigNode answered region {both} both live and dropped"
             ));
         }
-        Ok(RegionSurvey { assigned, dropped })
+        Ok(RegionSurvey {
+            assigned,
+            dropped,
+            left,
+        })
     }
 }
 
@@ -567,6 +580,7 @@ mod tests {
                 })
                 .collect(),
             dropped_region_ids: dropped.to_vec(),
+            left_region_ids: Vec::new(),
         }
     }
 
@@ -579,6 +593,11 @@ mod tests {
                 .unwrap();
         assert_eq!(survey.dropped, BTreeSet::from([3, 5]));
         assert_eq!(survey.assigned.keys().copied().collect::<Vec<_>>(), [4]);
+        // Regions a node being removed left: only those it asked about.
+        let mut left = answer(StatusCode::Success, &[3, 4, 5], &[]);
+        left.left_region_ids = vec![4, 8];
+        let survey = RegionSurvey::from_answer(&hosted, left).unwrap();
+        assert_eq!(survey.left, BTreeSet::from([4]));
         // A stale or partial answer that merely lacks a region drops nothing.
         let survey =
             RegionSurvey::from_answer(&hosted, answer(StatusCode::Success, &[], &[])).unwrap();

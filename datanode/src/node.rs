@@ -991,6 +991,17 @@ impl Shared {
                 Err(e) => tracing::warn!(node, region_id, "removing a dropped region: {e}"),
             }
         }
+        // This node is being removed and its replica of these migrated away: the raft group no
+        // longer counts it.
+        for region_id in &survey.left {
+            match self.host.remove_region(*region_id).await {
+                Ok(()) => {
+                    inc(&self.metrics.regions_removed);
+                    tracing::info!(node, region_id, "removed a replica that migrated away");
+                }
+                Err(e) => tracing::warn!(node, region_id, "removing a region left: {e}"),
+            }
+        }
         if self.metadata.lease().is_live() {
             self.create_missing_regions(&survey.assigned).await;
         }

@@ -328,6 +328,7 @@ impl SessionService for SessionServiceImpl {
                         // Also a fence operation: answered once every DataNode dropped its
                         // cached copy of the database (and so its TTL) or is fenced.
                         Statement::SetTtl(r) => c.set_ttl(r).await,
+                        Statement::RemoveDataNode(r) => c.remove_data_node(r).await,
                     }
                 }
             })

@@ -465,6 +465,18 @@ impl Session {
         .await
     }
 
+    /// `REMOVE DATANODE <id>`: the DataNode's region replicas migrate to other Running
+    /// DataNodes (learner, catch-up by snapshot, joint replace), after which it removes them.
+    /// Answers once the removal is recorded; `show_regions` shows the migrations
+    /// ([`crate::RegionView::migration`]) until they finished.
+    pub async fn remove_data_node(&self, data_node_id: u64) -> Result<()> {
+        use proto::schema_statement_req::Statement;
+        self.schema(Statement::RemoveDataNode(proto::RemoveDataNodeReq {
+            data_node_id,
+        }))
+        .await
+    }
+
     /// `UNSET TTL TO root.sg`: the database keeps its data forever again.
     pub async fn unset_ttl(&self, database: &str) -> Result<()> {
         use proto::schema_statement_req::Statement;

@@ -586,8 +586,9 @@ impl Cluster {
             },
         )?;
         let session = self.session()?;
+        // A DataNode being removed (REMOVE DATANODE) stays registered and running as Removing.
         wait_for(
-            "every DataNode registered and Running",
+            "every DataNode registered and Running (or Removing)",
             Duration::from_secs(60),
             Duration::from_millis(200),
             || {
@@ -598,8 +599,9 @@ impl Cluster {
                     .iter()
                     .filter(|d| !retired.contains(&d.data_node_id))
                     .collect();
-                (live.len() == self.data_nodes.len() && live.iter().all(|d| d.status == "Running"))
-                    .then_some(())
+                let up =
+                    |d: &&session::DataNodeView| d.status == "Running" || d.status == "Removing";
+                (live.len() == self.data_nodes.len() && live.iter().all(up)).then_some(())
             },
         )?;
         wait_for(

@@ -711,6 +711,103 @@ fn a_wiped_data_node_comes_back_as_a_new_node() {
     run.finish_with(failures);
 }
 
+/// Scenario 4f (issue 18 item 4): `REMOVE DATANODE` of a live DataNode that leads regions,
+/// under load, in a cluster of four DataNodes. Each of its replicas migrates to the DataNode
+/// without one (learner, catch-up by snapshot, joint replace, its leadership handed away first),
+/// the migrations finish in the replica sets, and the removed node then deletes the replicas it
+/// no longer holds. No acknowledged write is lost and every region's replicas agree.
+#[test]
+fn a_removed_data_node_hands_its_replicas_over() {
+    let _serial = serial();
+    if !require_namespaces("a_removed_data_node_hands_its_replicas_over") {
+        return;
+    }
+    let config = ClusterConfig {
+        data_nodes: 4,
+        ..ClusterConfig::default()
+    };
+    let mut run = Run::start("4f-remove-datanode", config);
+    write_bulk(&run, &format!("{DATABASE}.bulk"), 50, |t| {
+        ((t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64
+    });
+    let target = run.busiest_leader();
+    let ids = run
+        .cluster
+        .data_node_ids(&run.session)
+        .expect("SHOW CLUSTER");
+    let id = *ids
+        .iter()
+        .find(|(_, &j)| j == target)
+        .expect("the target's id")
+        .0;
+    let held: Vec<u64> = run
+        .cluster
+        .replicas(&run.session, target)
+        .expect("the target's replicas")
+        .iter()
+        .map(|r| r.region_id)
+        .collect();
+    assert!(!held.is_empty(), "the target hosts regions");
+    run.fault(&format!("REMOVE DATANODE {id} (datanode-{})", target + 1));
+    let started = Instant::now();
+    run.cluster
+        .runtime
+        .block_on(run.session.remove_data_node(id))
+        .expect("REMOVE DATANODE");
+    let mut failures = Vec::new();
+    let migrated = wait_for(
+        "the removed node's replicas migrated away",
+        Duration::from_secs(180),
+        POLL,
+        || {
+            let regions = run
+                .cluster
+                .runtime
+                .block_on(run.session.show_regions())
+                .ok()?;
+            regions
+                .iter()
+                .all(|r| r.migration.is_none() && !r.data_node_ids.contains(&id))
+                .then_some(())
+        },
+    );
+    let migrated_secs = started.elapsed().as_secs_f64();
+    if let Err(e) = migrated {
+        let regions = run.cluster.runtime.block_on(run.session.show_regions());
+        failures.push(format!("{e}: {regions:?}"));
+    }
+    let released = wait_for("the removed node deleted its replicas", WAIT, POLL, || {
+        let mine = run.cluster.replicas(&run.session, target).ok()?;
+        mine.is_empty().then_some(())
+    });
+    if let Err(e) = released {
+        failures.push(e.to_string());
+    }
+    let status = run
+        .cluster
+        .runtime
+        .block_on(run.session.show_cluster())
+        .ok()
+        .and_then(|c| c.data_nodes.into_iter().find(|d| d.data_node_id == id))
+        .map(|d| d.status);
+    if status.as_deref() != Some("Removing") {
+        failures.push(format!(
+            "DataNode {id} is {status:?} in SHOW CLUSTER, not Removing"
+        ));
+    }
+    run.wait_acked_since(Instant::now(), 20, "writes after the removal");
+    let received: f64 = (0..4)
+        .filter(|&j| j != target)
+        .filter_map(|j| run.cluster.dn_metric(j, "snapshot_received_bytes_total"))
+        .sum();
+    run.cluster.note(format!(
+        "REMOVE DATANODE {id}: its replicas of {held:?} migrated within {migrated_secs:.1} s \
+         ({:.1} MiB by snapshot), and it holds none",
+        received / f64::from(1 << 20)
+    ));
+    run.finish_with(failures);
+}
+
 /// Resident memory of a process in bytes (`VmRSS`), if it is running.
 fn rss_bytes(pid: Option<i32>) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;

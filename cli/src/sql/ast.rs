@@ -27,6 +27,11 @@ pub enum Statement {
         /// The database path.
         database: String,
     },
+    /// `REMOVE DATANODE 3`: its replicas migrate to the other DataNodes.
+    RemoveDataNode {
+        /// The DataNode's id (`SHOW CLUSTER`).
+        data_node_id: u64,
+    },
     /// `CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=DOUBLE`
     CreateTimeseries {
         /// The full series path.

@@ -194,7 +194,7 @@ impl Parser<'_> {
 
     fn statement(&mut self) -> Result<Statement, ParseError> {
         const EXPECTED: &str =
-            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, QUIT)";
+            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, QUIT)";
         let keyword = match self.peek_kind() {
             Some(TokenKind::Word(w)) => w.to_ascii_uppercase(),
             _ => return Err(self.error(EXPECTED)),
@@ -239,6 +239,23 @@ impl Parser<'_> {
                 }
                 let database = self.path(PathKind::Database)?;
                 Ok(Statement::UnsetTtl { database })
+            }
+            "REMOVE" => {
+                self.next += 1;
+                self.expect_keyword("DATANODE")?;
+                let at = self.next;
+                match self.number("a DataNode id")? {
+                    Literal::Integer(id) if id > 0 => Ok(Statement::RemoveDataNode {
+                        data_node_id: id as u64,
+                    }),
+                    _ => Err(Self::error_at(
+                        &self.tokens[at],
+                        format!(
+                            "expected a DataNode id (SHOW CLUSTER), found '{}'",
+                            self.tokens[at].text
+                        ),
+                    )),
+                }
             }
             "INSERT" => self.insert(),
             "SELECT" => self.select(),

@@ -86,6 +86,24 @@ fn ttl_statements() {
 }
 
 #[test]
+fn remove_datanode() {
+    assert_eq!(
+        one("REMOVE DATANODE 3"),
+        Statement::RemoveDataNode { data_node_id: 3 }
+    );
+    assert_eq!(
+        one("remove datanode 12;"),
+        Statement::RemoveDataNode { data_node_id: 12 }
+    );
+    assert!(error("REMOVE DATANODE").contains("DataNode id"));
+    assert!(error("REMOVE DATANODE 0").contains("DataNode id"));
+    assert!(error("REMOVE DATANODE -1").contains("DataNode id"));
+    assert!(error("REMOVE DATANODE 1.5").contains("DataNode id"));
+    assert!(error("REMOVE NODE 1").contains("DATANODE"));
+    assert!(error("REMOVE DATANODE 1 2").contains("2"));
+}
+
+#[test]
 fn create_timeseries_forms() {
     let double = |encoding: Option<&str>, compressor: Option<&str>| Statement::CreateTimeseries {
         path: "root.sg.d1.s1".into(),
@@ -394,7 +412,7 @@ fn error_positions_name_line_and_column() {
     );
     assert_eq!(
         error("SELEC * FROM root.sg.d1"),
-        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, QUIT), found 'SELEC'"
+        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, QUIT), found 'SELEC'"
     );
     assert_eq!(
         error("CREATE DATABASE sg"),
