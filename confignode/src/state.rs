@@ -1556,11 +1556,9 @@ mod tests {
         assert_eq!(h.register(0, "c:1"), (3, 1));
     }
 
-    /// A DataNode that came back as a new node (same internal address, new id) takes over the
-    /// old one's replicas by migrations: begun once per region, finished into the replica set,
-    /// kept across snapshots, refused when they do not fit.
-    #[test]
-    fn a_new_node_on_an_old_address_replaces_it_by_region_migrations() {
+    /// DataNodes 1, 2, 3 on `a:1`, `b:1`, `c:1`, and regions 1 and 2 of `root.sg` with a replica
+    /// on each.
+    fn three_nodes_two_regions() -> Harness {
         let mut h = Harness::new();
         for a in ["a:1", "b:1", "c:1"] {
             h.register(0, a);
@@ -1577,6 +1575,15 @@ mod tests {
             database_partitions_max: u64::MAX,
         })
         .unwrap();
+        h
+    }
+
+    /// A DataNode that came back as a new node (same internal address, new id) takes over the
+    /// old one's replicas by migrations: begun once per region, finished into the replica set,
+    /// kept across snapshots, refused when they do not fit.
+    #[test]
+    fn a_new_node_on_an_old_address_replaces_it_by_region_migrations() {
+        let mut h = three_nodes_two_regions();
         assert!(h.state.replacements_due().is_empty());
         h.apply(Command::RegisterNewDataNode {
             internal_address: "c:1".into(),
@@ -1658,22 +1665,7 @@ mod tests {
     /// that region for good.
     #[test]
     fn a_removed_node_migrates_its_replicas_and_then_has_left_them() {
-        let mut h = Harness::new();
-        for a in ["a:1", "b:1", "c:1"] {
-            h.register(0, a);
-        }
-        h.apply(Command::CreateDatabase {
-            database: "root.sg".into(),
-        })
-        .unwrap();
-        h.apply(Command::AllocatePartitions {
-            database: "root.sg".into(),
-            slots: vec![(1, 0), (2, 0)],
-            replication_factor: 3,
-            region_groups_max: 2,
-            database_partitions_max: u64::MAX,
-        })
-        .unwrap();
+        let mut h = three_nodes_two_regions();
         assert!(matches!(
             h.apply(Command::RemoveDataNode { data_node_id: 2 }),
             Err(MetadataError::NotEnoughDataNodes { .. })

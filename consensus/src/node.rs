@@ -255,6 +255,32 @@ impl Group {
         self.proposals.len() + self.reads.len()
     }
 
+    /// Appends one entry on the leader by `propose` and registers its proposer: the entry's
+    /// index and the ticket its outcome resolves.
+    fn append_proposal(
+        &mut self,
+        group: GroupId,
+        propose: impl FnOnce(&mut RawNode<GroupStorage>) -> raft::Result<()>,
+    ) -> Result<(u64, Ticket<Vec<u8>>)> {
+        let last_before = self.raw.raft.raft_log.last_index();
+        match propose(&mut self.raw) {
+            Ok(()) => {}
+            Err(raft::Error::ProposalDropped) => return Err(Error::ProposalDropped { group }),
+            Err(e) => return Err(e.into()),
+        }
+        let index = self.raw.raft.raft_log.last_index();
+        assert_eq!(
+            index,
+            last_before + 1,
+            "a proposal appends exactly one entry"
+        );
+        let term = self.raw.raft.term;
+        let (completer, ticket) = ticket(group);
+        self.proposals
+            .insert(index, PendingProposal { term, completer });
+        Ok((index, ticket))
+    }
+
     fn fail_all(&mut self, group: GroupId) {
         for (index, p) in std::mem::take(&mut self.proposals) {
             p.completer.complete(Err(ProposalError::LeaderChanged {
@@ -687,22 +713,7 @@ impl<T: Transport> RaftNode<T> {
         if g.raw.raft.lead_transferee.is_some() {
             return Err(Error::ProposalDropped { group });
         }
-        let last_before = g.raw.raft.raft_log.last_index();
-        match g.raw.propose(Vec::new(), data) {
-            Ok(()) => {}
-            Err(raft::Error::ProposalDropped) => return Err(Error::ProposalDropped { group }),
-            Err(e) => return Err(e.into()),
-        }
-        let index = g.raw.raft.raft_log.last_index();
-        assert_eq!(
-            index,
-            last_before + 1,
-            "a proposal appends exactly one entry"
-        );
-        let term = g.raw.raft.term;
-        let (completer, ticket) = ticket(group);
-        g.proposals
-            .insert(index, PendingProposal { term, completer });
+        let (_, ticket) = g.append_proposal(group, |raw| raw.propose(Vec::new(), data))?;
         Metrics::inc(&self.metrics.proposals);
         Ok(ticket)
     }
@@ -823,22 +834,8 @@ impl<T: Transport> RaftNode<T> {
                 cc.set_changes(vec![single(ConfChangeType::RemoveNode, node)].into());
             }
         }
-        let last_before = g.raw.raft.raft_log.last_index();
-        match g.raw.propose_conf_change(Vec::new(), cc) {
-            Ok(()) => {}
-            Err(raft::Error::ProposalDropped) => return Err(Error::ProposalDropped { group }),
-            Err(e) => return Err(e.into()),
-        }
-        let index = g.raw.raft.raft_log.last_index();
-        assert_eq!(
-            index,
-            last_before + 1,
-            "a proposal appends exactly one entry"
-        );
-        let term = g.raw.raft.term;
-        let (completer, ticket) = ticket(group);
-        g.proposals
-            .insert(index, PendingProposal { term, completer });
+        let (index, ticket) =
+            g.append_proposal(group, |raw| raw.propose_conf_change(Vec::new(), cc))?;
         Metrics::inc(&self.metrics.membership_changes);
         tracing::info!(group, ?change, index, "membership change proposed");
         Ok(ticket)

@@ -481,10 +481,7 @@ fn follower_misses_4m_points(name: &'static str, config: ClusterConfig, catch_up
     // disk), so the snapshot is tens of MiB in many chunks.
     let value = |t: i64| match catch_up {
         CatchUp::FromTheLog => (t % 1000) as f64 / 10.0,
-        CatchUp::BySnapshot => {
-            let bits = (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
-            bits as f64 / (1u64 << 53) as f64
-        }
+        CatchUp::BySnapshot => noise(t),
     };
     let started = Instant::now();
     write_bulk(&run, &device, 400, value);
@@ -568,6 +565,54 @@ fn write_bulk(run: &Run, device: &str, batches: i64, value: impl Fn(i64) -> f64)
     }
 }
 
+/// Full-precision noise in [0, 1): about 8 bytes a point on disk.
+fn noise(t: i64) -> f64 {
+    ((t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The busiest region leader, with its DataNode id and the regions it hosts (at least one).
+fn busiest_with_regions(run: &Run) -> (usize, u64, Vec<u64>) {
+    let target = run.busiest_leader();
+    let ids = run
+        .cluster
+        .data_node_ids(&run.session)
+        .expect("SHOW CLUSTER");
+    let id = *ids
+        .iter()
+        .find(|(_, &j)| j == target)
+        .expect("the target's id")
+        .0;
+    let regions: Vec<u64> = run
+        .cluster
+        .replicas(&run.session, target)
+        .expect("the target's replicas")
+        .iter()
+        .map(|r| r.region_id)
+        .collect();
+    assert!(!regions.is_empty(), "the target hosts regions");
+    (target, id, regions)
+}
+
+/// Waits up to 180 s until every region's replica set passes `done` with no migration left;
+/// the time it took, or why not (with the last answer).
+fn wait_for_migrations(
+    run: &Run,
+    what: &str,
+    done: impl Fn(&session::RegionView) -> bool,
+) -> Result<f64, String> {
+    let started = Instant::now();
+    let show = || run.cluster.runtime.block_on(run.session.show_regions());
+    wait_for(what, Duration::from_secs(180), POLL, || {
+        let regions = show().ok()?;
+        regions
+            .iter()
+            .all(|r| r.migration.is_none() && done(r))
+            .then_some(())
+    })
+    .map(|()| started.elapsed().as_secs_f64())
+    .map_err(|e| format!("{e}: {:?}", show()))
+}
+
 /// Scenario 4d (issue 18 item 4, REVIEW H3): a DataNode's data directory is wiped under load
 /// and the node restarted. It must come back as a new node: a new id (its identity file is
 /// gone), and every raft message its old peers still send to its address dropped as addressed
@@ -591,27 +636,12 @@ fn a_wiped_data_node_comes_back_as_a_new_node() {
     let mut run = Run::start("4d-wiped-datanode", ClusterConfig::default());
     // A million full-precision points beside the workload, so that the replacement replicas
     // have tens of MiB to catch up.
-    write_bulk(&run, &format!("{DATABASE}.bulk"), 100, |t| {
-        ((t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64
-    });
-    let target = run.busiest_leader();
+    write_bulk(&run, &format!("{DATABASE}.bulk"), 100, noise);
     let ids_before = run
         .cluster
         .data_node_ids(&run.session)
         .expect("SHOW CLUSTER");
-    let old_id = *ids_before
-        .iter()
-        .find(|(_, &j)| j == target)
-        .expect("the target's id")
-        .0;
-    let old_regions: Vec<u64> = run
-        .cluster
-        .replicas(&run.session, target)
-        .expect("the target's replicas")
-        .iter()
-        .map(|r| r.region_id)
-        .collect();
-    assert!(!old_regions.is_empty(), "the target hosts regions");
+    let (target, old_id, old_regions) = busiest_with_regions(&run);
     run.fault(&format!(
         "kill -9 datanode-{} (id {old_id}), its data directory wiped, restarted",
         target + 1
@@ -651,35 +681,15 @@ fn a_wiped_data_node_comes_back_as_a_new_node() {
     // Each of the old id's regions migrates to the new id while writes go on: a joining
     // replica, added as a learner, caught up by a streamed snapshot, swapped for the old id by
     // a joint membership change, and the migration finished in the replica set.
-    let started = Instant::now();
-    let migrated = wait_for(
-        "the old id's regions migrated to the new id",
-        Duration::from_secs(180),
-        POLL,
-        || {
-            let regions = run
-                .cluster
-                .runtime
-                .block_on(run.session.show_regions())
-                .ok()?;
-            old_regions
-                .iter()
-                .all(|id| {
-                    regions.iter().any(|r| {
-                        r.region_id == *id
-                            && r.migration.is_none()
-                            && r.data_node_ids.contains(&new_id)
-                            && !r.data_node_ids.contains(&old_id)
-                    })
-                })
-                .then_some(())
-        },
-    );
-    let migration_secs = started.elapsed().as_secs_f64();
-    if let Err(e) = migrated {
-        let regions = run.cluster.runtime.block_on(run.session.show_regions());
-        failures.push(format!("{e}: {regions:?}"));
-    }
+    let migration_secs =
+        wait_for_migrations(&run, "the old id's regions migrated to the new id", |r| {
+            !old_regions.contains(&r.region_id)
+                || (r.data_node_ids.contains(&new_id) && !r.data_node_ids.contains(&old_id))
+        })
+        .unwrap_or_else(|e| {
+            failures.push(e);
+            f64::NAN
+        });
     let hosted: Vec<u64> = run
         .cluster
         .replicas(&run.session, target)
@@ -727,55 +737,22 @@ fn a_removed_data_node_hands_its_replicas_over() {
         ..ClusterConfig::default()
     };
     let mut run = Run::start("4f-remove-datanode", config);
-    write_bulk(&run, &format!("{DATABASE}.bulk"), 50, |t| {
-        ((t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64
-    });
-    let target = run.busiest_leader();
-    let ids = run
-        .cluster
-        .data_node_ids(&run.session)
-        .expect("SHOW CLUSTER");
-    let id = *ids
-        .iter()
-        .find(|(_, &j)| j == target)
-        .expect("the target's id")
-        .0;
-    let held: Vec<u64> = run
-        .cluster
-        .replicas(&run.session, target)
-        .expect("the target's replicas")
-        .iter()
-        .map(|r| r.region_id)
-        .collect();
-    assert!(!held.is_empty(), "the target hosts regions");
+    write_bulk(&run, &format!("{DATABASE}.bulk"), 50, noise);
+    let (target, id, held) = busiest_with_regions(&run);
     run.fault(&format!("REMOVE DATANODE {id} (datanode-{})", target + 1));
-    let started = Instant::now();
     run.cluster
         .runtime
         .block_on(run.session.remove_data_node(id))
         .expect("REMOVE DATANODE");
     let mut failures = Vec::new();
-    let migrated = wait_for(
-        "the removed node's replicas migrated away",
-        Duration::from_secs(180),
-        POLL,
-        || {
-            let regions = run
-                .cluster
-                .runtime
-                .block_on(run.session.show_regions())
-                .ok()?;
-            regions
-                .iter()
-                .all(|r| r.migration.is_none() && !r.data_node_ids.contains(&id))
-                .then_some(())
-        },
-    );
-    let migrated_secs = started.elapsed().as_secs_f64();
-    if let Err(e) = migrated {
-        let regions = run.cluster.runtime.block_on(run.session.show_regions());
-        failures.push(format!("{e}: {regions:?}"));
-    }
+    let migrated_secs =
+        wait_for_migrations(&run, "the removed node's replicas migrated away", |r| {
+            !r.data_node_ids.contains(&id)
+        })
+        .unwrap_or_else(|e| {
+            failures.push(e);
+            f64::NAN
+        });
     let released = wait_for("the removed node deleted its replicas", WAIT, POLL, || {
         let mine = run.cluster.replicas(&run.session, target).ok()?;
         mine.is_empty().then_some(())
