@@ -137,7 +137,8 @@ pub enum Command {
         to: u64,
     },
     /// REMOVE DATANODE: the DataNode becomes Removing for good; its replicas migrate to other
-    /// Running DataNodes. Refused when some region of it would have no Running DataNode to go to.
+    /// Running DataNodes. Refused (a migration refusal naming the region) when some region of it
+    /// would have no Running DataNode to go to.
     RemoveDataNode {
         /// The DataNode.
         data_node_id: u64,

@@ -729,9 +729,14 @@ impl MetadataState {
                     if r.replicas.contains(data_node_id)
                         && running.iter().all(|n| r.replicas.contains(n))
                     {
-                        return Err(MetadataError::NotEnoughDataNodes {
-                            running: running.len(),
-                            replication_factor: r.replicas.len() as u32,
+                        return Err(MetadataError::MigrationRefused {
+                            region_id: r.id,
+                            reason: format!(
+                                "DataNode {data_node_id} cannot be removed: each of the {} other \
+                                 Running DataNodes holds a replica of the region already; add a \
+                                 DataNode first",
+                                running.len()
+                            ),
                         });
                     }
                 }
@@ -1668,7 +1673,7 @@ mod tests {
         let mut h = three_nodes_two_regions();
         assert!(matches!(
             h.apply(Command::RemoveDataNode { data_node_id: 2 }),
-            Err(MetadataError::NotEnoughDataNodes { .. })
+            Err(MetadataError::MigrationRefused { region_id: 1, .. })
         ));
         assert!(matches!(
             h.apply(Command::RemoveDataNode { data_node_id: 9 }),
