@@ -138,6 +138,17 @@ macro_rules! try_status {
 }
 
 impl ConfigNodeServiceImpl {
+    /// Proposes `command` on the leader and answers its outcome as a status.
+    async fn propose_for_status(&self, command: Command) -> proto::Status {
+        if let Err(s) = self.leader() {
+            return s;
+        }
+        match self.shared.group.propose(command).await {
+            Ok(_) => status_ok(),
+            Err(e) => error_status(&e),
+        }
+    }
+
     async fn run_fence_operation(&self, begin: Command) -> proto::Status {
         if let Err(s) = self.leader() {
             return s;
@@ -456,20 +467,10 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         &self,
         request: Request<proto::CreateDatabaseReq>,
     ) -> RpcResult<proto::Status> {
-        if let Err(s) = self.leader() {
-            return Ok(Response::new(s));
-        }
         let database = request.into_inner().database;
         Ok(Response::new(
-            match self
-                .shared
-                .group
-                .propose(Command::CreateDatabase { database })
-                .await
-            {
-                Ok(_) => status_ok(),
-                Err(e) => error_status(&e),
-            },
+            self.propose_for_status(Command::CreateDatabase { database })
+                .await,
         ))
     }
 
@@ -477,20 +478,10 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         &self,
         request: Request<proto::RemoveDataNodeReq>,
     ) -> RpcResult<proto::Status> {
-        if let Err(s) = self.leader() {
-            return Ok(Response::new(s));
-        }
         let data_node_id = request.into_inner().data_node_id;
         Ok(Response::new(
-            match self
-                .shared
-                .group
-                .propose(Command::RemoveDataNode { data_node_id })
-                .await
-            {
-                Ok(_) => status_ok(),
-                Err(e) => error_status(&e),
-            },
+            self.propose_for_status(Command::RemoveDataNode { data_node_id })
+                .await,
         ))
     }
 

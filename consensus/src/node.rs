@@ -149,8 +149,6 @@ pub struct Membership {
     pub outgoing: BTreeSet<NodeId>,
     /// Learners.
     pub learners: BTreeSet<NodeId>,
-    /// Index of the conf-change entry (or snapshot) this membership is as of.
-    pub index: u64,
     /// A membership change was proposed and is not applied yet.
     pub change_pending: bool,
     /// On the leader: per replica, the highest index known to be in its log.
@@ -784,22 +782,23 @@ impl<T: Transport> RaftNode<T> {
             c.node_id = node_id;
             c
         };
+        if joint != (change == MembershipChange::LeaveJoint) {
+            return refuse(if joint {
+                "the group is in a joint configuration".into()
+            } else {
+                "the group is not in a joint configuration".into()
+            });
+        }
         let mut cc = ConfChangeV2::default();
         cc.set_transition(ConfChangeTransition::Auto);
         match change {
             MembershipChange::AddLearner(node) => {
-                if joint {
-                    return refuse("the group is in a joint configuration".into());
-                }
                 if conf.voters.contains(&node) {
                     return refuse(format!("node {node} is a voter already"));
                 }
                 cc.set_changes(vec![single(ConfChangeType::AddLearnerNode, node)].into());
             }
             MembershipChange::Replace { add, remove } => {
-                if joint {
-                    return refuse("the group is in a joint configuration".into());
-                }
                 if !conf.learners.contains(&add) {
                     return refuse(format!("node {add} is not a learner"));
                 }
@@ -819,15 +818,8 @@ impl<T: Transport> RaftNode<T> {
                     .into(),
                 );
             }
-            MembershipChange::LeaveJoint => {
-                if !joint {
-                    return refuse("the group is not in a joint configuration".into());
-                }
-            }
+            MembershipChange::LeaveJoint => {}
             MembershipChange::RemoveLearner(node) => {
-                if joint {
-                    return refuse("the group is in a joint configuration".into());
-                }
                 if !conf.learners.contains(&node) {
                     return refuse(format!("node {node} is not a learner"));
                 }
@@ -908,10 +900,7 @@ impl<T: Transport> RaftNode<T> {
     pub fn membership(&self, group: GroupId) -> Result<Membership> {
         let g = self.groups.get(&group).ok_or(Error::GroupNotFound(group))?;
         let raft = &g.raw.raft;
-        let (conf, index) = {
-            let log = g.raw.store().log().read();
-            (log.conf_state().clone(), log.conf_state_index())
-        };
+        let conf = g.raw.store().log().read().conf_state().clone();
         let matched = if raft.state == StateRole::Leader {
             raft.prs()
                 .iter()
@@ -929,7 +918,6 @@ impl<T: Transport> RaftNode<T> {
                 .chain(&conf.learners_next)
                 .copied()
                 .collect(),
-            index,
             change_pending: raft.has_pending_conf(),
             matched,
             last_index: raft.raft_log.last_index(),
@@ -1006,14 +994,18 @@ impl<T: Transport> RaftNode<T> {
     pub fn status(&self, group: GroupId) -> Result<GroupStatus> {
         let g = self.groups.get(&group).ok_or(Error::GroupNotFound(group))?;
         let raft = &g.raw.raft;
-        let (mut voters, membership_settled) = {
+        let (mut voters, membership_settled, holds_received_snapshot) = {
             let log = g.raw.store().log().read();
             let cs = log.conf_state();
             let settled = cs.voters_outgoing.is_empty()
                 && cs.learners.is_empty()
                 && cs.learners_next.is_empty()
                 && !raft.has_pending_conf();
-            (cs.voters.clone(), settled)
+            (
+                cs.voters.clone(),
+                settled,
+                log.received_snapshot().is_some(),
+            )
         };
         voters.sort_unstable();
         Ok(GroupStatus {
@@ -1027,7 +1019,7 @@ impl<T: Transport> RaftNode<T> {
             first_index: raft.raft_log.first_index(),
             last_index: raft.raft_log.last_index(),
             apply_stuck: g.retry.is_some(),
-            holds_received_snapshot: g.raw.store().log().read().received_snapshot().is_some(),
+            holds_received_snapshot,
         })
     }
 
