@@ -74,6 +74,8 @@ pub struct Metrics {
     pub compaction_input_bytes: AtomicU64,
     /// Bytes of sealed files compactions wrote.
     pub compaction_output_bytes: AtomicU64,
+    /// Bytes of input pages compactions copied as they were stored (no decode, no encode).
+    pub compaction_copied_bytes: AtomicU64,
     /// Points compactions removed because their database's TTL expired them.
     pub ttl_expired_points: AtomicU64,
     /// Series with a declared encoding or compressor, as last fetched from the ConfigNode.
@@ -532,6 +534,11 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
             "compaction_output_bytes_total",
             "Bytes of sealed files written by compactions.",
             &m.compaction_output_bytes,
+        ),
+        (
+            "compaction_copied_bytes_total",
+            "Bytes of compaction output that are input pages copied as stored, neither decoded nor encoded.",
+            &m.compaction_copied_bytes,
         ),
         (
             "ttl_expired_points_removed_total",

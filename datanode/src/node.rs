@@ -922,6 +922,8 @@ fn compact_until_done(shared: &Shared, id: u64, region: &engine::DataRegion) {
                     .fetch_add(report.output_bytes, Ordering::Relaxed);
                 m.ttl_expired_points
                     .fetch_add(report.expired_points, Ordering::Relaxed);
+                m.compaction_copied_bytes
+                    .fetch_add(report.copied_bytes, Ordering::Relaxed);
                 tracing::debug!(region = id, ?report, "compacted");
             }
             Ok(None) | Err(StorageError::CompactionCancelled) => break,

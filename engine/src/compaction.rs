@@ -170,6 +170,17 @@ pub struct CompactionReport {
     pub dropped_series: usize,
     /// Points dropped because they were older than the TTL cutoff.
     pub expired_points: u64,
+    /// Bytes of the output that are input pages copied as they were stored, neither decoded nor
+    /// encoded (the rest of `output_bytes` was re-encoded, plus the index).
+    pub copied_bytes: u64,
+}
+
+/// What a merge dropped and copied, for its [`CompactionReport`].
+#[derive(Clone, Copy, Debug, Default)]
+struct MergeCounts {
+    dropped_series: usize,
+    expired_points: u64,
+    copied_bytes: u64,
 }
 
 /// A region's sealed files in numbers, for metrics.
@@ -344,7 +355,7 @@ impl DataRegion {
         let sealed_dir = self.dir.join(crate::region::SEALED_DIR);
         let path = sealed_dir.join(entry.file_name());
         let written = self.merge(&job, &path, checkpoint);
-        let (output, dropped_series, expired_points) = match written {
+        let (output, counts) = match written {
             Ok(output) => output,
             Err(e) => {
                 let _ = fs::remove_file(&path);
@@ -356,8 +367,9 @@ impl DataRegion {
             inputs: job.inputs.len(),
             input_bytes: job.inputs.iter().map(|f| f.bytes).sum(),
             output_bytes: output.as_ref().map_or(0, |f| f.bytes),
-            dropped_series,
-            expired_points,
+            dropped_series: counts.dropped_series,
+            expired_points: counts.expired_points,
+            copied_bytes: counts.copied_bytes,
         };
         sync_dir(&sealed_dir)?;
         fail::fail_point!("storage::compact::before_manifest", |_| Err(
@@ -394,21 +406,20 @@ impl DataRegion {
         job: &Job,
         path: &std::path::Path,
         checkpoint: u64,
-    ) -> Result<(Option<SealedFile>, usize, u64)> {
+    ) -> Result<(Option<SealedFile>, MergeCounts)> {
         let cutoff = self.ttl_cutoff();
-        let mut expired = 0u64;
+        let mut counts = MergeCounts::default();
         // Which inputs hold each series, and which of those a durable deletion masks: decided
         // once, against the manifest's tombstones as they are now. A deletion newer than the
         // manifest's checkpoint is not applied here; its index is above every input's
         // checkpoint, so it masks the output just as it masked the inputs.
         let mut series: BTreeMap<(String, String), (DataType, Vec<usize>)> = BTreeMap::new();
-        let mut dropped = 0;
         {
             let state = self.state.read();
             for (i, file) in job.inputs.iter().enumerate() {
                 for (device, measurement, chunk) in file.series() {
                     if state.masked_durably(device, measurement, file.checkpoint) {
-                        dropped += 1;
+                        counts.dropped_series += 1;
                         continue;
                     }
                     series
@@ -420,7 +431,7 @@ impl DataRegion {
             }
         }
         if series.is_empty() {
-            return Ok((None, dropped, 0));
+            return Ok((None, counts));
         }
         let header = Header {
             time_slot: job.time_slot,
@@ -455,9 +466,9 @@ impl DataRegion {
                 from,
                 codec: codecs.get(device, measurement),
             };
-            expired += series.write(&mut writer, &mut readers, &mut throttle)?;
+            series.write(&mut writer, &mut readers, &mut throttle, &mut counts)?;
         }
-        Ok((Some(writer.finish()?), dropped, expired))
+        Ok((Some(writer.finish()?), counts))
     }
 
     /// Swaps the output (if any) in for the inputs in the manifest, then in memory. False when
@@ -645,19 +656,20 @@ struct SourcePage<'a> {
 }
 
 impl SeriesMerge<'_> {
-    /// Writes the series; returns the points dropped for the TTL (on the pages skipped and cut
-    /// from the pages decoded).
+    /// Writes the series, counting the points dropped for the TTL (on the pages skipped and cut
+    /// from the pages decoded) and the bytes of the pages copied.
     fn write(
         &self,
         writer: &mut sealed::FileWriter,
         readers: &mut [PageReader],
         throttle: &mut Throttle,
-    ) -> Result<u64> {
+        counts: &mut MergeCounts,
+    ) -> Result<()> {
         let (pages, skipped) = self.pages()?;
         let page_points = writer.page_points();
         let copy_min = (page_points / 2).max(1) as u32;
         let mut gathered = Gathered::new(self.data_type);
-        let mut expired = skipped;
+        counts.expired_points += skipped;
         writer.begin_series(self.device, self.measurement, self.data_type);
         let mut at = 0;
         while at < pages.len() {
@@ -680,20 +692,21 @@ impl SeriesMerge<'_> {
                 {
                     gathered.write_all(writer, self.codec)?;
                     writer.copy_page(&stored)?;
+                    counts.copied_bytes += u64::from(cluster[0].page.length);
                     throttle.pace(writer.bytes_written());
                     continue;
                 }
             }
             let (timestamps, values) = self.decode(cluster, readers)?;
             let cut = timestamps.partition_point(|t| *t < self.from);
-            expired += cut as u64;
+            counts.expired_points += cut as u64;
             gathered.push(&timestamps[cut..], values, cut);
             gathered.write_full(writer, self.codec)?;
             throttle.pace(writer.bytes_written());
         }
         gathered.write_all(writer, self.codec)?;
         writer.end_series();
-        Ok(expired)
+        Ok(())
     }
 
     /// The series' pages that end at or after `from`, by start time (then input), and the
@@ -933,9 +946,9 @@ mod tests {
             Arc::new(writer.finish().unwrap())
         }
 
-        /// Merges the series of `inputs` (oldest first) from `from` on: the output, with the
-        /// points dropped for the TTL.
-        fn merge(&mut self, inputs: &[Arc<SealedFile>], from: i64) -> (SealedFile, u64) {
+        /// Merges the series of `inputs` (oldest first) from `from` on: the output, with what
+        /// was dropped and copied.
+        fn merge(&mut self, inputs: &[Arc<SealedFile>], from: i64) -> (SealedFile, MergeCounts) {
             let sources: Vec<usize> = (0..inputs.len()).collect();
             let merge = SeriesMerge {
                 inputs,
@@ -948,10 +961,16 @@ mod tests {
             };
             let mut readers: Vec<_> = inputs.iter().map(|f| f.page_reader().unwrap()).collect();
             let mut writer = self.create();
-            let expired = merge
-                .write(&mut writer, &mut readers, &mut Throttle::new(0))
+            let mut counts = MergeCounts::default();
+            merge
+                .write(
+                    &mut writer,
+                    &mut readers,
+                    &mut Throttle::new(0),
+                    &mut counts,
+                )
                 .unwrap();
-            (writer.finish().unwrap(), expired)
+            (writer.finish().unwrap(), counts)
         }
     }
 
@@ -980,11 +999,17 @@ mod tests {
         let mut files = Files::new();
         let a = files.file(0..20, 1);
         let b = files.file(100..120, 2);
-        let (out, expired) = files.merge(&[a.clone(), b.clone()], i64::MIN);
-        assert_eq!(expired, 0);
+        let (out, counts) = files.merge(&[a.clone(), b.clone()], i64::MIN);
+        assert_eq!(counts.expired_points, 0);
         assert_eq!(page_counts(&out), vec![10, 10, 10, 10]);
         // Byte for byte the inputs' pages: nothing was re-encoded.
         assert_eq!(page_bytes(&out), [page_bytes(&a), page_bytes(&b)].concat());
+        let stored: usize = [&a, &b]
+            .iter()
+            .flat_map(|f| page_bytes(f))
+            .map(|p| p.len())
+            .sum();
+        assert_eq!(counts.copied_bytes, stored as u64);
         let (ts, values) = points(&out);
         assert_eq!(ts, (0..20).chain(100..120).collect::<Vec<_>>());
         assert_eq!(values.value(25), common::Value::Int64(1052));
@@ -1012,6 +1037,24 @@ mod tests {
         assert_eq!(page_counts(&out), vec![6, 7, 10, 10]);
         assert_eq!(page_bytes(&out)[2..], page_bytes(&full)[1..]);
         assert_eq!(points(&out).0, (0..3).chain(10..40).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn flushed_pages_are_evenly_filled_so_merges_copy_them_all() {
+        let mut files = Files::new();
+        // 25 points at 10 a page: 8, 8, 9 rather than 10, 10, 5, whose tail would be decoded
+        // and re-paged with its neighbour by every merge.
+        let a = files.file(0..25, 1);
+        let b = files.file(100..125, 2);
+        assert_eq!(page_counts(&a), vec![8, 8, 9]);
+        let (out, counts) = files.merge(&[a.clone(), b.clone()], i64::MIN);
+        assert_eq!(page_bytes(&out), [page_bytes(&a), page_bytes(&b)].concat());
+        let stored: usize = [&a, &b]
+            .iter()
+            .flat_map(|f| page_bytes(f))
+            .map(|p| p.len())
+            .sum();
+        assert_eq!(counts.copied_bytes, stored as u64);
     }
 
     #[test]
@@ -1046,8 +1089,8 @@ mod tests {
         let mut files = Files::new();
         let a = files.file(0..40, 0);
         // From 15: page 0..=9 is skipped, page 10..=19 is cut, the rest is copied.
-        let (out, expired) = files.merge(std::slice::from_ref(&a), 15);
-        assert_eq!(expired, 15);
+        let (out, counts) = files.merge(std::slice::from_ref(&a), 15);
+        assert_eq!(counts.expired_points, 15);
         assert_eq!(points(&out).0, (15..40).collect::<Vec<_>>());
         assert_eq!(page_bytes(&out)[1..], page_bytes(&a)[2..]);
     }

@@ -141,7 +141,7 @@ impl<W: Write> SealedWriter<W> {
         });
     }
 
-    /// Adds points to the open series as pages of at most `page_points` points; they follow
+    /// Adds points to the open series as evenly filled pages of at most `page_points` points; they follow
     /// every point already added (timestamps strictly ascending).
     pub fn points(
         &mut self,
@@ -166,8 +166,14 @@ impl<W: Write> SealedWriter<W> {
                 .is_none_or(|last| last.max_time < timestamps[0]),
             "points added out of time order"
         );
-        for start in (0..timestamps.len()).step_by(self.options.page_points) {
-            let end = (start + self.options.page_points).min(timestamps.len());
+        // Evenly filled pages, so that every page of a series with at least half a page of
+        // points is at least half full: a merge copies such pages as they are
+        // (compaction's `SeriesMerge`), where a short tail page would be decoded and re-paged
+        // together with its neighbour.
+        let n = timestamps.len();
+        let pages = n.div_ceil(self.options.page_points);
+        for i in 0..pages {
+            let (start, end) = (n * i / pages, n * (i + 1) / pages);
             let page_values = rows(values, start..end);
             let page = self.page(&timestamps[start..end], &page_values, codec)?;
             self.open.as_mut().expect("checked above").pages.push(page);
@@ -564,12 +570,14 @@ mod tests {
         let (ts, values) = file.read("root.sg.d1", "s2").unwrap().unwrap();
         assert_eq!(ts, sample()[1].2);
         assert_eq!(values, sample()[1].3);
-        // Only the middle page holds 12000..=15000.
+        // Evenly filled pages of 8, 8 and 9 points: only the middle one holds 12000..=15000.
+        let counts: Vec<u32> = chunk.pages.iter().map(|p| p.count).collect();
+        assert_eq!(counts, vec![8, 8, 9]);
         let (ts, _) = file
             .read_range("root.sg.d1", "s2", 12_000, 15_000)
             .unwrap()
             .unwrap();
-        assert_eq!(ts, (10..20).map(|i| i * 1000).collect::<Vec<_>>());
+        assert_eq!(ts, (8..16).map(|i| i * 1000).collect::<Vec<_>>());
         assert!(file.read("root.sg.d1", "s3").unwrap().is_none());
     }
 
