@@ -20,6 +20,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Received raft messages stay slices of the receive buffer, and the entries decoded from
         // them slices of those (`RaftMessage::decode_shared`): no copy between socket and log.
         .bytes(".fencepost.RaftMessageBatch.messages")
+        // Tablet columns and timestamps in their fixed-width form stay slices of the receive
+        // buffer until they are copied once into the tablet's vectors.
+        .bytes(".fencepost.Column.fixed_le")
+        .bytes(".fencepost.Tablet.timestamps_le")
         .compile_fds(descriptors)?;
     Ok(())
 }

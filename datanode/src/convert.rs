@@ -1,8 +1,7 @@
 //! Hand conversions between wire messages (`proto`) and internal types (`common`). Wire types stay
 //! at the edge: everything behind the services works on `common::Tablet` and `common::Value`.
 
-use common::{Bitmap, Column, DataType, StatusCode, Tablet, Value};
-use proto::column::Values;
+use common::{Column, DataType, StatusCode, Tablet, Value};
 
 pub use proto::{bitmap_to_words, column_to_wire, tablet_to_wire, value_from_wire, value_to_wire};
 
@@ -11,21 +10,8 @@ pub use proto::{bitmap_to_words, column_to_wire, tablet_to_wire, value_from_wire
 #[error("bad tablet: {0}")]
 pub struct BadTablet(pub String);
 
-fn bitmap_from_words(words: &[u64], rows: usize) -> Bitmap {
-    let mut bitmap = Bitmap::new(rows);
-    for row in 0..rows {
-        if words
-            .get(row / 64)
-            .is_some_and(|w| w >> (row % 64) & 1 == 1)
-        {
-            bitmap.set(row);
-        }
-    }
-    bitmap
-}
-
-/// The internal tablet of a wire tablet, taking its vectors without copying them; shape problems
-/// are reported, the tablet's own `validate` runs later with the limits.
+/// The internal tablet of a wire tablet; shape problems are reported, the tablet's own
+/// `validate` runs later with the limits.
 pub fn tablet_from_wire(wire: proto::Tablet) -> Result<Tablet, BadTablet> {
     if wire.schema.len() != wire.columns.len() {
         return Err(BadTablet(format!(
@@ -34,48 +20,25 @@ pub fn tablet_from_wire(wire: proto::Tablet) -> Result<Tablet, BadTablet> {
             wire.columns.len()
         )));
     }
-    let rows = wire.timestamps.len();
+    let timestamps =
+        proto::timestamps_from_wire(wire.timestamps, &wire.timestamps_le).map_err(BadTablet)?;
+    let rows = timestamps.len();
     let mut tablet = Tablet {
         device: wire.device,
         measurements: Vec::with_capacity(wire.schema.len()),
         data_types: Vec::with_capacity(wire.schema.len()),
-        timestamps: wire.timestamps,
+        timestamps,
         columns: Vec::with_capacity(wire.schema.len()),
         bitmaps: Vec::with_capacity(wire.schema.len()),
     };
     for (schema, column) in wire.schema.into_iter().zip(wire.columns) {
         let data_type = proto::data_type(schema.data_type).map_err(|e| BadTablet(e.to_string()))?;
-        let values = match column.values {
-            Some(Values::BoolValues(v)) => Column::Boolean(v.values),
-            Some(Values::Int32Values(v)) => Column::Int32(v.values),
-            Some(Values::Int64Values(v)) => Column::Int64(v.values),
-            Some(Values::FloatValues(v)) => Column::Float(v.values),
-            Some(Values::DoubleValues(v)) => Column::Double(v.values),
-            Some(Values::TextValues(v)) => Column::Text(v.values),
-            None => return Err(BadTablet(format!("column {} has no values", schema.name))),
-        };
-        if values.data_type() != data_type {
-            return Err(BadTablet(format!(
-                "column {} is declared {data_type} but holds {} values",
-                schema.name,
-                values.data_type()
-            )));
-        }
-        if values.len() != rows {
-            return Err(BadTablet(format!(
-                "column {} has {} values for {rows} timestamps",
-                schema.name,
-                values.len()
-            )));
-        }
+        let (values, bitmap) = proto::column_from_wire(column, data_type, rows)
+            .map_err(|e| BadTablet(format!("column {}: {e}", schema.name)))?;
         tablet.measurements.push(schema.name);
         tablet.data_types.push(data_type);
         tablet.columns.push(values);
-        tablet.bitmaps.push(
-            column
-                .has_null_bitmap
-                .then(|| bitmap_from_words(&column.null_bitmap, rows)),
-        );
+        tablet.bitmaps.push(bitmap);
     }
     Ok(tablet)
 }
@@ -125,10 +88,16 @@ mod tests {
 
     #[test]
     fn mismatched_columns_are_refused() {
-        let t = Tablet::new("root.sg.d1", &[("s1", DataType::Int64)]);
+        let mut t = Tablet::new("root.sg.d1", &[("s1", DataType::Int64)]);
+        t.push_row(1, vec![Some(Value::Int64(7))]);
         let mut wire = tablet_to_wire(&t);
-        wire.schema[0].data_type = proto::DataType::Double as i32;
-        assert!(tablet_from_wire(wire.clone()).is_err());
+        // Words of another width: 8 bytes are two INT32 words for one row.
+        wire.schema[0].data_type = proto::DataType::Int32 as i32;
+        let refused = tablet_from_wire(wire.clone()).unwrap_err();
+        assert!(
+            refused.0.contains("column s1: 2 values for 1 rows"),
+            "{refused}"
+        );
         wire.columns.clear();
         assert!(tablet_from_wire(wire).is_err());
     }

@@ -2,7 +2,6 @@
 //! values convert with `proto`'s shared functions.
 
 use common::{DataType, Value};
-use proto::column::Values;
 
 pub(crate) use proto::{tablet_to_wire, value_from_wire};
 
@@ -13,19 +12,13 @@ pub(crate) fn value_to_wire(value: Option<&Value>) -> proto::Value {
     value.map_or_else(proto::Value::default, proto::value_to_wire)
 }
 
-fn null_at(words: &[u64], row: usize) -> bool {
-    words
-        .get(row / 64)
-        .is_some_and(|w| w & (1 << (row % 64)) != 0)
-}
-
-/// The points of one queried series: `(timestamp, value)` with nulls left out. The declared type
-/// and the column's kind must agree, and the column must have one value per timestamp.
-pub(crate) fn series_points(series: &proto::SeriesData) -> Result<Vec<(i64, Value)>> {
+/// The points of one queried series: `(timestamp, value)` with nulls left out. The column must
+/// hold values of the declared type, one per timestamp.
+pub(crate) fn series_points(series: proto::SeriesData) -> Result<Vec<(i64, Value)>> {
     let declared = proto::data_type(series.data_type)
         .map_err(|e| SessionError::Protocol(format!("series data type: {e}")))?;
     let rows = series.timestamps.len();
-    let Some(column) = series.values.as_ref() else {
+    let Some(column) = series.values else {
         if rows == 0 {
             return Ok(Vec::new());
         }
@@ -33,34 +26,17 @@ pub(crate) fn series_points(series: &proto::SeriesData) -> Result<Vec<(i64, Valu
             "{rows} timestamps and no values"
         )));
     };
-    let values: Vec<Value> = match column.values.as_ref() {
-        None => Vec::new(),
-        Some(Values::BoolValues(v)) => v.values.iter().map(|x| Value::Boolean(*x)).collect(),
-        Some(Values::Int32Values(v)) => v.values.iter().map(|x| Value::Int32(*x)).collect(),
-        Some(Values::Int64Values(v)) => v.values.iter().map(|x| Value::Int64(*x)).collect(),
-        Some(Values::FloatValues(v)) => v.values.iter().map(|x| Value::Float(*x)).collect(),
-        Some(Values::DoubleValues(v)) => v.values.iter().map(|x| Value::Double(*x)).collect(),
-        Some(Values::TextValues(v)) => v.values.iter().cloned().map(Value::Text).collect(),
-    };
-    if values.len() != rows {
-        return Err(SessionError::Protocol(format!(
-            "{rows} timestamps and {} values",
-            values.len()
-        )));
+    if rows == 0 && column.values.is_none() {
+        return Ok(Vec::new());
     }
-    if let Some(v) = values.iter().find(|v| v.data_type() != declared) {
-        return Err(SessionError::Protocol(format!(
-            "a {declared} series holds a {} value",
-            v.data_type()
-        )));
-    }
+    let (values, nulls) = proto::column_from_wire(column, declared, rows)
+        .map_err(|e| SessionError::Protocol(format!("series values: {e}")))?;
     Ok(series
         .timestamps
         .iter()
-        .zip(values)
         .enumerate()
-        .filter(|(row, _)| !(column.has_null_bitmap && null_at(&column.null_bitmap, *row)))
-        .map(|(_, (t, v))| (*t, v))
+        .filter(|(row, _)| !nulls.as_ref().is_some_and(|n| n.get(*row)))
+        .map(|(row, t)| (*t, values.value(row)))
         .collect())
 }
 
@@ -99,11 +75,11 @@ mod tests {
         let series = proto::SeriesData {
             path: None,
             data_type: data_type_to_wire(DataType::Int64),
-            timestamps: wire.timestamps.clone(),
+            timestamps: t.timestamps.clone(),
             truncated: false,
             values: Some(wire.columns[0].clone()),
         };
-        let points = series_points(&series).unwrap();
+        let points = series_points(series.clone()).unwrap();
         let want: Vec<(i64, Value)> = (0..70)
             .filter(|i| i % 3 != 0)
             .map(|i| (i, Value::Int64(i * 10)))
@@ -113,13 +89,13 @@ mod tests {
         let mut short = series.clone();
         short.timestamps.push(99);
         assert!(matches!(
-            series_points(&short),
+            series_points(short),
             Err(SessionError::Protocol(_))
         ));
         let mut wrong_type = series;
         wrong_type.data_type = data_type_to_wire(DataType::Text);
         assert!(matches!(
-            series_points(&wrong_type),
+            series_points(wrong_type),
             Err(SessionError::Protocol(_))
         ));
     }

@@ -382,16 +382,17 @@ impl Session {
                 })
                 .await?;
             let Some(page) = series
-                .iter()
+                .into_iter()
                 .find(|s| s.path.as_ref() == Some(&path) || s.path.is_none())
             else {
                 return Ok(points);
             };
+            let truncated = page.truncated;
             let page_points = series_points(page)?;
             let last = page_points.last().map(|(t, _)| *t);
             points.extend(page_points);
             match last {
-                Some(t) if page.truncated && t < i64::MAX => start = t + 1,
+                Some(t) if truncated && t < i64::MAX => start = t + 1,
                 _ => return Ok(points),
             }
         }

@@ -129,11 +129,13 @@ impl Cluster {
             .collect()
     }
 
-    /// A raw `SessionService` client of DataNode `node`.
+    /// A raw `SessionService` client of DataNode `node`, taking replies up to 64 MiB as the
+    /// session does (`SessionConfig::max_message_bytes`).
     pub async fn client(&self, node: usize) -> SessionServiceClient<Channel> {
         SessionServiceClient::connect(format!("http://{}", self.nodes[node].rpc_address))
             .await
             .expect("session connects")
+            .max_decoding_message_size(64 << 20)
     }
 
     /// Stops every DataNode, then the ConfigNode.

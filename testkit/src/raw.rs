@@ -115,11 +115,9 @@ pub fn assert_s1_matches(resp: &proto::QueryRawResp, expected: &Tablet) {
         .find(|s| s.path.as_ref().is_some_and(|p| p.measurement == "s1"))
         .expect("s1 is returned");
     assert_eq!(s1.timestamps, expected.timestamps);
-    match s1.values.as_ref().and_then(|c| c.values.as_ref()) {
-        Some(proto::column::Values::Int64Values(v)) => {
-            let want: Vec<i64> = expected.timestamps.iter().map(|t| t * 10).collect();
-            assert_eq!(v.values, want);
-        }
-        other => panic!("s1 values: {other:?}"),
-    }
+    let column = s1.values.clone().expect("s1 has values");
+    let (values, _) = proto::column_from_wire(column, common::DataType::Int64, s1.timestamps.len())
+        .expect("s1 holds INT64 values");
+    let want: Vec<i64> = expected.timestamps.iter().map(|t| t * 10).collect();
+    assert_eq!(values, common::Column::Int64(want));
 }
