@@ -79,7 +79,7 @@ fn column_from_words(data_type: DataType, bytes: &[u8]) -> Result<Column, String
         DataType::Int64 | DataType::Double => 8,
         DataType::Text => return Err("TEXT values cannot be fixed-width words".to_string()),
     };
-    if bytes.len() % width != 0 {
+    if !bytes.len().is_multiple_of(width) {
         return Err(format!(
             "{} bytes of {data_type} words, not a multiple of {width}",
             bytes.len()
@@ -140,7 +140,7 @@ pub fn timestamps_from_wire(varints: Vec<i64>, words: &[u8]) -> Result<Vec<i64>,
     if !varints.is_empty() {
         return Err("timestamps sent in both forms".to_string());
     }
-    if words.len() % 8 != 0 {
+    if !words.len().is_multiple_of(8) {
         return Err(format!(
             "{} bytes of timestamps, not a multiple of 8",
             words.len()
@@ -236,7 +236,10 @@ mod tests {
         t
     }
 
-    fn from_wire(wire: proto::Tablet) -> Result<(Vec<i64>, Vec<(Column, Option<Bitmap>)>), String> {
+    /// A column's values and null bitmap.
+    type Decoded = (Column, Option<Bitmap>);
+
+    fn from_wire(wire: proto::Tablet) -> Result<(Vec<i64>, Vec<Decoded>), String> {
         let timestamps = timestamps_from_wire(wire.timestamps, &wire.timestamps_le)?;
         let columns = wire
             .schema
