@@ -110,9 +110,13 @@ runtime::node_config! {
         /// Bytes per second a compaction writes at most (it sleeps to keep to it); 0 is
         /// unlimited. Default 64 MiB.
         compaction_write_bytes_per_sec: u64 = 64 << 20,
-        /// Regions compacted at once, each on a thread of its own: a long merge in one
-        /// region does not hold up the others. Default 2; at least 1.
+        /// Compactions running at once, each on a thread of its own; a region's compactions
+        /// take turns with other regions' one compaction at a time. Default 2; at least 1.
         compaction_concurrency: u64 = 2,
+        /// Compactions that may run at once in one region, on disjoint runs of files: a long
+        /// merge (a TTL rewrite of a partition's largest file) does not hold back the merging
+        /// of the flushes after it. Default 2; at least 1.
+        compaction_workers_per_region: u64 = 2,
         /// The nice value (0..=19) compaction threads run at, so merges take the CPU that
         /// ingest and queries leave (RocksDB's low-priority pool does the same); 0 is the
         /// process's own priority. Default 10.
@@ -348,6 +352,12 @@ impl DataNodeConfig {
         }
         if self.compaction_concurrency < 1 {
             return Err(config_error("compaction_concurrency", "must be at least 1"));
+        }
+        if self.compaction_workers_per_region < 1 {
+            return Err(config_error(
+                "compaction_workers_per_region",
+                "must be at least 1",
+            ));
         }
         if self.compaction_files_min < 2 {
             return Err(config_error("compaction_files_min", "must be at least 2"));

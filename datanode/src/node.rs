@@ -2,7 +2,7 @@
 //! (`runtime::open_raft_host`: one shared raft log for every region), hosted regions, the lease monitor (fence → consensus steps aside), lease recovery,
 //! and the servers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -780,18 +780,20 @@ fn regions_to_flush(
     chosen
 }
 
-/// Merges sealed files in the background, up to `compaction_concurrency` regions at once, each
-/// on a low-priority thread of its own that paces its writes to
-/// `compaction_write_bytes_per_sec`; writes never wait for it.
+/// Merges sealed files in the background: up to `compaction_concurrency` compactions at once,
+/// up to `compaction_workers_per_region` of them in one region (on disjoint files, so a long TTL
+/// rewrite does not hold back the merging of the flushes after it), each on a low-priority thread
+/// of its own that paces its writes to `compaction_write_bytes_per_sec`; writes never wait for it.
 async fn compaction_loop(shared: Arc<Shared>) {
-    // Each region compacts until it has no work left; a region still compacting from an earlier
-    // round is not started again. Dropping the set (this task aborted at shutdown) aborts the
-    // region tasks; a merge running on its thread stops at its next series once the host
+    // A region's worker runs one compaction per permit, so regions take turns; it ends when the
+    // region has no work it can claim. Dropping the set (this task aborted at shutdown) aborts
+    // the workers; a merge running on its thread stops at its next series once the host
     // cancelled compactions.
     let permits = Arc::new(tokio::sync::Semaphore::new(
         shared.config.compaction_concurrency.max(1) as usize,
     ));
-    let busy: Arc<parking_lot::Mutex<std::collections::HashSet<u64>>> = Arc::default();
+    let per_region = shared.config.compaction_workers_per_region.max(1) as usize;
+    let workers: Arc<parking_lot::Mutex<HashMap<u64, usize>>> = Arc::default();
     let mut running = tokio::task::JoinSet::new();
     loop {
         tokio::time::sleep(timing::COMPACTION_CHECK_INTERVAL).await;
@@ -820,47 +822,99 @@ async fn compaction_loop(shared: Arc<Shared>) {
         for (id, database, region) in shared.host.regions_with_databases() {
             let ttl = ttls.as_ref().and_then(|t| t.get(&database).copied());
             region.set_ttl_cutoff(ttl_removal_cutoff(now_ms, ttl));
-            if !busy.lock().insert(id) {
-                continue;
+            {
+                let mut workers = workers.lock();
+                let count = workers.entry(id).or_default();
+                if *count >= per_region {
+                    continue;
+                }
+                *count += 1;
             }
-            let claim = BusyRegion {
-                busy: busy.clone(),
+            let worker = RegionWorker {
+                workers: workers.clone(),
                 id,
             };
             let (shared, permits) = (shared.clone(), permits.clone());
             running.spawn(async move {
-                let Ok(_permit) = permits.acquire_owned().await else {
-                    return;
-                };
-                compact_region(&shared, id, region).await;
-                drop(claim);
+                compact_region(&shared, id, region, &permits).await;
+                drop(worker);
             });
         }
     }
 }
 
-/// A region the compaction loop is working on; released when dropped, however the work ends.
-struct BusyRegion {
-    busy: Arc<parking_lot::Mutex<std::collections::HashSet<u64>>>,
+/// A compaction worker of a region, counted while it lives, however its work ends.
+struct RegionWorker {
+    workers: Arc<parking_lot::Mutex<HashMap<u64, usize>>>,
     id: u64,
 }
 
-impl Drop for BusyRegion {
+impl Drop for RegionWorker {
     fn drop(&mut self) {
-        self.busy.lock().remove(&self.id);
+        let mut workers = self.workers.lock();
+        if let Some(count) = workers.get_mut(&self.id) {
+            *count -= 1;
+            if *count == 0 {
+                workers.remove(&self.id);
+            }
+        }
     }
 }
 
-/// Compacts a region until it has no work left, on a thread of its own at
-/// `compaction_thread_nice`: a merge takes the CPU that ingest and queries leave.
-async fn compact_region(shared: &Arc<Shared>, id: u64, region: Arc<engine::DataRegion>) {
-    let shared_for_thread = shared.clone();
+/// Compacts a region until it has no work this worker can claim, one compaction per permit,
+/// each on a thread of its own at `compaction_thread_nice`: a merge takes the CPU that ingest
+/// and queries leave.
+async fn compact_region(
+    shared: &Arc<Shared>,
+    id: u64,
+    region: Arc<engine::DataRegion>,
+    permits: &tokio::sync::Semaphore,
+) {
+    // Counts the region's work for the metrics page (scrapes do not plan).
+    region.storage_stats();
     let nice = shared.config.compaction_thread_nice;
-    let done = on_niced_thread(format!("compact-r{id}"), nice, move || {
-        compact_until_done(&shared_for_thread, id, &region)
-    });
-    if let Err(e) = done.await {
-        tracing::error!(region = id, "compaction thread: {e}");
+    loop {
+        let Ok(_permit) = permits.acquire().await else {
+            return;
+        };
+        let (shared_for_thread, region) = (shared.clone(), region.clone());
+        let done = on_niced_thread(format!("compact-r{id}"), nice, move || {
+            compact_step(&shared_for_thread, id, &region)
+        });
+        match done.await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::error!(region = id, "compaction thread: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// Runs at most one compaction of the region (blocking); true when it compacted and more work
+/// may be left.
+fn compact_step(shared: &Shared, id: u64, region: &engine::DataRegion) -> bool {
+    match region.compact_once() {
+        Ok(Some(report)) => {
+            let m = &shared.metrics;
+            m.compactions.fetch_add(1, Ordering::Relaxed);
+            m.compaction_input_bytes
+                .fetch_add(report.input_bytes, Ordering::Relaxed);
+            m.compaction_output_bytes
+                .fetch_add(report.output_bytes, Ordering::Relaxed);
+            m.ttl_expired_points
+                .fetch_add(report.expired_points, Ordering::Relaxed);
+            m.compaction_copied_bytes
+                .fetch_add(report.copied_bytes, Ordering::Relaxed);
+            tracing::debug!(region = id, ?report, "compacted");
+            true
+        }
+        Ok(None) | Err(StorageError::CompactionCancelled) => false,
+        Err(e) => {
+            tracing::error!(region = id, "compaction failed: {e}");
+            false
+        }
     }
 }
 
@@ -904,34 +958,6 @@ fn lower_thread_priority(nice: u32) {
             "background thread keeps its priority: {}",
             std::io::Error::last_os_error()
         );
-    }
-}
-
-/// Counts a region's compaction work (for the metrics page: scrapes do not plan), then compacts
-/// it until it has none left (blocking).
-fn compact_until_done(shared: &Shared, id: u64, region: &engine::DataRegion) {
-    region.storage_stats();
-    loop {
-        match region.compact_once() {
-            Ok(Some(report)) => {
-                let m = &shared.metrics;
-                m.compactions.fetch_add(1, Ordering::Relaxed);
-                m.compaction_input_bytes
-                    .fetch_add(report.input_bytes, Ordering::Relaxed);
-                m.compaction_output_bytes
-                    .fetch_add(report.output_bytes, Ordering::Relaxed);
-                m.ttl_expired_points
-                    .fetch_add(report.expired_points, Ordering::Relaxed);
-                m.compaction_copied_bytes
-                    .fetch_add(report.copied_bytes, Ordering::Relaxed);
-                tracing::debug!(region = id, ?report, "compacted");
-            }
-            Ok(None) | Err(StorageError::CompactionCancelled) => break,
-            Err(e) => {
-                tracing::error!(region = id, "compaction failed: {e}");
-                break;
-            }
-        }
     }
 }
 

@@ -42,8 +42,9 @@
 //! Writes never wait for a compaction: the merge runs under no region lock; only its install
 //! takes the manifest lock (as a flush does) and the state lock for a pointer swap.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
@@ -53,7 +54,7 @@ use common::{Column, DataType};
 
 use crate::error::{Result, StorageError};
 use crate::manifest::{sync_dir, FileEntry};
-use crate::region::{DataRegion, RegionState};
+use crate::region::{DataRegion, Partition, RegionState};
 use crate::sealed::{self, ChunkIndex, Header, PageIndex, PageReader, SealedFile, SeriesCodecs};
 use codec::SeriesCodec;
 
@@ -204,6 +205,21 @@ struct Job {
     inputs: Vec<Arc<SealedFile>>,
 }
 
+/// A running compaction's claim on its inputs, released however the compaction ends.
+struct Claim<'a> {
+    region: &'a DataRegion,
+    paths: Vec<PathBuf>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut claims = self.region.compaction_claims.lock();
+        for path in &self.paths {
+            claims.remove(path);
+        }
+    }
+}
+
 impl DataRegion {
     /// Sets the TTL cutoff: compactions from now on drop points older than `cutoff` (see the
     /// module documentation); `None` keeps everything. The caller computes it from the wall
@@ -246,13 +262,29 @@ impl DataRegion {
     }
 
     /// Runs at most one compaction (the first partition with work, oldest first) and reports it;
-    /// `None` when no partition needs one. Writes go on meanwhile.
+    /// `None` when no partition needs one. Writes go on meanwhile, and so may other calls: each
+    /// claims the files it merges, and plans among the files no running call claimed.
     pub fn compact_once(&self) -> Result<Option<CompactionReport>> {
         self.check_cancelled()?;
-        let Some(job) = self.plan(&self.state.read()) else {
-            self.pending_compactions.store(0, Ordering::Relaxed);
-            return Ok(None);
+        let job = {
+            let mut claims = self.compaction_claims.lock();
+            let Some(job) = self.plan(&self.state.read(), &claims) else {
+                if claims.is_empty() {
+                    self.pending_compactions.store(0, Ordering::Relaxed);
+                }
+                return Ok(None);
+            };
+            let paths: Vec<PathBuf> = job.inputs.iter().map(|f| f.path().to_path_buf()).collect();
+            claims.extend(paths.iter().cloned());
+            (
+                job,
+                Claim {
+                    region: self,
+                    paths,
+                },
+            )
         };
+        let (job, _claim) = job;
         self.run(job).map(Some)
     }
 
@@ -285,6 +317,7 @@ impl DataRegion {
     }
 
     fn count_files(&self, plan: bool) -> StorageStats {
+        let claims = self.compaction_claims.lock();
         let state = self.state.read();
         let mut stats = StorageStats::default();
         for (slot, partition) in &state.partitions {
@@ -296,28 +329,61 @@ impl DataRegion {
             stats.max_files_per_partition =
                 stats.max_files_per_partition.max(partition.sealed.len());
             stats.sealed_bytes += partition.sealed.iter().map(|f| f.bytes).sum::<u64>();
-            if plan && self.plan_partition(&state, *slot).is_some() {
+            if plan && self.plan_partition(&state, *slot, &claims).is_some() {
                 stats.pending_compactions += 1;
             }
         }
         stats
     }
 
-    fn plan(&self, state: &RegionState) -> Option<Job> {
+    fn plan(&self, state: &RegionState, claims: &HashSet<PathBuf>) -> Option<Job> {
         state
             .partitions
             .keys()
-            .find_map(|slot| self.plan_partition(state, *slot))
+            .find_map(|slot| self.plan_partition(state, *slot, claims))
     }
 
-    /// The partition's next job: a run [`CompactionConfig::plan_run`] picks; else, for a cold
-    /// partition (see [`CompactionConfig::cold_after_ms`]) of several files, its first
-    /// `files_max`; else the first file holding data a deletion masks or enough expired points
-    /// (rewritten alone).
-    fn plan_partition(&self, state: &RegionState, slot: i64) -> Option<Job> {
-        let config = &self.config.compaction;
+    /// The partition's next job among the files no running compaction claimed: within each
+    /// run of unclaimed neighbours, oldest first, see [`DataRegion::plan_files`].
+    fn plan_partition(
+        &self,
+        state: &RegionState,
+        slot: i64,
+        claims: &HashSet<PathBuf>,
+    ) -> Option<Job> {
         let partition = state.partitions.get(&slot)?;
         let files = &partition.sealed;
+        let claimed = |i: usize| claims.contains(files[i].path());
+        let mut start = 0;
+        while start < files.len() {
+            if claimed(start) {
+                start += 1;
+                continue;
+            }
+            let mut end = start + 1;
+            while end < files.len() && !claimed(end) {
+                end += 1;
+            }
+            if let Some(job) = self.plan_files(state, partition, slot, &files[start..end]) {
+                return Some(job);
+            }
+            start = end;
+        }
+        None
+    }
+
+    /// The next job among `files`, neighbours in a partition: a run
+    /// [`CompactionConfig::plan_run`] picks; else, for a cold partition (see
+    /// [`CompactionConfig::cold_after_ms`]) of several files, its first `files_max`; else the
+    /// first file holding data a deletion masks or enough expired points (rewritten alone).
+    fn plan_files(
+        &self,
+        state: &RegionState,
+        partition: &Partition,
+        slot: i64,
+        files: &[Arc<SealedFile>],
+    ) -> Option<Job> {
+        let config = &self.config.compaction;
         let job = |run: &[Arc<SealedFile>]| Job {
             time_slot: slot,
             inputs: run.to_vec(),

@@ -6,7 +6,7 @@
 //! after a restart the caller replays entries after [`DataRegion::applied_index`]. A write attempt
 //! therefore touches only memory, and rolling it back is exact: no WAL fragment can survive it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -329,6 +329,10 @@ pub struct DataRegion {
     pub(crate) pending_compactions: AtomicUsize,
     /// Set once the region is closing: a running compaction stops at its next series.
     pub(crate) compactions_cancelled: AtomicBool,
+    /// The sealed files running compactions merge: a compaction plans among the others, so
+    /// several can run at once on disjoint runs of files (a long TTL rewrite of a partition's
+    /// largest file does not hold back the merging of the flushes that follow it).
+    pub(crate) compaction_claims: Mutex<HashSet<PathBuf>>,
     /// The declared encodings and compressors flushes and compactions honour.
     pub(crate) series_codecs: RwLock<Arc<SeriesCodecs>>,
     /// Bytes held by working and frozen memtables (kept by every change to them), for the node's
@@ -372,6 +376,7 @@ impl DataRegion {
             ttl_cutoff: AtomicI64::new(i64::MIN),
             pending_compactions: AtomicUsize::new(0),
             compactions_cancelled: AtomicBool::new(false),
+            compaction_claims: Mutex::new(HashSet::new()),
             series_codecs: RwLock::new(Arc::new(SeriesCodecs::default())),
             memory: AtomicUsize::new(0),
             state: RwLock::new(state),

@@ -189,3 +189,66 @@ fn a_crash_at_every_compaction_sync_point_loses_nothing() {
     }
     scenario.teardown();
 }
+
+/// Two compactions of one partition at once: while one is held after writing its output (the
+/// point a long TTL rewrite spends its time before), a second merges the flushes that came
+/// after its inputs, and both install. Before compactions claimed their inputs the second
+/// planned the first one's files too, and one of the two merges was thrown away.
+#[test]
+fn a_second_compaction_merges_newer_files_while_one_runs() {
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let region = LoggedRegion::open(dir.path());
+    let mut model = Model::new();
+    let flush_round = |round: i64, model: &mut Model| {
+        let t = tablet("root.sg.d1", &[round, round + 1], round as f64);
+        region
+            .write(&RegionCommand::insert(t.clone()), &OpenGate)
+            .unwrap();
+        apply_to_model(model, &t);
+        region.flush();
+    };
+    for round in 0..4 {
+        flush_round(round, &mut model);
+    }
+    let sealed = dir.path().join("region/sealed");
+    let files = || std::fs::read_dir(&sealed).unwrap().count();
+    fail::cfg("storage::compact::before_manifest", "1*pause").unwrap();
+    std::thread::scope(|s| {
+        let first = s.spawn(|| region.region.compact_once());
+        // Its output is on disk once it reaches the pause.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while files() < 5 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the first compaction never paused"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        for round in 4..8 {
+            flush_round(round, &mut model);
+        }
+        let second = region
+            .region
+            .compact_once()
+            .unwrap()
+            .expect("work among the newer files");
+        assert_eq!(second.inputs, 4, "only the files the first did not claim");
+        assert!(second.output_bytes > 0);
+        fail::remove("storage::compact::before_manifest");
+        let first = first.join().unwrap().unwrap().expect("the first ran");
+        assert_eq!(first.inputs, 4);
+        assert!(
+            first.output_bytes > 0,
+            "the first compaction installed its output"
+        );
+    });
+    assert_eq!(region.region.storage_stats().sealed_files, 2);
+    assert_eq!(files(), 2, "inputs deleted");
+    assert_eq!(content(&region.region), model);
+    drop(region);
+    let region = LoggedRegion::open(dir.path());
+    region.replay(&OpenGate).unwrap();
+    assert_eq!(content(&region.region), model, "after a restart");
+    scenario.teardown();
+}
