@@ -611,10 +611,13 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         leader_or_return!(self, empty);
         try_status!(self.shared.group.read_barrier().await, empty);
         let state = self.shared.group.state();
-        let series = state
-            .all_series()
+        let candidates: Box<dyn Iterator<Item = _>> = if declared_codecs_only {
+            Box::new(state.declared_codec_series())
+        } else {
+            Box::new(state.all_series())
+        };
+        let series = candidates
             .filter(|(d, m, _)| prefix.is_empty() || format!("{d}.{m}").starts_with(&prefix))
-            .filter(|(_, _, r)| !declared_codecs_only || r.codec.is_declared())
             .take(REQUEST_ITEMS_MAX)
             .map(|(d, m, r)| proto::TimeseriesInfo {
                 database: state

@@ -140,6 +140,10 @@ pub struct MetadataState {
     databases: BTreeMap<String, bool>,
     /// (device, measurement) → series.
     series: BTreeMap<(String, String), SeriesRecord>,
+    /// The series of `series` whose encoding or compressor was declared (not the defaults):
+    /// what every DataNode polls for every few seconds, answered without a pass over every
+    /// series. Derived (kept with `series`, rebuilt by a snapshot load), never stored.
+    declared_codecs: BTreeSet<(String, String)>,
     /// (database, series slot, time slot) → region id.
     partitions: BTreeMap<(String, u32, i64), u64>,
     regions: BTreeMap<u64, RegionGroup>,
@@ -345,6 +349,15 @@ impl MetadataState {
         self.series
             .iter()
             .map(|((d, m), r)| (d.as_str(), m.as_str(), *r))
+    }
+
+    /// The series with a declared encoding or compressor, in path order, from an index (no pass
+    /// over every series).
+    pub fn declared_codec_series(&self) -> impl Iterator<Item = (&str, &str, SeriesRecord)> {
+        self.declared_codecs.iter().map(|key| {
+            let record = self.series[key];
+            (key.0.as_str(), key.1.as_str(), record)
+        })
     }
 
     /// The usable series of a device (not pending delete, database not being dropped).
@@ -785,6 +798,7 @@ impl MetadataState {
                         // the others out), so each one is here and pending.
                         for key in series {
                             let removed = self.series.remove(&key);
+                            self.declared_codecs.remove(&key);
                             assert!(
                                 removed.is_some_and(|r| r.pending_delete),
                                 "series {key:?} of operation {operation_id} was not pending delete"
@@ -800,6 +814,8 @@ impl MetadataState {
                         );
                         self.series
                             .retain(|(device, _), _| !is_under(device, &database));
+                        self.declared_codecs
+                            .retain(|(device, _)| !is_under(device, &database));
                         self.forget_vanished_deletions();
                         self.partitions.retain(|(db, _, _), _| *db != database);
                         self.regions.retain(|_, r| r.database != database);
@@ -949,6 +965,9 @@ impl MetadataState {
         for s in series {
             let key = (s.device.clone(), s.measurement.clone());
             if let std::collections::btree_map::Entry::Vacant(v) = self.series.entry(key) {
+                if s.codec.is_declared() {
+                    self.declared_codecs.insert(v.key().clone());
+                }
                 v.insert(SeriesRecord {
                     data_type: s.data_type,
                     pending_delete: false,
@@ -1384,6 +1403,9 @@ impl MetadataState {
             } else {
                 SeriesCodec::default()
             };
+            if codec.is_declared() {
+                s.declared_codecs.insert(key.clone());
+            }
             s.series.insert(
                 key,
                 SeriesRecord {
@@ -1832,6 +1854,72 @@ mod tests {
             h.state.partitions_of("root.x"),
             before.partitions_of("root.x")
         );
+    }
+
+    /// The index of series with declared codecs follows creations, deletions, database drops
+    /// and snapshots, so the DataNodes' poll never needs a pass over every series.
+    #[test]
+    fn declared_codec_series_follow_every_change() {
+        let mut h = Harness::new();
+        let declared =
+            SeriesCodec::parse(DataType::Double, Some("CHIMP"), Some("UNCOMPRESSED")).unwrap();
+        let with_codec = |device: &str, measurement: &str| SeriesSpec {
+            codec: declared,
+            ..spec(device, measurement, DataType::Double)
+        };
+        h.apply(Command::CreateTimeseries {
+            series: vec![
+                with_codec("root.sg.d1", "s1"),
+                with_codec("root.sg.d1", "s2"),
+                spec("root.sg.d1", "s3", DataType::Double),
+                with_codec("root.other.d1", "s1"),
+            ],
+            auto_create: true,
+        })
+        .unwrap();
+        let listed = |state: &MetadataState| -> Vec<String> {
+            state
+                .declared_codec_series()
+                .map(|(d, m, r)| {
+                    assert!(r.codec.is_declared());
+                    format!("{d}.{m}")
+                })
+                .collect()
+        };
+        let want = ["root.other.d1.s1", "root.sg.d1.s1", "root.sg.d1.s2"];
+        assert_eq!(listed(&h.state), want);
+        let all: Vec<String> = h
+            .state
+            .all_series()
+            .filter(|(_, _, r)| r.codec.is_declared())
+            .map(|(d, m, _)| format!("{d}.{m}"))
+            .collect();
+        assert_eq!(all, want, "the index agrees with a pass over every series");
+        let restored = MetadataState::decode_snapshot(&h.state.encode_snapshot()).unwrap();
+        assert_eq!(listed(&restored), want);
+
+        let delete = h
+            .apply(Command::BeginDeleteTimeseries {
+                series: vec![("root.sg.d1".into(), "s1".into())],
+            })
+            .unwrap();
+        let CommandResult::OperationBegun(op) = delete else {
+            panic!("{delete:?}");
+        };
+        h.apply(Command::FinishOperation { operation_id: op })
+            .unwrap();
+        assert_eq!(listed(&h.state), ["root.other.d1.s1", "root.sg.d1.s2"]);
+        let drop = h
+            .apply(Command::BeginDropDatabase {
+                database: "root.sg".into(),
+            })
+            .unwrap();
+        let CommandResult::OperationBegun(op) = drop else {
+            panic!("{drop:?}");
+        };
+        h.apply(Command::FinishOperation { operation_id: op })
+            .unwrap();
+        assert_eq!(listed(&h.state), ["root.other.d1.s1"]);
     }
 
     #[test]
