@@ -1,0 +1,36 @@
+//! IoTDB's client RPC (`IClientRPCService`, what IoTDB's official clients speak on port 6667),
+//! as far as it is byte layouts inside Thrift `binary` fields (`IOTDB_PROTOCOL.md` §5, §7):
+//!
+//! - [`values`]: the tablet values, timestamps and null bitmaps of `insertTablet(s)` and the
+//!   typed row of `insertRecord(s)`, all big-endian, decoded into `common`'s columns;
+//! - [`tsblock`]: the TsBlock a query's rows go back in (`queryResult`).
+//!
+//! Every decoder checks lengths against the bytes given and answers a [`LayoutError`] that says
+//! what is wrong, never panics.
+//!
+//! Architecture invariant: no networking and no server; the DataNode's client service uses it.
+
+pub mod tsblock;
+pub mod values;
+
+/// IoTDB's `TSDataType` codes a client may send that Fencepost does not store yet.
+pub const UNSUPPORTED_TYPES: [(i32, &str); 4] =
+    [(8, "TIMESTAMP"), (9, "DATE"), (10, "BLOB"), (11, "STRING")];
+
+/// A layout that does not decode.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LayoutError(pub String);
+
+/// The data type of an IoTDB `TSDataType` code, or why it has none here.
+pub fn data_type(code: i32) -> Result<common::DataType, LayoutError> {
+    if let Some((_, name)) = UNSUPPORTED_TYPES.iter().find(|(c, _)| *c == code) {
+        return Err(LayoutError(format!(
+            "data type {name} ({code}) is not supported; use BOOLEAN, INT32, INT64, FLOAT, DOUBLE or TEXT"
+        )));
+    }
+    u8::try_from(code)
+        .ok()
+        .and_then(common::DataType::from_code)
+        .ok_or_else(|| LayoutError(format!("unknown data type code {code}")))
+}
