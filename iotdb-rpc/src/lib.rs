@@ -1,15 +1,18 @@
 //! IoTDB's client RPC (`IClientRPCService`, what IoTDB's official clients speak on port 6667),
-//! as far as it is byte layouts inside Thrift `binary` fields (`IOTDB_PROTOCOL.md` §5, §7):
+//! without the service itself (`IOTDB_PROTOCOL.md`):
 //!
 //! - [`values`]: the tablet values, timestamps and null bitmaps of `insertTablet(s)` and the
 //!   typed row of `insertRecord(s)`, all big-endian, decoded into `common`'s columns;
-//! - [`tsblock`]: the TsBlock a query's rows go back in (`queryResult`).
+//! - [`tsblock`]: the TsBlock a query's rows go back in (`queryResult`);
+//! - [`messages`]: the request and response structs of the minimal method set (§12), read and
+//!   written with `thrift-codec`.
 //!
 //! Every decoder checks lengths against the bytes given and answers a [`LayoutError`] that says
 //! what is wrong, never panics.
 //!
 //! Architecture invariant: no networking and no server; the DataNode's client service uses it.
 
+pub mod messages;
 pub mod tsblock;
 pub mod values;
 
