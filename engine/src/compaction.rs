@@ -1060,6 +1060,15 @@ mod tests {
             .collect()
     }
 
+    /// `out` is byte for byte the pages of `inputs` (nothing was re-encoded), and the merge
+    /// counted them all as copied.
+    fn assert_copied_whole(out: &SealedFile, counts: MergeCounts, inputs: &[&Arc<SealedFile>]) {
+        let pages: Vec<Vec<u8>> = inputs.iter().flat_map(|f| page_bytes(f)).collect();
+        assert_eq!(page_bytes(out), pages);
+        let stored: usize = pages.iter().map(Vec::len).sum();
+        assert_eq!(counts.copied_bytes, stored as u64);
+    }
+
     #[test]
     fn disjoint_full_pages_are_copied_as_they_are() {
         let mut files = Files::new();
@@ -1068,14 +1077,7 @@ mod tests {
         let (out, counts) = files.merge(&[a.clone(), b.clone()], i64::MIN);
         assert_eq!(counts.expired_points, 0);
         assert_eq!(page_counts(&out), vec![10, 10, 10, 10]);
-        // Byte for byte the inputs' pages: nothing was re-encoded.
-        assert_eq!(page_bytes(&out), [page_bytes(&a), page_bytes(&b)].concat());
-        let stored: usize = [&a, &b]
-            .iter()
-            .flat_map(|f| page_bytes(f))
-            .map(|p| p.len())
-            .sum();
-        assert_eq!(counts.copied_bytes, stored as u64);
+        assert_copied_whole(&out, counts, &[&a, &b]);
         let (ts, values) = points(&out);
         assert_eq!(ts, (0..20).chain(100..120).collect::<Vec<_>>());
         assert_eq!(values.value(25), common::Value::Int64(1052));
@@ -1114,13 +1116,7 @@ mod tests {
         let b = files.file(100..125, 2);
         assert_eq!(page_counts(&a), vec![8, 8, 9]);
         let (out, counts) = files.merge(&[a.clone(), b.clone()], i64::MIN);
-        assert_eq!(page_bytes(&out), [page_bytes(&a), page_bytes(&b)].concat());
-        let stored: usize = [&a, &b]
-            .iter()
-            .flat_map(|f| page_bytes(f))
-            .map(|p| p.len())
-            .sum();
-        assert_eq!(counts.copied_bytes, stored as u64);
+        assert_copied_whole(&out, counts, &[&a, &b]);
     }
 
     #[test]

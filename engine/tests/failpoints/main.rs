@@ -193,7 +193,8 @@ fn a_crash_at_every_compaction_sync_point_loses_nothing() {
 /// Two compactions of one partition at once: while one is held after writing its output (the
 /// point a long TTL rewrite spends its time before), a second merges the flushes that came
 /// after its inputs, and both install. Before compactions claimed their inputs the second
-/// planned the first one's files too, and one of the two merges was thrown away.
+/// planned the first one's files too, so one of the two merges would be thrown away at install
+/// (here the second never ends: it reaches the held failpoint as well).
 #[test]
 fn a_second_compaction_merges_newer_files_while_one_runs() {
     let scenario = fail::FailScenario::setup();
