@@ -266,7 +266,7 @@ impl DataRegion {
     /// claims the files it merges, and plans among the files no running call claimed.
     pub fn compact_once(&self) -> Result<Option<CompactionReport>> {
         self.check_cancelled()?;
-        let job = {
+        let (job, _claim) = {
             let mut claims = self.compaction_claims.lock();
             let Some(job) = self.plan(&self.state.read(), &claims) else {
                 if claims.is_empty() {
@@ -276,15 +276,12 @@ impl DataRegion {
             };
             let paths: Vec<PathBuf> = job.inputs.iter().map(|f| f.path().to_path_buf()).collect();
             claims.extend(paths.iter().cloned());
-            (
-                job,
-                Claim {
-                    region: self,
-                    paths,
-                },
-            )
+            let claim = Claim {
+                region: self,
+                paths,
+            };
+            (job, claim)
         };
-        let (job, _claim) = job;
         self.run(job).map(Some)
     }
 
@@ -352,24 +349,11 @@ impl DataRegion {
         claims: &HashSet<PathBuf>,
     ) -> Option<Job> {
         let partition = state.partitions.get(&slot)?;
-        let files = &partition.sealed;
-        let claimed = |i: usize| claims.contains(files[i].path());
-        let mut start = 0;
-        while start < files.len() {
-            if claimed(start) {
-                start += 1;
-                continue;
-            }
-            let mut end = start + 1;
-            while end < files.len() && !claimed(end) {
-                end += 1;
-            }
-            if let Some(job) = self.plan_files(state, partition, slot, &files[start..end]) {
-                return Some(job);
-            }
-            start = end;
-        }
-        None
+        partition
+            .sealed
+            .split(|f| claims.contains(f.path()))
+            .filter(|run| !run.is_empty())
+            .find_map(|run| self.plan_files(state, partition, slot, run))
     }
 
     /// The next job among `files`, neighbours in a partition: a run

@@ -426,10 +426,7 @@ impl ExecuteStatementResp {
         w.field_begin(TType::List, 6);
         write_strings(w, &self.data_types);
         w.field_begin(TType::List, 13);
-        w.list_begin(TType::String, self.query_result.len());
-        for block in &self.query_result {
-            w.binary(block);
-        }
+        write_binaries(w, &self.query_result);
         w.field_begin(TType::Bool, 14);
         w.bool(self.more_data);
         if let Some(database) = &self.database {
@@ -468,14 +465,18 @@ impl FetchResultsResp {
         w.field_begin(TType::Bool, 3);
         w.bool(true);
         w.field_begin(TType::List, 6);
-        w.list_begin(TType::String, self.query_result.len());
-        for block in &self.query_result {
-            w.binary(block);
-        }
+        write_binaries(w, &self.query_result);
         w.field_begin(TType::Bool, 7);
         w.bool(self.more_data);
         w.field_stop();
         w.struct_end();
+    }
+}
+
+fn write_binaries(w: &mut Writer, items: &[Vec<u8>]) {
+    w.list_begin(TType::String, items.len());
+    for item in items {
+        w.binary(item);
     }
 }
 

@@ -29,6 +29,6 @@ pub use convert::{
 pub use error::{Error, Result};
 pub use generated::*;
 pub use tablet::{
-    bitmap_from_words, bitmap_to_words, column_from_wire, column_to_wire, tablet_to_wire,
-    timestamps_from_wire, value_from_wire, value_to_wire,
+    bitmap_to_words, column_from_wire, column_to_wire, tablet_to_wire, timestamps_from_wire,
+    value_from_wire, value_to_wire,
 };

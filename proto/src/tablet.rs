@@ -24,7 +24,7 @@ pub fn bitmap_to_words(bitmap: &Bitmap) -> Vec<u64> {
 }
 
 /// The bitmap of `rows` bits that `words` hold (missing words are clear bits).
-pub fn bitmap_from_words(words: &[u64], rows: usize) -> Bitmap {
+fn bitmap_from_words(words: &[u64], rows: usize) -> Bitmap {
     let mut bitmap = Bitmap::new(rows);
     for row in 0..rows {
         if words

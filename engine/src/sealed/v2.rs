@@ -141,8 +141,8 @@ impl<W: Write> SealedWriter<W> {
         });
     }
 
-    /// Adds points to the open series as evenly filled pages of at most `page_points` points; they follow
-    /// every point already added (timestamps strictly ascending).
+    /// Adds points to the open series as evenly filled pages of at most `page_points` points;
+    /// they follow every point already added (timestamps strictly ascending).
     pub fn points(
         &mut self,
         timestamps: &[i64],
