@@ -30,6 +30,7 @@ forbid common "${io_free[@]}" wal memtable engine consensus
 forbid codec "${io_free[@]}" wal memtable engine consensus
 forbid thrift-codec "${io_free[@]}" common wal memtable engine consensus
 forbid iotdb-rpc "${io_free[@]}" wal memtable engine consensus datanode
+forbid sql "${io_free[@]}" wal memtable engine consensus datanode confignode session
 forbid wal "${io_free[@]}" common memtable engine consensus
 forbid memtable "${io_free[@]}" wal engine consensus
 forbid engine "${io_free[@]}" consensus datanode

@@ -12,7 +12,6 @@ mod bench;
 mod exec;
 mod output;
 mod repl;
-mod sql;
 mod verify;
 
 /// Largest `-f` file read, in bytes.

@@ -165,6 +165,7 @@ fn line(cells: &[String], widths: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use common::DataType;
 
     #[test]
     fn boxed_table_right_aligned_with_nulls() {
@@ -199,6 +200,8 @@ mod tests {
         let outcome = Outcome {
             kind: OutcomeKind::Query,
             columns: vec!["a".into()],
+            // A table of mixed cells, to see each kind's JSON (the executor never makes one).
+            types: vec![DataType::Text],
             rows: vec![vec![
                 Some(Value::Int64(-3)),
                 Some(Value::Float(1.1)),

@@ -10,7 +10,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 
 use crate::exec::{self, ExecError};
 use crate::output::{self, Format};
-use crate::sql::{self, lexer::advance, Parsed, Position, Statement, STATEMENT_BYTES_MAX};
+use sql::{self, lexer::advance, Parsed, Position, Statement, STATEMENT_BYTES_MAX};
 
 /// The interactive prompt, printed only when stdin is a terminal.
 pub const PROMPT: &str = "fencepost> ";

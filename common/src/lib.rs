@@ -15,6 +15,7 @@ mod partition;
 pub mod path;
 mod status;
 mod tablet;
+pub mod views;
 
 pub use partition::{series_slot, time_slot, PartitionConfig, FETCH_PARTITIONS_SLOTS_MAX};
 pub use status::{LeaseFencedRetryPolicy, Status, StatusCode};

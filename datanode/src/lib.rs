@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod cache;
+mod client_rpc;
 pub mod config;
 pub mod convert;
 mod coordinator;

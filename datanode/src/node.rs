@@ -584,6 +584,14 @@ async fn serve(
                 },
             )
     };
+    // One port, two protocols: gRPC sessions and IoTDB's Thrift clients (`client_rpc`).
+    let (grpc_connections, thrift_connections) =
+        runtime::incoming_split(rpc_listener, &net, &shared.session_gate);
+    let thrift_task = tokio::spawn(crate::client_rpc::serve(
+        shared.clone(),
+        thrift_connections,
+        stop.clone(),
+    ));
     let session = {
         let mut stop = stop.clone();
         let gate = &shared.session_gate;
@@ -598,7 +606,7 @@ async fn serve(
                     &[],
                 ),
             )
-            .serve_with_incoming_shutdown(runtime::incoming(rpc_listener, &net, gate), async move {
+            .serve_with_incoming_shutdown(grpc_connections, async move {
                 drop(stop.changed().await);
             })
     };
@@ -614,6 +622,7 @@ async fn serve(
         watchdog.await;
     });
     metrics_task.abort();
+    thrift_task.abort();
     monitor_task.abort();
     flush_task.abort();
     shared.host.cancel_compactions();
@@ -704,49 +713,70 @@ async fn flush_loop(shared: Arc<Shared>) {
             shared.host.regions(),
             shared.config.memtable_budget_bytes as usize,
         );
-        let mut flushes = tokio::task::JoinSet::new();
-        let nice = shared.config.flush_thread_nice;
-        for (id, region) in chosen {
-            let flush = on_niced_thread(format!("flush-r{id}"), nice, move || region.flush());
-            flushes.spawn(async move { (id, flush.await) });
-        }
-        while let Some(joined) = flushes.join_next().await {
-            let (id, flushed) = match joined {
-                Ok((id, Ok(flushed))) => (id, Ok(flushed)),
-                Ok((id, Err(e))) => {
-                    tracing::error!(region = id, "flush thread: {e}");
-                    continue;
-                }
-                Err(e) => {
-                    tracing::error!("flush task: {e}");
-                    continue;
-                }
-            };
-            match flushed {
-                Ok(Ok(checkpoint)) if checkpoint > 0 => {
-                    // A replica fetching a snapshot continues from the log after it.
-                    let checkpoint = shared
-                        .host
-                        .snapshots()
-                        .transfer_pin(id)
-                        .map_or(checkpoint, |pin| checkpoint.min(pin));
-                    match shared
-                        .host
-                        .driver()
-                        .call(move |node| node.compact_keeping_followers(id, checkpoint).map(drop))
-                        .await
-                    {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => tracing::warn!(region = id, "compacting the raft log: {e}"),
-                        Err(e) => tracing::warn!(region = id, "compacting the raft log: {e}"),
-                    }
-                }
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::error!(region = id, "flush failed: {e}"),
-                Err(()) => {}
+        // Failures are logged by `flush_regions`; the next round tries again.
+        drop(flush_regions(&shared, chosen).await);
+    }
+}
+
+/// `FLUSH`: every local region's memtables to files, answering once they are written (or the
+/// first failure).
+pub(crate) async fn flush_all(shared: &Arc<Shared>) -> std::result::Result<(), String> {
+    flush_regions(shared, shared.host.regions()).await
+}
+
+/// Flushes `regions`, each on a thread of its own, then compacts each flushed region's raft log
+/// up to the flushed index. Failures are logged; the first is answered.
+async fn flush_regions(
+    shared: &Arc<Shared>,
+    regions: Vec<(u64, Arc<DataRegion>)>,
+) -> std::result::Result<(), String> {
+    let mut first_failure = None;
+    let mut failed = |message: String| {
+        tracing::error!("{message}");
+        first_failure.get_or_insert(message);
+    };
+    let mut flushes = tokio::task::JoinSet::new();
+    let nice = shared.config.flush_thread_nice;
+    for (id, region) in regions {
+        let flush = on_niced_thread(format!("flush-r{id}"), nice, move || region.flush());
+        flushes.spawn(async move { (id, flush.await) });
+    }
+    while let Some(joined) = flushes.join_next().await {
+        let (id, flushed) = match joined {
+            Ok((id, Ok(flushed))) => (id, flushed),
+            Ok((id, Err(e))) => {
+                failed(format!("region {id}: flush thread: {e}"));
+                continue;
             }
+            Err(e) => {
+                failed(format!("flush task: {e}"));
+                continue;
+            }
+        };
+        match flushed {
+            Ok(checkpoint) if checkpoint > 0 => {
+                // A replica fetching a snapshot continues from the log after it.
+                let checkpoint = shared
+                    .host
+                    .snapshots()
+                    .transfer_pin(id)
+                    .map_or(checkpoint, |pin| checkpoint.min(pin));
+                match shared
+                    .host
+                    .driver()
+                    .call(move |node| node.compact_keeping_followers(id, checkpoint).map(drop))
+                    .await
+                {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!(region = id, "compacting the raft log: {e}"),
+                    Err(e) => tracing::warn!(region = id, "compacting the raft log: {e}"),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => failed(format!("region {id}: flush failed: {e}")),
         }
     }
+    first_failure.map_or(Ok(()), Err)
 }
 
 /// The regions a flush round takes: those over their size or age threshold, and, while the

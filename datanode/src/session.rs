@@ -40,7 +40,11 @@ impl SessionServiceImpl {
 
 /// Writes `tablets` one by one; a request spanning more partitions than one FetchPartitions may
 /// ask is refused whole (700) before any of them is written.
-async fn insert_tablets(shared: &Arc<Shared>, tablets: Vec<Tablet>, relay: Relay) -> proto::Status {
+pub(crate) async fn insert_tablets(
+    shared: &Arc<Shared>,
+    tablets: Vec<Tablet>,
+    relay: Relay,
+) -> proto::Status {
     if let Err(e) = shared.coordinator.limits.check_request_partitions(&tablets) {
         return e.status();
     }
@@ -465,6 +469,15 @@ impl SessionService for SessionServiceImpl {
             fence_ms: lease.fence_ms(),
             fenced,
         }))
+    }
+
+    async fn flush(&self, _r: Request<proto::SessionShowReq>) -> RpcResult<proto::Status> {
+        Ok(Response::new(
+            match crate::node::flush_all(&self.shared).await {
+                Ok(()) => ok(),
+                Err(message) => status(StatusCode::InternalServerError, message),
+            },
+        ))
     }
 
     async fn region_digest(

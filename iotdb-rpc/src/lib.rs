@@ -37,3 +37,41 @@ pub fn data_type(code: i32) -> Result<common::DataType, LayoutError> {
         .and_then(common::DataType::from_code)
         .ok_or_else(|| LayoutError(format!("unknown data type code {code}")))
 }
+
+/// The name of an IoTDB `TSEncoding` code (`createTimeseries`), as `CREATE TIMESERIES ...
+/// ENCODING=` takes it; the server decides whether it supports it.
+pub fn encoding_name(code: i32) -> Option<&'static str> {
+    Some(match code {
+        0 => "PLAIN",
+        1 => "DICTIONARY",
+        2 => "RLE",
+        3 => "DIFF",
+        4 => "TS_2DIFF",
+        5 => "BITMAP",
+        6 => "GORILLA_V1",
+        7 => "REGULAR",
+        8 => "GORILLA",
+        9 => "ZIGZAG",
+        11 => "CHIMP",
+        12 => "SPRINTZ",
+        13 => "RLBE",
+        _ => return None,
+    })
+}
+
+/// The name of an IoTDB `CompressionType` code, as `CREATE TIMESERIES ... COMPRESSOR=` takes it.
+pub fn compressor_name(code: i32) -> Option<&'static str> {
+    Some(match code {
+        0 => "UNCOMPRESSED",
+        1 => "SNAPPY",
+        2 => "GZIP",
+        3 => "LZO",
+        4 => "SDT",
+        5 => "PAA",
+        6 => "PLA",
+        7 => "LZ4",
+        8 => "ZSTD",
+        9 => "LZMA2",
+        _ => return None,
+    })
+}

@@ -291,6 +291,125 @@ request!(
     }
 );
 
+request!(
+    /// `setTimeZone`'s `TSSetTimeZoneReq`.
+    SetTimeZoneReq {
+        session_id: i64 = 1, I64, read_i64;
+        time_zone: String = 2, String, read_string;
+    }
+);
+
+request!(
+    /// `createTimeseries`' `TSCreateTimeseriesReq` (props, tags, attributes and alias are not
+    /// stored; a request with any of them is refused by the server).
+    CreateTimeseriesReq {
+        session_id: i64 = 1, I64, read_i64;
+        path: String = 2, String, read_string;
+        data_type: i32 = 3, I32, read_i32;
+        encoding: i32 = 4, I32, read_i32;
+        compressor: i32 = 5, I32, read_i32;
+        props: BTreeMap<String, String> = 6, Map, string_map;
+        tags: BTreeMap<String, String> = 7, Map, string_map;
+        attributes: BTreeMap<String, String> = 8, Map, string_map;
+        alias: Option<String> = 9, String, some(read_string);
+    }
+);
+
+request!(
+    /// `createAlignedTimeseries`' `TSCreateAlignedTimeseriesReq` (the client sets 1-6).
+    CreateAlignedTimeseriesReq {
+        session_id: i64 = 1, I64, read_i64;
+        prefix_path: String = 2, String, read_string;
+        measurements: Vec<String> = 3, List, strings;
+        data_types: Vec<i32> = 4, List, i32s;
+        encodings: Vec<i32> = 5, List, i32s;
+        compressors: Vec<i32> = 6, List, i32s;
+    }
+);
+
+request!(
+    /// `createMultiTimeseries`' `TSCreateMultiTimeseriesReq` (props, tags, attributes and
+    /// aliases, fields 6-9, are not stored).
+    CreateMultiTimeseriesReq {
+        session_id: i64 = 1, I64, read_i64;
+        paths: Vec<String> = 2, List, strings;
+        data_types: Vec<i32> = 3, List, i32s;
+        encodings: Vec<i32> = 4, List, i32s;
+        compressors: Vec<i32> = 5, List, i32s;
+    }
+);
+
+request!(
+    /// `deleteData`'s `TSDeleteDataReq`: points with `start_time <= t <= end_time`.
+    DeleteDataReq {
+        session_id: i64 = 1, I64, read_i64;
+        paths: Vec<String> = 2, List, strings;
+        start_time: i64 = 3, I64, read_i64;
+        end_time: i64 = 4, I64, read_i64;
+    }
+);
+
+request!(
+    /// `executeRawDataQueryV2`'s `TSRawDataQueryReq`: `select <paths> where time >= start_time
+    /// and time < end_time`.
+    RawDataQueryReq {
+        session_id: i64 = 1, I64, read_i64;
+        paths: Vec<String> = 2, List, strings;
+        fetch_size: i32 = 3, I32, read_i32;
+        start_time: i64 = 4, I64, read_i64;
+        end_time: i64 = 5, I64, read_i64;
+        statement_id: i64 = 6, I64, read_i64;
+    }
+);
+
+request!(
+    /// `executeLastDataQueryV2`'s `TSLastDataQueryReq`: `select last <paths> where time >= time`.
+    LastDataQueryReq {
+        session_id: i64 = 1, I64, read_i64;
+        paths: Vec<String> = 2, List, strings;
+        fetch_size: i32 = 3, I32, read_i32;
+        time: i64 = 4, I64, read_i64;
+        statement_id: i64 = 5, I64, read_i64;
+    }
+);
+
+/// The arguments of the calls that take a session id and a string or a list of strings rather
+/// than a request struct: `setStorageGroup(1: i64, 2: string)`, `deleteStorageGroups(1: i64, 2:
+/// list<string>)`, `deleteTimeseries(1: i64, 2: list<string>)`; and of `requestStatementId(1:
+/// i64)` and `getTimeZone(1: i64)`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionArgs {
+    /// Field 1.
+    pub session_id: i64,
+    /// Field 2 as a string.
+    pub name: String,
+    /// Field 2 as a list of strings.
+    pub names: Vec<String>,
+}
+
+impl SessionArgs {
+    /// Reads the arguments struct itself (not a request inside it).
+    pub fn read(r: &mut Reader) -> Result<SessionArgs> {
+        let mut out = SessionArgs::default();
+        read_struct(r, |r, header| match (header.id, header.ttype) {
+            (1, TType::I64) => {
+                out.session_id = r.i64()?;
+                Ok(true)
+            }
+            (2, TType::String) => {
+                out.name = r.string()?;
+                Ok(true)
+            }
+            (2, TType::List) => {
+                out.names = strings(r)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        })?;
+        Ok(out)
+    }
+}
+
 /// IoTDB's `TSStatus`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Status {
@@ -468,6 +587,28 @@ impl FetchResultsResp {
         write_binaries(w, &self.query_result);
         w.field_begin(TType::Bool, 7);
         w.bool(self.more_data);
+        w.field_stop();
+        w.struct_end();
+    }
+}
+
+/// `TSGetTimeZoneResp`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GetTimeZoneResp {
+    /// The outcome.
+    pub status: Status,
+    /// The session's time zone.
+    pub time_zone: String,
+}
+
+impl GetTimeZoneResp {
+    /// Writes the struct.
+    pub fn write(&self, w: &mut Writer) {
+        w.struct_begin();
+        w.field_begin(TType::Struct, 1);
+        self.status.write(w);
+        w.field_begin(TType::String, 2);
+        w.string(&self.time_zone);
         w.field_stop();
         w.struct_end();
     }

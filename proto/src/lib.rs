@@ -18,6 +18,7 @@ mod error;
 
 #[allow(missing_docs)]
 mod tablet;
+pub mod views;
 
 mod generated {
     tonic::include_proto!("fencepost");

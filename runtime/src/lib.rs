@@ -34,7 +34,9 @@ pub mod metrics;
 mod raft_host;
 mod transport;
 
-pub use channel::{incoming, server, BadAddress, ChannelConfig, ChannelPool, PooledChannel};
+pub use channel::{
+    incoming, incoming_split, server, BadAddress, ChannelConfig, ChannelPool, PooledChannel,
+};
 pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{entropy_seed, DriverConfig, DriverStatus, RaftDriver};

@@ -103,6 +103,17 @@ impl ServerGate {
         }
     }
 
+    /// A permit to run one request, held until the request is answered; `None` (counted in
+    /// [`ServerGate::requests_refused`]) when `requests_max` are running. For servers that are
+    /// not tonic services (the Thrift client service); those use [`ServerGate::service`].
+    pub fn try_request(&self) -> Option<OwnedSemaphorePermit> {
+        let permit = self.requests.clone().try_acquire_owned().ok();
+        if permit.is_none() {
+            self.requests_refused.fetch_add(1, Ordering::Relaxed);
+        }
+        permit
+    }
+
     /// `service` behind this gate's request limit; calls to a method path in `exempt` (e.g.
     /// `/fencepost.DataNodeInternalService/StreamRaftMessages`) always run.
     pub fn service<S>(self: &Arc<Self>, service: S, exempt: &'static [&'static str]) -> Gated<S> {
@@ -207,8 +218,8 @@ where
         if self.exempt.contains(&request.uri().path()) {
             return Box::pin(self.inner.call(request));
         }
-        match self.gate.requests.clone().try_acquire_owned() {
-            Ok(permit) => {
+        match self.gate.try_request() {
+            Some(permit) => {
                 let running = self.inner.call(request);
                 Box::pin(async move {
                     let response = running.await;
@@ -216,8 +227,7 @@ where
                     response
                 })
             }
-            Err(_) => {
-                self.gate.requests_refused.fetch_add(1, Ordering::Relaxed);
+            None => {
                 let status = tonic::Status::resource_exhausted(format!(
                     "606 WRITE_PROCESS_REJECT: the server is running its maximum of {} requests; \
                      retry later or elsewhere",

@@ -5,7 +5,7 @@ use common::{DataType, Tablet, Value};
 use crate::config::SessionConfig;
 use crate::error::{Result, SessionError};
 use crate::session::{Record, Session, SessionStats};
-use crate::views::{
+use proto::views::{
     ClusterView, LeasesView, LocalLeaseView, RegionDigestView, RegionView, TimeseriesView,
 };
 

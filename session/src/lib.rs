@@ -17,15 +17,14 @@ mod config;
 mod convert;
 mod error;
 mod session;
-mod views;
 
 pub use blocking::BlockingSession;
 pub use config::{SessionConfig, MAX_ATTEMPTS_LIMIT};
 pub use error::{Result, SessionError};
+pub use proto::views::{
+    ClusterView, ConfigNodeView, DataNodeView, LeaseView, LeasesView, LocalLeaseView,
+    RegionDigestView, RegionView, TimeseriesView,
+};
 pub use session::{
     Record, Session, SessionStats, BATCH_TABLETS_MAX, ENDPOINTS_MAX, REDIRECT_CACHE_DEVICES_MAX,
-};
-pub use views::{
-    ClusterView, ConfigNodeView, DataNodeView, LeaseView, LeasesView, LocalLeaseView,
-    RegionDigestView, RegionView,
 };

@@ -15,7 +15,7 @@ use crate::convert::{
     data_type_to_wire, series_points, split_path, tablet_to_wire, value_from_wire, value_to_wire,
 };
 use crate::error::{Result, SessionError};
-use crate::views::{
+use proto::views::{
     ClusterView, LeasesView, LocalLeaseView, RegionDigestView, RegionView, TimeseriesView,
 };
 
@@ -588,7 +588,11 @@ impl Session {
         })
         .await?
         .into_iter()
-        .map(TimeseriesView::try_from)
+        .map(|s| {
+            let series = format!("{}.{}", s.device, s.measurement);
+            TimeseriesView::try_from(s)
+                .map_err(|e| SessionError::Protocol(format!("series {series}: {e}")))
+        })
         .collect()
     }
 
@@ -668,6 +672,18 @@ impl Session {
                 .await?
                 .into_inner();
             Ok((status_of(r.status.clone()), LocalLeaseView::from(r)))
+        })
+        .await
+    }
+
+    /// `FLUSH`: the answering DataNode writes its replicas' memtables to files.
+    pub async fn flush(&self) -> Result<()> {
+        self.call(None, |mut c, session_id| async move {
+            let r = c
+                .flush(proto::SessionShowReq { session_id })
+                .await?
+                .into_inner();
+            Ok((r, ()))
         })
         .await
     }

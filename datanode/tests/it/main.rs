@@ -37,4 +37,5 @@ mod state_machine;
 /// The engine tests' single-replica region, shared rather than copied.
 #[path = "../../../engine/tests/it/support.rs"]
 mod support;
+mod thrift;
 mod token;

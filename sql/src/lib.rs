@@ -1,13 +1,18 @@
-//! IoTDB's SQL subset: a lexer ([`lexer`]), the statements ([`ast`]) and a recursive-descent
-//! parser ([`parser`]). Keywords are case-insensitive; positions are 1-based lines and columns
-//! (columns count characters) within the whole input, so `-e "A; B"` reports B's errors where B
-//! sits in that string.
+//! IoTDB's SQL subset: a lexer ([`lexer`]), the statements ([`ast`]), a recursive-descent
+//! parser ([`parser`]) and an executor over any [`Backend`] ([`exec`]). Keywords are
+//! case-insensitive; positions are 1-based lines and columns (columns count characters) within
+//! the whole input, so `-e "A; B"` reports B's errors where B sits in that string.
+//!
+//! Architecture invariant: no networking and no runtime; the DataNode's client service and the
+//! CLI bring the backend.
 
 pub mod ast;
+pub mod exec;
 pub mod lexer;
 pub mod parser;
 
-pub use ast::{Insert, Literal, Projection, Statement, TimeRange};
+pub use ast::{Insert, Literal, PathPattern, Projection, Statement, TimeRange};
+pub use exec::{execute, Backend, Cell, ExecError, ExecResult, Outcome, OutcomeKind};
 pub use parser::{complete_prefix_bytes, parse_script, Parsed};
 
 /// Longest statement accepted, in bytes (the REPL refuses to buffer more).

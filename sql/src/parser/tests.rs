@@ -303,20 +303,16 @@ fn show_statements_any_case() {
     assert_eq!(one("show local lease"), Statement::ShowLocalLease);
     assert_eq!(
         one("SHOW TIMESERIES"),
-        Statement::ShowTimeseries { prefix: None }
+        Statement::ShowTimeseries { pattern: None }
     );
-    assert_eq!(
-        one("SHOW TIMESERIES root.sg.**"),
-        Statement::ShowTimeseries {
-            prefix: Some("root.sg".into())
-        }
-    );
-    assert_eq!(
-        one("SHOW TIMESERIES root.sg.d1"),
-        Statement::ShowTimeseries {
-            prefix: Some("root.sg.d1".into())
-        }
-    );
+    for pattern in ["root.sg.**", "root.sg.d1", "root.sg.d1.*", "root.*.d1.s1"] {
+        assert_eq!(
+            one(&format!("SHOW TIMESERIES {pattern}")),
+            Statement::ShowTimeseries {
+                pattern: PathPattern::parse(pattern)
+            }
+        );
+    }
     assert_eq!(one("quit"), Statement::Quit);
     assert_eq!(one("EXIT"), Statement::Quit);
 }
@@ -412,7 +408,7 @@ fn error_positions_name_line_and_column() {
     );
     assert_eq!(
         error("SELEC * FROM root.sg.d1"),
-        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, QUIT), found 'SELEC'"
+        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, FLUSH, QUIT), found 'SELEC'"
     );
     assert_eq!(
         error("CREATE DATABASE sg"),
@@ -442,7 +438,7 @@ fn errors_in_later_statements_count_from_the_whole_input() {
     assert_eq!(parsed[0].result, Ok(Statement::ShowCluster));
     assert_eq!(
         parsed[1].result.clone().map_err(|e| e.to_string()),
-        Err("line 1, column 20: expected DATABASES, TIMESERIES, CLUSTER, REGIONS, LEASES or LOCAL LEASE, found 'CLUSTR'".into())
+        Err("line 1, column 20: expected DATABASES, TIMESERIES, DEVICES, CLUSTER, REGIONS, LEASES or LOCAL LEASE, found 'CLUSTR'".into())
     );
     assert_eq!(parsed[2].position, Position { line: 2, column: 3 });
     assert!(parsed[2].result.is_ok());
@@ -467,4 +463,37 @@ fn a_missing_token_at_the_end_points_at_the_semicolon() {
         error("CREATE DATABASE ;"),
         "line 1, column 17: expected a database path like root.sg, found end of statement"
     );
+}
+
+#[test]
+fn iotdb_spellings_of_the_client_examples() {
+    let one = |text: &str| {
+        let parsed = parse_script(text, Position::START);
+        assert_eq!(parsed.len(), 1, "{text}");
+        parsed[0].result.clone().expect(text)
+    };
+    assert_eq!(
+        one("DELETE DATABASE root.sg"),
+        Statement::DropDatabase {
+            database: "root.sg".into()
+        }
+    );
+    assert_eq!(one("flush"), Statement::Flush);
+    assert_eq!(
+        one("show devices root.test.**"),
+        Statement::ShowDevices {
+            pattern: PathPattern::parse("root.test.**")
+        }
+    );
+    assert_eq!(
+        one("SHOW DEVICES"),
+        Statement::ShowDevices { pattern: None }
+    );
+    let Statement::Insert(insert) =
+        one("insert into root.sg.d1(timestamp, s_02) aligned values(16, 188)")
+    else {
+        panic!("an insert");
+    };
+    assert_eq!(insert.measurements, vec!["s_02".to_string()]);
+    assert_eq!(insert.rows[0].timestamp, 16);
 }

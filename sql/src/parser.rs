@@ -2,7 +2,7 @@
 
 use common::DataType;
 
-use super::ast::{Insert, InsertRow, Literal, Projection, Statement, TimeRange};
+use super::ast::{Insert, InsertRow, Literal, PathPattern, Projection, Statement, TimeRange};
 use super::lexer::{advance, tokenize, Token, TokenKind};
 use super::{ParseError, Position, INSERT_ROWS_MAX, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
 
@@ -194,7 +194,7 @@ impl Parser<'_> {
 
     fn statement(&mut self) -> Result<Statement, ParseError> {
         const EXPECTED: &str =
-            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, QUIT)";
+            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, FLUSH, QUIT)";
         let keyword = match self.peek_kind() {
             Some(TokenKind::Word(w)) => w.to_ascii_uppercase(),
             _ => return Err(self.error(EXPECTED)),
@@ -209,9 +209,20 @@ impl Parser<'_> {
             }
             "DELETE" => {
                 self.next += 1;
-                self.expect_keyword("TIMESERIES")?;
+                // IoTDB spells dropping a database DELETE DATABASE (DROP DATABASE since 1.x).
+                if self.eat_keyword("DATABASE") {
+                    let database = self.path(PathKind::Database)?;
+                    return Ok(Statement::DropDatabase { database });
+                }
+                if !self.eat_keyword("TIMESERIES") {
+                    return Err(self.error("TIMESERIES or DATABASE"));
+                }
                 let path = self.path(PathKind::Series)?;
                 Ok(Statement::DeleteTimeseries { path })
+            }
+            "FLUSH" => {
+                self.next += 1;
+                Ok(Statement::Flush)
             }
             "SET" => {
                 self.next += 1;
@@ -342,6 +353,8 @@ impl Parser<'_> {
         self.expect_keyword("INTO")?;
         let device = self.path(PathKind::Device)?;
         let (time_column, measurements) = self.insert_columns()?;
+        // `ALIGNED VALUES`: IoTDB's aligned devices; Fencepost stores every device one way.
+        self.eat_keyword("ALIGNED");
         self.expect_keyword("VALUES")?;
         let mut rows = Vec::new();
         loop {
@@ -703,7 +716,13 @@ impl Parser<'_> {
             "LEASES" => Statement::ShowLeases,
             "TIMESERIES" => {
                 self.next += 1;
-                return self.show_timeseries();
+                let pattern = self.show_pattern()?;
+                return Ok(Statement::ShowTimeseries { pattern });
+            }
+            "DEVICES" => {
+                self.next += 1;
+                let pattern = self.show_pattern()?;
+                return Ok(Statement::ShowDevices { pattern });
             }
             "LOCAL" => {
                 self.next += 1;
@@ -711,33 +730,30 @@ impl Parser<'_> {
                 return Ok(Statement::ShowLocalLease);
             }
             _ => {
-                return Err(
-                    self.error("DATABASES, TIMESERIES, CLUSTER, REGIONS, LEASES or LOCAL LEASE")
-                )
+                return Err(self.error(
+                    "DATABASES, TIMESERIES, DEVICES, CLUSTER, REGIONS, LEASES or LOCAL LEASE",
+                ))
             }
         };
         self.next += 1;
         Ok(statement)
     }
 
-    /// `SHOW TIMESERIES [root.sg[.**]]`: only a trailing `.**` wildcard.
-    fn show_timeseries(&mut self) -> Result<Statement, ParseError> {
-        const EXPECTED: &str = "end of statement or a path prefix like root.sg.**";
+    /// The pattern of `SHOW TIMESERIES|DEVICES [pattern]`.
+    fn show_pattern(&mut self) -> Result<Option<PathPattern>, ParseError> {
+        const EXPECTED: &str = "end of statement or a path pattern like root.sg.** or root.sg.d1.*";
         let Some(TokenKind::Word(word)) = self.peek_kind() else {
             return match self.peek() {
-                None => Ok(Statement::ShowTimeseries { prefix: None }),
+                None => Ok(None),
                 Some(_) => Err(self.error(EXPECTED)),
             };
         };
-        let trimmed = word.strip_suffix(".**").unwrap_or(word);
-        match normalise_path(trimmed, 1) {
-            Some(prefix) if !prefix.contains('*') => {
+        match PathPattern::parse(word) {
+            Some(pattern) => {
                 self.next += 1;
-                Ok(Statement::ShowTimeseries {
-                    prefix: Some(prefix),
-                })
+                Ok(Some(pattern))
             }
-            _ => Err(self.error(EXPECTED)),
+            None => Err(self.error(EXPECTED)),
         }
     }
 }

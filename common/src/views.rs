@@ -1,9 +1,7 @@
 //! Plain views of the cluster, region and lease answers (the ConfigNode's view, forwarded by the
-//! answering DataNode). Endpoints are `host:port`; an absent one is the empty string.
-
-fn endpoint(e: &Option<proto::Endpoint>) -> String {
-    e.as_ref().map(proto::endpoint).unwrap_or_default()
-}
+//! answering DataNode): what `SHOW TIMESERIES`, `SHOW CLUSTER`, `SHOW REGIONS` and the lease views
+//! show. Endpoints are `host:port`; an absent one is the empty string. `proto` fills them from
+//! its messages.
 
 /// One series (`SHOW TIMESERIES`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,33 +13,13 @@ pub struct TimeseriesView {
     /// Its measurement.
     pub measurement: String,
     /// Its type.
-    pub data_type: common::DataType,
+    pub data_type: crate::DataType,
     /// A DELETE TIMESERIES / DROP DATABASE is in progress.
     pub pending_delete: bool,
     /// The declared encoding (`GORILLA`, ...), `""` when none was declared.
     pub encoding: String,
     /// The declared compressor (`LZ4`, ...), `""` when none was declared.
     pub compressor: String,
-}
-
-impl TryFrom<proto::TimeseriesInfo> for TimeseriesView {
-    type Error = crate::SessionError;
-
-    /// A type code outside IoTDB's table is a malformed answer.
-    fn try_from(s: proto::TimeseriesInfo) -> crate::Result<Self> {
-        let data_type = proto::data_type(s.data_type).map_err(|e| {
-            crate::SessionError::Protocol(format!("series {}.{}: {e}", s.device, s.measurement))
-        })?;
-        Ok(TimeseriesView {
-            database: s.database,
-            device: s.device,
-            measurement: s.measurement,
-            data_type,
-            pending_delete: s.pending_delete,
-            encoding: s.encoding,
-            compressor: s.compressor,
-        })
-    }
 }
 
 /// `SHOW CLUSTER`.
@@ -129,76 +107,6 @@ pub struct LeaseView {
     pub status: String,
 }
 
-impl From<proto::ShowClusterResp> for ClusterView {
-    fn from(r: proto::ShowClusterResp) -> Self {
-        ClusterView {
-            config_node_term: r.config_node_term,
-            metadata_version: r.metadata_version,
-            config_nodes: r
-                .config_nodes
-                .into_iter()
-                .map(|c| {
-                    let l = c.location.unwrap_or_default();
-                    ConfigNodeView {
-                        config_node_id: l.config_node_id,
-                        endpoint: endpoint(&l.endpoint),
-                        role: c.role,
-                    }
-                })
-                .collect(),
-            data_nodes: r
-                .data_nodes
-                .into_iter()
-                .map(|d| {
-                    let l = d.location.unwrap_or_default();
-                    DataNodeView {
-                        data_node_id: l.data_node_id,
-                        rpc_endpoint: endpoint(&l.rpc_endpoint),
-                        internal_endpoint: endpoint(&l.internal_endpoint),
-                        status: d.status,
-                        incarnation_epoch: d.incarnation_epoch,
-                    }
-                })
-                .collect(),
-        }
-    }
-}
-
-impl From<proto::RegionInfo> for RegionView {
-    fn from(r: proto::RegionInfo) -> Self {
-        let set = r.replica_set.unwrap_or_default();
-        RegionView {
-            region_id: set.region_id,
-            database: set.database,
-            data_node_ids: set.data_node_ids,
-            preferred_leader_id: set.preferred_leader_id,
-            leader_id: r.leader_id,
-            migration: (set.migrating_to != 0).then_some((set.migrating_from, set.migrating_to)),
-        }
-    }
-}
-
-impl From<proto::ShowLeasesResp> for LeasesView {
-    fn from(r: proto::ShowLeasesResp) -> Self {
-        LeasesView {
-            metadata_lease_fence_ms: r.metadata_lease_fence_ms,
-            lease_proceed_margin_ms: r.lease_proceed_margin_ms,
-            leases: r
-                .leases
-                .into_iter()
-                .map(|l| LeaseView {
-                    data_node_id: l.data_node_id,
-                    incarnation_epoch: l.incarnation_epoch,
-                    last_contact_age_ms: l.last_contact_age_ms,
-                    holds_lease: l.holds_lease,
-                    fenced: l.fenced,
-                    status: l.status,
-                })
-                .collect(),
-        }
-    }
-}
-
 /// `SHOW LOCAL LEASE`: the answering DataNode's own lease, from its local state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalLeaseView {
@@ -218,20 +126,6 @@ pub struct LocalLeaseView {
     pub fence_ms: u64,
 }
 
-impl From<proto::ShowLocalLeaseResp> for LocalLeaseView {
-    fn from(r: proto::ShowLocalLeaseResp) -> Self {
-        LocalLeaseView {
-            data_node_id: r.data_node_id,
-            endpoint: r.endpoint,
-            state: r.state,
-            fenced: r.fenced,
-            incarnation: r.incarnation,
-            heartbeat_age_ms: r.heartbeat_age_ms,
-            fence_ms: r.fence_ms,
-        }
-    }
-}
-
 /// One replica's digest (`fencepost verify`): comparable with another replica's only at the same
 /// applied index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,16 +140,4 @@ pub struct RegionDigestView {
     pub digest: u64,
     /// Whether this replica leads the region.
     pub is_leader: bool,
-}
-
-impl From<proto::RegionDigest> for RegionDigestView {
-    fn from(d: proto::RegionDigest) -> Self {
-        RegionDigestView {
-            region_id: d.region_id,
-            data_node_id: d.data_node_id,
-            applied_index: d.applied_index,
-            digest: d.digest,
-            is_leader: d.is_leader,
-        }
-    }
 }

@@ -1,0 +1,369 @@
+//! The `sql` executor's backend inside a DataNode: writes and reads go through the coordinator
+//! exactly as the session service's do (lease gate, relay when fenced, atomic per region), and
+//! schema statements and cluster views through the session service's own handlers, which
+//! forward them to the ConfigNode leader.
+
+use std::sync::Arc;
+
+use common::{DataType, StatusCode, Tablet, Value};
+use proto::session_service_server::SessionService;
+use proto::views::{ClusterView, LeasesView, LocalLeaseView, RegionView, TimeseriesView};
+use sql::{Backend, ExecError, ExecResult};
+use tonic::Request;
+
+use crate::coordinator::{CoordinatorError, Relay};
+use crate::node::Shared;
+use crate::session::SessionServiceImpl;
+
+/// Points one read of a series asks the coordinator for; a longer series is read in pages.
+const READ_PAGE_POINTS: u32 = 100_000;
+
+/// The executor's backend on a DataNode.
+pub(crate) struct DataNodeBackend {
+    shared: Arc<Shared>,
+    service: SessionServiceImpl,
+}
+
+impl DataNodeBackend {
+    pub(crate) fn new(shared: Arc<Shared>) -> DataNodeBackend {
+        DataNodeBackend {
+            service: SessionServiceImpl::new(shared.clone()),
+            shared,
+        }
+    }
+
+    /// Runs a schema statement through the session service (forwarded to the ConfigNode).
+    async fn schema(&self, statement: proto::schema_statement_req::Statement) -> ExecResult<()> {
+        let answer = self
+            .service
+            .execute_schema_statement(Request::new(proto::SchemaStatementReq {
+                session_id: 0,
+                statement: Some(statement),
+            }))
+            .await;
+        let status: proto::Status = checked(
+            answer.map(tonic::Response::into_inner),
+            |s: &proto::Status| Some(s.clone()),
+        )?;
+        drop(status);
+        Ok(())
+    }
+}
+
+/// The success of a wire status, or the status as an [`ExecError`]. 400 is a success: the
+/// write happened, with a hint.
+pub(crate) fn status_result(status: &proto::Status) -> ExecResult<()> {
+    if status.is(StatusCode::Success) || status.is(StatusCode::RedirectionRecommend) {
+        Ok(())
+    } else {
+        Err(ExecError::Status {
+            code: status.code,
+            message: status.message.clone(),
+        })
+    }
+}
+
+/// An in-process answer of the session service, its `status` checked, as a `T`.
+fn checked<R, T>(
+    answer: Result<R, tonic::Status>,
+    status: impl FnOnce(&R) -> Option<proto::Status>,
+) -> ExecResult<T>
+where
+    R: Into<T>,
+{
+    let reply = answer.map_err(|e| ExecError::Status {
+        code: StatusCode::InternalServerError.wire(),
+        message: e.message().to_string(),
+    })?;
+    match status(&reply) {
+        Some(s) => status_result(&s)?,
+        None => {
+            return Err(ExecError::Status {
+                code: StatusCode::InternalServerError.wire(),
+                message: "answer without a status".into(),
+            })
+        }
+    }
+    Ok(reply.into())
+}
+
+fn coordinator_error(e: CoordinatorError) -> ExecError {
+    let status = e.status();
+    ExecError::Status {
+        code: status.code,
+        message: status.message,
+    }
+}
+
+fn series_path(device: &str, measurement: &str) -> proto::SeriesPath {
+    proto::SeriesPath {
+        device: device.to_string(),
+        measurement: measurement.to_string(),
+    }
+}
+
+fn split_path(path: &str) -> ExecResult<(String, String)> {
+    match path.rsplit_once('.') {
+        Some((device, measurement)) if !device.is_empty() && !measurement.is_empty() => {
+            Ok((device.to_string(), measurement.to_string()))
+        }
+        _ => Err(ExecError::refused(
+            StatusCode::IllegalParameter,
+            format!("{path} is not a series path like root.sg.d1.s1"),
+        )),
+    }
+}
+
+fn show() -> Request<proto::SessionShowReq> {
+    Request::new(proto::SessionShowReq { session_id: 0 })
+}
+
+impl Backend for DataNodeBackend {
+    async fn create_database(&self, database: &str) -> ExecResult<()> {
+        use proto::schema_statement_req::Statement;
+        self.schema(Statement::CreateDatabase(proto::CreateDatabaseReq {
+            database: database.into(),
+        }))
+        .await
+    }
+
+    async fn drop_database(&self, database: &str) -> ExecResult<()> {
+        use proto::schema_statement_req::Statement;
+        self.schema(Statement::DropDatabase(proto::DropDatabaseReq {
+            database: database.into(),
+        }))
+        .await
+    }
+
+    async fn set_ttl(&self, database: &str, ttl_ms: i64) -> ExecResult<()> {
+        use proto::schema_statement_req::Statement;
+        if ttl_ms <= 0 {
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                format!("TTL {ttl_ms} ms: a TTL must be positive"),
+            ));
+        }
+        self.schema(Statement::SetTtl(proto::SetTtlReq {
+            database: database.into(),
+            ttl_ms,
+        }))
+        .await
+    }
+
+    async fn unset_ttl(&self, database: &str) -> ExecResult<()> {
+        use proto::schema_statement_req::Statement;
+        self.schema(Statement::SetTtl(proto::SetTtlReq {
+            database: database.into(),
+            ttl_ms: 0,
+        }))
+        .await
+    }
+
+    async fn remove_data_node(&self, data_node_id: u64) -> ExecResult<()> {
+        use proto::schema_statement_req::Statement;
+        self.schema(Statement::RemoveDataNode(proto::RemoveDataNodeReq {
+            data_node_id,
+        }))
+        .await
+    }
+
+    async fn create_timeseries(
+        &self,
+        path: &str,
+        data_type: DataType,
+        encoding: Option<&str>,
+        compressor: Option<&str>,
+    ) -> ExecResult<()> {
+        use proto::schema_statement_req::Statement;
+        let (device, measurement) = split_path(path)?;
+        self.schema(Statement::CreateTimeseries(proto::CreateTimeseriesReq {
+            series: vec![proto::TimeseriesSpec {
+                device,
+                measurement,
+                data_type: proto::data_type_to_wire(data_type) as i32,
+                encoding: encoding.unwrap_or_default().to_string(),
+                compressor: compressor.unwrap_or_default().to_string(),
+            }],
+        }))
+        .await
+    }
+
+    async fn delete_timeseries(&self, path: &str) -> ExecResult<()> {
+        use proto::schema_statement_req::Statement;
+        let (device, measurement) = split_path(path)?;
+        self.schema(Statement::DeleteTimeseries(proto::DeleteTimeseriesReq {
+            series: vec![proto::SeriesPath {
+                device,
+                measurement,
+            }],
+        }))
+        .await
+    }
+
+    async fn insert_tablet(&self, tablet: Tablet) -> ExecResult<()> {
+        let status =
+            crate::session::insert_tablets(&self.shared, vec![tablet], Relay::WhenFenced).await;
+        status_result(&status)
+    }
+
+    async fn series_types(
+        &self,
+        device: &str,
+        measurements: &[String],
+    ) -> ExecResult<Vec<(String, DataType)>> {
+        self.shared
+            .coordinator
+            .series_types(device, measurements, Relay::WhenFenced)
+            .await
+            .map_err(coordinator_error)
+    }
+
+    async fn show_timeseries(&self, prefix: &str) -> ExecResult<Vec<TimeseriesView>> {
+        let answer = self
+            .service
+            .show_timeseries(Request::new(proto::SessionShowTimeseriesReq {
+                session_id: 0,
+                prefix: prefix.to_string(),
+            }))
+            .await
+            .map(tonic::Response::into_inner);
+        let reply: proto::ShowTimeseriesResp =
+            checked(answer, |r: &proto::ShowTimeseriesResp| r.status.clone())?;
+        reply
+            .series
+            .into_iter()
+            .map(|s| {
+                let series = format!("{}.{}", s.device, s.measurement);
+                TimeseriesView::try_from(s).map_err(|e| ExecError::Status {
+                    code: StatusCode::InternalServerError.wire(),
+                    message: format!("series {series}: {e}"),
+                })
+            })
+            .collect()
+    }
+
+    async fn query_raw(
+        &self,
+        device: &str,
+        measurement: &str,
+        from: i64,
+        to: i64,
+    ) -> ExecResult<Vec<(i64, Value)>> {
+        let path = series_path(device, measurement);
+        let mut points = Vec::new();
+        let mut start = from;
+        loop {
+            let pinned = self.shared.metadata.pin();
+            let series = self
+                .shared
+                .coordinator
+                .read(
+                    &pinned,
+                    std::slice::from_ref(&path),
+                    start..to,
+                    READ_PAGE_POINTS,
+                    false,
+                )
+                .await
+                .map_err(coordinator_error)?;
+            let Some(page) = series.into_iter().find(|s| s.path == path) else {
+                return Ok(points);
+            };
+            let last = page.points.keys().next_back().copied();
+            points.extend(page.points);
+            match last {
+                Some(t) if page.truncated && t < i64::MAX => start = t + 1,
+                _ => return Ok(points),
+            }
+        }
+    }
+
+    async fn query_last(
+        &self,
+        device: &str,
+        measurement: &str,
+    ) -> ExecResult<Option<(i64, Value)>> {
+        let path = series_path(device, measurement);
+        let pinned = self.shared.metadata.pin();
+        let series = self
+            .shared
+            .coordinator
+            .read(
+                &pinned,
+                std::slice::from_ref(&path),
+                i64::MIN..i64::MAX,
+                0,
+                true,
+            )
+            .await
+            .map_err(coordinator_error)?;
+        Ok(series
+            .into_iter()
+            .find(|s| s.path == path)
+            .and_then(|s| s.points.into_iter().next_back()))
+    }
+
+    async fn show_databases(&self) -> ExecResult<Vec<(String, Option<i64>)>> {
+        let answer = self
+            .service
+            .show_databases(show())
+            .await
+            .map(tonic::Response::into_inner);
+        let reply: proto::ShowDatabasesResp =
+            checked(answer, |r: &proto::ShowDatabasesResp| r.status.clone())?;
+        let ttls = reply.ttl_ms;
+        Ok(reply
+            .databases
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| (d, ttls.get(i).copied().filter(|t| *t > 0)))
+            .collect())
+    }
+
+    async fn show_cluster(&self) -> ExecResult<ClusterView> {
+        let answer = self
+            .service
+            .show_cluster(show())
+            .await
+            .map(tonic::Response::into_inner);
+        checked(answer, |r: &proto::ShowClusterResp| r.status.clone())
+    }
+
+    async fn show_regions(&self) -> ExecResult<Vec<RegionView>> {
+        let answer = self
+            .service
+            .show_regions(show())
+            .await
+            .map(tonic::Response::into_inner);
+        let reply: proto::ShowRegionsResp =
+            checked(answer, |r: &proto::ShowRegionsResp| r.status.clone())?;
+        Ok(reply.regions.into_iter().map(RegionView::from).collect())
+    }
+
+    async fn show_leases(&self) -> ExecResult<LeasesView> {
+        let answer = self
+            .service
+            .show_leases(show())
+            .await
+            .map(tonic::Response::into_inner);
+        checked(answer, |r: &proto::ShowLeasesResp| r.status.clone())
+    }
+
+    async fn local_lease(&self) -> ExecResult<LocalLeaseView> {
+        let answer = self
+            .service
+            .show_local_lease(show())
+            .await
+            .map(tonic::Response::into_inner);
+        checked(answer, |r: &proto::ShowLocalLeaseResp| r.status.clone())
+    }
+
+    async fn flush(&self) -> ExecResult<()> {
+        crate::node::flush_all(&self.shared)
+            .await
+            .map_err(|message| ExecError::Status {
+                code: StatusCode::InternalServerError.wire(),
+                message,
+            })
+    }
+}

@@ -1,0 +1,885 @@
+//! IoTDB's client RPC (`IClientRPCService`, `IOTDB_PROTOCOL.md`) on `dn_rpc_address`, beside the
+//! gRPC session service on the same port: the acceptor peeks each connection's first byte
+//! ([`runtime::incoming_split`]); the HTTP/2 preface goes to tonic, anything else is a Thrift
+//! framed transport and comes here.
+//!
+//! A connection is served by one task, one request at a time (IoTDB's clients never pipeline):
+//! read a frame (at most `dn_rpc_max_message_bytes`), sniff its protocol on the first frame
+//! (binary or compact; fixed for the connection after that), answer, repeat. The session —
+//! login, time zone, statement id, the open queries — belongs to the connection, as in IoTDB,
+//! because the 2.0.11 client sends swapped ids in fetches (§8); queries are keyed by the
+//! connection's own query ids. Closing the connection drops the session and its queries.
+//!
+//! Every write takes the session service's path (`session::insert_tablets`: the lease gate,
+//! the coordinator's relay when fenced and its retries of 536, atomic per region); statements
+//! run in the `sql` crate's executor over [`backend::DataNodeBackend`]. A malformed frame gets a
+//! `TApplicationException` and the connection goes on when the frame boundary is intact (it is
+//! closed otherwise); it never touches another connection.
+
+mod backend;
+mod inserts;
+mod results;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use common::{StatusCode, Tablet};
+use iotdb_rpc::messages::{
+    self, CloseOperationReq, CreateAlignedTimeseriesReq, CreateMultiTimeseriesReq,
+    CreateTimeseriesReq, ExecuteStatementReq, ExecuteStatementResp, FetchResultsReq,
+    FetchResultsResp, GetTimeZoneResp, InsertRecordReq, InsertRecordsOfOneDeviceReq,
+    InsertRecordsReq, InsertStringRecordReq, InsertStringRecordsOfOneDeviceReq, InsertTabletReq,
+    InsertTabletsReq, LastDataQueryReq, OpenSessionReq, OpenSessionResp, RawDataQueryReq,
+    SessionArgs, SetTimeZoneReq, Status,
+};
+use runtime::limits::GatedStream;
+use sql::{Backend, ExecError, OutcomeKind, TimeRange};
+use thrift_codec::{ApplicationError, MessageType, Protocol, Reader, TType, Writer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::coordinator::Relay;
+use crate::node::Shared;
+use backend::DataNodeBackend;
+use inserts::BadRequest;
+use results::Pending;
+
+/// Open queries one connection keeps; opening one more drops the oldest (a client that never
+/// reads its results to the end nor closes them cannot grow the server's memory).
+pub(crate) const QUERIES_PER_CONNECTION_MAX: usize = 64;
+
+/// The user every cluster starts with, and its password.
+const DEFAULT_USER: &str = "root";
+const DEFAULT_PASSWORD: &str = "root";
+
+/// IoTDB's `IOTDB_SERVICE_PROTOCOL_V3`, the only client protocol version served.
+const PROTOCOL_VERSION: i32 = 2;
+
+/// Every method served; any other answers a `TApplicationException` (UNKNOWN_METHOD).
+pub(crate) const METHODS: &[&str] = &[
+    "openSession",
+    "closeSession",
+    "requestStatementId",
+    "setTimeZone",
+    "getTimeZone",
+    "setStorageGroup",
+    "deleteStorageGroups",
+    "createTimeseries",
+    "createAlignedTimeseries",
+    "createMultiTimeseries",
+    "deleteTimeseries",
+    "deleteData",
+    "insertTablet",
+    "insertTablets",
+    "insertRecord",
+    "insertRecords",
+    "insertRecordsOfOneDevice",
+    "insertStringRecord",
+    "insertStringRecordsOfOneDevice",
+    "testInsertTablet",
+    "testInsertTablets",
+    "testInsertRecord",
+    "testInsertRecords",
+    "testInsertStringRecord",
+    "testInsertStringRecords",
+    "executeStatementV2",
+    "executeQueryStatementV2",
+    "executeUpdateStatementV2",
+    "executeStatement",
+    "executeQueryStatement",
+    "executeUpdateStatement",
+    "executeRawDataQueryV2",
+    "executeRawDataQuery",
+    "executeLastDataQueryV2",
+    "executeLastDataQuery",
+    "fetchResultsV2",
+    "fetchResults",
+    "closeOperation",
+];
+
+/// Serves the Thrift connections the acceptor hands over until `stop`.
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    mut connections: tokio::sync::mpsc::Receiver<GatedStream>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            next = connections.recv() => match next {
+                Some(stream) => {
+                    let connection = Connection::new(shared.clone());
+                    running.spawn(connection.run(stream));
+                }
+                None => break,
+            },
+            _ = stop.changed() => break,
+        }
+        while running.try_join_next().is_some() {}
+    }
+    running.abort_all();
+    while running.join_next().await.is_some() {}
+}
+
+/// One client connection and its session.
+struct Connection {
+    shared: Arc<Shared>,
+    backend: DataNodeBackend,
+    /// Fixed by the first frame.
+    protocol: Option<Protocol>,
+    session: Option<Session>,
+}
+
+/// A logged-in session.
+struct Session {
+    time_zone: String,
+    statement_id: i64,
+    next_query_id: i64,
+    /// Open queries by id, oldest first.
+    queries: BTreeMap<i64, Pending>,
+}
+
+/// What a call answers: its `_result` struct's field 0.
+enum Answer {
+    Status(Status),
+    OpenSession(OpenSessionResp),
+    Execute(ExecuteStatementResp),
+    Fetch(FetchResultsResp),
+    TimeZone(GetTimeZoneResp),
+    I64(i64),
+}
+
+impl Answer {
+    fn write(&self, w: &mut Writer) {
+        match self {
+            Answer::I64(v) => {
+                w.field_begin(TType::I64, 0);
+                w.i64(*v);
+            }
+            Answer::Status(s) => {
+                w.field_begin(TType::Struct, 0);
+                s.write(w);
+            }
+            Answer::OpenSession(r) => {
+                w.field_begin(TType::Struct, 0);
+                r.write(w);
+            }
+            Answer::Execute(r) => {
+                w.field_begin(TType::Struct, 0);
+                r.write(w);
+            }
+            Answer::Fetch(r) => {
+                w.field_begin(TType::Struct, 0);
+                r.write(w);
+            }
+            Answer::TimeZone(r) => {
+                w.field_begin(TType::Struct, 0);
+                r.write(w);
+            }
+        }
+    }
+}
+
+/// A call that gets a `TApplicationException` instead of a reply.
+struct Refusal {
+    kind: ApplicationError,
+    message: String,
+}
+
+impl From<thrift_codec::Error> for Refusal {
+    fn from(e: thrift_codec::Error) -> Refusal {
+        Refusal {
+            kind: ApplicationError::ProtocolError,
+            message: e.to_string(),
+        }
+    }
+}
+
+fn status_of(e: &ExecError) -> Status {
+    Status::new(e.code(), e.to_string())
+}
+
+fn bad_request(e: BadRequest) -> Status {
+    let code = if e.mismatch {
+        StatusCode::DataTypeMismatch
+    } else {
+        StatusCode::IllegalParameter
+    };
+    Status::new(code.wire(), e.message)
+}
+
+/// A wire status as IoTDB's: a redirect only to a real endpoint (the client connects there).
+fn thrift_status(s: proto::Status) -> Status {
+    let redirect_node = s
+        .redirect
+        .as_ref()
+        .filter(|e| !e.host.is_empty() && e.host != "0.0.0.0" && e.port > 0)
+        .map(|e| (e.host.clone(), e.port as i32));
+    Status {
+        code: s.code,
+        message: (!s.message.is_empty()).then_some(s.message),
+        sub_status: (!s.sub_status.is_empty())
+            .then(|| s.sub_status.into_iter().map(thrift_status).collect()),
+        redirect_node,
+    }
+}
+
+/// The status of a request of several devices: a redirect hint is about one device and the
+/// client reads hints of such requests only from sub-statuses, so a lone 400 is a plain 200.
+fn multi_device_status(s: proto::Status) -> Status {
+    if s.is(StatusCode::RedirectionRecommend) {
+        return Status::ok();
+    }
+    thrift_status(s)
+}
+
+/// Reads `_args { 1: Req req }` with `read`.
+fn request<T>(
+    r: &mut Reader,
+    read: impl FnOnce(&mut Reader) -> thrift_codec::Result<T>,
+) -> Result<T, Refusal> {
+    let mut read = Some(read);
+    let mut out = None;
+    messages::read_struct(r, |r, header| {
+        if header.id == 1 && header.ttype == TType::Struct {
+            if let Some(read) = read.take() {
+                out = Some(read(r)?);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    })?;
+    out.ok_or_else(|| Refusal {
+        kind: ApplicationError::ProtocolError,
+        message: "the call's request (field 1) is missing".into(),
+    })
+}
+
+impl Connection {
+    fn new(shared: Arc<Shared>) -> Connection {
+        Connection {
+            backend: DataNodeBackend::new(shared.clone()),
+            shared,
+            protocol: None,
+            session: None,
+        }
+    }
+
+    async fn run(mut self, mut stream: GatedStream) {
+        let max = self.shared.config.dn_rpc_max_message_bytes as usize;
+        loop {
+            let mut prefix = [0u8; thrift_codec::FRAME_HEADER_LEN];
+            if stream.read_exact(&mut prefix).await.is_err() {
+                return; // closed
+            }
+            let length = match thrift_codec::frame_length(prefix, max) {
+                Ok(length) => length,
+                Err(e) => {
+                    // The frame's end is unknown (or too far to read): answer and close.
+                    let protocol = self.protocol.unwrap_or(Protocol::Binary);
+                    let reply = thrift_codec::application_exception(
+                        protocol,
+                        "",
+                        0,
+                        ApplicationError::ProtocolError,
+                        &format!("{e}; the limit is dn_rpc_max_message_bytes = {max}"),
+                    );
+                    drop(stream.write_all(&thrift_codec::frame(&reply)).await);
+                    return;
+                }
+            };
+            let mut frame = vec![0u8; length];
+            if stream.read_exact(&mut frame).await.is_err() {
+                return;
+            }
+            let Some(reply) = self.answer(&frame).await else {
+                return;
+            };
+            if stream
+                .write_all(&thrift_codec::frame(&reply))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    /// The reply to one frame, or `None` when the connection must close (a frame in another
+    /// protocol, or not a message at all).
+    async fn answer(&mut self, frame: &[u8]) -> Option<Vec<u8>> {
+        let sniffed = thrift_codec::sniff(frame[0]);
+        let protocol = match (self.protocol, sniffed) {
+            (None, Some(p)) => {
+                self.protocol = Some(p);
+                p
+            }
+            (Some(p), Some(q)) if p == q => p,
+            (expected, _) => {
+                let protocol = expected.unwrap_or(Protocol::Binary);
+                return Some(thrift_codec::application_exception(
+                    protocol,
+                    "",
+                    0,
+                    ApplicationError::ProtocolError,
+                    "not a Thrift message of this connection's protocol (binary or compact)",
+                ));
+            }
+        };
+        let mut r = Reader::new(frame, protocol);
+        let header = match r.message_begin() {
+            Ok(h) => h,
+            Err(e) => {
+                return Some(thrift_codec::application_exception(
+                    protocol,
+                    "",
+                    0,
+                    ApplicationError::ProtocolError,
+                    &e.to_string(),
+                ))
+            }
+        };
+        if header.kind != MessageType::Call && header.kind != MessageType::Oneway {
+            return Some(thrift_codec::application_exception(
+                protocol,
+                &header.name,
+                header.seqid,
+                ApplicationError::InvalidMessageType,
+                "a server takes calls only",
+            ));
+        }
+        let outcome = match self.shared.session_gate.try_request() {
+            Some(_permit) => self.call(&header.name, &mut r).await,
+            None => Err(Refusal {
+                kind: ApplicationError::InternalError,
+                message: format!(
+                    "606 WRITE_PROCESS_REJECT: the server is running its maximum of {} requests; \
+                     retry later or elsewhere",
+                    self.shared.session_gate.limits().requests_max
+                ),
+            }),
+        };
+        Some(match outcome {
+            Ok(answer) => {
+                let mut w = Writer::new(protocol);
+                w.message_begin(&header.name, MessageType::Reply, header.seqid);
+                w.struct_begin();
+                answer.write(&mut w);
+                w.field_stop();
+                w.struct_end();
+                w.into_bytes()
+            }
+            Err(refusal) => thrift_codec::application_exception(
+                protocol,
+                &header.name,
+                header.seqid,
+                refusal.kind,
+                &refusal.message,
+            ),
+        })
+    }
+
+    async fn call(&mut self, method: &str, r: &mut Reader<'_>) -> Result<Answer, Refusal> {
+        if !METHODS.contains(&method) {
+            return Err(Refusal {
+                kind: ApplicationError::UnknownMethod,
+                message: format!("Fencepost does not serve the method {method}"),
+            });
+        }
+        match method {
+            "openSession" => {
+                let req = request(r, OpenSessionReq::read)?;
+                return Ok(Answer::OpenSession(self.open_session(req)));
+            }
+            "closeSession" => {
+                self.session = None;
+                return Ok(Answer::Status(Status::ok()));
+            }
+            _ => {}
+        }
+        if self.session.is_none() {
+            return self.not_logged_in(method);
+        }
+        match method {
+            "requestStatementId" => {
+                let _ = SessionArgs::read(r)?;
+                let session = self.session.as_mut().expect("logged in");
+                session.statement_id += 1;
+                Ok(Answer::I64(session.statement_id))
+            }
+            "setTimeZone" => {
+                let req = request(r, SetTimeZoneReq::read)?;
+                self.session.as_mut().expect("logged in").time_zone = req.time_zone;
+                Ok(Answer::Status(Status::ok()))
+            }
+            "getTimeZone" => {
+                let _ = SessionArgs::read(r)?;
+                Ok(Answer::TimeZone(GetTimeZoneResp {
+                    status: Status::ok(),
+                    time_zone: self.session.as_ref().expect("logged in").time_zone.clone(),
+                }))
+            }
+            "setStorageGroup" => {
+                let args = SessionArgs::read(r)?;
+                Ok(Answer::Status(
+                    self.done(self.backend.create_database(&args.name).await),
+                ))
+            }
+            "deleteStorageGroups" => {
+                let args = SessionArgs::read(r)?;
+                let mut statuses = Vec::new();
+                for database in &args.names {
+                    statuses.push(self.done(self.backend.drop_database(database).await));
+                }
+                Ok(Answer::Status(combined(statuses)))
+            }
+            "createTimeseries" => {
+                let req = request(r, CreateTimeseriesReq::read)?;
+                Ok(Answer::Status(self.create_timeseries(req).await))
+            }
+            "createAlignedTimeseries" => {
+                let req = request(r, CreateAlignedTimeseriesReq::read)?;
+                let paths = req
+                    .measurements
+                    .iter()
+                    .map(|m| format!("{}.{m}", req.prefix_path))
+                    .collect();
+                Ok(Answer::Status(
+                    self.create_many(paths, &req.data_types, &req.encodings, &req.compressors)
+                        .await,
+                ))
+            }
+            "createMultiTimeseries" => {
+                let req = request(r, CreateMultiTimeseriesReq::read)?;
+                Ok(Answer::Status(
+                    self.create_many(req.paths, &req.data_types, &req.encodings, &req.compressors)
+                        .await,
+                ))
+            }
+            "deleteTimeseries" => {
+                let args = SessionArgs::read(r)?;
+                let mut statuses = Vec::new();
+                for path in &args.names {
+                    statuses.push(self.done(self.backend.delete_timeseries(path).await));
+                }
+                Ok(Answer::Status(combined(statuses)))
+            }
+            "deleteData" => {
+                let _ = request(r, messages::DeleteDataReq::read)?;
+                Ok(Answer::Status(Status::new(
+                    300,
+                    "deleting points by time is not supported yet; DELETE TIMESERIES or \
+                     DROP DATABASE delete whole series, and a TTL expires old points",
+                )))
+            }
+            "insertTablet" => {
+                let req = request(r, InsertTabletReq::read)?;
+                Ok(Answer::Status(match inserts::from_tablet(req) {
+                    Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
+                    Err(e) => bad_request(e),
+                }))
+            }
+            "insertTablets" => {
+                let req = request(r, InsertTabletsReq::read)?;
+                Ok(Answer::Status(match inserts::from_tablets(req) {
+                    Ok(tablets) => multi_device_status(self.write(tablets).await),
+                    Err(e) => bad_request(e),
+                }))
+            }
+            "insertRecord" => {
+                let req = request(r, InsertRecordReq::read)?;
+                Ok(Answer::Status(match inserts::from_record(req) {
+                    Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
+                    Err(e) => bad_request(e),
+                }))
+            }
+            "insertRecords" => {
+                let req = request(r, InsertRecordsReq::read)?;
+                Ok(Answer::Status(match inserts::from_records(req) {
+                    Ok(tablets) => multi_device_status(self.write(tablets).await),
+                    Err(e) => bad_request(e),
+                }))
+            }
+            "insertRecordsOfOneDevice" => {
+                let req = request(r, InsertRecordsOfOneDeviceReq::read)?;
+                Ok(Answer::Status(
+                    match inserts::from_records_of_one_device(req) {
+                        Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
+                        Err(e) => bad_request(e),
+                    },
+                ))
+            }
+            "insertStringRecord" => {
+                let req = request(r, InsertStringRecordReq::read)?;
+                let (device, rows) = inserts::string_record_rows(req);
+                Ok(Answer::Status(self.write_strings(device, rows).await))
+            }
+            "insertStringRecordsOfOneDevice" => {
+                let req = request(r, InsertStringRecordsOfOneDeviceReq::read)?;
+                Ok(Answer::Status(
+                    match inserts::string_records_of_one_device_rows(req) {
+                        Ok((device, rows)) => self.write_strings(device, rows).await,
+                        Err(e) => bad_request(e),
+                    },
+                ))
+            }
+            "testInsertTablet"
+            | "testInsertTablets"
+            | "testInsertRecord"
+            | "testInsertRecords"
+            | "testInsertStringRecord"
+            | "testInsertStringRecords" => Ok(Answer::Status(Status::ok())),
+            "executeStatementV2"
+            | "executeQueryStatementV2"
+            | "executeUpdateStatementV2"
+            | "executeStatement"
+            | "executeQueryStatement"
+            | "executeUpdateStatement" => {
+                let req = request(r, ExecuteStatementReq::read)?;
+                Ok(Answer::Execute(self.execute(req).await))
+            }
+            "executeRawDataQueryV2" | "executeRawDataQuery" => {
+                let req = request(r, RawDataQueryReq::read)?;
+                let range = TimeRange {
+                    from: req.start_time,
+                    to: req.end_time,
+                };
+                let outcome = sql::exec::raw_paths(&self.backend, &req.paths, range).await;
+                Ok(Answer::Execute(self.result(outcome, req.fetch_size)))
+            }
+            "executeLastDataQueryV2" | "executeLastDataQuery" => {
+                let req = request(r, LastDataQueryReq::read)?;
+                let outcome = sql::exec::last_paths(&self.backend, &req.paths, req.time).await;
+                Ok(Answer::Execute(self.result(outcome, req.fetch_size)))
+            }
+            "fetchResultsV2" | "fetchResults" => {
+                let req = request(r, FetchResultsReq::read)?;
+                Ok(Answer::Fetch(self.fetch(req)))
+            }
+            "closeOperation" => {
+                let req = request(r, CloseOperationReq::read)?;
+                if let Some(query_id) = req.query_id {
+                    let session = self.session.as_mut().expect("logged in");
+                    session.queries.remove(&query_id);
+                }
+                Ok(Answer::Status(Status::ok()))
+            }
+            other => unreachable!("{other} is in METHODS but has no handler"),
+        }
+    }
+
+    fn open_session(&mut self, req: OpenSessionReq) -> OpenSessionResp {
+        let refused = |code: StatusCode, message: &str| OpenSessionResp {
+            status: Status::new(code.wire(), message),
+            server_protocol_version: PROTOCOL_VERSION,
+            session_id: -1,
+            configuration: BTreeMap::new(),
+        };
+        if req.client_protocol != PROTOCOL_VERSION {
+            return OpenSessionResp {
+                status: Status::new(
+                    201,
+                    format!(
+                        "client protocol version {} is not served; this server speaks V3 ({PROTOCOL_VERSION})",
+                        req.client_protocol
+                    ),
+                ),
+                ..refused(StatusCode::Success, "")
+            };
+        }
+        if let Some(dialect) = req.configuration.get("sql_dialect") {
+            if !dialect.eq_ignore_ascii_case("tree") {
+                return OpenSessionResp {
+                    status: Status::new(
+                        205,
+                        format!("the {dialect} SQL dialect is not served; use the tree model"),
+                    ),
+                    ..refused(StatusCode::Success, "")
+                };
+            }
+        }
+        if req.username != DEFAULT_USER || req.password.as_deref() != Some(DEFAULT_PASSWORD) {
+            return OpenSessionResp {
+                status: Status::new(801, "Authentication failed."),
+                ..refused(StatusCode::Success, "")
+            };
+        }
+        let id = i64::try_from(self.shared.next_session_id()).unwrap_or(i64::MAX);
+        self.session = Some(Session {
+            time_zone: req.zone_id,
+            statement_id: 0,
+            next_query_id: 1,
+            queries: BTreeMap::new(),
+        });
+        OpenSessionResp {
+            status: Status::new(200, "Login successfully"),
+            server_protocol_version: PROTOCOL_VERSION,
+            session_id: id,
+            configuration: [("timestamp_precision".to_string(), "ms".to_string())].into(),
+        }
+    }
+
+    /// The answer of a call made before `openSession` succeeded: 802, in the call's own reply
+    /// shape.
+    fn not_logged_in(&self, method: &str) -> Result<Answer, Refusal> {
+        let status = Status::new(802, "Log in first: call openSession on this connection.");
+        Ok(match method {
+            m if m.starts_with("execute") => Answer::Execute(ExecuteStatementResp {
+                status,
+                ..ExecuteStatementResp::default()
+            }),
+            m if m.starts_with("fetchResults") => Answer::Fetch(FetchResultsResp {
+                status,
+                ..FetchResultsResp::default()
+            }),
+            "getTimeZone" => Answer::TimeZone(GetTimeZoneResp {
+                status,
+                time_zone: String::new(),
+            }),
+            "requestStatementId" => {
+                return Err(Refusal {
+                    kind: ApplicationError::Unknown,
+                    message: "802: log in first: call openSession on this connection".into(),
+                })
+            }
+            _ => Answer::Status(status),
+        })
+    }
+
+    /// A statement's outcome as a status.
+    fn done(&self, outcome: Result<(), ExecError>) -> Status {
+        match outcome {
+            Ok(()) => Status::ok(),
+            Err(e) => status_of(&e),
+        }
+    }
+
+    async fn write(&self, tablets: Vec<Tablet>) -> proto::Status {
+        crate::session::insert_tablets(&self.shared, tablets, Relay::WhenFenced).await
+    }
+
+    /// String rows of one device, typed by the series that exist (one lookup), then written.
+    async fn write_strings(&self, device: String, rows: Vec<inserts::StringRow>) -> Status {
+        let named = inserts::string_measurements(rows.iter().map(|(_, m, _)| m.as_slice()));
+        let existing: HashMap<_, _> = match self.backend.series_types(&device, &named).await {
+            Ok(types) => types.into_iter().collect(),
+            Err(e) => return status_of(&e),
+        };
+        match inserts::string_rows(device, rows, &existing) {
+            Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
+            Err(e) => bad_request(e),
+        }
+    }
+
+    async fn create_timeseries(&self, req: CreateTimeseriesReq) -> Status {
+        if !req.tags.is_empty()
+            || !req.attributes.is_empty()
+            || !req.props.is_empty()
+            || req.alias.is_some()
+        {
+            return Status::new(
+                300,
+                format!(
+                    "{}: tags, attributes, properties and aliases are not supported yet; create \
+                     the series without them",
+                    req.path
+                ),
+            );
+        }
+        self.create_many(
+            vec![req.path],
+            &[req.data_type],
+            &[req.encoding],
+            &[req.compressor],
+        )
+        .await
+    }
+
+    /// Creates each of `paths` with its type, encoding and compressor codes.
+    async fn create_many(
+        &self,
+        paths: Vec<String>,
+        types: &[i32],
+        encodings: &[i32],
+        compressors: &[i32],
+    ) -> Status {
+        if types.len() != paths.len() {
+            return Status::new(
+                StatusCode::IllegalParameter.wire(),
+                format!("{} paths but {} data types", paths.len(), types.len()),
+            );
+        }
+        let mut statuses = Vec::with_capacity(paths.len());
+        for (i, path) in paths.iter().enumerate() {
+            let data_type = match iotdb_rpc::data_type(types[i]) {
+                Ok(t) => t,
+                Err(e) => {
+                    statuses.push(Status::new(StatusCode::IllegalParameter.wire(), e.0));
+                    continue;
+                }
+            };
+            let encoding = encodings.get(i).and_then(|&c| iotdb_rpc::encoding_name(c));
+            let compressor = compressors
+                .get(i)
+                .and_then(|&c| iotdb_rpc::compressor_name(c));
+            let created = self
+                .backend
+                .create_timeseries(path, data_type, encoding, compressor)
+                .await;
+            statuses.push(self.done(created));
+        }
+        combined(statuses)
+    }
+
+    async fn execute(&mut self, req: ExecuteStatementReq) -> ExecuteStatementResp {
+        let mut parsed = sql::parse_script(&req.statement, sql::Position::START);
+        let statement = match (parsed.len(), parsed.pop()) {
+            (1, Some(p)) => p.result,
+            (0, _) => {
+                return failed(Status::new(
+                    StatusCode::IllegalParameter.wire(),
+                    "no statement",
+                ))
+            }
+            _ => {
+                return failed(Status::new(
+                    StatusCode::IllegalParameter.wire(),
+                    "one statement per call",
+                ))
+            }
+        };
+        let outcome = match statement {
+            Ok(sql::Statement::Quit) => {
+                return failed(Status::new(300, "QUIT is the CLI's, not a statement"))
+            }
+            Ok(statement) => sql::execute(&self.backend, &statement).await,
+            Err(e) => Err(ExecError::Parse(e)),
+        };
+        self.result(outcome, req.fetch_size)
+    }
+
+    /// A statement's outcome as an execute reply: a non-query's status, or a query's header and
+    /// first page, the rest kept for fetches.
+    fn result(
+        &mut self,
+        outcome: Result<sql::Outcome, ExecError>,
+        fetch_size: i32,
+    ) -> ExecuteStatementResp {
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => return failed(status_of(&e)),
+        };
+        if outcome.kind == OutcomeKind::Done {
+            return ExecuteStatementResp {
+                status: Status::ok(),
+                ..ExecuteStatementResp::default()
+            };
+        }
+        let session = self.session.as_mut().expect("logged in");
+        let (header, mut pending) = Pending::new(outcome);
+        let first = pending.next_page(results::page_rows(fetch_size));
+        let query_id = session.next_query_id;
+        session.next_query_id += 1;
+        let more_data = !pending.is_done();
+        if more_data {
+            if session.queries.len() >= QUERIES_PER_CONNECTION_MAX {
+                session.queries.pop_first();
+            }
+            session.queries.insert(query_id, pending);
+        }
+        ExecuteStatementResp {
+            status: Status::ok(),
+            query_id: Some(query_id),
+            columns: header.columns,
+            ignore_time_stamp: header.ignore_time_stamp,
+            data_types: header.data_types,
+            query_result: first.into_iter().collect(),
+            more_data,
+            database: None,
+        }
+    }
+
+    /// The next page of a query; an unknown or finished one answers no rows and no more data.
+    fn fetch(&mut self, req: FetchResultsReq) -> FetchResultsResp {
+        let session = self.session.as_mut().expect("logged in");
+        let Some(pending) = session.queries.get_mut(&req.query_id) else {
+            return FetchResultsResp {
+                status: Status::ok(),
+                ..FetchResultsResp::default()
+            };
+        };
+        let page = pending.next_page(results::page_rows(req.fetch_size));
+        let more_data = !pending.is_done();
+        if !more_data {
+            session.queries.remove(&req.query_id);
+        }
+        FetchResultsResp {
+            status: Status::ok(),
+            query_result: page.into_iter().collect(),
+            more_data,
+        }
+    }
+}
+
+fn failed(status: Status) -> ExecuteStatementResp {
+    ExecuteStatementResp {
+        status,
+        ..ExecuteStatementResp::default()
+    }
+}
+
+/// The statuses of a call's parts as one: 200 when all succeeded, the failure when one part
+/// failed, else 302 with every part's status.
+fn combined(mut statuses: Vec<Status>) -> Status {
+    let failed = statuses.iter().filter(|s| s.code != 200).count();
+    match (failed, statuses.len()) {
+        (0, _) => Status::ok(),
+        (_, 1) => statuses.pop().expect("one status"),
+        (failed, n) => Status {
+            code: StatusCode::MultipleError.wire(),
+            message: Some(format!("{failed} of {n} parts failed")),
+            sub_status: Some(statuses),
+            redirect_node: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lone_redirect_is_dropped_from_multi_device_calls_and_kept_real() {
+        let redirect = proto::status_with_redirect(
+            StatusCode::RedirectionRecommend,
+            "elsewhere",
+            Some(proto::Endpoint {
+                host: "10.0.0.2".into(),
+                port: 6667,
+            }),
+        );
+        assert_eq!(multi_device_status(redirect.clone()), Status::ok());
+        let single = thrift_status(redirect);
+        assert_eq!(single.code, 400);
+        assert_eq!(single.redirect_node, Some(("10.0.0.2".to_string(), 6667)));
+        // An endpoint no client can reach is never sent.
+        let unspecified = proto::status_with_redirect(
+            StatusCode::RedirectionRecommend,
+            "elsewhere",
+            Some(proto::Endpoint {
+                host: "0.0.0.0".into(),
+                port: 6667,
+            }),
+        );
+        assert_eq!(thrift_status(unspecified).redirect_node, None);
+    }
+
+    #[test]
+    fn statuses_of_parts_combine_as_iotdb_does() {
+        assert_eq!(combined(vec![Status::ok(), Status::ok()]), Status::ok());
+        let failed = Status::new(614, "type");
+        assert_eq!(combined(vec![failed.clone()]), failed);
+        let both = combined(vec![Status::ok(), failed.clone()]);
+        assert_eq!(both.code, 302);
+        assert_eq!(both.sub_status, Some(vec![Status::ok(), failed]));
+    }
+}

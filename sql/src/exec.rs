@@ -1,0 +1,851 @@
+//! Runs parsed statements over a [`Backend`] and turns every answer into an [`Outcome`]: a
+//! table of typed columns and rows. The DataNode's client service runs it over its own
+//! coordinator and sends the table as TsBlocks; the `fencepost` CLI runs it over a session and
+//! renders the table as a box or as JSON.
+//!
+//! Result shapes follow IoTDB's (`IOTDB_PROTOCOL.md` §9): a raw SELECT is `Time` and one column
+//! per series, named by its full path; `SELECT LAST` is `Time`, `Timeseries`, `Value` (as text)
+//! and `DataType`; `COUNT` one row of `count(<path>)` columns. A series named in a SELECT that
+//! does not exist is left out, as IoTDB does.
+//!
+//! INSERT type rules (one tablet per statement, so the server's per-tablet atomicity holds):
+//! - a series that exists (its type looked up once per statement with
+//!   [`Backend::series_types`], which the DataNode answers from its schema cache): every
+//!   literal of its column is converted to the series' type when that is lossless (an integer to
+//!   INT32 / INT64 when it fits, to FLOAT up to 2^24 and to DOUBLE up to 2^53 in magnitude; a
+//!   float to FLOAT, rounded to single precision, or to DOUBLE); otherwise the column is sent with
+//!   the literals' natural type and the server answers 614 DATA_TYPE_MISMATCH, writing nothing;
+//! - a new series: integer and float literals → DOUBLE (IoTDB's `integer_string_infer_type` and
+//!   `floating_string_infer_type` defaults), `true`/`false` → BOOLEAN, strings → TEXT;
+//! - a column mixing literals of different natural types (e.g. `1` and `'a'`) that cannot all
+//!   convert is refused here with 614 and nothing is sent;
+//! - NULL leaves the cell empty; a column of NULLs only is left out of the tablet.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+
+use common::views::{ClusterView, LeasesView, LocalLeaseView, RegionView, TimeseriesView};
+use common::{DataType, StatusCode, Tablet, Value};
+
+use crate::{Insert, Literal, ParseError, Projection, Statement, TimeRange};
+
+mod show;
+
+/// Most rows one query may return (a raw SELECT's joined rows, or one series' points); past it
+/// the statement fails with 700 and asks for a narrower time range.
+pub const RESULT_ROWS_MAX: usize = 1_000_000;
+
+/// Largest integer magnitude a FLOAT holds exactly (2^24).
+const FLOAT_EXACT_INTEGER_MAX: i64 = 1 << 24;
+/// Largest integer magnitude a DOUBLE holds exactly (2^53).
+const DOUBLE_EXACT_INTEGER_MAX: i64 = 1 << 53;
+
+/// The name of a result's time column; a table without it has no time (IoTDB's
+/// `ignoreTimeStamp`).
+pub const TIME_COLUMN: &str = "Time";
+
+/// One cell of a result; `None` is SQL NULL.
+pub type Cell = Option<Value>;
+
+/// What the executor needs from the cluster: the session service's calls. Every error is an
+/// [`ExecError`] with the status code the answer carried.
+pub trait Backend: Sync {
+    /// `CREATE DATABASE`.
+    fn create_database(&self, database: &str) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `DROP DATABASE`.
+    fn drop_database(&self, database: &str) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `SET TTL`.
+    fn set_ttl(&self, database: &str, ttl_ms: i64) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `UNSET TTL`.
+    fn unset_ttl(&self, database: &str) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `REMOVE DATANODE`.
+    fn remove_data_node(&self, data_node_id: u64) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `CREATE TIMESERIES`, with the declared encoding and compressor if any.
+    fn create_timeseries(
+        &self,
+        path: &str,
+        data_type: DataType,
+        encoding: Option<&str>,
+        compressor: Option<&str>,
+    ) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `DELETE TIMESERIES`.
+    fn delete_timeseries(&self, path: &str) -> impl Future<Output = ExecResult<()>> + Send;
+    /// Writes one tablet (atomically per region, as every write).
+    fn insert_tablet(&self, tablet: Tablet) -> impl Future<Output = ExecResult<()>> + Send;
+    /// The types of those of `measurements` of `device` that exist, in the order named.
+    fn series_types(
+        &self,
+        device: &str,
+        measurements: &[String],
+    ) -> impl Future<Output = ExecResult<Vec<(String, DataType)>>> + Send;
+    /// The series under `prefix` (whole path nodes; `""` is every series).
+    fn show_timeseries(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = ExecResult<Vec<TimeseriesView>>> + Send;
+    /// The points of one series in `[from, to)`, in time order.
+    fn query_raw(
+        &self,
+        device: &str,
+        measurement: &str,
+        from: i64,
+        to: i64,
+    ) -> impl Future<Output = ExecResult<Vec<(i64, Value)>>> + Send;
+    /// The last point of one series.
+    fn query_last(
+        &self,
+        device: &str,
+        measurement: &str,
+    ) -> impl Future<Output = ExecResult<Option<(i64, Value)>>> + Send;
+    /// Every database and its TTL in ms, if one is set.
+    fn show_databases(&self)
+        -> impl Future<Output = ExecResult<Vec<(String, Option<i64>)>>> + Send;
+    /// `SHOW CLUSTER`.
+    fn show_cluster(&self) -> impl Future<Output = ExecResult<ClusterView>> + Send;
+    /// `SHOW REGIONS`.
+    fn show_regions(&self) -> impl Future<Output = ExecResult<Vec<RegionView>>> + Send;
+    /// `SHOW LEASES`.
+    fn show_leases(&self) -> impl Future<Output = ExecResult<LeasesView>> + Send;
+    /// `SHOW LOCAL LEASE`.
+    fn local_lease(&self) -> impl Future<Output = ExecResult<LocalLeaseView>> + Send;
+    /// `FLUSH`.
+    fn flush(&self) -> impl Future<Output = ExecResult<()>> + Send;
+}
+
+/// What a statement produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// A query (rows to show, even none) or a statement that only succeeded.
+    pub kind: OutcomeKind,
+    /// Column names; empty for a non-query. A first column named [`TIME_COLUMN`] is the rows'
+    /// time.
+    pub columns: Vec<String>,
+    /// Each column's type, as long as `columns`.
+    pub types: Vec<DataType>,
+    /// Rows, each as long as `columns`; a cell holds a value of its column's type or nothing.
+    pub rows: Vec<Vec<Cell>>,
+}
+
+/// Whether an [`Outcome`] is a result set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutcomeKind {
+    /// SELECT and SHOW.
+    Query,
+    /// Every other statement.
+    Done,
+}
+
+impl Outcome {
+    fn done() -> Outcome {
+        Outcome {
+            kind: OutcomeKind::Done,
+            columns: Vec::new(),
+            types: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn query(header: Vec<(String, DataType)>, rows: Vec<Vec<Cell>>) -> Outcome {
+        let (columns, types): (Vec<String>, Vec<DataType>) = header.into_iter().unzip();
+        debug_assert!(rows.iter().all(|r| r.len() == columns.len()));
+        debug_assert!(rows.iter().all(|r| r
+            .iter()
+            .zip(&types)
+            .all(|(c, t)| c.as_ref().is_none_or(|v| v.data_type() == *t))));
+        Outcome {
+            kind: OutcomeKind::Query,
+            columns,
+            types,
+            rows,
+        }
+    }
+
+    /// True when the first column is the rows' time.
+    pub fn has_time(&self) -> bool {
+        self.columns.first().is_some_and(|c| c == TIME_COLUMN)
+    }
+}
+
+/// The result of a backend call or a statement.
+pub type ExecResult<T> = Result<T, ExecError>;
+
+/// Why a statement failed; each carries an IoTDB status code.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The statement does not parse (700, IoTDB's SQL_PARSE_ERROR number).
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// The backend answered a status other than success.
+    #[error("{message}")]
+    Status {
+        /// The IoTDB status code.
+        code: i32,
+        /// The server's message.
+        message: String,
+    },
+    /// Refused here before anything was sent.
+    #[error("{message}")]
+    Refused {
+        /// The status code.
+        code: StatusCode,
+        /// Why.
+        message: String,
+    },
+}
+
+impl ExecError {
+    /// The IoTDB status code.
+    pub fn code(&self) -> i32 {
+        match self {
+            ExecError::Parse(_) => StatusCode::IllegalParameter.wire(),
+            ExecError::Status { code, .. } => *code,
+            ExecError::Refused { code, .. } => code.wire(),
+        }
+    }
+
+    /// A refusal with `code`.
+    pub fn refused(code: StatusCode, message: impl Into<String>) -> ExecError {
+        ExecError::Refused {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Runs one statement. [`Statement::Quit`] is the caller's business and succeeds here.
+pub async fn execute<B: Backend>(backend: &B, statement: &Statement) -> ExecResult<Outcome> {
+    match statement {
+        Statement::CreateDatabase { database } => {
+            backend.create_database(database).await?;
+            Ok(Outcome::done())
+        }
+        Statement::DropDatabase { database } => {
+            backend.drop_database(database).await?;
+            Ok(Outcome::done())
+        }
+        Statement::SetTtl { database, ttl_ms } => {
+            backend.set_ttl(database, *ttl_ms).await?;
+            Ok(Outcome::done())
+        }
+        Statement::UnsetTtl { database } => {
+            backend.unset_ttl(database).await?;
+            Ok(Outcome::done())
+        }
+        Statement::RemoveDataNode { data_node_id } => {
+            backend.remove_data_node(*data_node_id).await?;
+            Ok(Outcome::done())
+        }
+        Statement::CreateTimeseries {
+            path,
+            data_type,
+            encoding,
+            compressor,
+        } => {
+            backend
+                .create_timeseries(path, *data_type, encoding.as_deref(), compressor.as_deref())
+                .await?;
+            Ok(Outcome::done())
+        }
+        Statement::DeleteTimeseries { path } => {
+            backend.delete_timeseries(path).await?;
+            Ok(Outcome::done())
+        }
+        Statement::Insert(insert) => {
+            let existing = backend
+                .series_types(&insert.device, &insert.measurements)
+                .await?
+                .into_iter()
+                .collect();
+            backend
+                .insert_tablet(build_tablet(insert, &existing)?)
+                .await?;
+            Ok(Outcome::done())
+        }
+        Statement::Flush => {
+            backend.flush().await?;
+            Ok(Outcome::done())
+        }
+        Statement::Select {
+            device,
+            measurements,
+            range,
+        } => select_raw(backend, device, measurements, *range).await,
+        Statement::SelectLast {
+            device,
+            measurements,
+        } => select_last(backend, device, measurements).await,
+        Statement::SelectCount {
+            device,
+            measurements,
+            range,
+        } => select_count(backend, device, measurements, *range).await,
+        Statement::ShowDatabases => show::databases(backend).await,
+        Statement::ShowTimeseries { pattern } => show::timeseries(backend, pattern.as_ref()).await,
+        Statement::ShowDevices { pattern } => show::devices(backend, pattern.as_ref()).await,
+        Statement::ShowCluster => show::cluster(backend).await,
+        Statement::ShowRegions => show::regions(backend).await,
+        Statement::ShowLeases => show::leases(backend).await,
+        Statement::ShowLocalLease => show::local_lease(backend).await,
+        Statement::Quit => Ok(Outcome::done()),
+    }
+}
+
+/// The series of `device` (exactly that device) and their types, in the server's order; series
+/// being deleted are left out.
+async fn device_series<B: Backend>(
+    backend: &B,
+    device: &str,
+) -> ExecResult<Vec<(String, DataType)>> {
+    Ok(backend
+        .show_timeseries(&format!("{device}."))
+        .await?
+        .into_iter()
+        .filter(|s| s.device == device && !s.pending_delete)
+        .map(|s| (s.measurement, s.data_type))
+        .collect())
+}
+
+/// The series a projection names that exist, with their types: `*` is every series of the
+/// device.
+async fn resolve<B: Backend>(
+    backend: &B,
+    device: &str,
+    projection: &Projection,
+) -> ExecResult<Vec<(String, DataType)>> {
+    match projection {
+        Projection::All => device_series(backend, device).await,
+        Projection::Measurements(names) => backend.series_types(device, names).await,
+    }
+}
+
+/// One tablet holding every row of `insert`, typed by the rules in the module comment.
+pub fn build_tablet(
+    insert: &Insert,
+    existing: &HashMap<String, DataType>,
+) -> Result<Tablet, ExecError> {
+    let mut schema: Vec<(&str, DataType)> = Vec::new();
+    let mut columns: Vec<Vec<Option<Value>>> = Vec::new();
+    for (index, measurement) in insert.measurements.iter().enumerate() {
+        let literals: Vec<&Literal> = insert.rows.iter().map(|r| &r.values[index]).collect();
+        let path = format!("{}.{measurement}", insert.device);
+        if let Some((data_type, values)) = type_column(&path, &literals, existing.get(measurement))?
+        {
+            schema.push((measurement, data_type));
+            columns.push(values);
+        }
+    }
+    if schema.is_empty() {
+        return Err(ExecError::refused(
+            StatusCode::IllegalParameter,
+            format!(
+                "every value for {} is NULL: nothing to insert",
+                insert.device
+            ),
+        ));
+    }
+    let mut tablet = Tablet::new(insert.device.clone(), &schema);
+    for (row_index, row) in insert.rows.iter().enumerate() {
+        let values = columns.iter().map(|c| c[row_index].clone()).collect();
+        tablet.push_row(row.timestamp, values);
+    }
+    Ok(tablet)
+}
+
+/// A column's type and its cells, one per row (`None` is NULL).
+type TypedColumn = (DataType, Vec<Option<Value>>);
+
+/// A column's type and values, `None` when it holds only NULLs.
+fn type_column(
+    path: &str,
+    literals: &[&Literal],
+    existing: Option<&DataType>,
+) -> Result<Option<TypedColumn>, ExecError> {
+    if literals.iter().all(|l| **l == Literal::Null) {
+        return Ok(None);
+    }
+    if let Some(&data_type) = existing {
+        let converted: Option<Vec<Option<Value>>> = literals
+            .iter()
+            .map(|l| match l {
+                Literal::Null => Some(None),
+                l => convert(l, data_type).map(Some),
+            })
+            .collect();
+        if let Some(values) = converted {
+            return Ok(Some((data_type, values)));
+        }
+    }
+    let values: Vec<Option<Value>> = literals.iter().map(|l| natural(l)).collect();
+    let mut types = values.iter().flatten().map(Value::data_type);
+    let first = types.next().expect("a column with a non-NULL literal");
+    if let Some(other) = types.find(|t| *t != first) {
+        return Err(ExecError::refused(
+            StatusCode::DataTypeMismatch,
+            format!("values for {path} are of different types ({first} and {other})"),
+        ));
+    }
+    Ok(Some((first, values)))
+}
+
+/// `literal` as a value of `data_type`, if the conversion loses nothing (FLOAT rounds a float
+/// literal to single precision, as IoTDB does).
+pub fn convert(literal: &Literal, data_type: DataType) -> Option<Value> {
+    match (literal, data_type) {
+        (Literal::Integer(i), DataType::Int32) => i32::try_from(*i).ok().map(Value::Int32),
+        (Literal::Integer(i), DataType::Int64) => Some(Value::Int64(*i)),
+        (Literal::Integer(i), DataType::Float) => {
+            (i.unsigned_abs() <= FLOAT_EXACT_INTEGER_MAX as u64).then_some(Value::Float(*i as f32))
+        }
+        (Literal::Integer(i), DataType::Double) => (i.unsigned_abs()
+            <= DOUBLE_EXACT_INTEGER_MAX as u64)
+            .then_some(Value::Double(*i as f64)),
+        (Literal::Float(f), DataType::Float) => {
+            let single = *f as f32;
+            single.is_finite().then_some(Value::Float(single))
+        }
+        (Literal::Float(f), DataType::Double) => Some(Value::Double(*f)),
+        (Literal::Boolean(b), DataType::Boolean) => Some(Value::Boolean(*b)),
+        (Literal::Text(s), DataType::Text) => Some(Value::Text(s.clone())),
+        _ => None,
+    }
+}
+
+/// The type a literal gets for a new series: numbers DOUBLE, booleans BOOLEAN, strings TEXT.
+pub fn natural(literal: &Literal) -> Option<Value> {
+    match literal {
+        Literal::Integer(i) => Some(Value::Double(*i as f64)),
+        Literal::Float(f) => Some(Value::Double(*f)),
+        Literal::Boolean(b) => Some(Value::Boolean(*b)),
+        Literal::Text(s) => Some(Value::Text(s.clone())),
+        Literal::Null => None,
+    }
+}
+
+fn too_many_rows() -> ExecError {
+    ExecError::refused(
+        StatusCode::IllegalParameter,
+        format!("the result has more than {RESULT_ROWS_MAX} rows; narrow the time range"),
+    )
+}
+
+/// Points of one series in `range`, checked against [`RESULT_ROWS_MAX`].
+async fn points<B: Backend>(
+    backend: &B,
+    device: &str,
+    measurement: &str,
+    range: TimeRange,
+) -> ExecResult<Vec<(i64, Value)>> {
+    if range.is_empty() {
+        return Ok(Vec::new());
+    }
+    let points = backend
+        .query_raw(device, measurement, range.from, range.to)
+        .await?;
+    if points.len() > RESULT_ROWS_MAX {
+        return Err(too_many_rows());
+    }
+    Ok(points)
+}
+
+/// `Time` and one column per series, outer-joined on time.
+async fn select_raw<B: Backend>(
+    backend: &B,
+    device: &str,
+    projection: &Projection,
+    range: TimeRange,
+) -> ExecResult<Outcome> {
+    let series = resolve(backend, device, projection).await?;
+    let series: Vec<Series> = series
+        .into_iter()
+        .map(|(measurement, data_type)| Series {
+            device: device.to_string(),
+            measurement,
+            data_type,
+        })
+        .collect();
+    join(backend, &series, range).await
+}
+
+/// One resolved series.
+#[derive(Clone, Debug)]
+struct Series {
+    device: String,
+    measurement: String,
+    data_type: DataType,
+}
+
+/// The series of full `paths` that exist, in the order given, with their types (one lookup per
+/// device).
+async fn resolve_paths<B: Backend>(backend: &B, paths: &[String]) -> ExecResult<Vec<Series>> {
+    let mut by_device: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut split = Vec::with_capacity(paths.len());
+    for path in paths {
+        let Some((device, measurement)) = path.rsplit_once('.') else {
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                format!("{path} is not a series path like root.sg.d1.s1"),
+            ));
+        };
+        by_device
+            .entry(device)
+            .or_default()
+            .push(measurement.to_string());
+        split.push((device, measurement));
+    }
+    let mut types: HashMap<(String, String), DataType> = HashMap::new();
+    for (device, measurements) in by_device {
+        for (measurement, data_type) in backend.series_types(device, &measurements).await? {
+            types.insert((device.to_string(), measurement), data_type);
+        }
+    }
+    Ok(split
+        .into_iter()
+        .filter_map(|(device, measurement)| {
+            let key = (device.to_string(), measurement.to_string());
+            let data_type = *types.get(&key)?;
+            Some(Series {
+                device: key.0,
+                measurement: key.1,
+                data_type,
+            })
+        })
+        .collect())
+}
+
+/// IoTDB's raw data query (`executeRawDataQuery`): `Time` and one column per existing series of
+/// the full `paths`, in `[from, to)`.
+pub async fn raw_paths<B: Backend>(
+    backend: &B,
+    paths: &[String],
+    range: TimeRange,
+) -> ExecResult<Outcome> {
+    let series = resolve_paths(backend, paths).await?;
+    join(backend, &series, range).await
+}
+
+/// IoTDB's last data query (`executeLastDataQuery`): the last point of each existing series of
+/// the full `paths` at or after `since`, in the shape of `SELECT LAST`.
+pub async fn last_paths<B: Backend>(
+    backend: &B,
+    paths: &[String],
+    since: i64,
+) -> ExecResult<Outcome> {
+    let series = resolve_paths(backend, paths).await?;
+    last(backend, &series, since).await
+}
+
+/// `Time` and one column per series, outer-joined on time.
+async fn join<B: Backend>(backend: &B, series: &[Series], range: TimeRange) -> ExecResult<Outcome> {
+    let width = series.len();
+    let mut joined: BTreeMap<i64, Vec<Cell>> = BTreeMap::new();
+    for (column, s) in series.iter().enumerate() {
+        for (time, value) in points(backend, &s.device, &s.measurement, range).await? {
+            // A point of another type (the series was dropped and created again with another
+            // type while the query ran) is left out rather than mistyping the column.
+            if value.data_type() != s.data_type {
+                continue;
+            }
+            joined.entry(time).or_insert_with(|| vec![None; width])[column] = Some(value);
+            if joined.len() > RESULT_ROWS_MAX {
+                return Err(too_many_rows());
+            }
+        }
+    }
+    let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
+    header.extend(
+        series
+            .iter()
+            .map(|s| (format!("{}.{}", s.device, s.measurement), s.data_type)),
+    );
+    let rows = joined
+        .into_iter()
+        .map(|(time, cells)| {
+            let mut row = vec![Some(Value::Int64(time))];
+            row.extend(cells);
+            row
+        })
+        .collect();
+    Ok(Outcome::query(header, rows))
+}
+
+/// IoTDB's last query: `Time`, `Timeseries`, `Value` (as text), `DataType`, one row per series
+/// with a point.
+async fn select_last<B: Backend>(
+    backend: &B,
+    device: &str,
+    projection: &Projection,
+) -> ExecResult<Outcome> {
+    let series: Vec<Series> = resolve(backend, device, projection)
+        .await?
+        .into_iter()
+        .map(|(measurement, data_type)| Series {
+            device: device.to_string(),
+            measurement,
+            data_type,
+        })
+        .collect();
+    last(backend, &series, i64::MIN).await
+}
+
+/// The last point at or after `since` of each series, one row each.
+async fn last<B: Backend>(backend: &B, series: &[Series], since: i64) -> ExecResult<Outcome> {
+    let mut rows = Vec::new();
+    for s in series {
+        let Some((time, value)) = backend.query_last(&s.device, &s.measurement).await? else {
+            continue;
+        };
+        if time < since {
+            continue;
+        }
+        rows.push(vec![
+            Some(Value::Int64(time)),
+            Some(Value::Text(format!("{}.{}", s.device, s.measurement))),
+            Some(Value::Text(value_text(&value))),
+            Some(Value::Text(value.data_type().name().to_string())),
+        ]);
+    }
+    Ok(Outcome::query(
+        show::header(&[
+            (TIME_COLUMN, DataType::Int64),
+            ("Timeseries", DataType::Text),
+            ("Value", DataType::Text),
+            ("DataType", DataType::Text),
+        ]),
+        rows,
+    ))
+}
+
+/// A value as IoTDB prints it in a last query (Java's `toString`: `1.5`, `2.0`, `true`).
+pub fn value_text(value: &Value) -> String {
+    match value {
+        Value::Boolean(b) => b.to_string(),
+        Value::Int32(i) => i.to_string(),
+        Value::Int64(i) => i.to_string(),
+        Value::Float(f) => java_float(f64::from(*f), f.to_string()),
+        Value::Double(d) => java_float(*d, d.to_string()),
+        Value::Text(s) => s.clone(),
+    }
+}
+
+/// Java prints a whole float with `.0` (`2.0`), Rust without (`2`).
+fn java_float(value: f64, text: String) -> String {
+    if value.is_finite() && value.fract() == 0.0 && value.abs() < 1e7 {
+        format!("{text}.0")
+    } else {
+        text
+    }
+}
+
+/// One row of `count(<series>)` columns.
+async fn select_count<B: Backend>(
+    backend: &B,
+    device: &str,
+    projection: &Projection,
+    range: TimeRange,
+) -> ExecResult<Outcome> {
+    let series = resolve(backend, device, projection).await?;
+    if series.is_empty() {
+        return Ok(Outcome::query(Vec::new(), Vec::new()));
+    }
+    let mut header = Vec::with_capacity(series.len());
+    let mut row = Vec::with_capacity(series.len());
+    for (measurement, _) in &series {
+        let count = points(backend, device, measurement, range).await?.len();
+        header.push((format!("count({device}.{measurement})"), DataType::Int64));
+        row.push(Some(Value::Int64(
+            i64::try_from(count).expect("a count bounded by RESULT_ROWS_MAX"),
+        )));
+    }
+    Ok(Outcome::query(header, vec![row]))
+}
+
+#[cfg(test)]
+mod backend_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ast::InsertRow;
+
+    fn insert(measurements: &[&str], rows: Vec<(i64, Vec<Literal>)>) -> Insert {
+        Insert {
+            device: "root.sg.d1".into(),
+            measurements: measurements.iter().map(|m| m.to_string()).collect(),
+            rows: rows
+                .into_iter()
+                .map(|(timestamp, values)| InsertRow { timestamp, values })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn new_series_infer_double_boolean_and_text() {
+        let tablet = build_tablet(
+            &insert(
+                &["a", "b", "c", "d"],
+                vec![
+                    (
+                        1,
+                        vec![
+                            Literal::Integer(2),
+                            Literal::Float(1.5),
+                            Literal::Boolean(true),
+                            Literal::Text("x".into()),
+                        ],
+                    ),
+                    (
+                        2,
+                        vec![
+                            Literal::Float(0.5),
+                            Literal::Null,
+                            Literal::Boolean(false),
+                            Literal::Null,
+                        ],
+                    ),
+                ],
+            ),
+            &HashMap::new(),
+        )
+        .expect("builds");
+        assert_eq!(
+            tablet.data_types,
+            vec![
+                DataType::Double,
+                DataType::Double,
+                DataType::Boolean,
+                DataType::Text
+            ]
+        );
+        assert_eq!(tablet.timestamps, vec![1, 2]);
+        assert!(tablet.is_null(1, 1) && tablet.is_null(1, 3) && !tablet.is_null(0, 0));
+        assert_eq!(tablet.point_count(), 6);
+        tablet.validate(&Default::default()).expect("valid");
+    }
+
+    #[test]
+    fn existing_series_convert_when_lossless() {
+        let existing: HashMap<String, DataType> = [
+            ("i32", DataType::Int32),
+            ("i64", DataType::Int64),
+            ("f", DataType::Float),
+        ]
+        .into_iter()
+        .map(|(m, t)| (m.to_string(), t))
+        .collect();
+        let tablet = build_tablet(
+            &insert(
+                &["i32", "i64", "f"],
+                vec![(
+                    1,
+                    vec![
+                        Literal::Integer(7),
+                        Literal::Integer(-8),
+                        Literal::Float(0.25),
+                    ],
+                )],
+            ),
+            &existing,
+        )
+        .expect("builds");
+        assert_eq!(
+            tablet.data_types,
+            vec![DataType::Int32, DataType::Int64, DataType::Float]
+        );
+        // Lossy or impossible conversions keep the natural type, for the server to refuse.
+        let tablet = build_tablet(
+            &insert(
+                &["i32", "f"],
+                vec![(
+                    1,
+                    vec![Literal::Integer(1 << 40), Literal::Text("x".into())],
+                )],
+            ),
+            &existing,
+        )
+        .expect("builds");
+        assert_eq!(tablet.data_types, vec![DataType::Double, DataType::Text]);
+    }
+
+    #[test]
+    fn conversions() {
+        assert_eq!(
+            convert(&Literal::Integer(1 << 24), DataType::Float),
+            Some(Value::Float(16_777_216.0))
+        );
+        assert_eq!(
+            convert(&Literal::Integer((1 << 24) + 1), DataType::Float),
+            None
+        );
+        assert_eq!(
+            convert(&Literal::Integer(i64::from(i32::MAX) + 1), DataType::Int32),
+            None
+        );
+        assert_eq!(convert(&Literal::Float(1.5), DataType::Int64), None);
+        assert_eq!(convert(&Literal::Float(1e300), DataType::Float), None);
+        assert_eq!(convert(&Literal::Boolean(true), DataType::Text), None);
+        assert_eq!(convert(&Literal::Text("1".into()), DataType::Int32), None);
+    }
+
+    #[test]
+    fn mixed_columns_and_all_null_statements_are_refused() {
+        let mixed = build_tablet(
+            &insert(
+                &["a"],
+                vec![
+                    (1, vec![Literal::Integer(1)]),
+                    (2, vec![Literal::Text("x".into())]),
+                ],
+            ),
+            &HashMap::new(),
+        );
+        assert!(
+            matches!(
+                mixed,
+                Err(ExecError::Refused {
+                    code: StatusCode::DataTypeMismatch,
+                    ..
+                })
+            ),
+            "{mixed:?}"
+        );
+        let nulls = build_tablet(
+            &insert(&["a"], vec![(1, vec![Literal::Null])]),
+            &HashMap::new(),
+        );
+        assert!(
+            matches!(
+                nulls,
+                Err(ExecError::Refused {
+                    code: StatusCode::IllegalParameter,
+                    ..
+                })
+            ),
+            "{nulls:?}"
+        );
+    }
+
+    #[test]
+    fn error_codes() {
+        let parse = ExecError::Parse(ParseError {
+            position: crate::Position::START,
+            message: "x".into(),
+        });
+        assert_eq!(parse.code(), 700);
+        let status = ExecError::Status {
+            code: 614,
+            message: "m".into(),
+        };
+        assert_eq!((status.code(), status.to_string()), (614, "m".to_string()));
+        let refused = ExecError::refused(StatusCode::DataTypeMismatch, "r");
+        assert_eq!(refused.code(), 614);
+    }
+
+    #[test]
+    fn last_values_print_as_java_does() {
+        assert_eq!(value_text(&Value::Double(2.0)), "2.0");
+        assert_eq!(value_text(&Value::Double(1.5)), "1.5");
+        assert_eq!(value_text(&Value::Float(-3.0)), "-3.0");
+        assert_eq!(value_text(&Value::Int64(7)), "7");
+        assert_eq!(value_text(&Value::Boolean(true)), "true");
+    }
+}

@@ -1,0 +1,298 @@
+//! The executor over an in-memory backend: result shapes and the statements' effects.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Mutex;
+
+use common::views::{ClusterView, LeasesView, LocalLeaseView, RegionView, TimeseriesView};
+use common::{DataType, StatusCode, Tablet, Value};
+
+use super::*;
+use crate::{parse_script, Position};
+
+/// A series' type and points.
+type Points = (DataType, BTreeMap<i64, Value>);
+
+/// Series by (device, measurement).
+#[derive(Default)]
+struct Memory {
+    series: Mutex<BTreeMap<(String, String), Points>>,
+}
+
+fn unused<T>() -> ExecResult<T> {
+    Err(ExecError::refused(
+        StatusCode::InternalServerError,
+        "not in this test",
+    ))
+}
+
+impl Backend for Memory {
+    async fn create_database(&self, _: &str) -> ExecResult<()> {
+        Ok(())
+    }
+    async fn drop_database(&self, _: &str) -> ExecResult<()> {
+        unused()
+    }
+    async fn set_ttl(&self, _: &str, _: i64) -> ExecResult<()> {
+        unused()
+    }
+    async fn unset_ttl(&self, _: &str) -> ExecResult<()> {
+        unused()
+    }
+    async fn remove_data_node(&self, _: u64) -> ExecResult<()> {
+        unused()
+    }
+    async fn create_timeseries(
+        &self,
+        path: &str,
+        data_type: DataType,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> ExecResult<()> {
+        let (device, measurement) = path.rsplit_once('.').expect("a series path");
+        self.series.lock().unwrap().insert(
+            (device.into(), measurement.into()),
+            (data_type, BTreeMap::new()),
+        );
+        Ok(())
+    }
+    async fn delete_timeseries(&self, _: &str) -> ExecResult<()> {
+        unused()
+    }
+    async fn insert_tablet(&self, tablet: Tablet) -> ExecResult<()> {
+        let mut series = self.series.lock().unwrap();
+        for (column, measurement) in tablet.measurements.iter().enumerate() {
+            let key = (tablet.device.clone(), measurement.clone());
+            let data_type = tablet.data_types[column];
+            let entry = series
+                .entry(key)
+                .or_insert_with(|| (data_type, BTreeMap::new()));
+            if entry.0 != data_type {
+                return Err(ExecError::refused(StatusCode::DataTypeMismatch, "type"));
+            }
+            for (row, &time) in tablet.timestamps.iter().enumerate() {
+                if !tablet.is_null(row, column) {
+                    entry.1.insert(time, tablet.columns[column].value(row));
+                }
+            }
+        }
+        Ok(())
+    }
+    async fn series_types(
+        &self,
+        device: &str,
+        measurements: &[String],
+    ) -> ExecResult<Vec<(String, DataType)>> {
+        let series = self.series.lock().unwrap();
+        Ok(measurements
+            .iter()
+            .filter_map(|m| {
+                let (t, _) = series.get(&(device.to_string(), m.clone()))?;
+                Some((m.clone(), *t))
+            })
+            .collect())
+    }
+    async fn show_timeseries(&self, prefix: &str) -> ExecResult<Vec<TimeseriesView>> {
+        let series = self.series.lock().unwrap();
+        Ok(series
+            .iter()
+            .filter(|((d, m), _)| format!("{d}.{m}").starts_with(prefix))
+            .map(|((d, m), (t, _))| TimeseriesView {
+                database: "root.sg".into(),
+                device: d.clone(),
+                measurement: m.clone(),
+                data_type: *t,
+                pending_delete: false,
+                encoding: String::new(),
+                compressor: String::new(),
+            })
+            .collect())
+    }
+    async fn query_raw(
+        &self,
+        device: &str,
+        measurement: &str,
+        from: i64,
+        to: i64,
+    ) -> ExecResult<Vec<(i64, Value)>> {
+        let series = self.series.lock().unwrap();
+        Ok(series
+            .get(&(device.to_string(), measurement.to_string()))
+            .map(|(_, points)| {
+                points
+                    .range(from..to)
+                    .map(|(t, v)| (*t, v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+    async fn query_last(
+        &self,
+        device: &str,
+        measurement: &str,
+    ) -> ExecResult<Option<(i64, Value)>> {
+        let series = self.series.lock().unwrap();
+        Ok(series
+            .get(&(device.to_string(), measurement.to_string()))
+            .and_then(|(_, points)| points.last_key_value())
+            .map(|(t, v)| (*t, v.clone())))
+    }
+    async fn show_databases(&self) -> ExecResult<Vec<(String, Option<i64>)>> {
+        Ok(vec![("root.sg".into(), None)])
+    }
+    async fn show_cluster(&self) -> ExecResult<ClusterView> {
+        unused()
+    }
+    async fn show_regions(&self) -> ExecResult<Vec<RegionView>> {
+        unused()
+    }
+    async fn show_leases(&self) -> ExecResult<LeasesView> {
+        unused()
+    }
+    async fn local_lease(&self) -> ExecResult<LocalLeaseView> {
+        unused()
+    }
+    async fn flush(&self) -> ExecResult<()> {
+        Ok(())
+    }
+}
+
+/// Runs a future that never waits (the in-memory backend's).
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(output) => output,
+        std::task::Poll::Pending => panic!("the in-memory backend never waits"),
+    }
+}
+
+fn run(backend: &Memory, text: &str) -> Vec<ExecResult<Outcome>> {
+    parse_script(text, Position::START)
+        .into_iter()
+        .map(|p| ready(execute(backend, &p.result.expect("parses"))))
+        .collect()
+}
+
+fn one(backend: &Memory, text: &str) -> Outcome {
+    let mut outcomes = run(backend, text);
+    assert_eq!(outcomes.len(), 1, "{text}");
+    outcomes.pop().unwrap().expect(text)
+}
+
+#[test]
+fn raw_select_joins_series_on_time_with_nulls() {
+    let m = Memory::default();
+    one(
+        &m,
+        "INSERT INTO root.sg.d1(time, a, b) VALUES (1, 1, 'x'), (2, NULL, 'y'), (3, 3, NULL)",
+    );
+    let o = one(&m, "SELECT a, b, missing FROM root.sg.d1 WHERE time >= 2");
+    assert_eq!(o.columns, ["Time", "root.sg.d1.a", "root.sg.d1.b"]);
+    assert_eq!(o.types, [DataType::Int64, DataType::Double, DataType::Text]);
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![Some(Value::Int64(2)), None, Some(Value::Text("y".into()))],
+            vec![Some(Value::Int64(3)), Some(Value::Double(3.0)), None],
+        ]
+    );
+    assert!(o.has_time());
+}
+
+#[test]
+fn last_and_count_have_iotdb_shapes() {
+    let m = Memory::default();
+    one(&m, "CREATE TIMESERIES root.sg.d1.i INT32");
+    one(
+        &m,
+        "INSERT INTO root.sg.d1(time, i, d) VALUES (1, 5, 2), (7, 6, 2.5)",
+    );
+    let last = one(&m, "SELECT LAST * FROM root.sg.d1");
+    assert_eq!(last.columns, ["Time", "Timeseries", "Value", "DataType"]);
+    assert_eq!(
+        last.rows,
+        vec![
+            vec![
+                Some(Value::Int64(7)),
+                Some(Value::Text("root.sg.d1.d".into())),
+                Some(Value::Text("2.5".into())),
+                Some(Value::Text("DOUBLE".into())),
+            ],
+            vec![
+                Some(Value::Int64(7)),
+                Some(Value::Text("root.sg.d1.i".into())),
+                Some(Value::Text("6".into())),
+                Some(Value::Text("INT32".into())),
+            ],
+        ]
+    );
+    let count = one(&m, "SELECT COUNT(i) FROM root.sg.d1 WHERE time < 5");
+    assert_eq!(count.columns, ["count(root.sg.d1.i)"]);
+    assert!(!count.has_time());
+    assert_eq!(count.rows, vec![vec![Some(Value::Int64(1))]]);
+    // Paths of several devices, as the raw and last data query calls name them.
+    one(&m, "INSERT INTO root.sg.d2(time, i) VALUES (3, 9)");
+    let raw = ready(raw_paths(
+        &m,
+        &[
+            "root.sg.d2.i".into(),
+            "root.sg.d1.i".into(),
+            "root.sg.d9.x".into(),
+        ],
+        TimeRange::ALL,
+    ))
+    .unwrap();
+    assert_eq!(raw.columns, ["Time", "root.sg.d2.i", "root.sg.d1.i"]);
+    assert_eq!(raw.rows.len(), 3);
+    let last = ready(last_paths(
+        &m,
+        &["root.sg.d1.i".into(), "root.sg.d2.i".into()],
+        5,
+    ))
+    .unwrap();
+    assert_eq!(last.rows.len(), 1, "only d1.i has a point at or after 5");
+}
+
+#[test]
+fn show_timeseries_and_devices_take_patterns() {
+    let m = Memory::default();
+    one(&m, "INSERT INTO root.sg.d1(time, a, b) VALUES (1, 1, 2)");
+    one(&m, "INSERT INTO root.sg.d1.x(time, c) VALUES (1, 1)");
+    one(&m, "INSERT INTO root.sg.d2(time, a) VALUES (1, 1)");
+    let names = |text: &str| -> Vec<String> {
+        one(&m, text)
+            .rows
+            .into_iter()
+            .map(|r| match &r[0] {
+                Some(Value::Text(s)) => s.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(
+        names("SHOW TIMESERIES root.sg.d1.*"),
+        ["root.sg.d1.a", "root.sg.d1.b"]
+    );
+    assert_eq!(
+        names("SHOW TIMESERIES root.sg.d1"),
+        ["root.sg.d1.a", "root.sg.d1.b", "root.sg.d1.x.c"]
+    );
+    assert_eq!(
+        names("SHOW TIMESERIES root.*.*.a"),
+        ["root.sg.d1.a", "root.sg.d2.a"]
+    );
+    assert_eq!(names("SHOW TIMESERIES root.sg.d1.a"), ["root.sg.d1.a"]);
+    assert!(names("SHOW TIMESERIES root.sg.d1.zz").is_empty());
+    assert_eq!(
+        names("SHOW DEVICES root.sg.*"),
+        ["root.sg.d1", "root.sg.d2"]
+    );
+    assert_eq!(
+        names("SHOW DEVICES root.sg.**"),
+        ["root.sg.d1", "root.sg.d1.x", "root.sg.d2"]
+    );
+    let shown = one(&m, "SHOW TIMESERIES root.sg.d2.a");
+    assert_eq!(shown.columns.len(), 11);
+    assert_eq!(shown.columns[1], "Alias");
+}
