@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, then every crate's unit, property, simulation, crash and
-# failpoint tests. This is the README's test command and what .ci/run calls. Extra arguments go to
-# `cargo test`.
+# The whole test suite: formatting, lints, every crate's unit, property, simulation, crash and
+# failpoint tests, the real-process fault suite, then IoTDB's official Python client against a
+# local cluster. This is the README's test command and what .ci/run calls. Extra arguments go to
+# `cargo test` (and then the Python suite is skipped: a partial run).
+#
+# On a fresh machine it installs what the tests need: as root, iproute2 and nftables for the fault
+# suite (without them, and without root, the fault scenarios skip loudly; under CI=true they fail);
+# and a virtualenv with apache-iotdb 2.0.11 from PyPI (scripts/iotdb-client-tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+need=()
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v nft >/dev/null 2>&1 || need+=(nftables)
+if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== installing ${need[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+    else
+        echo "== WARNING: ${need[*]} missing and not root: the fault scenarios will skip" >&2
+    fi
+fi
 
 # The benches package is linted without features: `fail/failpoints` (which the failpoint tests
 # turn on) changes what the `fail_point!` macro expands to inside raft-engine, a bench-only
@@ -50,3 +68,10 @@ cargo build --profile test --workspace --exclude fencepost-benches --all-feature
 
 echo "== cargo test (with failpoints)"
 cargo test --workspace --exclude fencepost-benches --all-features "$@"
+
+# The official client against the binaries built above (debug, with the test features: the
+# same code paths as release, slower).
+if [ $# -eq 0 ]; then
+    echo "== IoTDB's Python client (apache-iotdb 2.0.11) against 1 ConfigNode + 3 DataNodes"
+    BIN_DIR=target/debug bash scripts/iotdb-client-tests.sh
+fi
