@@ -166,6 +166,25 @@ impl Backend for SessionBackend<'_> {
     async fn flush(&self) -> ExecResult<()> {
         self.0.flush().await.map_err(status)
     }
+
+    async fn create_user(&self, name: &str, password: &str) -> ExecResult<()> {
+        self.0.create_user(name, password).await.map_err(status)
+    }
+
+    async fn drop_user(&self, name: &str) -> ExecResult<()> {
+        self.0.drop_user(name).await.map_err(status)
+    }
+
+    async fn alter_user_password(&self, name: &str, password: &str) -> ExecResult<()> {
+        self.0
+            .alter_user_password(name, password)
+            .await
+            .map_err(status)
+    }
+
+    async fn list_users(&self) -> ExecResult<Vec<String>> {
+        self.0.list_users().await.map_err(status)
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,12 @@ pub struct Cli {
         default_value = "127.0.0.1:6667"
     )]
     pub endpoints: Vec<String>,
+    /// The user to log in as (IoTDB's `-u`).
+    #[arg(short = 'u', long = "user", global = true, default_value = "root")]
+    pub user: String,
+    /// Its password (IoTDB's `-pw`).
+    #[arg(long = "password", global = true, default_value = "root")]
+    pub password: String,
     /// One JSON object per statement (or one report) on its own line.
     #[arg(long, global = true)]
     pub json: bool,
@@ -65,6 +71,8 @@ fn main() -> ExitCode {
         }
     };
     let config = SessionConfig {
+        username: cli.user.clone(),
+        password: cli.password.clone(),
         max_attempts: cli.max_attempts,
         request_timeout_ms: cli.timeout_ms,
         ..SessionConfig::default()

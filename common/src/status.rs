@@ -28,6 +28,18 @@ pub enum StatusCode {
     DataTypeMismatch = 614,
     /// 700: the request is malformed (shape, path or value out of range).
     IllegalParameter = 700,
+    /// 801: wrong user name or password; never retried.
+    WrongLoginPassword = 801,
+    /// 802: the session has not logged in.
+    NotLogin = 802,
+    /// 803: the user may not do this (only root manages other users).
+    NoPermission = 803,
+    /// 804: no such user.
+    UserNotExist = 804,
+    /// 805: the user exists already.
+    UserAlreadyExist = 805,
+    /// 822: too many failed logins; the user is locked for a while. Never retried.
+    UserLoginLocked = 822,
     /// 712: an internal request timed out.
     InternalRequestTimeOut = 712,
     /// 905: the region's leader changed; retry on the new leader.
@@ -38,7 +50,7 @@ pub enum StatusCode {
 
 impl StatusCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [StatusCode; 14] = [
+    pub const ALL: [StatusCode; 20] = [
         StatusCode::Success,
         StatusCode::MultipleError,
         StatusCode::InternalServerError,
@@ -50,6 +62,12 @@ impl StatusCode {
         StatusCode::WriteProcessReject,
         StatusCode::DataTypeMismatch,
         StatusCode::IllegalParameter,
+        StatusCode::WrongLoginPassword,
+        StatusCode::NotLogin,
+        StatusCode::NoPermission,
+        StatusCode::UserNotExist,
+        StatusCode::UserAlreadyExist,
+        StatusCode::UserLoginLocked,
         StatusCode::InternalRequestTimeOut,
         StatusCode::RegionLeaderChangeError,
         StatusCode::CanNotConnectDatanode,
@@ -105,6 +123,12 @@ impl StatusCode {
             StatusCode::WriteProcessReject => "WRITE_PROCESS_REJECT",
             StatusCode::DataTypeMismatch => "DATA_TYPE_MISMATCH",
             StatusCode::IllegalParameter => "ILLEGAL_PARAMETER",
+            StatusCode::WrongLoginPassword => "WRONG_LOGIN_PASSWORD",
+            StatusCode::NotLogin => "NOT_LOGIN",
+            StatusCode::NoPermission => "NO_PERMISSION",
+            StatusCode::UserNotExist => "USER_NOT_EXIST",
+            StatusCode::UserAlreadyExist => "USER_ALREADY_EXIST",
+            StatusCode::UserLoginLocked => "USER_LOGIN_LOCKED",
             StatusCode::InternalRequestTimeOut => "INTERNAL_REQUEST_TIME_OUT",
             StatusCode::RegionLeaderChangeError => "REGION_LEADER_CHANGE_ERROR",
             StatusCode::CanNotConnectDatanode => "CAN_NOT_CONNECT_DATANODE",

@@ -6,7 +6,9 @@
 //!
 //! Kind 9 (BeginSetTtl, `str16 database, i64 ttl_ms` with 0 = UNSET) was added within version
 //! 2: it changes no byte of an existing kind, so every entry written before it decodes as it
-//! did; a version marks a changed layout of an existing kind.
+//! did; a version marks a changed layout of an existing kind. So were kinds 15 to 17, the user
+//! commands: CreateUser and SetUserPassword `str16 user, str16 password hash`, DropUser `str16
+//! user`.
 //!
 //! Version 2 differs from version 1 only in AllocatePartitions, which carries the leader's cap
 //! on a database's partitions after `region_groups_max`. Version 1 entries still decode, with
@@ -153,6 +155,25 @@ pub enum Command {
         /// The DataNode that took its place.
         to: u64,
     },
+    /// CREATE USER. The leader checked the issuer's permission and hashed the password.
+    CreateUser {
+        /// The new user's name.
+        username: String,
+        /// Its password's Argon2id PHC string.
+        password_hash: String,
+    },
+    /// DROP USER (never root).
+    DropUser {
+        /// The user.
+        username: String,
+    },
+    /// ALTER USER ... SET PASSWORD (root's too: it then has a stored hash).
+    SetUserPassword {
+        /// The user.
+        username: String,
+        /// The new password's Argon2id PHC string.
+        password_hash: String,
+    },
 }
 
 mod kind {
@@ -172,6 +193,9 @@ mod kind {
     pub const BEGIN_REGION_MIGRATION: u8 = 12;
     pub const FINISH_REGION_MIGRATION: u8 = 13;
     pub const REMOVE_DATA_NODE: u8 = 14;
+    pub const CREATE_USER: u8 = 15;
+    pub const DROP_USER: u8 = 16;
+    pub const SET_USER_PASSWORD: u8 = 17;
 }
 
 impl Command {
@@ -298,6 +322,26 @@ impl Command {
                 w.u64(*region_id);
                 w.u64(*from);
                 w.u64(*to);
+            }
+            Command::CreateUser {
+                username,
+                password_hash,
+            } => {
+                w.u8(kind::CREATE_USER);
+                w.str16(username);
+                w.str16(password_hash);
+            }
+            Command::DropUser { username } => {
+                w.u8(kind::DROP_USER);
+                w.str16(username);
+            }
+            Command::SetUserPassword {
+                username,
+                password_hash,
+            } => {
+                w.u8(kind::SET_USER_PASSWORD);
+                w.str16(username);
+                w.str16(password_hash);
             }
         }
         let bytes = w.into_bytes();
@@ -427,6 +471,17 @@ impl Command {
                 region_id: r.u64()?,
                 from: r.u64()?,
                 to: r.u64()?,
+            },
+            kind::CREATE_USER => Command::CreateUser {
+                username: r.str16()?,
+                password_hash: r.str16()?,
+            },
+            kind::DROP_USER => Command::DropUser {
+                username: r.str16()?,
+            },
+            kind::SET_USER_PASSWORD => Command::SetUserPassword {
+                username: r.str16()?,
+                password_hash: r.str16()?,
             },
             other => return r.error(format!("command kind {other}")),
         };
@@ -655,6 +710,27 @@ pub(crate) mod tests {
             },
             &[2, 11, 3, 0, b'h', b':', b'1', 3, 0, b'h', b':', b'2'],
         );
+        // The user commands (kinds 15 to 17).
+        golden(
+            Command::CreateUser {
+                username: "al".into(),
+                password_hash: "$h".into(),
+            },
+            &[2, 15, 2, 0, b'a', b'l', 2, 0, b'$', b'h'],
+        );
+        golden(
+            Command::DropUser {
+                username: "al".into(),
+            },
+            &[2, 16, 2, 0, b'a', b'l'],
+        );
+        golden(
+            Command::SetUserPassword {
+                username: "root".into(),
+                password_hash: "$h".into(),
+            },
+            &[2, 17, 4, 0, b'r', b'o', b'o', b't', 2, 0, b'$', b'h'],
+        );
         // A name the type does not take is refused, not stored.
         let bad = [
             2, 10, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 5, 3, 0, b'R', b'L', b'E', 0, 0,
@@ -741,6 +817,26 @@ pub(crate) mod tests {
                 }
             }),
             (1u64..5).prop_map(|data_node_id| Command::RemoveDataNode { data_node_id }),
+            // Names with root among them, hashes that apply takes (the prefix) and refuses.
+            (
+                prop_oneof![Just("root".to_string()), name],
+                prop_oneof![
+                    "[a-c]{1,3}".prop_map(|h| format!("{}{h}", crate::users::PASSWORD_HASH_PREFIX)),
+                    Just("$bad".to_string()),
+                ],
+                0u8..3
+            )
+                .prop_map(|(username, password_hash, which)| match which {
+                    0 => Command::CreateUser {
+                        username,
+                        password_hash,
+                    },
+                    1 => Command::DropUser { username },
+                    _ => Command::SetUserPassword {
+                        username,
+                        password_hash,
+                    },
+                }),
             (1u64..4, 0u8..3).prop_map(|(id, s)| Command::SetDataNodeStatus {
                 data_node_id: id,
                 status: NodeStatus::from_code(s).unwrap(),

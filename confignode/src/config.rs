@@ -10,6 +10,10 @@ use crate::error::ConfigError;
 /// Milliseconds a ConfigNode waits to establish a connection (to a DataNode or a raft peer).
 pub const CONNECT_TIMEOUT_MS: u64 = 1000;
 
+/// Largest `login_failures_max`: the leader keeps a time per failure for up to
+/// `users::LOGIN_TRACKED_USERS_MAX` names, so this bounds that memory (80 MB at most).
+pub const LOGIN_FAILURES_MAX: u32 = 1000;
+
 runtime::node_config! {
     /// The ConfigNode's settings. Cluster-wide values (fence, partitioning, replication) are handed
     /// to DataNodes at registration so that every node agrees.
@@ -96,6 +100,15 @@ runtime::node_config! {
         /// behind a partition must be given up before the first heartbeat after the heal is due.
         /// Default 2000; 100..=60000.
         cn_rpc_keepalive_timeout_ms: u64 = 2000,
+        /// Failed logins of one user name within `login_failure_window_ms` after which the
+        /// name is locked for `login_lock_ms` (every login of it answers 822
+        /// USER_LOGIN_LOCKED, right password or not). Counted by the ConfigNode leader in
+        /// memory: a new leader starts from zero. Default 5; 1..=1000.
+        login_failures_max: u32 = 5,
+        /// The sliding window of `login_failures_max`, in milliseconds. Default 60000; > 0.
+        login_failure_window_ms: u64 = 60_000,
+        /// How long a locked user name stays locked, in milliseconds. Default 600000; > 0.
+        login_lock_ms: u64 = 600_000,
     }
 
     /// Command-line form: `--config file` plus every key as `--kebab-case-name value`, which
@@ -262,6 +275,18 @@ impl ConfigNodeConfig {
         if self.cn_database_partitions_max == 0 {
             return Err(config_error("cn_database_partitions_max", "must be > 0"));
         }
+        if !(1..=LOGIN_FAILURES_MAX).contains(&self.login_failures_max) {
+            return Err(config_error(
+                "login_failures_max",
+                format!("must be in 1..={LOGIN_FAILURES_MAX}"),
+            ));
+        }
+        if self.login_failure_window_ms == 0 {
+            return Err(config_error("login_failure_window_ms", "must be > 0"));
+        }
+        if self.login_lock_ms == 0 {
+            return Err(config_error("login_lock_ms", "must be > 0"));
+        }
         check_keepalive(
             "cn_rpc_keepalive_interval_ms",
             self.cn_rpc_keepalive_interval_ms,
@@ -280,6 +305,15 @@ impl ConfigNodeConfig {
             self.cn_rpc_keepalive_interval_ms,
             self.cn_rpc_keepalive_timeout_ms,
         )
+    }
+
+    /// The lockout after failed logins.
+    pub fn login_limits(&self) -> crate::users::LoginLimits {
+        crate::users::LoginLimits {
+            failures_max: self.login_failures_max,
+            failure_window_ms: self.login_failure_window_ms,
+            lock_ms: self.login_lock_ms,
+        }
     }
 
     /// The partitioning every node must use.
@@ -312,6 +346,14 @@ mod tests {
         assert_eq!(c.cn_rpc_keepalive_interval_ms, 1000);
         assert_eq!(c.cn_rpc_keepalive_timeout_ms, 2000);
         assert_eq!(
+            c.login_limits(),
+            crate::users::LoginLimits {
+                failures_max: 5,
+                failure_window_ms: 60_000,
+                lock_ms: 600_000,
+            }
+        );
+        assert_eq!(
             c.channel_config().dead_connection_bound(),
             std::time::Duration::from_secs(3)
         );
@@ -328,7 +370,7 @@ mod tests {
             .lines()
             .filter(|l| !l.starts_with('#') && l.contains(" = "))
             .count();
-        assert_eq!(keys, 24, "a key is missing from confignode.example.toml");
+        assert_eq!(keys, 27, "a key is missing from confignode.example.toml");
     }
 
     #[test]
@@ -348,12 +390,15 @@ mod tests {
             "200",
             "--series-slot-num",
             "10",
+            "--login-failures-max",
+            "3",
         ])
         .unwrap();
         let c = ConfigNodeConfig::from_args(args).unwrap();
         assert_eq!(c.cn_node_id, 2);
         assert_eq!(c.heartbeat_interval_ms, 200);
         assert_eq!(c.series_slot_num, 10);
+        assert_eq!(c.login_failures_max, 3);
         assert_eq!(c.members().unwrap().len(), 3);
     }
 
@@ -409,6 +454,27 @@ mod tests {
                 ..d()
             }),
             "cn_rpc_keepalive_timeout_ms"
+        );
+        assert_eq!(
+            bad(ConfigNodeConfig {
+                login_failures_max: 0,
+                ..d()
+            }),
+            "login_failures_max"
+        );
+        assert_eq!(
+            bad(ConfigNodeConfig {
+                login_failure_window_ms: 0,
+                ..d()
+            }),
+            "login_failure_window_ms"
+        );
+        assert_eq!(
+            bad(ConfigNodeConfig {
+                login_lock_ms: 0,
+                ..d()
+            }),
+            "login_lock_ms"
         );
         assert_eq!(
             ConfigNodeConfig::from_toml("no_such_key = 1")

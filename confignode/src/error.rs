@@ -88,6 +88,18 @@ pub enum MetadataError {
     /// SET TTL with a time to live that is not positive.
     #[error("TTL {0} ms: a TTL must be positive")]
     IllegalTtl(i64),
+    /// A user name or password hash that breaks the rules (`users::check_username`).
+    #[error("{0}")]
+    IllegalUser(String),
+    /// CREATE USER of a user that exists.
+    #[error("user {0} already exists")]
+    UserExists(String),
+    /// DROP USER or ALTER USER of a user that does not exist.
+    #[error("user {0} does not exist")]
+    UserNotFound(String),
+    /// A user statement the issuer may not run, or nobody may (dropping root): why.
+    #[error("No permission: {0}")]
+    NoPermission(String),
     /// The command did not decode.
     #[error("undecodable command: {0}")]
     Decode(#[from] DecodeError),
@@ -104,7 +116,11 @@ impl MetadataError {
             MetadataError::IllegalPath { .. }
             | MetadataError::Decode(_)
             | MetadataError::PartitionsLimit { .. }
-            | MetadataError::IllegalTtl(_) => StatusCode::IllegalParameter,
+            | MetadataError::IllegalTtl(_)
+            | MetadataError::IllegalUser(_) => StatusCode::IllegalParameter,
+            MetadataError::UserExists(_) => StatusCode::UserAlreadyExist,
+            MetadataError::UserNotFound(_) => StatusCode::UserNotExist,
+            MetadataError::NoPermission(_) => StatusCode::NoPermission,
             _ => StatusCode::MetadataError,
         }
     }

@@ -3,6 +3,8 @@
 //! - [`state`]: the deterministic metadata state machine (registry, schema, partitions,
 //!   regions, pending fence operations) and its snapshot; [`command`]: its log entries.
 //! - [`tracker`]: the leader's contact times per DataNode and the lease verdicts.
+//! - [`users`]: user name and password rules, Argon2id hashing, and the leader's lockout after
+//!   failed logins.
 //! - [`propagator`]: the fence protocol's waiting steps (invalidate until ack-or-fenced, then
 //!   delete through each region's raft log).
 //! - [`server`]: [`run`] — the raft group on the `runtime` driver, the gRPC service, the
@@ -23,6 +25,7 @@ pub mod sm;
 pub mod state;
 mod timing;
 pub mod tracker;
+pub mod users;
 
 pub use config::{ConfigNodeArgs, ConfigNodeConfig};
 pub use error::{ConfigError, DecodeError, Error, MetadataError, Result};

@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub(crate) group: Arc<ConfigGroup>,
     /// The leader's duties (heartbeats, failure detector, fence operations) and their state.
     pub(crate) leader: Arc<Leadership>,
+    /// Password hashing and verification, and the leader's lockout after failed logins.
+    pub(crate) users: crate::users::Authenticator,
 }
 
 /// Raft messages from peer ConfigNodes are always taken, never refused at the request limit (the
@@ -239,6 +241,7 @@ pub async fn run_with_listener(
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::default());
     let group = Arc::new(ConfigGroup::new(members, state, driver));
     let shared = Arc::new(Shared {
+        users: crate::users::Authenticator::new(config.login_limits(), clock.clone()),
         leader: Arc::new(Leadership::new(
             config.clone(),
             group.clone(),

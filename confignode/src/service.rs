@@ -13,8 +13,10 @@ use tonic::{Request, Response};
 use crate::command::{Command, CommandResult, SeriesSpec};
 use crate::error::{Error, MetadataError};
 use crate::server::{location, replica_set, status_ok, Shared};
-use crate::state::{OperationKind, PATH_BYTES_MAX};
+use crate::state::{MetadataState, OperationKind, PATH_BYTES_MAX};
+use crate::users::{self, LoginError, AUTHENTICATION_FAILED, ROOT_USER};
 use common::path::DevicePath;
+use proto::user_statement_req::Statement;
 
 type RpcResult<T> = std::result::Result<Response<T>, tonic::Status>;
 
@@ -741,6 +743,71 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         }))
     }
 
+    async fn authenticate(
+        &self,
+        request: Request<proto::AuthenticateReq>,
+    ) -> RpcResult<proto::Status> {
+        let proto::AuthenticateReq { username, password } = request.into_inner();
+        // The leader alone counts failed logins.
+        let term = match self.leader() {
+            Ok(term) => term,
+            Err(s) => return Ok(Response::new(s)),
+        };
+        if let Err(e) = self.shared.group.read_barrier().await {
+            return Ok(Response::new(error_status(&e)));
+        }
+        let group = &self.shared.group;
+        let outcome = self
+            .shared
+            .users
+            .authenticate(term, &username, password, |u| {
+                group.state().user_password(u)
+            })
+            .await;
+        Ok(Response::new(match outcome {
+            Ok(()) => status_ok(),
+            Err(LoginError::Failed) => {
+                proto::status(StatusCode::WrongLoginPassword, AUTHENTICATION_FAILED)
+            }
+            // Only a legal user name is ever locked, so it is short enough to repeat.
+            Err(LoginError::Locked { remaining_ms }) => proto::status(
+                StatusCode::UserLoginLocked,
+                format!(
+                    "User {username} is locked after too many failed logins; try again in {} s.",
+                    remaining_ms.div_ceil(1000)
+                ),
+            ),
+            Err(LoginError::Internal(e)) => proto::status(StatusCode::InternalServerError, e),
+        }))
+    }
+
+    async fn user_statement(
+        &self,
+        request: Request<proto::UserStatementReq>,
+    ) -> RpcResult<proto::Status> {
+        Ok(Response::new(
+            self.run_user_statement(request.into_inner()).await,
+        ))
+    }
+
+    async fn list_users(&self, _: Request<proto::ListUsersReq>) -> RpcResult<proto::ListUsersResp> {
+        let empty = proto::ListUsersResp::default();
+        leader_or_return!(self, empty);
+        try_status!(self.shared.group.read_barrier().await, empty);
+        let users = self
+            .shared
+            .group
+            .state()
+            .user_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        Ok(Response::new(proto::ListUsersResp {
+            status: Some(status_ok()),
+            users,
+        }))
+    }
+
     async fn stream_raft_messages(
         &self,
         request: Request<tonic::Streaming<proto::RaftMessageBatch>>,
@@ -769,6 +836,112 @@ fn operation_kind(begin: &Command) -> OperationKind {
             OperationKind::DeleteTimeseries(series.clone())
         }
         other => panic!("{other:?} begins no fence operation"),
+    }
+}
+
+/// Why `issuer` may not run `statement` on `state`, if it may not: the issuer must be a user;
+/// only root creates and drops users or changes another user's password; root is never dropped.
+/// Only then is the target's existence told (804 / 805), so that a user who may not manage
+/// users cannot learn who exists. Apply checks existence again, against the state it commits to.
+fn user_statement_refusal(
+    state: &MetadataState,
+    issuer: &str,
+    statement: &Statement,
+) -> Option<MetadataError> {
+    let refuse = |why: String| Some(MetadataError::NoPermission(why));
+    if !state.user_exists(issuer) {
+        return refuse(match users::check_username(issuer) {
+            Ok(()) => format!("the issuer {issuer} is not a user"),
+            Err(_) => "the statement names no valid issuer".into(),
+        });
+    }
+    let root = issuer == ROOT_USER;
+    let target = match statement {
+        Statement::CreateUser(c) => {
+            if !root {
+                return refuse(format!("only root may create users, not {issuer}"));
+            }
+            if state.user_exists(&c.username) {
+                return Some(MetadataError::UserExists(c.username.clone()));
+            }
+            return None;
+        }
+        Statement::DropUser(d) => {
+            if !root {
+                return refuse(format!("only root may drop users, not {issuer}"));
+            }
+            if d.username == ROOT_USER {
+                return refuse("the root user cannot be dropped".into());
+            }
+            &d.username
+        }
+        Statement::AlterPassword(a) => {
+            if !root && a.username != issuer {
+                return refuse(format!(
+                    "only root may change another user's password, not {issuer}"
+                ));
+            }
+            &a.username
+        }
+    };
+    (!state.user_exists(target)).then(|| MetadataError::UserNotFound(target.clone()))
+}
+
+fn metadata_status(e: &MetadataError) -> proto::Status {
+    proto::status(e.status_code(), e.to_string())
+}
+
+/// The user statements, on the leader.
+impl ConfigNodeServiceImpl {
+    async fn run_user_statement(&self, req: proto::UserStatementReq) -> proto::Status {
+        if let Err(s) = self.leader() {
+            return s;
+        }
+        let Some(statement) = req.statement else {
+            return proto::status(
+                StatusCode::IllegalParameter,
+                "the request carries no user statement",
+            );
+        };
+        // The rules first: they need no state (and the leader hashes nothing that breaks them).
+        let checked =
+            match &statement {
+                Statement::CreateUser(c) => users::check_username(&c.username)
+                    .and_then(|()| users::check_password(&c.password)),
+                Statement::DropUser(d) => users::check_username(&d.username),
+                Statement::AlterPassword(a) => users::check_username(&a.username)
+                    .and_then(|()| users::check_password(&a.password)),
+            };
+        if let Err(reason) = checked {
+            return proto::status(StatusCode::IllegalParameter, reason);
+        }
+        if let Err(e) = self.shared.group.read_barrier().await {
+            return error_status(&e);
+        }
+        let refusal = user_statement_refusal(&self.shared.group.state(), &req.issuer, &statement);
+        if let Some(e) = refusal {
+            return metadata_status(&e);
+        }
+        let command = match statement {
+            Statement::DropUser(d) => Command::DropUser {
+                username: d.username,
+            },
+            Statement::CreateUser(c) => match self.shared.users.hash(c.password).await {
+                Ok(password_hash) => Command::CreateUser {
+                    username: c.username,
+                    password_hash,
+                },
+                Err(e) => return proto::status(StatusCode::InternalServerError, e),
+            },
+            Statement::AlterPassword(a) => match self.shared.users.hash(a.password).await {
+                Ok(password_hash) => Command::SetUserPassword {
+                    username: a.username,
+                    password_hash,
+                },
+                Err(e) => return proto::status(StatusCode::InternalServerError, e),
+            },
+        };
+        self.propose_for_status(command).await
     }
 }
 
@@ -917,6 +1090,123 @@ impl ConfigNodeServiceImpl {
                 .collect(),
             metadata_version: state.metadata_version(),
             device_regions,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state_with_alice() -> MetadataState {
+        let mut state = MetadataState::new();
+        state
+            .apply(
+                1,
+                &Command::CreateUser {
+                    username: "alice".into(),
+                    password_hash: format!("{}x", users::PASSWORD_HASH_PREFIX),
+                },
+            )
+            .unwrap();
+        state
+    }
+
+    fn create(username: &str) -> Statement {
+        Statement::CreateUser(proto::CreateUserReq {
+            username: username.into(),
+            password: "pw_1234".into(),
+        })
+    }
+
+    fn drop_user(username: &str) -> Statement {
+        Statement::DropUser(proto::DropUserReq {
+            username: username.into(),
+        })
+    }
+
+    fn alter(username: &str) -> Statement {
+        Statement::AlterPassword(proto::AlterUserPasswordReq {
+            username: username.into(),
+            password: "pw_1234".into(),
+        })
+    }
+
+    /// The status a user statement gets before anything is proposed: `None` when it may run.
+    fn refusal(issuer: &str, statement: Statement) -> Option<(StatusCode, String)> {
+        user_statement_refusal(&state_with_alice(), issuer, &statement)
+            .map(|e| (e.status_code(), e.to_string()))
+    }
+
+    #[test]
+    fn only_root_manages_other_users_and_everyone_their_own_password() {
+        // root may do everything to others.
+        assert_eq!(refusal("root", create("bob")), None);
+        assert_eq!(refusal("root", drop_user("alice")), None);
+        assert_eq!(refusal("root", alter("alice")), None);
+        assert_eq!(refusal("root", alter("root")), None);
+        // Every user may change its own password, and only its own.
+        assert_eq!(refusal("alice", alter("alice")), None);
+        for (statement, why) in [
+            (
+                create("bob"),
+                "No permission: only root may create users, not alice",
+            ),
+            (
+                drop_user("root"),
+                "No permission: only root may drop users, not alice",
+            ),
+            (
+                alter("root"),
+                "No permission: only root may change another user's password, not alice",
+            ),
+        ] {
+            assert_eq!(
+                refusal("alice", statement),
+                Some((StatusCode::NoPermission, why.to_string()))
+            );
+        }
+        // A non-root issuer learns nothing of who exists: 803 before 804 / 805.
+        for statement in [create("alice"), drop_user("ghost"), alter("ghost")] {
+            assert_eq!(
+                refusal("alice", statement).map(|(c, _)| c),
+                Some(StatusCode::NoPermission)
+            );
+        }
+        // An issuer that is no user, or no name at all.
+        for issuer in ["ghost", "", "not a name"] {
+            let (code, message) = refusal(issuer, alter(issuer)).unwrap();
+            assert_eq!(code, StatusCode::NoPermission, "{issuer:?}");
+            assert!(message.starts_with("No permission: "), "{message}");
+        }
+        // root itself is never dropped.
+        assert_eq!(
+            refusal("root", drop_user("root")),
+            Some((
+                StatusCode::NoPermission,
+                "No permission: the root user cannot be dropped".to_string()
+            ))
+        );
+        // Then existence, for root.
+        assert_eq!(
+            refusal("root", create("alice")),
+            Some((
+                StatusCode::UserAlreadyExist,
+                "user alice already exists".to_string()
+            ))
+        );
+        assert_eq!(
+            refusal("root", create("root")).map(|(c, _)| c),
+            Some(StatusCode::UserAlreadyExist)
+        );
+        for statement in [drop_user("ghost"), alter("ghost")] {
+            assert_eq!(
+                refusal("root", statement),
+                Some((
+                    StatusCode::UserNotExist,
+                    "user ghost does not exist".to_string()
+                ))
+            );
         }
     }
 }

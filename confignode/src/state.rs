@@ -1,5 +1,6 @@
 //! The metadata state machine: a pure, deterministic `apply(command)` over the DataNode registry,
-//! databases, series, the partition table and region groups (design §2, §4).
+//! databases, series, the partition table and region groups (design §2, §4), and the users with
+//! their password hashes.
 //!
 //! Architecture invariant: `apply` reads nothing but the command and the prior state — no clock,
 //! no randomness, no configuration — so every ConfigNode replica computes the same state and the
@@ -19,6 +20,7 @@ use common::{envelope, DataType};
 
 use crate::command::{Command, CommandResult, SeriesSpec};
 use crate::error::{DecodeError, MetadataError};
+use crate::users::{self, StoredPassword, ROOT_USER, USERS_MAX};
 
 /// Longest path (database, device) in bytes.
 pub const PATH_BYTES_MAX: usize = common::path::PATH_BYTES_MAX;
@@ -153,6 +155,11 @@ pub struct MetadataState {
     /// Region → its migration in progress, `(from, to)`: `to` hosts a joining replica that
     /// takes `from`'s place once the region's raft group swapped them.
     migrations: BTreeMap<u64, (u64, u64)>,
+    /// User → the Argon2id PHC string of its password. root is always a user, but is here only
+    /// once its password was set; until then its password is [`users::ROOT_INITIAL_PASSWORD`].
+    /// So the state without this table — a new cluster, a snapshot of version 4 or older — has
+    /// root alone with password root, alike on every replica, with no salted hash to agree on.
+    users: BTreeMap<String, String>,
     /// Derived from `partitions` and `regions`; never encoded.
     index: PartitionIndex,
 }
@@ -276,6 +283,15 @@ fn illegal(e: PathError) -> MetadataError {
         path: e.path,
         reason: e.reason,
     }
+}
+
+/// The rules a user command's name and hash follow; the leader checked them before proposing.
+fn check_user(username: &str, password_hash: Option<&str>) -> Result<(), MetadataError> {
+    users::check_username(username).map_err(MetadataError::IllegalUser)?;
+    if let Some(hash) = password_hash {
+        users::check_password_hash(hash).map_err(MetadataError::IllegalUser)?;
+    }
+    Ok(())
 }
 
 fn validate_measurement(device: &str, measurement: &str) -> Result<(), MetadataError> {
@@ -559,6 +575,30 @@ impl MetadataState {
         self.operations.iter().map(|(id, k)| (*id, k))
     }
 
+    /// Whether `username` is a user (root always is).
+    pub fn user_exists(&self, username: &str) -> bool {
+        username == ROOT_USER || self.users.contains_key(username)
+    }
+
+    /// What `username`'s password is checked against; `None` when it is not a user.
+    pub fn user_password(&self, username: &str) -> Option<StoredPassword> {
+        match self.users.get(username) {
+            Some(hash) => Some(StoredPassword::Hash(hash.clone())),
+            None if username == ROOT_USER => Some(StoredPassword::RootInitial),
+            None => None,
+        }
+    }
+
+    /// Every user name, root included, sorted.
+    pub fn user_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.users.keys().map(String::as_str).collect();
+        if !self.users.contains_key(ROOT_USER) {
+            let at = names.partition_point(|n| *n < ROOT_USER);
+            names.insert(at, ROOT_USER);
+        }
+        names
+    }
+
     /// Applies the committed command at `index`. A refusal changes nothing but the applied index.
     ///
     /// Apply is total over every order in which the leader can commit legal requests; how the
@@ -592,6 +632,11 @@ impl MetadataState {
     /// - **FinishOperation of an operation that is not pending** (finished already, e.g. by a
     ///   deposed leader's runner): refused with [`MetadataError::OperationNotFound`], changing
     ///   nothing.
+    ///
+    /// The user commands change no metadata a DataNode caches, so they leave the metadata
+    /// version alone. Who may run them is the leader's check before it proposes (only root
+    /// manages other users); apply checks what the state alone decides: the name and hash
+    /// rules, existence, and that root is never dropped.
     pub fn apply(&mut self, index: u64, command: &Command) -> Result<CommandResult, MetadataError> {
         assert!(
             index > self.applied_index,
@@ -785,6 +830,45 @@ impl MetadataState {
                     region.preferred_leader = *to;
                 }
                 self.bump();
+                Ok(CommandResult::Done)
+            }
+            Command::CreateUser {
+                username,
+                password_hash,
+            } => {
+                check_user(username, Some(password_hash))?;
+                if self.user_exists(username) {
+                    return Err(MetadataError::UserExists(username.clone()));
+                }
+                // root counts though absent from the table until its password is set.
+                let users = self.users.len() + usize::from(!self.users.contains_key(ROOT_USER));
+                if users >= USERS_MAX {
+                    return Err(MetadataError::Limit(format!("{USERS_MAX} users")));
+                }
+                self.users.insert(username.clone(), password_hash.clone());
+                Ok(CommandResult::Done)
+            }
+            Command::DropUser { username } => {
+                check_user(username, None)?;
+                if username == ROOT_USER {
+                    return Err(MetadataError::NoPermission(
+                        "the root user cannot be dropped".into(),
+                    ));
+                }
+                self.users
+                    .remove(username)
+                    .ok_or_else(|| MetadataError::UserNotFound(username.clone()))?;
+                Ok(CommandResult::Done)
+            }
+            Command::SetUserPassword {
+                username,
+                password_hash,
+            } => {
+                check_user(username, Some(password_hash))?;
+                if !self.user_exists(username) {
+                    return Err(MetadataError::UserNotFound(username.clone()));
+                }
+                self.users.insert(username.clone(), password_hash.clone());
                 Ok(CommandResult::Done)
             }
             Command::FinishOperation { operation_id } => {
@@ -1237,8 +1321,10 @@ impl MetadataState {
         Ok(())
     }
 
-    /// Magic of the snapshot encoding (version 4).
-    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP4";
+    /// Magic of the snapshot encoding (version 5).
+    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP5";
+    /// Magic of version 4, still read: no users (root alone, password root).
+    pub const SNAPSHOT_MAGIC_V4: &'static [u8; 8] = b"FPCNSNP4";
     /// Magic of version 3, still read: no migrations.
     pub const SNAPSHOT_MAGIC_V3: &'static [u8; 8] = b"FPCNSNP3";
     /// Magic of version 2, still read: series without declared encodings.
@@ -1246,8 +1332,12 @@ impl MetadataState {
     /// Magic of version 1, still read: no TTL table, no operation kind 3.
     pub const SNAPSHOT_MAGIC_V1: &'static [u8; 8] = b"FPCNSNP1";
 
-    /// The snapshot encoding, version 4: version 3 followed by the migrations in progress (`u64
-    /// region, u64 from, u64 to`, a u32 count then items) before the CRC.
+    /// The snapshot encoding, version 5: version 4 followed by the users table (`str16 user,
+    /// str16 password hash`, a u32 count then items, by name; root only once its password was
+    /// set) before the CRC.
+    ///
+    /// Version 4: version 3 followed by the migrations in progress (`u64 region, u64 from, u64
+    /// to`, a u32 count then items) before the CRC.
     ///
     /// Version 3: magic `FPCNSNP3`, u64 applied index, u64 metadata
     /// version, u64 next ids (DataNode, region, operation), then the registry, databases, series
@@ -1340,6 +1430,15 @@ impl MetadataState {
             w.u64(*from);
             w.u64(*to);
         }
+        w.len32(self.users.len());
+        for (username, hash) in &self.users {
+            assert!(
+                check_user(username, Some(hash)).is_ok(),
+                "user {username:?} with hash {hash:?} in the state"
+            );
+            w.str16(username);
+            w.str16(hash);
+        }
     }
 
     /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
@@ -1348,6 +1447,7 @@ impl MetadataState {
             bytes,
             &[
                 Self::SNAPSHOT_MAGIC,
+                Self::SNAPSHOT_MAGIC_V4,
                 Self::SNAPSHOT_MAGIC_V3,
                 Self::SNAPSHOT_MAGIC_V2,
                 Self::SNAPSHOT_MAGIC_V1,
@@ -1393,7 +1493,7 @@ impl MetadataState {
             let key = (r.str16()?, r.str16()?);
             let data_type = r.data_type()?;
             let pending_delete = r.bool()?;
-            let codec = if magic <= 1 {
+            let codec = if magic <= 2 {
                 let encoding = r.str16()?;
                 let compressor = r.str16()?;
                 match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
@@ -1450,13 +1550,14 @@ impl MetadataState {
                     OperationKind::DeleteTimeseries(series)
                 }
                 2 => OperationKind::DropDatabase(r.str16()?),
-                3 if magic <= 2 => OperationKind::SetTtl(r.str16()?),
+                3 if magic <= 3 => OperationKind::SetTtl(r.str16()?),
                 tag => return r.error(format!("operation kind {tag}")),
             };
             s.operations.insert(id, kind);
         }
-        // Magic 0 is version 4, 1 version 3, 2 version 2; version 1 has no TTL table.
-        if magic <= 2 {
+        // Magic 0 is version 5, 1 version 4, 2 version 3, 3 version 2; version 1 has no TTL
+        // table.
+        if magic <= 3 {
             for _ in 0..r.count(10)? {
                 let db = r.str16()?;
                 let ttl_ms = r.i64()?;
@@ -1466,7 +1567,7 @@ impl MetadataState {
                 s.ttls.insert(db, ttl_ms);
             }
         }
-        if magic == 0 {
+        if magic <= 1 {
             for _ in 0..r.count(24)? {
                 let region = r.u64()?;
                 let (from, to) = (r.u64()?, r.u64()?);
@@ -1474,6 +1575,22 @@ impl MetadataState {
                     return r.error(format!("migration of unknown region {region}"));
                 }
                 s.migrations.insert(region, (from, to));
+            }
+        }
+        // Versions before 5 knew no users: root alone, with its initial password.
+        if magic == 0 {
+            for _ in 0..r.count(4)? {
+                let username = r.str16()?;
+                let hash = r.str16()?;
+                if let Err(e) = check_user(&username, Some(&hash)) {
+                    return r.error(format!("user {username:?}: {e}"));
+                }
+                if s.users.insert(username.clone(), hash).is_some() {
+                    return r.error(format!("user {username:?} appears twice"));
+                }
+            }
+            if s.users.len() > USERS_MAX {
+                return r.error(format!("{} users; at most {USERS_MAX}", s.users.len()));
             }
         }
         r.finish()?;
@@ -1495,6 +1612,7 @@ impl MetadataState {
 mod tests {
     use super::*;
     use crate::command::tests::arb_command;
+    use common::StatusCode;
     use proptest::prelude::*;
 
     struct Harness {
@@ -2320,7 +2438,7 @@ mod tests {
         let mut h = Harness::new();
         h.register(0, "a");
         let bytes = h.state.encode_snapshot();
-        let mut expected: Vec<u8> = b"FPCNSNP4".to_vec();
+        let mut expected: Vec<u8> = b"FPCNSNP5".to_vec();
         for v in [1u64, 1, 2, 1, 1] {
             // applied index, metadata version, next DataNode / region / operation ids
             expected.extend_from_slice(&v.to_le_bytes());
@@ -2330,13 +2448,50 @@ mod tests {
         expected.extend_from_slice(&[1, 0, b'a', 5, 0, b'a', b'-', b'r', b'p', b'c']);
         expected.extend_from_slice(&1u64.to_le_bytes()); // epoch
         expected.push(0); // Running
-        for _ in 0..7 {
-            // databases, series, partitions, regions, operations, TTLs, migrations
+        for _ in 0..8 {
+            // databases, series, partitions, regions, operations, TTLs, migrations, users
             expected.extend_from_slice(&[0, 0, 0, 0]);
         }
         let crc = crc32fast::hash(&expected);
         expected.extend_from_slice(&crc.to_le_bytes());
         assert_eq!(bytes, expected);
+
+        // With a user: its name and hash after the migrations.
+        h.apply(Command::CreateUser {
+            username: "al".into(),
+            password_hash: "$argon2id$h".into(),
+        })
+        .unwrap();
+        let bytes = h.state.encode_snapshot();
+        let mut expected = expected[..expected.len() - 8].to_vec();
+        expected[8..16].copy_from_slice(&2u64.to_le_bytes()); // applied index
+        expected.extend_from_slice(&[1, 0, 0, 0, 2, 0, b'a', b'l', 11, 0]);
+        expected.extend_from_slice(b"$argon2id$h");
+        let crc = crc32fast::hash(&expected);
+        expected.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(bytes, expected);
+        assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
+    }
+
+    /// A version-4 snapshot (before users) decodes to root alone with its initial password.
+    #[test]
+    fn snapshot_version_4_decodes_with_root_alone() {
+        let mut h = Harness::new();
+        h.register(0, "a");
+        let v5 = h.state.encode_snapshot();
+        // Version 5 less its (empty) users table and CRC.
+        let mut v4 = v5[..v5.len() - 8].to_vec();
+        v4[..8].copy_from_slice(b"FPCNSNP4");
+        let crc = crc32fast::hash(&v4);
+        v4.extend_from_slice(&crc.to_le_bytes());
+        let restored = MetadataState::decode_snapshot(&v4).unwrap();
+        assert_eq!(restored, h.state);
+        assert_eq!(restored.user_names(), ["root"]);
+        assert_eq!(
+            restored.user_password("root"),
+            Some(StoredPassword::RootInitial)
+        );
+        assert_eq!(restored.user_password("alice"), None);
     }
 
     /// A version-2 snapshot (no declared encodings) still decodes; a version-4 one keeps every
@@ -2345,9 +2500,9 @@ mod tests {
     fn snapshot_version_2_decodes_and_version_3_keeps_declarations() {
         let mut h = Harness::new();
         h.register(0, "a");
-        let v4 = h.state.encode_snapshot();
-        // Version 4 less its (empty) migration table and CRC.
-        let mut v2 = v4[..v4.len() - 8].to_vec();
+        let v5 = h.state.encode_snapshot();
+        // Version 5 less its (empty) migration and user tables and CRC.
+        let mut v2 = v5[..v5.len() - 12].to_vec();
         v2[..8].copy_from_slice(b"FPCNSNP2");
         let crc = crc32fast::hash(&v2);
         v2.extend_from_slice(&crc.to_le_bytes());
@@ -2476,6 +2631,157 @@ mod tests {
         assert_eq!(h.state.ttl_ms("root.sg"), None);
         let bytes = h.state.encode_snapshot();
         assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
+    }
+
+    const HASH_A: &str = "$argon2id$a";
+    const HASH_B: &str = "$argon2id$b";
+
+    #[test]
+    fn users_are_created_altered_and_dropped_and_refusals_change_nothing() {
+        let mut h = Harness::new();
+        assert_eq!(h.state.user_names(), ["root"]);
+        assert!(h.state.user_exists("root"));
+        let create = |username: &str, hash: &str| Command::CreateUser {
+            username: username.into(),
+            password_hash: hash.into(),
+        };
+        let set = |username: &str, hash: &str| Command::SetUserPassword {
+            username: username.into(),
+            password_hash: hash.into(),
+        };
+        let drop = |username: &str| Command::DropUser {
+            username: username.into(),
+        };
+        let version = h.state.metadata_version();
+        h.apply(create("bob", HASH_A)).unwrap();
+        h.apply(create("alice", HASH_A)).unwrap();
+        h.apply(create("zed_9", HASH_B)).unwrap();
+        assert_eq!(h.state.user_names(), ["alice", "bob", "root", "zed_9"]);
+        assert_eq!(
+            h.state.user_password("bob"),
+            Some(StoredPassword::Hash(HASH_A.into()))
+        );
+        assert_eq!(
+            h.state.metadata_version(),
+            version,
+            "DataNodes cache no users"
+        );
+
+        let refusals = [
+            (create("bob", HASH_B), StatusCode::UserAlreadyExist),
+            (create("root", HASH_B), StatusCode::UserAlreadyExist),
+            (create("b-b", HASH_B), StatusCode::IllegalParameter),
+            (create("", HASH_B), StatusCode::IllegalParameter),
+            (create("carol", "plain"), StatusCode::IllegalParameter),
+            (create("carol", ""), StatusCode::IllegalParameter),
+            (drop("root"), StatusCode::NoPermission),
+            (drop("carol"), StatusCode::UserNotExist),
+            (drop("x y"), StatusCode::IllegalParameter),
+            (set("carol", HASH_B), StatusCode::UserNotExist),
+            (set("bob", "$argon2i$x"), StatusCode::IllegalParameter),
+        ];
+        for (command, code) in refusals {
+            let before = h.state.clone();
+            let e = h.apply(command.clone()).unwrap_err();
+            assert_eq!(e.status_code(), code, "{command:?}: {e}");
+            let mut expected = before;
+            expected.applied_index = h.index;
+            assert_eq!(h.state, expected, "{command:?} changed the state");
+        }
+        assert_eq!(
+            h.apply(drop("root")).unwrap_err().to_string(),
+            "No permission: the root user cannot be dropped"
+        );
+        assert_eq!(
+            h.apply(create("bob", HASH_B)).unwrap_err().to_string(),
+            "user bob already exists"
+        );
+        assert_eq!(
+            h.apply(drop("carol")).unwrap_err().to_string(),
+            "user carol does not exist"
+        );
+
+        // root's password: implicit until set, then stored like anyone's.
+        assert_eq!(
+            h.state.user_password("root"),
+            Some(StoredPassword::RootInitial)
+        );
+        h.apply(set("root", HASH_B)).unwrap();
+        assert_eq!(
+            h.state.user_password("root"),
+            Some(StoredPassword::Hash(HASH_B.into()))
+        );
+        assert_eq!(h.state.user_names(), ["alice", "bob", "root", "zed_9"]);
+        h.apply(set("bob", HASH_B)).unwrap();
+        assert_eq!(
+            h.state.user_password("bob"),
+            Some(StoredPassword::Hash(HASH_B.into()))
+        );
+        h.apply(drop("bob")).unwrap();
+        assert_eq!(h.state.user_password("bob"), None);
+        assert!(
+            h.apply(drop("root")).is_err(),
+            "not even with a stored hash"
+        );
+        assert_eq!(h.state.user_names(), ["alice", "root", "zed_9"]);
+
+        // The users survive a snapshot, root's stored hash included.
+        let restored = MetadataState::decode_snapshot(&h.state.encode_snapshot()).unwrap();
+        assert_eq!(restored, h.state);
+        assert_eq!(restored.user_names(), ["alice", "root", "zed_9"]);
+        assert_eq!(
+            restored.user_password("root"),
+            Some(StoredPassword::Hash(HASH_B.into()))
+        );
+    }
+
+    #[test]
+    fn users_are_bounded_with_root_counted() {
+        let mut h = Harness::new();
+        for i in 0..USERS_MAX - 1 {
+            h.apply(Command::CreateUser {
+                username: format!("u{i}"),
+                password_hash: HASH_A.into(),
+            })
+            .unwrap();
+        }
+        assert_eq!(h.state.user_names().len(), USERS_MAX);
+        let full = h
+            .apply(Command::CreateUser {
+                username: "one_more".into(),
+                password_hash: HASH_A.into(),
+            })
+            .unwrap_err();
+        assert!(matches!(full, MetadataError::Limit(_)), "{full}");
+        // Setting root's password stores it but adds no user.
+        h.apply(Command::SetUserPassword {
+            username: "root".into(),
+            password_hash: HASH_A.into(),
+        })
+        .unwrap();
+        assert_eq!(h.state.user_names().len(), USERS_MAX);
+    }
+
+    #[test]
+    fn a_snapshot_with_a_bad_user_does_not_decode() {
+        for (name, hash, why) in [
+            ("a b", HASH_A, "illegal user name"),
+            ("al", "plain", "illegal password hash"),
+        ] {
+            // An empty state's snapshot less its empty users table and CRC, then the bad table
+            // (as a writer without the encoder's checks would have left it).
+            let empty = MetadataState::new().encode_snapshot();
+            let mut bytes = empty[..empty.len() - 8].to_vec();
+            let mut w = Writer::new();
+            w.len32(1);
+            w.str16(name);
+            w.str16(hash);
+            bytes.extend_from_slice(&w.into_bytes());
+            let crc = crc32fast::hash(&bytes);
+            bytes.extend_from_slice(&crc.to_le_bytes());
+            let e = MetadataState::decode_snapshot(&bytes).unwrap_err();
+            assert!(e.reason.contains(why), "{e}");
+        }
     }
 
     #[test]

@@ -148,6 +148,13 @@ runtime::node_config! {
         /// Largest gRPC message the session and internal services take or send, and the raft
         /// transport's limit (IoTDB's `dn_thrift_max_frame_size`). Default 64 MiB; at least 1 MiB.
         dn_rpc_max_message_bytes: u64 = 64 << 20,
+        /// Milliseconds a DataNode answers logins of a user with the password the ConfigNode
+        /// last accepted for it without asking again (so a DataNode cut off from the ConfigNode
+        /// keeps serving them); a changed password still works here that long. Default 600000.
+        dn_login_cache_ms: u64 = 600_000,
+        /// Queries one IoTDB client connection keeps open (results not yet read to the end);
+        /// opening one more drops the oldest. Default 64; at least 1.
+        dn_client_queries_per_connection_max: u32 = 64,
         /// Session connections (clients) this DataNode holds open at once (IoTDB's
         /// `dn_rpc_max_concurrent_client_num`); one more is closed as soon as it is accepted,
         /// and the client moves to another DataNode. Default 1000; at least 1.
@@ -320,6 +327,10 @@ impl DataNodeConfig {
             (
                 "dn_rpc_max_concurrent_client_num",
                 self.dn_rpc_max_concurrent_client_num.into(),
+            ),
+            (
+                "dn_client_queries_per_connection_max",
+                self.dn_client_queries_per_connection_max.into(),
             ),
             (
                 "dn_rpc_max_concurrent_requests",

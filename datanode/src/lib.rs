@@ -5,6 +5,7 @@
 //! [`start`] on `127.0.0.1:0`. See ARCHITECTURE.md for the code map.
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod cache;
 mod client_rpc;
 pub mod config;

@@ -80,6 +80,8 @@ pub(crate) struct Shared {
     pub digests: tokio::sync::Semaphore,
     /// The session server's connection and request bounds, and what they refused.
     pub session_gate: Arc<runtime::ServerGate>,
+    /// Passwords the ConfigNode accepted lately (`auth`).
+    pub logins: crate::auth::Logins,
     /// Likewise for the internal server.
     pub internal_gate: Arc<runtime::ServerGate>,
     /// What the raft transport sent to peers and dropped.
@@ -374,6 +376,7 @@ fn assemble(
         peers: peers.clone(),
         metrics: metrics.clone(),
     });
+    let logins = crate::auth::Logins::new(Duration::from_millis(config.dn_login_cache_ms));
     let session_gate = runtime::ServerGate::new(config.session_limits());
     let internal_gate = runtime::ServerGate::new(config.internal_limits());
     Ok(Arc::new(Shared {
@@ -390,6 +393,7 @@ fn assemble(
         session_gate,
         internal_gate,
         raft_transport,
+        logins,
         next_session: AtomicU64::new(1),
     }))
 }
@@ -598,11 +602,14 @@ async fn serve(
         runtime::server(&net)
             .add_service(
                 gate.service(
-                    proto::session_service_server::SessionServiceServer::new(
-                        crate::session::SessionServiceImpl::new(shared.clone()),
-                    )
-                    .max_decoding_message_size(message_bytes_max)
-                    .max_encoding_message_size(message_bytes_max),
+                    crate::auth::Authenticated::new(
+                        proto::session_service_server::SessionServiceServer::new(
+                            crate::session::SessionServiceImpl::new(shared.clone()),
+                        )
+                        .max_decoding_message_size(message_bytes_max)
+                        .max_encoding_message_size(message_bytes_max),
+                        shared.clone(),
+                    ),
                     &[],
                 ),
             )

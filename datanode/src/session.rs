@@ -471,6 +471,59 @@ impl SessionService for SessionServiceImpl {
         }))
     }
 
+    async fn user_statement(
+        &self,
+        request: Request<proto::UserStatementReq>,
+    ) -> RpcResult<proto::Status> {
+        // The layer in front (`auth::Authenticated`) put the logged-in user there; a call that
+        // bypassed it (in-process, from the Thrift service) carries its own.
+        let Some(issuer) = request.extensions().get::<crate::auth::User>().cloned() else {
+            return Ok(Response::new(status(
+                StatusCode::NotLogin,
+                "no logged-in user for a user statement",
+            )));
+        };
+        let mut req = request.into_inner();
+        req.issuer = issuer.0;
+        use proto::user_statement_req::Statement;
+        let target = match &req.statement {
+            Some(Statement::CreateUser(r)) => r.username.clone(),
+            Some(Statement::DropUser(r)) => r.username.clone(),
+            Some(Statement::AlterPassword(r)) => r.username.clone(),
+            None => String::new(),
+        };
+        let outcome = self
+            .shared
+            .confignode
+            .call(None, |mut c| {
+                let req = req.clone();
+                async move { c.user_statement(req).await }
+            })
+            .await;
+        // Whatever the answer, this DataNode asks the ConfigNode about the user next time.
+        crate::auth::forget(&self.shared, &target);
+        Ok(Response::new(outcome.unwrap_or_else(|s| s)))
+    }
+
+    async fn list_users(
+        &self,
+        _r: Request<proto::ListUsersReq>,
+    ) -> RpcResult<proto::ListUsersResp> {
+        let outcome = self
+            .shared
+            .confignode
+            .call(None, |mut c| async move {
+                c.list_users(proto::ListUsersReq {}).await
+            })
+            .await;
+        Ok(Response::new(outcome.unwrap_or_else(|s| {
+            proto::ListUsersResp {
+                status: Some(s),
+                ..Default::default()
+            }
+        })))
+    }
+
     async fn flush(&self, _r: Request<proto::SessionShowReq>) -> RpcResult<proto::Status> {
         Ok(Response::new(
             match crate::node::flush_all(&self.shared).await {

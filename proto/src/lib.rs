@@ -28,6 +28,11 @@ pub use convert::{
     data_type, data_type_to_wire, endpoint, parse_endpoint, status, status_with_redirect,
 };
 pub use error::{Error, Result};
+
+/// gRPC metadata key of the user name on every session call (binary metadata: any UTF-8).
+pub const USER_KEY: &str = "fencepost-user-bin";
+/// gRPC metadata key of the password on every session call (binary metadata: any UTF-8).
+pub const PASSWORD_KEY: &str = "fencepost-password-bin";
 pub use generated::*;
 pub use tablet::{
     bitmap_to_words, column_from_wire, column_to_wire, tablet_to_wire, timestamps_from_wire,

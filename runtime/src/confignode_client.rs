@@ -44,6 +44,7 @@ has_status!(
     proto::ShowClusterResp,
     proto::ShowRegionsResp,
     proto::ShowLeasesResp,
+    proto::ListUsersResp,
     proto::RaftMessageResp
 );
 

@@ -5,9 +5,15 @@ use crate::error::{Result, SessionError};
 /// Upper bound on `max_attempts`: a limit on retries, so a misconfiguration cannot spin forever.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 10_000;
 
-/// How a session retries and how long it waits. Validated once by [`crate::Session::connect`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Who the session logs in as, how it retries and how long it waits. Validated once by
+/// [`crate::Session::connect`].
+#[derive(Clone, PartialEq, Eq)]
 pub struct SessionConfig {
+    /// The user every call is made as. Default `root`.
+    pub username: String,
+    /// Its password, sent with every call (the DataNode checks it with the ConfigNode and
+    /// remembers it for a while). Default `root`.
+    pub password: String,
     /// Attempts per call, the first included (1..=10,000). Default 60, IoTDB's `MAX_RETRY_COUNT`.
     pub max_attempts: u32,
     /// Wait between attempts, in milliseconds (1..=60,000); it grows by one interval per full
@@ -26,12 +32,29 @@ pub struct SessionConfig {
 impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
+            username: "root".into(),
+            password: "root".into(),
             max_attempts: 60,
             retry_interval_ms: 500,
             request_timeout_ms: 10_000,
             max_message_bytes: 64 << 20,
             query_page_points: 100_000,
         }
+    }
+}
+
+/// Every field but the password.
+impl std::fmt::Debug for SessionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionConfig")
+            .field("username", &self.username)
+            .field("password", &"<hidden>")
+            .field("max_attempts", &self.max_attempts)
+            .field("retry_interval_ms", &self.retry_interval_ms)
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("query_page_points", &self.query_page_points)
+            .finish()
     }
 }
 

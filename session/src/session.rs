@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use common::{DataType, StatusCode, Tablet, TabletLimits, Value};
 use proto::session_service_client::SessionServiceClient;
+use tonic::metadata::{Binary, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
 use tonic::transport::Channel;
 
 use crate::config::SessionConfig;
@@ -162,6 +165,20 @@ fn overloaded(endpoint: &str, status: &tonic::Status) -> SessionError {
     }
 }
 
+/// A DataNode's refusal of the login (`UNAUTHENTICATED`, the IoTDB code first in the message:
+/// "801: Authentication failed.") as a status error.
+fn login_refusal(status: &tonic::Status) -> SessionError {
+    let message = status.message();
+    let parsed = message
+        .split_once(": ")
+        .and_then(|(code, rest)| Some((code.parse::<i32>().ok()?, rest)));
+    let (code, message) = parsed.unwrap_or((StatusCode::WrongLoginPassword.wire(), message));
+    SessionError::Status {
+        code,
+        message: message.to_string(),
+    }
+}
+
 fn status_error(status: &proto::Status) -> SessionError {
     let mut message = status.message.clone();
     for sub in status.sub_status.iter().filter(|s| !s.is_success()) {
@@ -179,7 +196,36 @@ fn status_of(status: Option<proto::Status>) -> proto::Status {
     })
 }
 
-type Client = SessionServiceClient<Channel>;
+type Client = SessionServiceClient<InterceptedService<Channel, Credentials>>;
+
+/// Puts the session's user and password on every call (the DataNode's login check).
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    user: MetadataValue<Binary>,
+    password: MetadataValue<Binary>,
+}
+
+impl Credentials {
+    /// The credentials of `user` with `password`.
+    pub fn new(user: &str, password: &str) -> Credentials {
+        Credentials {
+            user: MetadataValue::from_bytes(user.as_bytes()),
+            password: MetadataValue::from_bytes(password.as_bytes()),
+        }
+    }
+}
+
+impl Interceptor for Credentials {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> std::result::Result<tonic::Request<()>, tonic::Status> {
+        let metadata = request.metadata_mut();
+        metadata.insert_bin(proto::USER_KEY, self.user.clone());
+        metadata.insert_bin(proto::PASSWORD_KEY, self.password.clone());
+        Ok(request)
+    }
+}
 
 /// A client for `address` (`host:port`) that connects on first use.
 fn lazy_client(address: &str, config: &SessionConfig) -> Result<Client> {
@@ -188,7 +234,8 @@ fn lazy_client(address: &str, config: &SessionConfig) -> Result<Client> {
         .map_err(|e| SessionError::Config(format!("{address}: {e}")))?
         .connect_timeout(Duration::from_millis(config.request_timeout_ms))
         .connect_lazy();
-    Ok(SessionServiceClient::new(channel)
+    let credentials = Credentials::new(&config.username, &config.password);
+    Ok(SessionServiceClient::with_interceptor(channel, credentials)
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes))
 }
@@ -227,16 +274,20 @@ impl Session {
             session_id: 0,
             state: Mutex::new(State::default()),
         };
+        let username = session.config.username.clone();
         session.session_id = session
-            .call(None, |mut c, _| async move {
-                let r = c
-                    .open_session(proto::OpenSessionReq {
-                        username: "root".into(),
-                        client_version: env!("CARGO_PKG_VERSION").into(),
-                    })
-                    .await?
-                    .into_inner();
-                Ok((status_of(r.status), r.session_id))
+            .call(None, |mut c, _| {
+                let username = username.clone();
+                async move {
+                    let r = c
+                        .open_session(proto::OpenSessionReq {
+                            username,
+                            client_version: env!("CARGO_PKG_VERSION").into(),
+                        })
+                        .await?
+                        .into_inner();
+                    Ok((status_of(r.status), r.session_id))
+                }
             })
             .await?;
         Ok(session)
@@ -676,6 +727,55 @@ impl Session {
         .await
     }
 
+    /// `CREATE USER`: only root may (803 otherwise); 805 when it exists.
+    pub async fn create_user(&self, name: &str, password: &str) -> Result<()> {
+        use proto::user_statement_req::Statement;
+        self.user_statement(Statement::CreateUser(proto::CreateUserReq {
+            username: name.into(),
+            password: password.into(),
+        }))
+        .await
+    }
+
+    /// `DROP USER`: only root may, and root cannot be dropped (803); 804 when it does not exist.
+    pub async fn drop_user(&self, name: &str) -> Result<()> {
+        use proto::user_statement_req::Statement;
+        self.user_statement(Statement::DropUser(proto::DropUserReq {
+            username: name.into(),
+        }))
+        .await
+    }
+
+    /// `ALTER USER name SET PASSWORD`: root, or the user itself.
+    pub async fn alter_user_password(&self, name: &str, password: &str) -> Result<()> {
+        use proto::user_statement_req::Statement;
+        self.user_statement(Statement::AlterPassword(proto::AlterUserPasswordReq {
+            username: name.into(),
+            password: password.into(),
+        }))
+        .await
+    }
+
+    async fn user_statement(&self, statement: proto::user_statement_req::Statement) -> Result<()> {
+        self.call(None, |mut c, _| {
+            let req = proto::UserStatementReq {
+                issuer: String::new(),
+                statement: Some(statement.clone()),
+            };
+            async move { Ok((c.user_statement(req).await?.into_inner(), ())) }
+        })
+        .await
+    }
+
+    /// `LIST USER`: every user, sorted.
+    pub async fn list_users(&self) -> Result<Vec<String>> {
+        self.call(None, |mut c, _| async move {
+            let r = c.list_users(proto::ListUsersReq {}).await?.into_inner();
+            Ok((status_of(r.status), r.users))
+        })
+        .await
+    }
+
     /// `FLUSH`: the answering DataNode writes its replicas' memtables to files.
     pub async fn flush(&self) -> Result<()> {
         self.call(None, |mut c, session_id| async move {
@@ -818,6 +918,15 @@ impl Session {
                 ),
                 Ok(Err(status)) if status.code() == tonic::Code::ResourceExhausted => {
                     (overloaded(endpoint, &status), None)
+                }
+                Ok(Err(status)) if status.code() == tonic::Code::Unauthenticated => {
+                    // The login check: 801, 802 and 822 are final; 712 (the DataNode could not
+                    // ask the ConfigNode) may pass on another DataNode.
+                    let refused = login_refusal(&status);
+                    if refused.code() != Some(StatusCode::InternalRequestTimeOut.wire()) {
+                        return Err(refused);
+                    }
+                    (refused, None)
                 }
                 Ok(Err(status)) => {
                     return Err(SessionError::Rpc {

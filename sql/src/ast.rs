@@ -89,6 +89,27 @@ pub enum Statement {
     },
     /// `FLUSH`: the answering DataNode writes its memtables to files.
     Flush,
+    /// `CREATE USER name 'password'` (root only).
+    CreateUser {
+        /// The user name.
+        name: String,
+        /// Its password.
+        password: String,
+    },
+    /// `DROP USER name` (root only; root itself cannot be dropped).
+    DropUser {
+        /// The user name.
+        name: String,
+    },
+    /// `ALTER USER name SET PASSWORD 'password'` (root, or the user itself).
+    AlterUserPassword {
+        /// The user name.
+        name: String,
+        /// The new password.
+        password: String,
+    },
+    /// `LIST USER`
+    ListUsers,
     /// `SHOW CLUSTER`
     ShowCluster,
     /// `SHOW REGIONS`

@@ -110,6 +110,22 @@ pub trait Backend: Sync {
     fn local_lease(&self) -> impl Future<Output = ExecResult<LocalLeaseView>> + Send;
     /// `FLUSH`.
     fn flush(&self) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `CREATE USER`, as the logged-in user.
+    fn create_user(
+        &self,
+        name: &str,
+        password: &str,
+    ) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `DROP USER`, as the logged-in user.
+    fn drop_user(&self, name: &str) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `ALTER USER ... SET PASSWORD`, as the logged-in user.
+    fn alter_user_password(
+        &self,
+        name: &str,
+        password: &str,
+    ) -> impl Future<Output = ExecResult<()>> + Send;
+    /// Every user, sorted.
+    fn list_users(&self) -> impl Future<Output = ExecResult<Vec<String>>> + Send;
 }
 
 /// What a statement produced.
@@ -264,6 +280,30 @@ pub async fn execute<B: Backend>(backend: &B, statement: &Statement) -> ExecResu
         Statement::Flush => {
             backend.flush().await?;
             Ok(Outcome::done())
+        }
+        Statement::CreateUser { name, password } => {
+            backend.create_user(name, password).await?;
+            Ok(Outcome::done())
+        }
+        Statement::DropUser { name } => {
+            backend.drop_user(name).await?;
+            Ok(Outcome::done())
+        }
+        Statement::AlterUserPassword { name, password } => {
+            backend.alter_user_password(name, password).await?;
+            Ok(Outcome::done())
+        }
+        Statement::ListUsers => {
+            let rows = backend
+                .list_users()
+                .await?
+                .into_iter()
+                .map(|u| vec![Some(Value::Text(u))])
+                .collect();
+            Ok(Outcome::query(
+                vec![("User".to_string(), DataType::Text)],
+                rows,
+            ))
         }
         Statement::Select {
             device,

@@ -194,7 +194,7 @@ impl Parser<'_> {
 
     fn statement(&mut self) -> Result<Statement, ParseError> {
         const EXPECTED: &str =
-            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, FLUSH, QUIT)";
+            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, FLUSH, ALTER, LIST, QUIT)";
         let keyword = match self.peek_kind() {
             Some(TokenKind::Word(w)) => w.to_ascii_uppercase(),
             _ => return Err(self.error(EXPECTED)),
@@ -203,6 +203,10 @@ impl Parser<'_> {
             "CREATE" => self.create(),
             "DROP" => {
                 self.next += 1;
+                if self.eat_keyword("USER") {
+                    let name = self.user_name()?;
+                    return Ok(Statement::DropUser { name });
+                }
                 self.expect_keyword("DATABASE")?;
                 let database = self.path(PathKind::Database)?;
                 Ok(Statement::DropDatabase { database })
@@ -223,6 +227,20 @@ impl Parser<'_> {
             "FLUSH" => {
                 self.next += 1;
                 Ok(Statement::Flush)
+            }
+            "ALTER" => {
+                self.next += 1;
+                self.expect_keyword("USER")?;
+                let name = self.user_name()?;
+                self.expect_keyword("SET")?;
+                self.expect_keyword("PASSWORD")?;
+                let password = self.password()?;
+                Ok(Statement::AlterUserPassword { name, password })
+            }
+            "LIST" => {
+                self.next += 1;
+                self.expect_keyword("USER")?;
+                Ok(Statement::ListUsers)
             }
             "SET" => {
                 self.next += 1;
@@ -279,14 +297,45 @@ impl Parser<'_> {
         }
     }
 
+    /// A user name: one word of letters, digits and `_`.
+    fn user_name(&mut self) -> Result<String, ParseError> {
+        match self.peek_kind() {
+            Some(TokenKind::Word(w))
+                if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                let name = w.clone();
+                self.next += 1;
+                Ok(name)
+            }
+            _ => Err(self.error("a user name (letters, digits, _)")),
+        }
+    }
+
+    /// A quoted password.
+    fn password(&mut self) -> Result<String, ParseError> {
+        match self.peek_kind() {
+            Some(TokenKind::Str(s)) => {
+                let password = s.clone();
+                self.next += 1;
+                Ok(password)
+            }
+            _ => Err(self.error("a quoted password like 'secret'")),
+        }
+    }
+
     fn create(&mut self) -> Result<Statement, ParseError> {
         self.expect_keyword("CREATE")?;
+        if self.eat_keyword("USER") {
+            let name = self.user_name()?;
+            let password = self.password()?;
+            return Ok(Statement::CreateUser { name, password });
+        }
         if self.eat_keyword("DATABASE") {
             let database = self.path(PathKind::Database)?;
             return Ok(Statement::CreateDatabase { database });
         }
         if !self.eat_keyword("TIMESERIES") {
-            return Err(self.error("DATABASE or TIMESERIES"));
+            return Err(self.error("DATABASE, TIMESERIES or USER"));
         }
         let path = self.path(PathKind::Series)?;
         let data_type = if self.eat_keyword("WITH") {

@@ -18,6 +18,11 @@ use tonic::transport::Channel;
 
 pub mod raw;
 
+/// A raw `SessionService` client logged in as root (every call carries the credentials).
+pub type RawClient = SessionServiceClient<
+    tonic::service::interceptor::InterceptedService<Channel, session::Credentials>,
+>;
+
 /// The short test fence.
 pub const FENCE_MS: u64 = 1500;
 /// For clusters whose tests do not exercise fencing, so a slow machine cannot fence by accident.
@@ -131,10 +136,13 @@ impl Cluster {
 
     /// A raw `SessionService` client of DataNode `node`, taking replies up to 64 MiB as the
     /// session does (`SessionConfig::max_message_bytes`).
-    pub async fn client(&self, node: usize) -> SessionServiceClient<Channel> {
-        SessionServiceClient::connect(format!("http://{}", self.nodes[node].rpc_address))
+    pub async fn client(&self, node: usize) -> RawClient {
+        let channel = Channel::from_shared(format!("http://{}", self.nodes[node].rpc_address))
+            .expect("an address")
+            .connect()
             .await
-            .expect("session connects")
+            .expect("session connects");
+        SessionServiceClient::with_interceptor(channel, session::Credentials::new("root", "root"))
             .max_decoding_message_size(64 << 20)
     }
 

@@ -3,15 +3,12 @@
 
 use std::time::{Duration, Instant};
 
+use crate::{RawClient, DEADLINE};
 use common::{StatusCode, Tablet};
-use proto::session_service_client::SessionServiceClient;
-use tonic::transport::Channel;
-
-use crate::DEADLINE;
 
 /// One InsertTablet RPC. A 400 REDIRECTION_RECOMMEND (written; the leader is elsewhere) is
 /// answered as 200 so tests assert on the outcome; [`insert_raw`] keeps the hint.
-pub async fn insert(client: &mut SessionServiceClient<Channel>, t: &Tablet) -> proto::Status {
+pub async fn insert(client: &mut RawClient, t: &Tablet) -> proto::Status {
     let mut s = insert_raw(client, t).await;
     if s.is(StatusCode::RedirectionRecommend) {
         s.code = StatusCode::Success.wire();
@@ -21,7 +18,7 @@ pub async fn insert(client: &mut SessionServiceClient<Channel>, t: &Tablet) -> p
 }
 
 /// One InsertTablet RPC, the status as answered.
-pub async fn insert_raw(client: &mut SessionServiceClient<Channel>, t: &Tablet) -> proto::Status {
+pub async fn insert_raw(client: &mut RawClient, t: &Tablet) -> proto::Status {
     client
         .insert_tablet(proto::InsertTabletReq {
             session_id: 1,
@@ -34,10 +31,7 @@ pub async fn insert_raw(client: &mut SessionServiceClient<Channel>, t: &Tablet) 
 
 /// Inserts until the answer is not a retryable one (as a session does with 536 and leader
 /// changes), within [`DEADLINE`]; returns the last status.
-pub async fn insert_retrying(
-    client: &mut SessionServiceClient<Channel>,
-    t: &Tablet,
-) -> proto::Status {
+pub async fn insert_retrying(client: &mut RawClient, t: &Tablet) -> proto::Status {
     let start = Instant::now();
     loop {
         let s = insert(client, t).await;
@@ -51,7 +45,7 @@ pub async fn insert_retrying(
 /// Queries until the answer is 200 (a node may be fenced for a moment on a slow machine; reads
 /// fail closed and the client tries again), within [`DEADLINE`]; returns the last answer.
 pub async fn query_ok(
-    client: &mut SessionServiceClient<Channel>,
+    client: &mut RawClient,
     device: &str,
     from: i64,
     to: i64,
@@ -83,7 +77,7 @@ pub fn path(device: &str, measurement: &str) -> proto::SeriesPath {
 
 /// QueryRaw of s1 and s2 of `device` in `[from, to)`.
 pub async fn query(
-    client: &mut SessionServiceClient<Channel>,
+    client: &mut RawClient,
     device: &str,
     from: i64,
     to: i64,

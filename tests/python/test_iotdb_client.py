@@ -810,6 +810,81 @@ class SessionPoolTest(FencepostTestCase):
             self.assertEqual(rows, [(t, [i * 1_000_000 + t]) for t in range(495, 500)], device)
 
 
+class UserTest(FencepostTestCase):
+    """Users and passwords: root manages users, a user logs in with its own password on every
+    DataNode, changes it, and is locked (822) after too many failures. Each test's users carry its
+    database's name, so reruns and other tests do not meet them."""
+
+    def user_name(self, suffix):
+        return f"{self.db.replace('root.', '')}_{suffix}"
+
+    def login(self, user, password, endpoint=None):
+        host, port = endpoint or ENDPOINTS[0]
+        session = Session(host, port, user, password, connection_timeout_in_ms=TIMEOUT_MS)
+        session.open(False)
+        self.addCleanup(self._close_quietly, session)
+        return session
+
+    def assert_login_refused(self, user, password, code):
+        host, port = ENDPOINTS[0]
+        session = Session(host, port, user, password, connection_timeout_in_ms=TIMEOUT_MS)
+        with self.assertRaises((StatementExecutionException, IoTDBConnectionException)) as caught:
+            session.open(False)
+        if session.is_open():
+            session.close()
+        self.assertIn(str(code), str(caught.exception))
+
+    def drop_later(self, user):
+        def drop():
+            try:
+                self.session.execute_non_query_statement(f"DROP USER {user}")
+            except Exception:
+                pass
+
+        self.addCleanup(drop)
+
+    def test_users_are_created_listed_changed_and_dropped(self):
+        user = self.user_name("ops")
+        self.drop_later(user)
+        self.session.execute_non_query_statement(f"CREATE USER {user} 'first-pw'")
+        listed = self.query("LIST USER")
+        self.assertIn(user, listed.column("User"))
+        self.assertIn("root", listed.column("User"))
+        # The new user logs in on every DataNode, writes and reads.
+        for endpoint in ENDPOINTS:
+            session = self.login(user, "first-pw", endpoint)
+            session.insert_record(self.dev, 1, ["s1"], [I64], [7])
+            self.assertEqual(self.query_rows(f"select s1 from {self.dev}", session), [(1, [7])])
+        # Not root: may not create users, may change its own password.
+        with self.assertRaises(StatementExecutionException) as caught:
+            session.execute_non_query_statement(f"CREATE USER {user}_x 'whatever'")
+        self.assertIn("803", str(caught.exception))
+        session.execute_non_query_statement(f"ALTER USER {user} SET PASSWORD 'second-pw'")
+        self.login(user, "second-pw", ENDPOINTS[-1])
+        self.assert_login_refused(user, "first-pw", 801)
+        # Creating it twice, dropping an unknown user, dropping root: refused.
+        with self.assertRaises(StatementExecutionException):
+            self.session.execute_non_query_statement(f"CREATE USER {user} 'again-pw'")
+        with self.assertRaises(StatementExecutionException):
+            self.session.execute_non_query_statement(f"DROP USER {user}_nobody")
+        with self.assertRaises(StatementExecutionException):
+            self.session.execute_non_query_statement("DROP USER root")
+        self.session.execute_non_query_statement(f"DROP USER {user}")
+        self.assertNotIn(user, self.query("LIST USER").column("User"))
+        self.assert_login_refused(user, "second-pw", 801)
+
+    def test_repeated_failures_lock_the_user(self):
+        user = self.user_name("locked")
+        self.drop_later(user)
+        self.session.execute_non_query_statement(f"CREATE USER {user} 'right-pw'")
+        for _ in range(5):
+            self.assert_login_refused(user, "wrong-pw", 801)
+        # Locked: even the right password is refused, with 822, and the client does not retry.
+        self.assert_login_refused(user, "right-pw", 822)
+        # Other users are not affected.
+        self.login(USER, PASSWORD)
+
+
 class DeleteDataTest(FencepostTestCase):
     @not_supported_yet("deleting points by time range (deleteData answers 300)")
     def test_delete_data(self):

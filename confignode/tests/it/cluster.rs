@@ -206,6 +206,39 @@ async fn leader_failover_resumes_heartbeats_and_the_old_leader_rejoins() {
     assert_eq!(status.code, 400, "{status:?}");
     assert_eq!(proto::endpoint(&status.redirect.unwrap()), leader_address);
 
+    // The user RPCs too (the leader alone hashes and counts failed logins); a user created on
+    // the leader is in the replicated state.
+    let created = leader_client
+        .user_statement(crate::users::create_user("root", "carol", "carol_pw"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(created.code, 200, "{created:?}");
+    let mut follower = client(follower_address).await;
+    let statuses = [
+        follower
+            .authenticate(crate::users::login("carol", "carol_pw"))
+            .await
+            .unwrap()
+            .into_inner(),
+        follower
+            .user_statement(crate::users::create_user("root", "dave", "dave_pw"))
+            .await
+            .unwrap()
+            .into_inner(),
+        follower
+            .list_users(proto::ListUsersReq {})
+            .await
+            .unwrap()
+            .into_inner()
+            .status
+            .unwrap(),
+    ];
+    for status in statuses {
+        assert_eq!(status.code, 400, "{status:?}");
+        assert_eq!(proto::endpoint(&status.redirect.unwrap()), leader_address);
+    }
+
     // Heartbeats from the leader with the current epoch arrive.
     eventually(
         Duration::from_secs(10),
@@ -361,6 +394,14 @@ async fn leader_failover_resumes_heartbeats_and_the_old_leader_rejoins() {
         gap < Duration::from_millis(FENCE_MS),
         "heartbeat gap {gap:?} reached metadata_lease_fence_ms: the DataNode would have fenced"
     );
+    // The new leader knows the user created under the old one.
+    let login = client(&new_leader_address)
+        .await
+        .authenticate(crate::users::login("carol", "carol_pw"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(login.code, 200, "{login:?}");
 
     // The old leader restarts on its port with its log, and rejoins as a follower.
     let (_, old_address) = &addresses[leader_index];

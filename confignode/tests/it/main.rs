@@ -23,17 +23,27 @@
 //!   re-broadcasts in its term and finishes only after fence + margin from the old leader's death.
 //! - `process`: the real binary serves, exports metrics, snapshots and compacts, survives kill -9
 //!   and restarts with the registry intact.
+//! - `users`: one ConfigNode over gRPC — root/root, CREATE USER by root and login as the new
+//!   user, 801 for a wrong password or an unknown user, 803 for a non-root issuer, a user
+//!   changing its own password, 700 / 804 / 805, LIST USER, the lock after failed logins (822,
+//!   then a login once the lock ends), and the users surviving a restart from the snapshot.
+//!   (`cluster` also checks that a follower redirects the user RPCs and that a new leader knows
+//!   the users.)
 //!
 //! The crate's unit tests (in `src/`): command golden vectors and a prefix-refusal proptest; result
-//! vectors; snapshot golden vector and damage detection; state behaviour (epochs, auto-create,
-//! allocation spread, pending → final; each interleaving of overlapping DELETE TIMESERIES and
-//! DROP DATABASE, and a snapshot an earlier version wrote between them); a proptest of two
-//! replicas applying random logs (identical results and states, refused commands change nothing,
-//! epochs only rise, snapshot round trip); a proptest interleaving Begin and Finish of deletes
-//! and drops on overlapping targets (never a panic, identical snapshots, a pending operation's
-//! Finish always succeeds, the pending flags agree with the pending operations);
-//! config defaults, flags over file, errors naming the key, the example TOML equal to the
-//! defaults; the contact tracker.
+//! vectors; snapshot golden vector and damage detection; the user commands' vectors, apply of
+//! CREATE / ALTER / DROP USER with every refusal, the users in the snapshot and a version-4
+//! snapshot without them; name and password rules, Argon2id hashes, Authenticate (root/root, a
+//! changed root password, 801, the lock and its end under a manual clock, a success resetting the
+//! count) and the bounded lockout map; who may run which user statement; state behaviour (epochs,
+//! auto-create, allocation spread, pending → final; each interleaving of overlapping DELETE
+//! TIMESERIES and DROP DATABASE, and a snapshot an earlier version wrote between them); a proptest
+//! of two replicas applying random logs (identical results and states, refused commands change
+//! nothing, epochs only rise, snapshot round trip); a proptest interleaving Begin and Finish of
+//! deletes and drops on overlapping targets (never a panic, identical snapshots, a pending
+//! operation's Finish always succeeds, the pending flags agree with the pending operations); config
+//! defaults, flags over file, errors naming the key, the example TOML equal to the defaults; the
+//! contact tracker.
 
 mod cluster;
 mod fake;
@@ -41,3 +51,4 @@ mod fence;
 mod process;
 mod propagator;
 mod simulation;
+mod users;

@@ -18,18 +18,42 @@ use crate::session::SessionServiceImpl;
 /// Points one read of a series asks the coordinator for; a longer series is read in pages.
 const READ_PAGE_POINTS: u32 = 100_000;
 
-/// The executor's backend on a DataNode.
+/// The executor's backend on a DataNode, for one logged-in user.
 pub(crate) struct DataNodeBackend {
     shared: Arc<Shared>,
     service: SessionServiceImpl,
+    user: String,
 }
 
 impl DataNodeBackend {
-    pub(crate) fn new(shared: Arc<Shared>) -> DataNodeBackend {
+    pub(crate) fn new(shared: Arc<Shared>, user: String) -> DataNodeBackend {
         DataNodeBackend {
             service: SessionServiceImpl::new(shared.clone()),
             shared,
+            user,
         }
+    }
+
+    /// A user statement as this backend's user.
+    async fn user_statement(
+        &self,
+        statement: proto::user_statement_req::Statement,
+    ) -> ExecResult<()> {
+        let mut request = Request::new(proto::UserStatementReq {
+            issuer: String::new(),
+            statement: Some(statement),
+        });
+        request
+            .extensions_mut()
+            .insert(crate::auth::User(self.user.clone()));
+        let answer = self
+            .service
+            .user_statement(request)
+            .await
+            .map(tonic::Response::into_inner);
+        let status: proto::Status = checked(answer, |s: &proto::Status| Some(s.clone()))?;
+        drop(status);
+        Ok(())
     }
 
     /// Runs a schema statement through the session service (forwarded to the ConfigNode).
@@ -356,6 +380,43 @@ impl Backend for DataNodeBackend {
             .await
             .map(tonic::Response::into_inner);
         checked(answer, |r: &proto::ShowLocalLeaseResp| r.status.clone())
+    }
+
+    async fn create_user(&self, name: &str, password: &str) -> ExecResult<()> {
+        use proto::user_statement_req::Statement;
+        self.user_statement(Statement::CreateUser(proto::CreateUserReq {
+            username: name.to_string(),
+            password: password.to_string(),
+        }))
+        .await
+    }
+
+    async fn drop_user(&self, name: &str) -> ExecResult<()> {
+        use proto::user_statement_req::Statement;
+        self.user_statement(Statement::DropUser(proto::DropUserReq {
+            username: name.to_string(),
+        }))
+        .await
+    }
+
+    async fn alter_user_password(&self, name: &str, password: &str) -> ExecResult<()> {
+        use proto::user_statement_req::Statement;
+        self.user_statement(Statement::AlterPassword(proto::AlterUserPasswordReq {
+            username: name.to_string(),
+            password: password.to_string(),
+        }))
+        .await
+    }
+
+    async fn list_users(&self) -> ExecResult<Vec<String>> {
+        let answer = self
+            .service
+            .list_users(Request::new(proto::ListUsersReq {}))
+            .await
+            .map(tonic::Response::into_inner);
+        let reply: proto::ListUsersResp =
+            checked(answer, |r: &proto::ListUsersResp| r.status.clone())?;
+        Ok(reply.users)
     }
 
     async fn flush(&self) -> ExecResult<()> {

@@ -43,14 +43,6 @@ use backend::DataNodeBackend;
 use inserts::BadRequest;
 use results::Pending;
 
-/// Open queries one connection keeps; opening one more drops the oldest (a client that never
-/// reads its results to the end nor closes them cannot grow the server's memory).
-pub(crate) const QUERIES_PER_CONNECTION_MAX: usize = 64;
-
-/// The user every cluster starts with, and its password.
-const DEFAULT_USER: &str = "root";
-const DEFAULT_PASSWORD: &str = "root";
-
 /// IoTDB's `IOTDB_SERVICE_PROTOCOL_V3`, the only client protocol version served.
 const PROTOCOL_VERSION: i32 = 2;
 
@@ -123,6 +115,7 @@ pub(crate) async fn serve(
 /// One client connection and its session.
 struct Connection {
     shared: Arc<Shared>,
+    /// Runs statements as the logged-in user.
     backend: DataNodeBackend,
     /// Fixed by the first frame.
     protocol: Option<Protocol>,
@@ -257,7 +250,7 @@ fn request<T>(
 impl Connection {
     fn new(shared: Arc<Shared>) -> Connection {
         Connection {
-            backend: DataNodeBackend::new(shared.clone()),
+            backend: DataNodeBackend::new(shared.clone(), String::new()),
             shared,
             protocol: None,
             session: None,
@@ -388,7 +381,7 @@ impl Connection {
         match method {
             "openSession" => {
                 let req = request(r, OpenSessionReq::read)?;
-                return Ok(Answer::OpenSession(self.open_session(req)));
+                return Ok(Answer::OpenSession(self.open_session(req).await));
             }
             "closeSession" => {
                 self.session = None;
@@ -567,7 +560,7 @@ impl Connection {
         }
     }
 
-    fn open_session(&mut self, req: OpenSessionReq) -> OpenSessionResp {
+    async fn open_session(&mut self, req: OpenSessionReq) -> OpenSessionResp {
         let refused = |code: StatusCode, message: &str| OpenSessionResp {
             status: Status::new(code.wire(), message),
             server_protocol_version: PROTOCOL_VERSION,
@@ -597,13 +590,24 @@ impl Connection {
                 };
             }
         }
-        if req.username != DEFAULT_USER || req.password.as_deref() != Some(DEFAULT_PASSWORD) {
+        // A failed login ends the session the connection had, as a new login replaces it.
+        self.session = None;
+        let password = req.password.unwrap_or_default();
+        let login = crate::auth::login(
+            &self.shared,
+            &req.username,
+            &password,
+            crate::auth::Check::ConfigNodeFirst,
+        )
+        .await;
+        if !login.is(StatusCode::Success) {
             return OpenSessionResp {
-                status: Status::new(801, "Authentication failed."),
+                status: thrift_status(login),
                 ..refused(StatusCode::Success, "")
             };
         }
         let id = i64::try_from(self.shared.next_session_id()).unwrap_or(i64::MAX);
+        self.backend = DataNodeBackend::new(self.shared.clone(), req.username);
         self.session = Some(Session {
             time_zone: req.zone_id,
             statement_id: 0,
@@ -774,6 +778,11 @@ impl Connection {
                 ..ExecuteStatementResp::default()
             };
         }
+        let queries_max = self
+            .shared
+            .config
+            .dn_client_queries_per_connection_max
+            .max(1) as usize;
         let session = self.session.as_mut().expect("logged in");
         let (header, mut pending) = Pending::new(outcome);
         let first = pending.next_page(results::page_rows(fetch_size));
@@ -781,7 +790,9 @@ impl Connection {
         session.next_query_id += 1;
         let more_data = !pending.is_done();
         if more_data {
-            if session.queries.len() >= QUERIES_PER_CONNECTION_MAX {
+            // A client that never reads its results to the end nor closes them cannot grow the
+            // server's memory: past the limit the oldest open query goes.
+            if session.queries.len() >= queries_max {
                 session.queries.pop_first();
             }
             session.queries.insert(query_id, pending);

@@ -460,3 +460,64 @@ async fn misbehaving_clients_get_errors_and_disturb_no_other_connection() {
     assert_eq!(unparsable.code(), 700);
     cluster.stop().await;
 }
+
+/// gRPC calls carry their credentials: none is 802, a wrong password 801, both as
+/// `UNAUTHENTICATED` with the code first; a user created over Thrift logs in over gRPC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grpc_calls_are_checked_like_thrift_logins() {
+    use proto::session_service_client::SessionServiceClient;
+    let cluster = Cluster::start(1, 1, LONG_FENCE_MS).await;
+    let address = cluster.endpoints()[0].clone();
+    let channel = tonic::transport::Channel::from_shared(format!("http://{address}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let show = || proto::SessionShowReq { session_id: 1 };
+    let refusal = |e: tonic::Status| (e.code(), e.message().split(':').next().unwrap().to_string());
+
+    let mut anonymous = SessionServiceClient::new(channel.clone());
+    let e = anonymous.show_databases(show()).await.unwrap_err();
+    assert_eq!(
+        refusal(e),
+        (tonic::Code::Unauthenticated, "802".to_string())
+    );
+    let mut wrong = SessionServiceClient::with_interceptor(
+        channel.clone(),
+        session::Credentials::new("root", "nope"),
+    );
+    let e = wrong.show_databases(show()).await.unwrap_err();
+    assert_eq!(
+        refusal(e),
+        (tonic::Code::Unauthenticated, "801".to_string())
+    );
+
+    let mut c = Client::connect(&address, Protocol::Binary).await;
+    assert_eq!(c.open("root", "root").await.code(), 200);
+    let created = c
+        .execute("executeUpdateStatementV2", "CREATE USER reader 'r34der'", 0)
+        .await;
+    assert_eq!(created.code(), 200);
+    let mut reader = SessionServiceClient::with_interceptor(
+        channel,
+        session::Credentials::new("reader", "r34der"),
+    );
+    let answer = reader.show_databases(show()).await.unwrap().into_inner();
+    assert_eq!(answer.status.unwrap().code, 200);
+    // Not root: creating a user is refused (803) over gRPC too.
+    let refused = reader
+        .user_statement(proto::UserStatementReq {
+            issuer: "root".into(), // ignored: the call's own user counts
+            statement: Some(proto::user_statement_req::Statement::CreateUser(
+                proto::CreateUserReq {
+                    username: "other".into(),
+                    password: "0th3rpw".into(),
+                },
+            )),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(refused.code, 803, "{refused:?}");
+    cluster.stop().await;
+}

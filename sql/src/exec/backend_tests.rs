@@ -155,6 +155,18 @@ impl Backend for Memory {
     async fn flush(&self) -> ExecResult<()> {
         Ok(())
     }
+    async fn create_user(&self, _: &str, _: &str) -> ExecResult<()> {
+        unused()
+    }
+    async fn drop_user(&self, _: &str) -> ExecResult<()> {
+        unused()
+    }
+    async fn alter_user_password(&self, _: &str, _: &str) -> ExecResult<()> {
+        unused()
+    }
+    async fn list_users(&self) -> ExecResult<Vec<String>> {
+        Ok(vec!["ops".into(), "root".into()])
+    }
 }
 
 /// Runs a future that never waits (the in-memory backend's).
@@ -295,4 +307,18 @@ fn show_timeseries_and_devices_take_patterns() {
     let shown = one(&m, "SHOW TIMESERIES root.sg.d2.a");
     assert_eq!(shown.columns.len(), 11);
     assert_eq!(shown.columns[1], "Alias");
+}
+
+#[test]
+fn list_user_is_a_column_of_names() {
+    let m = Memory::default();
+    let o = one(&m, "LIST USER");
+    assert_eq!(o.columns, ["User"]);
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![Some(Value::Text("ops".into()))],
+            vec![Some(Value::Text("root".into()))]
+        ]
+    );
 }

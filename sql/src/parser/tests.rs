@@ -408,7 +408,7 @@ fn error_positions_name_line_and_column() {
     );
     assert_eq!(
         error("SELEC * FROM root.sg.d1"),
-        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, FLUSH, QUIT), found 'SELEC'"
+        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, FLUSH, ALTER, LIST, QUIT), found 'SELEC'"
     );
     assert_eq!(
         error("CREATE DATABASE sg"),
@@ -496,4 +496,39 @@ fn iotdb_spellings_of_the_client_examples() {
     };
     assert_eq!(insert.measurements, vec!["s_02".to_string()]);
     assert_eq!(insert.rows[0].timestamp, 16);
+}
+
+#[test]
+fn user_statements() {
+    let one = |text: &str| {
+        let parsed = parse_script(text, Position::START);
+        assert_eq!(parsed.len(), 1, "{text}");
+        parsed[0].result.clone()
+    };
+    assert_eq!(
+        one("CREATE USER ops_1 'pa''ss'"),
+        Ok(Statement::CreateUser {
+            name: "ops_1".into(),
+            password: "pa'ss".into()
+        })
+    );
+    assert_eq!(
+        one("drop user ops_1"),
+        Ok(Statement::DropUser {
+            name: "ops_1".into()
+        })
+    );
+    assert_eq!(
+        one("ALTER USER root SET PASSWORD \"n3w\""),
+        Ok(Statement::AlterUserPassword {
+            name: "root".into(),
+            password: "n3w".into()
+        })
+    );
+    assert_eq!(one("LIST USER"), Ok(Statement::ListUsers));
+    assert!(
+        one("CREATE USER ops secret").is_err(),
+        "an unquoted password"
+    );
+    assert!(one("CREATE USER root.x 'secret'").is_err(), "a dotted name");
 }
