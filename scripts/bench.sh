@@ -6,6 +6,15 @@
 #   scripts/bench.sh --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build]
 #   scripts/bench.sh --storage [--points N] [--no-record] [--no-build]
 #   scripts/bench.sh --soak [--duration-s 1800] [--ttl-ms 300000] [--no-record] [--no-build]
+#   scripts/bench.sh --protocols [--duration-s 20] [--no-record] [--no-build]
+#
+# --protocols: what IoTDB's client RPC costs against gRPC (issue 19). 1 ConfigNode + 1 DataNode
+# (RF=1) take the same generated points (100 devices × 10 DOUBLE measurements, 1000-row tablets,
+# 4 clients, one database each) three ways, one after another: `fencepost bench` (gRPC session),
+# `peerload --target iotdb` (the same tablets from Rust over Thrift, binary protocol) and IoTDB's
+# official Python client (`scripts/iotdb_client_bench.py`: NumpyTablet, 4 threads, the virtualenv
+# of scripts/iotdb-client-tests.sh). Prints points/s, the DataNode's CPU seconds per million
+# points, and each against gRPC; appends the table to benches/RESULTS.md unless --no-record.
 #
 # --soak: 1 ConfigNode + 1 DataNode (RF=1) at half the ingest measured in its first 20 s, walk2dp
 # values, age flushes every 60 s, compaction on, `SET TTL TO root.soak 300000` (5 min). The
@@ -68,8 +77,8 @@ cd "$(dirname "$0")/.."
 
 mode=${1:---micro}
 case "$mode" in
-    --micro | --e2e | --storage | --soak) shift || true ;;
-    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build] | --soak [--duration-s N] [--ttl-ms N] [--no-record] [--no-build]" >&2; exit 2 ;;
+    --micro | --e2e | --storage | --soak | --protocols) shift || true ;;
+    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build] | --soak [--duration-s N] [--ttl-ms N] [--no-record] [--no-build] | --protocols [--duration-s N] [--no-record] [--no-build]" >&2; exit 2 ;;
 esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-bench.XXXXXX")
@@ -184,6 +193,81 @@ $extra
   level = "warn"
 EOF
 }
+
+# ---------------------------------------------------------------------------------------------
+# --protocols: gRPC vs IoTDB's client RPC (see the header).
+if [ "$mode" = --protocols ]; then
+    duration=20 record=1 build=1
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --duration-s) duration=$2; shift 2 ;;
+            --no-record) record=0; shift ;;
+            --no-build) build=0; shift ;;
+            *) echo "unknown flag $1" >&2; exit 2 ;;
+        esac
+    done
+    require_free_ports 6667 10710 10730 9100 9200
+    if [ $build = 1 ]; then
+        echo "== building release binaries"
+        cargo build --release -q -p confignode -p datanode -p fencepost-cli -p fencepost-benches --bin peerload
+    fi
+    bash scripts/iotdb-client-tests.sh --venv-only
+    python=${FENCEPOST_VENV:-target/iotdb-venv}/bin/python
+    base="$tmp/protocols"
+    cluster_bases+=("$base")
+    scripts/cluster.sh start -c 1 -d 1 -r 1 -b "$base" > /dev/null
+    ready=0
+    for _ in $(seq 1 60); do
+        if timeout 20 "$bin/fencepost" bench --database root.warmup --devices 1 --measurements 1 \
+            --rows-per-tablet 1 --clients 1 --tablets 1 > /dev/null 2>&1; then
+            ready=1; break
+        fi
+        sleep 1
+    done
+    [ $ready = 1 ] || { echo "the cluster did not take a write within 60 s; logs under $base" >&2; exit 1; }
+    dn_pid=$(cat "$base/dn1.pid")
+    cpu_s() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
+    echo "== machine: $(machine_facts), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    table="$tmp/protocols.md"
+    {
+        echo "| client | protocol | points/s | vs gRPC | DataNode CPU s / M points | errors |"
+        echo "|---|---|---|---|---|---|"
+    } > "$table"
+    grpc=""
+    run_one() { # name protocol command...
+        local name=$1 protocol=$2; shift 2
+        local before after points pps ratio cpu
+        before=$(cpu_s "$dn_pid")
+        "$@" > "$tmp/$name.json" 2> "$tmp/$name.log" || true
+        after=$(cpu_s "$dn_pid")
+        points=$(json_field "$tmp/$name.json" points)
+        pps=$(json_field "$tmp/$name.json" points_per_s)
+        [ -n "$grpc" ] || grpc=$pps
+        ratio=$(awk -v a="$pps" -v b="$grpc" 'BEGIN {printf "%.3f", a / b}')
+        cpu=$(awk -v a="$after" -v b="$before" -v p="$points" 'BEGIN {printf "%.3f", (a - b) / (p / 1e6)}')
+        echo "| $name | $protocol | $(printf '%.0f' "$pps") | ${ratio}× | $cpu | $(json_field "$tmp/$name.json" errors) |" | tee -a "$table"
+    }
+    cat "$table"
+    run_one "fencepost bench" "gRPC (protobuf)" \
+        "$bin/fencepost" bench --database root.grpc --duration-s "$duration" --json
+    run_one "peerload --target iotdb (Rust)" "Thrift binary" \
+        "$bin/peerload" --target iotdb --address 127.0.0.1:6667 --database root.thrift \
+        --duration-s "$duration" --json
+    run_one "apache-iotdb 2.0.11 (Python)" "Thrift binary" \
+        "$python" scripts/iotdb_client_bench.py --database root.python --duration-s "$duration"
+    if [ $record = 1 ]; then
+        {
+            echo
+            echo "## $(date -u +%Y-%m-%d) protocols, RF=1, $duration s each"
+            echo
+            echo "$(machine_facts); 100 devices × 10 DOUBLE, 1000-row tablets, 4 clients."
+            echo
+            cat "$table"
+        } >> benches/RESULTS.md
+        echo "== appended to benches/RESULTS.md"
+    fi
+    exit 0
+fi
 
 # ---------------------------------------------------------------------------------------------
 # --storage: bytes on disk per point (see the header).

@@ -410,6 +410,92 @@ impl SessionArgs {
     }
 }
 
+impl OpenSessionReq {
+    /// Writes the struct, as a client sends it.
+    pub fn write(&self, w: &mut Writer) {
+        w.struct_begin();
+        w.field_begin(TType::I32, 1);
+        w.i32(self.client_protocol);
+        w.field_begin(TType::String, 2);
+        w.string(&self.zone_id);
+        w.field_begin(TType::String, 3);
+        w.string(&self.username);
+        if let Some(password) = &self.password {
+            w.field_begin(TType::String, 4);
+            w.string(password);
+        }
+        w.field_begin(TType::Map, 5);
+        w.map_begin(TType::String, TType::String, self.configuration.len());
+        for (k, v) in &self.configuration {
+            w.string(k);
+            w.string(v);
+        }
+        w.field_stop();
+        w.struct_end();
+    }
+}
+
+impl InsertTabletReq {
+    /// Writes the struct, as a client sends it (fields 1-8).
+    pub fn write(&self, w: &mut Writer) {
+        w.struct_begin();
+        w.field_begin(TType::I64, 1);
+        w.i64(self.session_id);
+        w.field_begin(TType::String, 2);
+        w.string(&self.prefix_path);
+        w.field_begin(TType::List, 3);
+        write_strings(w, &self.measurements);
+        w.field_begin(TType::String, 4);
+        w.binary(&self.values);
+        w.field_begin(TType::String, 5);
+        w.binary(&self.timestamps);
+        w.field_begin(TType::List, 6);
+        w.list_begin(TType::I32, self.types.len());
+        for t in &self.types {
+            w.i32(*t);
+        }
+        w.field_begin(TType::I32, 7);
+        w.i32(self.size);
+        w.field_begin(TType::Bool, 8);
+        w.bool(self.is_aligned);
+        w.field_stop();
+        w.struct_end();
+    }
+}
+
+/// Reads a `TSStatus` (a client reads replies with it).
+pub fn read_status(r: &mut Reader) -> Result<Status> {
+    let mut status = Status::default();
+    read_struct(r, |r, header| match (header.id, header.ttype) {
+        (1, TType::I32) => {
+            status.code = r.i32()?;
+            Ok(true)
+        }
+        (2, TType::String) => {
+            status.message = Some(r.string()?);
+            Ok(true)
+        }
+        (4, TType::Struct) => {
+            let mut endpoint = (String::new(), 0);
+            read_struct(r, |r, h| match (h.id, h.ttype) {
+                (1, TType::String) => {
+                    endpoint.0 = r.string()?;
+                    Ok(true)
+                }
+                (2, TType::I32) => {
+                    endpoint.1 = r.i32()?;
+                    Ok(true)
+                }
+                _ => Ok(false),
+            })?;
+            status.redirect_node = Some(endpoint);
+            Ok(true)
+        }
+        _ => Ok(false),
+    })?;
+    Ok(status)
+}
+
 /// IoTDB's `TSStatus`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Status {
@@ -797,5 +883,68 @@ mod tests {
                 (17, TType::List),
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod client_side_tests {
+    use thrift_codec::{Protocol, Reader, Writer};
+
+    use super::*;
+
+    #[test]
+    fn what_a_client_writes_the_server_reads() {
+        for protocol in [Protocol::Binary, Protocol::Compact] {
+            let open = OpenSessionReq {
+                client_protocol: 2,
+                zone_id: "UTC".into(),
+                username: "root".into(),
+                password: Some("root".into()),
+                configuration: [("version".to_string(), "V_1_0".to_string())].into(),
+            };
+            let mut w = Writer::new(protocol);
+            open.write(&mut w);
+            let bytes = w.into_bytes();
+            assert_eq!(
+                OpenSessionReq::read(&mut Reader::new(&bytes, protocol)).unwrap(),
+                open
+            );
+
+            let tablet = InsertTabletReq {
+                session_id: 7,
+                prefix_path: "root.sg.d1".into(),
+                measurements: vec!["s1".into()],
+                values: crate::values::encode_tablet_columns(
+                    &[common::Column::Double(vec![1.5, 2.5])],
+                    &[None],
+                ),
+                timestamps: crate::values::encode_timestamps(&[1, 2]),
+                types: vec![4],
+                size: 2,
+                is_aligned: false,
+                write_to_table: false,
+            };
+            let mut w = Writer::new(protocol);
+            tablet.write(&mut w);
+            let bytes = w.into_bytes();
+            assert_eq!(
+                InsertTabletReq::read(&mut Reader::new(&bytes, protocol)).unwrap(),
+                tablet
+            );
+
+            let status = Status {
+                code: 400,
+                message: Some("elsewhere".into()),
+                sub_status: None,
+                redirect_node: Some(("10.0.0.2".into(), 6667)),
+            };
+            let mut w = Writer::new(protocol);
+            status.write(&mut w);
+            let bytes = w.into_bytes();
+            assert_eq!(
+                read_status(&mut Reader::new(&bytes, protocol)).unwrap(),
+                status
+            );
+        }
     }
 }

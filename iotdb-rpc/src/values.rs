@@ -151,6 +151,60 @@ fn fixed(data_type: DataType, section: &[u8]) -> Column {
     }
 }
 
+/// A tablet's timestamps as a client sends them: big-endian `i64`s.
+pub fn encode_timestamps(timestamps: &[i64]) -> Vec<u8> {
+    timestamps.iter().flat_map(|t| t.to_be_bytes()).collect()
+}
+
+/// A tablet's values as a client sends them (the layout [`tablet_columns`] reads): one
+/// big-endian section per column, then, when any column has a null, the bitmap block.
+pub fn encode_tablet_columns(columns: &[Column], nulls: &[Option<Bitmap>]) -> Vec<u8> {
+    let rows = columns.first().map_or(0, Column::len);
+    let mut out = Vec::new();
+    for column in columns {
+        match column {
+            Column::Boolean(v) => out.extend(v.iter().map(|b| u8::from(*b))),
+            Column::Int32(v) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_be_bytes())),
+            Column::Int64(v) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_be_bytes())),
+            Column::Float(v) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_be_bytes())),
+            Column::Double(v) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_be_bytes())),
+            Column::Text(v) => {
+                for text in v {
+                    out.extend_from_slice(&(text.len() as i32).to_be_bytes());
+                    out.extend_from_slice(text.as_bytes());
+                }
+            }
+        }
+    }
+    if nulls
+        .iter()
+        .any(|n| n.as_ref().is_some_and(|b| b.count_ones() > 0))
+    {
+        for bitmap in nulls {
+            match bitmap {
+                Some(bitmap) if bitmap.count_ones() > 0 => {
+                    out.push(1);
+                    let mut bits = vec![0u8; rows / 8 + 1];
+                    for row in (0..rows).filter(|&r| bitmap.get(r)) {
+                        bits[row / 8] |= 1 << (row % 8);
+                    }
+                    out.extend_from_slice(&bits);
+                }
+                _ => out.push(0),
+            }
+        }
+    }
+    out
+}
+
 /// The values of one record of `measurements` measurements: per measurement a type byte, then
 /// the value. Records never carry nulls (clients leave those measurements out).
 pub fn record(bytes: &[u8], measurements: usize) -> Result<Vec<Value>, LayoutError> {
@@ -224,6 +278,40 @@ mod tests {
         // Without nulls there is no bitmap block at all.
         let plain = tablet_columns(&types, 3, &values[..values.len() - 8]).unwrap();
         assert!(plain.iter().all(|(_, n)| n.is_none()));
+    }
+
+    #[test]
+    fn encoded_tablets_decode_to_the_same_columns() {
+        let columns = vec![
+            Column::Boolean(vec![true, false, true]),
+            Column::Int32(vec![1, 0, -3]),
+            Column::Int64(vec![i64::MIN, 0, i64::MAX]),
+            Column::Float(vec![1.5, 0.0, -2.25]),
+            Column::Double(vec![0.1, 0.0, 1e300]),
+            Column::Text(vec!["a".into(), "".into(), "h\u{e9}".into()]),
+        ];
+        let types: Vec<DataType> = columns.iter().map(Column::data_type).collect();
+        let mut nulls: Vec<Option<Bitmap>> = vec![None; columns.len()];
+        let plain = encode_tablet_columns(&columns, &nulls);
+        let decoded = tablet_columns(&types, 3, &plain).unwrap();
+        assert!(decoded
+            .iter()
+            .zip(&columns)
+            .all(|((c, n), e)| c == e && n.is_none()));
+        let mut bitmap = Bitmap::new(3);
+        bitmap.set(1);
+        nulls[1] = Some(bitmap.clone());
+        nulls[5] = Some(bitmap);
+        let with_nulls = encode_tablet_columns(&columns, &nulls);
+        let decoded = tablet_columns(&types, 3, &with_nulls).unwrap();
+        assert_eq!(
+            decoded.iter().map(|(_, n)| n.clone()).collect::<Vec<_>>(),
+            nulls
+        );
+        assert_eq!(
+            timestamps(&encode_timestamps(&[5, -1]), 2).unwrap(),
+            [5, -1]
+        );
     }
 
     #[test]

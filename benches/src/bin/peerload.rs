@@ -10,7 +10,13 @@
 //! A response other than 204/200 counts as an error under `http <status>`; a broken connection
 //! under `io`, after one reconnect when a kept-alive connection had gone stale.
 //!
-//! A third target, `file`, is for writers that are not servers (the TsFile writer of
+//! A third target, `iotdb`, is Fencepost itself over IoTDB's client RPC (Thrift, binary protocol)
+//! instead of gRPC, to measure what the protocol layer costs: each client holds one connection per
+//! DataNode it writes to, logs in as root, and sends every tablet as one `insertTablet`, following
+//! the 400 redirect hints to the region leader as IoTDB's clients do (the gRPC session does the
+//! same with its redirect cache).
+//!
+//! A fourth target, `file`, is for writers that are not servers (the TsFile writer of
 //! `scripts/bench.sh --storage`, `scripts/tsfile_write.py`): client `c` appends every tablet to
 //! `<out>/client-<c>.bin`, DOUBLE only, one record per tablet, all integers little-endian:
 //! `u32` device name length, the name (UTF-8), `u32` rows, `u32` measurements (named `s0`…),
@@ -24,6 +30,7 @@ use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use common::{Column, Tablet};
 use fencepost_cli::loadgen::{self, LoadArgs, Sink, WriteFailure};
+use thrift_codec::{MessageType, Protocol, Reader, TType, Writer};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -40,6 +47,8 @@ enum Target {
     Influxdb,
     /// VictoriaMetrics single node: its InfluxDB line-protocol endpoint `/write`.
     Victoriametrics,
+    /// Fencepost over IoTDB's client RPC (Thrift) on a DataNode's session port.
+    Iotdb,
     /// Binary files under `--out`, one per client (see the module doc).
     File,
 }
@@ -49,6 +58,7 @@ impl Target {
         match self {
             Target::Influxdb => "influxdb",
             Target::Victoriametrics => "victoriametrics",
+            Target::Iotdb => "fencepost-thrift",
             Target::File => "file",
         }
     }
@@ -63,8 +73,9 @@ struct Cli {
     /// The system to write to.
     #[arg(long, value_enum)]
     target: Target,
-    /// Its HTTP address, host:port (InfluxDB and VictoriaMetrics).
-    #[arg(long, required_if_eq_any([("target", "influxdb"), ("target", "victoriametrics")]))]
+    /// Its address, host:port (InfluxDB and VictoriaMetrics over HTTP; a DataNode's session
+    /// port for `iotdb`).
+    #[arg(long, required_if_eq_any([("target", "influxdb"), ("target", "victoriametrics"), ("target", "iotdb")]))]
     address: Option<String>,
     /// Directory of the `file` target's files (created if missing).
     #[arg(long, required_if_eq("target", "file"))]
@@ -453,10 +464,229 @@ async fn run_file(cli: Cli, spec: loadgen::LoadSpec) -> anyhow::Result<u8> {
     print_report(&report, cli.json)
 }
 
+/// One Thrift connection to a DataNode, logged in.
+struct ThriftConnection {
+    stream: TcpStream,
+    session_id: i64,
+    frame: Vec<u8>,
+}
+
+impl ThriftConnection {
+    async fn connect(address: &str) -> anyhow::Result<ThriftConnection> {
+        let stream = TcpStream::connect(address)
+            .await
+            .with_context(|| format!("connecting to {address}"))?;
+        stream.set_nodelay(true)?;
+        let mut c = ThriftConnection {
+            stream,
+            session_id: 0,
+            frame: Vec::new(),
+        };
+        let open = iotdb_rpc::messages::OpenSessionReq {
+            client_protocol: 2,
+            zone_id: "UTC".into(),
+            username: "root".into(),
+            password: Some("root".into()),
+            configuration: [("sql_dialect".to_string(), "tree".to_string())].into(),
+        };
+        c.call("openSession", |w| open.write(w)).await?;
+        let (status, session_id) = {
+            let mut r = Reader::new(&c.frame, Protocol::Binary);
+            r.message_begin()?;
+            let mut out = (iotdb_rpc::messages::Status::default(), 0);
+            iotdb_rpc::messages::read_struct(&mut r, |r, h| {
+                if h.id != 0 {
+                    return Ok(false);
+                }
+                iotdb_rpc::messages::read_struct(r, |r, h| match (h.id, h.ttype) {
+                    (1, TType::Struct) => {
+                        out.0 = iotdb_rpc::messages::read_status(r)?;
+                        Ok(true)
+                    }
+                    (3, TType::I64) => {
+                        out.1 = r.i64()?;
+                        Ok(true)
+                    }
+                    _ => Ok(false),
+                })?;
+                Ok(true)
+            })?;
+            out
+        };
+        anyhow::ensure!(
+            status.code == 200,
+            "openSession on {address}: {} {}",
+            status.code,
+            status.message.unwrap_or_default()
+        );
+        c.session_id = session_id;
+        Ok(c)
+    }
+
+    /// Sends one call (its `_args` struct's field 1 written by `request`) and reads the reply
+    /// frame into `self.frame`.
+    async fn call(
+        &mut self,
+        method: &str,
+        request: impl FnOnce(&mut Writer),
+    ) -> std::io::Result<()> {
+        let mut w = Writer::new(Protocol::Binary);
+        w.message_begin(method, MessageType::Call, 0);
+        w.struct_begin();
+        w.field_begin(TType::Struct, 1);
+        request(&mut w);
+        w.field_stop();
+        w.struct_end();
+        self.stream
+            .write_all(&thrift_codec::frame(&w.into_bytes()))
+            .await?;
+        let mut prefix = [0u8; 4];
+        self.stream.read_exact(&mut prefix).await?;
+        self.frame.resize(u32::from_be_bytes(prefix) as usize, 0);
+        self.stream.read_exact(&mut self.frame).await?;
+        Ok(())
+    }
+
+    /// The status in a reply of a call that returns a `TSStatus`.
+    fn reply_status(&self) -> anyhow::Result<iotdb_rpc::messages::Status> {
+        let mut r = Reader::new(&self.frame, Protocol::Binary);
+        let header = r.message_begin()?;
+        anyhow::ensure!(
+            header.kind == MessageType::Reply,
+            "{}: a Thrift exception",
+            header.name
+        );
+        let mut status = None;
+        iotdb_rpc::messages::read_struct(&mut r, |r, h| {
+            if h.id == 0 && h.ttype == TType::Struct {
+                status = Some(iotdb_rpc::messages::read_status(r)?);
+                return Ok(true);
+            }
+            Ok(false)
+        })?;
+        status.context("a reply without a status")
+    }
+}
+
+/// Fencepost over IoTDB's client RPC: a connection per DataNode, tablets sent where the last
+/// redirect hint for their device points.
+struct ThriftSink {
+    first: String,
+    connections: BTreeMap<String, ThriftConnection>,
+    leaders: std::collections::HashMap<String, String>,
+    retries: BTreeMap<String, u64>,
+}
+
+impl Sink for ThriftSink {
+    async fn write(&mut self, tablet: &Tablet) -> Result<(), WriteFailure> {
+        let failure = |code: &str, message: String| WriteFailure {
+            code: code.to_string(),
+            message,
+        };
+        let endpoint = self
+            .leaders
+            .get(&tablet.device)
+            .cloned()
+            .unwrap_or_else(|| self.first.clone());
+        if !self.connections.contains_key(&endpoint) {
+            let c = ThriftConnection::connect(&endpoint)
+                .await
+                .map_err(|e| failure("io", format!("{e:#}")))?;
+            self.connections.insert(endpoint.clone(), c);
+        }
+        let c = self
+            .connections
+            .get_mut(&endpoint)
+            .expect("connected above");
+        let req = iotdb_rpc::messages::InsertTabletReq {
+            session_id: c.session_id,
+            prefix_path: tablet.device.clone(),
+            measurements: tablet.measurements.clone(),
+            values: iotdb_rpc::values::encode_tablet_columns(&tablet.columns, &tablet.bitmaps),
+            timestamps: iotdb_rpc::values::encode_timestamps(&tablet.timestamps),
+            types: tablet
+                .data_types
+                .iter()
+                .map(|t| i32::from(t.code()))
+                .collect(),
+            size: tablet.timestamps.len() as i32,
+            is_aligned: false,
+            write_to_table: false,
+        };
+        if let Err(e) = c.call("insertTablet", |w| req.write(w)).await {
+            self.connections.remove(&endpoint);
+            return Err(failure("io", e.to_string()));
+        }
+        let status = c
+            .reply_status()
+            .map_err(|e| failure("thrift", format!("{e:#}")))?;
+        match status.code {
+            200 => Ok(()),
+            400 => {
+                if let Some((host, port)) = status.redirect_node {
+                    self.leaders
+                        .insert(tablet.device.clone(), format!("{host}:{port}"));
+                }
+                Ok(())
+            }
+            code => Err(failure(
+                &code.to_string(),
+                status.message.unwrap_or_default(),
+            )),
+        }
+    }
+
+    fn retries_by_code(&self) -> BTreeMap<String, u64> {
+        self.retries.clone()
+    }
+}
+
+async fn run_thrift(cli: Cli, spec: loadgen::LoadSpec) -> anyhow::Result<u8> {
+    let first = cli
+        .address
+        .clone()
+        .expect("clap requires --address with --target iotdb");
+    // The database first, as `fencepost bench` creates it (an existing one is fine).
+    let mut c = ThriftConnection::connect(&first).await?;
+    let create = iotdb_rpc::messages::ExecuteStatementReq {
+        session_id: c.session_id,
+        statement: format!("CREATE DATABASE {}", spec.database),
+        statement_id: 1,
+        fetch_size: 0,
+        timeout_ms: 0,
+    };
+    c.call("executeUpdateStatementV2", |w| {
+        w.struct_begin();
+        w.field_begin(TType::I64, 1);
+        w.i64(create.session_id);
+        w.field_begin(TType::String, 2);
+        w.string(&create.statement);
+        w.field_begin(TType::I64, 3);
+        w.i64(create.statement_id);
+        w.field_stop();
+        w.struct_end();
+    })
+    .await?;
+    let first = first.as_str();
+    let report = loadgen::drive(cli.target.name(), spec, |_client| async move {
+        Ok(ThriftSink {
+            first: first.to_string(),
+            connections: BTreeMap::new(),
+            leaders: std::collections::HashMap::new(),
+            retries: BTreeMap::new(),
+        })
+    })
+    .await?;
+    print_report(&report, cli.json)
+}
+
 async fn run(cli: Cli) -> anyhow::Result<u8> {
     let spec = cli.load.to_spec(loadgen::now_ms())?;
     if cli.target == Target::File {
         return run_file(cli, spec).await;
+    }
+    if cli.target == Target::Iotdb {
+        return run_thrift(cli, spec).await;
     }
     let address = cli
         .address
