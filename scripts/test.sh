@@ -66,6 +66,13 @@ cargo clippy --workspace --exclude fencepost-benches --all-targets --all-feature
 echo "== binaries for the real-process fault suite"
 cargo build --profile test --workspace --exclude fencepost-benches --all-features --bins
 
+# The official Python client: its virtualenv first, for the fault scenario that writes through a
+# cut-off DataNode with it (FENCEPOST_IOTDB_PYTHON), then its own suite below.
+echo "== the official Python client's virtualenv"
+bash scripts/iotdb-client-tests.sh --venv-only
+FENCEPOST_IOTDB_PYTHON="$(pwd)/${FENCEPOST_VENV:-target/iotdb-venv}/bin/python"
+export FENCEPOST_IOTDB_PYTHON
+
 echo "== cargo test (with failpoints)"
 cargo test --workspace --exclude fencepost-benches --all-features "$@"
 

@@ -1857,11 +1857,110 @@ fn cli_inserts_through(run: &Run, j: usize, database: &str, n: usize) -> Vec<Str
     failures
 }
 
+/// The official Python client's rows written through a cut-off DataNode: tablets of this many rows.
+const PYTHON_TABLET_ROWS: i64 = 100;
+/// ... and this many tablets, then one string record.
+const PYTHON_TABLETS: i64 = 20;
+
+/// IoTDB's official Python client (`apache-iotdb` 2.0.11, in the virtualenv `scripts/test.sh`
+/// makes, named by `FENCEPOST_IOTDB_PYTHON`) logged in on DataNode `j` while it is healthy: it
+/// waits for a line on stdin, then writes [`PYTHON_TABLETS`] tablets and a string record to
+/// `device` and prints `written`. `None` (noted; a failure under `CI=true`) without the
+/// virtualenv.
+fn python_writer(run: &Run, j: usize, device: &str) -> Option<std::process::Child> {
+    let Ok(python) = std::env::var("FENCEPOST_IOTDB_PYTHON") else {
+        let line = "FENCEPOST_IOTDB_PYTHON is not set: the official Python client's writes \
+                    through a cut-off DataNode were NOT checked (scripts/test.sh sets it)";
+        eprintln!("!! {line}");
+        run.cluster.note(line);
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"),
+            "CI=true: {line}"
+        );
+        return None;
+    };
+    let (host, port) = run
+        .cluster
+        .dn_endpoint(j)
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_string(), p.to_string()))
+        .expect("host:port");
+    let script = format!(
+        r#"
+import sys
+from iotdb.Session import Session
+from iotdb.utils.IoTDBConstants import TSDataType
+from iotdb.utils.Tablet import Tablet
+s = Session("{host}", {port}, "root", "root", connection_timeout_in_ms=60000)
+s.open(False)
+print("open", flush=True)
+sys.stdin.readline()
+for k in range({tablets}):
+    times = list(range(k * {rows}, (k + 1) * {rows}))
+    s.insert_tablet(Tablet("{device}", ["v"], [TSDataType.DOUBLE], [[float(t)] for t in times], times))
+s.insert_str_record("{device}", {tablets} * {rows}, ["v"], ["-1.5"])
+print("written", flush=True)
+s.close()
+"#,
+        tablets = PYTHON_TABLETS,
+        rows = PYTHON_TABLET_ROWS,
+    );
+    let mut child = std::process::Command::new(python)
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting the Python client");
+    let mut first = String::new();
+    let stdout = child.stdout.as_mut().expect("piped");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first)
+        .expect("the Python client's first line");
+    assert_eq!(first.trim(), "open", "the Python client did not log in");
+    Some(child)
+}
+
+/// Lets the Python client of [`python_writer`] write through the (now cut-off) DataNode `j`;
+/// every write must succeed (relayed to a lease holder). Returns the failures.
+fn python_writes_through(run: &Run, j: usize, child: std::process::Child) -> Vec<String> {
+    let mut child = child;
+    let started = Instant::now();
+    {
+        use std::io::Write as _;
+        let stdin = child.stdin.as_mut().expect("piped");
+        stdin
+            .write_all(b"go\n")
+            .expect("telling the Python client to write");
+    }
+    let out = child.wait_with_output().expect("the Python client ends");
+    let line = format!(
+        "the official Python client wrote {} tablets and a string record through the cut-off \
+         datanode-{} in {:.1} s",
+        PYTHON_TABLETS,
+        j + 1,
+        started.elapsed().as_secs_f64()
+    );
+    if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("written") {
+        eprintln!("{line}");
+        run.cluster.note(line);
+        Vec::new()
+    } else {
+        vec![format!(
+            "the official Python client's writes through the cut-off datanode-{} failed: {} {}",
+            j + 1,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )]
+    }
+}
+
 /// Scenario 11: a DataNode cut from the ConfigNode for 30 s, then for `FENCEPOST_LONG_CUT_SECS`
 /// (default 80), while writes flow: after each heal it must be NORMAL again (lease live, caches
 /// pulled) within 3 heartbeat intervals + 10 s — the target is one heartbeat plus the pull.
 /// Prints "heal-to-NORMAL after a Ns cut: X s" for both. During the first cut, CLI INSERTs
-/// through the cut-off DataNode must succeed without a ConfigNode round trip there.
+/// through the cut-off DataNode must succeed without a ConfigNode round trip there, and so must
+/// the official Python client's tablets and string record (over IoTDB's Thrift protocol, logged
+/// in before the cut); after the heal every point it wrote reads back.
 #[test]
 fn long_partition_heals_to_normal_within_a_few_heartbeats() {
     let _serial = serial();
@@ -1895,6 +1994,8 @@ fn long_partition_heals_to_normal_within_a_few_heartbeats() {
     // `FENCEPOST_LONG_CUT_SECS`: default 80 s, past the ~60 s beyond which recovery used to take
     // minutes; 180 for three minutes.
     let long_cut = secs_from_env("FENCEPOST_LONG_CUT_SECS", 80);
+    let python_device = format!("{probe_database}.py");
+    let mut python = python_writer(&run, target, &python_device);
     for (i, cut) in [Duration::from_secs(30), long_cut].into_iter().enumerate() {
         run.fault(&format!(
             "cut datanode-{} from the ConfigNode for {cut:?}",
@@ -1907,6 +2008,9 @@ fn long_partition_heals_to_normal_within_a_few_heartbeats() {
                 .wait_fenced(target)
                 .expect("the cut DataNode fences itself");
             failures.extend(cli_inserts_through(&run, target, probe_database, 10));
+            if let Some(child) = python.take() {
+                failures.extend(python_writes_through(&run, target, child));
+            }
         }
         std::thread::sleep(cut.saturating_sub(cut_at.elapsed()));
         run.cluster.heal_network().expect("heal");
@@ -1934,6 +2038,22 @@ fn long_partition_heals_to_normal_within_a_few_heartbeats() {
             ));
         }
         run.wait_acked_since(Instant::now(), 10, "writes after the heal");
+        if i == 0 && std::env::var("FENCEPOST_IOTDB_PYTHON").is_ok() {
+            let points = run.cluster.runtime.block_on(run.session.query_raw(
+                &python_device,
+                "v",
+                0,
+                i64::MAX,
+            ));
+            let expected = (PYTHON_TABLETS * PYTHON_TABLET_ROWS + 1) as usize;
+            match points {
+                Ok(p) if p.len() == expected => {}
+                other => failures.push(format!(
+                    "the Python client's points through the cut-off DataNode: {:?} of {expected}",
+                    other.map(|p| p.len())
+                )),
+            }
+        }
     }
     run.finish_with(failures);
 }
