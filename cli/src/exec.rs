@@ -1,13 +1,10 @@
-//! The CLI runs statements with the `sql` crate's executor over a [`Session`]: every call of
-//! the executor's [`Backend`] is the session's call of the same name, and a session error is an
-//! [`ExecError`] with the status code it carried.
+//! The CLI is a thin client, as IoTDB's: each statement's text goes to a DataNode, which parses
+//! and runs it with the `sql` crate and answers the table; a session error is an [`ExecError`]
+//! with the status code it carried.
 
-use common::{DataType, StatusCode, Tablet, Value};
-use session::{
-    ClusterView, LeasesView, LocalLeaseView, RegionView, Session, SessionConfig, SessionError,
-    TimeseriesView,
-};
-use sql::{Backend, ExecResult, Statement};
+use common::StatusCode;
+use session::{Session, SessionConfig, SessionError};
+use sql::ExecResult;
 
 pub use sql::{Cell, ExecError, Outcome, OutcomeKind};
 
@@ -44,14 +41,21 @@ pub async fn connect(endpoints: &[String], config: SessionConfig) -> Result<Sess
     Session::connect(&addresses, config).await.map_err(failed)
 }
 
-/// Runs one statement over `session`. [`Statement::Quit`] is the caller's business and succeeds
-/// here.
-pub async fn execute(session: &Session, statement: &Statement) -> ExecResult<Outcome> {
-    sql::execute(&SessionBackend(session), statement).await
+/// Runs one statement on a DataNode: its text goes to the server, which parses and runs it (the
+/// CLI parses only to split statements and report syntax errors where they sit in the input).
+pub async fn execute(session: &Session, text: &str) -> ExecResult<Outcome> {
+    let result = session.execute_statement(text).await.map_err(status)?;
+    Ok(Outcome {
+        kind: if result.query {
+            OutcomeKind::Query
+        } else {
+            OutcomeKind::Done
+        },
+        columns: result.columns,
+        types: result.types,
+        rows: result.rows,
+    })
 }
-
-/// The executor's backend: a session.
-struct SessionBackend<'a>(&'a Session);
 
 /// A session error as a status: the server's own message for a final status, the whole
 /// description otherwise; 305 (INTERNAL_SERVER_ERROR) when the error has no code (a malformed
@@ -63,128 +67,6 @@ fn status(e: SessionError) -> ExecError {
         other => other.to_string(),
     };
     ExecError::Status { code, message }
-}
-
-impl Backend for SessionBackend<'_> {
-    async fn create_database(&self, database: &str) -> ExecResult<()> {
-        self.0.create_database(database).await.map_err(status)
-    }
-
-    async fn drop_database(&self, database: &str) -> ExecResult<()> {
-        self.0.drop_database(database).await.map_err(status)
-    }
-
-    async fn set_ttl(&self, database: &str, ttl_ms: i64) -> ExecResult<()> {
-        self.0.set_ttl(database, ttl_ms).await.map_err(status)
-    }
-
-    async fn unset_ttl(&self, database: &str) -> ExecResult<()> {
-        self.0.unset_ttl(database).await.map_err(status)
-    }
-
-    async fn remove_data_node(&self, data_node_id: u64) -> ExecResult<()> {
-        self.0.remove_data_node(data_node_id).await.map_err(status)
-    }
-
-    async fn create_timeseries(
-        &self,
-        path: &str,
-        data_type: DataType,
-        encoding: Option<&str>,
-        compressor: Option<&str>,
-    ) -> ExecResult<()> {
-        self.0
-            .create_timeseries_with(path, data_type, encoding, compressor)
-            .await
-            .map_err(status)
-    }
-
-    async fn delete_timeseries(&self, path: &str) -> ExecResult<()> {
-        self.0.delete_timeseries(path).await.map_err(status)
-    }
-
-    async fn insert_tablet(&self, tablet: Tablet) -> ExecResult<()> {
-        self.0.insert_tablet(&tablet).await.map_err(status)
-    }
-
-    async fn series_types(
-        &self,
-        device: &str,
-        measurements: &[String],
-    ) -> ExecResult<Vec<(String, DataType)>> {
-        self.0
-            .series_types(device, measurements)
-            .await
-            .map_err(status)
-    }
-
-    async fn show_timeseries(&self, prefix: &str) -> ExecResult<Vec<TimeseriesView>> {
-        self.0.show_timeseries(prefix).await.map_err(status)
-    }
-
-    async fn query_raw(
-        &self,
-        device: &str,
-        measurement: &str,
-        from: i64,
-        to: i64,
-    ) -> ExecResult<Vec<(i64, Value)>> {
-        self.0
-            .query_raw(device, measurement, from, to)
-            .await
-            .map_err(status)
-    }
-
-    async fn query_last(
-        &self,
-        device: &str,
-        measurement: &str,
-    ) -> ExecResult<Option<(i64, Value)>> {
-        self.0.query_last(device, measurement).await.map_err(status)
-    }
-
-    async fn show_databases(&self) -> ExecResult<Vec<(String, Option<i64>)>> {
-        self.0.show_databases_with_ttl().await.map_err(status)
-    }
-
-    async fn show_cluster(&self) -> ExecResult<ClusterView> {
-        self.0.show_cluster().await.map_err(status)
-    }
-
-    async fn show_regions(&self) -> ExecResult<Vec<RegionView>> {
-        self.0.show_regions().await.map_err(status)
-    }
-
-    async fn show_leases(&self) -> ExecResult<LeasesView> {
-        self.0.show_leases().await.map_err(status)
-    }
-
-    async fn local_lease(&self) -> ExecResult<LocalLeaseView> {
-        self.0.local_lease().await.map_err(status)
-    }
-
-    async fn flush(&self) -> ExecResult<()> {
-        self.0.flush().await.map_err(status)
-    }
-
-    async fn create_user(&self, name: &str, password: &str) -> ExecResult<()> {
-        self.0.create_user(name, password).await.map_err(status)
-    }
-
-    async fn drop_user(&self, name: &str) -> ExecResult<()> {
-        self.0.drop_user(name).await.map_err(status)
-    }
-
-    async fn alter_user_password(&self, name: &str, password: &str) -> ExecResult<()> {
-        self.0
-            .alter_user_password(name, password)
-            .await
-            .map_err(status)
-    }
-
-    async fn list_users(&self) -> ExecResult<Vec<String>> {
-        self.0.list_users().await.map_err(status)
-    }
 }
 
 #[cfg(test)]

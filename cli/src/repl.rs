@@ -60,12 +60,12 @@ impl<'a> Runner<'a> {
     }
 
     async fn run_parsed(&mut self, parsed: Parsed) -> io::Result<Flow> {
-        let statement = match parsed.result {
+        match parsed.result {
             Ok(Statement::Quit) => return Ok(Flow::Quit),
-            Ok(statement) => statement,
+            Ok(_) => {}
             Err(e) => return self.report(&ExecError::Parse(e)).map(|()| Flow::Continue),
-        };
-        match exec::execute(self.session, &statement).await {
+        }
+        match exec::execute(self.session, &parsed.text).await {
             Ok(outcome) => output::success(self.format, &outcome)?,
             Err(e) => self.report(&e)?,
         }

@@ -104,6 +104,15 @@ pub(crate) async fn answer_series_types(
     }
 }
 
+/// A status of an IoTDB code Fencepost may not name (e.g. 801, 300).
+fn status_code(code: i32, message: String) -> proto::Status {
+    proto::Status {
+        code,
+        message,
+        ..Default::default()
+    }
+}
+
 fn too_many(what: &str, n: usize, max: usize) -> Option<proto::Status> {
     (n > max).then(|| {
         status(
@@ -503,6 +512,50 @@ impl SessionService for SessionServiceImpl {
         // Whatever the answer, this DataNode asks the ConfigNode about the user next time.
         crate::auth::forget(&self.shared, &target);
         Ok(Response::new(outcome.unwrap_or_else(|s| s)))
+    }
+
+    async fn execute_statement(
+        &self,
+        request: Request<proto::ExecuteStatementReq>,
+    ) -> RpcResult<proto::ExecuteStatementResp> {
+        let Some(user) = request.extensions().get::<crate::auth::User>().cloned() else {
+            return Ok(Response::new(proto::ExecuteStatementResp {
+                status: Some(status(StatusCode::NotLogin, "no logged-in user")),
+                ..Default::default()
+            }));
+        };
+        let text = request.into_inner().statement;
+        let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user.0);
+        let outcome = crate::client_rpc::run_statement(&backend, &text).await;
+        Ok(Response::new(match outcome {
+            Ok(o) => proto::ExecuteStatementResp {
+                status: Some(ok()),
+                query: o.kind == sql::OutcomeKind::Query,
+                columns: o.columns,
+                types: o
+                    .types
+                    .into_iter()
+                    .map(|t| proto::data_type_to_wire(t) as i32)
+                    .collect(),
+                rows: o
+                    .rows
+                    .into_iter()
+                    .map(|row| proto::ResultRow {
+                        cells: row
+                            .iter()
+                            .map(|cell| match cell {
+                                Some(v) => value_to_wire(v),
+                                None => proto::Value { value: None },
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+            },
+            Err(e) => proto::ExecuteStatementResp {
+                status: Some(status_code(e.code(), e.to_string())),
+                ..Default::default()
+            },
+        }))
     }
 
     async fn list_users(

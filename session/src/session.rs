@@ -241,6 +241,19 @@ fn lazy_client(address: &str, config: &SessionConfig) -> Result<Client> {
 }
 type RpcResult<T> = std::result::Result<(proto::Status, T), tonic::Status>;
 
+/// What a statement run by [`Session::execute_statement`] answered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatementResult {
+    /// A query (a table, even of no rows) rather than a statement that only succeeded.
+    pub query: bool,
+    /// Column names; a first column `Time` is the rows' time.
+    pub columns: Vec<String>,
+    /// Parallel to `columns`.
+    pub types: Vec<DataType>,
+    /// Rows of one cell per column; `None` is null.
+    pub rows: Vec<Vec<Option<Value>>>,
+}
+
 /// An async session over a list of DataNode endpoints. Methods take `&self`: share one session
 /// between tasks with an `Arc`.
 #[derive(Debug)]
@@ -765,6 +778,52 @@ impl Session {
             async move { Ok((c.user_statement(req).await?.into_inner(), ())) }
         })
         .await
+    }
+
+    /// Runs one SQL statement on a DataNode (as IoTDB's CLI does): a query's whole result, or
+    /// an empty one for a statement that only succeeded. Retried like any call, so a statement
+    /// that timed out may run twice (CREATE then answers that it exists).
+    pub async fn execute_statement(&self, statement: &str) -> Result<StatementResult> {
+        let reply = self
+            .call(None, |mut c, session_id| {
+                let req = proto::ExecuteStatementReq {
+                    session_id,
+                    statement: statement.to_string(),
+                };
+                async move {
+                    let r = c.execute_statement(req).await?.into_inner();
+                    Ok((status_of(r.status.clone()), r))
+                }
+            })
+            .await?;
+        let types = reply
+            .types
+            .iter()
+            .map(|&t| proto::data_type(t).map_err(|e| SessionError::Protocol(e.to_string())))
+            .collect::<Result<Vec<_>>>()?;
+        let width = reply.columns.len();
+        if types.len() != width {
+            return Err(SessionError::Protocol(format!(
+                "{width} columns but {} types",
+                types.len()
+            )));
+        }
+        let mut rows = Vec::with_capacity(reply.rows.len());
+        for row in reply.rows {
+            if row.cells.len() != width {
+                return Err(SessionError::Protocol(format!(
+                    "a row of {} cells for {width} columns",
+                    row.cells.len()
+                )));
+            }
+            rows.push(row.cells.iter().map(value_from_wire).collect());
+        }
+        Ok(StatementResult {
+            query: reply.query,
+            columns: reply.columns,
+            types,
+            rows,
+        })
     }
 
     /// `LIST USER`: every user, sorted.

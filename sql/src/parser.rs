@@ -11,6 +11,8 @@ use super::{ParseError, Position, INSERT_ROWS_MAX, MEASUREMENTS_MAX, STATEMENT_B
 pub struct Parsed {
     /// Its first token.
     pub position: Position,
+    /// Its text, from its first token to its end (the `;` left out).
+    pub text: String,
     /// The statement, or why it is malformed.
     pub result: Result<Statement, ParseError>,
 }
@@ -35,6 +37,9 @@ pub fn parse_script(text: &str, base: Position) -> Vec<Parsed> {
             let bytes = end_offset - tokens[start].offset;
             parsed.push(Parsed {
                 position: tokens[start].position,
+                text: text[tokens[start].offset..end_offset]
+                    .trim_end()
+                    .to_string(),
                 result: parse_statement(&tokens[start..stop], end, bytes),
             });
         }

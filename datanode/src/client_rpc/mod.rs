@@ -20,6 +20,8 @@ mod backend;
 mod inserts;
 mod results;
 
+pub(crate) use backend::DataNodeBackend;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -39,7 +41,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::coordinator::Relay;
 use crate::node::Shared;
-use backend::DataNodeBackend;
 use inserts::BadRequest;
 use results::Pending;
 
@@ -735,29 +736,7 @@ impl Connection {
     }
 
     async fn execute(&mut self, req: ExecuteStatementReq) -> ExecuteStatementResp {
-        let mut parsed = sql::parse_script(&req.statement, sql::Position::START);
-        let statement = match (parsed.len(), parsed.pop()) {
-            (1, Some(p)) => p.result,
-            (0, _) => {
-                return failed(Status::new(
-                    StatusCode::IllegalParameter.wire(),
-                    "no statement",
-                ))
-            }
-            _ => {
-                return failed(Status::new(
-                    StatusCode::IllegalParameter.wire(),
-                    "one statement per call",
-                ))
-            }
-        };
-        let outcome = match statement {
-            Ok(sql::Statement::Quit) => {
-                return failed(Status::new(300, "QUIT is the CLI's, not a statement"))
-            }
-            Ok(statement) => sql::execute(&self.backend, &statement).await,
-            Err(e) => Err(ExecError::Parse(e)),
-        };
+        let outcome = run_statement(&self.backend, &req.statement).await;
         self.result(outcome, req.fetch_size)
     }
 
@@ -829,6 +808,37 @@ impl Connection {
             more_data,
         }
     }
+}
+
+/// Parses and runs the one statement of `text` over `backend` (IoTDB's clients and the gRPC
+/// session's ExecuteStatement alike).
+pub(crate) async fn run_statement(
+    backend: &DataNodeBackend,
+    text: &str,
+) -> Result<sql::Outcome, ExecError> {
+    let mut parsed = sql::parse_script(text, sql::Position::START);
+    let statement = match (parsed.len(), parsed.pop()) {
+        (1, Some(p)) => p.result?,
+        (0, _) => {
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                "no statement",
+            ))
+        }
+        _ => {
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                "one statement per call",
+            ))
+        }
+    };
+    if statement == sql::Statement::Quit {
+        return Err(ExecError::Status {
+            code: 300,
+            message: "QUIT ends a CLI session; it is no statement for the server".into(),
+        });
+    }
+    sql::execute(backend, &statement).await
 }
 
 fn failed(status: Status) -> ExecuteStatementResp {

@@ -532,3 +532,20 @@ fn user_statements() {
     );
     assert!(one("CREATE USER root.x 'secret'").is_err(), "a dotted name");
 }
+
+#[test]
+fn each_statement_keeps_its_text() {
+    let parsed = parse_script(
+        "CREATE DATABASE root.sg ;\n  SELECT s1 FROM root.sg.d1 -- note\n;INSERT INTO root.sg.d1(time, s1) VALUES (1, 'a;b')",
+        Position::START,
+    );
+    let texts: Vec<&str> = parsed.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "CREATE DATABASE root.sg",
+            "SELECT s1 FROM root.sg.d1 -- note",
+            "INSERT INTO root.sg.d1(time, s1) VALUES (1, 'a;b')"
+        ]
+    );
+}
