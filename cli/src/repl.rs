@@ -79,7 +79,7 @@ impl<'a> Runner<'a> {
 
     /// Reports a failure that is no statement's (an unreadable line), counting it as failed.
     fn refuse(&mut self, position: Position, message: String) -> io::Result<()> {
-        self.report(&ExecError::Parse(sql::ParseError { position, message }))
+        self.report(&ExecError::Parse(sql::ParseError::new(position, message)))
     }
 }
 

@@ -182,6 +182,9 @@ impl Outcome {
     }
 }
 
+/// IoTDB's UNSUPPORTED_OPERATION: a statement Fencepost does not run yet.
+pub const UNSUPPORTED_OPERATION: i32 = 300;
+
 /// The result of a backend call or a statement.
 pub type ExecResult<T> = Result<T, ExecError>;
 
@@ -213,6 +216,7 @@ impl ExecError {
     /// The IoTDB status code.
     pub fn code(&self) -> i32 {
         match self {
+            ExecError::Parse(e) if e.unsupported => UNSUPPORTED_OPERATION,
             ExecError::Parse(_) => StatusCode::IllegalParameter.wire(),
             ExecError::Status { code, .. } => *code,
             ExecError::Refused { code, .. } => code.wire(),
@@ -866,11 +870,13 @@ mod tests {
 
     #[test]
     fn error_codes() {
-        let parse = ExecError::Parse(ParseError {
-            position: crate::Position::START,
-            message: "x".into(),
-        });
+        let parse = ExecError::Parse(ParseError::new(crate::Position::START, "x"));
         assert_eq!(parse.code(), 700);
+        let unsupported = ExecError::Parse(ParseError {
+            unsupported: true,
+            ..ParseError::new(crate::Position::START, "GROUP BY")
+        });
+        assert_eq!(unsupported.code(), 300);
         let status = ExecError::Status {
             code: 614,
             message: "m".into(),

@@ -758,8 +758,19 @@ class QueryTest(FencepostTestCase):
         run(f"DELETE DATABASE {db}")
         self.assertNotIn(db, self.show_databases())
         # A statement that does not parse is refused with a status, not a dropped connection.
-        with self.assertRaises(StatementExecutionException):
+        with self.assertRaises(StatementExecutionException) as caught:
             run("this is not sql")
+        self.assertIn("700", str(caught.exception))
+        # IoTDB syntax Fencepost does not run yet: 300 naming it, not a syntax error.
+        for sql, names in [
+            (f"select avg(s) from {dev}", "AVG"),
+            (f"select s from {dev} where s > 1", "value filter"),
+            (f"select count(s) from {dev} group by ([0, 10), 1ms)", "GROUP"),
+        ]:
+            with self.assertRaises(StatementExecutionException) as caught:
+                self.session.execute_query_statement(sql)
+            self.assertIn("300", str(caught.exception), sql)
+            self.assertIn(names, str(caught.exception), sql)
         self.assertTrue(self.session.is_open())
 
 

@@ -51,9 +51,7 @@ impl DataNodeBackend {
             .user_statement(request)
             .await
             .map(tonic::Response::into_inner);
-        let status: proto::Status = checked(answer, |s: &proto::Status| Some(s.clone()))?;
-        drop(status);
-        Ok(())
+        answered(answer).map(drop)
     }
 
     /// Runs a schema statement through the session service (forwarded to the ConfigNode).
@@ -85,6 +83,11 @@ pub(crate) fn status_result(status: &proto::Status) -> ExecResult<()> {
             message: status.message.clone(),
         })
     }
+}
+
+/// An in-process status answer of the session service, checked.
+fn answered(answer: Result<proto::Status, tonic::Status>) -> ExecResult<proto::Status> {
+    checked(answer, |s: &proto::Status| Some(s.clone()))
 }
 
 /// An in-process answer of the session service, its `status` checked, as a `T`.

@@ -285,9 +285,7 @@ impl Connection {
             if stream.read_exact(&mut frame).await.is_err() {
                 return;
             }
-            let Some(reply) = self.answer(&frame).await else {
-                return;
-            };
+            let reply = self.answer(&frame).await;
             if stream
                 .write_all(&thrift_codec::frame(&reply))
                 .await
@@ -298,9 +296,9 @@ impl Connection {
         }
     }
 
-    /// The reply to one frame, or `None` when the connection must close (a frame in another
-    /// protocol, or not a message at all).
-    async fn answer(&mut self, frame: &[u8]) -> Option<Vec<u8>> {
+    /// The reply to one frame (never empty: `frame_length` refuses 0): a reply, or an exception
+    /// for a frame that is no call of this connection's protocol.
+    async fn answer(&mut self, frame: &[u8]) -> Vec<u8> {
         let sniffed = thrift_codec::sniff(frame[0]);
         let protocol = match (self.protocol, sniffed) {
             (None, Some(p)) => {
@@ -310,36 +308,36 @@ impl Connection {
             (Some(p), Some(q)) if p == q => p,
             (expected, _) => {
                 let protocol = expected.unwrap_or(Protocol::Binary);
-                return Some(thrift_codec::application_exception(
+                return thrift_codec::application_exception(
                     protocol,
                     "",
                     0,
                     ApplicationError::ProtocolError,
                     "not a Thrift message of this connection's protocol (binary or compact)",
-                ));
+                );
             }
         };
         let mut r = Reader::new(frame, protocol);
         let header = match r.message_begin() {
             Ok(h) => h,
             Err(e) => {
-                return Some(thrift_codec::application_exception(
+                return thrift_codec::application_exception(
                     protocol,
                     "",
                     0,
                     ApplicationError::ProtocolError,
                     &e.to_string(),
-                ))
+                )
             }
         };
         if header.kind != MessageType::Call && header.kind != MessageType::Oneway {
-            return Some(thrift_codec::application_exception(
+            return thrift_codec::application_exception(
                 protocol,
                 &header.name,
                 header.seqid,
                 ApplicationError::InvalidMessageType,
                 "a server takes calls only",
-            ));
+            );
         }
         let outcome = match self.shared.session_gate.try_request() {
             Some(_permit) => self.call(&header.name, &mut r).await,
@@ -352,7 +350,7 @@ impl Connection {
                 ),
             }),
         };
-        Some(match outcome {
+        match outcome {
             Ok(answer) => {
                 let mut w = Writer::new(protocol);
                 w.message_begin(&header.name, MessageType::Reply, header.seqid);
@@ -369,7 +367,7 @@ impl Connection {
                 refusal.kind,
                 &refusal.message,
             ),
-        })
+        }
     }
 
     async fn call(&mut self, method: &str, r: &mut Reader<'_>) -> Result<Answer, Refusal> {
