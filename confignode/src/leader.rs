@@ -302,7 +302,10 @@ impl Leadership {
             })
             .collect();
         // Lock order everywhere: state before tracker.
-        let version = self.group.state().metadata_version();
+        let (version, users_fingerprint) = {
+            let state = self.group.state();
+            (state.metadata_version(), state.users_fingerprint())
+        };
         let lease_holders = {
             let mut tracker = self.tracker.lock();
             let ids: Vec<(u64, u64)> = registry.iter().map(|(id, e, _, _)| (*id, *e)).collect();
@@ -331,6 +334,7 @@ impl Leadership {
                 sequence: self.heartbeat_sequence.fetch_add(1, Ordering::Relaxed) + 1,
                 metadata_lease_fence_ms: self.config.metadata_lease_fence_ms,
                 lease_proceed_margin_ms: self.config.lease_proceed_margin_ms,
+                users_fingerprint,
             };
             let call = self.client.heartbeat(address, request);
             let shared = self.clone();

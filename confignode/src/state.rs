@@ -589,6 +589,16 @@ impl MetadataState {
         }
     }
 
+    /// A fingerprint of the users and their stored hashes: it changes whenever a user is
+    /// created, dropped or given a new password (a new salt makes a new hash even for the same
+    /// password). Heartbeats carry it, so DataNodes forget the passwords they remembered.
+    pub fn users_fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.users.hash(&mut hasher);
+        hasher.finish()
+    }
+
     /// Every user name, root included, sorted.
     pub fn user_names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.users.keys().map(String::as_str).collect();

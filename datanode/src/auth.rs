@@ -11,13 +11,14 @@
 //!
 //! The cache holds, per user, a keyed digest of the last password the ConfigNode accepted (the
 //! key is random per process; no password is kept) and when. For a gRPC call a fresh entry
-//! answers without the ConfigNode, so a call costs a map lookup; the price is that a changed or
-//! dropped password still works for gRPC calls on a DataNode that checked it within
-//! `dn_login_cache_ms` (default 10 min), except on the DataNode that ran the user statement,
-//! which forgets the user at once. An IoTDB client's login (once per connection) always asks the
-//! ConfigNode. Either answers from a fresh entry when the ConfigNode cannot be reached, so a
-//! DataNode cut off from it keeps serving the users it checked within the window; otherwise that
-//! is 712 with `need_retry`.
+//! answers without the ConfigNode, so a call costs a map lookup. Every heartbeat carries a
+//! fingerprint of the users and their hashes; when it changes (a user created, dropped or given a
+//! new password) the DataNode forgets every digest, so a changed password stops working within a
+//! heartbeat (the DataNode that ran the statement forgets the user at once). A DataNode cut off
+//! from the ConfigNode gets no heartbeat and keeps its digests: it serves the users it checked
+//! within `dn_login_cache_ms`. An IoTDB client's login (once per connection) always asks the
+//! ConfigNode. Either answers from a fresh entry when the ConfigNode cannot be reached; otherwise
+//! that is 712 with `need_retry`.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -47,6 +48,8 @@ pub struct User(pub String);
 /// Passwords the ConfigNode accepted lately, by user.
 pub(crate) struct Logins {
     digests: Mutex<HashMap<String, (u64, Instant)>>,
+    /// The users' fingerprint the last heartbeat carried; a change forgets every digest.
+    users_fingerprint: Mutex<Option<u64>>,
     key: std::collections::hash_map::RandomState,
     fresh_for: Duration,
 }
@@ -55,6 +58,7 @@ impl Logins {
     pub(crate) fn new(fresh_for: Duration) -> Logins {
         Logins {
             digests: Mutex::new(HashMap::new()),
+            users_fingerprint: Mutex::new(None),
             key: std::collections::hash_map::RandomState::new(),
             fresh_for,
         }
@@ -90,6 +94,19 @@ impl Logins {
 
     fn forget(&self, user: &str) {
         self.digests.lock().remove(user);
+    }
+
+    /// A heartbeat's users fingerprint: when it differs from the last one seen (a user was
+    /// created, dropped or given a new password, or another ConfigNode leads), every remembered
+    /// password is forgotten, so a changed one stops working within a heartbeat.
+    pub(crate) fn users_changed_to(&self, fingerprint: u64) {
+        let mut last = self.users_fingerprint.lock();
+        if *last != Some(fingerprint) {
+            if last.is_some() {
+                self.digests.lock().clear();
+            }
+            *last = Some(fingerprint);
+        }
     }
 }
 
@@ -215,5 +232,29 @@ where
             request.extensions_mut().insert(User(user));
             inner.call(request).await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembered_passwords_match_exactly_expire_and_go_when_the_users_change() {
+        let logins = Logins::new(Duration::from_secs(60));
+        logins.users_changed_to(1);
+        logins.remember("ops", "pw-1");
+        assert!(logins.fresh("ops", "pw-1"));
+        assert!(!logins.fresh("ops", "pw-2"));
+        assert!(!logins.fresh("root", "pw-1"));
+        // The same fingerprint again changes nothing; another forgets every password.
+        logins.users_changed_to(1);
+        assert!(logins.fresh("ops", "pw-1"));
+        logins.users_changed_to(2);
+        assert!(!logins.fresh("ops", "pw-1"));
+        // A window of nothing remembers nothing.
+        let forgetful = Logins::new(Duration::ZERO);
+        forgetful.remember("ops", "pw-1");
+        assert!(!forgetful.fresh("ops", "pw-1"));
     }
 }

@@ -462,11 +462,12 @@ async fn misbehaving_clients_get_errors_and_disturb_no_other_connection() {
 }
 
 /// gRPC calls carry their credentials: none is 802, a wrong password 801, both as
-/// `UNAUTHENTICATED` with the code first; a user created over Thrift logs in over gRPC.
+/// `UNAUTHENTICATED` with the code first; a user created over Thrift logs in over gRPC, and a
+/// changed password stops working on another DataNode within a few heartbeats.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn grpc_calls_are_checked_like_thrift_logins() {
     use proto::session_service_client::SessionServiceClient;
-    let cluster = Cluster::start(1, 1, LONG_FENCE_MS).await;
+    let cluster = Cluster::start(2, 1, LONG_FENCE_MS).await;
     let address = cluster.endpoints()[0].clone();
     let channel = tonic::transport::Channel::from_shared(format!("http://{address}"))
         .unwrap()
@@ -519,5 +520,37 @@ async fn grpc_calls_are_checked_like_thrift_logins() {
         .unwrap()
         .into_inner();
     assert_eq!(refused.code, 803, "{refused:?}");
+
+    // DataNode 2 remembers the reader's password from a gRPC call; root changes it through
+    // DataNode 1; the next heartbeats carry the users' new fingerprint and DataNode 2 forgets it.
+    let channel_2 =
+        tonic::transport::Channel::from_shared(format!("http://{}", cluster.endpoints()[1]))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+    let mut reader_2 = SessionServiceClient::with_interceptor(
+        channel_2,
+        session::Credentials::new("reader", "r34der"),
+    );
+    assert!(reader_2.show_databases(show()).await.is_ok());
+    let altered = c
+        .execute(
+            "executeUpdateStatementV2",
+            "ALTER USER reader SET PASSWORD 'n3w-pass'",
+            0,
+        )
+        .await;
+    assert_eq!(altered.code(), 200);
+    crate::harness::wait_for("DataNode 2 forgets the old password", || {
+        let mut reader_2 = reader_2.clone();
+        async move {
+            reader_2
+                .show_databases(proto::SessionShowReq { session_id: 1 })
+                .await
+                .is_err_and(|e| e.message().starts_with("801"))
+        }
+    })
+    .await;
     cluster.stop().await;
 }
