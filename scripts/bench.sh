@@ -146,6 +146,22 @@ install_peers() {
     command -v curl >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null
 }
 
+# start_rf1_cluster BASE: 1 ConfigNode + 1 DataNode (RF=1) under BASE (with $DN_EXTRA_ARGS), once
+# it takes a first write (the script exits if it does not within 60 s).
+start_rf1_cluster() {
+    local base=$1 ready=0
+    cluster_bases+=("$base")
+    scripts/cluster.sh start -c 1 -d 1 -r 1 -b "$base" > /dev/null
+    for _ in $(seq 1 60); do
+        if timeout 20 "$bin/fencepost" bench --database root.warmup --devices 1 --measurements 1 \
+            --rows-per-tablet 1 --clients 1 --tablets 1 > /dev/null 2>&1; then
+            ready=1; break
+        fi
+        sleep 1
+    done
+    [ $ready = 1 ] || { echo "the cluster did not take a write within 60 s; logs under $base" >&2; exit 1; }
+}
+
 json_field() { # file key → the number after "key":
     sed -E "s/.*\"$2\":(-?[0-9.eE+-]+).*/\\1/" "$1"
 }
@@ -214,17 +230,7 @@ if [ "$mode" = --protocols ]; then
     bash scripts/iotdb-client-tests.sh --venv-only
     python=${FENCEPOST_VENV:-target/iotdb-venv}/bin/python
     base="$tmp/protocols"
-    cluster_bases+=("$base")
-    scripts/cluster.sh start -c 1 -d 1 -r 1 -b "$base" > /dev/null
-    ready=0
-    for _ in $(seq 1 60); do
-        if timeout 20 "$bin/fencepost" bench --database root.warmup --devices 1 --measurements 1 \
-            --rows-per-tablet 1 --clients 1 --tablets 1 > /dev/null 2>&1; then
-            ready=1; break
-        fi
-        sleep 1
-    done
-    [ $ready = 1 ] || { echo "the cluster did not take a write within 60 s; logs under $base" >&2; exit 1; }
+    start_rf1_cluster "$base"
     dn_pid=$(cat "$base/dn1.pid")
     cpu_s() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
     echo "== machine: $(machine_facts), load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -292,18 +298,7 @@ if [ "$mode" = --soak ]; then
         cargo build --release -q -p confignode -p datanode -p fencepost-cli
     fi
     base="$tmp/soak"
-    cluster_bases+=("$base")
-    DN_EXTRA_ARGS="--memtable-flush-age-ms 60000" \
-        scripts/cluster.sh start -c 1 -d 1 -r 1 -b "$base" > /dev/null
-    ready=0
-    for _ in $(seq 1 60); do
-        if timeout 20 "$bin/fencepost" bench --database root.warmup --devices 1 --measurements 1 \
-            --rows-per-tablet 1 --clients 1 --tablets 1 > /dev/null 2>&1; then
-            ready=1; break
-        fi
-        sleep 1
-    done
-    [ $ready = 1 ] || { echo "the cluster did not take a write within 60 s; logs under $base" >&2; exit 1; }
+    DN_EXTRA_ARGS="--memtable-flush-age-ms 60000" start_rf1_cluster "$base"
     echo "== machine: $(machine_facts), load average $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "== measuring the maximum ingest (20 s)"
     "$bin/fencepost" bench --database root.soakmax --duration-s 20 --json > "$tmp/max.json" 2> /dev/null

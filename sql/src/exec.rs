@@ -498,16 +498,25 @@ async fn select_raw<B: Backend>(
     projection: &Projection,
     range: TimeRange,
 ) -> ExecResult<Outcome> {
-    let series = resolve(backend, device, projection).await?;
-    let series: Vec<Series> = series
+    let series = resolve_series(backend, device, projection).await?;
+    join(backend, &series, range).await
+}
+
+/// [`resolve`], as series of `device`.
+async fn resolve_series<B: Backend>(
+    backend: &B,
+    device: &str,
+    projection: &Projection,
+) -> ExecResult<Vec<Series>> {
+    Ok(resolve(backend, device, projection)
+        .await?
         .into_iter()
         .map(|(measurement, data_type)| Series {
             device: device.to_string(),
             measurement,
             data_type,
         })
-        .collect();
-    join(backend, &series, range).await
+        .collect())
 }
 
 /// One resolved series.
@@ -619,15 +628,7 @@ async fn select_last<B: Backend>(
     device: &str,
     projection: &Projection,
 ) -> ExecResult<Outcome> {
-    let series: Vec<Series> = resolve(backend, device, projection)
-        .await?
-        .into_iter()
-        .map(|(measurement, data_type)| Series {
-            device: device.to_string(),
-            measurement,
-            data_type,
-        })
-        .collect();
+    let series = resolve_series(backend, device, projection).await?;
     last(backend, &series, i64::MIN).await
 }
 
