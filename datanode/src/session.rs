@@ -527,7 +527,7 @@ impl SessionService for SessionServiceImpl {
         let text = request.into_inner().statement;
         let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user.0);
         let outcome = crate::client_rpc::run_statement(&backend, &text).await;
-        Ok(Response::new(match outcome {
+        let answer = match outcome {
             Ok(o) => proto::ExecuteStatementResp {
                 status: Some(ok()),
                 query: o.kind == sql::OutcomeKind::Query,
@@ -555,7 +555,26 @@ impl SessionService for SessionServiceImpl {
                 status: Some(status_code(e.code(), e.to_string())),
                 ..Default::default()
             },
-        }))
+        };
+        // The whole result goes in one message: one over the limit would fail in the transport
+        // with a message that names no cause, so it is refused here, saying what to do.
+        let limit = self.shared.config.dn_rpc_max_message_bytes as usize;
+        let bytes = prost::Message::encoded_len(&answer);
+        if bytes > limit {
+            return Ok(Response::new(proto::ExecuteStatementResp {
+                status: Some(status(
+                    StatusCode::IllegalParameter,
+                    format!(
+                        "the result of {} rows is {bytes} bytes, over dn_rpc_max_message_bytes \
+                         ({limit}); narrow the time range, or read it through IoTDB's client \
+                         protocol, which pages results",
+                        answer.rows.len()
+                    ),
+                )),
+                ..Default::default()
+            }));
+        }
+        Ok(Response::new(answer))
     }
 
     async fn list_users(

@@ -554,3 +554,69 @@ async fn grpc_calls_are_checked_like_thrift_logins() {
     .await;
     cluster.stop().await;
 }
+
+/// gRPC `ExecuteStatement` answers a whole result in one message: a result over
+/// `dn_rpc_max_message_bytes` is refused with 700 saying so (not a transport error), while the
+/// same rows page through IoTDB's protocol.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_grpc_result_over_the_message_limit_is_refused_with_a_reason() {
+    let cluster = Cluster::start_with(1, 1, LONG_FENCE_MS, |c| {
+        c.dn_rpc_max_message_bytes = 1 << 20;
+        c.dn_snapshot_chunk_bytes = 256 << 10;
+    })
+    .await;
+    let address = cluster.endpoints()[0].clone();
+    let mut c = Client::connect(&address, Protocol::Binary).await;
+    assert_eq!(c.open("root", "root").await.code(), 200);
+    // 120,000 rows in two tablets (one INT64 column, every third null): 80,000 rows over 1 MiB
+    // as gRPC result rows.
+    for part in 0..2 {
+        let times: Vec<i64> = (1 + part * 60_000..=(part + 1) * 60_000).collect();
+        assert_eq!(c.insert_tablet("root.big.d", &times).await.code(), 200);
+    }
+    let mut grpc = cluster.client(0).await;
+    let answer = grpc
+        .execute_statement(proto::ExecuteStatementReq {
+            session_id: 1,
+            statement: "SELECT s1 FROM root.big.d".into(),
+        })
+        .await
+        .expect("an answer, not a transport error")
+        .into_inner();
+    let status = answer.status.expect("a status");
+    assert_eq!(status.code, 700, "{status:?}");
+    assert!(
+        status.message.contains("dn_rpc_max_message_bytes"),
+        "{status:?}"
+    );
+    // A narrower range fits.
+    let narrow = grpc
+        .execute_statement(proto::ExecuteStatementReq {
+            session_id: 1,
+            statement: "SELECT s1 FROM root.big.d WHERE time < 1000".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(narrow.status.unwrap().code, 200);
+    assert_eq!(narrow.rows.len(), 999 - 333);
+    // IoTDB's protocol pages the whole result.
+    let first = c
+        .execute(
+            "executeQueryStatementV2",
+            "SELECT s1 FROM root.big.d",
+            10_000,
+        )
+        .await;
+    assert_eq!(first.code(), 200);
+    let mut rows = rows_of(first.success().field(13).list());
+    let query_id = first.success().field(2).int();
+    let mut more = first.success().field(14) == &V::Bool(true);
+    while more {
+        let page = c.fetch(query_id, 10_000).await;
+        rows += rows_of(page.success().field(6).list());
+        more = page.success().field(7) == &V::Bool(true);
+    }
+    assert_eq!(rows, 80_000);
+    cluster.stop().await;
+}
