@@ -116,8 +116,6 @@ pub(crate) async fn serve(
 /// One client connection and its session.
 struct Connection {
     shared: Arc<Shared>,
-    /// Runs statements as the logged-in user.
-    backend: DataNodeBackend,
     /// Fixed by the first frame.
     protocol: Option<Protocol>,
     session: Option<Session>,
@@ -125,6 +123,8 @@ struct Connection {
 
 /// A logged-in session.
 struct Session {
+    /// Runs statements as the logged-in user.
+    backend: DataNodeBackend,
     time_zone: String,
     statement_id: i64,
     next_query_id: i64,
@@ -251,7 +251,6 @@ fn request<T>(
 impl Connection {
     fn new(shared: Arc<Shared>) -> Connection {
         Connection {
-            backend: DataNodeBackend::new(shared.clone(), String::new()),
             shared,
             protocol: None,
             session: None,
@@ -413,14 +412,14 @@ impl Connection {
             "setStorageGroup" => {
                 let args = SessionArgs::read(r)?;
                 Ok(Answer::Status(
-                    self.done(self.backend.create_database(&args.name).await),
+                    self.done(self.backend().create_database(&args.name).await),
                 ))
             }
             "deleteStorageGroups" => {
                 let args = SessionArgs::read(r)?;
                 let mut statuses = Vec::new();
                 for database in &args.names {
-                    statuses.push(self.done(self.backend.drop_database(database).await));
+                    statuses.push(self.done(self.backend().drop_database(database).await));
                 }
                 Ok(Answer::Status(combined(statuses)))
             }
@@ -451,7 +450,7 @@ impl Connection {
                 let args = SessionArgs::read(r)?;
                 let mut statuses = Vec::new();
                 for path in &args.names {
-                    statuses.push(self.done(self.backend.delete_timeseries(path).await));
+                    statuses.push(self.done(self.backend().delete_timeseries(path).await));
                 }
                 Ok(Answer::Status(combined(statuses)))
             }
@@ -535,12 +534,12 @@ impl Connection {
                     from: req.start_time,
                     to: req.end_time,
                 };
-                let outcome = sql::exec::raw_paths(&self.backend, &req.paths, range).await;
+                let outcome = sql::exec::raw_paths(self.backend(), &req.paths, range).await;
                 Ok(Answer::Execute(self.result(outcome, req.fetch_size)))
             }
             "executeLastDataQueryV2" | "executeLastDataQuery" => {
                 let req = request(r, LastDataQueryReq::read)?;
-                let outcome = sql::exec::last_paths(&self.backend, &req.paths, req.time).await;
+                let outcome = sql::exec::last_paths(self.backend(), &req.paths, req.time).await;
                 Ok(Answer::Execute(self.result(outcome, req.fetch_size)))
             }
             "fetchResultsV2" | "fetchResults" => {
@@ -560,33 +559,27 @@ impl Connection {
     }
 
     async fn open_session(&mut self, req: OpenSessionReq) -> OpenSessionResp {
-        let refused = |code: StatusCode, message: &str| OpenSessionResp {
-            status: Status::new(code.wire(), message),
+        let refused = |status: Status| OpenSessionResp {
+            status,
             server_protocol_version: PROTOCOL_VERSION,
             session_id: -1,
             configuration: BTreeMap::new(),
         };
         if req.client_protocol != PROTOCOL_VERSION {
-            return OpenSessionResp {
-                status: Status::new(
-                    201,
-                    format!(
-                        "client protocol version {} is not served; this server speaks V3 ({PROTOCOL_VERSION})",
-                        req.client_protocol
-                    ),
+            return refused(Status::new(
+                201,
+                format!(
+                    "client protocol version {} is not served; this server speaks V3 ({PROTOCOL_VERSION})",
+                    req.client_protocol
                 ),
-                ..refused(StatusCode::Success, "")
-            };
+            ));
         }
         if let Some(dialect) = req.configuration.get("sql_dialect") {
             if !dialect.eq_ignore_ascii_case("tree") {
-                return OpenSessionResp {
-                    status: Status::new(
-                        205,
-                        format!("the {dialect} SQL dialect is not served; use the tree model"),
-                    ),
-                    ..refused(StatusCode::Success, "")
-                };
+                return refused(Status::new(
+                    205,
+                    format!("the {dialect} SQL dialect is not served; use the tree model"),
+                ));
             }
         }
         // A failed login ends the session the connection had, as a new login replaces it.
@@ -600,14 +593,11 @@ impl Connection {
         )
         .await;
         if !login.is(StatusCode::Success) {
-            return OpenSessionResp {
-                status: thrift_status(login),
-                ..refused(StatusCode::Success, "")
-            };
+            return refused(thrift_status(login));
         }
         let id = i64::try_from(self.shared.next_session_id()).unwrap_or(i64::MAX);
-        self.backend = DataNodeBackend::new(self.shared.clone(), req.username);
         self.session = Some(Session {
+            backend: DataNodeBackend::new(self.shared.clone(), req.username),
             time_zone: req.zone_id,
             statement_id: 0,
             next_query_id: 1,
@@ -619,6 +609,11 @@ impl Connection {
             session_id: id,
             configuration: [("timestamp_precision".to_string(), "ms".to_string())].into(),
         }
+    }
+
+    /// The logged-in user's backend (every call past the login check has a session).
+    fn backend(&self) -> &DataNodeBackend {
+        &self.session.as_ref().expect("logged in").backend
     }
 
     /// The answer of a call made before `openSession` succeeded: 802, in the call's own reply
@@ -663,7 +658,7 @@ impl Connection {
     /// String rows of one device, typed by the series that exist (one lookup), then written.
     async fn write_strings(&self, device: String, rows: Vec<inserts::StringRow>) -> Status {
         let named = inserts::string_measurements(rows.iter().map(|(_, m, _)| m.as_slice()));
-        let existing: HashMap<_, _> = match self.backend.series_types(&device, &named).await {
+        let existing: HashMap<_, _> = match self.backend().series_types(&device, &named).await {
             Ok(types) => types.into_iter().collect(),
             Err(e) => return status_of(&e),
         };
@@ -725,7 +720,7 @@ impl Connection {
                 .get(i)
                 .and_then(|&c| iotdb_rpc::compressor_name(c));
             let created = self
-                .backend
+                .backend()
                 .create_timeseries(path, data_type, encoding, compressor)
                 .await;
             statuses.push(self.done(created));
@@ -734,7 +729,7 @@ impl Connection {
     }
 
     async fn execute(&mut self, req: ExecuteStatementReq) -> ExecuteStatementResp {
-        let outcome = run_statement(&self.backend, &req.statement).await;
+        let outcome = run_statement(self.backend(), &req.statement).await;
         self.result(outcome, req.fetch_size)
     }
 
