@@ -427,14 +427,17 @@ pub fn decode_outcome(bytes: &[u8]) -> Option<ApplyOutcome> {
     }
 }
 
-const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP2";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP3";
+const SNAPSHOT_MAGIC_WITHOUT_RANGES: &[u8; 8] = b"FPRSNAP2";
 const SNAPSHOT_MAGIC_WITHOUT_DELETIONS: &[u8; 8] = b"FPRSNAP1";
 
-/// Snapshot body (little-endian): `magic "FPRSNAP2", u64 applied index, u32 tablets, tablets ×
+/// Snapshot body (little-endian): `magic "FPRSNAP3", u64 applied index, u32 tablets, tablets ×
 /// { u32 length, InsertTablet command bytes }, u32 deletions, deletions × { u64 log index, u32
-/// length, DeleteSeries (one series) or DeleteDatabase command bytes }, u32 CRC32 of everything
-/// before it`. The deletions are part of the replicated state: their fencing tokens decide later
-/// inserts. `FPRSNAP1` (no deletions) still decodes.
+/// length, DeleteSeries (one series), DeleteDatabase or DeleteData (one series) command bytes,
+/// [DeleteData: u8 the series' type] }, u32 CRC32 of everything before it`. The deletions are
+/// part of the replicated state: their fencing tokens decide later inserts, and a `deleteData`
+/// keeps its series' type. `FPRSNAP2` (no DeleteData) and `FPRSNAP1` (no deletions) still
+/// decode.
 pub fn encode_snapshot(index: u64, tablets: &[Tablet], tombstones: &[Tombstone]) -> Vec<u8> {
     envelope::seal(SNAPSHOT_MAGIC, |w| {
         w.u64(index);
@@ -460,9 +463,23 @@ pub fn encode_snapshot(index: u64, tablets: &[Tablet], tombstones: &[Tombstone])
                     database: database.clone(),
                     deletion: *deletion,
                 },
+                Tombstone::Range {
+                    device,
+                    measurement,
+                    start,
+                    end,
+                    ..
+                } => RegionCommand::DeleteData {
+                    series: vec![(device.clone(), measurement.clone())],
+                    start: *start,
+                    end: *end,
+                },
             };
             w.u64(tombstone.index());
             w.bytes32(&command.encode());
+            if let Tombstone::Range { data_type, .. } = tombstone {
+                w.u8(data_type.code());
+            }
         }
     })
 }
@@ -475,12 +492,20 @@ pub fn decode_snapshot(
     bytes: &[u8],
     limits: &TabletLimits,
 ) -> Result<SnapshotContent, DecodeError> {
-    let (magic, mut r) = envelope::open(bytes, &[SNAPSHOT_MAGIC, SNAPSHOT_MAGIC_WITHOUT_DELETIONS])
-        .map_err(|e| DecodeError {
-            reason: format!("region snapshot: {}", e.reason),
-            ..e
-        })?;
-    let with_deletions = magic == 0;
+    let (magic, mut r) = envelope::open(
+        bytes,
+        &[
+            SNAPSHOT_MAGIC,
+            SNAPSHOT_MAGIC_WITHOUT_RANGES,
+            SNAPSHOT_MAGIC_WITHOUT_DELETIONS,
+        ],
+    )
+    .map_err(|e| DecodeError {
+        reason: format!("region snapshot: {}", e.reason),
+        ..e
+    })?;
+    let with_ranges = magic == 0;
+    let with_deletions = magic <= 1;
     // A command's errors report offsets in the whole snapshot.
     let command_at = |start: usize, bytes: &[u8]| {
         RegionCommand::decode(bytes, limits).map_err(|e| DecodeError {
@@ -529,6 +554,19 @@ pub fn decode_snapshot(
                         index: log_index,
                         deletion,
                     })
+                }
+                RegionCommand::DeleteData { series, start, end }
+                    if series.len() == 1 && with_ranges =>
+                {
+                    let (device, measurement) = series.into_iter().next().expect("one series");
+                    tombstones.push(Tombstone::Range {
+                        device,
+                        measurement,
+                        data_type: r.data_type()?,
+                        start,
+                        end,
+                        index: log_index,
+                    });
                 }
                 _ => {
                     return Err(DecodeError {

@@ -15,6 +15,8 @@
 //! kind 2 DeleteSeries:  u64 metadata_version, u64 operation_id,
 //!                       u32 count, count × { str16 device, str16 measurement }
 //! kind 3 DeleteDatabase: u64 metadata_version, u64 operation_id, str16 database
+//! kind 4 DeleteData:    i64 start, i64 end (both inclusive),
+//!                       u32 count, count × { str16 device, str16 measurement }
 //! tablet:               str16 device, u32 rows M, u32 columns N, i64 × M timestamps,
 //!                       N × { str16 measurement, u8 type, u8 has_bitmap,
 //!                             [u64 × ceil(M/64) null bitmap], values }
@@ -35,6 +37,7 @@ const FORMAT_VERSION_WITHOUT_TOKEN: u8 = 1;
 const KIND_INSERT_TABLET: u8 = 1;
 const KIND_DELETE_SERIES: u8 = 2;
 const KIND_DELETE_DATABASE: u8 = 3;
+const KIND_DELETE_DATA: u8 = 4;
 
 /// What ordered a deletion: its fencing token.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -72,6 +75,18 @@ pub enum RegionCommand {
         database: String,
         /// Its token.
         deletion: Deletion,
+    },
+    /// Drop these series' points with `start <= time <= end` (IoTDB's `deleteData`, `DELETE
+    /// FROM ... WHERE time ...`): the points written by earlier entries. The series stay; writes
+    /// after it are visible again. It needs no token: it changes no schema, so no insert's
+    /// validation can be made stale by it.
+    DeleteData {
+        /// (device, measurement) pairs.
+        series: Vec<(String, String)>,
+        /// First timestamp deleted.
+        start: i64,
+        /// Last timestamp deleted.
+        end: i64,
     },
 }
 
@@ -118,17 +133,19 @@ impl RegionCommand {
                 w.u8(KIND_DELETE_SERIES);
                 w.u64(deletion.metadata_version);
                 w.u64(deletion.operation_id);
-                w.len32(series.len());
-                for (device, measurement) in series {
-                    w.str16(device);
-                    w.str16(measurement);
-                }
+                encode_series(&mut w, series);
             }
             RegionCommand::DeleteDatabase { database, deletion } => {
                 w.u8(KIND_DELETE_DATABASE);
                 w.u64(deletion.metadata_version);
                 w.u64(deletion.operation_id);
                 w.str16(database);
+            }
+            RegionCommand::DeleteData { series, start, end } => {
+                w.u8(KIND_DELETE_DATA);
+                w.i64(*start);
+                w.i64(*end);
+                encode_series(&mut w, series);
             }
         }
         w.into_bytes()
@@ -174,16 +191,14 @@ impl RegionCommand {
                     metadata_version: token(&mut r)?,
                     operation_id: token(&mut r)?,
                 };
-                let count = r.u32()? as usize;
-                if count.saturating_mul(4) > r.remaining() {
-                    return r.error(format!("{count} series cannot fit the remaining bytes"));
-                }
-                let mut series = Vec::with_capacity(count);
-                for _ in 0..count {
-                    series.push((r.str16()?, r.str16()?));
-                }
+                let series = decode_series(&mut r)?;
                 RegionCommand::DeleteSeries { series, deletion }
             }
+            KIND_DELETE_DATA if tokens => RegionCommand::DeleteData {
+                start: r.i64()?,
+                end: r.i64()?,
+                series: decode_series(&mut r)?,
+            },
             KIND_DELETE_DATABASE => {
                 let deletion = Deletion {
                     metadata_version: token(&mut r)?,
@@ -199,6 +214,26 @@ impl RegionCommand {
         r.finish()?;
         Ok(command)
     }
+}
+
+fn encode_series(w: &mut Writer, series: &[(String, String)]) {
+    w.len32(series.len());
+    for (device, measurement) in series {
+        w.str16(device);
+        w.str16(measurement);
+    }
+}
+
+fn decode_series(r: &mut Reader<'_>) -> DecodeResult<Vec<(String, String)>> {
+    let count = r.u32()? as usize;
+    if count.saturating_mul(4) > r.remaining() {
+        return r.error(format!("{count} series cannot fit the remaining bytes"));
+    }
+    let mut series = Vec::with_capacity(count);
+    for _ in 0..count {
+        series.push((r.str16()?, r.str16()?));
+    }
+    Ok(series)
 }
 
 fn encode_tablet(w: &mut Writer, tablet: &Tablet) {
@@ -334,6 +369,23 @@ mod tests {
             6, 0, b'r', b'o', b'o', b't', b'.', b'a',
         ];
         assert_eq!(bytes, golden);
+        let command = RegionCommand::DeleteData {
+            series: vec![("root.a.b".into(), "s".into())],
+            start: -1,
+            end: 0x0201,
+        };
+        #[rustfmt::skip]
+        let golden: Vec<u8> = vec![
+            2, 4,
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // start -1
+            1, 2, 0, 0, 0, 0, 0, 0,                         // end 0x0201
+            1, 0, 0, 0, 8, 0, b'r', b'o', b'o', b't', b'.', b'a', b'.', b'b', 1, 0, b's',
+        ];
+        assert_eq!(command.encode(), golden);
+        assert_eq!(
+            RegionCommand::decode(&golden, &TabletLimits::default()).unwrap(),
+            command
+        );
         // Format version 1.
         let limits = TabletLimits::default();
         assert_eq!(

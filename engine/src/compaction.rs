@@ -9,8 +9,9 @@
 //!
 //! Why contiguous: a partition's sealed files are ordered (a newer file's point wins), so a merge
 //! may only replace a run of neighbours, and its output takes the run's place. The output's
-//! checkpoint is the run's greatest: a deletion newer than every input still masks the output, and
-//! one that masked only older inputs has been applied to their data.
+//! checkpoint is the run's greatest, raised to the newest deletion the manifest holds (every one of
+//! those has been applied to the inputs it masked): a deletion not yet in the manifest still masks
+//! the output, and none that was applied masks it again.
 //!
 //! Crash safety, manifest-driven like a flush; the sync points are:
 //! 1. the output file is written and fsynced under a fresh sequence number, not yet named by the
@@ -53,8 +54,8 @@ use std::time::{Duration, Instant};
 use common::{Column, DataType};
 
 use crate::error::{Result, StorageError};
-use crate::manifest::{sync_dir, FileEntry};
-use crate::region::{DataRegion, Partition, RegionState};
+use crate::manifest::{sync_dir, FileEntry, Tombstone};
+use crate::region::{in_ranges, DataRegion, Partition, RegionState};
 use crate::sealed::{self, ChunkIndex, Header, PageIndex, PageReader, SealedFile, SeriesCodecs};
 use codec::SeriesCodec;
 
@@ -390,28 +391,23 @@ impl DataRegion {
     }
 
     fn run(&self, job: Job) -> Result<CompactionReport> {
-        let checkpoint = job
-            .inputs
-            .iter()
-            .map(|f| f.checkpoint)
-            .max()
-            .expect("a job has inputs");
         let sequence = self.sequences.fetch_add(1, Ordering::Relaxed);
-        let entry = FileEntry {
+        let mut entry = FileEntry {
             time_slot: job.time_slot,
             sequence,
-            checkpoint,
+            checkpoint: 0,
         };
         let sealed_dir = self.dir.join(crate::region::SEALED_DIR);
         let path = sealed_dir.join(entry.file_name());
-        let written = self.merge(&job, &path, checkpoint);
-        let (output, counts) = match written {
+        let written = self.merge(&job, &path);
+        let (output, counts, checkpoint) = match written {
             Ok(output) => output,
             Err(e) => {
                 let _ = fs::remove_file(&path);
                 return Err(e);
             }
         };
+        entry.checkpoint = checkpoint;
         let report = CompactionReport {
             time_slot: job.time_slot,
             inputs: job.inputs.len(),
@@ -450,38 +446,59 @@ impl DataRegion {
     }
 
     /// Writes the merged file (none when deletions masked everything); returns it with the
-    /// number of series dropped for a deletion and of points dropped for the TTL.
+    /// number of series dropped for a deletion and of points dropped for the TTL, and its
+    /// checkpoint.
+    ///
+    /// The checkpoint is the run's greatest, raised to the newest deletion the manifest holds:
+    /// every one of those is applied to the inputs it masks, so none of them may mask the
+    /// output again (a time range that only partly covers a series would otherwise have its file
+    /// rewritten over and over). A deletion not yet in the manifest has a greater index than
+    /// both, so it still masks the output.
     fn merge(
         &self,
         job: &Job,
         path: &std::path::Path,
-        checkpoint: u64,
-    ) -> Result<(Option<SealedFile>, MergeCounts)> {
+    ) -> Result<(Option<SealedFile>, MergeCounts, u64)> {
+        let mut checkpoint = job
+            .inputs
+            .iter()
+            .map(|f| f.checkpoint)
+            .max()
+            .expect("a job has inputs");
         let cutoff = self.ttl_cutoff();
         let mut counts = MergeCounts::default();
         // Which inputs hold each series, and which of those a durable deletion masks: decided
         // once, against the manifest's tombstones as they are now. A deletion newer than the
         // manifest's checkpoint is not applied here; its index is above every input's
         // checkpoint, so it masks the output just as it masked the inputs.
-        let mut series: BTreeMap<(String, String), (DataType, Vec<usize>)> = BTreeMap::new();
+        // Per series: its type, the inputs holding it, and per input the time ranges durable
+        // `deleteData`s removed from it (empty for most).
+        let mut series: BTreeMap<(String, String), MergeSources> = BTreeMap::new();
         {
             let state = self.state.read();
+            let applied = state.manifest.tombstones.iter().map(Tombstone::index).max();
+            checkpoint = checkpoint.max(applied.unwrap_or(0));
             for (i, file) in job.inputs.iter().enumerate() {
                 for (device, measurement, chunk) in file.series() {
                     if state.masked_durably(device, measurement, file.checkpoint) {
                         counts.dropped_series += 1;
                         continue;
                     }
-                    series
+                    let sources = series
                         .entry((device.to_string(), measurement.to_string()))
-                        .or_insert_with(|| (chunk.data_type, Vec::new()))
-                        .1
-                        .push(i);
+                        .or_insert_with(|| MergeSources {
+                            data_type: chunk.data_type,
+                            inputs: Vec::new(),
+                            deleted: vec![Vec::new(); job.inputs.len()],
+                        });
+                    sources.inputs.push(i);
+                    sources.deleted[i] =
+                        state.deleted_ranges_durably(device, measurement, file.checkpoint);
                 }
             }
         }
         if series.is_empty() {
-            return Ok((None, counts));
+            return Ok((None, counts, checkpoint));
         }
         let header = Header {
             time_slot: job.time_slot,
@@ -495,7 +512,12 @@ impl DataRegion {
             .collect::<Result<Vec<_>>>()?;
         let mut writer = sealed::create(path, header, &self.config.sealed, &self.files)?;
         let mut throttle = Throttle::new(self.config.compaction.write_bytes_per_sec);
-        for ((device, measurement), (data_type, sources)) in &series {
+        for ((device, measurement), merge_sources) in &series {
+            let MergeSources {
+                data_type,
+                inputs: sources,
+                deleted,
+            } = merge_sources;
             self.check_cancelled()?;
             // With a cutoff, pages wholly below it are not even read; the series' newest point
             // is kept (see the module documentation), so when every page is below it the page
@@ -514,11 +536,18 @@ impl DataRegion {
                 measurement,
                 data_type: *data_type,
                 from,
+                deleted,
                 codec: codecs.get(device, measurement),
             };
             series.write(&mut writer, &mut readers, &mut throttle, &mut counts)?;
         }
-        Ok((Some(writer.finish()?), counts))
+        let output = writer.finish()?;
+        if output.series().next().is_none() {
+            // Time-range deletions removed every point.
+            let _ = fs::remove_file(path);
+            return Ok((None, counts, checkpoint));
+        }
+        Ok((Some(output), counts, checkpoint))
     }
 
     /// Swaps the output (if any) in for the inputs in the manifest, then in memory. False when
@@ -571,13 +600,17 @@ impl DataRegion {
             state.partitions.remove(&job.time_slot);
         }
         state.manifest = manifest;
+        if prune_range_tombstones(&mut state) {
+            state.manifest.store(&self.dir)?;
+        }
         Ok(true)
     }
 }
 
 /// True when a deletion the manifest holds masks any series of `file` (see
-/// `RegionState::masked_durably`). Only deletions newer than the file can: usually none, so this
-/// costs one pass over the tombstones.
+/// `RegionState::masked_durably`), or removes a time range that holds some of a series' points.
+/// Only deletions newer than the file can: usually none, so this costs one pass over the
+/// tombstones.
 fn holds_masked_data(state: &RegionState, file: &SealedFile) -> bool {
     let newer: Vec<_> = state
         .manifest
@@ -586,11 +619,66 @@ fn holds_masked_data(state: &RegionState, file: &SealedFile) -> bool {
         .filter(|t| t.index() > file.checkpoint)
         .collect();
     !newer.is_empty()
-        && file.series().any(|(device, measurement, _)| {
-            newer
-                .iter()
-                .any(|t| t.masks(device, measurement, file.checkpoint))
+        && file.series().any(|(device, measurement, chunk)| {
+            newer.iter().any(|t| {
+                t.masks(device, measurement, file.checkpoint)
+                    || t.deletes(device, measurement, file.checkpoint).is_some_and(
+                        |(start, end)| start <= chunk.max_time && chunk.min_time <= end,
+                    )
+            })
         })
+}
+
+/// Drops from the manifest the time-range tombstones that no longer mask anything (no live file
+/// or frozen memtable older than the deletion holds the series in its range: compaction rewrote
+/// them without the deleted points) and whose series' type a live file records. They carry no
+/// token, so nothing else needs them. True when some were dropped (the caller stores the
+/// manifest; a crash before that keeps them, which is harmless).
+pub(crate) fn prune_range_tombstones(state: &mut RegionState) -> bool {
+    let masks_something = |t: &Tombstone| -> bool {
+        let Tombstone::Range {
+            device,
+            measurement,
+            start,
+            end,
+            index,
+            ..
+        } = t
+        else {
+            return true;
+        };
+        let masks = state.partitions.values().any(|p| {
+            p.sealed.iter().any(|f| {
+                f.checkpoint < *index
+                    && f.chunk(device, measurement)
+                        .is_some_and(|c| *start <= c.max_time && c.min_time <= *end)
+            }) || p.flushing.iter().any(|(checkpoint, frozen)| {
+                *checkpoint < *index && frozen.series_type(device, measurement).is_some()
+            })
+        });
+        let type_recorded = state.partitions.values().any(|p| {
+            p.sealed.iter().any(|f| {
+                f.chunk(device, measurement).is_some()
+                    && !state.masked_durably(device, measurement, f.checkpoint)
+            })
+        });
+        masks || !type_recorded
+    };
+    let keep: Vec<bool> = state
+        .manifest
+        .tombstones
+        .iter()
+        .map(masks_something)
+        .collect();
+    if keep.iter().all(|k| *k) {
+        return false;
+    }
+    let mut keep = keep.into_iter();
+    state
+        .manifest
+        .tombstones
+        .retain(|_| keep.next().expect("one verdict per tombstone"));
+    true
 }
 
 /// True when at least half of `file`'s points, and at least one, are older than `cutoff` and
@@ -695,7 +783,19 @@ struct SeriesMerge<'a> {
     data_type: DataType,
     /// Points before this are dropped (the TTL; `i64::MIN` without one).
     from: i64,
+    /// Per input (indexed like `inputs`), the time ranges a durable `deleteData` removed from
+    /// the series there: those points are dropped, and a page holding any is decoded.
+    deleted: &'a [Vec<(i64, i64)>],
     codec: SeriesCodec,
+}
+
+/// What a merge knows of one series before reading it.
+struct MergeSources {
+    data_type: DataType,
+    /// Indexes into the job's inputs of the files that hold the series, oldest first.
+    inputs: Vec<usize>,
+    /// Per input (all of them), the time ranges deleted from the series there.
+    deleted: Vec<Vec<(i64, i64)>>,
 }
 
 /// A page of the series in one input.
@@ -732,7 +832,13 @@ impl SeriesMerge<'_> {
             let cluster = &pages[at..end];
             at = end;
             let copyable = match cluster {
-                [one] => one.page.min_time >= self.from && one.page.count >= copy_min,
+                [one] => {
+                    one.page.min_time >= self.from
+                        && one.page.count >= copy_min
+                        && !self.deleted[one.input].iter().any(|(start, end)| {
+                            *start <= one.page.max_time && one.page.min_time <= *end
+                        })
+                }
                 _ => false,
             };
             if copyable && (gathered.is_empty() || gathered.len() >= copy_min as usize) {
@@ -801,13 +907,23 @@ impl SeriesMerge<'_> {
         // Per input, its pages in time order (they never overlap within one file).
         let mut by_input: BTreeMap<usize, (Vec<i64>, Column)> = BTreeMap::new();
         for source in cluster {
-            let (ts, values) = self.inputs[source.input].read_page_with(
+            let (mut ts, mut values) = self.inputs[source.input].read_page_with(
                 &mut readers[source.input],
                 self.device,
                 self.measurement,
                 source.chunk,
                 source.page,
             )?;
+            let deleted = &self.deleted[source.input];
+            if !deleted.is_empty() {
+                let keep: Vec<usize> = (0..ts.len())
+                    .filter(|&i| !in_ranges(deleted, ts[i]))
+                    .collect();
+                if keep.len() < ts.len() {
+                    ts = keep.iter().map(|&i| ts[i]).collect();
+                    values = values.select(&keep);
+                }
+            }
             match by_input.entry(source.input) {
                 std::collections::btree_map::Entry::Vacant(e) => {
                     e.insert((ts, values));
@@ -999,6 +1115,16 @@ mod tests {
         /// Merges the series of `inputs` (oldest first) from `from` on: the output, with what
         /// was dropped and copied.
         fn merge(&mut self, inputs: &[Arc<SealedFile>], from: i64) -> (SealedFile, MergeCounts) {
+            self.merge_deleting(inputs, from, &vec![Vec::new(); inputs.len()])
+        }
+
+        /// [`Files::merge`] with `deleted[i]` the time ranges deleted from input `i`.
+        fn merge_deleting(
+            &mut self,
+            inputs: &[Arc<SealedFile>],
+            from: i64,
+            deleted: &[Vec<(i64, i64)>],
+        ) -> (SealedFile, MergeCounts) {
             let sources: Vec<usize> = (0..inputs.len()).collect();
             let merge = SeriesMerge {
                 inputs,
@@ -1007,6 +1133,7 @@ mod tests {
                 measurement: "s",
                 data_type: DataType::Int64,
                 from,
+                deleted,
                 codec: SeriesCodec::default(),
             };
             let mut readers: Vec<_> = inputs.iter().map(|f| f.page_reader().unwrap()).collect();
@@ -1069,6 +1196,29 @@ mod tests {
         let stats = out.chunk("root.sg.d", "s").unwrap().stats.clone().unwrap();
         assert_eq!(stats.first, Some(common::Value::Int64(1)));
         assert_eq!(stats.last, Some(common::Value::Int64(1192)));
+    }
+
+    #[test]
+    fn deleted_ranges_are_dropped_and_only_their_pages_decoded() {
+        let mut files = Files::new();
+        let a = files.file(0..30, 1);
+        let b = files.file(100..120, 2);
+        // From the older input: 12..=14 (inside its second page) and a range over `b`'s
+        // times, which must not touch `b`'s own points.
+        let deleted = vec![vec![(12, 14), (100, 119)], Vec::new()];
+        let (out, counts) = files.merge_deleting(&[a.clone(), b.clone()], i64::MIN, &deleted);
+        let (ts, values) = points(&out);
+        let expected: Vec<i64> = (0..12).chain(15..30).chain(100..120).collect();
+        assert_eq!(ts, expected);
+        assert_eq!(values.value(12), common::Value::Int64(151));
+        // `a`'s first and third pages and all of `b`'s are copied; its second is re-paged.
+        let copied = [&page_bytes(&a)[0], &page_bytes(&a)[2]]
+            .iter()
+            .map(|p| p.len() as u64)
+            .sum::<u64>()
+            + page_bytes(&b).iter().map(|p| p.len() as u64).sum::<u64>();
+        assert_eq!(counts.copied_bytes, copied);
+        assert_eq!(page_bytes(&out)[0], page_bytes(&a)[0]);
     }
 
     #[test]

@@ -2,35 +2,42 @@
 //! it), and the deletions that mask older data. Replaced atomically (write temp, fsync, rename,
 //! fsync directory), so a crash leaves either the old or the new manifest.
 //!
-//! Layout (all integers little-endian), format version 2:
+//! Layout (all integers little-endian), format version 3:
 //!
 //! ```text
-//! magic "FPMANIF1" (8), u32 version = 2, u64 checkpoint index, u64 next file sequence,
+//! magic "FPMANIF1" (8), u32 version = 3, u64 checkpoint index, u64 next file sequence,
 //! u32 files, files × { i64 time slot, u64 sequence, u64 checkpoint },
-//! u32 tombstones, tombstones × { u8 kind (1 series, 2 database), str16 device or database,
+//! u32 tombstones, tombstones × { u8 kind (1 series, 2 database, 3 time range),
+//!                                str16 device or database,
 //!                                str16 measurement (empty for a database), u64 index,
-//!                                u64 metadata version, u64 operation id },
+//!                                u64 metadata version, u64 operation id,
+//!                                [kind 3: i64 start, i64 end, u8 series type] },
 //! u32 CRC32 of everything before it
 //! ```
 //!
 //! (the magic and the CRC are `common::envelope`'s).
 //!
-//! Version 1 lacks the last two fields of a tombstone; it still loads, with zeroes there.
-//! Tombstones are never dropped: besides masking older data they are the region's record of
-//! deletions for the fencing token (an insert validated before a deletion of its target is
-//! refused, [`Tombstone::fences`]).
+//! Version 2 has no kind 3 and version 1 also lacks the token fields; both still load, with
+//! zeroes there. Series and database tombstones are never dropped: besides masking older data
+//! they are the region's record of deletions for the fencing token (an insert validated before
+//! a deletion of its target is refused, [`Tombstone::fences`]). A time-range tombstone carries no
+//! token; it also records its series' type (a series whose points a deletion removed keeps
+//! its type, as in IoTDB). It is dropped once no live file it masks is left and a live file holds
+//! the series (which then records the type).
 
 use std::fs;
 use std::path::Path;
 
 use common::codec::DecodeError;
 use common::envelope;
+use common::DataType;
 
 use crate::command::Deletion;
 use crate::error::{Result, StorageError};
 
 const MAGIC: &[u8; 8] = b"FPMANIF1";
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
+const FORMAT_VERSION_WITHOUT_RANGES: u32 = 2;
 const FORMAT_VERSION_WITHOUT_TOKENS: u32 = 1;
 /// File name of the live manifest inside a region directory.
 pub const MANIFEST_FILE: &str = "MANIFEST";
@@ -77,6 +84,22 @@ pub enum Tombstone {
         /// What ordered it.
         deletion: Deletion,
     },
+    /// `deleteData`: the points of one series with `start <= time <= end`.
+    Range {
+        /// Device path.
+        device: String,
+        /// Measurement name.
+        measurement: String,
+        /// The series' type when it was deleted from: the series stays registered with it
+        /// even when no point is left.
+        data_type: DataType,
+        /// First timestamp deleted.
+        start: i64,
+        /// Last timestamp deleted.
+        end: i64,
+        /// Log index of the deletion.
+        index: u64,
+    },
 }
 
 impl Tombstone {
@@ -92,6 +115,23 @@ impl Tombstone {
             Tombstone::Database {
                 database, index, ..
             } => checkpoint < *index && device_in_database(device, database),
+            Tombstone::Range { .. } => false,
+        }
+    }
+
+    /// The time range this deletion removes from `(device, measurement)` in a source with
+    /// `checkpoint`, when it is a time-range deletion of that series newer than the source.
+    pub fn deletes(&self, device: &str, measurement: &str, checkpoint: u64) -> Option<(i64, i64)> {
+        match self {
+            Tombstone::Range {
+                device: d,
+                measurement: m,
+                start,
+                end,
+                index,
+                ..
+            } if checkpoint < *index && d == device && m == measurement => Some((*start, *end)),
+            _ => None,
         }
     }
 
@@ -110,20 +150,24 @@ impl Tombstone {
             } => {
                 metadata_version < deletion.metadata_version && device_in_database(device, database)
             }
+            Tombstone::Range { .. } => false,
         }
     }
 
-    /// What ordered the deletion.
+    /// What ordered the deletion (a time-range deletion: no token).
     pub fn deletion(&self) -> Deletion {
         match self {
             Tombstone::Series { deletion, .. } | Tombstone::Database { deletion, .. } => *deletion,
+            Tombstone::Range { .. } => Deletion::default(),
         }
     }
 
     /// Log index of the deletion.
     pub fn index(&self) -> u64 {
         match self {
-            Tombstone::Series { index, .. } | Tombstone::Database { index, .. } => *index,
+            Tombstone::Series { index, .. }
+            | Tombstone::Database { index, .. }
+            | Tombstone::Range { index, .. } => *index,
         }
     }
 }
@@ -177,25 +221,39 @@ impl Manifest {
             }
             w.len32(self.tombstones.len());
             for t in &self.tombstones {
-                let (kind, a, b, index, deletion) = match t {
+                let (kind, a, b, range) = match t {
                     Tombstone::Series {
                         device,
                         measurement,
-                        index,
-                        deletion,
-                    } => (1, device.as_str(), measurement.as_str(), index, deletion),
-                    Tombstone::Database {
-                        database,
-                        index,
-                        deletion,
-                    } => (2, database.as_str(), "", index, deletion),
+                        ..
+                    } => (1, device.as_str(), measurement.as_str(), None),
+                    Tombstone::Database { database, .. } => (2, database.as_str(), "", None),
+                    Tombstone::Range {
+                        device,
+                        measurement,
+                        data_type,
+                        start,
+                        end,
+                        ..
+                    } => (
+                        3,
+                        device.as_str(),
+                        measurement.as_str(),
+                        Some((start, end, data_type)),
+                    ),
                 };
+                let deletion = t.deletion();
                 w.u8(kind);
                 w.str16(a);
                 w.str16(b);
-                w.u64(*index);
+                w.u64(t.index());
                 w.u64(deletion.metadata_version);
                 w.u64(deletion.operation_id);
+                if let Some((start, end, data_type)) = range {
+                    w.i64(*start);
+                    w.i64(*end);
+                    w.u8(data_type.code());
+                }
             }
         })
     }
@@ -207,7 +265,10 @@ impl Manifest {
             ..e
         })?;
         let version = r.u32()?;
-        if version != FORMAT_VERSION && version != FORMAT_VERSION_WITHOUT_TOKENS {
+        if !matches!(
+            version,
+            FORMAT_VERSION | FORMAT_VERSION_WITHOUT_RANGES | FORMAT_VERSION_WITHOUT_TOKENS
+        ) {
             return r.error(format!("unknown manifest version {version}"));
         }
         let mut m = Manifest {
@@ -229,7 +290,7 @@ impl Manifest {
             let a = r.str16()?;
             let b = r.str16()?;
             let index = r.u64()?;
-            let deletion = if version == FORMAT_VERSION {
+            let deletion = if version != FORMAT_VERSION_WITHOUT_TOKENS {
                 Deletion {
                     metadata_version: r.u64()?,
                     operation_id: r.u64()?,
@@ -248,6 +309,14 @@ impl Manifest {
                     database: a,
                     index,
                     deletion,
+                },
+                3 if version == FORMAT_VERSION => Tombstone::Range {
+                    device: a,
+                    measurement: b,
+                    start: r.i64()?,
+                    end: r.i64()?,
+                    data_type: r.data_type()?,
+                    index,
                 },
                 k => return r.error(format!("unknown tombstone kind {k}")),
             });
@@ -318,6 +387,14 @@ mod tests {
                         operation_id: 6,
                     },
                 },
+                Tombstone::Range {
+                    device: "root.a.b".into(),
+                    measurement: "s".into(),
+                    data_type: DataType::Double,
+                    start: -2,
+                    end: 0x0102,
+                    index: 6,
+                },
             ],
         }
     }
@@ -327,13 +404,16 @@ mod tests {
         let bytes = sample().encode();
         #[rustfmt::skip]
         let golden: Vec<u8> = [
-            &b"FPMANIF1"[..], &[2, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0],
+            &b"FPMANIF1"[..], &[3, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0],
             &[1, 0, 0, 0], &[0xff; 8], &[1, 0, 0, 0, 0, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0],
-            &[2, 0, 0, 0],
+            &[3, 0, 0, 0],
             &[1, 8, 0], b"root.a.b", &[1, 0], b"s", &[3, 0, 0, 0, 0, 0, 0, 0],
             &[9, 0, 0, 0, 0, 0, 0, 0], &[4, 0, 0, 0, 0, 0, 0, 0],
             &[2, 6, 0], b"root.x", &[0, 0], &[5, 0, 0, 0, 0, 0, 0, 0],
             &[11, 0, 0, 0, 0, 0, 0, 0], &[6, 0, 0, 0, 0, 0, 0, 0],
+            &[3, 8, 0], b"root.a.b", &[1, 0], b"s", &[6, 0, 0, 0, 0, 0, 0, 0],
+            &[0; 8], &[0; 8], &[0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+            &[2, 1, 0, 0, 0, 0, 0, 0], &[DataType::Double.code()],
         ].concat();
         assert_eq!(&bytes[..golden.len()], &golden[..]);
         assert_eq!(
@@ -392,6 +472,13 @@ mod tests {
         assert!(!t[0].masks("root.a.b", "s2", 0));
         assert!(t[1].masks("root.x.d", "s", 4));
         assert!(!t[1].masks("root.xy.d", "s", 4));
+        // A time range masks no whole series, and only the points of older sources.
+        assert!(!t[2].masks("root.a.b", "s", 0));
+        assert!(!t[2].fences("root.a.b", "s", 0));
+        assert_eq!(t[2].deletes("root.a.b", "s", 5), Some((-2, 0x0102)));
+        assert_eq!(t[2].deletes("root.a.b", "s", 6), None);
+        assert_eq!(t[2].deletes("root.a.b", "s2", 0), None);
+        assert_eq!(t[0].deletes("root.a.b", "s", 0), None);
         assert!(device_in_database("root.sg.d1", "root.sg"));
         assert!(!device_in_database("root.sg", "root.sg"));
     }

@@ -107,7 +107,7 @@ pub struct RegionDigest {
 pub(crate) struct Partition {
     working: MemTable,
     /// Frozen memtables being written to sealed files, oldest first, with their checkpoints.
-    flushing: Vec<(u64, Arc<FrozenMemTable>)>,
+    pub(crate) flushing: Vec<(u64, Arc<FrozenMemTable>)>,
     /// Sealed files, oldest first (the manifest's order): a newer file's point wins.
     pub(crate) sealed: Vec<Arc<SealedFile>>,
     /// When a flush last added a file (or the partition was opened or created): a partition
@@ -195,6 +195,7 @@ impl Fences {
             Tombstone::Database { database, .. } => {
                 self.databases.entry(database.clone()).or_default()
             }
+            Tombstone::Range { .. } => return,
         };
         *slot = (*slot).max(version);
     }
@@ -264,6 +265,33 @@ impl RegionState {
     pub(crate) fn masked(&self, device: &str, measurement: &str, checkpoint: u64) -> bool {
         self.tombstones()
             .any(|t| t.masks(device, measurement, checkpoint))
+    }
+
+    /// The time ranges deleted from `(device, measurement)` in a source with `checkpoint`.
+    pub(crate) fn deleted_ranges(
+        &self,
+        device: &str,
+        measurement: &str,
+        checkpoint: u64,
+    ) -> Vec<(i64, i64)> {
+        self.tombstones()
+            .filter_map(|t| t.deletes(device, measurement, checkpoint))
+            .collect()
+    }
+
+    /// [`RegionState::deleted_ranges`] of the deletions the manifest holds: the ones a
+    /// compaction may apply (see [`RegionState::masked_durably`]).
+    pub(crate) fn deleted_ranges_durably(
+        &self,
+        device: &str,
+        measurement: &str,
+        checkpoint: u64,
+    ) -> Vec<(i64, i64)> {
+        self.manifest
+            .tombstones
+            .iter()
+            .filter_map(|t| t.deletes(device, measurement, checkpoint))
+            .collect()
     }
 
     /// Every live series and its type, sorted by (device, measurement).
@@ -464,6 +492,9 @@ impl DataRegion {
                 );
                 Ok(ApplyOutcome::Deleted { series: dropped })
             }
+            RegionCommand::DeleteData { series, start, end } => Ok(ApplyOutcome::Deleted {
+                series: delete_data(&mut state, index, series, *start, *end),
+            }),
         };
         match &outcome {
             Err(e) if e.is_recoverable() => {}
@@ -749,6 +780,7 @@ impl DataRegion {
                 }
                 register_types(&mut state, tablet);
             }
+            register_kept_types(&mut state);
             self.memory.store(state.memory_bytes(), Ordering::Relaxed);
         }
         self.flush()?;
@@ -1002,7 +1034,91 @@ fn load_state(
             .sealed
             .push(Arc::new(file));
     }
+    register_kept_types(&mut state);
     Ok(state)
+}
+
+/// Registers the types the time-range tombstones record: a series whose points `deleteData`
+/// removed keeps its type, unless a later deletion dropped the series.
+fn register_kept_types(state: &mut RegionState) {
+    let kept: Vec<(String, String, DataType, u64)> = state
+        .manifest
+        .tombstones
+        .iter()
+        .filter_map(|t| match t {
+            Tombstone::Range {
+                device,
+                measurement,
+                data_type,
+                index,
+                ..
+            } => Some((device.clone(), measurement.clone(), *data_type, *index)),
+            _ => None,
+        })
+        .collect();
+    for (device, measurement, data_type, index) in kept {
+        if !state.masked(&device, &measurement, index) {
+            state
+                .series_types
+                .entry(device)
+                .or_default()
+                .entry(measurement)
+                .or_insert(data_type);
+        }
+    }
+}
+
+/// Applies a `deleteData` at log index `index`: the working memtables lose the points at once,
+/// older sources are masked by the tombstones recorded. The series keep their types (IoTDB keeps
+/// the series; and whether any point is left may differ between replicas below a TTL cutoff, so
+/// it must not decide the registry). A series with no type here has no point to delete; returns
+/// how many series had one.
+fn delete_data(
+    state: &mut RegionState,
+    index: u64,
+    series: &[(String, String)],
+    start: i64,
+    end: i64,
+) -> usize {
+    let mut deleted = 0;
+    for (device, measurement) in series {
+        let Some(data_type) = state
+            .series_types
+            .get(device)
+            .and_then(|ms| ms.get(measurement))
+            .copied()
+        else {
+            continue;
+        };
+        if start > end {
+            continue;
+        }
+        for partition in state.partitions.values_mut() {
+            partition
+                .working
+                .delete_range(device, measurement, start, end);
+        }
+        record_tombstone(
+            state,
+            Tombstone::Range {
+                device: device.clone(),
+                measurement: measurement.clone(),
+                data_type,
+                start,
+                end,
+                index,
+            },
+        );
+        deleted += 1;
+    }
+    deleted
+}
+
+/// True when `t` lies in one of `ranges` (inclusive bounds).
+pub(crate) fn in_ranges(ranges: &[(i64, i64)], t: i64) -> bool {
+    ranges
+        .iter()
+        .any(|(start, end)| (*start..=*end).contains(&t))
 }
 
 /// Records an applied deletion: it masks older sources and fences older inserts.
@@ -1189,8 +1305,11 @@ fn merge_partition(
         }
         let read = file.read_range(device, measurement, *times.start(), *times.end())?;
         if let Some((timestamps, values)) = read {
+            let deleted = state.deleted_ranges(device, measurement, file.checkpoint);
             for (i, t) in timestamps.into_iter().enumerate() {
-                out.insert(t, values.value(i));
+                if !in_ranges(&deleted, t) {
+                    out.insert(t, values.value(i));
+                }
             }
         }
     }
@@ -1198,7 +1317,13 @@ fn merge_partition(
         if state.masked(device, measurement, *checkpoint) {
             continue;
         }
-        out.extend(frozen.query(device, measurement, i64::MIN, i64::MAX));
+        let deleted = state.deleted_ranges(device, measurement, *checkpoint);
+        out.extend(
+            frozen
+                .query(device, measurement, i64::MIN, i64::MAX)
+                .into_iter()
+                .filter(|(t, _)| !in_ranges(&deleted, *t)),
+        );
     }
     out.extend(
         partition

@@ -514,6 +514,29 @@ impl MemTable {
         dropped
     }
 
+    /// Drops the points of one series with `start <= time <= end` (IoTDB's `deleteData`); a
+    /// series left with no point is dropped. Returns the points removed (duplicates counted).
+    /// Kills every mark (see [`Mark`]), whether or not anything matched.
+    pub fn delete_range(&mut self, device: &str, measurement: &str, start: i64, end: i64) -> usize {
+        self.release_marks();
+        let Some(id) = self.id(device, measurement) else {
+            return 0;
+        };
+        let series = &mut self.series[id as usize];
+        let before_len = series.len();
+        let before_bytes = series.memory_bytes();
+        series.retain_outside(start, end);
+        let removed = before_len - series.len();
+        let emptied = series.len() == 0;
+        self.memory_bytes -= before_bytes - series.memory_bytes();
+        self.point_count -= removed;
+        if emptied {
+            // Subtracts what the series holds now: its empty overhead.
+            self.remove(id);
+        }
+        removed
+    }
+
     /// Estimated heap bytes held: per point its timestamp (8 B) and value (by type; TEXT its
     /// length plus a `String` header), per series a fixed overhead plus its names, plus the undo
     /// log ([`undo_bytes`](MemTable::undo_bytes)). See
@@ -640,6 +663,41 @@ mod tests {
         // Hints are not contents.
         assert_eq!(next.point_count(), 103);
         assert!(next.id("root.sg.d2", "s1").is_none());
+    }
+
+    #[test]
+    fn a_range_deletion_drops_only_its_points_and_keeps_the_accounting_exact() {
+        let mut mt = MemTable::new(MemTableConfig::default());
+        insert(&mut mt, &tablet("root.sg.d1", "s1", 0, 10));
+        // Upserts out of order: the series is unsorted, with duplicates.
+        insert(&mut mt, &tablet("root.sg.d1", "s1", 3, 2));
+        insert(&mut mt, &tablet("root.sg.d2", "s1", 0, 4));
+        let d2_bytes = {
+            let mut alone = MemTable::new(MemTableConfig::default());
+            insert(&mut alone, &tablet("root.sg.d2", "s1", 0, 4));
+            alone.memory_bytes()
+        };
+
+        assert_eq!(mt.delete_range("root.sg.d1", "s1", 2, 4), 5);
+        let times: Vec<i64> = mt
+            .query("root.sg.d1", "s1", i64::MIN, i64::MAX)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect();
+        assert_eq!(times, vec![0, 1, 5, 6, 7, 8, 9]);
+        assert_eq!(mt.point_count(), 7 + 4);
+        assert_eq!(mt.last("root.sg.d1", "s1"), Some((9, Value::Double(9.0))));
+        assert_eq!(mt.delete_range("root.sg.d1", "s1", 9, 9), 1);
+        assert_eq!(mt.last("root.sg.d1", "s1"), Some((8, Value::Double(8.0))));
+
+        // Emptied: the series is gone, and so are its bytes.
+        assert_eq!(mt.delete_range("root.sg.d1", "s1", i64::MIN, i64::MAX), 6);
+        assert_eq!(mt.series_type("root.sg.d1", "s1"), None);
+        assert_eq!(mt.memory_bytes(), d2_bytes);
+        assert_eq!(mt.point_count(), 4);
+        assert_eq!(mt.delete_range("root.sg.nope", "s1", 0, 10), 0);
+        assert_eq!(mt.delete_range("root.sg.d2", "s1", 10, 20), 0);
+        assert_eq!(mt.point_count(), 4);
     }
 
     #[test]

@@ -185,9 +185,10 @@ fn a_snapshot_carries_the_deletions_and_their_tokens() {
     assert!(stale(target.region.apply(index + 1, &late, &OpenGate)));
 }
 
-/// The region snapshot's bytes (`FPRSNAP2`): the envelope, the applied index, each tablet and
-/// each deletion as a length-prefixed region command (whose own bytes `command.rs` pins), the
-/// CRC. An older `FPRSNAP1` snapshot (no deletions) still decodes.
+/// The region snapshot's bytes (`FPRSNAP3`): the envelope, the applied index, each tablet and
+/// each deletion as a length-prefixed region command (whose own bytes `command.rs` pins; a
+/// `deleteData` followed by its series' type), the CRC. Older `FPRSNAP2` (no `deleteData`) and
+/// `FPRSNAP1` (no deletions) snapshots still decode.
 #[test]
 fn golden_region_snapshot() {
     use engine::Tombstone;
@@ -202,23 +203,35 @@ fn golden_region_snapshot() {
         index: 3,
         deletion,
     };
-    let bytes = encode_snapshot(
-        9,
-        std::slice::from_ref(&t),
-        std::slice::from_ref(&tombstone),
-    );
+    let range = Tombstone::Range {
+        device: "root.sg.d1".into(),
+        measurement: "s1".into(),
+        data_type: common::DataType::Double,
+        start: -5,
+        end: 6,
+        index: 8,
+    };
+    let both = [tombstone.clone(), range.clone()];
+    let bytes = encode_snapshot(9, std::slice::from_ref(&t), &both);
     let insert = RegionCommand::insert(t.clone()).encode();
     let delete = RegionCommand::DeleteSeries {
         series: vec![("root.sg.d1".into(), "s2".into())],
         deletion,
     }
     .encode();
+    let delete_data = RegionCommand::DeleteData {
+        series: vec![("root.sg.d1".into(), "s1".into())],
+        start: -5,
+        end: 6,
+    }
+    .encode();
     let len = |b: &[u8]| (b.len() as u32).to_le_bytes();
     #[rustfmt::skip]
     let golden: Vec<u8> = [
-        &b"FPRSNAP2"[..], &9u64.to_le_bytes(),
+        &b"FPRSNAP3"[..], &9u64.to_le_bytes(),
         &1u32.to_le_bytes(), &len(&insert), &insert,
-        &1u32.to_le_bytes(), &3u64.to_le_bytes(), &len(&delete), &delete,
+        &2u32.to_le_bytes(), &3u64.to_le_bytes(), &len(&delete), &delete,
+        &8u64.to_le_bytes(), &len(&delete_data), &delete_data, &[common::DataType::Double.code()],
     ].concat();
     assert_eq!(&bytes[..golden.len()], &golden[..]);
     assert_eq!(
@@ -228,8 +241,18 @@ fn golden_region_snapshot() {
     let (index, tablets, tombstones) = decode_snapshot(&bytes, &config().tablet_limits).unwrap();
     assert_eq!(
         (index, tablets, tombstones),
-        (9, vec![t.clone()], vec![tombstone])
+        (9, vec![t.clone()], both.to_vec())
     );
+
+    #[rustfmt::skip]
+    let v2: Vec<u8> = [
+        &b"FPRSNAP2"[..], &9u64.to_le_bytes(), &1u32.to_le_bytes(), &len(&insert), &insert,
+        &1u32.to_le_bytes(), &3u64.to_le_bytes(), &len(&delete), &delete,
+    ].concat();
+    let mut v2_bytes = v2.clone();
+    v2_bytes.extend_from_slice(&crc32fast::hash(&v2).to_le_bytes());
+    let (_, _, tombstones) = decode_snapshot(&v2_bytes, &config().tablet_limits).unwrap();
+    assert_eq!(tombstones, vec![tombstone]);
 
     #[rustfmt::skip]
     let v1: Vec<u8> = [

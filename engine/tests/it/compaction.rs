@@ -87,6 +87,76 @@ fn compaction_merges_a_partition_and_reclaims_deleted_data() {
 }
 
 #[test]
+fn deleted_time_ranges_leave_the_disk_and_their_series_keep_their_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let (region, mut model) = eight_flushes(dir.path());
+    region.region.compact_all().unwrap();
+    let d1 = ("root.sg.d1".to_string(), "s1".to_string());
+    let d2 = ("root.sg.d2".to_string(), "s1".to_string());
+    let delete = |key: &(String, String), start, end| RegionCommand::DeleteData {
+        series: vec![key.clone()],
+        start,
+        end,
+    };
+    region.write(&delete(&d1, 2, 4), &OpenGate).unwrap();
+    region
+        .write(&delete(&d2, i64::MIN, i64::MAX), &OpenGate)
+        .unwrap();
+    model
+        .get_mut(&d1)
+        .unwrap()
+        .retain(|t, _| !(2..=4).contains(t));
+    model.remove(&d2);
+    assert_eq!(content(&region.region), model);
+    assert_eq!(
+        region.region.storage_stats().pending_compactions,
+        0,
+        "a deletion is applied to files only once a flush made it durable"
+    );
+    region.flush();
+    assert_eq!(region.region.storage_stats().pending_compactions, 1);
+    let before = region.region.storage_stats().sealed_bytes;
+    region.region.compact_all().unwrap();
+    assert!(region.region.storage_stats().sealed_bytes < before);
+    assert_eq!(content(&region.region), model);
+    // The tombstones masked nothing any more and d2.s1's type is all that is left of it; only
+    // d2.s1's tombstone stays, to record that type.
+    let manifest = engine::Manifest::load(&dir.path().join("region"))
+        .unwrap()
+        .unwrap();
+    let ranges: Vec<_> = manifest
+        .tombstones
+        .iter()
+        .filter_map(|t| match t {
+            engine::Tombstone::Range { device, .. } => Some(device.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ranges, vec!["root.sg.d2"]);
+
+    // The series keeps its type, across a restart too: a write of another type is refused.
+    let keeps_its_type = |region: &LoggedRegion| {
+        assert!(region.region.series().contains(&(
+            d2.0.clone(),
+            d2.1.clone(),
+            common::DataType::Double
+        )));
+        let mut other = common::Tablet::new("root.sg.d2", &[("s1", common::DataType::Int64)]);
+        other.push_row(50, vec![Some(Value::Int64(1))]);
+        assert!(matches!(
+            region.write(&RegionCommand::insert(other), &OpenGate),
+            Err(StorageError::DataTypeMismatch { .. })
+        ));
+        assert_eq!(content(&region.region), model);
+    };
+    keeps_its_type(&region);
+    drop(region);
+    let region = LoggedRegion::open(dir.path());
+    region.replay(&OpenGate).unwrap();
+    keeps_its_type(&region);
+}
+
+#[test]
 fn a_file_whose_every_series_is_deleted_is_removed() {
     let dir = tempfile::tempdir().unwrap();
     let region = LoggedRegion::open(dir.path());

@@ -41,8 +41,18 @@ fn every_sync_point_recovers_exactly_the_logged_entries() {
             "root.sg.d2".into(),
             "s1".into(),
         )])),
+        Step::Write(RegionCommand::DeleteData {
+            series: vec![("root.sg.d1".into(), "s1".into())],
+            start: 10,
+            end: 20,
+        }),
         Step::Flush,
         Step::Write(t("root.sg.d2", &[3, 90], 40.0)),
+        Step::Write(RegionCommand::DeleteData {
+            series: vec![("root.sg.d1".into(), "s2".into())],
+            start: 0,
+            end: 5,
+        }),
         Step::FencedWrite(t("root.sg.d3", &[0, 10, 20, 30], 50.0), 1),
     ];
 
@@ -131,6 +141,14 @@ fn apply_command(model: &mut Model, command: &RegionCommand) {
         }
         RegionCommand::DeleteDatabase { database: db, .. } => {
             model.retain(|(d, _), _| !d.starts_with(&format!("{db}.")))
+        }
+        RegionCommand::DeleteData { series, start, end } => {
+            for (d, m) in series {
+                if let Some(points) = model.get_mut(&(d.clone(), m.clone())) {
+                    points.retain(|t, _| !(start..=end).contains(&t));
+                }
+            }
+            model.retain(|_, points| !points.is_empty());
         }
     }
 }

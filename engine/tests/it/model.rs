@@ -1,7 +1,7 @@
 //! The engine against a model: random multi-partition tablets, fenced attempts, type clashes,
-//! flushes, compactions, restarts and deletes.
+//! flushes, compactions, restarts, deletes and time-range deletes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use common::{DataType, Tablet, Value};
 use engine::{ManualGate, OpenGate, RegionCommand, StorageError};
@@ -22,6 +22,13 @@ enum Op {
     Delete {
         device: u8,
         measurement: u8,
+    },
+    /// `deleteData` of `start..=end`.
+    DeleteRange {
+        device: u8,
+        measurement: u8,
+        start: i64,
+        end: i64,
     },
     Flush,
     Restart,
@@ -47,6 +54,9 @@ fn op() -> impl Strategy<Value = Op> {
         )
             .prop_map(|(device, rows, fence_after, clash)| Op::Insert { device, rows, fence_after, clash }),
         1 => (0u8..3, 1u8..3).prop_map(|(device, measurement)| Op::Delete { device, measurement }),
+        2 => (0u8..3, 1u8..3, -5i64..65, 0i64..40).prop_map(|(device, measurement, start, len)| {
+            Op::DeleteRange { device, measurement, start, end: start + len }
+        }),
         1 => Just(Op::Flush),
         1 => Just(Op::Restart),
         1 => Just(Op::Snapshot),
@@ -102,16 +112,29 @@ fn record_types(types: &mut Types, t: &Tablet) {
     }
 }
 
+/// What the model knows besides the points.
+struct Known<'a> {
+    /// The greatest TTL cutoff a compaction has applied.
+    floor: i64,
+    /// The series' types: those written and not deleted since, points left or not.
+    types: &'a Types,
+    /// Series a `deleteData` touched since they were last created.
+    ranged: &'a HashSet<(String, String)>,
+}
+
 /// Checks the region against the model. `floor` is the greatest TTL cutoff a compaction has
 /// applied: points at or after it are exactly the model's; below it the region holds a subset
 /// of the model's points (what compaction removed stays removed, nothing else changes), and
-/// every series and its newest point survive (the type registry and LAST rest on them).
+/// every series and its newest point survive (LAST rests on them) — unless a `deleteData`
+/// removed the newest ones, when what is left below the cutoff may be gone too. The type
+/// registry holds every series written and not deleted, whatever is left of its points.
 fn check(
     region: &LoggedRegion,
     model: &Model,
-    floor: i64,
+    known: &Known<'_>,
     step: usize,
 ) -> Result<(), TestCaseError> {
+    let floor = known.floor;
     let held = content(&region.region);
     let above = |m: &Model| -> Model {
         m.iter()
@@ -121,17 +144,28 @@ fn check(
                     points
                         .range(floor..)
                         .map(|(t, v)| (*t, v.clone()))
-                        .collect(),
+                        .collect::<std::collections::BTreeMap<_, _>>(),
                 )
             })
+            .filter(|(_, points)| !points.is_empty())
             .collect()
     };
-    prop_assert_eq!(
-        held.keys().collect::<Vec<_>>(),
-        model.keys().collect::<Vec<_>>(),
-        "series after step {}",
-        step
-    );
+    for key in held.keys() {
+        prop_assert!(model.contains_key(key), "{:?} after step {}", key, step);
+    }
+    for (key, points) in model {
+        if !known.ranged.contains(key) || points.range(floor..).next().is_some() {
+            prop_assert!(held.contains_key(key), "{:?} lost after step {}", key, step);
+        }
+    }
+    let registered: Vec<(String, String, DataType)> = region.region.series();
+    let mut expected: Vec<(String, String, DataType)> = known
+        .types
+        .iter()
+        .map(|((d, m), t)| (d.clone(), m.clone(), *t))
+        .collect();
+    expected.sort();
+    prop_assert_eq!(registered, expected, "registry after step {}", step);
     prop_assert_eq!(
         above(&held),
         above(model),
@@ -154,6 +188,19 @@ fn check(
     for ((device, measurement), points) in model {
         let last = region.region.last(device, measurement).unwrap();
         let expected = points.iter().next_back().map(|(t, v)| (*t, v.clone()));
+        let key = (device.clone(), measurement.clone());
+        if known.ranged.contains(&key) && expected.as_ref().is_some_and(|(t, _)| *t < floor) {
+            if let Some((t, v)) = &last {
+                prop_assert_eq!(
+                    points.get(t),
+                    Some(v),
+                    "last of {:?} after step {}",
+                    key,
+                    step
+                );
+            }
+            continue;
+        }
         prop_assert_eq!(
             last,
             expected,
@@ -183,6 +230,7 @@ proptest! {
         let mut region = LoggedRegion::open_with(dir.path(), model_config());
         let mut model = Model::new();
         let mut types = Types::new();
+        let mut ranged = HashSet::new();
         // The greatest TTL cutoff applied so far (see `check`).
         let mut floor = i64::MIN;
         for (step, op) in ops.into_iter().enumerate() {
@@ -208,7 +256,7 @@ proptest! {
                         Err(e) => {
                             prop_assert!(e.is_recoverable(), "step {}: {:?}", step, e);
                             prop_assert!(fence_after.is_some());
-                            check(&region, &model, floor, step)?;
+                            check(&region, &model, &Known { floor, types: &types, ranged: &ranged }, step)?;
                             // The committed entry is retried once the lease is back.
                             region.replay(&OpenGate).unwrap();
                             if !mismatch {
@@ -223,6 +271,20 @@ proptest! {
                     region.write(&RegionCommand::delete_series(vec![key.clone()]), &OpenGate).unwrap();
                     model.remove(&key);
                     types.remove(&key);
+                    ranged.remove(&key);
+                }
+                Op::DeleteRange { device, measurement, start, end } => {
+                    let key = (format!("root.sg.d{device}"), format!("s{measurement}"));
+                    let command = RegionCommand::DeleteData { series: vec![key.clone()], start, end };
+                    region.write(&command, &OpenGate).unwrap();
+                    if let Some(points) = model.get_mut(&key) {
+                        points.retain(|t, _| !(start..=end).contains(t));
+                        if points.is_empty() {
+                            // The series keeps its type: `types` still holds it.
+                            model.remove(&key);
+                        }
+                        ranged.insert(key);
+                    }
                 }
                 Op::Flush => region.flush(),
                 Op::Snapshot => {
@@ -269,7 +331,7 @@ proptest! {
                     prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across restart at step {}", step);
                 }
             }
-            check(&region, &model, floor, step)?;
+            check(&region, &model, &Known { floor, types: &types, ranged: &ranged }, step)?;
         }
     }
 }
