@@ -411,8 +411,13 @@ impl Coordinator {
             let coordinator = self.clone();
             parts.spawn(async move {
                 let points = part.point_count() as u64;
+                let wire = proto::region_write_req::Command::InsertTablet(tablet_to_wire(&part));
+                let command = RegionCommand::InsertTablet {
+                    tablet: part,
+                    metadata_version: schema_version,
+                };
                 let s = coordinator
-                    .write_region(region, route, part, generation, schema_version)
+                    .write_region(region, route, (command, wire), generation, schema_version)
                     .await;
                 if s.is_success() {
                     add(&coordinator.metrics.write_points, points);
@@ -856,21 +861,17 @@ impl Coordinator {
         routes
     }
 
-    /// One region's part of a write, retried within `remote_write_max_retry_ms`.
+    /// One region's part of a write (the command, and the same on the wire for a leader
+    /// elsewhere), retried within `remote_write_max_retry_ms`.
     async fn write_region(
         &self,
         region: u64,
         route: RegionRoute,
-        part: Tablet,
+        (command, wire): (RegionCommand, proto::region_write_req::Command),
         generation: u64,
         metadata_version: u64,
     ) -> proto::Status {
         let deadline = Instant::now() + self.limits.remote_write_retry;
-        let wire = tablet_to_wire(&part);
-        let command = RegionCommand::InsertTablet {
-            tablet: part,
-            metadata_version,
-        };
         let mut targets = Targets::new(self, region, &route);
         let mut attempt = 0u32;
         loop {
@@ -898,7 +899,7 @@ impl Coordinator {
                     inc(&self.metrics.forwarded_writes);
                     let request = proto::RegionWriteReq {
                         region_id: region,
-                        command: Some(proto::region_write_req::Command::InsertTablet(wire.clone())),
+                        command: Some(wire.clone()),
                         operation_id: 0,
                         metadata_version,
                     };
@@ -1087,6 +1088,7 @@ impl<'a> Targets<'a> {
     }
 }
 
+mod delete;
 pub(crate) mod read;
 #[cfg(test)]
 mod tests;

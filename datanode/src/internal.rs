@@ -360,6 +360,15 @@ impl DataNodeInternalService for InternalService {
                     deletion,
                 }
             }
+            Some(proto::region_write_req::Command::DeleteData(d)) => RegionCommand::DeleteData {
+                series: d
+                    .series
+                    .into_iter()
+                    .map(|s| (s.device, s.measurement))
+                    .collect(),
+                start: d.start_time,
+                end: d.end_time,
+            },
             None => return reply(status(StatusCode::IllegalParameter, "no command"), 0),
         };
         let (s, index) = shared.host.admit_forwarded(req.region_id, &command).await;

@@ -48,6 +48,14 @@ pub enum Statement {
         /// The full series path.
         path: String,
     },
+    /// `DELETE FROM root.sg.d1.s1, root.sg.d2.* [WHERE time >= 1 AND time <= 9]`: the points in
+    /// the range (every point without a WHERE); the series stay.
+    DeleteData {
+        /// Series paths or patterns: a path without a wildcard is that one series.
+        paths: Vec<PathPattern>,
+        /// The time range.
+        range: TimeRange,
+    },
     /// `INSERT INTO root.sg.d1(time, s1) VALUES (1, 1.5), ...`
     Insert(Insert),
     /// `SELECT s1, s2 FROM root.sg.d1 WHERE time >= 0 AND time < 100`
@@ -208,6 +216,16 @@ impl PathPattern {
             .iter()
             .all(|n| !n.is_empty() && (!n.contains('*') || n == "*" || n == "**"));
         valid.then_some(PathPattern { nodes })
+    }
+
+    /// The series a pattern without a wildcard names: (device, measurement), when it has a
+    /// device of at least two nodes.
+    pub fn as_series(&self) -> Option<(String, String)> {
+        if self.has_wildcard() || self.nodes.len() < 3 {
+            return None;
+        }
+        let (measurement, device) = self.nodes.split_last()?;
+        Some((device.join("."), measurement.clone()))
     }
 
     /// True when a node is `*` or `**`.

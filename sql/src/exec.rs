@@ -27,7 +27,7 @@ use std::future::Future;
 use common::views::{ClusterView, LeasesView, LocalLeaseView, RegionView, TimeseriesView};
 use common::{DataType, StatusCode, Tablet, Value};
 
-use crate::{Insert, Literal, ParseError, Projection, Statement, TimeRange};
+use crate::{Insert, Literal, ParseError, PathPattern, Projection, Statement, TimeRange};
 
 mod show;
 
@@ -70,6 +70,13 @@ pub trait Backend: Sync {
     ) -> impl Future<Output = ExecResult<()>> + Send;
     /// `DELETE TIMESERIES`.
     fn delete_timeseries(&self, path: &str) -> impl Future<Output = ExecResult<()>> + Send;
+    /// Deletes the points of `series` (device, measurement) with `start <= time <= end`.
+    fn delete_data(
+        &self,
+        series: &[(String, String)],
+        start: i64,
+        end: i64,
+    ) -> impl Future<Output = ExecResult<()>> + Send;
     /// Writes one tablet (atomically per region, as every write).
     fn insert_tablet(&self, tablet: Tablet) -> impl Future<Output = ExecResult<()>> + Send;
     /// The types of those of `measurements` of `device` that exist, in the order named.
@@ -270,6 +277,20 @@ pub async fn execute<B: Backend>(backend: &B, statement: &Statement) -> ExecResu
             backend.delete_timeseries(path).await?;
             Ok(Outcome::done())
         }
+        Statement::DeleteData { paths, range } => {
+            if range.is_empty() {
+                return Ok(Outcome::done());
+            }
+            // `[from, to)` as the inclusive bounds a deletion takes; no upper bound is every
+            // time, i64::MAX included.
+            let end = if range.to == i64::MAX {
+                i64::MAX
+            } else {
+                range.to - 1
+            };
+            delete_paths(backend, paths, range.from, end).await?;
+            Ok(Outcome::done())
+        }
         Statement::Insert(insert) => {
             let existing = backend
                 .series_types(&insert.device, &insert.measurements)
@@ -332,6 +353,41 @@ pub async fn execute<B: Backend>(backend: &B, statement: &Statement) -> ExecResu
         Statement::ShowLocalLease => show::local_lease(backend).await,
         Statement::Quit => Ok(Outcome::done()),
     }
+}
+
+/// Deletes the points with `start <= time <= end` of the series `patterns` name (IoTDB's
+/// `deleteData`): a pattern without a wildcard is that one series, one with a wildcard every
+/// existing series it matches. Names of no series are passed over.
+pub async fn delete_paths<B: Backend>(
+    backend: &B,
+    patterns: &[PathPattern],
+    start: i64,
+    end: i64,
+) -> ExecResult<()> {
+    let mut series: Vec<(String, String)> = Vec::new();
+    for pattern in patterns {
+        if let Some(one) = pattern.as_series() {
+            series.push(one);
+            continue;
+        }
+        if !pattern.has_wildcard() {
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                format!("{pattern} is not a series path like root.sg.d1.s1"),
+            ));
+        }
+        for s in backend.show_timeseries(&pattern.fixed_prefix()).await? {
+            if !s.pending_delete && pattern.matches(&format!("{}.{}", s.device, s.measurement)) {
+                series.push((s.device, s.measurement));
+            }
+        }
+    }
+    series.sort();
+    series.dedup();
+    if series.is_empty() {
+        return Ok(());
+    }
+    backend.delete_data(&series, start, end).await
 }
 
 /// The series of `device` (exactly that device) and their types, in the server's order; series

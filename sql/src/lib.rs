@@ -12,7 +12,7 @@ pub mod lexer;
 pub mod parser;
 
 pub use ast::{Insert, Literal, PathPattern, Projection, Statement, TimeRange};
-pub use exec::{execute, Backend, Cell, ExecError, ExecResult, Outcome, OutcomeKind};
+pub use exec::{delete_paths, execute, Backend, Cell, ExecError, ExecResult, Outcome, OutcomeKind};
 pub use parser::{complete_prefix_bytes, parse_script, Parsed};
 
 /// Longest statement accepted, in bytes (the REPL refuses to buffer more).

@@ -307,8 +307,16 @@ impl Parser<'_> {
                     let database = self.path(PathKind::Database)?;
                     return Ok(Statement::DropDatabase { database });
                 }
+                if self.eat_keyword("FROM") {
+                    let mut paths = vec![self.delete_pattern()?];
+                    while self.eat(&TokenKind::Comma) {
+                        paths.push(self.delete_pattern()?);
+                    }
+                    let range = self.where_clause()?;
+                    return Ok(Statement::DeleteData { paths, range });
+                }
                 if !self.eat_keyword("TIMESERIES") {
-                    return Err(self.error("TIMESERIES or DATABASE"));
+                    return Err(self.error("TIMESERIES, DATABASE or FROM"));
                 }
                 let path = self.path(PathKind::Series)?;
                 Ok(Statement::DeleteTimeseries { path })
@@ -878,6 +886,24 @@ impl Parser<'_> {
     }
 
     /// The pattern of `SHOW TIMESERIES|DEVICES [pattern]`.
+    /// A series path or pattern of `DELETE FROM`.
+    fn delete_pattern(&mut self) -> Result<PathPattern, ParseError> {
+        const EXPECTED: &str = "a series path or pattern like root.sg.d1.s1 or root.sg.d1.*";
+        let pattern = match self.peek_kind() {
+            Some(TokenKind::Word(word)) => {
+                PathPattern::parse(word).filter(|p| p.has_wildcard() || p.as_series().is_some())
+            }
+            _ => None,
+        };
+        match pattern {
+            Some(pattern) => {
+                self.next += 1;
+                Ok(pattern)
+            }
+            None => Err(self.error(EXPECTED)),
+        }
+    }
+
     fn show_pattern(&mut self) -> Result<Option<PathPattern>, ParseError> {
         const EXPECTED: &str = "end of statement or a path pattern like root.sg.** or root.sg.d1.*";
         let Some(TokenKind::Word(word)) = self.peek_kind() else {

@@ -897,7 +897,6 @@ class UserTest(FencepostTestCase):
 
 
 class DeleteDataTest(FencepostTestCase):
-    @not_supported_yet("deleting points by time range (deleteData answers 300)")
     def test_delete_data(self):
         s1, s2 = self.paths(self.dev, ["s1", "s2"])
         self.session.insert_tablet(
@@ -917,6 +916,13 @@ class DeleteDataTest(FencepostTestCase):
         self.assertTrue(self.session.check_time_series_exists(s1))
         self.session.insert_record(self.dev, 1, ["s1"], [I64], [111])
         self.assert_rows(f"select s1 from {self.dev} where time < 7", [(1, [111]), (6, [6])])
+        # Flushed points go too, and a pattern names every series it matches.
+        self.session.execute_non_query_statement("flush")
+        self.session.delete_data_in_range([self.dev + ".*"], 9, 9)
+        self.assert_rows(f"select s1 from {self.dev}", [(t, [111 if t == 1 else t]) for t in (1, 6, 7, 8, 10)])
+        # And IoTDB's SQL for it.
+        self.session.execute_non_query_statement(f"delete from {s2} where time <= 2")
+        self.assert_rows(f"select s2 from {self.dev}", [(8, [80]), (10, [100])], msg="after DELETE FROM")
 
 
 class RedirectionTest(FencepostTestCase):

@@ -227,6 +227,20 @@ impl Backend for DataNodeBackend {
         .await
     }
 
+    async fn delete_data(
+        &self,
+        series: &[(String, String)],
+        start: i64,
+        end: i64,
+    ) -> ExecResult<()> {
+        let paths = series.iter().map(|(d, m)| series_path(d, m)).collect();
+        self.shared
+            .coordinator
+            .delete_data(paths, start, end)
+            .await
+            .map_err(coordinator_error)
+    }
+
     async fn insert_tablet(&self, tablet: Tablet) -> ExecResult<()> {
         let status =
             crate::session::insert_tablets(&self.shared, vec![tablet], Relay::WhenFenced).await;

@@ -455,12 +455,8 @@ impl Connection {
                 Ok(Answer::Status(combined(statuses)))
             }
             "deleteData" => {
-                let _ = request(r, messages::DeleteDataReq::read)?;
-                Ok(Answer::Status(Status::new(
-                    300,
-                    "deleting points by time is not supported yet; DELETE TIMESERIES or \
-                     DROP DATABASE delete whole series, and a TTL expires old points",
-                )))
+                let req = request(r, messages::DeleteDataReq::read)?;
+                Ok(Answer::Status(self.delete_data(req).await))
             }
             "insertTablet" => {
                 let req = request(r, InsertTabletReq::read)?;
@@ -649,6 +645,27 @@ impl Connection {
             Ok(()) => Status::ok(),
             Err(e) => status_of(&e),
         }
+    }
+
+    /// `deleteData`: the points with `start_time <= t <= end_time` of the series the paths (or
+    /// path patterns) name.
+    async fn delete_data(&self, req: messages::DeleteDataReq) -> Status {
+        let mut patterns = Vec::with_capacity(req.paths.len());
+        for path in &req.paths {
+            match sql::PathPattern::parse(path) {
+                Some(pattern) => patterns.push(pattern),
+                None => {
+                    return Status::new(
+                        StatusCode::IllegalParameter.wire(),
+                        format!("{path} is not a path like root.sg.d1.s1 or root.sg.d1.*"),
+                    )
+                }
+            }
+        }
+        if req.start_time > req.end_time {
+            return Status::ok();
+        }
+        self.done(sql::delete_paths(self.backend(), &patterns, req.start_time, req.end_time).await)
     }
 
     async fn write(&self, tablets: Vec<Tablet>) -> proto::Status {

@@ -179,7 +179,7 @@ impl Coordinator {
 
     /// The schemas of the devices of `paths`, through the cache (a miss asks the ConfigNode,
     /// creating nothing).
-    async fn read_schemas(
+    pub(super) async fn read_schemas(
         &self,
         pinned: &Pinned<'_>,
         paths: &[proto::SeriesPath],
@@ -270,7 +270,7 @@ impl Coordinator {
     /// Not every region of the database: the regions a coordinator happens to have cached are
     /// those its own writes touched, and a read that trusted them missed acknowledged writes
     /// other coordinators made (found by fault scenario 4d).
-    async fn regions_of_paths(
+    pub(super) async fn regions_of_paths(
         &self,
         pinned: &Pinned<'_>,
         database: &str,

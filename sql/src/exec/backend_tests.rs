@@ -59,6 +59,15 @@ impl Backend for Memory {
     async fn delete_timeseries(&self, _: &str) -> ExecResult<()> {
         unused()
     }
+    async fn delete_data(&self, keys: &[(String, String)], start: i64, end: i64) -> ExecResult<()> {
+        let mut series = self.series.lock().unwrap();
+        for key in keys {
+            if let Some((_, points)) = series.get_mut(key) {
+                points.retain(|t, _| !(start..=end).contains(t));
+            }
+        }
+        Ok(())
+    }
     async fn insert_tablet(&self, tablet: Tablet) -> ExecResult<()> {
         let mut series = self.series.lock().unwrap();
         for (column, measurement) in tablet.measurements.iter().enumerate() {
@@ -307,6 +316,45 @@ fn show_timeseries_and_devices_take_patterns() {
     let shown = one(&m, "SHOW TIMESERIES root.sg.d2.a");
     assert_eq!(shown.columns.len(), 11);
     assert_eq!(shown.columns[1], "Alias");
+}
+
+#[test]
+fn delete_from_removes_the_points_in_range_of_the_series_named() {
+    let m = Memory::default();
+    one(
+        &m,
+        "INSERT INTO root.sg.d1(time, a, b) VALUES (1, 1, 1), (2, 2, 2), (3, 3, 3)",
+    );
+    one(&m, "INSERT INTO root.sg.d2(time, a) VALUES (1, 1), (2, 2)");
+    let times = |series: &str| -> Vec<i64> {
+        let (device, measurement) = series.rsplit_once('.').unwrap();
+        m.series.lock().unwrap()[&(device.to_string(), measurement.to_string())]
+            .1
+            .keys()
+            .copied()
+            .collect()
+    };
+    one(&m, "DELETE FROM root.sg.d1.a WHERE time >= 2 AND time < 3");
+    assert_eq!(times("root.sg.d1.a"), [1, 3]);
+    assert_eq!(times("root.sg.d1.b"), [1, 2, 3], "another series");
+    one(&m, "DELETE FROM root.sg.*.a, root.sg.d9.zz WHERE time <= 1");
+    assert_eq!(times("root.sg.d1.a"), [3]);
+    assert_eq!(times("root.sg.d2.a"), [2]);
+    one(&m, "DELETE FROM root.sg.d1.b WHERE time > 5");
+    assert_eq!(times("root.sg.d1.b"), [1, 2, 3], "an empty range");
+    one(&m, "DELETE FROM root.sg.**");
+    assert!(times("root.sg.d1.b").is_empty());
+    assert!(times("root.sg.d2.a").is_empty());
+    // The series stay.
+    assert_eq!(one(&m, "SHOW TIMESERIES").rows.len(), 3);
+    // IoTDB's deleteData: inclusive bounds, patterns.
+    one(
+        &m,
+        "INSERT INTO root.sg.d1(time, a) VALUES (5, 5), (6, 6), (7, 7)",
+    );
+    let patterns = [PathPattern::parse("root.sg.d1.*").unwrap()];
+    ready(delete_paths(&m, &patterns, 5, 6)).unwrap();
+    assert_eq!(times("root.sg.d1.a"), [7]);
 }
 
 #[test]

@@ -49,6 +49,21 @@ fn schema_statements() {
             path: "root.sg.d1.s1".into()
         }
     );
+    let pattern = |text: &str| PathPattern::parse(text).unwrap();
+    assert_eq!(
+        one("DELETE FROM root.sg.d1.s1, root.sg.*.s2 WHERE time >= 5 AND time <= 9"),
+        Statement::DeleteData {
+            paths: vec![pattern("root.sg.d1.s1"), pattern("root.sg.*.s2")],
+            range: TimeRange { from: 5, to: 10 },
+        }
+    );
+    assert_eq!(
+        one("delete from root.sg.**"),
+        Statement::DeleteData {
+            paths: vec![pattern("root.sg.**")],
+            range: TimeRange::ALL,
+        }
+    );
 }
 
 #[test]
@@ -417,6 +432,14 @@ fn error_positions_name_line_and_column() {
     assert_eq!(
         error("DELETE TIMESERIES root.sg.*"),
         "line 1, column 19: expected a series path like root.sg.d1.s1, found 'root.sg.*'"
+    );
+    assert_eq!(
+        error("DELETE FROM root.sg WHERE time < 3"),
+        "line 1, column 13: expected a series path or pattern like root.sg.d1.s1 or root.sg.d1.*, found 'root.sg'"
+    );
+    assert_eq!(
+        error("DELETE FROM root.sg.d1.s1 WHERE s1 > 3"),
+        "line 1, column 33: expected time (only time bounds are supported), found 's1'"
     );
     assert_eq!(
         error("SHOW DATABASES extra"),
