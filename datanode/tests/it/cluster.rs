@@ -289,12 +289,16 @@ async fn delete_timeseries_invalidates_every_cache_and_deletes_the_data_on_every
     assert_eq!(last.points.len(), 1);
     assert_eq!(last.points[0].timestamp, 50_000);
     assert_eq!(last.points[0].data_type, proto::DataType::Text as i32);
-    // The replicas agree.
-    let nodes = &cluster;
+    replica_digests_agree(&cluster).await;
+    cluster.stop().await;
+}
+
+/// Waits until every region's replicas report the same applied index and digest.
+async fn replica_digests_agree(cluster: &Cluster) {
     wait_for("replica digests agree", || async move {
         let mut digests = std::collections::BTreeMap::new();
-        for i in 0..3 {
-            let mut c = nodes.client(i).await;
+        for i in 0..cluster.nodes.len() {
+            let mut c = cluster.client(i).await;
             let resp = c
                 .region_digest(proto::RegionDigestReq {
                     session_id: 1,
@@ -316,5 +320,63 @@ async fn delete_timeseries_invalidates_every_cache_and_deletes_the_data_on_every
             .all(|set: &std::collections::BTreeSet<(u64, u64)>| set.len() == 1)
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delete_from_removes_points_of_every_region_and_replica_flushed_or_not() {
+    let cluster = Cluster::start(3, 3, LONG_FENCE_MS).await;
+    let device = "root.sg.d5";
+    // 8 partitions of 1 s, flushed; then more rows, still in memtables.
+    let flushed = tablet(device, 0, 250, 32);
+    let buffered = tablet(device, 8_000, 250, 8);
+    let mut c0 = cluster.client(0).await;
+    assert_eq!(insert_retrying(&mut c0, &flushed).await.code, 200);
+    let s = c0
+        .flush(proto::SessionShowReq { session_id: 1 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.code, 200, "{s:?}");
+    assert_eq!(insert_retrying(&mut c0, &buffered).await.code, 200);
+
+    // Through another DataNode, as SQL (the CLI's path).
+    let mut c1 = cluster.client(1).await;
+    let resp = c1
+        .execute_statement(proto::ExecuteStatementReq {
+            session_id: 1,
+            statement: format!("DELETE FROM {device}.s1 WHERE time >= 1000 AND time <= 8500"),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(code(&resp.status), 200, "{:?}", resp.status);
+    let kept: Vec<i64> = flushed
+        .timestamps
+        .iter()
+        .chain(&buffered.timestamps)
+        .copied()
+        .filter(|t| !(1000..=8500).contains(t))
+        .collect();
+    let mut expected = Tablet::new(device, &[("s1", DataType::Int64)]);
+    for t in &kept {
+        expected.push_row(*t, vec![Some(Value::Int64(t * 10))]);
+    }
+    for i in 0..3 {
+        let mut c = cluster.client(i).await;
+        let r = query_ok(&mut c, device, 0, 100_000).await;
+        assert_s1_matches(&r, &expected);
+        let s2 = r
+            .series
+            .iter()
+            .find(|s| s.path.as_ref().is_some_and(|p| p.measurement == "s2"))
+            .expect("s2 is untouched");
+        assert_eq!(s2.timestamps.len(), 40, "node {i}");
+    }
+    // Written again where points were deleted: visible.
+    let again = tablet(device, 2_000, 1, 1);
+    assert_eq!(insert_retrying(&mut c0, &again).await.code, 200);
+    let r = query_ok(&mut c1, device, 2_000, 2_001).await;
+    assert_s1_matches(&r, &again);
+    replica_digests_agree(&cluster).await;
     cluster.stop().await;
 }
