@@ -605,6 +605,31 @@ impl SessionService for SessionServiceImpl {
         ))
     }
 
+    async fn delete_data(
+        &self,
+        request: Request<proto::DeleteDataReq>,
+    ) -> RpcResult<proto::Status> {
+        let Some(user) = request.extensions().get::<crate::auth::User>().cloned() else {
+            return Ok(Response::new(status(
+                StatusCode::NotLogin,
+                "no logged-in user",
+            )));
+        };
+        let request = request.into_inner();
+        let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user.0);
+        let outcome = crate::client_rpc::delete_data(
+            &backend,
+            &request.paths,
+            request.start_time,
+            request.end_time,
+        )
+        .await;
+        Ok(Response::new(match outcome {
+            Ok(()) => ok(),
+            Err(e) => status_code(e.code(), e.to_string()),
+        }))
+    }
+
     async fn region_digest(
         &self,
         request: Request<proto::RegionDigestReq>,

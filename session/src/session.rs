@@ -835,6 +835,25 @@ impl Session {
         .await
     }
 
+    /// Deletes the points with `start <= time <= end` of the series `paths` name (series paths
+    /// or path patterns such as `root.sg.d1.*`); the series stay (IoTDB's `deleteData`).
+    pub async fn delete_data(&self, paths: &[&str], start: i64, end: i64) -> Result<()> {
+        let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+        self.call(None, |mut c, session_id| {
+            let req = proto::DeleteDataReq {
+                session_id,
+                paths: paths.clone(),
+                start_time: start,
+                end_time: end,
+            };
+            async move {
+                let r = c.delete_data(req).await?.into_inner();
+                Ok((r, ()))
+            }
+        })
+        .await
+    }
+
     /// `FLUSH`: the answering DataNode writes its replicas' memtables to files.
     pub async fn flush(&self) -> Result<()> {
         self.call(None, |mut c, session_id| async move {

@@ -201,6 +201,30 @@ fn bad_request(e: BadRequest) -> Status {
     Status::new(code.wire(), e.message)
 }
 
+/// IoTDB's `deleteData`, over Thrift and gRPC: the points with `start <= t <= end` of the series
+/// `paths` (series paths or path patterns) name. An empty range deletes nothing.
+pub(crate) async fn delete_data(
+    backend: &DataNodeBackend,
+    paths: &[String],
+    start: i64,
+    end: i64,
+) -> Result<(), ExecError> {
+    let mut patterns = Vec::with_capacity(paths.len());
+    for path in paths {
+        let pattern = sql::PathPattern::parse(path).ok_or_else(|| {
+            ExecError::refused(
+                StatusCode::IllegalParameter,
+                format!("{path} is not a path like root.sg.d1.s1 or root.sg.d1.*"),
+            )
+        })?;
+        patterns.push(pattern);
+    }
+    if start > end {
+        return Ok(());
+    }
+    sql::delete_paths(backend, &patterns, start, end).await
+}
+
 /// A wire status as IoTDB's: a redirect only to a real endpoint (the client connects there).
 fn thrift_status(s: proto::Status) -> Status {
     let redirect_node = s
@@ -647,25 +671,9 @@ impl Connection {
         }
     }
 
-    /// `deleteData`: the points with `start_time <= t <= end_time` of the series the paths (or
-    /// path patterns) name.
+    /// `deleteData` (see [`delete_data`]).
     async fn delete_data(&self, req: messages::DeleteDataReq) -> Status {
-        let mut patterns = Vec::with_capacity(req.paths.len());
-        for path in &req.paths {
-            match sql::PathPattern::parse(path) {
-                Some(pattern) => patterns.push(pattern),
-                None => {
-                    return Status::new(
-                        StatusCode::IllegalParameter.wire(),
-                        format!("{path} is not a path like root.sg.d1.s1 or root.sg.d1.*"),
-                    )
-                }
-            }
-        }
-        if req.start_time > req.end_time {
-            return Status::ok();
-        }
-        self.done(sql::delete_paths(self.backend(), &patterns, req.start_time, req.end_time).await)
+        self.done(delete_data(self.backend(), &req.paths, req.start_time, req.end_time).await)
     }
 
     async fn write(&self, tablets: Vec<Tablet>) -> proto::Status {

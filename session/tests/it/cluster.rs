@@ -436,3 +436,55 @@ async fn a_tablet_above_grpcs_default_4_mib_is_replicated_and_read_back() {
     assert_eq!(s5[99_999], (99_999, Value::Double((99_999 * 6 + 5) as f64)));
     cluster.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delete_data_removes_the_points_in_range_of_the_series_named_and_keeps_the_series() {
+    let cluster = Cluster::start(1, 1, LONG_FENCE_MS).await;
+    let s = connect(&cluster.endpoints()).await;
+    let d1 = tablet("root.dd.d1", 0, 250, 20);
+    let d2 = tablet("root.dd.d2", 0, 250, 20);
+    s.insert_tablets(&[d1.clone(), d2.clone()]).await.unwrap();
+    // Both bounds inclusive; a pattern names every series of the device.
+    s.delete_data(&["root.dd.d1.*"], 1000, 2000).await.unwrap();
+    s.delete_data(&["root.dd.d2.s1"], i64::MIN, 250)
+        .await
+        .unwrap();
+    let outside = |tablet: &Tablet, keep: &dyn Fn(i64) -> bool| -> Vec<(i64, Value)> {
+        s1_points(&[tablet])
+            .into_iter()
+            .filter(|(t, _)| keep(*t))
+            .collect()
+    };
+    assert_eq!(
+        s.query_raw("root.dd.d1", "s1", 0, i64::MAX).await.unwrap(),
+        outside(&d1, &|t| !(1000..=2000).contains(&t))
+    );
+    assert_eq!(
+        s.query_raw("root.dd.d1", "s2", 0, i64::MAX)
+            .await
+            .unwrap()
+            .len(),
+        20 - 5
+    );
+    assert_eq!(
+        s.query_raw("root.dd.d2", "s1", 0, i64::MAX).await.unwrap(),
+        outside(&d2, &|t| t > 250)
+    );
+    assert_eq!(
+        s.query_raw("root.dd.d2", "s2", 0, i64::MAX)
+            .await
+            .unwrap()
+            .len(),
+        20
+    );
+    let shown = s.show_timeseries("root.dd").await.unwrap();
+    assert_eq!(shown.len(), 4, "{shown:?}");
+    // A path that is not one is refused; a series that does not exist deletes nothing.
+    let refused = s.delete_data(&["sg.d1.s1"], 0, 1).await.unwrap_err();
+    assert!(
+        matches!(&refused, SessionError::Status { code, .. } if *code == StatusCode::IllegalParameter.wire()),
+        "{refused:?}"
+    );
+    s.delete_data(&["root.dd.d9.s1"], 0, 1).await.unwrap();
+    cluster.stop().await;
+}
