@@ -427,11 +427,12 @@ pub fn decode_outcome(bytes: &[u8]) -> Option<ApplyOutcome> {
     }
 }
 
-const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP3";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP4";
 const SNAPSHOT_MAGIC_WITHOUT_RANGES: &[u8; 8] = b"FPRSNAP2";
 const SNAPSHOT_MAGIC_WITHOUT_DELETIONS: &[u8; 8] = b"FPRSNAP1";
 
-/// Snapshot body (little-endian): `magic "FPRSNAP3", u64 applied index, u32 tablets, tablets ×
+/// Snapshot body (little-endian): `magic "FPRSNAP4" (`FPRSNAP3` is the streamed snapshot's
+/// descriptor, `crate::snapshot`), u64 applied index, u32 tablets, tablets ×
 /// { u32 length, InsertTablet command bytes }, u32 deletions, deletions × { u64 log index, u32
 /// length, DeleteSeries (one series), DeleteDatabase or DeleteData (one series) command bytes,
 /// [DeleteData: u8 the series' type] }, u32 CRC32 of everything before it`. The deletions are

@@ -185,7 +185,7 @@ fn a_snapshot_carries_the_deletions_and_their_tokens() {
     assert!(stale(target.region.apply(index + 1, &late, &OpenGate)));
 }
 
-/// The region snapshot's bytes (`FPRSNAP3`): the envelope, the applied index, each tablet and
+/// The inline region snapshot's bytes (`FPRSNAP4`): the envelope, the applied index, each tablet and
 /// each deletion as a length-prefixed region command (whose own bytes `command.rs` pins; a
 /// `deleteData` followed by its series' type), the CRC. Older `FPRSNAP2` (no `deleteData`) and
 /// `FPRSNAP1` (no deletions) snapshots still decode.
@@ -213,6 +213,10 @@ fn golden_region_snapshot() {
     };
     let both = [tombstone.clone(), range.clone()];
     let bytes = encode_snapshot(9, std::slice::from_ref(&t), &both);
+    assert!(
+        !bytes.starts_with(b"FPRSNAP3"),
+        "not taken for a streamed snapshot's descriptor"
+    );
     let insert = RegionCommand::insert(t.clone()).encode();
     let delete = RegionCommand::DeleteSeries {
         series: vec![("root.sg.d1".into(), "s2".into())],
@@ -228,7 +232,7 @@ fn golden_region_snapshot() {
     let len = |b: &[u8]| (b.len() as u32).to_le_bytes();
     #[rustfmt::skip]
     let golden: Vec<u8> = [
-        &b"FPRSNAP3"[..], &9u64.to_le_bytes(),
+        &b"FPRSNAP4"[..], &9u64.to_le_bytes(),
         &1u32.to_le_bytes(), &len(&insert), &insert,
         &2u32.to_le_bytes(), &3u64.to_le_bytes(), &len(&delete), &delete,
         &8u64.to_le_bytes(), &len(&delete_data), &delete_data, &[common::DataType::Double.code()],
