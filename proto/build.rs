@@ -24,6 +24,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // buffer until they are copied once into the tablet's vectors.
         .bytes(".fencepost.Column.fixed_le")
         .bytes(".fencepost.Tablet.timestamps_le")
+        // Tags and attributes stay in key order, as SHOW TIMESERIES lists them.
+        .btree_map(".")
         .compile_fds(descriptors)?;
     Ok(())
 }

@@ -20,6 +20,28 @@ pub struct TimeseriesView {
     pub encoding: String,
     /// The declared compressor (`LZ4`, ...), `""` when none was declared.
     pub compressor: String,
+    /// Its alias, tags and attributes.
+    pub meta: SeriesMeta,
+}
+
+/// A series' alias, tags and attributes, as IoTDB's `createTimeseries` declares them: the alias
+/// is a second name for the series within its device; tags and attributes are key-value labels
+/// that SHOW TIMESERIES lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeriesMeta {
+    /// The second name, if any.
+    pub alias: Option<String>,
+    /// Tags, by key.
+    pub tags: std::collections::BTreeMap<String, String>,
+    /// Attributes, by key.
+    pub attributes: std::collections::BTreeMap<String, String>,
+}
+
+impl SeriesMeta {
+    /// True when nothing is declared.
+    pub fn is_empty(&self) -> bool {
+        self.alias.is_none() && self.tags.is_empty() && self.attributes.is_empty()
+    }
 }
 
 /// `SHOW CLUSTER`.

@@ -10,11 +10,16 @@
 //! commands: CreateUser and SetUserPassword `str16 user, str16 password hash`, DropUser `str16
 //! user`.
 //!
+//! So was kind 18, CREATE_TIMESERIES_WITH_META: kind 10's series each followed by `str16 alias
+//! (empty: none), u32 tags × { str16 key, str16 value }, u32 attributes × { same }`, written only
+//! when a series declares one of them.
+//!
 //! Version 2 differs from version 1 only in AllocatePartitions, which carries the leader's cap
 //! on a database's partitions after `region_groups_max`. Version 1 entries still decode, with
 //! no cap (`u64::MAX`): that is how they were applied when they were written, and a replay must
 //! reach the same state.
 
+use common::views::SeriesMeta;
 use common::DataType;
 
 use crate::error::DecodeError;
@@ -38,6 +43,8 @@ pub struct SeriesSpec {
     pub data_type: DataType,
     /// The declared encoding and compressor (`CREATE TIMESERIES ... ENCODING=...`).
     pub codec: SeriesCodec,
+    /// Its alias, tags and attributes.
+    pub meta: SeriesMeta,
 }
 
 /// A change to the metadata. Everything apply needs is inside the command (design §5: apply is
@@ -196,6 +203,9 @@ mod kind {
     pub const CREATE_USER: u8 = 15;
     pub const DROP_USER: u8 = 16;
     pub const SET_USER_PASSWORD: u8 = 17;
+    /// CREATE_TIMESERIES_WITH_CODECS whose series also carry their alias, tags and attributes;
+    /// written only when one declares any.
+    pub const CREATE_TIMESERIES_WITH_META: u8 = 18;
 }
 
 impl Command {
@@ -238,8 +248,11 @@ impl Command {
                 series,
                 auto_create,
             } => {
-                let codecs = series.iter().any(|s| s.codec.is_declared());
-                w.u8(if codecs {
+                let meta = series.iter().any(|s| !s.meta.is_empty());
+                let codecs = meta || series.iter().any(|s| s.codec.is_declared());
+                w.u8(if meta {
+                    kind::CREATE_TIMESERIES_WITH_META
+                } else if codecs {
                     kind::CREATE_TIMESERIES_WITH_CODECS
                 } else {
                     kind::CREATE_TIMESERIES
@@ -253,6 +266,9 @@ impl Command {
                     if codecs {
                         w.str16(s.codec.encoding_name());
                         w.str16(s.codec.compressor_name());
+                    }
+                    if meta {
+                        encode_meta(&mut w, &s.meta);
                     }
                 }
             }
@@ -385,7 +401,9 @@ impl Command {
             kind::CREATE_DATABASE => Command::CreateDatabase {
                 database: r.str16()?,
             },
-            k @ (kind::CREATE_TIMESERIES | kind::CREATE_TIMESERIES_WITH_CODECS) => {
+            k @ (kind::CREATE_TIMESERIES
+            | kind::CREATE_TIMESERIES_WITH_CODECS
+            | kind::CREATE_TIMESERIES_WITH_META) => {
                 let auto_create = r.bool()?;
                 let n = r.count(5)?;
                 let mut series = Vec::with_capacity(n);
@@ -393,7 +411,7 @@ impl Command {
                     let device = r.str16()?;
                     let measurement = r.str16()?;
                     let data_type = r.data_type()?;
-                    let codec = if k == kind::CREATE_TIMESERIES_WITH_CODECS {
+                    let codec = if k != kind::CREATE_TIMESERIES {
                         let encoding = r.str16()?;
                         let compressor = r.str16()?;
                         match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
@@ -403,11 +421,17 @@ impl Command {
                     } else {
                         SeriesCodec::default()
                     };
+                    let meta = if k == kind::CREATE_TIMESERIES_WITH_META {
+                        decode_meta(&mut r)?
+                    } else {
+                        SeriesMeta::default()
+                    };
                     series.push(SeriesSpec {
                         device,
                         measurement,
                         data_type,
                         codec,
+                        meta,
                     });
                 }
                 Command::CreateTimeseries {
@@ -567,6 +591,41 @@ impl CommandResult {
     }
 }
 
+/// A series' alias, tags and attributes (kind 18).
+fn encode_meta(w: &mut Writer, meta: &SeriesMeta) {
+    w.str16(meta.alias.as_deref().unwrap_or(""));
+    for map in [&meta.tags, &meta.attributes] {
+        w.len32(map.len());
+        for (key, value) in map {
+            w.str16(key);
+            w.str16(value);
+        }
+    }
+}
+
+fn decode_meta(r: &mut Reader<'_>) -> common::codec::DecodeResult<SeriesMeta> {
+    let alias = r.str16()?;
+    let mut maps = [
+        std::collections::BTreeMap::new(),
+        std::collections::BTreeMap::new(),
+    ];
+    for map in &mut maps {
+        for _ in 0..r.count(4)? {
+            let key = r.str16()?;
+            let value = r.str16()?;
+            if map.insert(key.clone(), value).is_some() {
+                return r.error(format!("key {key:?} appears twice"));
+            }
+        }
+    }
+    let [tags, attributes] = maps;
+    Ok(SeriesMeta {
+        alias: (!alias.is_empty()).then_some(alias),
+        tags,
+        attributes,
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -610,6 +669,7 @@ pub(crate) mod tests {
                         measurement: "s".into(),
                         data_type: DataType::Double,
                         codec: SeriesCodec::default(),
+                        meta: SeriesMeta::default(),
                     }],
                     auto_create: true,
                 },
@@ -695,11 +755,33 @@ pub(crate) mod tests {
                     measurement: "s".into(),
                     data_type: DataType::Int64,
                     codec: SeriesCodec::parse(DataType::Int64, Some("RLE"), None).unwrap(),
+                    meta: SeriesMeta::default(),
                 }],
                 auto_create: false,
             },
             &[
                 2, 10, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 2, 3, 0, b'R', b'L', b'E', 0, 0,
+            ],
+        );
+        // A series with an alias, tags and attributes: kind 18, kind 10's names and then them.
+        golden(
+            Command::CreateTimeseries {
+                series: vec![SeriesSpec {
+                    device: "d".into(),
+                    measurement: "s".into(),
+                    data_type: DataType::Int64,
+                    codec: SeriesCodec::default(),
+                    meta: SeriesMeta {
+                        alias: Some("a".into()),
+                        tags: [("k".to_string(), "v".to_string())].into(),
+                        attributes: Default::default(),
+                    },
+                }],
+                auto_create: false,
+            },
+            &[
+                2, 18, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 2, 0, 0, 0, 0, 1, 0, b'a', 1, 0, 0,
+                0, 1, 0, b'k', 1, 0, b'v', 0, 0, 0, 0,
             ],
         );
         // A registration without an id (kind 11): always a new node.
@@ -861,6 +943,16 @@ pub(crate) mod tests {
                                 }
                             } else {
                                 SeriesCodec::default()
+                            },
+                            // Every fourth has an alias and a tag.
+                            meta: if m.len() % 4 == 0 {
+                                SeriesMeta {
+                                    alias: Some(format!("{m}_alias")),
+                                    tags: [("unit".to_string(), m.clone())].into(),
+                                    attributes: Default::default(),
+                                }
+                            } else {
+                                SeriesMeta::default()
                             },
                             measurement: m,
                             data_type: t,

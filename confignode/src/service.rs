@@ -16,6 +16,7 @@ use crate::server::{location, replica_set, status_ok, Shared};
 use crate::state::{MetadataState, OperationKind, PATH_BYTES_MAX};
 use crate::users::{self, LoginError, AUTHENTICATION_FAILED, ROOT_USER};
 use common::path::DevicePath;
+use common::views::SeriesMeta;
 use proto::user_statement_req::Statement;
 
 type RpcResult<T> = std::result::Result<Response<T>, tonic::Status>;
@@ -369,6 +370,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                                 measurement: m.name.clone(),
                                 data_type,
                                 codec: SeriesCodec::default(),
+                                meta: SeriesMeta::default(),
                             });
                         }
                     }
@@ -548,6 +550,11 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 measurement: s.measurement,
                 data_type,
                 codec,
+                meta: SeriesMeta {
+                    alias: (!s.alias.is_empty()).then_some(s.alias),
+                    tags: s.tags,
+                    attributes: s.attributes,
+                },
             });
         }
         let command = Command::CreateTimeseries {
@@ -621,17 +628,24 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         let series = candidates
             .filter(|(d, m, _)| prefix.is_empty() || format!("{d}.{m}").starts_with(&prefix))
             .take(REQUEST_ITEMS_MAX)
-            .map(|(d, m, r)| proto::TimeseriesInfo {
-                database: state
-                    .database_of(d)
-                    .map(|(db, _)| db.to_string())
-                    .unwrap_or_default(),
-                device: d.to_string(),
-                measurement: m.to_string(),
-                data_type: proto::data_type_to_wire(r.data_type) as i32,
-                pending_delete: r.pending_delete || state.database_of(d).is_some_and(|(_, p)| p),
-                encoding: r.codec.encoding_name().to_string(),
-                compressor: r.codec.compressor_name().to_string(),
+            .map(|(d, m, r)| {
+                let meta = state.series_meta(d, m).cloned().unwrap_or_default();
+                proto::TimeseriesInfo {
+                    database: state
+                        .database_of(d)
+                        .map(|(db, _)| db.to_string())
+                        .unwrap_or_default(),
+                    device: d.to_string(),
+                    measurement: m.to_string(),
+                    data_type: proto::data_type_to_wire(r.data_type) as i32,
+                    pending_delete: r.pending_delete
+                        || state.database_of(d).is_some_and(|(_, p)| p),
+                    encoding: r.codec.encoding_name().to_string(),
+                    compressor: r.codec.compressor_name().to_string(),
+                    alias: meta.alias.unwrap_or_default(),
+                    tags: meta.tags,
+                    attributes: meta.attributes,
+                }
             })
             .collect();
         Ok(Response::new(proto::ShowTimeseriesResp {

@@ -21,6 +21,7 @@ use common::{envelope, DataType};
 use crate::command::{Command, CommandResult, SeriesSpec};
 use crate::error::{DecodeError, MetadataError};
 use crate::users::{self, StoredPassword, ROOT_USER, USERS_MAX};
+use common::views::SeriesMeta;
 
 /// Longest path (database, device) in bytes.
 pub const PATH_BYTES_MAX: usize = common::path::PATH_BYTES_MAX;
@@ -146,6 +147,8 @@ pub struct MetadataState {
     /// what every DataNode polls for every few seconds, answered without a pass over every
     /// series. Derived (kept with `series`, rebuilt by a snapshot load), never stored.
     declared_codecs: BTreeSet<(String, String)>,
+    /// The series of `series` with an alias, tags or attributes, and those.
+    series_meta: BTreeMap<(String, String), SeriesMeta>,
     /// (database, series slot, time slot) → region id.
     partitions: BTreeMap<(String, u32, i64), u64>,
     regions: BTreeMap<u64, RegionGroup>,
@@ -358,6 +361,63 @@ impl MetadataState {
         self.series
             .get(&(device.to_string(), measurement.to_string()))
             .copied()
+    }
+
+    /// The alias, tags and attributes of a series that declared any.
+    pub fn series_meta(&self, device: &str, measurement: &str) -> Option<&SeriesMeta> {
+        self.series_meta
+            .get(&(device.to_string(), measurement.to_string()))
+    }
+
+    /// The measurement of `device` whose alias `alias` is, if any.
+    fn aliased(&self, device: &str, alias: &str) -> Option<&str> {
+        self.series_meta
+            .range((device.to_string(), String::new())..)
+            .take_while(|((d, _), _)| d == device)
+            .find(|(_, meta)| meta.alias.as_deref() == Some(alias))
+            .map(|((_, m), _)| m.as_str())
+    }
+
+    /// An alias must be a measurement name that no other series of the device has as its name
+    /// or alias (in the state or in `batch`), and a new measurement must not be another series'
+    /// alias: each names exactly one series.
+    fn check_names(&self, s: &SeriesSpec, batch: &[SeriesSpec]) -> Result<(), MetadataError> {
+        let taken = |name: &str, by: &str| MetadataError::IllegalPath {
+            path: format!("{}.{name}", s.device),
+            reason: if by == "alias" {
+                "the name is another series' alias"
+            } else {
+                "the alias is the name or alias of another series of the device"
+            },
+        };
+        if let Some(owner) = self.aliased(&s.device, &s.measurement) {
+            if owner != s.measurement {
+                return Err(taken(&s.measurement, "alias"));
+            }
+        }
+        if batch.iter().any(|o| {
+            o.device == s.device
+                && o.measurement != s.measurement
+                && o.meta.alias.as_deref() == Some(s.measurement.as_str())
+        }) {
+            return Err(taken(&s.measurement, "alias"));
+        }
+        let Some(alias) = s.meta.alias.as_deref() else {
+            return Ok(());
+        };
+        validate_measurement(&s.device, alias)?;
+        let own = |m: &str| m == s.measurement;
+        if (!own(alias) && self.series(&s.device, alias).is_some())
+            || self.aliased(&s.device, alias).is_some_and(|m| !own(m))
+            || batch.iter().any(|o| {
+                o.device == s.device
+                    && !own(&o.measurement)
+                    && (o.measurement == alias || o.meta.alias.as_deref() == Some(alias))
+            })
+        {
+            return Err(taken(alias, "name"));
+        }
+        Ok(())
     }
 
     /// Every series, in path order: (device, measurement, record).
@@ -893,6 +953,7 @@ impl MetadataState {
                         for key in series {
                             let removed = self.series.remove(&key);
                             self.declared_codecs.remove(&key);
+                            self.series_meta.remove(&key);
                             assert!(
                                 removed.is_some_and(|r| r.pending_delete),
                                 "series {key:?} of operation {operation_id} was not pending delete"
@@ -910,6 +971,8 @@ impl MetadataState {
                             .retain(|(device, _), _| !is_under(device, &database));
                         self.declared_codecs
                             .retain(|(device, _)| !is_under(device, &database));
+                        self.series_meta
+                            .retain(|(device, _), _| !is_under(device, &database));
                         self.forget_vanished_deletions();
                         self.partitions.retain(|(db, _, _), _| *db != database);
                         self.regions.retain(|_, r| r.database != database);
@@ -1028,6 +1091,7 @@ impl MetadataState {
                 }
                 None => return Err(MetadataError::DatabaseNotFound(s.device.clone())),
             }
+            self.check_names(s, series)?;
             if let Some(existing) = self.series(&s.device, &s.measurement) {
                 let path = format!("{}.{}", s.device, s.measurement);
                 if existing.pending_delete {
@@ -1061,6 +1125,9 @@ impl MetadataState {
             if let std::collections::btree_map::Entry::Vacant(v) = self.series.entry(key) {
                 if s.codec.is_declared() {
                     self.declared_codecs.insert(v.key().clone());
+                }
+                if !s.meta.is_empty() {
+                    self.series_meta.insert(v.key().clone(), s.meta.clone());
                 }
                 v.insert(SeriesRecord {
                     data_type: s.data_type,
@@ -1331,8 +1398,10 @@ impl MetadataState {
         Ok(())
     }
 
-    /// Magic of the snapshot encoding (version 5).
-    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP5";
+    /// Magic of the snapshot encoding (version 6).
+    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP6";
+    /// Magic of version 5, still read: no aliases, tags or attributes.
+    pub const SNAPSHOT_MAGIC_V5: &'static [u8; 8] = b"FPCNSNP5";
     /// Magic of version 4, still read: no users (root alone, password root).
     pub const SNAPSHOT_MAGIC_V4: &'static [u8; 8] = b"FPCNSNP4";
     /// Magic of version 3, still read: no migrations.
@@ -1342,7 +1411,12 @@ impl MetadataState {
     /// Magic of version 1, still read: no TTL table, no operation kind 3.
     pub const SNAPSHOT_MAGIC_V1: &'static [u8; 8] = b"FPCNSNP1";
 
-    /// The snapshot encoding, version 5: version 4 followed by the users table (`str16 user,
+    /// The snapshot encoding, version 6: version 5 followed by the series' aliases, tags and
+    /// attributes (`str16 device, str16 measurement, str16 alias (empty: none), u32 tags ×
+    /// { str16 key, str16 value }, u32 attributes × { same }`, a u32 count then items, in path
+    /// order; only series that declared any) before the CRC.
+    ///
+    /// Version 5: version 4 followed by the users table (`str16 user,
     /// str16 password hash`, a u32 count then items, by name; root only once its password was
     /// set) before the CRC.
     ///
@@ -1449,6 +1523,19 @@ impl MetadataState {
             w.str16(username);
             w.str16(hash);
         }
+        w.len32(self.series_meta.len());
+        for ((device, measurement), meta) in &self.series_meta {
+            w.str16(device);
+            w.str16(measurement);
+            w.str16(meta.alias.as_deref().unwrap_or(""));
+            for map in [&meta.tags, &meta.attributes] {
+                w.len32(map.len());
+                for (key, value) in map {
+                    w.str16(key);
+                    w.str16(value);
+                }
+            }
+        }
     }
 
     /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
@@ -1457,6 +1544,7 @@ impl MetadataState {
             bytes,
             &[
                 Self::SNAPSHOT_MAGIC,
+                Self::SNAPSHOT_MAGIC_V5,
                 Self::SNAPSHOT_MAGIC_V4,
                 Self::SNAPSHOT_MAGIC_V3,
                 Self::SNAPSHOT_MAGIC_V2,
@@ -1503,7 +1591,7 @@ impl MetadataState {
             let key = (r.str16()?, r.str16()?);
             let data_type = r.data_type()?;
             let pending_delete = r.bool()?;
-            let codec = if magic <= 2 {
+            let codec = if magic <= 3 {
                 let encoding = r.str16()?;
                 let compressor = r.str16()?;
                 match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
@@ -1560,14 +1648,14 @@ impl MetadataState {
                     OperationKind::DeleteTimeseries(series)
                 }
                 2 => OperationKind::DropDatabase(r.str16()?),
-                3 if magic <= 3 => OperationKind::SetTtl(r.str16()?),
+                3 if magic <= 4 => OperationKind::SetTtl(r.str16()?),
                 tag => return r.error(format!("operation kind {tag}")),
             };
             s.operations.insert(id, kind);
         }
         // Magic 0 is version 5, 1 version 4, 2 version 3, 3 version 2; version 1 has no TTL
         // table.
-        if magic <= 3 {
+        if magic <= 4 {
             for _ in 0..r.count(10)? {
                 let db = r.str16()?;
                 let ttl_ms = r.i64()?;
@@ -1577,7 +1665,7 @@ impl MetadataState {
                 s.ttls.insert(db, ttl_ms);
             }
         }
-        if magic <= 1 {
+        if magic <= 2 {
             for _ in 0..r.count(24)? {
                 let region = r.u64()?;
                 let (from, to) = (r.u64()?, r.u64()?);
@@ -1588,7 +1676,7 @@ impl MetadataState {
             }
         }
         // Versions before 5 knew no users: root alone, with its initial password.
-        if magic == 0 {
+        if magic <= 1 {
             for _ in 0..r.count(4)? {
                 let username = r.str16()?;
                 let hash = r.str16()?;
@@ -1601,6 +1689,32 @@ impl MetadataState {
             }
             if s.users.len() > USERS_MAX {
                 return r.error(format!("{} users; at most {USERS_MAX}", s.users.len()));
+            }
+        }
+        // Versions before 6 knew no aliases, tags or attributes.
+        if magic == 0 {
+            for _ in 0..r.count(14)? {
+                let key = (r.str16()?, r.str16()?);
+                let alias = r.str16()?;
+                let mut maps = [BTreeMap::new(), BTreeMap::new()];
+                for map in &mut maps {
+                    for _ in 0..r.count(4)? {
+                        map.insert(r.str16()?, r.str16()?);
+                    }
+                }
+                let [tags, attributes] = maps;
+                let meta = SeriesMeta {
+                    alias: (!alias.is_empty()).then_some(alias),
+                    tags,
+                    attributes,
+                };
+                if !s.series.contains_key(&key) || meta.is_empty() {
+                    return r.error(format!(
+                        "meta of {}.{}: no such series, or empty",
+                        key.0, key.1
+                    ));
+                }
+                s.series_meta.insert(key, meta);
             }
         }
         r.finish()?;
@@ -1665,6 +1779,7 @@ mod tests {
             measurement: measurement.into(),
             data_type,
             codec: SeriesCodec::default(),
+            meta: SeriesMeta::default(),
         }
     }
 
@@ -2448,7 +2563,7 @@ mod tests {
         let mut h = Harness::new();
         h.register(0, "a");
         let bytes = h.state.encode_snapshot();
-        let mut expected: Vec<u8> = b"FPCNSNP5".to_vec();
+        let mut expected: Vec<u8> = b"FPCNSNP6".to_vec();
         for v in [1u64, 1, 2, 1, 1] {
             // applied index, metadata version, next DataNode / region / operation ids
             expected.extend_from_slice(&v.to_le_bytes());
@@ -2458,8 +2573,9 @@ mod tests {
         expected.extend_from_slice(&[1, 0, b'a', 5, 0, b'a', b'-', b'r', b'p', b'c']);
         expected.extend_from_slice(&1u64.to_le_bytes()); // epoch
         expected.push(0); // Running
-        for _ in 0..8 {
-            // databases, series, partitions, regions, operations, TTLs, migrations, users
+        for _ in 0..9 {
+            // databases, series, partitions, regions, operations, TTLs, migrations, users,
+            // series meta
             expected.extend_from_slice(&[0, 0, 0, 0]);
         }
         let crc = crc32fast::hash(&expected);
@@ -2473,14 +2589,115 @@ mod tests {
         })
         .unwrap();
         let bytes = h.state.encode_snapshot();
-        let mut expected = expected[..expected.len() - 8].to_vec();
+        let mut expected = expected[..expected.len() - 12].to_vec();
         expected[8..16].copy_from_slice(&2u64.to_le_bytes()); // applied index
         expected.extend_from_slice(&[1, 0, 0, 0, 2, 0, b'a', b'l', 11, 0]);
         expected.extend_from_slice(b"$argon2id$h");
+        expected.extend_from_slice(&[0, 0, 0, 0]); // series meta
         let crc = crc32fast::hash(&expected);
         expected.extend_from_slice(&crc.to_le_bytes());
         assert_eq!(bytes, expected);
         assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
+    }
+
+    /// Aliases name one series of their device; tags and attributes follow the series through
+    /// snapshots, deletions and database drops, and a version-5 snapshot (before them) decodes.
+    #[test]
+    fn aliases_are_unique_per_device_and_meta_follows_the_series() {
+        let mut h = Harness::new();
+        h.register(0, "a");
+        h.apply(Command::CreateDatabase {
+            database: "root.sg".into(),
+        })
+        .unwrap();
+        let with = |m: &str, alias: Option<&str>| SeriesSpec {
+            meta: SeriesMeta {
+                alias: alias.map(str::to_string),
+                tags: [("unit".to_string(), "c".to_string())].into(),
+                attributes: [("owner".to_string(), m.to_string())].into(),
+            },
+            ..spec("root.sg.d1", m, DataType::Double)
+        };
+        let create = |h: &mut Harness, series: Vec<SeriesSpec>| {
+            h.apply(Command::CreateTimeseries {
+                series,
+                auto_create: false,
+            })
+        };
+        create(&mut h, vec![with("s1", Some("temperature"))]).unwrap();
+        // Another series may not take the alias or the name, nor an alias a measurement's name.
+        for (series, what) in [
+            (vec![with("s2", Some("temperature"))], "the alias again"),
+            (
+                vec![with("temperature", None)],
+                "a measurement named as the alias",
+            ),
+            (
+                vec![with("s2", Some("s1"))],
+                "an alias that is a measurement",
+            ),
+            (
+                vec![with("s2", Some("x")), with("s3", Some("x"))],
+                "one alias twice in a batch",
+            ),
+            (vec![with("s2", Some("a.b"))], "an alias that is no name"),
+        ] {
+            let before = h.state.clone();
+            assert!(create(&mut h, series).is_err(), "{what}");
+            assert_eq!(h.state.series_meta("root.sg.d1", "s2"), None, "{what}");
+            assert_eq!(h.state.series, before.series, "{what}");
+        }
+        // Same alias on another device: fine.
+        create(
+            &mut h,
+            vec![SeriesSpec {
+                device: "root.sg.d2".into(),
+                ..with("s1", Some("temperature"))
+            }],
+        )
+        .unwrap();
+        let meta = h.state.series_meta("root.sg.d1", "s1").unwrap().clone();
+        assert_eq!(meta.alias.as_deref(), Some("temperature"));
+        let restored = MetadataState::decode_snapshot(&h.state.encode_snapshot()).unwrap();
+        assert_eq!(restored, h.state);
+
+        // A version-5 snapshot (no meta table) of a state without meta decodes.
+        let mut plain = Harness::new();
+        plain.register(0, "a");
+        let v6 = plain.state.encode_snapshot();
+        let mut v5 = v6[..v6.len() - 8].to_vec();
+        v5[..8].copy_from_slice(b"FPCNSNP5");
+        let crc = crc32fast::hash(&v5);
+        v5.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(MetadataState::decode_snapshot(&v5).unwrap(), plain.state);
+
+        // Deleting the series forgets its meta; so does dropping the database.
+        let op = match h
+            .apply(Command::BeginDeleteTimeseries {
+                series: vec![("root.sg.d1".into(), "s1".into())],
+            })
+            .unwrap()
+        {
+            CommandResult::OperationBegun(operation_id) => operation_id,
+            other => panic!("{other:?}"),
+        };
+        h.apply(Command::FinishOperation { operation_id: op })
+            .unwrap();
+        assert_eq!(h.state.series_meta("root.sg.d1", "s1"), None);
+        // Its alias is free again.
+        create(&mut h, vec![with("s9", Some("temperature"))]).unwrap();
+        let op = match h
+            .apply(Command::BeginDropDatabase {
+                database: "root.sg".into(),
+            })
+            .unwrap()
+        {
+            CommandResult::OperationBegun(operation_id) => operation_id,
+            other => panic!("{other:?}"),
+        };
+        h.apply(Command::FinishOperation { operation_id: op })
+            .unwrap();
+        assert!(h.state.series_meta.is_empty());
     }
 
     /// A version-4 snapshot (before users) decodes to root alone with its initial password.
@@ -2488,9 +2705,9 @@ mod tests {
     fn snapshot_version_4_decodes_with_root_alone() {
         let mut h = Harness::new();
         h.register(0, "a");
-        let v5 = h.state.encode_snapshot();
-        // Version 5 less its (empty) users table and CRC.
-        let mut v4 = v5[..v5.len() - 8].to_vec();
+        let v6 = h.state.encode_snapshot();
+        // Version 6 less its (empty) series meta and users tables and CRC.
+        let mut v4 = v6[..v6.len() - 12].to_vec();
         v4[..8].copy_from_slice(b"FPCNSNP4");
         let crc = crc32fast::hash(&v4);
         v4.extend_from_slice(&crc.to_le_bytes());
@@ -2510,9 +2727,9 @@ mod tests {
     fn snapshot_version_2_decodes_and_version_3_keeps_declarations() {
         let mut h = Harness::new();
         h.register(0, "a");
-        let v5 = h.state.encode_snapshot();
-        // Version 5 less its (empty) migration and user tables and CRC.
-        let mut v2 = v5[..v5.len() - 12].to_vec();
+        let v6 = h.state.encode_snapshot();
+        // Version 6 less its (empty) migration, user and series meta tables and CRC.
+        let mut v2 = v6[..v6.len() - 16].to_vec();
         v2[..8].copy_from_slice(b"FPCNSNP2");
         let crc = crc32fast::hash(&v2);
         v2.extend_from_slice(&crc.to_le_bytes());
@@ -2781,11 +2998,12 @@ mod tests {
             // An empty state's snapshot less its empty users table and CRC, then the bad table
             // (as a writer without the encoder's checks would have left it).
             let empty = MetadataState::new().encode_snapshot();
-            let mut bytes = empty[..empty.len() - 8].to_vec();
+            let mut bytes = empty[..empty.len() - 12].to_vec();
             let mut w = Writer::new();
             w.len32(1);
             w.str16(name);
             w.str16(hash);
+            w.len32(0); // series meta
             bytes.extend_from_slice(&w.into_bytes());
             let crc = crc32fast::hash(&bytes);
             bytes.extend_from_slice(&crc.to_le_bytes());

@@ -90,6 +90,10 @@ fn i32_lists(r: &mut Reader) -> Result<Vec<Vec<i32>>> {
     Ok(read_list(r, TType::List, i32s)?.unwrap_or_default())
 }
 
+fn string_maps(r: &mut Reader) -> Result<Vec<BTreeMap<String, String>>> {
+    Ok(read_list(r, TType::Map, string_map)?.unwrap_or_default())
+}
+
 /// A `map<string, string>`; entries of other types are skipped.
 fn string_map(r: &mut Reader) -> Result<BTreeMap<String, String>> {
     let (key, value, n) = r.map_begin()?;
@@ -300,8 +304,8 @@ request!(
 );
 
 request!(
-    /// `createTimeseries`' `TSCreateTimeseriesReq` (props, tags, attributes and alias are not
-    /// stored; a request with any of them is refused by the server).
+    /// `createTimeseries`' `TSCreateTimeseriesReq` (props are refused by the server: Fencepost
+    /// has no deadband filters).
     CreateTimeseriesReq {
         session_id: i64 = 1, I64, read_i64;
         path: String = 2, String, read_string;
@@ -328,14 +332,18 @@ request!(
 );
 
 request!(
-    /// `createMultiTimeseries`' `TSCreateMultiTimeseriesReq` (props, tags, attributes and
-    /// aliases, fields 6-9, are not stored).
+    /// `createMultiTimeseries`' `TSCreateMultiTimeseriesReq`: per path its type, encoding and
+    /// compressor, and optionally its props, tags, attributes and alias.
     CreateMultiTimeseriesReq {
         session_id: i64 = 1, I64, read_i64;
         paths: Vec<String> = 2, List, strings;
         data_types: Vec<i32> = 3, List, i32s;
         encodings: Vec<i32> = 4, List, i32s;
         compressors: Vec<i32> = 5, List, i32s;
+        props_list: Vec<BTreeMap<String, String>> = 6, List, string_maps;
+        tags_list: Vec<BTreeMap<String, String>> = 7, List, string_maps;
+        attributes_list: Vec<BTreeMap<String, String>> = 8, List, string_maps;
+        alias_list: Vec<String> = 9, List, strings;
     }
 );
 

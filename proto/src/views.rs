@@ -2,7 +2,7 @@
 
 pub use common::views::{
     ClusterView, ConfigNodeView, DataNodeView, LeaseView, LeasesView, LocalLeaseView,
-    RegionDigestView, RegionView, TimeseriesView,
+    RegionDigestView, RegionView, SeriesMeta, TimeseriesView,
 };
 
 fn endpoint(e: &Option<crate::Endpoint>) -> String {
@@ -23,6 +23,11 @@ impl TryFrom<crate::TimeseriesInfo> for TimeseriesView {
             pending_delete: s.pending_delete,
             encoding: s.encoding,
             compressor: s.compressor,
+            meta: SeriesMeta {
+                alias: (!s.alias.is_empty()).then_some(s.alias),
+                tags: s.tags,
+                attributes: s.attributes,
+            },
         })
     }
 }

@@ -578,6 +578,7 @@ impl Session {
                 data_type: data_type_to_wire(data_type),
                 encoding: encoding.unwrap_or_default().to_string(),
                 compressor: compressor.unwrap_or_default().to_string(),
+                ..Default::default()
             }],
         }))
         .await

@@ -42,6 +42,8 @@ pub enum Statement {
         encoding: Option<String>,
         /// `COMPRESSOR=...` (or `COMPRESSION=...`) as written (upper case), if given.
         compressor: Option<String>,
+        /// `root.sg.d1.s1(alias)`, `TAGS(k=v, ...)`, `ATTRIBUTES(k=v, ...)`.
+        meta: common::views::SeriesMeta,
     },
     /// `DELETE TIMESERIES root.sg.d1.s1`
     DeleteTimeseries {

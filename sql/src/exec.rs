@@ -24,7 +24,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
-use common::views::{ClusterView, LeasesView, LocalLeaseView, RegionView, TimeseriesView};
+use common::views::{
+    ClusterView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
+};
 use common::{DataType, StatusCode, Tablet, Value};
 
 use crate::{Insert, Literal, ParseError, PathPattern, Projection, Statement, TimeRange};
@@ -60,13 +62,15 @@ pub trait Backend: Sync {
     fn unset_ttl(&self, database: &str) -> impl Future<Output = ExecResult<()>> + Send;
     /// `REMOVE DATANODE`.
     fn remove_data_node(&self, data_node_id: u64) -> impl Future<Output = ExecResult<()>> + Send;
-    /// `CREATE TIMESERIES`, with the declared encoding and compressor if any.
+    /// `CREATE TIMESERIES`, with the declared encoding and compressor if any, and its alias,
+    /// tags and attributes.
     fn create_timeseries(
         &self,
         path: &str,
         data_type: DataType,
         encoding: Option<&str>,
         compressor: Option<&str>,
+        meta: &SeriesMeta,
     ) -> impl Future<Output = ExecResult<()>> + Send;
     /// `DELETE TIMESERIES`.
     fn delete_timeseries(&self, path: &str) -> impl Future<Output = ExecResult<()>> + Send;
@@ -267,9 +271,16 @@ pub async fn execute<B: Backend>(backend: &B, statement: &Statement) -> ExecResu
             data_type,
             encoding,
             compressor,
+            meta,
         } => {
             backend
-                .create_timeseries(path, *data_type, encoding.as_deref(), compressor.as_deref())
+                .create_timeseries(
+                    path,
+                    *data_type,
+                    encoding.as_deref(),
+                    compressor.as_deref(),
+                    meta,
+                )
                 .await?;
             Ok(Outcome::done())
         }
@@ -405,17 +416,48 @@ async fn device_series<B: Backend>(
         .collect())
 }
 
-/// The series a projection names that exist, with their types: `*` is every series of the
-/// device.
+/// The series a projection names that exist, as (the name asked for, the measurement, its
+/// type): `*` is every series of the device; a name that is no measurement of the device may be
+/// a series' alias.
 async fn resolve<B: Backend>(
     backend: &B,
     device: &str,
     projection: &Projection,
-) -> ExecResult<Vec<(String, DataType)>> {
-    match projection {
-        Projection::All => device_series(backend, device).await,
-        Projection::Measurements(names) => backend.series_types(device, names).await,
+) -> ExecResult<Vec<(String, String, DataType)>> {
+    let names = match projection {
+        Projection::All => {
+            return Ok(device_series(backend, device)
+                .await?
+                .into_iter()
+                .map(|(m, t)| (m.clone(), m, t))
+                .collect())
+        }
+        Projection::Measurements(names) => names,
+    };
+    let found: HashMap<String, DataType> = backend
+        .series_types(device, names)
+        .await?
+        .into_iter()
+        .collect();
+    let mut aliases: HashMap<String, (String, DataType)> = HashMap::new();
+    if names.iter().any(|n| !found.contains_key(n)) {
+        for s in backend.show_timeseries(&format!("{device}.")).await? {
+            if s.device == device && !s.pending_delete {
+                if let Some(alias) = s.meta.alias {
+                    aliases.insert(alias, (s.measurement, s.data_type));
+                }
+            }
+        }
     }
+    Ok(names
+        .iter()
+        .filter_map(|name| match found.get(name) {
+            Some(t) => Some((name.clone(), name.clone(), *t)),
+            None => aliases
+                .get(name)
+                .map(|(m, t)| (name.clone(), m.clone(), *t)),
+        })
+        .collect())
 }
 
 /// One tablet holding every row of `insert`, typed by the rules in the module comment.
@@ -567,8 +609,9 @@ async fn resolve_series<B: Backend>(
     Ok(resolve(backend, device, projection)
         .await?
         .into_iter()
-        .map(|(measurement, data_type)| Series {
+        .map(|(label, measurement, data_type)| Series {
             device: device.to_string(),
+            label,
             measurement,
             data_type,
         })
@@ -579,6 +622,8 @@ async fn resolve_series<B: Backend>(
 #[derive(Clone, Debug)]
 struct Series {
     device: String,
+    /// The name the query used: the measurement, or its alias.
+    label: String,
     measurement: String,
     data_type: DataType,
 }
@@ -614,6 +659,7 @@ async fn resolve_paths<B: Backend>(backend: &B, paths: &[String]) -> ExecResult<
             let data_type = *types.get(&key)?;
             Some(Series {
                 device: key.0,
+                label: key.1.clone(),
                 measurement: key.1,
                 data_type,
             })
@@ -664,7 +710,7 @@ async fn join<B: Backend>(backend: &B, series: &[Series], range: TimeRange) -> E
     header.extend(
         series
             .iter()
-            .map(|s| (format!("{}.{}", s.device, s.measurement), s.data_type)),
+            .map(|s| (format!("{}.{}", s.device, s.label), s.data_type)),
     );
     let rows = joined
         .into_iter()
@@ -700,7 +746,7 @@ async fn last<B: Backend>(backend: &B, series: &[Series], since: i64) -> ExecRes
         }
         rows.push(vec![
             Some(Value::Int64(time)),
-            Some(Value::Text(format!("{}.{}", s.device, s.measurement))),
+            Some(Value::Text(format!("{}.{}", s.device, s.label))),
             Some(Value::Text(value_text(&value))),
             Some(Value::Text(value.data_type().name().to_string())),
         ]);
@@ -750,9 +796,9 @@ async fn select_count<B: Backend>(
     }
     let mut header = Vec::with_capacity(series.len());
     let mut row = Vec::with_capacity(series.len());
-    for (measurement, _) in &series {
+    for (label, measurement, _) in &series {
         let count = points(backend, device, measurement, range).await?.len();
-        header.push((format!("count({device}.{measurement})"), DataType::Int64));
+        header.push((format!("count({device}.{label})"), DataType::Int64));
         row.push(Some(Value::Int64(
             i64::try_from(count).expect("a count bounded by RESULT_ROWS_MAX"),
         )));

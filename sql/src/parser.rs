@@ -435,6 +435,11 @@ impl Parser<'_> {
             return Err(self.error("DATABASE, TIMESERIES or USER"));
         }
         let path = self.path(PathKind::Series)?;
+        let mut meta = common::views::SeriesMeta::default();
+        if self.eat(&TokenKind::LeftParen) {
+            meta.alias = Some(self.measurement()?);
+            self.expect(&TokenKind::RightParen, "')'")?;
+        }
         let data_type = if self.eat_keyword("WITH") {
             self.expect_keyword("DATATYPE")?;
             self.expect(&TokenKind::Equal, "'='")?;
@@ -443,12 +448,53 @@ impl Parser<'_> {
             self.data_type("WITH or a data type")?
         };
         let (encoding, compressor) = self.codec_attributes()?;
+        while self.peek().is_some() {
+            let (slot, name) = if self.is_keyword("TAGS") {
+                (&mut meta.tags, "TAGS")
+            } else if self.is_keyword("ATTRIBUTES") {
+                (&mut meta.attributes, "ATTRIBUTES")
+            } else {
+                return Err(self.error("TAGS, ATTRIBUTES or end of statement"));
+            };
+            if !slot.is_empty() {
+                return Err(self.error(&format!("{name} at most once")));
+            }
+            self.next += 1;
+            *slot = self.key_values()?;
+        }
         Ok(Statement::CreateTimeseries {
             path,
             data_type,
             encoding,
             compressor,
+            meta,
         })
+    }
+
+    /// `(key = value, ...)`: keys and values are names, numbers or quoted strings.
+    fn key_values(&mut self) -> Result<std::collections::BTreeMap<String, String>, ParseError> {
+        self.expect(&TokenKind::LeftParen, "'('")?;
+        let mut pairs = std::collections::BTreeMap::new();
+        loop {
+            let key = self.label("a key")?;
+            self.expect(&TokenKind::Equal, "'='")?;
+            let value = self.label("a value")?;
+            pairs.insert(key, value);
+            if !self.eat(&TokenKind::Comma) {
+                break;
+            }
+        }
+        self.expect(&TokenKind::RightParen, "')'")?;
+        Ok(pairs)
+    }
+
+    fn label(&mut self, expected: &str) -> Result<String, ParseError> {
+        let text = match self.peek_kind() {
+            Some(TokenKind::Word(w) | TokenKind::Number(w) | TokenKind::Str(w)) => w.clone(),
+            _ => return Err(self.error(expected)),
+        };
+        self.next += 1;
+        Ok(text)
     }
 
     fn data_type(&mut self, expected: &str) -> Result<DataType, ParseError> {
@@ -471,7 +517,7 @@ impl Parser<'_> {
     /// the names as written (the ConfigNode checks them against the type).
     fn codec_attributes(&mut self) -> Result<(Option<String>, Option<String>), ParseError> {
         let (mut encoding, mut compressor) = (None, None);
-        while self.peek().is_some() {
+        while self.peek().is_some() && !self.is_keyword("TAGS") && !self.is_keyword("ATTRIBUTES") {
             self.eat(&TokenKind::Comma);
             let slot = if self.is_keyword("ENCODING") {
                 &mut encoding

@@ -262,18 +262,6 @@ NULLS_ROWS = [
 NULLS_EXPECTED = list(zip(NULLS_TIMES, NULLS_ROWS))
 
 
-def not_supported_yet(reason):
-    """A test of what Fencepost does not do yet (`reason`, named in the issue that leaves it out):
-    an expected failure. Python >= 3.11 counts an unexpected success as a failed run, so the day
-    the feature lands this suite fails until the decorator is removed: a reminder, on purpose."""
-
-    def mark(test):
-        test.__doc__ = f"not supported yet: {reason}"
-        return unittest.expectedFailure(test)
-
-    return mark
-
-
 class HandshakeTest(FencepostTestCase):
     def test_handshake_every_datanode(self):
         # openSession, requestStatementId, setTimeZone, then a query (which sees the database setUp
@@ -379,7 +367,6 @@ class SchemaTest(FencepostTestCase):
         with self.assertRaises(StatementExecutionException, msg="writing DOUBLE into INT64"):
             self.session.insert_record(self.dev, 1, ["s1"], [D], [1.5])
 
-    @not_supported_yet("tags, attributes and aliases (createTimeseries with them answers 300)")
     def test_create_time_series_tags_attributes_alias(self):
         s1, s2, s3 = self.paths(self.dev, ["s1", "s2", "s3"])
         self.session.create_time_series(

@@ -115,6 +115,7 @@ impl Sim {
                     measurement: name(r),
                     data_type: DataType::from_code(r.range(0, 6) as u8).unwrap(),
                     codec: Default::default(),
+                    meta: Default::default(),
                 }],
                 auto_create: true,
             },

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use common::{DataType, StatusCode, Tablet, Value};
 use proto::session_service_server::SessionService;
-use proto::views::{ClusterView, LeasesView, LocalLeaseView, RegionView, TimeseriesView};
+use proto::views::{
+    ClusterView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
+};
 use sql::{Backend, ExecError, ExecResult};
 use tonic::Request;
 
@@ -200,6 +202,7 @@ impl Backend for DataNodeBackend {
         data_type: DataType,
         encoding: Option<&str>,
         compressor: Option<&str>,
+        meta: &SeriesMeta,
     ) -> ExecResult<()> {
         use proto::schema_statement_req::Statement;
         let (device, measurement) = split_path(path)?;
@@ -210,6 +213,9 @@ impl Backend for DataNodeBackend {
                 data_type: proto::data_type_to_wire(data_type) as i32,
                 encoding: encoding.unwrap_or_default().to_string(),
                 compressor: compressor.unwrap_or_default().to_string(),
+                alias: meta.alias.clone().unwrap_or_default(),
+                tags: meta.tags.clone(),
+                attributes: meta.attributes.clone(),
             }],
         }))
         .await

@@ -25,6 +25,7 @@ pub(crate) use backend::DataNodeBackend;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use common::views::SeriesMeta;
 use common::{StatusCode, Tablet};
 use iotdb_rpc::messages::{
     self, CloseOperationReq, CreateAlignedTimeseriesReq, CreateMultiTimeseriesReq,
@@ -199,6 +200,16 @@ fn bad_request(e: BadRequest) -> Status {
         StatusCode::IllegalParameter
     };
     Status::new(code.wire(), e.message)
+}
+
+/// What the create-timeseries calls declare, one entry per path.
+struct CreateSpec {
+    paths: Vec<String>,
+    types: Vec<i32>,
+    encodings: Vec<i32>,
+    compressors: Vec<i32>,
+    props: Vec<BTreeMap<String, String>>,
+    meta: Vec<SeriesMeta>,
 }
 
 /// IoTDB's `deleteData`, over Thrift and gRPC: the points with `start <= t <= end` of the series
@@ -458,17 +469,34 @@ impl Connection {
                     .iter()
                     .map(|m| format!("{}.{m}", req.prefix_path))
                     .collect();
-                Ok(Answer::Status(
-                    self.create_many(paths, &req.data_types, &req.encodings, &req.compressors)
-                        .await,
-                ))
+                let spec = CreateSpec {
+                    paths,
+                    types: req.data_types,
+                    encodings: req.encodings,
+                    compressors: req.compressors,
+                    props: Vec::new(),
+                    meta: Vec::new(),
+                };
+                Ok(Answer::Status(self.create_many(spec).await))
             }
             "createMultiTimeseries" => {
                 let req = request(r, CreateMultiTimeseriesReq::read)?;
-                Ok(Answer::Status(
-                    self.create_many(req.paths, &req.data_types, &req.encodings, &req.compressors)
-                        .await,
-                ))
+                let n = req.paths.len();
+                let mut meta: Vec<SeriesMeta> = vec![SeriesMeta::default(); n];
+                for (i, m) in meta.iter_mut().enumerate() {
+                    m.alias = req.alias_list.get(i).filter(|a| !a.is_empty()).cloned();
+                    m.tags = req.tags_list.get(i).cloned().unwrap_or_default();
+                    m.attributes = req.attributes_list.get(i).cloned().unwrap_or_default();
+                }
+                let spec = CreateSpec {
+                    paths: req.paths,
+                    types: req.data_types,
+                    encodings: req.encodings,
+                    compressors: req.compressors,
+                    props: req.props_list,
+                    meta,
+                };
+                Ok(Answer::Status(self.create_many(spec).await))
             }
             "deleteTimeseries" => {
                 let args = SessionArgs::read(r)?;
@@ -694,41 +722,47 @@ impl Connection {
     }
 
     async fn create_timeseries(&self, req: CreateTimeseriesReq) -> Status {
-        if !req.tags.is_empty()
-            || !req.attributes.is_empty()
-            || !req.props.is_empty()
-            || req.alias.is_some()
-        {
-            return Status::new(
-                300,
-                format!(
-                    "{}: tags, attributes, properties and aliases are not supported yet; create \
-                     the series without them",
-                    req.path
-                ),
-            );
-        }
-        self.create_many(
-            vec![req.path],
-            &[req.data_type],
-            &[req.encoding],
-            &[req.compressor],
-        )
-        .await
+        let spec = CreateSpec {
+            paths: vec![req.path],
+            types: vec![req.data_type],
+            encodings: vec![req.encoding],
+            compressors: vec![req.compressor],
+            props: vec![req.props],
+            meta: vec![SeriesMeta {
+                alias: req.alias.filter(|a| !a.is_empty()),
+                tags: req.tags,
+                attributes: req.attributes,
+            }],
+        };
+        self.create_many(spec).await
     }
 
-    /// Creates each of `paths` with its type, encoding and compressor codes.
-    async fn create_many(
-        &self,
-        paths: Vec<String>,
-        types: &[i32],
-        encodings: &[i32],
-        compressors: &[i32],
-    ) -> Status {
-        if types.len() != paths.len() {
+    /// Creates each of `spec.paths` with its type, encoding and compressor codes, and its alias,
+    /// tags and attributes. Props (IoTDB's deadband settings) are refused: Fencepost has no
+    /// deadband filter, and storing them unused would pretend it has.
+    async fn create_many(&self, spec: CreateSpec) -> Status {
+        let CreateSpec {
+            paths,
+            types,
+            encodings,
+            compressors,
+            props,
+            meta,
+        } = spec;
+        if types.len() != paths.len()
+            || [props.len(), meta.len()]
+                .iter()
+                .any(|&n| n != 0 && n != paths.len())
+        {
             return Status::new(
                 StatusCode::IllegalParameter.wire(),
-                format!("{} paths but {} data types", paths.len(), types.len()),
+                format!(
+                    "{} paths but {} data types, {} props and {} aliases, tags and attributes",
+                    paths.len(),
+                    types.len(),
+                    props.len(),
+                    meta.len()
+                ),
             );
         }
         let mut statuses = Vec::with_capacity(paths.len());
@@ -744,9 +778,23 @@ impl Connection {
             let compressor = compressors
                 .get(i)
                 .and_then(|&c| iotdb_rpc::compressor_name(c));
+            if props.get(i).is_some_and(|p| !p.is_empty()) {
+                statuses.push(Status::new(
+                    sql::exec::UNSUPPORTED_OPERATION,
+                    format!("{path}: props (deadband settings) are not supported"),
+                ));
+                continue;
+            }
+            let empty = SeriesMeta::default();
             let created = self
                 .backend()
-                .create_timeseries(path, data_type, encoding, compressor)
+                .create_timeseries(
+                    path,
+                    data_type,
+                    encoding,
+                    compressor,
+                    meta.get(i).unwrap_or(&empty),
+                )
                 .await;
             statuses.push(self.done(created));
         }

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Mutex;
 
-use common::views::{ClusterView, LeasesView, LocalLeaseView, RegionView, TimeseriesView};
+use common::views::{
+    ClusterView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
+};
 use common::{DataType, StatusCode, Tablet, Value};
 
 use super::*;
@@ -13,10 +15,11 @@ use crate::{parse_script, Position};
 /// A series' type and points.
 type Points = (DataType, BTreeMap<i64, Value>);
 
-/// Series by (device, measurement).
+/// Series by (device, measurement), and their declared aliases, tags and attributes.
 #[derive(Default)]
 struct Memory {
     series: Mutex<BTreeMap<(String, String), Points>>,
+    meta: Mutex<BTreeMap<(String, String), SeriesMeta>>,
 }
 
 fn unused<T>() -> ExecResult<T> {
@@ -48,12 +51,15 @@ impl Backend for Memory {
         data_type: DataType,
         _: Option<&str>,
         _: Option<&str>,
+        meta: &SeriesMeta,
     ) -> ExecResult<()> {
         let (device, measurement) = path.rsplit_once('.').expect("a series path");
-        self.series.lock().unwrap().insert(
-            (device.into(), measurement.into()),
-            (data_type, BTreeMap::new()),
-        );
+        let key: (String, String) = (device.into(), measurement.into());
+        self.series
+            .lock()
+            .unwrap()
+            .insert(key.clone(), (data_type, BTreeMap::new()));
+        self.meta.lock().unwrap().insert(key, meta.clone());
         Ok(())
     }
     async fn delete_timeseries(&self, _: &str) -> ExecResult<()> {
@@ -103,10 +109,15 @@ impl Backend for Memory {
     }
     async fn show_timeseries(&self, prefix: &str) -> ExecResult<Vec<TimeseriesView>> {
         let series = self.series.lock().unwrap();
+        let meta = self.meta.lock().unwrap();
         Ok(series
             .iter()
             .filter(|((d, m), _)| format!("{d}.{m}").starts_with(prefix))
             .map(|((d, m), (t, _))| TimeseriesView {
+                meta: meta
+                    .get(&(d.clone(), m.clone()))
+                    .cloned()
+                    .unwrap_or_default(),
                 database: "root.sg".into(),
                 device: d.clone(),
                 measurement: m.clone(),
@@ -355,6 +366,37 @@ fn delete_from_removes_the_points_in_range_of_the_series_named() {
     let patterns = [PathPattern::parse("root.sg.d1.*").unwrap()];
     ready(delete_paths(&m, &patterns, 5, 6)).unwrap();
     assert_eq!(times("root.sg.d1.a"), [7]);
+}
+
+#[test]
+fn aliases_name_series_and_show_lists_tags_and_attributes() {
+    let m = Memory::default();
+    one(
+        &m,
+        "CREATE TIMESERIES root.sg.d1.s1(temperature) WITH DATATYPE=DOUBLE, ENCODING=GORILLA \
+         TAGS(unit=c, 'floor'='3') ATTRIBUTES(owner=\"o\"\"ps\")",
+    );
+    one(&m, "INSERT INTO root.sg.d1(time, s1) VALUES (5, 21.5)");
+    let o = one(&m, "SELECT temperature FROM root.sg.d1");
+    assert_eq!(o.columns, ["Time", "root.sg.d1.temperature"]);
+    assert_eq!(
+        o.rows,
+        vec![vec![Some(Value::Int64(5)), Some(Value::Double(21.5))]]
+    );
+    let shown = one(&m, "SHOW TIMESERIES root.sg.d1.s1");
+    let text = |i: usize| shown.rows[0][i].clone();
+    assert_eq!(text(1), Some(Value::Text("temperature".into())));
+    assert_eq!(
+        text(6),
+        Some(Value::Text(r#"{"floor":"3","unit":"c"}"#.into()))
+    );
+    assert_eq!(text(7), Some(Value::Text(r#"{"owner":"o\"ps"}"#.into())));
+    one(&m, "CREATE TIMESERIES root.sg.d1.s2 INT64");
+    let plain = one(&m, "SHOW TIMESERIES root.sg.d1.s2");
+    assert_eq!(
+        (plain.rows[0][1].clone(), plain.rows[0][6].clone()),
+        (None, None)
+    );
 }
 
 #[test]

@@ -53,8 +53,39 @@ pub(super) async fn databases<B: Backend>(backend: &B) -> ExecResult<Outcome> {
     Ok(Outcome::query(texts(&["Database", "TTL"]), rows))
 }
 
+/// A JSON object of strings, as IoTDB prints tags and attributes (`{"unit":"c"}`).
+pub(super) fn json_object(map: &BTreeMap<String, String>) -> String {
+    fn quoted(out: &mut String, s: &str) {
+        out.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    let mut out = String::from("{");
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        quoted(&mut out, key);
+        out.push(':');
+        quoted(&mut out, value);
+    }
+    out.push('}');
+    out
+}
+
 /// `SHOW TIMESERIES`, with IoTDB's columns. Encoding and Compression are as declared (empty when
-/// none was: the storage engine chooses per page); Fencepost has no aliases, tags, attributes,
+/// none was: the storage engine chooses per page); Alias, Tags and Attributes as declared (null
+/// when none; tags and attributes as JSON objects, as IoTDB prints them); Fencepost has no
 /// deadbands or views, so those are null (ViewType `BASE`). Series being deleted are left out.
 pub(super) async fn timeseries<B: Backend>(
     backend: &B,
@@ -65,15 +96,22 @@ pub(super) async fn timeseries<B: Backend>(
         .into_iter()
         .filter(|(_, s)| !s.pending_delete)
         .map(|(path, s)| {
+            let json = |map: &BTreeMap<String, String>| {
+                if map.is_empty() {
+                    None
+                } else {
+                    text(json_object(map))
+                }
+            };
             vec![
                 text(path),
-                None,
+                s.meta.alias.clone().and_then(text),
                 text(s.database),
                 text(s.data_type.name()),
                 text(s.encoding),
                 text(s.compressor),
-                None,
-                None,
+                json(&s.meta.tags),
+                json(&s.meta.attributes),
                 None,
                 None,
                 text("BASE"),

@@ -125,6 +125,7 @@ fn create_timeseries_forms() {
         data_type: DataType::Double,
         encoding: encoding.map(str::to_string),
         compressor: compressor.map(str::to_string),
+        meta: Default::default(),
     };
     assert_eq!(
         one("CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=DOUBLE"),
@@ -154,9 +155,26 @@ fn create_timeseries_forms() {
                 data_type: t,
                 encoding: None,
                 compressor: None,
+                meta: Default::default(),
             }
         );
     }
+    let Statement::CreateTimeseries { meta, .. } = one(
+        "CREATE TIMESERIES root.sg.d1.s1(temp) DOUBLE ENCODING=PLAIN TAGS(a=1, 'b c'=\"d\") ATTRIBUTES(x=y)",
+    ) else {
+        panic!("not a CREATE TIMESERIES");
+    };
+    assert_eq!(meta.alias.as_deref(), Some("temp"));
+    assert_eq!(
+        meta.tags.into_iter().collect::<Vec<_>>(),
+        [("a".into(), "1".into()), ("b c".into(), "d".into())]
+    );
+    assert_eq!(meta.attributes.len(), 1);
+    assert!(
+        error("CREATE TIMESERIES root.sg.d1.s1 DOUBLE TAGS(a=1) TAGS(b=2)")
+            .contains("at most once")
+    );
+    assert!(error("CREATE TIMESERIES root.sg.d1.s1 DOUBLE TAGS(a)").contains("'='"));
 }
 
 #[test]
