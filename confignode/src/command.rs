@@ -591,8 +591,8 @@ impl CommandResult {
     }
 }
 
-/// A series' alias, tags and attributes (kind 18).
-fn encode_meta(w: &mut Writer, meta: &SeriesMeta) {
+/// A series' alias, tags and attributes (kind 18, and the snapshot's series meta table).
+pub(crate) fn encode_meta(w: &mut Writer, meta: &SeriesMeta) {
     w.str16(meta.alias.as_deref().unwrap_or(""));
     for map in [&meta.tags, &meta.attributes] {
         w.len32(map.len());
@@ -603,7 +603,7 @@ fn encode_meta(w: &mut Writer, meta: &SeriesMeta) {
     }
 }
 
-fn decode_meta(r: &mut Reader<'_>) -> common::codec::DecodeResult<SeriesMeta> {
+pub(crate) fn decode_meta(r: &mut Reader<'_>) -> common::codec::DecodeResult<SeriesMeta> {
     let alias = r.str16()?;
     let mut maps = [
         std::collections::BTreeMap::new(),

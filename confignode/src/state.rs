@@ -1527,14 +1527,7 @@ impl MetadataState {
         for ((device, measurement), meta) in &self.series_meta {
             w.str16(device);
             w.str16(measurement);
-            w.str16(meta.alias.as_deref().unwrap_or(""));
-            for map in [&meta.tags, &meta.attributes] {
-                w.len32(map.len());
-                for (key, value) in map {
-                    w.str16(key);
-                    w.str16(value);
-                }
-            }
+            crate::command::encode_meta(w, meta);
         }
     }
 
@@ -1695,19 +1688,7 @@ impl MetadataState {
         if magic == 0 {
             for _ in 0..r.count(14)? {
                 let key = (r.str16()?, r.str16()?);
-                let alias = r.str16()?;
-                let mut maps = [BTreeMap::new(), BTreeMap::new()];
-                for map in &mut maps {
-                    for _ in 0..r.count(4)? {
-                        map.insert(r.str16()?, r.str16()?);
-                    }
-                }
-                let [tags, attributes] = maps;
-                let meta = SeriesMeta {
-                    alias: (!alias.is_empty()).then_some(alias),
-                    tags,
-                    attributes,
-                };
+                let meta = crate::command::decode_meta(&mut r)?;
                 if !s.series.contains_key(&key) || meta.is_empty() {
                     return r.error(format!(
                         "meta of {}.{}: no such series, or empty",

@@ -242,7 +242,9 @@ async fn users_are_created_authenticated_refused_locked_and_kept() {
     // hash included.
     let snapshot = dir.path().join("snapshot");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read(&snapshot).is_ok_and(|b| b.starts_with(confignode::state::MetadataState::SNAPSHOT_MAGIC)) {
+    while !std::fs::read(&snapshot)
+        .is_ok_and(|b| b.starts_with(confignode::state::MetadataState::SNAPSHOT_MAGIC))
+    {
         assert!(Instant::now() < deadline, "no snapshot written");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
