@@ -3,6 +3,23 @@
 //! show. Endpoints are `host:port`; an absent one is the empty string. `proto` fills them from
 //! its messages.
 
+/// One database (`SHOW DATABASES`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatabaseView {
+    /// Its path, e.g. `root.sg`.
+    pub name: String,
+    /// Its time to live in ms; `None` when none is set (IoTDB's INF).
+    pub ttl_ms: Option<i64>,
+    /// The metadata's replicas: the ConfigNodes.
+    pub schema_replication_factor: u32,
+    /// The replicas of each of its data regions.
+    pub data_replication_factor: u32,
+    /// Where time partitions start, in ms.
+    pub time_partition_origin_ms: i64,
+    /// The length of a time partition, in ms.
+    pub time_partition_interval_ms: i64,
+}
+
 /// One series (`SHOW TIMESERIES`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimeseriesView {

@@ -601,10 +601,15 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             .filter(|(_, p)| !p)
             .map(|(d, _)| d)
             .collect();
+        let config = &self.shared.config;
         Ok(Response::new(proto::ShowDatabasesResp {
             status: Some(status_ok()),
             ttl_ms: shown.iter().map(|d| state.ttl_ms(d).unwrap_or(0)).collect(),
             databases: shown.into_iter().map(str::to_string).collect(),
+            schema_replication_factor: self.shared.group.members().len() as u32,
+            data_replication_factor: config.data_replication_factor,
+            time_partition_origin_ms: 0,
+            time_partition_interval_ms: config.time_partition_interval_ms,
         }))
     }
 

@@ -1,7 +1,7 @@
 //! The plain views of `common::views`, filled from the session service's answers.
 
 pub use common::views::{
-    ClusterView, ConfigNodeView, DataNodeView, LeaseView, LeasesView, LocalLeaseView,
+    ClusterView, ConfigNodeView, DataNodeView, DatabaseView, LeaseView, LeasesView, LocalLeaseView,
     RegionDigestView, RegionView, SeriesMeta, TimeseriesView,
 };
 

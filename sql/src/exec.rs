@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
 use common::views::{
-    ClusterView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
+    ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
 };
 use common::{DataType, StatusCode, Tablet, Value};
 
@@ -108,9 +108,8 @@ pub trait Backend: Sync {
         device: &str,
         measurement: &str,
     ) -> impl Future<Output = ExecResult<Option<(i64, Value)>>> + Send;
-    /// Every database and its TTL in ms, if one is set.
-    fn show_databases(&self)
-        -> impl Future<Output = ExecResult<Vec<(String, Option<i64>)>>> + Send;
+    /// Every database, with its TTL, replication and time partitions.
+    fn show_databases(&self) -> impl Future<Output = ExecResult<Vec<DatabaseView>>> + Send;
     /// `SHOW CLUSTER`.
     fn show_cluster(&self) -> impl Future<Output = ExecResult<ClusterView>> + Send;
     /// `SHOW REGIONS`.

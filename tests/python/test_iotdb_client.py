@@ -316,6 +316,16 @@ class SchemaTest(FencepostTestCase):
     def test_storage_groups(self):
         self.session.set_storage_group(self.db)
         self.assertIn(self.db, self.show_databases())
+        # IoTDB 2.0's columns (Fencepost adds its TTL after them), typed as IoTDB types them.
+        shown = self.query("show databases")
+        self.assertEqual(
+            shown.columns[:5],
+            ["Database", "SchemaReplicationFactor", "DataReplicationFactor", "TimePartitionOrigin",
+             "TimePartitionInterval"],
+        )
+        row = next(values for _, values in shown.rows if values[0] == self.db)
+        self.assertEqual(row[2], 3, "the suite's cluster replicates data 3 times")
+        self.assertIsInstance(row[4], int)
         # Visible through every DataNode.
         for endpoint in ENDPOINTS[1:]:
             other = open_session(endpoint)

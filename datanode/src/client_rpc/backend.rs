@@ -8,7 +8,7 @@ use std::sync::Arc;
 use common::{DataType, StatusCode, Tablet, Value};
 use proto::session_service_server::SessionService;
 use proto::views::{
-    ClusterView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
+    ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
 };
 use sql::{Backend, ExecError, ExecResult};
 use tonic::Request;
@@ -350,7 +350,7 @@ impl Backend for DataNodeBackend {
             .and_then(|s| s.points.into_iter().next_back()))
     }
 
-    async fn show_databases(&self) -> ExecResult<Vec<(String, Option<i64>)>> {
+    async fn show_databases(&self) -> ExecResult<Vec<DatabaseView>> {
         let answer = self
             .service
             .show_databases(show())
@@ -358,12 +358,19 @@ impl Backend for DataNodeBackend {
             .map(tonic::Response::into_inner);
         let reply: proto::ShowDatabasesResp =
             checked(answer, |r: &proto::ShowDatabasesResp| r.status.clone())?;
-        let ttls = reply.ttl_ms;
+        let ttls = &reply.ttl_ms;
         Ok(reply
             .databases
-            .into_iter()
+            .iter()
             .enumerate()
-            .map(|(i, d)| (d, ttls.get(i).copied().filter(|t| *t > 0)))
+            .map(|(i, d)| DatabaseView {
+                name: d.clone(),
+                ttl_ms: ttls.get(i).copied().filter(|t| *t > 0),
+                schema_replication_factor: reply.schema_replication_factor,
+                data_replication_factor: reply.data_replication_factor,
+                time_partition_origin_ms: reply.time_partition_origin_ms,
+                time_partition_interval_ms: reply.time_partition_interval_ms,
+            })
             .collect())
     }
 

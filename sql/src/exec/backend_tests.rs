@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Mutex;
 
 use common::views::{
-    ClusterView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
+    ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
 };
 use common::{DataType, StatusCode, Tablet, Value};
 
@@ -157,8 +157,15 @@ impl Backend for Memory {
             .and_then(|(_, points)| points.last_key_value())
             .map(|(t, v)| (*t, v.clone())))
     }
-    async fn show_databases(&self) -> ExecResult<Vec<(String, Option<i64>)>> {
-        Ok(vec![("root.sg".into(), None)])
+    async fn show_databases(&self) -> ExecResult<Vec<DatabaseView>> {
+        Ok(vec![DatabaseView {
+            name: "root.sg".into(),
+            ttl_ms: Some(86_400_000),
+            schema_replication_factor: 1,
+            data_replication_factor: 3,
+            time_partition_origin_ms: 0,
+            time_partition_interval_ms: 604_800_000,
+        }])
     }
     async fn show_cluster(&self) -> ExecResult<ClusterView> {
         unused()
@@ -396,6 +403,45 @@ fn aliases_name_series_and_show_lists_tags_and_attributes() {
     assert_eq!(
         (plain.rows[0][1].clone(), plain.rows[0][6].clone()),
         (None, None)
+    );
+}
+
+#[test]
+fn show_databases_has_iotdb_2_columns_then_the_ttl() {
+    let m = Memory::default();
+    let o = one(&m, "SHOW DATABASES");
+    assert_eq!(
+        o.columns,
+        [
+            "Database",
+            "SchemaReplicationFactor",
+            "DataReplicationFactor",
+            "TimePartitionOrigin",
+            "TimePartitionInterval",
+            "TTL"
+        ]
+    );
+    assert_eq!(
+        o.types,
+        [
+            DataType::Text,
+            DataType::Int32,
+            DataType::Int32,
+            DataType::Int64,
+            DataType::Int64,
+            DataType::Text
+        ]
+    );
+    assert_eq!(
+        o.rows,
+        vec![vec![
+            Some(Value::Text("root.sg".into())),
+            Some(Value::Int32(1)),
+            Some(Value::Int32(3)),
+            Some(Value::Int64(0)),
+            Some(Value::Int64(604_800_000)),
+            Some(Value::Text("86400000".into())),
+        ]]
     );
 }
 

@@ -36,21 +36,39 @@ fn boolean(b: bool) -> Cell {
     Some(Value::Boolean(b))
 }
 
+/// `SHOW DATABASES`: IoTDB 2.0's columns, then the TTL (which IoTDB 1.x listed here: in ms, or
+/// `INF` when none is set).
 pub(super) async fn databases<B: Backend>(backend: &B) -> ExecResult<Outcome> {
     let rows = backend
         .show_databases()
         .await?
         .into_iter()
-        .map(|(d, ttl_ms)| {
-            // IoTDB shows the TTL in ms, or INF when none is set.
-            let ttl = match ttl_ms {
+        .map(|d| {
+            let ttl = match d.ttl_ms {
                 Some(ms) => ms.to_string(),
                 None => "INF".to_string(),
             };
-            vec![text(d), text(ttl)]
+            vec![
+                text(d.name),
+                Some(Value::Int32(d.schema_replication_factor as i32)),
+                Some(Value::Int32(d.data_replication_factor as i32)),
+                Some(Value::Int64(d.time_partition_origin_ms)),
+                Some(Value::Int64(d.time_partition_interval_ms)),
+                text(ttl),
+            ]
         })
         .collect();
-    Ok(Outcome::query(texts(&["Database", "TTL"]), rows))
+    Ok(Outcome::query(
+        header(&[
+            ("Database", DataType::Text),
+            ("SchemaReplicationFactor", DataType::Int32),
+            ("DataReplicationFactor", DataType::Int32),
+            ("TimePartitionOrigin", DataType::Int64),
+            ("TimePartitionInterval", DataType::Int64),
+            ("TTL", DataType::Text),
+        ]),
+        rows,
+    ))
 }
 
 /// A JSON object of strings, as IoTDB prints tags and attributes (`{"unit":"c"}`).
@@ -157,7 +175,12 @@ pub(super) async fn devices<B: Backend>(
     backend: &B,
     pattern: Option<&PathPattern>,
 ) -> ExecResult<Outcome> {
-    let ttls: BTreeMap<String, Option<i64>> = backend.show_databases().await?.into_iter().collect();
+    let ttls: BTreeMap<String, Option<i64>> = backend
+        .show_databases()
+        .await?
+        .into_iter()
+        .map(|d| (d.name, d.ttl_ms))
+        .collect();
     let prefix = pattern.map(PathPattern::fixed_prefix).unwrap_or_default();
     let mut devices: BTreeMap<String, String> = BTreeMap::new();
     for s in backend.show_timeseries(&prefix).await? {
