@@ -380,7 +380,9 @@ impl MetadataState {
 
     /// An alias must be a measurement name that no other series of the device has as its name
     /// or alias (in the state or in `batch`), and a new measurement must not be another series'
-    /// alias: each names exactly one series.
+    /// alias: each names exactly one series. `batch` is the command's series when one of them
+    /// has an alias, else empty (every write path's auto-creation: a pass over the batch per
+    /// series would be quadratic in its size).
     fn check_names(&self, s: &SeriesSpec, batch: &[SeriesSpec]) -> Result<(), MetadataError> {
         let taken = |name: &str, by: &str| MetadataError::IllegalPath {
             path: format!("{}.{name}", s.device),
@@ -1076,6 +1078,11 @@ impl MetadataState {
     ) -> Result<CommandResult, MetadataError> {
         // Validate everything first so that a refused command changes nothing.
         let mut new_databases = BTreeSet::new();
+        let aliased_batch: &[SeriesSpec] = if series.iter().any(|s| s.meta.alias.is_some()) {
+            series
+        } else {
+            &[]
+        };
         for s in series {
             let device = DevicePath::parse(&s.device, PATH_BYTES_MAX).map_err(illegal)?;
             validate_measurement(&s.device, &s.measurement)?;
@@ -1091,7 +1098,7 @@ impl MetadataState {
                 }
                 None => return Err(MetadataError::DatabaseNotFound(s.device.clone())),
             }
-            self.check_names(s, series)?;
+            self.check_names(s, aliased_batch)?;
             if let Some(existing) = self.series(&s.device, &s.measurement) {
                 let path = format!("{}.{}", s.device, s.measurement);
                 if existing.pending_delete {
