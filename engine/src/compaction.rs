@@ -629,7 +629,8 @@ fn holds_masked_data(state: &RegionState, file: &SealedFile) -> bool {
         })
 }
 
-/// Drops from the manifest the time-range tombstones that no longer mask anything (no live file
+/// Drops from the manifest the time-range tombstones that no longer mask anything, after a
+/// compaction's install or a flush (no live file
 /// or frozen memtable older than the deletion holds the series in its range: compaction rewrote
 /// them without the deleted points) and whose series' type a live file records. They carry no
 /// token, so nothing else needs them. True when some were dropped (the caller stores the

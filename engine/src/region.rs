@@ -977,6 +977,11 @@ impl DataRegion {
         }
         state.recent_tombstones.retain(|t| t.index() > checkpoint);
         state.manifest = manifest;
+        // A time range that held no point of an older file masks nothing from the start: it
+        // goes now rather than at the next compaction (every read scans the tombstones).
+        if crate::compaction::prune_range_tombstones(&mut state) {
+            state.manifest.store(&self.dir)?;
+        }
         self.memory.store(state.memory_bytes(), Ordering::Relaxed);
         drop(state);
         fail::fail_point!("storage::flush::after_manifest", |_| Err(

@@ -102,6 +102,8 @@ fn deleted_time_ranges_leave_the_disk_and_their_series_keep_their_types() {
     region
         .write(&delete(&d2, i64::MIN, i64::MAX), &OpenGate)
         .unwrap();
+    // A range that holds no point masks nothing: the flush that makes it durable drops it.
+    region.write(&delete(&d1, 500, 600), &OpenGate).unwrap();
     model
         .get_mut(&d1)
         .unwrap()
@@ -114,6 +116,25 @@ fn deleted_time_ranges_leave_the_disk_and_their_series_keep_their_types() {
         "a deletion is applied to files only once a flush made it durable"
     );
     region.flush();
+    let ranges_in_manifest = || {
+        engine::Manifest::load(&dir.path().join("region"))
+            .unwrap()
+            .unwrap()
+            .tombstones
+            .iter()
+            .filter_map(|t| match t {
+                engine::Tombstone::Range { device, start, .. } => Some((device.clone(), *start)),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ranges_in_manifest(),
+        [
+            ("root.sg.d1".to_string(), 2),
+            ("root.sg.d2".to_string(), i64::MIN)
+        ]
+    );
     assert_eq!(region.region.storage_stats().pending_compactions, 1);
     let before = region.region.storage_stats().sealed_bytes;
     region.region.compact_all().unwrap();
