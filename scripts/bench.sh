@@ -159,7 +159,11 @@ start_rf1_cluster() {
         fi
         sleep 1
     done
-    [ $ready = 1 ] || { echo "the cluster did not take a write within 60 s; logs under $base" >&2; exit 1; }
+    if [ $ready = 0 ]; then
+        echo "the cluster did not take a write within 60 s; logs under $base" >&2
+        tail -n 20 "$base"/*.log >&2
+        exit 1
+    fi
 }
 
 json_field() { # file key → the number after "key":
@@ -520,23 +524,9 @@ fencepost_settle() {
 # it, and leaves "<compared bytes> <whole-dir bytes> <detail>" in $tmp/NAME.size.
 storage_fencepost() {
     local name=$1 shape=$2 interval=$3 base="$tmp/$1"
-    cluster_bases+=("$base")
-    DN_EXTRA_ARGS="--memtable-flush-age-ms $fencepost_flush_age_ms --compaction-cold-after-ms $fencepost_cold_after_ms" \
-        scripts/cluster.sh start -c 1 -d 1 -r 1 -b "$base" > /dev/null
     # Ready once it takes a write: one row to another database, whose region is not counted.
-    local ready=0
-    for _ in $(seq 1 60); do
-        if timeout 20 "$bin/fencepost" bench --database root.warmup --devices 1 --measurements 1 \
-            --rows-per-tablet 1 --clients 1 --tablets 1 > /dev/null 2>&1; then
-            ready=1; break
-        fi
-        sleep 1
-    done
-    if [ $ready = 0 ]; then
-        echo "   the cluster did not take a write within 60 s; logs under $base" >&2
-        tail -n 20 "$base"/*.log >&2
-        exit 1
-    fi
+    DN_EXTRA_ARGS="--memtable-flush-age-ms $fencepost_flush_age_ms --compaction-cold-after-ms $fencepost_cold_after_ms" \
+        start_rf1_cluster "$base"
     load "$name" "$shape" "$interval" "$bin/fencepost" bench --database root.storage --clients 4
     fencepost_regions root.storage > "$base/regions.txt"
     [ -s "$base/regions.txt" ] || { echo "   no region of root.storage in SHOW REGIONS" >&2; exit 1; }

@@ -384,17 +384,15 @@ impl MetadataState {
     /// has an alias, else empty (every write path's auto-creation: a pass over the batch per
     /// series would be quadratic in its size).
     fn check_names(&self, s: &SeriesSpec, batch: &[SeriesSpec]) -> Result<(), MetadataError> {
-        let taken = |name: &str, by: &str| MetadataError::IllegalPath {
+        let taken = |name: &str, reason| MetadataError::IllegalPath {
             path: format!("{}.{name}", s.device),
-            reason: if by == "alias" {
-                "the name is another series' alias"
-            } else {
-                "the alias is the name or alias of another series of the device"
-            },
+            reason,
         };
+        const AN_ALIAS: &str = "the name is another series' alias";
+        const TAKEN: &str = "the alias is the name or alias of another series of the device";
         if let Some(owner) = self.aliased(&s.device, &s.measurement) {
             if owner != s.measurement {
-                return Err(taken(&s.measurement, "alias"));
+                return Err(taken(&s.measurement, AN_ALIAS));
             }
         }
         if batch.iter().any(|o| {
@@ -402,7 +400,7 @@ impl MetadataState {
                 && o.measurement != s.measurement
                 && o.meta.alias.as_deref() == Some(s.measurement.as_str())
         }) {
-            return Err(taken(&s.measurement, "alias"));
+            return Err(taken(&s.measurement, AN_ALIAS));
         }
         let Some(alias) = s.meta.alias.as_deref() else {
             return Ok(());
@@ -417,7 +415,7 @@ impl MetadataState {
                     && (o.measurement == alias || o.meta.alias.as_deref() == Some(alias))
             })
         {
-            return Err(taken(alias, "name"));
+            return Err(taken(alias, TAKEN));
         }
         Ok(())
     }

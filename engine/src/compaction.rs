@@ -55,7 +55,7 @@ use common::{Column, DataType};
 
 use crate::error::{Result, StorageError};
 use crate::manifest::{sync_dir, FileEntry, Tombstone};
-use crate::region::{in_ranges, DataRegion, Partition, RegionState};
+use crate::region::{in_ranges, overlaps, DataRegion, Partition, RegionState};
 use crate::sealed::{self, ChunkIndex, Header, PageIndex, PageReader, SealedFile, SeriesCodecs};
 use codec::SeriesCodec;
 
@@ -622,9 +622,8 @@ fn holds_masked_data(state: &RegionState, file: &SealedFile) -> bool {
         && file.series().any(|(device, measurement, chunk)| {
             newer.iter().any(|t| {
                 t.masks(device, measurement, file.checkpoint)
-                    || t.deletes(device, measurement, file.checkpoint).is_some_and(
-                        |(start, end)| start <= chunk.max_time && chunk.min_time <= end,
-                    )
+                    || t.deletes(device, measurement, file.checkpoint)
+                        .is_some_and(|range| overlaps(range, chunk.min_time, chunk.max_time))
             })
         })
 }
@@ -648,22 +647,26 @@ pub(crate) fn prune_range_tombstones(state: &mut RegionState) -> bool {
         else {
             return true;
         };
-        let masks = state.partitions.values().any(|p| {
-            p.sealed.iter().any(|f| {
-                f.checkpoint < *index
-                    && f.chunk(device, measurement)
-                        .is_some_and(|c| *start <= c.max_time && c.min_time <= *end)
-            }) || p.flushing.iter().any(|(checkpoint, frozen)| {
-                *checkpoint < *index && frozen.series_type(device, measurement).is_some()
+        let masks = || {
+            state.partitions.values().any(|p| {
+                p.sealed.iter().any(|f| {
+                    f.checkpoint < *index
+                        && f.chunk(device, measurement)
+                            .is_some_and(|c| overlaps((*start, *end), c.min_time, c.max_time))
+                }) || p.flushing.iter().any(|(checkpoint, frozen)| {
+                    *checkpoint < *index && frozen.series_type(device, measurement).is_some()
+                })
             })
-        });
-        let type_recorded = state.partitions.values().any(|p| {
-            p.sealed.iter().any(|f| {
-                f.chunk(device, measurement).is_some()
-                    && !state.masked_durably(device, measurement, f.checkpoint)
+        };
+        let type_recorded = || {
+            state.partitions.values().any(|p| {
+                p.sealed.iter().any(|f| {
+                    f.chunk(device, measurement).is_some()
+                        && !state.masked_durably(device, measurement, f.checkpoint)
+                })
             })
-        });
-        masks || !type_recorded
+        };
+        masks() || !type_recorded()
     };
     let keep: Vec<bool> = state
         .manifest
@@ -836,9 +839,9 @@ impl SeriesMerge<'_> {
                 [one] => {
                     one.page.min_time >= self.from
                         && one.page.count >= copy_min
-                        && !self.deleted[one.input].iter().any(|(start, end)| {
-                            *start <= one.page.max_time && one.page.min_time <= *end
-                        })
+                        && !self.deleted[one.input]
+                            .iter()
+                            .any(|r| overlaps(*r, one.page.min_time, one.page.max_time))
                 }
                 _ => false,
             };

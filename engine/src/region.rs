@@ -1085,6 +1085,9 @@ fn delete_data(
     start: i64,
     end: i64,
 ) -> usize {
+    if start > end {
+        return 0;
+    }
     let mut deleted = 0;
     for (device, measurement) in series {
         let Some(data_type) = state
@@ -1095,9 +1098,6 @@ fn delete_data(
         else {
             continue;
         };
-        if start > end {
-            continue;
-        }
         for partition in state.partitions.values_mut() {
             partition
                 .working
@@ -1124,6 +1124,12 @@ pub(crate) fn in_ranges(ranges: &[(i64, i64)], t: i64) -> bool {
     ranges
         .iter()
         .any(|(start, end)| (*start..=*end).contains(&t))
+}
+
+/// True when the deleted range `(start, end)` meets the times `min..=max` (a chunk's or a
+/// page's): some of their points may be deleted.
+pub(crate) fn overlaps((start, end): (i64, i64), min: i64, max: i64) -> bool {
+    start <= max && min <= end
 }
 
 /// Records an applied deletion: it masks older sources and fences older inserts.

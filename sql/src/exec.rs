@@ -386,8 +386,8 @@ pub async fn delete_paths<B: Backend>(
                 format!("{pattern} is not a series path like root.sg.d1.s1"),
             ));
         }
-        for s in backend.show_timeseries(&pattern.fixed_prefix()).await? {
-            if !s.pending_delete && pattern.matches(&format!("{}.{}", s.device, s.measurement)) {
+        for (_, s) in show::series_matching(backend, Some(pattern)).await? {
+            if !s.pending_delete {
                 series.push((s.device, s.measurement));
             }
         }
@@ -400,17 +400,25 @@ pub async fn delete_paths<B: Backend>(
     backend.delete_data(&series, start, end).await
 }
 
-/// The series of `device` (exactly that device) and their types, in the server's order; series
-/// being deleted are left out.
-async fn device_series<B: Backend>(
-    backend: &B,
-    device: &str,
-) -> ExecResult<Vec<(String, DataType)>> {
+/// The series of `device` (exactly that device), in the server's order; series being deleted
+/// are left out.
+async fn device_views<B: Backend>(backend: &B, device: &str) -> ExecResult<Vec<TimeseriesView>> {
     Ok(backend
         .show_timeseries(&format!("{device}."))
         .await?
         .into_iter()
         .filter(|s| s.device == device && !s.pending_delete)
+        .collect())
+}
+
+/// [`device_views`]' measurements and their types.
+async fn device_series<B: Backend>(
+    backend: &B,
+    device: &str,
+) -> ExecResult<Vec<(String, DataType)>> {
+    Ok(device_views(backend, device)
+        .await?
+        .into_iter()
         .map(|s| (s.measurement, s.data_type))
         .collect())
 }
@@ -440,11 +448,9 @@ async fn resolve<B: Backend>(
         .collect();
     let mut aliases: HashMap<String, (String, DataType)> = HashMap::new();
     if names.iter().any(|n| !found.contains_key(n)) {
-        for s in backend.show_timeseries(&format!("{device}.")).await? {
-            if s.device == device && !s.pending_delete {
-                if let Some(alias) = s.meta.alias {
-                    aliases.insert(alias, (s.measurement, s.data_type));
-                }
+        for s in device_views(backend, device).await? {
+            if let Some(alias) = s.meta.alias {
+                aliases.insert(alias, (s.measurement, s.data_type));
             }
         }
     }

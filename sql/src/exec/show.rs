@@ -155,7 +155,7 @@ pub(super) async fn timeseries<B: Backend>(
 }
 
 /// The series `pattern` matches, with their full paths.
-async fn series_matching<B: Backend>(
+pub(super) async fn series_matching<B: Backend>(
     backend: &B,
     pattern: Option<&PathPattern>,
 ) -> ExecResult<Vec<(String, TimeseriesView)>> {
