@@ -431,6 +431,10 @@ impl Generator {
                     DataType::Int32 => Value::Int32((h % 1_000_000) as i32),
                     DataType::Boolean => Value::Boolean(h & 1 == 1),
                     DataType::Text => Value::Text(format!("v{}", h % 10_000)),
+                    DataType::Timestamp => Value::Timestamp((h % 1_000_000) as i64),
+                    DataType::Date => Value::Date(19700101 + (h % 28) as i32),
+                    DataType::Blob => Value::Blob(format!("v{}", h % 10_000).into_bytes()),
+                    DataType::String => Value::String(format!("v{}", h % 10_000)),
                 }
             }
             ValueShape::Walk2dp => {
@@ -470,6 +474,20 @@ impl Generator {
                     DataType::Boolean => Column::Boolean(hashes.map(|h| h & 1 == 1).collect()),
                     DataType::Text => {
                         Column::Text(hashes.map(|h| format!("v{}", h % 10_000)).collect())
+                    }
+                    DataType::Timestamp => {
+                        Column::Timestamp(hashes.map(|h| (h % 1_000_000) as i64).collect())
+                    }
+                    DataType::Date => {
+                        Column::Date(hashes.map(|h| 19700101 + (h % 28) as i32).collect())
+                    }
+                    DataType::Blob => Column::Blob(
+                        hashes
+                            .map(|h| format!("v{}", h % 10_000).into_bytes())
+                            .collect(),
+                    ),
+                    DataType::String => {
+                        Column::String(hashes.map(|h| format!("v{}", h % 10_000)).collect())
                     }
                 }
             }

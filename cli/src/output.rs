@@ -75,7 +75,8 @@ pub fn json_failure(code: i32, message: &str) -> serde_json::Value {
 }
 
 /// A cell as JSON; a FLOAT goes through its shortest decimal form so `1.1` stays `1.1`, and a
-/// non-finite number (which JSON lacks) becomes a string.
+/// non-finite number (which JSON lacks) becomes a string, a DATE `"2024-01-05"` and a BLOB
+/// `"0x0a1b"`.
 pub fn json_cell(cell: &Cell) -> serde_json::Value {
     let number = |v: f64, text: String| {
         serde_json::Number::from_f64(v).map_or(serde_json::Value::String(text), Into::into)
@@ -84,13 +85,14 @@ pub fn json_cell(cell: &Cell) -> serde_json::Value {
         None => serde_json::Value::Null,
         Some(Value::Boolean(b)) => (*b).into(),
         Some(Value::Int32(i)) => (*i).into(),
-        Some(Value::Int64(i)) => (*i).into(),
+        Some(Value::Int64(i) | Value::Timestamp(i)) => (*i).into(),
         Some(Value::Float(f)) => {
             let text = f.to_string();
             number(text.parse().unwrap_or(f64::from(*f)), text)
         }
         Some(Value::Double(d)) => number(*d, d.to_string()),
-        Some(Value::Text(s)) => s.clone().into(),
+        Some(Value::Text(s) | Value::String(s)) => s.clone().into(),
+        Some(v @ (Value::Date(_) | Value::Blob(_))) => v.to_string().into(),
     }
 }
 

@@ -91,11 +91,12 @@ pub fn encode_column(column: &Column, choice: Choice, out: &mut Vec<u8>) -> Code
     let start = out.len();
     let codec = match column {
         Column::Boolean(v) => encode_booleans(v, choice, out),
-        Column::Int32(v) => encode_ints(v, choice, out),
-        Column::Int64(v) => encode_ints(v, choice, out),
+        Column::Int32(v) | Column::Date(v) => encode_ints(v, choice, out),
+        Column::Int64(v) | Column::Timestamp(v) => encode_ints(v, choice, out),
         Column::Float(v) => encode_floats(v, choice, out),
         Column::Double(v) => encode_floats(v, choice, out),
-        Column::Text(v) => encode_text(v, choice, out),
+        Column::Text(v) | Column::String(v) => encode_text(v, choice, out),
+        Column::Blob(v) => encode_text(v, choice, out),
     };
     assert!(
         out.get(start) == Some(&codec.byte()) && codec.encodes(column.data_type()),
@@ -130,6 +131,10 @@ pub fn decode_column(input: &[u8], data_type: DataType, count: usize) -> Result<
         DataType::Float => Column::Float(decode_floats(codec, at)?),
         DataType::Double => Column::Double(decode_floats(codec, at)?),
         DataType::Text => Column::Text(decode_text(codec, at)?),
+        DataType::Timestamp => Column::Timestamp(decode_ints(codec, at)?),
+        DataType::Date => Column::Date(decode_ints(codec, at)?),
+        DataType::Blob => Column::Blob(decode_text(codec, at)?),
+        DataType::String => Column::String(decode_text(codec, at)?),
     };
     assert_eq!(column.len(), count, "{codec} decoded the wrong count");
     Ok(column)
@@ -148,6 +153,10 @@ pub fn bit_identical(a: &Column, b: &Column) -> bool {
         (Column::Float(a), Column::Float(b)) => words(a, b),
         (Column::Double(a), Column::Double(b)) => words(a, b),
         (Column::Text(a), Column::Text(b)) => a == b,
+        (Column::Timestamp(a), Column::Timestamp(b)) => a == b,
+        (Column::Date(a), Column::Date(b)) => a == b,
+        (Column::Blob(a), Column::Blob(b)) => a == b,
+        (Column::String(a), Column::String(b)) => a == b,
         _ => false,
     }
 }
@@ -365,7 +374,7 @@ fn decode_floats<F: Float>(codec: CodecId, Body { body, base, count }: Body) -> 
 }
 
 /// TEXT.
-fn encode_text(values: &[String], choice: Choice, out: &mut Vec<u8>) -> CodecId {
+fn encode_text<V: AsRef<[u8]>>(values: &[V], choice: Choice, out: &mut Vec<u8>) -> CodecId {
     let start = out.len();
     let dictionary = match choice {
         Choice::Fixed(Encoding::Plain) => None,
@@ -376,7 +385,7 @@ fn encode_text(values: &[String], choice: Choice, out: &mut Vec<u8>) -> CodecId 
     if let Some((distinct, indexes)) = dictionary {
         header(out, CodecId::Dictionary, values.len());
         text::encode_dictionary(&distinct, &indexes, out);
-        let body_bytes: usize = values.iter().map(|v| 4 + v.len()).sum();
+        let body_bytes: usize = values.iter().map(|v| 4 + v.as_ref().len()).sum();
         let plain_bytes = plain_len(values.len(), body_bytes);
         if choice == Choice::Fixed(Encoding::Dictionary) || out.len() - start <= plain_bytes {
             return CodecId::Dictionary;
@@ -389,7 +398,10 @@ fn encode_text(values: &[String], choice: Choice, out: &mut Vec<u8>) -> CodecId 
 }
 
 /// Decodes a text column's body.
-fn decode_text(codec: CodecId, Body { body, base, count }: Body) -> Result<Vec<String>> {
+fn decode_text<V: text::TextValue + Clone>(
+    codec: CodecId,
+    Body { body, base, count }: Body,
+) -> Result<Vec<V>> {
     match codec {
         CodecId::Plain => text::decode_plain(body, base, count),
         CodecId::Dictionary => text::decode_dictionary(body, base, count),

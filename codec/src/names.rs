@@ -62,7 +62,13 @@ impl Encoding {
     /// Whether IoTDB accepts this encoding for a type (its compatibility table: `PLAIN` for all;
     /// `RLE` for all but `TEXT`; `TS_2DIFF`, `GORILLA`, `CHIMP` for the four numeric types;
     /// `ZIGZAG` for `INT32`/`INT64`; `DICTIONARY` for `TEXT`).
+    /// IoTDB 2.0's types are judged as the classic type they are stored as (TIMESTAMP as INT64,
+    /// DATE as INT32, STRING as TEXT); BLOB takes `PLAIN` only.
     pub fn supports(self, t: DataType) -> bool {
+        if t == DataType::Blob {
+            return self == Encoding::Plain;
+        }
+        let t = stored_as(t);
         let numeric = matches!(
             t,
             DataType::Int32 | DataType::Int64 | DataType::Float | DataType::Double
@@ -78,12 +84,20 @@ impl Encoding {
 
     /// IoTDB's default encoding for a type.
     pub fn iotdb_default(t: DataType) -> Encoding {
-        match t {
+        match stored_as(t) {
             DataType::Boolean => Encoding::Rle,
             DataType::Int32 | DataType::Int64 => Encoding::Ts2Diff,
             DataType::Float | DataType::Double => Encoding::Gorilla,
-            DataType::Text => Encoding::Plain,
+            _ => Encoding::Plain,
         }
+    }
+}
+
+/// The classic type whose encodings a type's values take: BLOB's are TEXT's.
+fn stored_as(t: DataType) -> DataType {
+    match t.physical() {
+        DataType::Blob => DataType::Text,
+        physical => physical,
     }
 }
 
@@ -247,6 +261,7 @@ impl CodecId {
 
     /// Whether a column of type `t` may be encoded with this codec.
     pub fn encodes(self, t: DataType) -> bool {
+        let t = stored_as(t);
         let int = matches!(t, DataType::Int32 | DataType::Int64);
         let float = matches!(t, DataType::Float | DataType::Double);
         match self {

@@ -139,16 +139,20 @@ impl Writer {
     pub fn i64s(&mut self, values: &[i64]) {
         self.fixed(values, i64::to_le_bytes);
     }
-    /// Column values for the given rows, in row order (TEXT: u32 length + bytes each).
+    /// Column values for the given rows, in row order (TEXT, STRING and BLOB: u32 length + bytes
+    /// each; TIMESTAMP and DATE as INT64 and INT32).
     #[inline]
     pub fn column_rows(&mut self, column: &Column, rows: Range<usize>) {
         match column {
             Column::Boolean(v) => self.fixed(&v[rows], |b| [b as u8]),
-            Column::Int32(v) => self.fixed(&v[rows], i32::to_le_bytes),
-            Column::Int64(v) => self.i64s(&v[rows]),
+            Column::Int32(v) | Column::Date(v) => self.fixed(&v[rows], i32::to_le_bytes),
+            Column::Int64(v) | Column::Timestamp(v) => self.i64s(&v[rows]),
             Column::Float(v) => self.fixed(&v[rows], f32::to_le_bytes),
             Column::Double(v) => self.fixed(&v[rows], f64::to_le_bytes),
-            Column::Text(v) => v[rows].iter().for_each(|s| self.bytes32(s.as_bytes())),
+            Column::Text(v) | Column::String(v) => {
+                v[rows].iter().for_each(|s| self.bytes32(s.as_bytes()))
+            }
+            Column::Blob(v) => v[rows].iter().for_each(|b| self.bytes32(b)),
         }
     }
     /// A bitmap restricted to `rows` (in order) as `ceil(rows / 64)` u64 words.
@@ -325,11 +329,13 @@ impl<'a> Reader<'a> {
     /// `count` values of a type ([`Writer::column_rows`]); the byte count is checked before
     /// anything is allocated.
     pub fn column(&mut self, data_type: DataType, count: usize) -> DecodeResult<Column> {
-        let width = match data_type {
+        let width = match data_type.physical() {
             DataType::Boolean => 1,
             DataType::Int32 | DataType::Float => 4,
             DataType::Int64 | DataType::Double => 8,
-            DataType::Text => 4, // at least the length word per value
+            // at least the length word per value
+            DataType::Text | DataType::Blob => 4,
+            other => unreachable!("{other} is no physical type"),
         };
         if count.saturating_mul(width) > self.remaining() {
             return self.error(format!(
@@ -354,19 +360,31 @@ impl<'a> Reader<'a> {
             DataType::Int64 => Column::Int64(self.fixed(count, i64::from_le_bytes)?),
             DataType::Float => Column::Float(self.fixed(count, f32::from_le_bytes)?),
             DataType::Double => Column::Double(self.fixed(count, f64::from_le_bytes)?),
-            DataType::Text => {
+            DataType::Timestamp => Column::Timestamp(self.fixed(count, i64::from_le_bytes)?),
+            DataType::Date => Column::Date(self.fixed(count, i32::from_le_bytes)?),
+            DataType::Text => Column::Text(self.strings(count, data_type)?),
+            DataType::String => Column::String(self.strings(count, data_type)?),
+            DataType::Blob => {
                 let mut out = Vec::with_capacity(count);
                 for _ in 0..count {
-                    let at = self.pos + 4;
-                    let bytes = self.bytes32()?;
-                    match std::str::from_utf8(bytes) {
-                        Ok(s) => out.push(s.to_string()),
-                        Err(_) => return self.error_at(at, "TEXT value is not UTF-8"),
-                    }
+                    out.push(self.bytes32()?.to_vec());
                 }
-                Column::Text(out)
+                Column::Blob(out)
             }
         })
+    }
+    /// `count` UTF-8 values of `data_type`, each a u32 length and bytes.
+    fn strings(&mut self, count: usize, data_type: DataType) -> DecodeResult<Vec<String>> {
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count {
+            let at = self.pos + 4;
+            let bytes = self.bytes32()?;
+            match std::str::from_utf8(bytes) {
+                Ok(s) => out.push(s.to_string()),
+                Err(_) => return self.error_at(at, format!("{data_type} value is not UTF-8")),
+            }
+        }
+        Ok(out)
     }
     /// A bitmap of `len` bits stored as `ceil(len / 64)` u64 words; bits past `len` must be 0.
     pub fn bitmap(&mut self, len: usize) -> DecodeResult<Bitmap> {
@@ -431,6 +449,41 @@ mod tests {
             Column::Text(vec!["x".into(), "yz".into()])
         );
         r.finish().unwrap();
+    }
+
+    #[test]
+    fn iotdb_2_types_share_their_physical_bytes() {
+        let columns = [
+            Column::Timestamp(vec![-1, 1 << 40]),
+            Column::Date(vec![20240105, 19700101]),
+            Column::String(vec!["é".into(), String::new()]),
+            Column::Blob(vec![vec![0xff, 0], vec![]]),
+        ];
+        for column in &columns {
+            let mut w = Writer::new();
+            w.column_rows(column, 0..2);
+            let bytes = w.into_bytes();
+            let mut physical = Writer::new();
+            physical.column_rows(&logical_as_physical(column), 0..2);
+            assert_eq!(bytes, physical.into_bytes(), "{:?}", column.data_type());
+            let mut r = Reader::new(&bytes);
+            assert_eq!(&r.column(column.data_type(), 2).unwrap(), column);
+            r.finish().unwrap();
+        }
+        let mut w = Writer::new();
+        w.column_rows(&Column::Blob(vec![vec![0xff]]), 0..1);
+        let bytes = w.into_bytes();
+        assert!(Reader::new(&bytes).column(DataType::String, 1).is_err());
+    }
+
+    /// The same values as the classic type the storage shares (a BLOB as itself).
+    fn logical_as_physical(column: &Column) -> Column {
+        match column {
+            Column::Timestamp(v) => Column::Int64(v.clone()),
+            Column::Date(v) => Column::Int32(v.clone()),
+            Column::String(v) => Column::Text(v.clone()),
+            other => other.clone(),
+        }
     }
 
     #[test]

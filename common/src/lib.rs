@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod codec;
+pub mod date;
 pub mod durable;
 pub mod envelope;
 mod partition;
@@ -19,4 +20,6 @@ pub mod views;
 
 pub use partition::{series_slot, time_slot, PartitionConfig, FETCH_PARTITIONS_SLOTS_MAX};
 pub use status::{LeaseFencedRetryPolicy, Status, StatusCode};
-pub use tablet::{Bitmap, Column, DataType, Tablet, TabletError, TabletLimits, Value};
+pub use tablet::{
+    blob_from_hex, Bitmap, Column, DataType, Tablet, TabletError, TabletLimits, Value, NULL_DATE,
+};

@@ -20,17 +20,29 @@ pub enum DataType {
     Double = 4,
     /// `TEXT` (UTF-8)
     Text = 5,
+    /// `TIMESTAMP`: an instant in the database's precision, stored as INT64.
+    Timestamp = 8,
+    /// `DATE`: a day as `yyyymmdd`, stored as INT32 (see [`crate::date`]).
+    Date = 9,
+    /// `BLOB`: bytes.
+    Blob = 10,
+    /// `STRING` (UTF-8), stored as TEXT.
+    String = 11,
 }
 
 impl DataType {
     /// Every type, in code order.
-    pub const ALL: [DataType; 6] = [
+    pub const ALL: [DataType; 10] = [
         DataType::Boolean,
         DataType::Int32,
         DataType::Int64,
         DataType::Float,
         DataType::Double,
         DataType::Text,
+        DataType::Timestamp,
+        DataType::Date,
+        DataType::Blob,
+        DataType::String,
     ];
 
     /// The on-disk and wire code.
@@ -40,7 +52,19 @@ impl DataType {
 
     /// The type for a code, if valid.
     pub fn from_code(code: u8) -> Option<DataType> {
-        DataType::ALL.get(code as usize).copied()
+        DataType::ALL.into_iter().find(|t| t.code() == code)
+    }
+
+    /// The classic type whose values and encodings this type's values share: INT64 for
+    /// TIMESTAMP, INT32 for DATE, TEXT for STRING; BLOB, whose values are bytes, is its own.
+    /// Result columns go to IoTDB's clients typed by it (IOTDB_PROTOCOL §9).
+    pub fn physical(self) -> DataType {
+        match self {
+            DataType::Timestamp => DataType::Int64,
+            DataType::Date => DataType::Int32,
+            DataType::String => DataType::Text,
+            other => other,
+        }
     }
 
     /// IoTDB's name, as used in `CREATE TIMESERIES ... WITH DATATYPE=`.
@@ -52,6 +76,10 @@ impl DataType {
             DataType::Float => "FLOAT",
             DataType::Double => "DOUBLE",
             DataType::Text => "TEXT",
+            DataType::Timestamp => "TIMESTAMP",
+            DataType::Date => "DATE",
+            DataType::Blob => "BLOB",
+            DataType::String => "STRING",
         }
     }
 
@@ -84,6 +112,14 @@ pub enum Value {
     Double(f64),
     /// `TEXT`
     Text(String),
+    /// `TIMESTAMP`
+    Timestamp(i64),
+    /// `DATE`, as `yyyymmdd`
+    Date(i32),
+    /// `BLOB`
+    Blob(Vec<u8>),
+    /// `STRING`
+    String(String),
 }
 
 impl Value {
@@ -96,6 +132,10 @@ impl Value {
             Value::Float(_) => DataType::Float,
             Value::Double(_) => DataType::Double,
             Value::Text(_) => DataType::Text,
+            Value::Timestamp(_) => DataType::Timestamp,
+            Value::Date(_) => DataType::Date,
+            Value::Blob(_) => DataType::Blob,
+            Value::String(_) => DataType::String,
         }
     }
 }
@@ -108,10 +148,33 @@ impl fmt::Display for Value {
             Value::Int64(v) => write!(f, "{v}"),
             Value::Float(v) => write!(f, "{v}"),
             Value::Double(v) => write!(f, "{v}"),
-            Value::Text(v) => write!(f, "{v}"),
+            Value::Text(v) | Value::String(v) => write!(f, "{v}"),
+            Value::Timestamp(v) => write!(f, "{v}"),
+            Value::Date(v) => f.write_str(&crate::date::format(*v)),
+            Value::Blob(v) => {
+                f.write_str("0x")?;
+                v.iter().try_for_each(|b| write!(f, "{b:02x}"))
+            }
         }
     }
 }
+
+/// The bytes an even number of hex digits spell (either case), as in IoTDB's BLOB literals
+/// `X'0a1B'` and `0x0a1b`; `None` for anything else.
+pub fn blob_from_hex(digits: &str) -> Option<Vec<u8>> {
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    digits
+        .as_bytes()
+        .chunks_exact(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
+/// What a null DATE row holds: 1970-01-01, as IoTDB's clients fill it.
+pub const NULL_DATE: i32 = 19700101;
 
 /// A column of values of one type, one per tablet row. A null row holds a placeholder value
 /// (false, 0 or the empty string) and is marked in the tablet's null bitmap.
@@ -129,6 +192,14 @@ pub enum Column {
     Double(Vec<f64>),
     /// `TEXT` values.
     Text(Vec<String>),
+    /// `TIMESTAMP` values.
+    Timestamp(Vec<i64>),
+    /// `DATE` values (`yyyymmdd`).
+    Date(Vec<i32>),
+    /// `BLOB` values.
+    Blob(Vec<Vec<u8>>),
+    /// `STRING` values.
+    String(Vec<String>),
 }
 
 impl Column {
@@ -141,6 +212,10 @@ impl Column {
             DataType::Float => Column::Float(Vec::with_capacity(capacity)),
             DataType::Double => Column::Double(Vec::with_capacity(capacity)),
             DataType::Text => Column::Text(Vec::with_capacity(capacity)),
+            DataType::Timestamp => Column::Timestamp(Vec::with_capacity(capacity)),
+            DataType::Date => Column::Date(Vec::with_capacity(capacity)),
+            DataType::Blob => Column::Blob(Vec::with_capacity(capacity)),
+            DataType::String => Column::String(Vec::with_capacity(capacity)),
         }
     }
 
@@ -153,6 +228,25 @@ impl Column {
             Column::Float(_) => DataType::Float,
             Column::Double(_) => DataType::Double,
             Column::Text(_) => DataType::Text,
+            Column::Timestamp(_) => DataType::Timestamp,
+            Column::Date(_) => DataType::Date,
+            Column::Blob(_) => DataType::Blob,
+            Column::String(_) => DataType::String,
+        }
+    }
+
+    /// The same values as `data_type` when that type stores them alike: a TEXT column as STRING,
+    /// an INT64 one as TIMESTAMP, an INT32 one as DATE, and back. Any other column is returned
+    /// unchanged, to be refused by the caller's type check.
+    pub fn with_type(self, data_type: DataType) -> Column {
+        match (self, data_type) {
+            (Column::Text(v), DataType::String) => Column::String(v),
+            (Column::String(v), DataType::Text) => Column::Text(v),
+            (Column::Int64(v), DataType::Timestamp) => Column::Timestamp(v),
+            (Column::Timestamp(v), DataType::Int64) => Column::Int64(v),
+            (Column::Int32(v), DataType::Date) => Column::Date(v),
+            (Column::Date(v), DataType::Int32) => Column::Int32(v),
+            (column, _) => column,
         }
     }
 
@@ -164,7 +258,10 @@ impl Column {
             Column::Int64(v) => v.len(),
             Column::Float(v) => v.len(),
             Column::Double(v) => v.len(),
-            Column::Text(v) => v.len(),
+            Column::Text(v) | Column::String(v) => v.len(),
+            Column::Timestamp(v) => v.len(),
+            Column::Date(v) => v.len(),
+            Column::Blob(v) => v.len(),
         }
     }
 
@@ -182,6 +279,10 @@ impl Column {
             Column::Float(v) => Column::Float(v[range].to_vec()),
             Column::Double(v) => Column::Double(v[range].to_vec()),
             Column::Text(v) => Column::Text(v[range].to_vec()),
+            Column::Timestamp(v) => Column::Timestamp(v[range].to_vec()),
+            Column::Date(v) => Column::Date(v[range].to_vec()),
+            Column::Blob(v) => Column::Blob(v[range].to_vec()),
+            Column::String(v) => Column::String(v[range].to_vec()),
         }
     }
 
@@ -193,7 +294,10 @@ impl Column {
             Column::Int64(v) => drop(v.drain(..rows)),
             Column::Float(v) => drop(v.drain(..rows)),
             Column::Double(v) => drop(v.drain(..rows)),
-            Column::Text(v) => drop(v.drain(..rows)),
+            Column::Text(v) | Column::String(v) => drop(v.drain(..rows)),
+            Column::Timestamp(v) => drop(v.drain(..rows)),
+            Column::Date(v) => drop(v.drain(..rows)),
+            Column::Blob(v) => drop(v.drain(..rows)),
         }
     }
 
@@ -209,6 +313,10 @@ impl Column {
             Column::Float(v) => Column::Float(gather(v, rows)),
             Column::Double(v) => Column::Double(gather(v, rows)),
             Column::Text(v) => Column::Text(gather(v, rows)),
+            Column::Timestamp(v) => Column::Timestamp(gather(v, rows)),
+            Column::Date(v) => Column::Date(gather(v, rows)),
+            Column::Blob(v) => Column::Blob(gather(v, rows)),
+            Column::String(v) => Column::String(gather(v, rows)),
         }
     }
 
@@ -221,6 +329,10 @@ impl Column {
             Column::Float(v) => Value::Float(v[row]),
             Column::Double(v) => Value::Double(v[row]),
             Column::Text(v) => Value::Text(v[row].clone()),
+            Column::Timestamp(v) => Value::Timestamp(v[row]),
+            Column::Date(v) => Value::Date(v[row]),
+            Column::Blob(v) => Value::Blob(v[row].clone()),
+            Column::String(v) => Value::String(v[row].clone()),
         }
     }
 
@@ -233,6 +345,10 @@ impl Column {
             (Column::Float(c), Value::Float(v)) => c.push(v),
             (Column::Double(c), Value::Double(v)) => c.push(v),
             (Column::Text(c), Value::Text(v)) => c.push(v),
+            (Column::Timestamp(c), Value::Timestamp(v)) => c.push(v),
+            (Column::Date(c), Value::Date(v)) => c.push(v),
+            (Column::Blob(c), Value::Blob(v)) => c.push(v),
+            (Column::String(c), Value::String(v)) => c.push(v),
             _ => return false,
         }
         true
@@ -246,7 +362,11 @@ impl Column {
             Column::Int64(c) => c.push(0),
             Column::Float(c) => c.push(0.0),
             Column::Double(c) => c.push(0.0),
-            Column::Text(c) => c.push(String::new()),
+            Column::Text(c) | Column::String(c) => c.push(String::new()),
+            Column::Timestamp(c) => c.push(0),
+            // The placeholder is a real day, so a null row never holds an invalid DATE.
+            Column::Date(c) => c.push(NULL_DATE),
+            Column::Blob(c) => c.push(Vec::new()),
         }
     }
 }
@@ -411,6 +531,16 @@ pub enum TabletError {
         actual: usize,
         /// The limit.
         limit: usize,
+    },
+    /// A DATE value is no real day between 1000-01-01 and 9999-12-31.
+    #[error(
+        "column {measurement:?} holds DATE {value}, which is no day (yyyymmdd, years 1000 to 9999)"
+    )]
+    InvalidDate {
+        /// The column's measurement.
+        measurement: String,
+        /// The value.
+        value: i32,
     },
     /// The tablet has no rows or no measurements.
     #[error("tablet is empty: {rows} rows, {measurements} measurements")]
@@ -595,10 +725,30 @@ impl Tablet {
                     });
                 }
             }
-            if let Column::Text(values) = column {
-                for v in values {
-                    limit("TEXT value bytes", v.len(), limits.text_bytes_max)?;
+            match column {
+                Column::Text(values) | Column::String(values) => {
+                    for v in values {
+                        limit("TEXT value bytes", v.len(), limits.text_bytes_max)?;
+                    }
                 }
+                Column::Blob(values) => {
+                    for v in values {
+                        limit("BLOB value bytes", v.len(), limits.text_bytes_max)?;
+                    }
+                }
+                Column::Date(values) => {
+                    let bitmap = self.bitmaps[i].as_ref();
+                    let bad = values.iter().enumerate().find(|&(row, v)| {
+                        !crate::date::is_valid(*v) && !bitmap.is_some_and(|b| b.get(row))
+                    });
+                    if let Some((_, &value)) = bad {
+                        return Err(TabletError::InvalidDate {
+                            measurement: name.clone(),
+                            value,
+                        });
+                    }
+                }
+                _ => {}
             }
         }
         Ok(device)
@@ -721,7 +871,11 @@ mod tests {
             assert_eq!(DataType::from_code(t.code()), Some(t));
             assert_eq!(DataType::parse(&t.name().to_lowercase()), Some(t));
         }
-        assert_eq!(DataType::from_code(6), None);
+        for code in [6, 7, 12, 255] {
+            assert_eq!(DataType::from_code(code), None);
+        }
+        assert_eq!(DataType::Timestamp.physical(), DataType::Int64);
+        assert_eq!(DataType::Blob.physical(), DataType::Blob);
     }
 
     #[test]
@@ -740,5 +894,42 @@ mod tests {
         assert_eq!(part.timestamps, [2, 3]);
         assert!(part.is_null(0, 0));
         assert_eq!(part.columns[1].value(1), Value::Text("y".into()));
+    }
+
+    #[test]
+    fn date_columns_hold_real_days_except_in_null_rows() {
+        let mut t = Tablet::new("root.sg.d1", &[("d", DataType::Date)]);
+        t.push_row(1, vec![Some(Value::Date(20240229))]);
+        t.push_row(2, vec![None]);
+        t.validate(&TabletLimits::default()).unwrap();
+        assert_eq!(t.columns[0].value(1), Value::Date(NULL_DATE));
+
+        t.columns[0] = Column::Date(vec![20240229, 0]);
+        t.validate(&TabletLimits::default()).unwrap();
+        t.columns[0] = Column::Date(vec![20230229, 0]);
+        assert_eq!(
+            t.validate(&TabletLimits::default()),
+            Err(TabletError::InvalidDate {
+                measurement: "d".into(),
+                value: 20230229
+            })
+        );
+    }
+
+    #[test]
+    fn hex_digits_spell_blobs() {
+        assert_eq!(blob_from_hex("0aFf"), Some(vec![0x0a, 0xff]));
+        assert_eq!(blob_from_hex(""), Some(vec![]));
+        assert_eq!(blob_from_hex("abc"), None);
+        assert_eq!(blob_from_hex("zz"), None);
+        assert_eq!(blob_from_hex("é1"), None);
+    }
+
+    #[test]
+    fn new_types_display_as_iotdb_prints_them() {
+        assert_eq!(Value::Date(20240105).to_string(), "2024-01-05");
+        assert_eq!(Value::Blob(vec![0, 0xab]).to_string(), "0x00ab");
+        assert_eq!(Value::String("s".into()).to_string(), "s");
+        assert_eq!(Value::Timestamp(-3).to_string(), "-3");
     }
 }

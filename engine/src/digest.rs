@@ -45,13 +45,17 @@ impl DigestBuilder {
         self.bytes(&timestamp.to_le_bytes());
         match value {
             Value::Boolean(v) => self.bytes(&[*v as u8]),
-            Value::Int32(v) => self.bytes(&v.to_le_bytes()),
-            Value::Int64(v) => self.bytes(&v.to_le_bytes()),
+            Value::Int32(v) | Value::Date(v) => self.bytes(&v.to_le_bytes()),
+            Value::Int64(v) | Value::Timestamp(v) => self.bytes(&v.to_le_bytes()),
             Value::Float(v) => self.bytes(&v.to_bits().to_le_bytes()),
             Value::Double(v) => self.bytes(&v.to_bits().to_le_bytes()),
-            Value::Text(v) => {
+            Value::Text(v) | Value::String(v) => {
                 self.bytes(&(v.len() as u32).to_le_bytes());
                 self.bytes(v.as_bytes());
+            }
+            Value::Blob(v) => {
+                self.bytes(&(v.len() as u32).to_le_bytes());
+                self.bytes(v);
             }
         }
     }

@@ -8,23 +8,33 @@
 //! time column: u8 0 (no nulls), P × i64
 //! N × value column: u8 may-have-null, [ceil(P/8) bytes null bitmap, MSB-first, 1 = null],
 //!     BOOLEAN (encoding 0): ceil(P/8) bytes, MSB-first, a bit for every row
-//!     INT32, FLOAT (encoding 1): i32 / f32 bits for the non-null rows
-//!     INT64, DOUBLE (encoding 2): i64 / f64 bits for the non-null rows
-//!     TEXT (encoding 3): i32 length + bytes for the non-null rows
+//!     INT32, FLOAT, DATE (encoding 1): i32 / f32 bits for the non-null rows
+//!     INT64, DOUBLE, TIMESTAMP (encoding 2): i64 / f64 bits for the non-null rows
+//!     TEXT, STRING, BLOB (encoding 3): i32 length + bytes for the non-null rows
 //! ```
 //!
 //! Only the plain encodings are written (the Python client has no dictionary decoder, and its
-//! run-length path serves TEXT and BOOLEAN only), and the type bytes are physical types.
+//! run-length path serves TEXT and BOOLEAN only), and the type bytes are physical types, as
+//! Java's columns report them (§9): TIMESTAMP goes as INT64 (2), DATE as INT32 (1), STRING and
+//! BLOB as TEXT (5). The logical types travel in the response's `dataTypeList`.
 
 use common::{Bitmap, Column, DataType};
 
 /// The column encoding byte of a value column of `data_type`.
 fn encoding(data_type: DataType) -> u8 {
-    match data_type {
+    match wire_type(data_type) {
         DataType::Boolean => 0,
         DataType::Int32 | DataType::Float => 1,
         DataType::Int64 | DataType::Double => 2,
-        DataType::Text => 3,
+        _ => 3,
+    }
+}
+
+/// The physical type byte a column of `data_type` goes with: BLOB's is TEXT's too.
+fn wire_type(data_type: DataType) -> DataType {
+    match data_type.physical() {
+        DataType::Blob => DataType::Text,
+        physical => physical,
     }
 }
 
@@ -52,7 +62,7 @@ pub fn encode(times: &[i64], columns: &[(Column, Option<Bitmap>)]) -> Vec<u8> {
     }
     let mut out = Vec::new();
     out.extend_from_slice(&(columns.len() as i32).to_be_bytes());
-    out.extend(columns.iter().map(|(c, _)| c.data_type().code()));
+    out.extend(columns.iter().map(|(c, _)| wire_type(c.data_type()).code()));
     out.extend_from_slice(&(rows as i32).to_be_bytes());
     out.push(2);
     out.extend(columns.iter().map(|(c, _)| encoding(c.data_type())));
@@ -73,13 +83,21 @@ pub fn encode(times: &[i64], columns: &[(Column, Option<Bitmap>)]) -> Vec<u8> {
         let present = (0..rows).filter(|row| !is_null(*row));
         match column {
             Column::Boolean(v) => out.extend(pack_msb_first(rows, |row| v[row])),
-            Column::Int32(v) => present.for_each(|r| out.extend_from_slice(&v[r].to_be_bytes())),
-            Column::Int64(v) => present.for_each(|r| out.extend_from_slice(&v[r].to_be_bytes())),
+            Column::Int32(v) | Column::Date(v) => {
+                present.for_each(|r| out.extend_from_slice(&v[r].to_be_bytes()))
+            }
+            Column::Int64(v) | Column::Timestamp(v) => {
+                present.for_each(|r| out.extend_from_slice(&v[r].to_be_bytes()))
+            }
             Column::Float(v) => present.for_each(|r| out.extend_from_slice(&v[r].to_be_bytes())),
             Column::Double(v) => present.for_each(|r| out.extend_from_slice(&v[r].to_be_bytes())),
-            Column::Text(v) => present.for_each(|r| {
+            Column::Text(v) | Column::String(v) => present.for_each(|r| {
                 out.extend_from_slice(&(v[r].len() as i32).to_be_bytes());
                 out.extend_from_slice(v[r].as_bytes());
+            }),
+            Column::Blob(v) => present.for_each(|r| {
+                out.extend_from_slice(&(v[r].len() as i32).to_be_bytes());
+                out.extend_from_slice(&v[r]);
             }),
         }
     }
@@ -117,6 +135,25 @@ mod tests {
         want.extend_from_slice(&[1, 0x40, 0, 0, 0, 1, b'a']);
         want.extend_from_slice(&[0, 0x80]);
         assert_eq!(encode(&[1, 2], &columns), want);
+    }
+
+    #[test]
+    fn iotdb_2_types_go_as_their_physical_types() {
+        let logical = [
+            (Column::Timestamp(vec![5]), None),
+            (Column::Date(vec![20240105]), None),
+            (Column::String(vec!["s".into()]), None),
+            (Column::Blob(vec![vec![b's']]), None),
+        ];
+        let physical = [
+            (Column::Int64(vec![5]), None),
+            (Column::Int32(vec![20240105]), None),
+            (Column::Text(vec!["s".into()]), None),
+            (Column::Text(vec!["s".into()]), None),
+        ];
+        let block = encode(&[1], &logical);
+        assert_eq!(block, encode(&[1], &physical));
+        assert_eq!(&block[4..8], &[2, 1, 5, 5]);
     }
 
     #[test]

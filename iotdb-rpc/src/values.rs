@@ -1,8 +1,8 @@
 //! The values IoTDB's clients send in inserts (`IOTDB_PROTOCOL.md` §5), big-endian throughout.
 //!
 //! **Tablet** (`TSInsertTabletReq.values`): column-major, one section per column of exactly
-//! `size` entries (BOOLEAN 1 byte, INT32 and FLOAT 4, INT64 and DOUBLE 8, TEXT `i32` length and
-//! bytes; a null cell holds a placeholder), then, only when some cell is null, per column a flag
+//! `size` entries (BOOLEAN 1 byte, INT32, FLOAT and DATE 4, INT64, DOUBLE and TIMESTAMP 8, TEXT,
+//! STRING and BLOB `i32` length and bytes; a null cell holds a placeholder), then, only when some cell is null, per column a flag
 //! byte and, when it is 1, `size / 8 + 1` bytes of null bitmap, LSB-first, a set bit a null.
 //! **Timestamps** (`TSInsertTabletReq.timestamps`): `size` × `i64`. **Record**
 //! (`TSInsertRecordReq.values`): per measurement a type byte, then the value.
@@ -37,12 +37,15 @@ impl<'a> Bytes<'a> {
         Ok(self.take(N, what)?.try_into().expect("N bytes"))
     }
 
-    fn text(&mut self, what: &str) -> Result<String, LayoutError> {
+    fn blob(&mut self, what: &str) -> Result<Vec<u8>, LayoutError> {
         let length = i32::from_be_bytes(self.array(what)?);
         let length = usize::try_from(length)
             .map_err(|_| LayoutError(format!("{what} of negative length {length}")))?;
-        let bytes = self.take(length, what)?;
-        String::from_utf8(bytes.to_vec())
+        Ok(self.take(length, what)?.to_vec())
+    }
+
+    fn text(&mut self, what: &str) -> Result<String, LayoutError> {
+        String::from_utf8(self.blob(what)?)
             .map_err(|e| LayoutError(format!("{what} is not UTF-8: {e}")))
     }
 
@@ -78,15 +81,15 @@ pub fn tablet_columns(
     let mut columns = Vec::with_capacity(types.len());
     for (i, &data_type) in types.iter().enumerate() {
         let what = format!("column {i} ({data_type})");
-        let width = match data_type {
+        let width = match data_type.physical() {
             DataType::Boolean => 1,
             DataType::Int32 | DataType::Float => 4,
             DataType::Int64 | DataType::Double => 8,
-            DataType::Text => 0,
+            _ => 0,
         };
         let column = if width > 0 {
             let section = r.take(rows.saturating_mul(width), &what)?;
-            fixed(data_type, section)
+            fixed(data_type.physical(), section).with_type(data_type)
         } else {
             // Each entry takes at least its 4-byte length: bound the allocation by the bytes.
             if rows > r.left() / 4 {
@@ -95,11 +98,19 @@ pub fn tablet_columns(
                     r.left()
                 )));
             }
-            let mut texts = Vec::with_capacity(rows);
-            for _ in 0..rows {
-                texts.push(r.text(&what)?);
+            if data_type == DataType::Blob {
+                let mut blobs = Vec::with_capacity(rows);
+                for _ in 0..rows {
+                    blobs.push(r.blob(&what)?);
+                }
+                Column::Blob(blobs)
+            } else {
+                let mut texts = Vec::with_capacity(rows);
+                for _ in 0..rows {
+                    texts.push(r.text(&what)?);
+                }
+                Column::Text(texts).with_type(data_type)
             }
-            Column::Text(texts)
         };
         columns.push((column, None));
     }
@@ -133,7 +144,7 @@ pub fn tablet_columns(
     Ok(columns)
 }
 
-/// A whole section of fixed-width values (its length already checked).
+/// A whole section of fixed-width values of a physical type (its length already checked).
 fn fixed(data_type: DataType, section: &[u8]) -> Column {
     fn words<const N: usize, T>(section: &[u8], value: impl Fn([u8; N]) -> T) -> Vec<T> {
         section
@@ -147,7 +158,7 @@ fn fixed(data_type: DataType, section: &[u8]) -> Column {
         DataType::Int64 => Column::Int64(words(section, i64::from_be_bytes)),
         DataType::Float => Column::Float(words(section, f32::from_be_bytes)),
         DataType::Double => Column::Double(words(section, f64::from_be_bytes)),
-        DataType::Text => unreachable!("TEXT is no fixed-width type"),
+        other => unreachable!("{other} is no fixed-width physical type"),
     }
 }
 
@@ -164,10 +175,10 @@ pub fn encode_tablet_columns(columns: &[Column], nulls: &[Option<Bitmap>]) -> Ve
     for column in columns {
         match column {
             Column::Boolean(v) => out.extend(v.iter().map(|b| u8::from(*b))),
-            Column::Int32(v) => v
+            Column::Int32(v) | Column::Date(v) => v
                 .iter()
                 .for_each(|x| out.extend_from_slice(&x.to_be_bytes())),
-            Column::Int64(v) => v
+            Column::Int64(v) | Column::Timestamp(v) => v
                 .iter()
                 .for_each(|x| out.extend_from_slice(&x.to_be_bytes())),
             Column::Float(v) => v
@@ -176,10 +187,16 @@ pub fn encode_tablet_columns(columns: &[Column], nulls: &[Option<Bitmap>]) -> Ve
             Column::Double(v) => v
                 .iter()
                 .for_each(|x| out.extend_from_slice(&x.to_be_bytes())),
-            Column::Text(v) => {
+            Column::Text(v) | Column::String(v) => {
                 for text in v {
                     out.extend_from_slice(&(text.len() as i32).to_be_bytes());
                     out.extend_from_slice(text.as_bytes());
+                }
+            }
+            Column::Blob(v) => {
+                for blob in v {
+                    out.extend_from_slice(&(blob.len() as i32).to_be_bytes());
+                    out.extend_from_slice(blob);
                 }
             }
         }
@@ -220,6 +237,10 @@ pub fn record(bytes: &[u8], measurements: usize) -> Result<Vec<Value>, LayoutErr
             DataType::Float => Value::Float(f32::from_be_bytes(r.array(&what)?)),
             DataType::Double => Value::Double(f64::from_be_bytes(r.array(&what)?)),
             DataType::Text => Value::Text(r.text(&what)?),
+            DataType::Timestamp => Value::Timestamp(i64::from_be_bytes(r.array(&what)?)),
+            DataType::Date => Value::Date(i32::from_be_bytes(r.array(&what)?)),
+            DataType::Blob => Value::Blob(r.blob(&what)?),
+            DataType::String => Value::String(r.text(&what)?),
         };
         values.push(value);
     }
@@ -289,6 +310,10 @@ mod tests {
             Column::Float(vec![1.5, 0.0, -2.25]),
             Column::Double(vec![0.1, 0.0, 1e300]),
             Column::Text(vec!["a".into(), "".into(), "h\u{e9}".into()]),
+            Column::Timestamp(vec![-1, 0, 1]),
+            Column::Date(vec![20240101, 19700101, 99991231]),
+            Column::Blob(vec![vec![0xff], vec![], vec![0, 1]]),
+            Column::String(vec!["s".into(), "".into(), "t".into()]),
         ];
         let types: Vec<DataType> = columns.iter().map(Column::data_type).collect();
         let mut nulls: Vec<Option<Bitmap>> = vec![None; columns.len()];
@@ -348,11 +373,30 @@ mod tests {
         );
         assert!(record(&bytes, 5).unwrap_err().0.contains("value 4"));
         assert!(record(&bytes, 3).unwrap_err().0.contains("bytes after"));
-        let date = [9u8, 0, 0, 0, 1];
-        assert!(record(&date, 1)
+        let mut new_types = vec![8u8];
+        new_types.extend_from_slice(&(-5i64).to_be_bytes());
+        new_types.push(9);
+        new_types.extend_from_slice(&20240229i32.to_be_bytes());
+        new_types.push(10);
+        new_types.extend_from_slice(&2i32.to_be_bytes());
+        new_types.extend_from_slice(&[0xff, 0]);
+        new_types.push(11);
+        new_types.extend_from_slice(&1i32.to_be_bytes());
+        new_types.push(b's');
+        assert_eq!(
+            record(&new_types, 4).unwrap(),
+            vec![
+                Value::Timestamp(-5),
+                Value::Date(20240229),
+                Value::Blob(vec![0xff, 0]),
+                Value::String("s".into())
+            ]
+        );
+        let object = [12u8, 0, 0, 0, 1];
+        assert!(record(&object, 1)
             .unwrap_err()
             .0
-            .contains("DATE (9) is not supported"));
+            .contains("unknown data type code 12"));
     }
 
     #[test]

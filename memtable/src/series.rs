@@ -12,24 +12,27 @@ use common::{Bitmap, Column, DataType, Value};
 /// the vectors' headers. The device and measurement names are added on top.
 pub const SERIES_OVERHEAD_BYTES: usize = 160;
 
-/// Estimated heap bytes of one TEXT value besides its UTF-8 bytes: the `String` header.
+/// Estimated heap bytes of one TEXT, STRING or BLOB value besides its bytes: the `String` (or
+/// `Vec<u8>`) header.
 pub const TEXT_VALUE_OVERHEAD_BYTES: usize = mem::size_of::<String>();
 
 /// Bytes of one timestamp.
 pub const TIMESTAMP_BYTES: usize = mem::size_of::<i64>();
 
 /// Estimated heap bytes of one point of `value`: its timestamp plus its value (BOOLEAN 1, INT32
-/// and FLOAT 4, INT64 and DOUBLE 8, TEXT its length plus [`TEXT_VALUE_OVERHEAD_BYTES`]). This is
+/// and FLOAT and DATE 4, INT64, DOUBLE and TIMESTAMP 8, TEXT, STRING and BLOB its length plus
+/// [`TEXT_VALUE_OVERHEAD_BYTES`]). This is
 /// what [`MemTable::memory_bytes`](crate::MemTable::memory_bytes) charges per point written.
 pub fn estimated_point_bytes(value: &Value) -> usize {
     TIMESTAMP_BYTES
         + match value {
             Value::Boolean(v) => v.bytes(),
-            Value::Int32(v) => v.bytes(),
-            Value::Int64(v) => v.bytes(),
+            Value::Int32(v) | Value::Date(v) => v.bytes(),
+            Value::Int64(v) | Value::Timestamp(v) => v.bytes(),
             Value::Float(v) => v.bytes(),
             Value::Double(v) => v.bytes(),
-            Value::Text(v) => v.bytes(),
+            Value::Text(v) | Value::String(v) => v.bytes(),
+            Value::Blob(v) => v.bytes(),
         }
 }
 
@@ -67,6 +70,13 @@ macro_rules! fixed_width_element {
 fixed_width_element!(bool, i32, i64, f32, f64);
 
 impl Element for String {
+    #[inline]
+    fn bytes(&self) -> usize {
+        self.len() + TEXT_VALUE_OVERHEAD_BYTES
+    }
+}
+
+impl Element for Vec<u8> {
     #[inline]
     fn bytes(&self) -> usize {
         self.len() + TEXT_VALUE_OVERHEAD_BYTES
@@ -147,6 +157,10 @@ impl Series {
             (Column::Float(out), Column::Float(input)) => run.append(out, input),
             (Column::Double(out), Column::Double(input)) => run.append(out, input),
             (Column::Text(out), Column::Text(input)) => run.append(out, input),
+            (Column::Timestamp(out), Column::Timestamp(input)) => run.append(out, input),
+            (Column::Date(out), Column::Date(input)) => run.append(out, input),
+            (Column::Blob(out), Column::Blob(input)) => run.append(out, input),
+            (Column::String(out), Column::String(input)) => run.append(out, input),
             (out, input) => panic!(
                 "column of type {} appended to series {}.{} of type {}: the tablet's columns \
                  disagree with its declared types (was Tablet::validate run?)",
@@ -175,11 +189,12 @@ impl Series {
         self.timestamps.truncate(len);
         match &mut self.values {
             Column::Boolean(v) => v.truncate(len),
-            Column::Int32(v) => v.truncate(len),
-            Column::Int64(v) => v.truncate(len),
+            Column::Int32(v) | Column::Date(v) => v.truncate(len),
+            Column::Int64(v) | Column::Timestamp(v) => v.truncate(len),
             Column::Float(v) => v.truncate(len),
             Column::Double(v) => v.truncate(len),
-            Column::Text(v) => v.truncate(len),
+            Column::Text(v) | Column::String(v) => v.truncate(len),
+            Column::Blob(v) => v.truncate(len),
         }
         self.sorted = sorted;
         self.max_time = max_time;
@@ -244,6 +259,10 @@ impl Series {
             Column::Float(v) => Column::Float(take_at(v, &winners)),
             Column::Double(v) => Column::Double(take_at(v, &winners)),
             Column::Text(v) => Column::Text(take_at(v, &winners)),
+            Column::Timestamp(v) => Column::Timestamp(take_at(v, &winners)),
+            Column::Date(v) => Column::Date(take_at(v, &winners)),
+            Column::Blob(v) => Column::Blob(take_at(v, &winners)),
+            Column::String(v) => Column::String(take_at(v, &winners)),
         };
         (device, measurement, timestamps, values)
     }
@@ -319,11 +338,12 @@ impl AppendRun<'_> {
 pub(crate) fn points_bytes(timestamps: &[i64], values: &Column) -> usize {
     let value_bytes = match values {
         Column::Boolean(v) => Element::total_bytes(v),
-        Column::Int32(v) => Element::total_bytes(v),
-        Column::Int64(v) => Element::total_bytes(v),
+        Column::Int32(v) | Column::Date(v) => Element::total_bytes(v),
+        Column::Int64(v) | Column::Timestamp(v) => Element::total_bytes(v),
         Column::Float(v) => Element::total_bytes(v),
         Column::Double(v) => Element::total_bytes(v),
-        Column::Text(v) => Element::total_bytes(v),
+        Column::Text(v) | Column::String(v) => Element::total_bytes(v),
+        Column::Blob(v) => Element::total_bytes(v),
     };
     timestamps.len() * TIMESTAMP_BYTES + value_bytes
 }

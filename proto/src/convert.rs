@@ -88,6 +88,10 @@ pub fn data_type_to_wire(data_type: common::DataType) -> wire::DataType {
         common::DataType::Float => wire::DataType::Float,
         common::DataType::Double => wire::DataType::Double,
         common::DataType::Text => wire::DataType::Text,
+        common::DataType::Timestamp => wire::DataType::Timestamp,
+        common::DataType::Date => wire::DataType::Date,
+        common::DataType::Blob => wire::DataType::Blob,
+        common::DataType::String => wire::DataType::String,
     }
 }
 
@@ -102,7 +106,9 @@ mod tests {
             assert_eq!(data_type_to_wire(t) as i32, i32::from(t.code()));
             assert_eq!(data_type(data_type_to_wire(t) as i32), Ok(t));
         }
-        assert_eq!(data_type(6), Err(Error::UnknownDataType(6)));
+        for code in [6, 7, 12] {
+            assert_eq!(data_type(code), Err(Error::UnknownDataType(code)));
+        }
         assert_eq!(data_type(-1), Err(Error::UnknownDataType(-1)));
     }
 

@@ -59,10 +59,14 @@ pub fn column_to_wire(column: &Column, bitmap: Option<&Bitmap>) -> proto::Column
     let values = match column {
         Column::Boolean(v) => Values::FixedLe(to_words(v, |b| [u8::from(b)])),
         Column::Int32(v) => Values::FixedLe(to_words(v, i32::to_le_bytes)),
-        Column::Int64(v) => Values::FixedLe(to_words(v, i64::to_le_bytes)),
+        Column::Int64(v) | Column::Timestamp(v) => Values::FixedLe(to_words(v, i64::to_le_bytes)),
+        Column::Date(v) => Values::FixedLe(to_words(v, i32::to_le_bytes)),
         Column::Float(v) => Values::FixedLe(to_words(v, f32::to_le_bytes)),
         Column::Double(v) => Values::FixedLe(to_words(v, f64::to_le_bytes)),
-        Column::Text(v) => Values::TextValues(proto::TextValues { values: v.clone() }),
+        Column::Text(v) | Column::String(v) => {
+            Values::TextValues(proto::TextValues { values: v.clone() })
+        }
+        Column::Blob(v) => Values::BlobValues(proto::BlobValues { values: v.clone() }),
     };
     proto::Column {
         values: Some(values),
@@ -73,11 +77,11 @@ pub fn column_to_wire(column: &Column, bitmap: Option<&Bitmap>) -> proto::Column
 
 /// The values of a `data_type` column held as words, or what is wrong with them.
 fn column_from_words(data_type: DataType, bytes: &[u8]) -> Result<Column, String> {
-    let width = match data_type {
+    let width = match data_type.physical() {
         DataType::Boolean => 1,
         DataType::Int32 | DataType::Float => 4,
         DataType::Int64 | DataType::Double => 8,
-        DataType::Text => return Err("TEXT values cannot be fixed-width words".to_string()),
+        _ => return Err(format!("{data_type} values cannot be fixed-width words")),
     };
     if !bytes.len().is_multiple_of(width) {
         return Err(format!(
@@ -96,7 +100,9 @@ fn column_from_words(data_type: DataType, bytes: &[u8]) -> Result<Column, String
         DataType::Int64 => Column::Int64(from_words(bytes, i64::from_le_bytes)),
         DataType::Float => Column::Float(from_words(bytes, f32::from_le_bytes)),
         DataType::Double => Column::Double(from_words(bytes, f64::from_le_bytes)),
-        DataType::Text => unreachable!("refused above"),
+        DataType::Timestamp => Column::Timestamp(from_words(bytes, i64::from_le_bytes)),
+        DataType::Date => Column::Date(from_words(bytes, i32::from_le_bytes)),
+        DataType::Text | DataType::Blob | DataType::String => unreachable!("refused above"),
     })
 }
 
@@ -115,8 +121,12 @@ pub fn column_from_wire(
         Some(Values::FloatValues(v)) => Column::Float(v.values),
         Some(Values::DoubleValues(v)) => Column::Double(v.values),
         Some(Values::TextValues(v)) => Column::Text(v.values),
+        Some(Values::BlobValues(v)) => Column::Blob(v.values),
         None => return Err("no values".to_string()),
-    };
+    }
+    // STRING values travel as TEXT's, TIMESTAMP's and DATE's in the repeated forms as INT64's
+    // and INT32's: the declared type tells them apart.
+    .with_type(data_type);
     if values.data_type() != data_type {
         return Err(format!(
             "declared {data_type} but holds {} values",
@@ -184,6 +194,10 @@ pub fn value_to_wire(value: &Value) -> proto::Value {
             Value::Float(v) => W::FloatValue(*v),
             Value::Double(v) => W::DoubleValue(*v),
             Value::Text(v) => W::TextValue(v.clone()),
+            Value::Timestamp(v) => W::TimestampValue(*v),
+            Value::Date(v) => W::DateValue(*v),
+            Value::Blob(v) => W::BlobValue(v.clone()),
+            Value::String(v) => W::StringValue(v.clone()),
         }),
     }
 }
@@ -198,6 +212,10 @@ pub fn value_from_wire(value: &proto::Value) -> Option<Value> {
         W::FloatValue(v) => Value::Float(*v),
         W::DoubleValue(v) => Value::Double(*v),
         W::TextValue(v) => Value::Text(v.clone()),
+        W::TimestampValue(v) => Value::Timestamp(*v),
+        W::DateValue(v) => Value::Date(*v),
+        W::BlobValue(v) => Value::Blob(v.clone()),
+        W::StringValue(v) => Value::String(v.clone()),
     })
 }
 
@@ -216,6 +234,10 @@ mod tests {
                 ("f", DataType::Float),
                 ("d", DataType::Double),
                 ("t", DataType::Text),
+                ("ts", DataType::Timestamp),
+                ("day", DataType::Date),
+                ("blob", DataType::Blob),
+                ("str", DataType::String),
             ],
         );
         for row in 0..70i64 {
@@ -230,6 +252,10 @@ mod tests {
                     v(Value::Float(row as f32 * 0.5)),
                     v(Value::Double(-0.01 * row as f64)),
                     v(Value::Text(format!("v{row}"))),
+                    v(Value::Timestamp(-row)),
+                    v(Value::Date(20240101 + row as i32 % 28)),
+                    v(Value::Blob(vec![row as u8; row as usize % 3])),
+                    v(Value::String(format!("s{row}"))),
                 ],
             );
         }
@@ -276,10 +302,16 @@ mod tests {
             column.values = Some(match values.clone() {
                 Column::Boolean(values) => Values::BoolValues(proto::BoolValues { values }),
                 Column::Int32(values) => Values::Int32Values(proto::Int32Values { values }),
-                Column::Int64(values) => Values::Int64Values(proto::Int64Values { values }),
                 Column::Float(values) => Values::FloatValues(proto::FloatValues { values }),
                 Column::Double(values) => Values::DoubleValues(proto::DoubleValues { values }),
-                Column::Text(values) => Values::TextValues(proto::TextValues { values }),
+                Column::Int64(values) | Column::Timestamp(values) => {
+                    Values::Int64Values(proto::Int64Values { values })
+                }
+                Column::Text(values) | Column::String(values) => {
+                    Values::TextValues(proto::TextValues { values })
+                }
+                Column::Blob(values) => Values::BlobValues(proto::BlobValues { values }),
+                Column::Date(values) => Values::Int32Values(proto::Int32Values { values }),
             });
         }
         let (timestamps, columns) = from_wire(wire).unwrap();

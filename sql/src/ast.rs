@@ -163,6 +163,8 @@ pub enum Literal {
     Boolean(bool),
     /// A quoted string.
     Text(String),
+    /// `X'<hex digits>'`: a BLOB's bytes.
+    Blob(Vec<u8>),
     /// `NULL`: no value in this row.
     Null,
 }

@@ -553,17 +553,23 @@ pub fn convert(literal: &Literal, data_type: DataType) -> Option<Value> {
         (Literal::Float(f), DataType::Double) => Some(Value::Double(*f)),
         (Literal::Boolean(b), DataType::Boolean) => Some(Value::Boolean(*b)),
         (Literal::Text(s), DataType::Text) => Some(Value::Text(s.clone())),
+        (Literal::Text(s), DataType::String) => Some(Value::String(s.clone())),
+        (Literal::Text(s), DataType::Date) => common::date::parse(s).map(Value::Date),
+        (Literal::Integer(i), DataType::Timestamp) => Some(Value::Timestamp(*i)),
+        (Literal::Blob(b), DataType::Blob) => Some(Value::Blob(b.clone())),
         _ => None,
     }
 }
 
-/// The type a literal gets for a new series: numbers DOUBLE, booleans BOOLEAN, strings TEXT.
+/// The type a literal gets for a new series: numbers DOUBLE, booleans BOOLEAN, strings TEXT,
+/// `X'..'` BLOB.
 pub fn natural(literal: &Literal) -> Option<Value> {
     match literal {
         Literal::Integer(i) => Some(Value::Double(*i as f64)),
         Literal::Float(f) => Some(Value::Double(*f)),
         Literal::Boolean(b) => Some(Value::Boolean(*b)),
         Literal::Text(s) => Some(Value::Text(s.clone())),
+        Literal::Blob(b) => Some(Value::Blob(b.clone())),
         Literal::Null => None,
     }
 }
@@ -767,15 +773,14 @@ async fn last<B: Backend>(backend: &B, series: &[Series], since: i64) -> ExecRes
     ))
 }
 
-/// A value as IoTDB prints it in a last query (Java's `toString`: `1.5`, `2.0`, `true`).
+/// A value as IoTDB prints it in a last query (Java's `toString`: `1.5`, `2.0`, `true`; a DATE
+/// as `2024-01-05`, a BLOB as `0x0a0b`).
 pub fn value_text(value: &Value) -> String {
     match value {
-        Value::Boolean(b) => b.to_string(),
-        Value::Int32(i) => i.to_string(),
-        Value::Int64(i) => i.to_string(),
         Value::Float(f) => java_float(f64::from(*f), f.to_string()),
         Value::Double(d) => java_float(*d, d.to_string()),
-        Value::Text(s) => s.clone(),
+        Value::Text(s) | Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 

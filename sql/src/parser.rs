@@ -666,9 +666,12 @@ impl Parser<'_> {
         }
     }
 
-    /// A number (with an optional sign), a quoted string, TRUE, FALSE or NULL.
+    /// A number (with an optional sign), a quoted string, `X'<hex>'`, TRUE, FALSE or NULL.
     fn literal(&mut self) -> Result<Literal, ParseError> {
-        const EXPECTED: &str = "a value (number, 'string', true, false or null)";
+        const EXPECTED: &str = "a value (number, 'string', X'hex', true, false or null)";
+        if let Some(blob) = self.blob_literal()? {
+            return Ok(blob);
+        }
         let literal = match self.peek_kind() {
             Some(TokenKind::Minus | TokenKind::Plus | TokenKind::Number(_)) => {
                 return self.number(EXPECTED)
@@ -681,6 +684,29 @@ impl Parser<'_> {
         };
         self.next += 1;
         Ok(literal)
+    }
+
+    /// `X'0a1B'` (IoTDB's BLOB literal: an `X` right before a quoted string of an even number of
+    /// hex digits), or `None` when the next tokens are not one.
+    fn blob_literal(&mut self) -> Result<Option<Literal>, ParseError> {
+        let (Some(x), Some(quoted)) = (self.tokens.get(self.next), self.tokens.get(self.next + 1))
+        else {
+            return Ok(None);
+        };
+        let (TokenKind::Word(w), TokenKind::Str(hex)) = (&x.kind, &quoted.kind) else {
+            return Ok(None);
+        };
+        if !w.eq_ignore_ascii_case("x") || quoted.offset != x.offset + 1 {
+            return Ok(None);
+        }
+        let Some(bytes) = common::blob_from_hex(hex) else {
+            return Err(Self::error_at(
+                quoted,
+                format!("BLOB literal X'{hex}' is not an even number of hex digits"),
+            ));
+        };
+        self.next += 2;
+        Ok(Some(Literal::Blob(bytes)))
     }
 
     /// `[+|-]digits[.digits][e[+|-]digits]`: an integer when there is neither fraction nor

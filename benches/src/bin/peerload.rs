@@ -300,10 +300,11 @@ fn encode_line_protocol(tablet: &Tablet, out: &mut Vec<u8>) {
             let r = match column {
                 Column::Double(v) => write!(w, "{}", v[row]),
                 Column::Float(v) => write!(w, "{}", v[row]),
-                Column::Int64(v) => write!(w, "{}i", v[row]),
-                Column::Int32(v) => write!(w, "{}i", v[row]),
+                Column::Int64(v) | Column::Timestamp(v) => write!(w, "{}i", v[row]),
+                Column::Int32(v) | Column::Date(v) => write!(w, "{}i", v[row]),
                 Column::Boolean(v) => write!(w, "{}", v[row]),
-                Column::Text(v) => write!(
+                Column::Blob(_) => panic!("line protocol has no bytes field"),
+                Column::Text(v) | Column::String(v) => write!(
                     w,
                     "\"{}\"",
                     v[row].replace('\\', "\\\\").replace('"', "\\\"")

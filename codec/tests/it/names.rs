@@ -36,14 +36,23 @@ fn every_iotdb_compressor_parses_and_keeps_its_byte() {
 fn compatibility_table_is_iotdbs() {
     use DataType::*;
     use Encoding::*;
+    // IoTDB 2.0's types take their storage type's encodings, BLOB PLAIN only.
     let table: [(Encoding, &[DataType]); 7] = [
-        (Plain, &[Boolean, Int32, Int64, Float, Double, Text]),
-        (Ts2Diff, &[Int32, Int64, Float, Double]),
-        (Rle, &[Boolean, Int32, Int64, Float, Double]),
-        (Gorilla, &[Int32, Int64, Float, Double]),
-        (Dictionary, &[Text]),
-        (Zigzag, &[Int32, Int64]),
-        (Chimp, &[Int32, Int64, Float, Double]),
+        (
+            Plain,
+            &[
+                Boolean, Int32, Int64, Float, Double, Text, Timestamp, Date, Blob, String,
+            ],
+        ),
+        (Ts2Diff, &[Int32, Int64, Float, Double, Timestamp, Date]),
+        (
+            Rle,
+            &[Boolean, Int32, Int64, Float, Double, Timestamp, Date],
+        ),
+        (Gorilla, &[Int32, Int64, Float, Double, Timestamp, Date]),
+        (Dictionary, &[Text, String]),
+        (Zigzag, &[Int32, Int64, Timestamp, Date]),
+        (Chimp, &[Int32, Int64, Float, Double, Timestamp, Date]),
     ];
     for (e, types) in table {
         for t in DataType::ALL {
@@ -57,4 +66,6 @@ fn compatibility_table_is_iotdbs() {
     assert_eq!(Encoding::iotdb_default(Int64), Ts2Diff);
     assert_eq!(Encoding::iotdb_default(Double), Gorilla);
     assert_eq!(Encoding::iotdb_default(Text), Plain);
+    assert_eq!(Encoding::iotdb_default(Timestamp), Ts2Diff);
+    assert_eq!(Encoding::iotdb_default(Blob), Plain);
 }

@@ -263,6 +263,14 @@ fn string_value(path: &str, text: &str, existing: Option<DataType>) -> Result<Va
         Some(t @ DataType::Int64) => Value::Int64(trimmed.parse().map_err(|_| mismatch(t))?),
         Some(t @ DataType::Float) => Value::Float(trimmed.parse().map_err(|_| mismatch(t))?),
         Some(t @ DataType::Double) => Value::Double(trimmed.parse().map_err(|_| mismatch(t))?),
+        Some(DataType::String) => Value::String(text.to_string()),
+        Some(t @ DataType::Timestamp) => {
+            Value::Timestamp(trimmed.parse().map_err(|_| mismatch(t))?)
+        }
+        Some(t @ DataType::Date) => {
+            Value::Date(common::date::parse(trimmed).ok_or_else(|| mismatch(t))?)
+        }
+        Some(t @ DataType::Blob) => Value::Blob(blob_text(trimmed).ok_or_else(|| mismatch(t))?),
         None => {
             if trimmed.eq_ignore_ascii_case("true") || trimmed.eq_ignore_ascii_case("false") {
                 Value::Boolean(trimmed.eq_ignore_ascii_case("true"))
@@ -273,6 +281,20 @@ fn string_value(path: &str, text: &str, existing: Option<DataType>) -> Result<Va
             }
         }
     })
+}
+
+/// The bytes of a BLOB written as text: `0x0a1b` or `X'0a1b'`.
+fn blob_text(text: &str) -> Option<Vec<u8>> {
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .or_else(|| {
+            let quoted = text
+                .strip_prefix("X'")
+                .or_else(|| text.strip_prefix("x'"))?;
+            quoted.strip_suffix('\'')
+        })?;
+    common::blob_from_hex(digits)
 }
 
 /// A decimal number as IoTDB's inference reads one (`1`, `-2.5`, `1e3`, `NaN`); not `inf` or
@@ -365,6 +387,28 @@ mod tests {
             Value::Boolean(true)
         );
         assert!(v("x", Some(DataType::Int64)).unwrap_err().mismatch);
+        assert_eq!(
+            v("12", Some(DataType::String)).unwrap(),
+            Value::String("12".into())
+        );
+        assert_eq!(
+            v("-7", Some(DataType::Timestamp)).unwrap(),
+            Value::Timestamp(-7)
+        );
+        assert_eq!(
+            v("2024-02-29", Some(DataType::Date)).unwrap(),
+            Value::Date(20240229)
+        );
+        assert!(v("2023-02-29", Some(DataType::Date)).unwrap_err().mismatch);
+        assert_eq!(
+            v("0x0aff", Some(DataType::Blob)).unwrap(),
+            Value::Blob(vec![0x0a, 0xff])
+        );
+        assert_eq!(
+            v("X'00'", Some(DataType::Blob)).unwrap(),
+            Value::Blob(vec![0])
+        );
+        assert!(v("abc", Some(DataType::Blob)).unwrap_err().mismatch);
         assert_eq!(v("12", None).unwrap(), Value::Double(12.0));
         assert_eq!(v("-2.5e3", None).unwrap(), Value::Double(-2500.0));
         assert_eq!(v("false", None).unwrap(), Value::Boolean(false));

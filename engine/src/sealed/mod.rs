@@ -561,6 +561,10 @@ pub(crate) fn append_column(column: &mut Column, more: Column) {
         (Column::Float(a), Column::Float(b)) => a.extend(b),
         (Column::Double(a), Column::Double(b)) => a.extend(b),
         (Column::Text(a), Column::Text(b)) => a.extend(b),
+        (Column::Timestamp(a), Column::Timestamp(b)) => a.extend(b),
+        (Column::Date(a), Column::Date(b)) => a.extend(b),
+        (Column::Blob(a), Column::Blob(b)) => a.extend(b),
+        (Column::String(a), Column::String(b)) => a.extend(b),
         (a, b) => panic!(
             "appending a {} page to a {} column",
             b.data_type(),

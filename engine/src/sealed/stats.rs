@@ -4,10 +4,11 @@
 //!
 //! Encoding (after the count and time range, which the index entry holds): `u8 flags`
 //! (bit 0 first/last present, bit 1 min/max present, bit 2 sum present), then first, last, min,
-//! max as values of the series' type (BOOLEAN u8, INT32 i32, INT64 i64, FLOAT f32 bits, DOUBLE f64
-//! bits, little-endian), then sum as f64 bits. TEXT pages carry no values (a value of up to 64 KiB
-//! in the index would cost more than it saves). Minimum and maximum skip NaN; a page of NaNs only
-//! has none.
+//! max as values of the series' type (BOOLEAN u8, INT32 and DATE i32, INT64 and TIMESTAMP i64,
+//! FLOAT f32 bits, DOUBLE f64 bits, little-endian), then sum as f64 bits. TEXT, STRING and BLOB
+//! pages carry no values (a value of up to 64 KiB in the index would cost more than it saves);
+//! TIMESTAMP and DATE pages no sum (it means nothing). Minimum and maximum skip NaN; a page of
+//! NaNs only has none.
 
 use common::codec::{DecodeResult, Reader, Writer};
 use common::{Column, DataType, Value};
@@ -50,7 +51,15 @@ impl Stats {
             Column::Int64(v) => ints(v, Value::Int64),
             Column::Float(v) => floats(v, |x| Value::Float(x as f32)),
             Column::Double(v) => floats(v, Value::Double),
-            Column::Text(_) => Stats::none(),
+            Column::Timestamp(v) => Stats {
+                sum: None,
+                ..ints(v, Value::Timestamp)
+            },
+            Column::Date(v) => Stats {
+                sum: None,
+                ..ints(v, |x| Value::Date(x as i32))
+            },
+            Column::Text(_) | Column::String(_) | Column::Blob(_) => Stats::none(),
         }
     }
 
@@ -119,8 +128,8 @@ impl Stats {
         if flags & !(HAS_ENDS | HAS_RANGE | HAS_SUM) != 0 {
             return r.error(format!("unknown statistics flags {flags:#x}"));
         }
-        if data_type == DataType::Text && flags != 0 {
-            return r.error("statistics of a TEXT page carry values");
+        if !carries_values(data_type) && flags != 0 {
+            return r.error(format!("statistics of a {data_type} page carry values"));
         }
         let mut stats = Stats::none();
         if flags & HAS_ENDS != 0 {
@@ -136,6 +145,14 @@ impl Stats {
         }
         Ok(stats)
     }
+}
+
+/// Whether statistics of a `data_type` page hold values (not for TEXT, STRING and BLOB).
+fn carries_values(data_type: DataType) -> bool {
+    !matches!(
+        data_type,
+        DataType::Text | DataType::String | DataType::Blob
+    )
 }
 
 fn ints<T: Copy + Into<i64>>(v: &[T], value: fn(i64) -> Value) -> Stats {
@@ -182,22 +199,24 @@ fn floats<T: Copy + Into<f64>>(v: &[T], value: fn(f64) -> Value) -> Stats {
 fn as_f64(v: &Value) -> f64 {
     match v {
         Value::Boolean(b) => *b as u8 as f64,
-        Value::Int32(x) => *x as f64,
-        Value::Int64(x) => *x as f64,
+        Value::Int32(x) | Value::Date(x) => *x as f64,
+        Value::Int64(x) | Value::Timestamp(x) => *x as f64,
         Value::Float(x) => *x as f64,
         Value::Double(x) => *x,
-        Value::Text(_) => f64::NAN,
+        Value::Text(_) | Value::String(_) | Value::Blob(_) => f64::NAN,
     }
 }
 
 fn put_value(w: &mut Writer, v: &Value) {
     match v {
         Value::Boolean(b) => w.u8(*b as u8),
-        Value::Int32(x) => w.u32(*x as u32),
-        Value::Int64(x) => w.i64(*x),
+        Value::Int32(x) | Value::Date(x) => w.u32(*x as u32),
+        Value::Int64(x) | Value::Timestamp(x) => w.i64(*x),
         Value::Float(x) => w.u32(x.to_bits()),
         Value::Double(x) => w.u64(x.to_bits()),
-        Value::Text(_) => unreachable!("TEXT statistics carry no values"),
+        Value::Text(_) | Value::String(_) | Value::Blob(_) => {
+            unreachable!("statistics of text-like pages carry no values")
+        }
     }
 }
 
@@ -212,7 +231,11 @@ fn get_value(r: &mut Reader<'_>, data_type: DataType) -> DecodeResult<Value> {
         DataType::Int64 => Value::Int64(r.i64()?),
         DataType::Float => Value::Float(f32::from_bits(r.u32()?)),
         DataType::Double => Value::Double(f64::from_bits(r.u64()?)),
-        DataType::Text => return r.error("TEXT statistics carry no values"),
+        DataType::Timestamp => Value::Timestamp(r.i64()?),
+        DataType::Date => Value::Date(r.u32()? as i32),
+        DataType::Text | DataType::String | DataType::Blob => {
+            return r.error(format!("{data_type} statistics carry no values"))
+        }
     })
 }
 
@@ -238,6 +261,9 @@ mod tests {
         let bools = Stats::of(&Column::Boolean(vec![false, true, true]));
         assert_eq!(bools.sum, Some(2.0));
         assert_eq!(Stats::of(&Column::Text(vec!["x".into()])), Stats::none());
+        let days = Stats::of(&Column::Date(vec![20240105, 19991231]));
+        assert_eq!(days.min, Some(Value::Date(19991231)));
+        assert_eq!(days.sum, None, "a sum of days means nothing");
         let nans = Stats::of(&Column::Float(vec![f32::NAN]));
         assert_eq!((nans.min, nans.max), (None, None));
     }
@@ -249,6 +275,10 @@ mod tests {
             (Column::Float(vec![f32::NAN]), DataType::Float),
             (Column::Boolean(vec![true]), DataType::Boolean),
             (Column::Text(vec!["t".into()]), DataType::Text),
+            (Column::Timestamp(vec![3, -1]), DataType::Timestamp),
+            (Column::Date(vec![20240105, 19991231]), DataType::Date),
+            (Column::String(vec!["s".into()]), DataType::String),
+            (Column::Blob(vec![vec![1]]), DataType::Blob),
         ] {
             let stats = Stats::of(&column);
             let mut w = Writer::new();

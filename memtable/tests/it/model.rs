@@ -60,11 +60,19 @@ fn value(data_type: DataType, seed: u16) -> Value {
         DataType::Float => Value::Float(f32::from(seed) * 0.25),
         DataType::Double => Value::Double(f64::from(seed) * -0.5),
         DataType::Text => Value::Text("t".repeat(usize::from(seed % 7)) + &seed.to_string()),
+        DataType::Timestamp => Value::Timestamp(-i64::from(seed)),
+        DataType::Date => Value::Date(20240101 + i32::from(seed % 28)),
+        DataType::Blob => Value::Blob(seed.to_be_bytes().to_vec()),
+        DataType::String => Value::String(seed.to_string()),
     }
 }
 
 fn insert_strategy() -> impl Strategy<Value = Op> {
-    let column = (0..3usize, 0..6usize, proptest::bool::weighted(0.1));
+    let column = (
+        0..3usize,
+        0..DataType::ALL.len(),
+        proptest::bool::weighted(0.1),
+    );
     (
         0..3usize,
         proptest::collection::vec(column, 1..=3),
