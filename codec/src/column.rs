@@ -88,6 +88,10 @@ fn header(out: &mut Vec<u8>, codec: CodecId, count: usize) {
 /// `Choice::Adaptive` is Plain with an empty body.
 pub fn encode_column(column: &Column, choice: Choice, out: &mut Vec<u8>) -> CodecId {
     assert_count(column.len());
+    let choice = match choice {
+        Choice::Fixed(e) if !e.supports(column.data_type()) => Choice::Adaptive,
+        choice => choice,
+    };
     let start = out.len();
     let codec = match column {
         Column::Boolean(v) => encode_booleans(v, choice, out),

@@ -162,7 +162,7 @@ impl fmt::Display for Value {
 /// The bytes an even number of hex digits spell (either case), as in IoTDB's BLOB literals
 /// `X'0a1B'` and `0x0a1b`; `None` for anything else.
 pub fn blob_from_hex(digits: &str) -> Option<Vec<u8>> {
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);

@@ -941,6 +941,29 @@ mod tests {
         assert_eq!(convert(&Literal::Float(1e300), DataType::Float), None);
         assert_eq!(convert(&Literal::Boolean(true), DataType::Text), None);
         assert_eq!(convert(&Literal::Text("1".into()), DataType::Int32), None);
+        // IoTDB 2.0's types: a day as 'yyyy-mm-dd', an instant as an integer, X'..' bytes.
+        assert_eq!(
+            convert(&Literal::Text("2024-02-29".into()), DataType::Date),
+            Some(Value::Date(20240229))
+        );
+        assert_eq!(
+            convert(&Literal::Text("2023-02-29".into()), DataType::Date),
+            None
+        );
+        assert_eq!(
+            convert(&Literal::Integer(-1), DataType::Timestamp),
+            Some(Value::Timestamp(-1))
+        );
+        assert_eq!(
+            convert(&Literal::Text("s".into()), DataType::String),
+            Some(Value::String("s".into()))
+        );
+        assert_eq!(
+            convert(&Literal::Blob(vec![1]), DataType::Blob),
+            Some(Value::Blob(vec![1]))
+        );
+        assert_eq!(convert(&Literal::Text("01".into()), DataType::Blob), None);
+        assert_eq!(convert(&Literal::Blob(vec![1]), DataType::Text), None);
     }
 
     #[test]

@@ -922,6 +922,80 @@ class DeleteDataTest(FencepostTestCase):
         self.assert_rows(f"select s2 from {self.dev}", [(8, [80]), (10, [100])], msg="after DELETE FROM")
 
 
+class IoTDB2TypesTest(FencepostTestCase):
+    """TIMESTAMP, DATE, BLOB and STRING: written by tablet, record, string record and SQL, read
+    back as the client renders them (pd.Timestamp, datetime.date, bytes, str)."""
+
+    MEASUREMENTS = ["ts", "day", "blob", "str"]
+    TYPES = [TSDataType.TIMESTAMP, TSDataType.DATE, TSDataType.BLOB, TSDataType.STRING]
+
+    @staticmethod
+    def _plain_row(values):
+        """A row with the TIMESTAMP rendered back to epoch milliseconds."""
+        ts = values[0]
+        return [None if ts is None else ts.value // 1_000_000] + values[1:]
+
+    def test_iotdb_2_types(self):
+        import datetime
+
+        dev, ms = self.dev, self.MEASUREMENTS
+        rows = [
+            [1_700_000_000_000, datetime.date(2024, 2, 29), b"\x00\xff", "s\u00e9"],
+            [None, datetime.date(1970, 1, 1), None, "two"],
+            [-5, None, b"", None],
+        ]
+        self.session.insert_tablet(Tablet(dev, ms, self.TYPES, rows, [1, 2, 3]))
+        self.session.insert_record(dev, 4, ms, self.TYPES, [7, datetime.date(9999, 12, 31), b"r", "rec"])
+        self.session.insert_str_record(dev, 5, ms, ["8", "2000-01-02", "0x0a", "from text"])
+        self.session.execute_non_query_statement(
+            f"insert into {dev}(time, ts, day, blob, str) values(6, 9, '2001-02-03', X'0b0C', 'sql')"
+        )
+        expected = [(t, row) for t, row in zip([1, 2, 3], rows)] + [
+            (4, [7, datetime.date(9999, 12, 31), b"r", "rec"]),
+            (5, [8, datetime.date(2000, 1, 2), b"\x0a", "from text"]),
+            (6, [9, datetime.date(2001, 2, 3), b"\x0b\x0c", "sql"]),
+        ]
+        result = self.query(f"select {', '.join(ms)} from {dev}")
+        self.assertEqual([(t, self._plain_row(v)) for t, v in result.rows], expected)
+        shown = self.show_timeseries(dev + ".*")
+        self.assertEqual(
+            [shown[p]["DataType"] for p in self.paths(dev, ms)], ["TIMESTAMP", "DATE", "BLOB", "STRING"]
+        )
+        # The last query prints values as IoTDB does.
+        last = {row["Timeseries"]: row for row in self.query(f"select last {', '.join(ms)} from {dev}").dicts()}
+        self.assertEqual(
+            [(last[p]["Value"], last[p]["DataType"]) for p in self.paths(dev, ms)],
+            [("9", "TIMESTAMP"), ("2001-02-03", "DATE"), ("0x0b0c", "BLOB"), ("sql", "STRING")],
+        )
+        # A value of another type than the series' is refused, and so is an impossible day.
+        with self.assertRaises(StatementExecutionException):
+            self.session.insert_record(dev, 7, ["day"], [TSDataType.INT32], [20240101])
+        with self.assertRaises(StatementExecutionException):
+            self.session.insert_str_record(dev, 7, ["day"], ["2023-02-29"])
+        with self.assertRaises(StatementExecutionException):
+            self.session.execute_non_query_statement(f"insert into {dev}(time, blob) values(7, 'not hex')")
+        self.assertEqual(len(self.query_rows(f"select {', '.join(ms)} from {dev}")), 6)
+
+    def test_iotdb_2_types_by_sql_and_dataframe(self):
+        import datetime
+
+        for name, data_type in zip(self.MEASUREMENTS, ["TIMESTAMP", "DATE", "BLOB", "STRING"]):
+            self.session.execute_non_query_statement(
+                f"create timeseries {self.dev}.{name} with datatype={data_type}, encoding=PLAIN"
+            )
+        self.session.execute_non_query_statement(
+            f"insert into {self.dev}(time, ts, day, blob, str) values(1, 2, '2024-01-05', X'01', 'a')"
+        )
+        self.session.execute_non_query_statement("flush")
+        with self.session.execute_query_statement(f"select * from {self.dev}") as data_set:
+            df = data_set.todf()
+        row = df.iloc[0]
+        self.assertEqual(row[f"{self.dev}.day"], datetime.date(2024, 1, 5))
+        self.assertEqual(row[f"{self.dev}.blob"], b"\x01")
+        self.assertEqual(row[f"{self.dev}.str"], "a")
+        self.assertEqual(pd.Timestamp(row[f"{self.dev}.ts"]).value // 1_000_000, 2)
+
+
 class RedirectionTest(FencepostTestCase):
     def test_all_endpoints_and_redirect_hints(self):
         session = Session.init_from_node_urls(NODE_URLS, USER, PASSWORD, connection_timeout_in_ms=TIMEOUT_MS)

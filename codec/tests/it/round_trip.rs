@@ -152,6 +152,28 @@ proptest! {
         check(&Column::Text(v.into_iter().map(String::from).collect()))?;
     }
 
+    #[test]
+    fn timestamp_and_date_columns(v in prop::collection::vec(any_i64(), 0..300)) {
+        check(&Column::Timestamp(v.clone()))?;
+        check(&Column::Date(v.iter().map(|&x| 20000101 + (x % 28) as i32).collect()))?;
+    }
+
+    #[test]
+    fn string_arbitrary(v in prop::collection::vec("\\PC{0,12}", 0..100)) {
+        check(&Column::String(v))?;
+    }
+
+    /// BLOB values are any bytes, UTF-8 or not; few distinct ones take the dictionary.
+    #[test]
+    fn blob_arbitrary(v in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..12), 0..100)) {
+        check(&Column::Blob(v))?;
+    }
+
+    #[test]
+    fn blob_few_distinct(v in prop::collection::vec(prop::sample::select(vec![vec![], vec![0xff, 0xfe], vec![0]]), 0..300)) {
+        check(&Column::Blob(v))?;
+    }
+
     /// Timestamps: any sequence, ascending or not.
     #[test]
     fn timestamps_arbitrary(ts in prop::collection::vec(any_i64(), 0..400)) {

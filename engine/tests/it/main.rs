@@ -9,3 +9,4 @@ mod crash;
 mod fence;
 mod model;
 mod support;
+mod types;

@@ -178,6 +178,23 @@ fn create_timeseries_forms() {
 }
 
 #[test]
+fn blob_literals_are_an_x_right_before_hex_digits() {
+    let Statement::Insert(insert) =
+        one("INSERT INTO root.sg.d1(time, b, c) VALUES (1, X'0aFF', x'')")
+    else {
+        panic!("not an insert")
+    };
+    assert_eq!(
+        insert.rows[0].values,
+        vec![Literal::Blob(vec![0x0a, 0xff]), Literal::Blob(vec![])]
+    );
+    assert!(error("INSERT INTO root.sg.d1(time, b) VALUES (1, X'abc')").contains("hex digits"));
+    assert!(error("INSERT INTO root.sg.d1(time, b) VALUES (1, X'zz')").contains("hex digits"));
+    // Apart, X is a word, which is no value.
+    assert!(error("INSERT INTO root.sg.d1(time, b) VALUES (1, X '00')").contains("a value"));
+}
+
+#[test]
 fn insert_with_every_literal_kind() {
     let statement = one(
         "INSERT INTO root.sg.d1(time, s1, s2, s3, s4) VALUES \
