@@ -78,11 +78,80 @@ async fn writes_read_back_views_answer_and_a_type_mismatch_writes_nothing() {
         s.query_raw("root.tt.r1", "s2", 0, 10_000).await.unwrap(),
         vec![]
     );
+    // IoTDB 2.0's types, with a null in each row, and one through a record.
+    let mut new_types = Tablet::new(
+        "root.tt.n1",
+        &[
+            ("ts", DataType::Timestamp),
+            ("day", DataType::Date),
+            ("blob", DataType::Blob),
+            ("str", DataType::String),
+        ],
+    );
+    let row = |i: i64| {
+        vec![
+            Some(Value::Timestamp(1_700_000_000_000 + i)),
+            Some(Value::Date(20240101 + i as i32)),
+            Some(Value::Blob(vec![0xff, i as u8])),
+            Some(Value::String(format!("s{i}"))),
+        ]
+    };
+    for i in 0..4i64 {
+        let mut values = row(i);
+        values[i as usize] = None;
+        new_types.push_row(i * 700, values);
+    }
+    s.insert_tablet(&new_types).await.unwrap();
+    s.insert_records(&[Record {
+        device: "root.tt.n1".into(),
+        timestamp: 9000,
+        measurements: vec!["day".into()],
+        values: vec![Some(Value::Date(20241231))],
+    }])
+    .await
+    .unwrap();
+    for (column, name) in ["ts", "day", "blob", "str"].into_iter().enumerate() {
+        let mut want: Vec<(i64, Value)> = (0..4i64)
+            .filter(|&i| i as usize != column)
+            .map(|i| (i * 700, row(i)[column].clone().unwrap()))
+            .collect();
+        if name == "day" {
+            want.push((9000, Value::Date(20241231)));
+        }
+        assert_eq!(
+            s.query_raw("root.tt.n1", name, 0, 10_000).await.unwrap(),
+            want,
+            "{name}"
+        );
+    }
+    // A TIMESTAMP series takes no INT64 values, though they share their bytes.
+    let mut int64 = Tablet::new("root.tt.n1", &[("ts", DataType::Int64)]);
+    int64.push_row(9000, vec![Some(Value::Int64(1))]);
+    let err = s.insert_tablet(&int64).await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(StatusCode::DataTypeMismatch.wire()),
+        "{err:?}"
+    );
+    // An impossible day is refused before sending.
+    let mut bad_day = Tablet::new("root.tt.n1", &[("day", DataType::Date)]);
+    bad_day.push_row(9000, vec![Some(Value::Date(20230229))]);
+    assert!(matches!(
+        s.insert_tablet(&bad_day).await,
+        Err(SessionError::InvalidTablet(_))
+    ));
+
     let series = s.show_timeseries("root.tt").await.unwrap();
     assert!(
         series.iter().any(|t| t.device == "root.tt.d1"
             && t.measurement == "s1"
             && t.data_type == DataType::Int64),
+        "{series:?}"
+    );
+    assert!(
+        series.iter().any(|t| t.device == "root.tt.n1"
+            && t.measurement == "blob"
+            && t.data_type == DataType::Blob),
         "{series:?}"
     );
 
