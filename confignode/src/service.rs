@@ -354,7 +354,10 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 let state = self.shared.group.state();
                 for d in &req.devices {
                     for m in &d.measurements {
-                        if state.series(&d.device, &m.name).is_none() {
+                        // A write by a series' alias writes to that series: nothing to create.
+                        if state.series(&d.device, &m.name).is_none()
+                            && state.aliased(&d.device, &m.name).is_none()
+                        {
                             let data_type = try_status!(
                                 proto::data_type(m.data_type).map_err(|e| {
                                     MetadataError::IllegalPath {
@@ -405,7 +408,26 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         let devices = req
             .devices
             .iter()
-            .map(|d| proto::DeviceSchema {
+            .map(|d| {
+                let usable = state.usable_series_of(&d.device);
+                let requested = |name: &str| {
+                    d.measurements.is_empty() || d.measurements.iter().any(|w| w.name == name)
+                };
+                let aliases: Vec<proto::SeriesAlias> = state
+                    .series_meta_of(&d.device)
+                    .filter_map(|(measurement, meta)| {
+                        let alias = meta.alias.as_ref()?;
+                        (requested(alias) && usable.iter().any(|(m, _)| m == measurement)).then(
+                            || proto::SeriesAlias {
+                                alias: alias.clone(),
+                                measurement: measurement.to_string(),
+                            },
+                        )
+                    })
+                    .collect();
+                (d, usable, aliases)
+            })
+            .map(|(d, usable, aliases)| proto::DeviceSchema {
                 device: d.device.clone(),
                 database: state
                     .database_of(&d.device)
@@ -415,17 +437,19 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                     .database_of(&d.device)
                     .and_then(|(db, _)| state.ttl_ms(db))
                     .unwrap_or(0),
-                measurements: state
-                    .usable_series_of(&d.device)
+                measurements: usable
                     .into_iter()
                     .filter(|(m, _)| {
-                        d.measurements.is_empty() || d.measurements.iter().any(|w| w.name == *m)
+                        d.measurements.is_empty()
+                            || d.measurements.iter().any(|w| w.name == *m)
+                            || aliases.iter().any(|a| a.measurement == *m)
                     })
                     .map(|(name, t)| proto::MeasurementSchema {
                         name,
                         data_type: proto::data_type_to_wire(t) as i32,
                     })
                     .collect(),
+                aliases,
             })
             .collect();
         Ok(Response::new(proto::FetchSchemaResp {

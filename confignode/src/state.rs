@@ -370,12 +370,19 @@ impl MetadataState {
     }
 
     /// The measurement of `device` whose alias `alias` is, if any.
-    fn aliased(&self, device: &str, alias: &str) -> Option<&str> {
-        self.series_meta
-            .range((device.to_string(), String::new())..)
-            .take_while(|((d, _), _)| d == device)
+    pub fn aliased(&self, device: &str, alias: &str) -> Option<&str> {
+        self.series_meta_of(device)
             .find(|(_, meta)| meta.alias.as_deref() == Some(alias))
-            .map(|((_, m), _)| m.as_str())
+            .map(|(m, _)| m)
+    }
+
+    /// The declared names of `device`'s series that have any: (measurement, meta).
+    pub fn series_meta_of(&self, device: &str) -> impl Iterator<Item = (&str, &SeriesMeta)> {
+        let device = device.to_string();
+        self.series_meta
+            .range((device.clone(), String::new())..)
+            .take_while(move |((d, _), _)| *d == device)
+            .map(|((_, m), meta)| (m.as_str(), meta))
     }
 
     /// An alias must be a measurement name that no other series of the device has as its name

@@ -25,6 +25,9 @@ pub struct DeviceSchema {
     pub database: String,
     /// Measurement → type.
     pub types: BTreeMap<String, DataType>,
+    /// Alias → the measurement it names, for the names asked that are aliases: a write or type
+    /// lookup by an alias is one by that series.
+    pub aliases: BTreeMap<String, String>,
     /// The ConfigNode metadata version the entry was fetched at: the fencing token of the
     /// inserts validated against it.
     pub version: u64,
@@ -32,6 +35,13 @@ pub struct DeviceSchema {
     /// database's entries on every DataNode before it is acknowledged, so a cached value is
     /// never older than an acknowledged SET TTL.
     pub ttl_ms: Option<i64>,
+}
+
+impl DeviceSchema {
+    /// Whether `name` is a series of the device or an alias of one.
+    pub fn knows(&self, name: &str) -> bool {
+        self.types.contains_key(name) || self.aliases.contains_key(name)
+    }
 }
 
 /// Where a region lives.
@@ -300,6 +310,7 @@ mod tests {
         let schema = DeviceSchema {
             database: "root.sg".into(),
             types: [("s1".to_string(), DataType::Int64)].into(),
+            aliases: BTreeMap::new(),
             version: 1,
             ttl_ms: None,
         };
@@ -331,6 +342,7 @@ mod tests {
                 ("s2".to_string(), DataType::Double),
             ]
             .into(),
+            aliases: BTreeMap::new(),
             version: 1,
             ttl_ms: None,
         };

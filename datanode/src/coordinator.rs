@@ -326,7 +326,7 @@ impl Coordinator {
     /// Writes one tablet through the cluster.
     pub(crate) async fn insert_tablet(
         self: &Arc<Self>,
-        tablet: Tablet,
+        mut tablet: Tablet,
         relay: Relay,
     ) -> Outcome<Written> {
         let started = Instant::now();
@@ -363,6 +363,7 @@ impl Coordinator {
             }
             Err(e) => return Err(e),
         };
+        by_measurement_names(&mut tablet, &schema.aliases)?;
         check_types(&tablet, &schema.types)?;
         let (regions, routes) = match self.resolve_partitions(&pinned, &device, &slots).await {
             Ok(resolved) => resolved,
@@ -539,10 +540,14 @@ impl Coordinator {
         }
         let device = &DevicePath::parse(device, self.limits.tablet_limits.path_bytes_max)
             .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
-        let pick = |types: &BTreeMap<String, DataType>| -> Vec<(String, DataType)> {
+        // A name that is an alias has its series' type.
+        let pick = |schema: &DeviceSchema| -> Vec<(String, DataType)> {
             measurements
                 .iter()
-                .filter_map(|m| Some((m.clone(), *types.get(m)?)))
+                .filter_map(|m| {
+                    let name = schema.aliases.get(m).unwrap_or(m);
+                    Some((m.clone(), *schema.types.get(name)?))
+                })
                 .collect()
         };
         let pinned = self.metadata.pin();
@@ -556,8 +561,8 @@ impl Coordinator {
                     Relay::Never => Err(self.fenced_write()),
                 };
             }
-            Ok(Some(schema)) if measurements.iter().all(|m| schema.types.contains_key(m)) => {
-                return Ok(pick(&schema.types));
+            Ok(Some(schema)) if measurements.iter().all(|m| schema.knows(m)) => {
+                return Ok(pick(&schema));
             }
             Ok(_) => {}
         }
@@ -580,7 +585,7 @@ impl Coordinator {
             Ok(devices) => Ok(devices
                 .into_iter()
                 .find(|(d, _)| d == device.as_str())
-                .map(|(_, schema)| pick(&schema.types))
+                .map(|(_, schema)| pick(&schema))
                 .unwrap_or_default()),
             Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
                 drop(pinned);
@@ -645,11 +650,7 @@ impl Coordinator {
     ) -> Outcome<DeviceSchema> {
         let cached = pinned.schema(device).map_err(|_| self.fenced_write())?;
         if let Some(schema) = cached {
-            if tablet
-                .measurements
-                .iter()
-                .all(|m| schema.types.contains_key(m))
-            {
+            if tablet.measurements.iter().all(|m| schema.knows(m)) {
                 return Ok(schema);
             }
         }
@@ -706,11 +707,17 @@ impl Coordinator {
                     .map_err(|e| CoordinatorError::Metadata(e.to_string()))?;
                 types.insert(m.name, t);
             }
+            let aliases = d
+                .aliases
+                .into_iter()
+                .map(|a| (a.alias, a.measurement))
+                .collect();
             out.push((
                 d.device,
                 DeviceSchema {
                     database: d.database,
                     types,
+                    aliases,
                     version: resp.metadata_version,
                     ttl_ms: (d.ttl_ms > 0).then_some(d.ttl_ms),
                 },
@@ -958,6 +965,28 @@ impl Coordinator {
             tokio::time::sleep(left.min(INVALIDATION_POLL)).await;
         }
     }
+}
+
+/// Renames each of `tablet`'s measurements that is an alias to the series it names (IoTDB
+/// writes by an alias to its series). 700 when that makes a name appear twice (a series written
+/// both by its name and by its alias in one tablet).
+fn by_measurement_names(tablet: &mut Tablet, aliases: &BTreeMap<String, String>) -> Outcome<()> {
+    if aliases.is_empty() || !tablet.measurements.iter().any(|m| aliases.contains_key(m)) {
+        return Ok(());
+    }
+    for m in &mut tablet.measurements {
+        if let Some(series) = aliases.get(m) {
+            *m = series.clone();
+        }
+    }
+    let mut seen = BTreeSet::new();
+    if let Some(twice) = tablet.measurements.iter().find(|m| !seen.insert(*m)) {
+        return Err(CoordinatorError::Invalid(format!(
+            "{}.{twice} is written twice in one tablet, by its name and by its alias",
+            tablet.device
+        )));
+    }
+    Ok(())
 }
 
 /// Every measurement of `tablet` has the type the schema gives it: 614 for another type, 507

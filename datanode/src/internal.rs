@@ -437,6 +437,27 @@ impl DataNodeInternalService for InternalService {
         ))
     }
 
+    async fn relay_delete_data(
+        &self,
+        request: Request<proto::RelayDeleteDataReq>,
+    ) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        tracing::debug!(
+            from = req.from_data_node_id,
+            paths = req.paths.len(),
+            "relayed deletion"
+        );
+        let outcome = self
+            .shared
+            .coordinator
+            .delete_data(req.paths, req.start_time, req.end_time, Relay::Never)
+            .await;
+        Ok(Response::new(match outcome {
+            Ok(()) => ok(),
+            Err(e) => e.status(),
+        }))
+    }
+
     async fn relay_series_types(
         &self,
         request: Request<proto::SeriesTypesReq>,

@@ -43,6 +43,8 @@ pub struct Metrics {
     pub relayed_writes_received: AtomicU64,
     /// Series-type lookups a fenced coordinator relayed to a peer holding its lease.
     pub relayed_lookups: AtomicU64,
+    /// Deletions of points a fenced coordinator relayed to a peer holding its lease.
+    pub relayed_deletes: AtomicU64,
     /// Requests forwarded or made to the ConfigNode for sessions and writes.
     pub confignode_requests: AtomicU64,
     /// Requests to the ConfigNode that ran out of `dn_confignode_deadline_ms`.
@@ -269,6 +271,11 @@ fn service_metrics(page: &mut Page, m: &Metrics) {
             "relayed_lookups_total",
             "Series-type lookups a fenced coordinator relayed to a peer DataNode holding its lease.",
             &m.relayed_lookups,
+        ),
+        (
+            "relayed_deletes_total",
+            "Deletions of points a fenced coordinator relayed to a peer DataNode holding its lease.",
+            &m.relayed_deletes,
         ),
         (
             "confignode_requests_total",

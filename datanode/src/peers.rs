@@ -33,6 +33,12 @@ pub(crate) trait PeerRpc: Send + Sync {
         address: &str,
         request: proto::SeriesTypesReq,
     ) -> Result<proto::SeriesTypesResp, tonic::Status>;
+    /// `RelayDeleteData`.
+    async fn relay_delete_data(
+        &self,
+        address: &str,
+        request: proto::RelayDeleteDataReq,
+    ) -> Result<proto::Status, tonic::Status>;
     /// `FetchSnapshot`: the stream of chunks.
     async fn fetch_snapshot(
         &self,
@@ -168,6 +174,18 @@ impl PeerRpc for GrpcPeers {
         Ok(self
             .client(address)?
             .relay_series_types(request)
+            .await?
+            .into_inner())
+    }
+
+    async fn relay_delete_data(
+        &self,
+        address: &str,
+        request: proto::RelayDeleteDataReq,
+    ) -> Result<proto::Status, tonic::Status> {
+        Ok(self
+            .client(address)?
+            .relay_delete_data(request)
             .await?
             .into_inner())
     }

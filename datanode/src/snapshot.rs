@@ -1039,6 +1039,13 @@ mod tests {
         ) -> Result<proto::SeriesTypesResp, tonic::Status> {
             Err(tonic::Status::unimplemented("no peers"))
         }
+        async fn relay_delete_data(
+            &self,
+            _: &str,
+            _: proto::RelayDeleteDataReq,
+        ) -> Result<proto::Status, tonic::Status> {
+            Err(tonic::Status::unimplemented("no peers"))
+        }
     }
 
     #[tokio::test(start_paused = true)]

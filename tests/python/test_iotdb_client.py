@@ -403,6 +403,19 @@ class SchemaTest(FencepostTestCase):
         # The alias is a second name for the series.
         self.session.insert_record(self.dev, 5, ["s1"], [D], [21.5])
         self.assert_rows(f"select temperature from {self.dev}", [(5, [21.5])])
+        # ... in writes too: by tablet, record, string record and SQL, to the series it names.
+        self.session.insert_tablet(Tablet(self.dev, ["temperature", "two"], [D, I32], [[22.5, 2]], [6]))
+        self.session.insert_record(self.dev, 7, ["temperature"], [D], [23.5])
+        self.session.insert_str_record(self.dev, 8, ["temperature"], ["24.5"])
+        self.session.execute_non_query_statement(f"insert into {self.dev}(time, temperature) values(9, 25)")
+        self.assert_rows(
+            f"select s1, s2 from {self.dev}",
+            [(5, [21.5, None]), (6, [22.5, 2]), (7, [23.5, None]), (8, [24.5, None]), (9, [25.0, None])],
+        )
+        self.assertEqual(set(self.show_timeseries(self.dev + ".*")), {s1, s2, s3}, "no series named by an alias")
+        # A series written by both its names in one tablet is refused.
+        with self.assertRaises(StatementExecutionException):
+            self.session.insert_tablet(Tablet(self.dev, ["temperature", "s1"], [D, D], [[1.0, 2.0]], [10]))
 
     def test_create_multi_time_series(self):
         paths = self.paths(self.dev, ["b", "i32", "i64", "f", "d", "t"])

@@ -1859,13 +1859,13 @@ fn cli_inserts_through(run: &Run, j: usize, database: &str, n: usize) -> Vec<Str
 
 /// The official Python client's rows written through a cut-off DataNode: tablets of this many rows.
 const PYTHON_TABLET_ROWS: i64 = 100;
-/// ... and this many tablets, then one string record.
+/// ... and this many tablets, then one string record, then a deletion of the first tablet's rows.
 const PYTHON_TABLETS: i64 = 20;
 
 /// IoTDB's official Python client (`apache-iotdb` 2.0.11, in the virtualenv `scripts/test.sh`
 /// makes, named by `FENCEPOST_IOTDB_PYTHON`) logged in on DataNode `j` while it is healthy: it
 /// waits for a line on stdin, then writes [`PYTHON_TABLETS`] tablets and a string record to
-/// `device` and prints `written`. `None` (noted; a failure under `CI=true`) without the
+/// `device`, deletes the first tablet's points, and prints `written`. `None` (noted; a failure under `CI=true`) without the
 /// virtualenv.
 fn python_writer(run: &Run, j: usize, device: &str) -> Option<std::process::Child> {
     let Ok(python) = std::env::var("FENCEPOST_IOTDB_PYTHON") else {
@@ -1899,6 +1899,7 @@ for k in range({tablets}):
     times = list(range(k * {rows}, (k + 1) * {rows}))
     s.insert_tablet(Tablet("{device}", ["v"], [TSDataType.DOUBLE], [[float(t)] for t in times], times))
 s.insert_str_record("{device}", {tablets} * {rows}, ["v"], ["-1.5"])
+s.delete_data_in_range(["{device}.v"], 0, {rows} - 1)
 print("written", flush=True)
 s.close()
 "#,
@@ -1934,8 +1935,8 @@ fn python_writes_through(run: &Run, j: usize, child: std::process::Child) -> Vec
     }
     let out = child.wait_with_output().expect("the Python client ends");
     let line = format!(
-        "the official Python client wrote {} tablets and a string record through the cut-off \
-         datanode-{} in {:.1} s",
+        "the official Python client wrote {} tablets and a string record and deleted a tablet's \
+         points through the cut-off datanode-{} in {:.1} s",
         PYTHON_TABLETS,
         j + 1,
         started.elapsed().as_secs_f64()
@@ -1959,8 +1960,8 @@ fn python_writes_through(run: &Run, j: usize, child: std::process::Child) -> Vec
 /// pulled) within 3 heartbeat intervals + 10 s — the target is one heartbeat plus the pull.
 /// Prints "heal-to-NORMAL after a Ns cut: X s" for both. During the first cut, CLI INSERTs
 /// through the cut-off DataNode must succeed without a ConfigNode round trip there, and so must
-/// the official Python client's tablets and string record (over IoTDB's Thrift protocol, logged
-/// in before the cut); after the heal every point it wrote reads back.
+/// the official Python client's tablets, string record and deletion (over IoTDB's Thrift
+/// protocol, logged in before the cut); after the heal exactly the points it left read back.
 #[test]
 fn long_partition_heals_to_normal_within_a_few_heartbeats() {
     let _serial = serial();
@@ -2045,9 +2046,10 @@ fn long_partition_heals_to_normal_within_a_few_heartbeats() {
                 0,
                 i64::MAX,
             ));
-            let expected = (PYTHON_TABLETS * PYTHON_TABLET_ROWS + 1) as usize;
+            // The first tablet's rows were deleted.
+            let expected = ((PYTHON_TABLETS - 1) * PYTHON_TABLET_ROWS + 1) as usize;
             match points {
-                Ok(p) if p.len() == expected => {}
+                Ok(p) if p.len() == expected && p[0].0 == PYTHON_TABLET_ROWS => {}
                 other => failures.push(format!(
                     "the Python client's points through the cut-off DataNode: {:?} of {expected}",
                     other.map(|p| p.len())

@@ -242,7 +242,7 @@ impl Backend for DataNodeBackend {
         let paths = series.iter().map(|(d, m)| series_path(d, m)).collect();
         self.shared
             .coordinator
-            .delete_data(paths, start, end)
+            .delete_data(paths, start, end, Relay::WhenFenced)
             .await
             .map_err(coordinator_error)
     }

@@ -2,14 +2,17 @@
 //! series that does not exist has no point to delete) → the regions holding their devices'
 //! series slots in any time slot → one `DeleteData` command per region, through its leader and
 //! retried as a write's part is. No fencing token: a deletion of points changes no schema, so it
-//! can make no insert's validation stale; the log orders it against the inserts.
+//! can make no insert's validation stale; the log orders it against the inserts. A fenced
+//! coordinator (or one whose ConfigNode does not answer) relays the deletion to a peer holding
+//! its lease, as it relays an insert.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use engine::RegionCommand;
 
-use super::{Coordinator, CoordinatorError, Outcome};
+use super::{Coordinator, CoordinatorError, Outcome, Relay};
+use crate::metrics::inc;
 
 impl Coordinator {
     /// Deletes the points of `paths` with `start <= time <= end` on every region that holds
@@ -19,23 +22,40 @@ impl Coordinator {
         paths: Vec<proto::SeriesPath>,
         start: i64,
         end: i64,
+        relay: Relay,
     ) -> Outcome<()> {
-        if !self.write_gate() {
-            return Err(self.fenced_write());
-        }
         if start > end {
             return Err(CoordinatorError::Invalid(format!(
                 "the start time {start} is after the end time {end}"
             )));
         }
+        if !self.write_gate() {
+            return match relay {
+                Relay::WhenFenced => self.relay_delete_data(paths, start, end).await,
+                Relay::Never => Err(self.fenced_write()),
+            };
+        }
         // Held until every region answered: an invalidation waits for this deletion.
         let pinned = self.metadata.pin();
-        let schemas = self.read_schemas(&pinned, &paths).await?;
+        let schemas = match self.read_schemas(&pinned, &paths).await {
+            Ok(schemas) => schemas,
+            Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
+                drop(pinned);
+                return self.relay_delete_data(paths, start, end).await;
+            }
+            Err(e) => return Err(e),
+        };
+        // Kept for a relay should the ConfigNode stop answering below (deletions are rare).
+        let relayable = (relay == Relay::WhenFenced).then(|| paths.clone());
         let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
-        for path in paths {
+        for mut path in paths {
             let Some(schema) = schemas.get(&path.device) else {
                 continue;
             };
+            // A series named by its alias loses the points of that series.
+            if let Some(series) = schema.aliases.get(&path.measurement) {
+                path.measurement = series.clone();
+            }
             if schema.types.contains_key(&path.measurement) {
                 by_database
                     .entry(schema.database.clone())
@@ -44,10 +64,22 @@ impl Coordinator {
             }
         }
         let mut parts = tokio::task::JoinSet::new();
+        let mut by_database_region = Vec::with_capacity(by_database.len());
         for (database, database_paths) in by_database {
-            let by_region = self
+            match self
                 .regions_of_paths(&pinned, &database, &database_paths)
-                .await?;
+                .await
+            {
+                Ok(by_region) => by_database_region.push(by_region),
+                Err(e) if e.confignode_unreachable() && relayable.is_some() => {
+                    drop(pinned);
+                    let paths = relayable.expect("checked above");
+                    return self.relay_delete_data(paths, start, end).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        for by_region in by_database_region {
             for (region, paths) in by_region {
                 let route = pinned
                     .region(region)
@@ -86,5 +118,32 @@ impl Coordinator {
         } else {
             Err(CoordinatorError::Parts(statuses))
         }
+    }
+
+    /// Hands the deletion to a DataNode that holds its lease, which resolves and deletes it
+    /// itself, as [`Coordinator::relay_tablet`] does an insert. 536 with `need_retry` when no
+    /// peer takes it.
+    async fn relay_delete_data(
+        &self,
+        paths: Vec<proto::SeriesPath>,
+        start: i64,
+        end: i64,
+    ) -> Outcome<()> {
+        let rpc = self.peers.rpc();
+        self.relay("took the deletion", self.limits.write_timeout, |address| {
+            let request = proto::RelayDeleteDataReq {
+                paths: paths.clone(),
+                start_time: start,
+                end_time: end,
+                from_data_node_id: self.node_id,
+            };
+            async move {
+                let s = rpc.relay_delete_data(&address, request).await?;
+                Ok(if s.is_success() { Ok(()) } else { Err(s) })
+            }
+        })
+        .await?;
+        inc(&self.metrics.relayed_deletes);
+        Ok(())
     }
 }

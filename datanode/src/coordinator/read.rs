@@ -124,14 +124,25 @@ impl Coordinator {
         // Wall-clock, read once per request, so every region and series of it cut alike.
         let now_ms = wall_clock_ms();
         let mut types = BTreeMap::new();
+        // An asked path that names a series by its alias → the series' own path.
+        let mut aliased = BTreeMap::new();
         for p in paths {
             let Some(schema) = schemas.get(&p.device) else {
                 continue;
             };
-            let Some(t) = schema.types.get(&p.measurement) else {
+            let measurement = schema.aliases.get(&p.measurement).unwrap_or(&p.measurement);
+            let Some(t) = schema.types.get(measurement) else {
                 continue;
             };
-            types.insert((p.device.clone(), p.measurement.clone()), *t);
+            let asked = (p.device.clone(), p.measurement.clone());
+            types.insert(asked.clone(), *t);
+            let p = &proto::SeriesPath {
+                device: p.device.clone(),
+                measurement: measurement.clone(),
+            };
+            if *measurement != asked.1 {
+                aliased.insert(asked, (p.device.clone(), p.measurement.clone()));
+            }
             let cutoff = ttl_cutoff_ms(now_ms, schema.ttl_ms);
             let entry = cutoffs.entry(schema.database.clone()).or_insert(cutoff);
             *entry = (*entry).max(cutoff);
@@ -172,6 +183,7 @@ impl Coordinator {
             paths,
             &merged,
             &types,
+            &aliased,
             points_limit as usize,
             last,
         ))
@@ -197,7 +209,7 @@ impl Coordinator {
                     if paths
                         .iter()
                         .filter(|p| p.device == d)
-                        .all(|p| s.types.contains_key(&p.measurement)) =>
+                        .all(|p| s.knows(&p.measurement)) =>
                 {
                     schemas.insert(d.to_string(), s);
                 }
@@ -367,18 +379,20 @@ pub(crate) fn ttl_cutoff_ms(now_ms: i64, ttl_ms: Option<i64>) -> i64 {
 }
 
 /// The merged points of each asked path, in the request's order, cut at `limit` points (the
-/// newest one each, with `last`).
+/// newest one each, with `last`); a path by an alias (`aliased`: asked → series) has its series'.
 fn answer_series(
     paths: &[proto::SeriesPath],
     merged: &BTreeMap<(String, String), BTreeMap<i64, Value>>,
     types: &BTreeMap<(String, String), DataType>,
+    aliased: &BTreeMap<(String, String), (String, String)>,
     limit: usize,
     last: bool,
 ) -> Vec<SeriesPoints> {
     let mut out = Vec::new();
     for p in paths {
         let key = (p.device.clone(), p.measurement.clone());
-        let (Some(points), Some(t)) = (merged.get(&key), types.get(&key)) else {
+        let series = aliased.get(&key).unwrap_or(&key);
+        let (Some(points), Some(t)) = (merged.get(series), types.get(&key)) else {
             continue;
         };
         let kept: BTreeMap<i64, Value> = if last {

@@ -42,6 +42,8 @@ fn rpc(node: u64) -> String {
 struct FakeSource {
     /// Measurement → type, as created.
     series: Mutex<BTreeMap<String, DataType>>,
+    /// Alias → measurement.
+    aliases: Mutex<BTreeMap<String, String>>,
     /// Answer every call with this status instead (e.g. 712: unreachable).
     fail_with: Mutex<Option<proto::Status>>,
     schema_calls: AtomicUsize,
@@ -76,17 +78,32 @@ impl MetadataSource for FakeSource {
             return Err(s);
         }
         let mut series = self.series.lock();
+        let aliases = self.aliases.lock();
         let devices = request
             .devices
             .into_iter()
             .map(|d| {
                 if request.auto_create {
-                    for m in &d.measurements {
+                    for m in d
+                        .measurements
+                        .iter()
+                        .filter(|m| !aliases.contains_key(&m.name))
+                    {
                         let t = proto::data_type(m.data_type).expect("a known type");
                         series.entry(m.name.clone()).or_insert(t);
                     }
                 }
                 proto::DeviceSchema {
+                    aliases: d
+                        .measurements
+                        .iter()
+                        .filter_map(|m| {
+                            Some(proto::SeriesAlias {
+                                alias: m.name.clone(),
+                                measurement: aliases.get(&m.name)?.clone(),
+                            })
+                        })
+                        .collect(),
                     device: d.device,
                     database: DB.into(),
                     ttl_ms: 0,
@@ -256,6 +273,14 @@ impl PeerRpc for Arc<FakePeers> {
         _request: proto::RelayInsertReq,
     ) -> Result<proto::Status, tonic::Status> {
         Ok(self.answer(address, "relay_insert"))
+    }
+
+    async fn relay_delete_data(
+        &self,
+        address: &str,
+        _request: proto::RelayDeleteDataReq,
+    ) -> Result<proto::Status, tonic::Status> {
+        Ok(self.answer(address, "relay_delete_data"))
     }
 
     async fn relay_series_types(
@@ -964,4 +989,97 @@ async fn a_database_full_at_the_confignode_is_answered_as_it_is_and_not_retried(
     assert_eq!(e.status(), refusal);
     assert_eq!(h.source.partition_calls.load(Ordering::SeqCst), 1);
     assert!(h.peers.calls().is_empty());
+}
+
+fn delete_paths() -> Vec<proto::SeriesPath> {
+    vec![proto::SeriesPath {
+        device: "root.sg.d1".into(),
+        measurement: "s1".into(),
+    }]
+}
+
+#[tokio::test]
+async fn a_fenced_coordinator_relays_a_deletion_and_a_relayed_one_is_never_relayed() {
+    let h = harness(false);
+    h.metadata.set_lease_holders(vec![3]);
+    let outcome = h
+        .coordinator
+        .delete_data(delete_paths(), 0, 10, Relay::WhenFenced)
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(h.peers.calls(), [(internal(3), "relay_delete_data")]);
+    assert_eq!(h.source.schema_calls.load(Ordering::SeqCst), 0);
+
+    let s = h
+        .coordinator
+        .delete_data(delete_paths(), 0, 10, Relay::Never)
+        .await
+        .unwrap_err()
+        .status();
+    assert_eq!((s.code, s.need_retry), (536, true), "{s:?}");
+    assert_eq!(h.peers.calls().len(), 1, "not relayed");
+
+    // A malformed range is refused here, relayed nowhere.
+    let e = h
+        .coordinator
+        .delete_data(delete_paths(), 10, 0, Relay::WhenFenced)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, CoordinatorError::Invalid(_)), "{e:?}");
+    assert_eq!(h.peers.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_confignode_makes_the_coordinator_relay_a_deletion() {
+    let h = harness(true);
+    *h.source.fail_with.lock() = Some(retryable(StatusCode::InternalRequestTimeOut));
+    let outcome = h
+        .coordinator
+        .delete_data(delete_paths(), 0, 10, Relay::WhenFenced)
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(h.peers.calls(), [(internal(2), "relay_delete_data")]);
+}
+
+#[tokio::test]
+async fn a_write_by_an_alias_writes_its_series_and_both_names_at_once_are_refused() {
+    let h = harness(true);
+    h.source.series.lock().insert("s1".into(), DataType::Double);
+    h.source
+        .aliases
+        .lock()
+        .insert("temperature".into(), "s1".into());
+    let mut by_alias = Tablet::new(
+        DEVICE,
+        &[("temperature", DataType::Double), ("s2", DataType::Int64)],
+    );
+    by_alias.push_row(1, vec![Some(Value::Double(1.5)), Some(Value::Int64(1))]);
+    let outcome = h
+        .coordinator
+        .insert_tablet(by_alias, Relay::WhenFenced)
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    let created: Vec<String> = h.source.series.lock().keys().cloned().collect();
+    assert_eq!(created, ["s1", "s2"], "no series named after the alias");
+
+    // The type lookup of a string record or an INSERT answers for the alias too.
+    let types = h
+        .coordinator
+        .series_types(DEVICE, &["temperature".to_string()], Relay::WhenFenced)
+        .await
+        .unwrap();
+    assert_eq!(types, [("temperature".to_string(), DataType::Double)]);
+
+    let mut both = Tablet::new(
+        DEVICE,
+        &[("temperature", DataType::Double), ("s1", DataType::Double)],
+    );
+    both.push_row(2, vec![Some(Value::Double(1.0)), Some(Value::Double(2.0))]);
+    let e = h
+        .coordinator
+        .insert_tablet(both, Relay::WhenFenced)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, CoordinatorError::Invalid(_)), "{e:?}");
+    assert_eq!(e.status().code, 700);
 }
