@@ -214,11 +214,15 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
         Box::pin(async move {
-            let metadata = tonic::metadata::MetadataMap::from_headers(request.headers().clone());
-            let (Some(user), Some(password)) = (
+            // The headers are lent to a metadata view and given back: no copy per call.
+            let metadata =
+                tonic::metadata::MetadataMap::from_headers(std::mem::take(request.headers_mut()));
+            let credentials = (
                 credential(&metadata, USER_KEY),
                 credential(&metadata, PASSWORD_KEY),
-            ) else {
+            );
+            *request.headers_mut() = metadata.into_headers();
+            let (Some(user), Some(password)) = credentials else {
                 return Ok(refused(&crate::convert::status(
                     StatusCode::NotLogin,
                     "log in first: every call carries the user and password \

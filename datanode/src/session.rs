@@ -484,16 +484,12 @@ impl SessionService for SessionServiceImpl {
         &self,
         request: Request<proto::UserStatementReq>,
     ) -> RpcResult<proto::Status> {
-        // The layer in front (`auth::Authenticated`) put the logged-in user there; a call that
-        // bypassed it (in-process, from the Thrift service) carries its own.
-        let Some(issuer) = request.extensions().get::<crate::auth::User>().cloned() else {
-            return Ok(Response::new(status(
-                StatusCode::NotLogin,
-                "no logged-in user for a user statement",
-            )));
+        let issuer = match logged_in(&request) {
+            Ok(user) => user,
+            Err(s) => return Ok(Response::new(s)),
         };
         let mut req = request.into_inner();
-        req.issuer = issuer.0;
+        req.issuer = issuer;
         use proto::user_statement_req::Statement;
         let target = match &req.statement {
             Some(Statement::CreateUser(r)) => r.username.clone(),
@@ -518,14 +514,17 @@ impl SessionService for SessionServiceImpl {
         &self,
         request: Request<proto::ExecuteStatementReq>,
     ) -> RpcResult<proto::ExecuteStatementResp> {
-        let Some(user) = request.extensions().get::<crate::auth::User>().cloned() else {
-            return Ok(Response::new(proto::ExecuteStatementResp {
-                status: Some(status(StatusCode::NotLogin, "no logged-in user")),
-                ..Default::default()
-            }));
+        let user = match logged_in(&request) {
+            Ok(user) => user,
+            Err(s) => {
+                return Ok(Response::new(proto::ExecuteStatementResp {
+                    status: Some(s),
+                    ..Default::default()
+                }))
+            }
         };
         let text = request.into_inner().statement;
-        let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user.0);
+        let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user);
         let outcome = crate::client_rpc::run_statement(&backend, &text).await;
         let answer = match outcome {
             Ok(o) => proto::ExecuteStatementResp {
@@ -609,14 +608,12 @@ impl SessionService for SessionServiceImpl {
         &self,
         request: Request<proto::DeleteDataReq>,
     ) -> RpcResult<proto::Status> {
-        let Some(user) = request.extensions().get::<crate::auth::User>().cloned() else {
-            return Ok(Response::new(status(
-                StatusCode::NotLogin,
-                "no logged-in user",
-            )));
+        let user = match logged_in(&request) {
+            Ok(user) => user,
+            Err(s) => return Ok(Response::new(s)),
         };
         let request = request.into_inner();
-        let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user.0);
+        let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user);
         let outcome = crate::client_rpc::delete_data(
             &backend,
             &request.paths,
@@ -690,4 +687,14 @@ impl SessionService for SessionServiceImpl {
             digests,
         }))
     }
+}
+
+/// The user the layer in front (`auth::Authenticated`) logged in for this call, or 802 for a
+/// call that bypassed it (the handlers that act as a user need one).
+fn logged_in<T>(request: &Request<T>) -> Result<String, proto::Status> {
+    request
+        .extensions()
+        .get::<crate::auth::User>()
+        .map(|user| user.0.clone())
+        .ok_or_else(|| status(StatusCode::NotLogin, "no logged-in user"))
 }

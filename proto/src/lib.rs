@@ -15,6 +15,7 @@
 
 mod convert;
 mod error;
+pub mod statements;
 
 #[allow(missing_docs)]
 mod tablet;

@@ -1,7 +1,7 @@
 //! Conversions between `common`'s types and the wire that only the session needs; tablets and
 //! values convert with `proto`'s shared functions.
 
-use common::{DataType, Value};
+use common::Value;
 
 pub(crate) use proto::{tablet_to_wire, value_from_wire};
 
@@ -42,25 +42,19 @@ pub(crate) fn series_points(series: proto::SeriesData) -> Result<Vec<(i64, Value
 
 /// Splits `root.sg.d1.s1` into device `root.sg.d1` and measurement `s1`.
 pub(crate) fn split_path(path: &str) -> Result<(String, String)> {
-    match path.rsplit_once('.') {
-        Some((device, measurement)) if device.starts_with("root.") && !measurement.is_empty() => {
-            Ok((device.to_string(), measurement.to_string()))
-        }
-        _ => Err(SessionError::InvalidArgument(format!(
-            "{path:?} is not a series path root.<database>.<device...>.<measurement>"
-        ))),
-    }
-}
-
-/// The wire type of a data type.
-pub(crate) fn data_type_to_wire(data_type: DataType) -> i32 {
-    proto::data_type_to_wire(data_type) as i32
+    proto::statements::split_series_path(path)
+        .filter(|(device, _)| device.starts_with("root."))
+        .ok_or_else(|| {
+            SessionError::InvalidArgument(format!(
+                "{path:?} is not a series path root.<database>.<device...>.<measurement>"
+            ))
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::Tablet;
+    use common::{DataType, Tablet};
 
     #[test]
     fn query_columns_decode_with_nulls_left_out() {
@@ -74,7 +68,7 @@ mod tests {
         let wire = tablet_to_wire(&t);
         let series = proto::SeriesData {
             path: None,
-            data_type: data_type_to_wire(DataType::Int64),
+            data_type: proto::data_type_to_wire(DataType::Int64) as i32,
             timestamps: t.timestamps.clone(),
             truncated: false,
             values: Some(wire.columns[0].clone()),
@@ -93,7 +87,7 @@ mod tests {
             Err(SessionError::Protocol(_))
         ));
         let mut wrong_type = series;
-        wrong_type.data_type = data_type_to_wire(DataType::Text);
+        wrong_type.data_type = proto::data_type_to_wire(DataType::Text) as i32;
         assert!(matches!(
             series_points(wrong_type),
             Err(SessionError::Protocol(_))

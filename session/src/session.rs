@@ -6,17 +6,17 @@ use std::future::Future;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use common::views::SeriesMeta;
 use common::{DataType, StatusCode, Tablet, TabletLimits, Value};
 use proto::session_service_client::SessionServiceClient;
+use proto::statements;
 use tonic::metadata::{Binary, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
 use tonic::transport::Channel;
 
 use crate::config::SessionConfig;
-use crate::convert::{
-    data_type_to_wire, series_points, split_path, tablet_to_wire, value_from_wire, value_to_wire,
-};
+use crate::convert::{series_points, split_path, tablet_to_wire, value_from_wire, value_to_wire};
 use crate::error::{Result, SessionError};
 use proto::views::{
     ClusterView, LeasesView, LocalLeaseView, RegionDigestView, RegionView, TimeseriesView,
@@ -497,37 +497,24 @@ impl Session {
 
     /// `CREATE DATABASE root.sg`.
     pub async fn create_database(&self, database: &str) -> Result<()> {
-        use proto::schema_statement_req::Statement;
-        self.schema(Statement::CreateDatabase(proto::CreateDatabaseReq {
-            database: database.into(),
-        }))
-        .await
+        self.schema(statements::create_database(database)).await
     }
 
     /// `DROP DATABASE root.sg`.
     pub async fn drop_database(&self, database: &str) -> Result<()> {
-        use proto::schema_statement_req::Statement;
-        self.schema(Statement::DropDatabase(proto::DropDatabaseReq {
-            database: database.into(),
-        }))
-        .await
+        self.schema(statements::drop_database(database)).await
     }
 
     /// `SET TTL TO root.sg <ttl_ms>`: points older than now - ttl become invisible to every
     /// read once this returns. A TTL that is not positive is refused (700).
     pub async fn set_ttl(&self, database: &str, ttl_ms: i64) -> Result<()> {
-        use proto::schema_statement_req::Statement;
         if ttl_ms <= 0 {
             return Err(SessionError::Status {
                 code: common::StatusCode::IllegalParameter as i32,
                 message: format!("TTL {ttl_ms} ms: a TTL must be positive"),
             });
         }
-        self.schema(Statement::SetTtl(proto::SetTtlReq {
-            database: database.into(),
-            ttl_ms,
-        }))
-        .await
+        self.schema(statements::set_ttl(database, ttl_ms)).await
     }
 
     /// `REMOVE DATANODE <id>`: the DataNode's region replicas migrate to other Running
@@ -535,21 +522,13 @@ impl Session {
     /// Answers once the removal is recorded; `show_regions` shows the migrations
     /// ([`crate::RegionView::migration`]) until they finished.
     pub async fn remove_data_node(&self, data_node_id: u64) -> Result<()> {
-        use proto::schema_statement_req::Statement;
-        self.schema(Statement::RemoveDataNode(proto::RemoveDataNodeReq {
-            data_node_id,
-        }))
-        .await
+        self.schema(statements::remove_data_node(data_node_id))
+            .await
     }
 
     /// `UNSET TTL TO root.sg`: the database keeps its data forever again.
     pub async fn unset_ttl(&self, database: &str) -> Result<()> {
-        use proto::schema_statement_req::Statement;
-        self.schema(Statement::SetTtl(proto::SetTtlReq {
-            database: database.into(),
-            ttl_ms: 0,
-        }))
-        .await
+        self.schema(statements::set_ttl(database, 0)).await
     }
 
     /// `CREATE TIMESERIES root.sg.d1.s1 WITH DATATYPE=...`.
@@ -569,32 +548,23 @@ impl Session {
         encoding: Option<&str>,
         compressor: Option<&str>,
     ) -> Result<()> {
-        use proto::schema_statement_req::Statement;
         let (device, measurement) = split_path(path)?;
-        self.schema(Statement::CreateTimeseries(proto::CreateTimeseriesReq {
-            series: vec![proto::TimeseriesSpec {
-                device,
-                measurement,
-                data_type: data_type_to_wire(data_type),
-                encoding: encoding.unwrap_or_default().to_string(),
-                compressor: compressor.unwrap_or_default().to_string(),
-                ..Default::default()
-            }],
-        }))
+        self.schema(statements::create_timeseries(
+            device,
+            measurement,
+            data_type,
+            encoding,
+            compressor,
+            &SeriesMeta::default(),
+        ))
         .await
     }
 
     /// `DELETE TIMESERIES root.sg.d1.s1`.
     pub async fn delete_timeseries(&self, path: &str) -> Result<()> {
-        use proto::schema_statement_req::Statement;
         let (device, measurement) = split_path(path)?;
-        self.schema(Statement::DeleteTimeseries(proto::DeleteTimeseriesReq {
-            series: vec![proto::SeriesPath {
-                device,
-                measurement,
-            }],
-        }))
-        .await
+        self.schema(statements::delete_timeseries(device, measurement))
+            .await
     }
 
     async fn schema(&self, statement: proto::schema_statement_req::Statement) -> Result<()> {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use common::{DataType, StatusCode, Tablet, Value};
 use proto::session_service_server::SessionService;
+use proto::statements;
 use proto::views::{
     ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
 };
@@ -132,15 +133,12 @@ fn series_path(device: &str, measurement: &str) -> proto::SeriesPath {
 }
 
 fn split_path(path: &str) -> ExecResult<(String, String)> {
-    match path.rsplit_once('.') {
-        Some((device, measurement)) if !device.is_empty() && !measurement.is_empty() => {
-            Ok((device.to_string(), measurement.to_string()))
-        }
-        _ => Err(ExecError::refused(
+    proto::statements::split_series_path(path).ok_or_else(|| {
+        ExecError::refused(
             StatusCode::IllegalParameter,
             format!("{path} is not a series path like root.sg.d1.s1"),
-        )),
-    }
+        )
+    })
 }
 
 fn show() -> Request<proto::SessionShowReq> {
@@ -149,51 +147,30 @@ fn show() -> Request<proto::SessionShowReq> {
 
 impl Backend for DataNodeBackend {
     async fn create_database(&self, database: &str) -> ExecResult<()> {
-        use proto::schema_statement_req::Statement;
-        self.schema(Statement::CreateDatabase(proto::CreateDatabaseReq {
-            database: database.into(),
-        }))
-        .await
+        self.schema(statements::create_database(database)).await
     }
 
     async fn drop_database(&self, database: &str) -> ExecResult<()> {
-        use proto::schema_statement_req::Statement;
-        self.schema(Statement::DropDatabase(proto::DropDatabaseReq {
-            database: database.into(),
-        }))
-        .await
+        self.schema(statements::drop_database(database)).await
     }
 
     async fn set_ttl(&self, database: &str, ttl_ms: i64) -> ExecResult<()> {
-        use proto::schema_statement_req::Statement;
         if ttl_ms <= 0 {
             return Err(ExecError::refused(
                 StatusCode::IllegalParameter,
                 format!("TTL {ttl_ms} ms: a TTL must be positive"),
             ));
         }
-        self.schema(Statement::SetTtl(proto::SetTtlReq {
-            database: database.into(),
-            ttl_ms,
-        }))
-        .await
+        self.schema(statements::set_ttl(database, ttl_ms)).await
     }
 
     async fn unset_ttl(&self, database: &str) -> ExecResult<()> {
-        use proto::schema_statement_req::Statement;
-        self.schema(Statement::SetTtl(proto::SetTtlReq {
-            database: database.into(),
-            ttl_ms: 0,
-        }))
-        .await
+        self.schema(statements::set_ttl(database, 0)).await
     }
 
     async fn remove_data_node(&self, data_node_id: u64) -> ExecResult<()> {
-        use proto::schema_statement_req::Statement;
-        self.schema(Statement::RemoveDataNode(proto::RemoveDataNodeReq {
-            data_node_id,
-        }))
-        .await
+        self.schema(statements::remove_data_node(data_node_id))
+            .await
     }
 
     async fn create_timeseries(
@@ -204,33 +181,22 @@ impl Backend for DataNodeBackend {
         compressor: Option<&str>,
         meta: &SeriesMeta,
     ) -> ExecResult<()> {
-        use proto::schema_statement_req::Statement;
         let (device, measurement) = split_path(path)?;
-        self.schema(Statement::CreateTimeseries(proto::CreateTimeseriesReq {
-            series: vec![proto::TimeseriesSpec {
-                device,
-                measurement,
-                data_type: proto::data_type_to_wire(data_type) as i32,
-                encoding: encoding.unwrap_or_default().to_string(),
-                compressor: compressor.unwrap_or_default().to_string(),
-                alias: meta.alias.clone().unwrap_or_default(),
-                tags: meta.tags.clone(),
-                attributes: meta.attributes.clone(),
-            }],
-        }))
+        self.schema(statements::create_timeseries(
+            device,
+            measurement,
+            data_type,
+            encoding,
+            compressor,
+            meta,
+        ))
         .await
     }
 
     async fn delete_timeseries(&self, path: &str) -> ExecResult<()> {
-        use proto::schema_statement_req::Statement;
         let (device, measurement) = split_path(path)?;
-        self.schema(Statement::DeleteTimeseries(proto::DeleteTimeseriesReq {
-            series: vec![proto::SeriesPath {
-                device,
-                measurement,
-            }],
-        }))
-        .await
+        self.schema(statements::delete_timeseries(device, measurement))
+            .await
     }
 
     async fn delete_data(
