@@ -21,5 +21,6 @@ pub mod views;
 pub use partition::{series_slot, time_slot, PartitionConfig, FETCH_PARTITIONS_SLOTS_MAX};
 pub use status::{LeaseFencedRetryPolicy, Status, StatusCode};
 pub use tablet::{
-    blob_from_hex, Bitmap, Column, DataType, Tablet, TabletError, TabletLimits, Value, NULL_DATE,
+    blob_from_hex, retain_points, Bitmap, Column, DataType, Tablet, TabletError, TabletLimits,
+    Value, NULL_DATE,
 };

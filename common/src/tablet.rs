@@ -173,6 +173,25 @@ pub fn blob_from_hex(digits: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// Keeps the points (`timestamps[i]`, row `i` of `values`) whose time `keep` accepts, in
+/// order; returns whether any was dropped. Panics when the lengths differ.
+pub fn retain_points(
+    timestamps: &mut Vec<i64>,
+    values: &mut Column,
+    keep: impl Fn(i64) -> bool,
+) -> bool {
+    assert_eq!(timestamps.len(), values.len(), "a point without a value");
+    let kept: Vec<usize> = (0..timestamps.len())
+        .filter(|&i| keep(timestamps[i]))
+        .collect();
+    if kept.len() == timestamps.len() {
+        return false;
+    }
+    *timestamps = kept.iter().map(|&i| timestamps[i]).collect();
+    *values = values.select(&kept);
+    true
+}
+
 /// What a null DATE row holds: 1970-01-01, as IoTDB's clients fill it.
 pub const NULL_DATE: i32 = 19700101;
 
@@ -914,6 +933,16 @@ mod tests {
                 value: 20230229
             })
         );
+    }
+
+    #[test]
+    fn retained_points_keep_their_order_and_values() {
+        let mut ts = vec![5, 1, 3, 2];
+        let mut values = Column::Blob(vec![vec![5], vec![1], vec![3], vec![2]]);
+        assert!(!retain_points(&mut ts, &mut values, |_| true));
+        assert!(retain_points(&mut ts, &mut values, |t| t != 3 && t != 1));
+        assert_eq!(ts, [5, 2]);
+        assert_eq!(values, Column::Blob(vec![vec![5], vec![2]]));
     }
 
     #[test]

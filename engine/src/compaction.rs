@@ -920,13 +920,7 @@ impl SeriesMerge<'_> {
             )?;
             let deleted = &self.deleted[source.input];
             if !deleted.is_empty() {
-                let keep: Vec<usize> = (0..ts.len())
-                    .filter(|&i| !in_ranges(deleted, ts[i]))
-                    .collect();
-                if keep.len() < ts.len() {
-                    ts = keep.iter().map(|&i| ts[i]).collect();
-                    values = values.select(&keep);
-                }
+                common::retain_points(&mut ts, &mut values, |t| !in_ranges(deleted, t));
             }
             match by_input.entry(source.input) {
                 std::collections::btree_map::Entry::Vacant(e) => {

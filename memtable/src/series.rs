@@ -203,14 +203,12 @@ impl Series {
     /// Drops the points with `start <= time <= end`, keeping the others in insertion order, and
     /// recomputes the derived state (a function of `timestamps` alone).
     pub(crate) fn retain_outside(&mut self, start: i64, end: i64) {
-        let keep: Vec<usize> = (0..self.timestamps.len())
-            .filter(|&i| !(start..=end).contains(&self.timestamps[i]))
-            .collect();
-        if keep.len() == self.timestamps.len() {
+        let dropped = common::retain_points(&mut self.timestamps, &mut self.values, |t| {
+            !(start..=end).contains(&t)
+        });
+        if !dropped {
             return;
         }
-        self.timestamps = keep.iter().map(|&i| self.timestamps[i]).collect();
-        self.values = self.values.select(&keep);
         self.sorted = self.timestamps.windows(2).all(|w| w[0] < w[1]);
         self.max_time = self.timestamps.iter().copied().max().unwrap_or(i64::MIN);
     }
