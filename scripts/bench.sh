@@ -229,7 +229,9 @@ if [ "$mode" = --protocols ]; then
     require_free_ports 6667 10710 10730 9100 9200
     if [ $build = 1 ]; then
         echo "== building release binaries"
-        cargo build --release -q -p confignode -p datanode -p fencepost-cli -p fencepost-benches --bin peerload
+        cargo build --release -q -p confignode -p datanode -p fencepost-cli
+        # Separate: `--bin peerload` would filter the targets of the other packages too.
+        cargo build --release -q -p fencepost-benches --bin peerload
     fi
     bash scripts/iotdb-client-tests.sh --venv-only
     python=${FENCEPOST_VENV:-target/iotdb-venv}/bin/python
