@@ -60,7 +60,8 @@ pub enum Statement {
     },
     /// `INSERT INTO root.sg.d1(time, s1) VALUES (1, 1.5), ...`
     Insert(Insert),
-    /// `SELECT s1, s2 FROM root.sg.d1 WHERE time >= 0 AND time < 100`
+    /// `SELECT s1, s2 FROM root.sg.d1 WHERE time >= 0 AND time < 100 [ORDER BY TIME [ASC|DESC]]
+    /// [LIMIT n] [OFFSET n]`
     Select {
         /// The device.
         device: String,
@@ -68,6 +69,8 @@ pub enum Statement {
         measurements: Projection,
         /// The time range.
         range: TimeRange,
+        /// Which rows, in which order.
+        rows: RowWindow,
     },
     /// `SELECT LAST s1 FROM root.sg.d1`
     SelectLast {
@@ -167,6 +170,18 @@ pub enum Literal {
     Blob(Vec<u8>),
     /// `NULL`: no value in this row.
     Null,
+}
+
+/// A raw query's `ORDER BY TIME`, `OFFSET` and `LIMIT`: the rows kept, in time order or its
+/// reverse, after skipping `offset` of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowWindow {
+    /// `ORDER BY TIME DESC`: newest first.
+    pub descending: bool,
+    /// Rows skipped (`OFFSET`).
+    pub offset: usize,
+    /// Rows kept at most (`LIMIT`); `None` keeps every row.
+    pub limit: Option<usize>,
 }
 
 /// Which measurements a `SELECT` names.

@@ -29,7 +29,9 @@ use common::views::{
 };
 use common::{DataType, StatusCode, Tablet, Value};
 
-use crate::{Insert, Literal, ParseError, PathPattern, Projection, Statement, TimeRange};
+use crate::{
+    Insert, Literal, ParseError, PathPattern, Projection, RowWindow, Statement, TimeRange,
+};
 
 mod show;
 
@@ -94,13 +96,14 @@ pub trait Backend: Sync {
         &self,
         prefix: &str,
     ) -> impl Future<Output = ExecResult<Vec<TimeseriesView>>> + Send;
-    /// The points of one series in `[from, to)`, in time order.
+    /// The points of one series in `[from, to)`, in time order: the first `limit` of them.
     fn query_raw(
         &self,
         device: &str,
         measurement: &str,
         from: i64,
         to: i64,
+        limit: usize,
     ) -> impl Future<Output = ExecResult<Vec<(i64, Value)>>> + Send;
     /// The last point of one series.
     fn query_last(
@@ -344,7 +347,8 @@ pub async fn execute<B: Backend>(backend: &B, statement: &Statement) -> ExecResu
             device,
             measurements,
             range,
-        } => select_raw(backend, device, measurements, *range).await,
+            rows,
+        } => select_raw(backend, device, measurements, *range, *rows).await,
         Statement::SelectLast {
             device,
             measurements,
@@ -588,11 +592,24 @@ async fn points<B: Backend>(
     measurement: &str,
     range: TimeRange,
 ) -> ExecResult<Vec<(i64, Value)>> {
-    if range.is_empty() {
+    first_points(backend, device, measurement, range, RESULT_ROWS_MAX).await
+}
+
+/// The first `limit` (at most [`RESULT_ROWS_MAX`]) points of one series in `range`; a series
+/// with more than [`RESULT_ROWS_MAX`] there is refused, read no further than that.
+async fn first_points<B: Backend>(
+    backend: &B,
+    device: &str,
+    measurement: &str,
+    range: TimeRange,
+    limit: usize,
+) -> ExecResult<Vec<(i64, Value)>> {
+    if range.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
+    let limit = limit.min(RESULT_ROWS_MAX);
     let points = backend
-        .query_raw(device, measurement, range.from, range.to)
+        .query_raw(device, measurement, range.from, range.to, limit + 1)
         .await?;
     if points.len() > RESULT_ROWS_MAX {
         return Err(too_many_rows());
@@ -606,9 +623,10 @@ async fn select_raw<B: Backend>(
     device: &str,
     projection: &Projection,
     range: TimeRange,
+    rows: RowWindow,
 ) -> ExecResult<Outcome> {
     let series = resolve_series(backend, device, projection).await?;
-    join(backend, &series, range).await
+    join(backend, &series, range, rows).await
 }
 
 /// [`resolve`], as series of `device`.
@@ -686,7 +704,7 @@ pub async fn raw_paths<B: Backend>(
     range: TimeRange,
 ) -> ExecResult<Outcome> {
     let series = resolve_paths(backend, paths).await?;
-    join(backend, &series, range).await
+    join(backend, &series, range, RowWindow::default()).await
 }
 
 /// IoTDB's last data query (`executeLastDataQuery`): the last point of each existing series of
@@ -701,11 +719,25 @@ pub async fn last_paths<B: Backend>(
 }
 
 /// `Time` and one column per series, outer-joined on time.
-async fn join<B: Backend>(backend: &B, series: &[Series], range: TimeRange) -> ExecResult<Outcome> {
+///
+/// `rows` picks the rows kept. In time order with a LIMIT, each series is read only as far as
+/// the rows kept need (the first `offset + limit` rows' times are among each series' first
+/// `offset + limit` points); newest first, every series is read whole.
+async fn join<B: Backend>(
+    backend: &B,
+    series: &[Series],
+    range: TimeRange,
+    rows: RowWindow,
+) -> ExecResult<Outcome> {
     let width = series.len();
+    let needed = match rows.limit {
+        Some(limit) if !rows.descending => rows.offset.saturating_add(limit),
+        _ => RESULT_ROWS_MAX,
+    };
     let mut joined: BTreeMap<i64, Vec<Cell>> = BTreeMap::new();
     for (column, s) in series.iter().enumerate() {
-        for (time, value) in points(backend, &s.device, &s.measurement, range).await? {
+        for (time, value) in first_points(backend, &s.device, &s.measurement, range, needed).await?
+        {
             // A point of another type (the series was dropped and created again with another
             // type while the query ran) is left out rather than mistyping the column.
             if value.data_type() != s.data_type {
@@ -723,15 +755,29 @@ async fn join<B: Backend>(backend: &B, series: &[Series], range: TimeRange) -> E
             .iter()
             .map(|s| (format!("{}.{}", s.device, s.label), s.data_type)),
     );
-    let rows = joined
-        .into_iter()
-        .map(|(time, cells)| {
-            let mut row = vec![Some(Value::Int64(time))];
-            row.extend(cells);
-            row
-        })
-        .collect();
-    Ok(Outcome::query(header, rows))
+    let row = |(time, cells): (i64, Vec<Cell>)| {
+        let mut row = vec![Some(Value::Int64(time))];
+        row.extend(cells);
+        row
+    };
+    let limit = rows.limit.unwrap_or(usize::MAX);
+    let kept = if rows.descending {
+        joined
+            .into_iter()
+            .rev()
+            .skip(rows.offset)
+            .take(limit)
+            .map(row)
+            .collect()
+    } else {
+        joined
+            .into_iter()
+            .skip(rows.offset)
+            .take(limit)
+            .map(row)
+            .collect()
+    };
+    Ok(Outcome::query(header, kept))
 }
 
 /// IoTDB's last query: `Time`, `Timeseries`, `Value` (as text), `DataType`, one row per series

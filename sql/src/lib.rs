@@ -11,7 +11,7 @@ pub mod exec;
 pub mod lexer;
 pub mod parser;
 
-pub use ast::{Insert, Literal, PathPattern, Projection, Statement, TimeRange};
+pub use ast::{Insert, Literal, PathPattern, Projection, RowWindow, Statement, TimeRange};
 pub use exec::{delete_paths, execute, Backend, Cell, ExecError, ExecResult, Outcome, OutcomeKind};
 pub use parser::{complete_prefix_bytes, parse_script, Parsed};
 

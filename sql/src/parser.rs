@@ -2,7 +2,9 @@
 
 use common::DataType;
 
-use super::ast::{Insert, InsertRow, Literal, PathPattern, Projection, Statement, TimeRange};
+use super::ast::{
+    Insert, InsertRow, Literal, PathPattern, Projection, RowWindow, Statement, TimeRange,
+};
 use super::lexer::{advance, tokenize, Token, TokenKind};
 use super::{ParseError, Position, INSERT_ROWS_MAX, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
 
@@ -109,9 +111,10 @@ const AGGREGATIONS_UNSUPPORTED: [&str; 14] = [
 ];
 
 /// IoTDB clauses Fencepost's queries do not take yet.
-const CLAUSES_UNSUPPORTED: [&str; 9] = [
-    "GROUP", "FILL", "ORDER", "LIMIT", "OFFSET", "SLIMIT", "SOFFSET", "ALIGN", "HAVING",
-];
+const CLAUSES_UNSUPPORTED: [&str; 6] = ["GROUP", "FILL", "SLIMIT", "SOFFSET", "ALIGN", "HAVING"];
+
+/// The clauses only a raw query takes (`ORDER BY TIME`, `LIMIT`, `OFFSET`).
+const ROW_CLAUSES: [&str; 3] = ["ORDER", "LIMIT", "OFFSET"];
 
 /// The first piece of IoTDB's syntax in a statement that Fencepost does not run yet, as an
 /// unsupported error (300) naming it, so a client learns what is missing rather than reading a
@@ -758,6 +761,7 @@ impl Parser<'_> {
             self.next += 1;
             let measurements = self.projection()?;
             let device = self.from()?;
+            self.refuse_row_clauses("LAST")?;
             return Ok(Statement::SelectLast {
                 device,
                 measurements,
@@ -767,6 +771,7 @@ impl Parser<'_> {
             let measurements = self.counts()?;
             let device = self.from()?;
             let range = self.where_clause()?;
+            self.refuse_row_clauses("COUNT")?;
             return Ok(Statement::SelectCount {
                 device,
                 measurements,
@@ -776,11 +781,78 @@ impl Parser<'_> {
         let measurements = self.projection()?;
         let device = self.from()?;
         let range = self.where_clause()?;
+        let rows = self.row_window()?;
         Ok(Statement::Select {
             device,
             measurements,
             range,
+            rows,
         })
+    }
+
+    /// `[ORDER BY TIME [ASC|DESC]] [LIMIT n] [OFFSET n]` (LIMIT and OFFSET in either order, as
+    /// IoTDB takes them).
+    fn row_window(&mut self) -> Result<RowWindow, ParseError> {
+        let mut rows = RowWindow::default();
+        if self.eat_keyword("ORDER") {
+            self.expect_keyword("BY")?;
+            if !(self.eat_keyword("TIME") || self.eat_keyword("TIMESTAMP")) {
+                return Err(self.unsupported_here("ORDER BY anything but TIME"));
+            }
+            if self.eat_keyword("DESC") {
+                rows.descending = true;
+            } else {
+                self.eat_keyword("ASC");
+            }
+        }
+        let (mut limit, mut offset) = (false, false);
+        loop {
+            if !limit && self.eat_keyword("LIMIT") {
+                limit = true;
+                rows.limit = Some(self.count_literal("LIMIT")?);
+            } else if !offset && self.eat_keyword("OFFSET") {
+                offset = true;
+                rows.offset = self.count_literal("OFFSET")?;
+            } else {
+                return Ok(rows);
+            }
+        }
+    }
+
+    /// A non-negative integer after `clause`.
+    fn count_literal(&mut self, clause: &str) -> Result<usize, ParseError> {
+        let expected = format!("a row count after {clause}");
+        match self.number(&expected)? {
+            Literal::Integer(n) if n >= 0 => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => Err(self.error(&expected)),
+        }
+    }
+
+    /// 300 for ORDER BY, LIMIT or OFFSET after a query that does not take them yet.
+    fn refuse_row_clauses(&self, query: &str) -> Result<(), ParseError> {
+        match self.peek().map(|t| &t.kind) {
+            Some(TokenKind::Word(w)) if ROW_CLAUSES.iter().any(|c| w.eq_ignore_ascii_case(c)) => {
+                Err(self
+                    .unsupported_here(&format!("{} on a {query} query", w.to_ascii_uppercase())))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// "`what` is not supported yet" (300) at the next token.
+    fn unsupported_here(&self, what: &str) -> ParseError {
+        let position = match self.peek().or(self.tokens.last()) {
+            Some(t) => t.position,
+            None => return self.error(what),
+        };
+        ParseError {
+            position,
+            message: format!(
+                "{what} is not supported yet; Fencepost runs raw queries with time bounds, \
+                 ORDER BY TIME, LIMIT and OFFSET, LAST and COUNT queries"
+            ),
+            unsupported: true,
+        }
     }
 
     /// True when the token after the next one is FROM or `,` (so `SELECT last FROM` names a
@@ -843,7 +915,7 @@ impl Parser<'_> {
     /// `[WHERE bound AND bound ...]` with `bound := time (>=|>|<=|<|=) integer`.
     fn where_clause(&mut self) -> Result<TimeRange, ParseError> {
         let mut range = TimeRange::ALL;
-        if self.peek().is_none() {
+        if self.peek().is_none() || ROW_CLAUSES.iter().any(|c| self.is_keyword(c)) {
             return Ok(range);
         }
         if !self.eat_keyword("WHERE") {

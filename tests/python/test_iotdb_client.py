@@ -650,6 +650,11 @@ class QueryTest(FencepostTestCase):
         lo, hi = start + 100 * step, start + 250 * step
         rows = self.query_rows(f"select s1 from {self.dev} where time >= {lo} and time < {hi}", small)
         self.assertEqual(rows, [(start + i * step, [3 * i]) for i in range(100, 250)])
+        # Newest first, a window of it, across both partitions and pages of 100.
+        rows = self.query_rows(f"select s1 from {self.dev} order by time desc limit 250 offset 5", small)
+        self.assertEqual(rows, [(start + i * step, [3 * i]) for i in range(n - 6, n - 256, -1)])
+        rows = self.query_rows(f"select s1 from {self.dev} limit 3 offset 1000", small)
+        self.assertEqual(rows, [(start + i * step, [3 * i]) for i in range(1000, 1003)])
 
     def test_two_open_queries_interleaved(self):
         # Two result sets open on one connection at once, told apart by queryId.

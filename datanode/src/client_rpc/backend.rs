@@ -261,11 +261,14 @@ impl Backend for DataNodeBackend {
         measurement: &str,
         from: i64,
         to: i64,
+        limit: usize,
     ) -> ExecResult<Vec<(i64, Value)>> {
         let path = series_path(device, measurement);
         let mut points = Vec::new();
         let mut start = from;
-        loop {
+        while points.len() < limit {
+            let page_points =
+                READ_PAGE_POINTS.min(u32::try_from(limit - points.len()).unwrap_or(u32::MAX));
             let pinned = self.shared.metadata.pin();
             let series = self
                 .shared
@@ -274,7 +277,7 @@ impl Backend for DataNodeBackend {
                     &pinned,
                     std::slice::from_ref(&path),
                     start..to,
-                    READ_PAGE_POINTS,
+                    page_points,
                     false,
                 )
                 .await
@@ -289,6 +292,8 @@ impl Backend for DataNodeBackend {
                 _ => return Ok(points),
             }
         }
+        points.truncate(limit);
+        Ok(points)
     }
 
     async fn query_last(

@@ -134,6 +134,7 @@ impl Backend for Memory {
         measurement: &str,
         from: i64,
         to: i64,
+        limit: usize,
     ) -> ExecResult<Vec<(i64, Value)>> {
         let series = self.series.lock().unwrap();
         Ok(series
@@ -141,6 +142,7 @@ impl Backend for Memory {
             .map(|(_, points)| {
                 points
                     .range(from..to)
+                    .take(limit)
                     .map(|(t, v)| (*t, v.clone()))
                     .collect()
             })
@@ -237,6 +239,63 @@ fn raw_select_joins_series_on_time_with_nulls() {
         ]
     );
     assert!(o.has_time());
+}
+
+#[test]
+fn order_by_time_limit_and_offset_pick_rows_of_the_join() {
+    let m = Memory::default();
+    // a at 1..=6, b at 4..=9: the join has rows 1..=9.
+    for t in 1..=6 {
+        one(
+            &m,
+            &format!("INSERT INTO root.sg.d1(time, a) VALUES ({t}, {t})"),
+        );
+    }
+    for t in 4..=9 {
+        one(
+            &m,
+            &format!("INSERT INTO root.sg.d1(time, b) VALUES ({t}, {t})"),
+        );
+    }
+    let times = |text: &str| -> Vec<i64> {
+        one(&m, text)
+            .rows
+            .iter()
+            .map(|r| match r[0] {
+                Some(Value::Int64(t)) => t,
+                ref other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(times("SELECT a, b FROM root.sg.d1 LIMIT 3"), [1, 2, 3]);
+    assert_eq!(
+        times("SELECT a, b FROM root.sg.d1 LIMIT 3 OFFSET 4"),
+        [5, 6, 7]
+    );
+    assert_eq!(times("SELECT b, a FROM root.sg.d1 OFFSET 7"), [8, 9]);
+    assert_eq!(
+        times("SELECT a, b FROM root.sg.d1 ORDER BY TIME DESC LIMIT 4"),
+        [9, 8, 7, 6]
+    );
+    assert_eq!(
+        times("SELECT * FROM root.sg.d1 WHERE time < 8 ORDER BY TIME DESC OFFSET 5"),
+        [2, 1]
+    );
+    assert!(times("SELECT a FROM root.sg.d1 LIMIT 0").is_empty());
+    assert!(times("SELECT a FROM root.sg.d1 OFFSET 100").is_empty());
+    // The cells stay with their rows.
+    let o = one(
+        &m,
+        "SELECT a, b FROM root.sg.d1 ORDER BY TIME DESC LIMIT 1 OFFSET 3",
+    );
+    assert_eq!(
+        o.rows,
+        vec![vec![
+            Some(Value::Int64(6)),
+            Some(Value::Double(6.0)),
+            Some(Value::Double(6.0))
+        ]]
+    );
 }
 
 #[test]

@@ -262,7 +262,8 @@ fn select_forms() {
         Statement::Select {
             device: "root.sg.d1".into(),
             measurements: names(&["s1", "s2"]),
-            range: range(0, 100)
+            range: range(0, 100),
+            rows: RowWindow::default()
         }
     );
     assert_eq!(
@@ -270,7 +271,8 @@ fn select_forms() {
         Statement::Select {
             device: "root.sg.d1".into(),
             measurements: Projection::All,
-            range: TimeRange::ALL
+            range: TimeRange::ALL,
+            rows: RowWindow::default()
         }
     );
     assert_eq!(
@@ -278,7 +280,8 @@ fn select_forms() {
         Statement::Select {
             device: "root.sg.d1".into(),
             measurements: names(&["s1"]),
-            range: range(7, 11)
+            range: range(7, 11),
+            rows: RowWindow::default()
         }
     );
     assert_eq!(
@@ -286,7 +289,8 @@ fn select_forms() {
         Statement::Select {
             device: "root.sg.d1".into(),
             measurements: names(&["s1"]),
-            range: range(-3, -2)
+            range: range(-3, -2),
+            rows: RowWindow::default()
         }
     );
     // A contradiction is an empty range, not an error.
@@ -295,9 +299,46 @@ fn select_forms() {
         Statement::Select {
             device: "root.sg.d1".into(),
             measurements: names(&["s1"]),
-            range: range(i64::MAX, i64::MAX)
+            range: range(i64::MAX, i64::MAX),
+            rows: RowWindow::default()
         }
     );
+}
+
+#[test]
+fn order_by_time_limit_and_offset() {
+    let rows = |text: &str| match one(text) {
+        Statement::Select { rows, .. } => rows,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        rows("SELECT s1 FROM root.sg.d1 ORDER BY TIME DESC LIMIT 10 OFFSET 5"),
+        RowWindow {
+            descending: true,
+            offset: 5,
+            limit: Some(10)
+        }
+    );
+    assert_eq!(
+        rows("select * from root.sg.d1 where time < 9 order by timestamp asc offset 2 limit 0"),
+        RowWindow {
+            descending: false,
+            offset: 2,
+            limit: Some(0)
+        }
+    );
+    assert_eq!(rows("select s1 from root.sg.d1 limit 1").limit, Some(1));
+    assert!(error("SELECT s1 FROM root.sg.d1 LIMIT -1").contains("row count"));
+    assert!(error("SELECT s1 FROM root.sg.d1 LIMIT 1 LIMIT 2").contains("LIMIT"));
+    for unsupported in [
+        "SELECT s1 FROM root.sg.d1 ORDER BY s1",
+        "SELECT LAST s1 FROM root.sg.d1 LIMIT 1",
+        "SELECT COUNT(s1) FROM root.sg.d1 ORDER BY TIME",
+    ] {
+        let parsed = parse_script(unsupported, Position::START);
+        let e = parsed[0].result.as_ref().unwrap_err();
+        assert!(e.unsupported, "{unsupported}: {e:?}");
+    }
 }
 
 #[test]
@@ -322,7 +363,8 @@ fn select_last_and_count() {
         Statement::Select {
             device: "root.sg.d1".into(),
             measurements: names(&["last", "count"]),
-            range: TimeRange::ALL
+            range: TimeRange::ALL,
+            rows: RowWindow::default()
         }
     );
     assert_eq!(
@@ -395,7 +437,8 @@ fn several_statements_and_empty_ones() {
                 Statement::Select {
                     device: "root.sg.d1".into(),
                     measurements: Projection::All,
-                    range: TimeRange::ALL
+                    range: TimeRange::ALL,
+                    rows: RowWindow::default()
                 }
             ),
         ]
@@ -633,10 +676,13 @@ fn iotdb_syntax_not_run_yet_is_unsupported_not_malformed() {
             "OR in a WHERE clause",
         ),
         (
-            "SELECT * FROM root.sg.d1 ORDER BY time DESC",
-            "ORDER clauses",
+            "SELECT * FROM root.sg.d1 ORDER BY s1 DESC",
+            "ORDER BY anything but TIME",
         ),
-        ("SELECT * FROM root.sg.d1 LIMIT 10", "LIMIT clauses"),
+        (
+            "SELECT LAST * FROM root.sg.d1 LIMIT 10",
+            "LIMIT on a LAST query",
+        ),
         ("SELECT * FROM root.sg.d1 ALIGN BY DEVICE", "ALIGN clauses"),
         ("USE db1", "USE (the table model)"),
         ("CREATE TABLE t (a STRING TAG)", "tables (the table model)"),
