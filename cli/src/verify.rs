@@ -9,6 +9,10 @@
 //! when the time ran out), `TIMEOUT` (no common applied index in time, or a replica not
 //! reported). The JSON report's status is 200 when every region is OK, else 305 for a mismatch,
 //! 1007 for an unreachable replica, 712 for a timeout (in that order of precedence).
+//!
+//! A database with a TTL is compared above its read cutoff (now - ttl), fixed once at the start
+//! for every replica and round: each replica's compaction removes expired points on its own
+//! clock, so below the cutoff replicas may legitimately differ for a while.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -137,6 +141,15 @@ pub async fn run(
 ) -> anyhow::Result<u8> {
     let session = exec::connect(endpoints, config).await?;
     let regions = session.show_regions().await?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let visible_from: BTreeMap<String, i64> = session
+        .show_databases_with_ttl()
+        .await?
+        .into_iter()
+        .filter_map(|(database, ttl)| Some((database, now_ms.saturating_sub(ttl?))))
+        .collect();
     let addresses: BTreeMap<u64, String> = session
         .show_cluster()
         .await?
@@ -153,7 +166,7 @@ pub async fn run(
         })
         .collect();
     let deadline = Instant::now() + Duration::from_secs(args.timeout_s);
-    poll(&session, &addresses, &mut checks, deadline).await;
+    poll(&session, &addresses, &visible_from, &mut checks, deadline).await;
     let worst = checks
         .iter()
         .map(RegionCheck::verdict)
@@ -172,6 +185,7 @@ pub async fn run(
 async fn poll(
     session: &Session,
     addresses: &BTreeMap<u64, String>,
+    visible_from: &BTreeMap<String, i64>,
     checks: &mut [RegionCheck],
     deadline: Instant,
 ) {
@@ -188,7 +202,7 @@ async fn poll(
         for node in nodes {
             let answer = match addresses.get(&node) {
                 Some(endpoint) => session
-                    .region_digests_at(endpoint)
+                    .region_digests_visible_from(endpoint, visible_from)
                     .await
                     .map_err(|e| e.to_string()),
                 None => Err(format!("DataNode {node} is not in SHOW CLUSTER")),

@@ -633,16 +633,16 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::RegionDigestResp> {
         let request = request.into_inner();
         let wanted = request.region_id;
-        let regions: Vec<(u64, Arc<engine::DataRegion>)> = self
+        let regions: Vec<(u64, String, Arc<engine::DataRegion>)> = self
             .shared
             .host
-            .regions()
+            .regions_with_databases()
             .into_iter()
-            .filter(|(id, _)| wanted == 0 || *id == wanted)
+            .filter(|(id, _, _)| wanted == 0 || *id == wanted)
             .collect();
         let node = self.shared.identity.node_id;
         let mut digests = Vec::new();
-        for (id, region) in regions {
+        for (id, database, region) in regions {
             let is_leader = self.shared.host.leads(id);
             if request.leaders_only {
                 digests.push(proto::RegionDigest {
@@ -662,7 +662,12 @@ impl SessionService for SessionServiceImpl {
                 .acquire()
                 .await
                 .map_err(|_| tonic::Status::unavailable("shutting down"))?;
-            let digest = tokio::task::spawn_blocking(move || region.digest())
+            let from = request
+                .visible_from_ms
+                .get(&database)
+                .copied()
+                .unwrap_or(i64::MIN);
+            let digest = tokio::task::spawn_blocking(move || region.digest_visible_from(from))
                 .await
                 .map_err(|e| tonic::Status::internal(format!("digest task: {e}")))?;
             match digest {

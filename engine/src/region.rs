@@ -670,6 +670,12 @@ impl DataRegion {
     /// time ranges), so memory is bounded by a partition's points of one series, not a whole
     /// series' (a series of hundreds of millions of points had made a digest run out of time).
     pub fn digest(&self) -> Result<RegionDigest> {
+        self.digest_visible_from(i64::MIN)
+    }
+
+    /// [`DataRegion::digest`] of the points at or after `from` only: with `from` a TTL's read
+    /// cutoff, replicas agree whether or not their compactions removed the expired points yet.
+    pub fn digest_visible_from(&self, from: i64) -> Result<RegionDigest> {
         let state = self.state.read();
         let mut digest = DigestBuilder::new();
         let mut merged = BTreeMap::new();
@@ -685,11 +691,12 @@ impl DataRegion {
                     ALL_TIME,
                     &mut merged,
                 )?;
-                if !merged.is_empty() && !started {
+                let mut visible = merged.range(from..).peekable();
+                if visible.peek().is_some() && !started {
                     digest.series(device, measurement, data_type);
                     started = true;
                 }
-                for (t, v) in &merged {
+                for (t, v) in visible {
                     digest.point(*t, v);
                 }
             }

@@ -842,7 +842,22 @@ impl Session {
     /// the answer is about that DataNode only.
     pub async fn region_digests_at(&self, endpoint: &str) -> Result<Vec<RegionDigestView>> {
         let timeout = Duration::from_millis(self.config.request_timeout_ms);
-        self.region_replicas_at(endpoint, false, timeout).await
+        self.region_replicas_at(endpoint, false, timeout, BTreeMap::new())
+            .await
+    }
+
+    /// [`Session::region_digests_at`] over the points at or after `visible_from[database]` of
+    /// each region's database (every point of a database absent): with a TTL's read cutoff,
+    /// fixed once for every replica asked, replicas agree whether or not their compactions
+    /// removed the expired points yet.
+    pub async fn region_digests_visible_from(
+        &self,
+        endpoint: &str,
+        visible_from: &BTreeMap<String, i64>,
+    ) -> Result<Vec<RegionDigestView>> {
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
+        self.region_replicas_at(endpoint, false, timeout, visible_from.clone())
+            .await
     }
 
     /// [`Session::region_digests_at`] waiting up to `timeout` instead of the request timeout: a
@@ -852,7 +867,8 @@ impl Session {
         endpoint: &str,
         timeout: Duration,
     ) -> Result<Vec<RegionDigestView>> {
-        self.region_replicas_at(endpoint, false, timeout).await
+        self.region_replicas_at(endpoint, false, timeout, BTreeMap::new())
+            .await
     }
 
     /// Like [`Session::region_digests_at`] without the digests (each `digest` is 0): which
@@ -860,7 +876,8 @@ impl Session {
     /// much data they hold.
     pub async fn region_leaders_at(&self, endpoint: &str) -> Result<Vec<RegionDigestView>> {
         let timeout = Duration::from_millis(self.config.request_timeout_ms);
-        self.region_replicas_at(endpoint, true, timeout).await
+        self.region_replicas_at(endpoint, true, timeout, BTreeMap::new())
+            .await
     }
 
     async fn region_replicas_at(
@@ -868,6 +885,7 @@ impl Session {
         endpoint: &str,
         leaders_only: bool,
         timeout: Duration,
+        visible_from_ms: BTreeMap<String, i64>,
     ) -> Result<Vec<RegionDigestView>> {
         let mut client = match self.endpoints.iter().position(|e| e == endpoint) {
             Some(i) => self.clients[i].clone(),
@@ -877,6 +895,7 @@ impl Session {
             session_id: self.session_id,
             region_id: 0,
             leaders_only,
+            visible_from_ms,
         };
         let answer = match tokio::time::timeout(timeout, client.region_digest(request)).await {
             Err(_elapsed) => {

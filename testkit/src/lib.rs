@@ -205,6 +205,7 @@ pub async fn replica_digests(
                 session_id: 1,
                 region_id: 0,
                 leaders_only: false,
+                ..Default::default()
             })
             .await
         else {

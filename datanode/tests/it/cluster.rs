@@ -84,15 +84,35 @@ async fn a_tablet_over_several_partitions_and_regions_is_written_through_one_nod
                 session_id: 1,
                 region_id: 0,
                 leaders_only: false,
+                ..Default::default()
             })
             .await
             .unwrap()
             .into_inner();
         assert_eq!(code(&digests.status), 200);
+        // Above a cutoff past every point (as a TTL's), a region's digest is that of no point.
+        let cut = c
+            .region_digest(proto::RegionDigestReq {
+                session_id: 1,
+                visible_from_ms: [("root.sg".to_string(), i64::MAX)].into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&cut.status), 200);
+        let empty: std::collections::BTreeSet<u64> = cut.digests.iter().map(|d| d.digest).collect();
+        assert!(empty.len() <= 1, "{:?}", cut.digests);
+        assert_eq!(cut.digests.len(), digests.digests.len());
         for d in digests.digests {
             // Only applied commands move a region's applied index (raft's own entries do not).
             if d.applied_index > 0 {
                 regions_with_data.insert((d.region_id, d.data_node_id));
+                assert!(
+                    !empty.contains(&d.digest),
+                    "region {} has points",
+                    d.region_id
+                );
             }
         }
     }
@@ -304,6 +324,7 @@ async fn replica_digests_agree(cluster: &Cluster) {
                     session_id: 1,
                     region_id: 0,
                     leaders_only: false,
+                    ..Default::default()
                 })
                 .await
                 .unwrap()
