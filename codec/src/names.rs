@@ -68,7 +68,7 @@ impl Encoding {
         if t == DataType::Blob {
             return self == Encoding::Plain;
         }
-        let t = stored_as(t);
+        let t = t.physical();
         let numeric = matches!(
             t,
             DataType::Int32 | DataType::Int64 | DataType::Float | DataType::Double
@@ -84,20 +84,12 @@ impl Encoding {
 
     /// IoTDB's default encoding for a type.
     pub fn iotdb_default(t: DataType) -> Encoding {
-        match stored_as(t) {
+        match t.physical() {
             DataType::Boolean => Encoding::Rle,
             DataType::Int32 | DataType::Int64 => Encoding::Ts2Diff,
             DataType::Float | DataType::Double => Encoding::Gorilla,
             _ => Encoding::Plain,
         }
-    }
-}
-
-/// The classic type whose encodings a type's values take: BLOB's are TEXT's.
-fn stored_as(t: DataType) -> DataType {
-    match t.physical() {
-        DataType::Blob => DataType::Text,
-        physical => physical,
     }
 }
 
@@ -261,7 +253,7 @@ impl CodecId {
 
     /// Whether a column of type `t` may be encoded with this codec.
     pub fn encodes(self, t: DataType) -> bool {
-        let t = stored_as(t);
+        let t = t.physical();
         let int = matches!(t, DataType::Int32 | DataType::Int64);
         let float = matches!(t, DataType::Float | DataType::Double);
         match self {

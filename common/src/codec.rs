@@ -333,8 +333,7 @@ impl<'a> Reader<'a> {
             DataType::Boolean => 1,
             DataType::Int32 | DataType::Float => 4,
             DataType::Int64 | DataType::Double => 8,
-            // at least the length word per value
-            DataType::Text | DataType::Blob => 4,
+            DataType::Text => 4, // at least the length word per value
             other => unreachable!("{other} is no physical type"),
         };
         if count.saturating_mul(width) > self.remaining() {

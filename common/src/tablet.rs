@@ -55,14 +55,15 @@ impl DataType {
         DataType::ALL.into_iter().find(|t| t.code() == code)
     }
 
-    /// The classic type whose values and encodings this type's values share: INT64 for
-    /// TIMESTAMP, INT32 for DATE, TEXT for STRING; BLOB, whose values are bytes, is its own.
-    /// Result columns go to IoTDB's clients typed by it (IOTDB_PROTOCOL §9).
+    /// The classic type whose layout and encodings this type's values share, as Java's columns
+    /// report it: INT64 for TIMESTAMP, INT32 for DATE, TEXT for STRING and BLOB (length-prefixed
+    /// values; BLOB's need not be UTF-8). Result columns go to IoTDB's clients typed by it
+    /// (IOTDB_PROTOCOL §9).
     pub fn physical(self) -> DataType {
         match self {
             DataType::Timestamp => DataType::Int64,
             DataType::Date => DataType::Int32,
-            DataType::String => DataType::Text,
+            DataType::String | DataType::Blob => DataType::Text,
             other => other,
         }
     }
@@ -894,7 +895,7 @@ mod tests {
             assert_eq!(DataType::from_code(code), None);
         }
         assert_eq!(DataType::Timestamp.physical(), DataType::Int64);
-        assert_eq!(DataType::Blob.physical(), DataType::Blob);
+        assert_eq!(DataType::Blob.physical(), DataType::Text);
     }
 
     #[test]

@@ -409,10 +409,10 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             .devices
             .iter()
             .map(|d| {
-                let usable = state.usable_series_of(&d.device);
                 let requested = |name: &str| {
                     d.measurements.is_empty() || d.measurements.iter().any(|w| w.name == name)
                 };
+                let usable = state.usable_series_of(&d.device);
                 let aliases: Vec<proto::SeriesAlias> = state
                     .series_meta_of(&d.device)
                     .filter_map(|(measurement, meta)| {
@@ -425,31 +425,23 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                         )
                     })
                     .collect();
-                (d, usable, aliases)
-            })
-            .map(|(d, usable, aliases)| proto::DeviceSchema {
-                device: d.device.clone(),
-                database: state
-                    .database_of(&d.device)
-                    .map(|(db, _)| db.to_string())
-                    .unwrap_or_default(),
-                ttl_ms: state
-                    .database_of(&d.device)
-                    .and_then(|(db, _)| state.ttl_ms(db))
-                    .unwrap_or(0),
-                measurements: usable
-                    .into_iter()
-                    .filter(|(m, _)| {
-                        d.measurements.is_empty()
-                            || d.measurements.iter().any(|w| w.name == *m)
-                            || aliases.iter().any(|a| a.measurement == *m)
-                    })
-                    .map(|(name, t)| proto::MeasurementSchema {
-                        name,
-                        data_type: proto::data_type_to_wire(t) as i32,
-                    })
-                    .collect(),
-                aliases,
+                let database = state.database_of(&d.device).map(|(db, _)| db);
+                proto::DeviceSchema {
+                    device: d.device.clone(),
+                    database: database.unwrap_or_default().to_string(),
+                    ttl_ms: database.and_then(|db| state.ttl_ms(db)).unwrap_or(0),
+                    measurements: usable
+                        .into_iter()
+                        .filter(|(m, _)| {
+                            requested(m) || aliases.iter().any(|a| a.measurement == *m)
+                        })
+                        .map(|(name, t)| proto::MeasurementSchema {
+                            name,
+                            data_type: proto::data_type_to_wire(t) as i32,
+                        })
+                        .collect(),
+                    aliases,
+                }
             })
             .collect();
         Ok(Response::new(proto::FetchSchemaResp {

@@ -42,6 +42,11 @@ impl DeviceSchema {
     pub fn knows(&self, name: &str) -> bool {
         self.types.contains_key(name) || self.aliases.contains_key(name)
     }
+
+    /// The measurement `name` stands for: the series it is the alias of, else itself.
+    pub fn series_name<'a>(&'a self, name: &'a str) -> &'a str {
+        self.aliases.get(name).map_or(name, String::as_str)
+    }
 }
 
 /// Where a region lives.

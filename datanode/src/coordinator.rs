@@ -544,10 +544,7 @@ impl Coordinator {
         let pick = |schema: &DeviceSchema| -> Vec<(String, DataType)> {
             measurements
                 .iter()
-                .filter_map(|m| {
-                    let name = schema.aliases.get(m).unwrap_or(m);
-                    Some((m.clone(), *schema.types.get(name)?))
-                })
+                .filter_map(|m| Some((m.clone(), *schema.types.get(schema.series_name(m))?)))
                 .collect()
         };
         let pinned = self.metadata.pin();

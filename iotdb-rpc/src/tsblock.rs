@@ -22,19 +22,11 @@ use common::{Bitmap, Column, DataType};
 
 /// The column encoding byte of a value column of `data_type`.
 fn encoding(data_type: DataType) -> u8 {
-    match wire_type(data_type) {
+    match data_type.physical() {
         DataType::Boolean => 0,
         DataType::Int32 | DataType::Float => 1,
         DataType::Int64 | DataType::Double => 2,
         _ => 3,
-    }
-}
-
-/// The physical type byte a column of `data_type` goes with: BLOB's is TEXT's too.
-fn wire_type(data_type: DataType) -> DataType {
-    match data_type.physical() {
-        DataType::Blob => DataType::Text,
-        physical => physical,
     }
 }
 
@@ -62,7 +54,7 @@ pub fn encode(times: &[i64], columns: &[(Column, Option<Bitmap>)]) -> Vec<u8> {
     }
     let mut out = Vec::new();
     out.extend_from_slice(&(columns.len() as i32).to_be_bytes());
-    out.extend(columns.iter().map(|(c, _)| wire_type(c.data_type()).code()));
+    out.extend(columns.iter().map(|(c, _)| c.data_type().physical().code()));
     out.extend_from_slice(&(rows as i32).to_be_bytes());
     out.push(2);
     out.extend(columns.iter().map(|(c, _)| encoding(c.data_type())));

@@ -125,16 +125,7 @@ fn unsupported(tokens: &[Token]) -> Option<ParseError> {
         TokenKind::Word(w) => Some(w.to_ascii_uppercase()),
         _ => None,
     };
-    let refuse = |t: &Token, what: String| {
-        Some(ParseError {
-            position: t.position,
-            message: format!(
-                "{what} is not supported yet; Fencepost runs raw, LAST and COUNT queries with time \
-                 bounds, and the tree model's statements"
-            ),
-            unsupported: true,
-        })
-    };
+    let refuse = |t: &Token, what: String| Some(not_supported_yet(t.position, &what));
     let first = word(tokens.first()?)?;
     match first.as_str() {
         "USE" => return refuse(&tokens[0], "USE (the table model)".into()),
@@ -177,6 +168,18 @@ fn unsupported(tokens: &[Token]) -> Option<ParseError> {
         after_connective = false;
     }
     None
+}
+
+/// "`what` is not supported yet" at `position`: 300, not a syntax error.
+fn not_supported_yet(position: Position, what: &str) -> ParseError {
+    ParseError {
+        position,
+        message: format!(
+            "{what} is not supported yet; Fencepost runs raw, LAST and COUNT queries with time \
+             bounds, and the tree model's statements"
+        ),
+        unsupported: true,
+    }
 }
 
 /// What kind of path a statement expects, for validation and messages.
@@ -841,17 +844,9 @@ impl Parser<'_> {
 
     /// "`what` is not supported yet" (300) at the next token.
     fn unsupported_here(&self, what: &str) -> ParseError {
-        let position = match self.peek().or(self.tokens.last()) {
-            Some(t) => t.position,
-            None => return self.error(what),
-        };
-        ParseError {
-            position,
-            message: format!(
-                "{what} is not supported yet; Fencepost runs raw queries with time bounds, \
-                 ORDER BY TIME, LIMIT and OFFSET, LAST and COUNT queries"
-            ),
-            unsupported: true,
+        match self.peek().or(self.tokens.last()) {
+            Some(t) => not_supported_yet(t.position, what),
+            None => self.error(what),
         }
     }
 

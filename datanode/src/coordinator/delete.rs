@@ -45,22 +45,22 @@ impl Coordinator {
             }
             Err(e) => return Err(e),
         };
-        // Kept for a relay should the ConfigNode stop answering below (deletions are rare).
-        let relayable = (relay == Relay::WhenFenced).then(|| paths.clone());
+        // `paths` stays whole for a relay should the ConfigNode stop answering below.
         let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
-        for mut path in paths {
+        for path in &paths {
             let Some(schema) = schemas.get(&path.device) else {
                 continue;
             };
             // A series named by its alias loses the points of that series.
-            if let Some(series) = schema.aliases.get(&path.measurement) {
-                path.measurement = series.clone();
-            }
-            if schema.types.contains_key(&path.measurement) {
+            let measurement = schema.series_name(&path.measurement);
+            if schema.types.contains_key(measurement) {
                 by_database
                     .entry(schema.database.clone())
                     .or_default()
-                    .push(path);
+                    .push(proto::SeriesPath {
+                        device: path.device.clone(),
+                        measurement: measurement.to_string(),
+                    });
             }
         }
         let mut parts = tokio::task::JoinSet::new();
@@ -71,9 +71,8 @@ impl Coordinator {
                 .await
             {
                 Ok(by_region) => by_database_region.push(by_region),
-                Err(e) if e.confignode_unreachable() && relayable.is_some() => {
+                Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
                     drop(pinned);
-                    let paths = relayable.expect("checked above");
                     return self.relay_delete_data(paths, start, end).await;
                 }
                 Err(e) => return Err(e),

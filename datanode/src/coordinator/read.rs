@@ -130,7 +130,7 @@ impl Coordinator {
             let Some(schema) = schemas.get(&p.device) else {
                 continue;
             };
-            let measurement = schema.aliases.get(&p.measurement).unwrap_or(&p.measurement);
+            let measurement = schema.series_name(&p.measurement);
             let Some(t) = schema.types.get(measurement) else {
                 continue;
             };
@@ -138,9 +138,9 @@ impl Coordinator {
             types.insert(asked.clone(), *t);
             let p = &proto::SeriesPath {
                 device: p.device.clone(),
-                measurement: measurement.clone(),
+                measurement: measurement.to_string(),
             };
-            if *measurement != asked.1 {
+            if measurement != asked.1 {
                 aliased.insert(asked, (p.device.clone(), p.measurement.clone()));
             }
             let cutoff = ttl_cutoff_ms(now_ms, schema.ttl_ms);
