@@ -15,6 +15,7 @@ pub mod envelope;
 mod partition;
 pub mod path;
 mod status;
+pub mod table;
 mod tablet;
 pub mod views;
 

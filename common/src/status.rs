@@ -20,6 +20,10 @@ pub enum StatusCode {
     MetadataLeaseFenced = 535,
     /// 536: the node's metadata lease is fenced; the write path retries, here or elsewhere.
     MetadataLeaseFencedRetryRequired = 536,
+    /// 550: the table-model table does not exist.
+    TableNotExists = 550,
+    /// 551: the table-model table exists already.
+    TableAlreadyExists = 551,
     /// 600: the node is read-only (e.g. after an fsync failure).
     SystemReadOnly = 600,
     /// 606: the write was rejected, e.g. by a memory or size limit.
@@ -50,7 +54,7 @@ pub enum StatusCode {
 
 impl StatusCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [StatusCode; 20] = [
+    pub const ALL: [StatusCode; 22] = [
         StatusCode::Success,
         StatusCode::MultipleError,
         StatusCode::InternalServerError,
@@ -58,6 +62,8 @@ impl StatusCode {
         StatusCode::MetadataError,
         StatusCode::MetadataLeaseFenced,
         StatusCode::MetadataLeaseFencedRetryRequired,
+        StatusCode::TableNotExists,
+        StatusCode::TableAlreadyExists,
         StatusCode::SystemReadOnly,
         StatusCode::WriteProcessReject,
         StatusCode::DataTypeMismatch,
@@ -119,6 +125,8 @@ impl StatusCode {
             StatusCode::MetadataError => "METADATA_ERROR",
             StatusCode::MetadataLeaseFenced => "METADATA_LEASE_FENCED",
             StatusCode::MetadataLeaseFencedRetryRequired => "METADATA_LEASE_FENCED_RETRY_REQUIRED",
+            StatusCode::TableNotExists => "TABLE_NOT_EXISTS",
+            StatusCode::TableAlreadyExists => "TABLE_ALREADY_EXISTS",
             StatusCode::SystemReadOnly => "SYSTEM_READ_ONLY",
             StatusCode::WriteProcessReject => "WRITE_PROCESS_REJECT",
             StatusCode::DataTypeMismatch => "DATA_TYPE_MISMATCH",

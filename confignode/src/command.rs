@@ -14,11 +14,20 @@
 //! (empty: none), u32 tags × { str16 key, str16 value }, u32 attributes × { same }`, written only
 //! when a series declares one of them.
 //!
+//! So were kinds 19 and 20, the table model's. CREATE_TABLE: `str16 database, str16 table, i64
+//! ttl_ms (0: none), u8 flags (1 if_not_exists, 2 extend), u32 columns × { str16 name, u8
+//! category (TAG 0, FIELD 1, ATTRIBUTE 2), u8 type }`. SET_DEVICE_ATTRIBUTES: `str16 database,
+//! str16 table, u32 devices × { u32 tags × { bool present, [str16 value] }, u32 attributes ×
+//! { str16 name, str16 value } }`.
+//!
 //! Version 2 differs from version 1 only in AllocatePartitions, which carries the leader's cap
 //! on a database's partitions after `region_groups_max`. Version 1 entries still decode, with
 //! no cap (`u64::MAX`): that is how they were applied when they were written, and a replay must
 //! reach the same state.
 
+use std::collections::BTreeMap;
+
+use common::table::{Category, TableColumn, TableSchema};
 use common::views::SeriesMeta;
 use common::DataType;
 
@@ -181,7 +190,31 @@ pub enum Command {
         /// The new password's Argon2id PHC string.
         password_hash: String,
     },
+    /// CREATE TABLE of the table model, or (`extend`) an insert's creation of the table and of
+    /// the columns it names that the table lacks.
+    CreateTable {
+        /// The tree database, `root.<name>`.
+        database: String,
+        /// The table, with the columns to create.
+        table: TableSchema,
+        /// An existing table is no error.
+        if_not_exists: bool,
+        /// Create the table if missing, else add the columns it lacks.
+        extend: bool,
+    },
+    /// The ATTRIBUTE values of devices of a table; each value replaces the device's last.
+    SetDeviceAttributes {
+        /// The tree database.
+        database: String,
+        /// The table.
+        table: String,
+        /// Devices (tag values, trailing nulls left out) and the attributes written.
+        devices: Vec<DeviceAttributes>,
+    },
 }
+
+/// One device's tag values and attributes written ([`Command::SetDeviceAttributes`]).
+pub type DeviceAttributes = (Vec<Option<String>>, BTreeMap<String, String>);
 
 mod kind {
     pub const REGISTER_DATA_NODE: u8 = 1;
@@ -206,6 +239,8 @@ mod kind {
     /// CREATE_TIMESERIES_WITH_CODECS whose series also carry their alias, tags and attributes;
     /// written only when one declares any.
     pub const CREATE_TIMESERIES_WITH_META: u8 = 18;
+    pub const CREATE_TABLE: u8 = 19;
+    pub const SET_DEVICE_ATTRIBUTES: u8 = 20;
 }
 
 impl Command {
@@ -359,6 +394,48 @@ impl Command {
                 w.str16(username);
                 w.str16(password_hash);
             }
+            Command::CreateTable {
+                database,
+                table,
+                if_not_exists,
+                extend,
+            } => {
+                w.u8(kind::CREATE_TABLE);
+                w.str16(database);
+                w.str16(&table.name);
+                w.i64(table.ttl_ms.unwrap_or(0));
+                w.u8(u8::from(*if_not_exists) | u8::from(*extend) << 1);
+                w.len32(table.columns.len());
+                for c in &table.columns {
+                    w.str16(&c.name);
+                    w.u8(c.category.wire());
+                    w.u8(c.data_type.code());
+                }
+            }
+            Command::SetDeviceAttributes {
+                database,
+                table,
+                devices,
+            } => {
+                w.u8(kind::SET_DEVICE_ATTRIBUTES);
+                w.str16(database);
+                w.str16(table);
+                w.len32(devices.len());
+                for (tags, attributes) in devices {
+                    w.len32(tags.len());
+                    for tag in tags {
+                        w.bool(tag.is_some());
+                        if let Some(tag) = tag {
+                            w.str16(tag);
+                        }
+                    }
+                    w.len32(attributes.len());
+                    for (k, v) in attributes {
+                        w.str16(k);
+                        w.str16(v);
+                    }
+                }
+            }
         }
         let bytes = w.into_bytes();
         debug_assert_eq!(
@@ -507,6 +584,63 @@ impl Command {
                 username: r.str16()?,
                 password_hash: r.str16()?,
             },
+            kind::CREATE_TABLE => {
+                let database = r.str16()?;
+                let name = r.str16()?;
+                let ttl_ms = r.i64()?;
+                let flags = r.u8()?;
+                if flags > 3 {
+                    return r.error(format!("CREATE TABLE flags {flags}"));
+                }
+                let n = r.count(4)?;
+                let mut columns = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let name = r.str16()?;
+                    let byte = r.u8()?;
+                    let Some(category) = Category::from_wire(byte) else {
+                        return r.error(format!("column category {byte}"));
+                    };
+                    columns.push(TableColumn {
+                        name,
+                        category,
+                        data_type: r.data_type()?,
+                    });
+                }
+                Command::CreateTable {
+                    database,
+                    table: TableSchema {
+                        name,
+                        columns,
+                        ttl_ms: (ttl_ms != 0).then_some(ttl_ms),
+                    },
+                    if_not_exists: flags & 1 != 0,
+                    extend: flags & 2 != 0,
+                }
+            }
+            kind::SET_DEVICE_ATTRIBUTES => {
+                let database = r.str16()?;
+                let table = r.str16()?;
+                let n = r.count(8)?;
+                let mut devices = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let tags_n = r.count(1)?;
+                    let mut tags = Vec::with_capacity(tags_n);
+                    for _ in 0..tags_n {
+                        tags.push(if r.bool()? { Some(r.str16()?) } else { None });
+                    }
+                    let attributes_n = r.count(4)?;
+                    let mut attributes = BTreeMap::new();
+                    for _ in 0..attributes_n {
+                        attributes.insert(r.str16()?, r.str16()?);
+                    }
+                    devices.push((tags, attributes));
+                }
+                Command::SetDeviceAttributes {
+                    database,
+                    table,
+                    devices,
+                }
+            }
             other => return r.error(format!("command kind {other}")),
         };
         r.finish()?;
@@ -813,6 +947,41 @@ pub(crate) mod tests {
             },
             &[2, 17, 4, 0, b'r', b'o', b'o', b't', 2, 0, b'$', b'h'],
         );
+        // The table model (kinds 19 and 20).
+        golden(
+            Command::CreateTable {
+                database: "x".into(),
+                table: TableSchema {
+                    name: "t".into(),
+                    columns: vec![TableColumn {
+                        name: "c".into(),
+                        category: Category::Attribute,
+                        data_type: DataType::String,
+                    }],
+                    ttl_ms: Some(0x0102),
+                },
+                if_not_exists: false,
+                extend: true,
+            },
+            &[
+                2, 19, 1, 0, b'x', 1, 0, b't', 2, 1, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 1, 0, b'c',
+                2, 11,
+            ],
+        );
+        golden(
+            Command::SetDeviceAttributes {
+                database: "x".into(),
+                table: "t".into(),
+                devices: vec![(
+                    vec![None, Some("a".into())],
+                    [("k".to_string(), "v".to_string())].into(),
+                )],
+            },
+            &[
+                2, 20, 1, 0, b'x', 1, 0, b't', 1, 0, 0, 0, 2, 0, 0, 0, 0, 1, 1, 0, b'a', 1, 0, 0,
+                0, 1, 0, b'k', 1, 0, b'v',
+            ],
+        );
         // A name the type does not take is refused, not stored.
         let bad = [
             2, 10, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 5, 3, 0, b'R', b'L', b'E', 0, 0,
@@ -986,6 +1155,55 @@ pub(crate) mod tests {
                 database: format!("root.{n}")
             }),
             (1u64..5).prop_map(|id| Command::FinishOperation { operation_id: id }),
+            // The table model: tables of a few columns of every category (some names clash,
+            // some types are not STRING), and attributes of their devices.
+            (
+                name,
+                name,
+                prop::collection::vec(
+                    (
+                        name,
+                        0u8..3,
+                        (0u8..12).prop_filter_map("a type", DataType::from_code)
+                    ),
+                    0..4
+                ),
+                prop_oneof![Just(None), (1i64..3).prop_map(Some)],
+                0u8..4,
+            )
+                .prop_map(|(db, t, columns, ttl_ms, flags)| Command::CreateTable {
+                    database: format!("root.{db}"),
+                    table: TableSchema {
+                        name: t,
+                        columns: columns
+                            .into_iter()
+                            .map(|(name, c, data_type)| TableColumn {
+                                name,
+                                category: Category::from_wire(c).unwrap(),
+                                data_type,
+                            })
+                            .collect(),
+                        ttl_ms,
+                    },
+                    if_not_exists: flags & 1 != 0,
+                    extend: flags & 2 != 0,
+                }),
+            (
+                name,
+                name,
+                prop::collection::vec(
+                    (
+                        prop::collection::vec(prop::option::of(name), 0..3),
+                        prop::collection::btree_map(name, name, 0..3),
+                    ),
+                    0..3
+                ),
+            )
+                .prop_map(|(db, table, devices)| Command::SetDeviceAttributes {
+                    database: format!("root.{db}"),
+                    table,
+                    devices,
+                }),
             (
                 name,
                 prop_oneof![

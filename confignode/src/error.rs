@@ -100,6 +100,18 @@ pub enum MetadataError {
     /// A user statement the issuer may not run, or nobody may (dropping root): why.
     #[error("No permission: {0}")]
     NoPermission(String),
+    /// A table-model table or column that breaks the rules.
+    #[error("{0}")]
+    IllegalTable(String),
+    /// CREATE TABLE of a table that exists.
+    #[error("table {0} already exists")]
+    TableExists(String),
+    /// The table does not exist.
+    #[error("table {0} does not exist")]
+    TableNotFound(String),
+    /// A column exists with another category or type.
+    #[error("{0}")]
+    ColumnMismatch(String),
     /// The command did not decode.
     #[error("undecodable command: {0}")]
     Decode(#[from] DecodeError),
@@ -109,7 +121,12 @@ impl MetadataError {
     /// The IoTDB status code reported for this refusal.
     pub fn status_code(&self) -> StatusCode {
         match self {
-            MetadataError::TypeMismatch { .. } => StatusCode::DataTypeMismatch,
+            MetadataError::TypeMismatch { .. } | MetadataError::ColumnMismatch(_) => {
+                StatusCode::DataTypeMismatch
+            }
+            MetadataError::TableExists(_) => StatusCode::TableAlreadyExists,
+            MetadataError::TableNotFound(_) => StatusCode::TableNotExists,
+            MetadataError::IllegalTable(_) => StatusCode::IllegalParameter,
             // A full database is final for the write, like a tablet over its DataNode's
             // partition cap: retrying elsewhere cannot help (606 would be retried) and nothing is
             // missing from the metadata (507 reads as "no such database" to a DataNode).

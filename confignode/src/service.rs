@@ -825,6 +825,132 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         ))
     }
 
+    async fn create_table(
+        &self,
+        request: Request<proto::CreateTableReq>,
+    ) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        if req.columns.len() > common::table::COLUMNS_MAX {
+            return Ok(Response::new(proto::status(
+                StatusCode::IllegalParameter,
+                format!(
+                    "{} columns; at most {}",
+                    req.columns.len(),
+                    common::table::COLUMNS_MAX
+                ),
+            )));
+        }
+        let columns = match req.columns.iter().map(proto::table_column).collect() {
+            Ok(columns) => columns,
+            Err(e) => {
+                return Ok(Response::new(proto::status(
+                    StatusCode::IllegalParameter,
+                    e.to_string(),
+                )))
+            }
+        };
+        if req.ttl_ms < 0 {
+            return Ok(Response::new(error_status(&Error::from(
+                MetadataError::IllegalTtl(req.ttl_ms),
+            ))));
+        }
+        Ok(Response::new(
+            self.propose_for_status(Command::CreateTable {
+                database: req.database,
+                table: common::table::TableSchema {
+                    name: req.table,
+                    columns,
+                    ttl_ms: (req.ttl_ms != 0).then_some(req.ttl_ms),
+                },
+                if_not_exists: req.if_not_exists,
+                extend: req.extend,
+            })
+            .await,
+        ))
+    }
+
+    async fn set_device_attributes(
+        &self,
+        request: Request<proto::SetDeviceAttributesReq>,
+    ) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        if let Some(s) = too_many(req.devices.len()) {
+            return Ok(Response::new(s));
+        }
+        let devices = req
+            .devices
+            .iter()
+            .map(|d| (proto::tag_values(d), d.attributes.clone()))
+            .collect();
+        Ok(Response::new(
+            self.propose_for_status(Command::SetDeviceAttributes {
+                database: req.database,
+                table: req.table,
+                devices,
+            })
+            .await,
+        ))
+    }
+
+    async fn show_tables(
+        &self,
+        request: Request<proto::ShowTablesReq>,
+    ) -> RpcResult<proto::ShowTablesResp> {
+        let req = request.into_inner();
+        let empty = proto::ShowTablesResp::default();
+        leader_or_return!(self, empty);
+        try_status!(self.shared.group.read_barrier().await, empty);
+        let state = self.shared.group.state();
+        if !state
+            .databases()
+            .any(|(d, pending)| d == req.database && !pending)
+        {
+            return Ok(Response::new(proto::ShowTablesResp {
+                status: Some(error_status(&Error::from(MetadataError::DatabaseNotFound(
+                    req.database,
+                )))),
+                tables: Vec::new(),
+            }));
+        }
+        let info = |t: &crate::state::TableRecord| proto::TableInfo {
+            name: t.schema.name.clone(),
+            columns: t
+                .schema
+                .columns
+                .iter()
+                .map(proto::table_column_to_wire)
+                .collect(),
+            ttl_ms: t.schema.ttl_ms.unwrap_or(0),
+            devices: if req.with_devices {
+                t.devices
+                    .iter()
+                    .map(|(tags, attributes)| proto::table_device_to_wire(tags, attributes))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        };
+        let tables: Vec<proto::TableInfo> = if req.table.is_empty() {
+            state.tables_of(&req.database).map(info).collect()
+        } else {
+            match state.table(&req.database, &req.table) {
+                Some(t) => vec![info(t)],
+                None => {
+                    return Ok(Response::new(proto::ShowTablesResp {
+                        status: Some(error_status(&Error::from(MetadataError::TableNotFound(
+                            format!("{}.{}", req.database, req.table),
+                        )))),
+                        tables: Vec::new(),
+                    }))
+                }
+            }
+        };
+        Ok(Response::new(proto::ShowTablesResp {
+            status: Some(status_ok()),
+            tables,
+        }))
+    }
+
     async fn list_users(&self, _: Request<proto::ListUsersReq>) -> RpcResult<proto::ListUsersResp> {
         let empty = proto::ListUsersResp::default();
         leader_or_return!(self, empty);

@@ -18,9 +18,10 @@ use common::codec::Writer;
 use common::path::{is_under, DatabasePath, DevicePath, Measurement, PathError};
 use common::{envelope, DataType};
 
-use crate::command::{Command, CommandResult, SeriesSpec};
+use crate::command::{Command, CommandResult, DeviceAttributes, SeriesSpec};
 use crate::error::{DecodeError, MetadataError};
 use crate::users::{self, StoredPassword, ROOT_USER, USERS_MAX};
+use common::table::{self, Category, TableColumn, TableSchema};
 use common::views::SeriesMeta;
 
 /// Longest path (database, device) in bytes.
@@ -163,9 +164,26 @@ pub struct MetadataState {
     /// So the state without this table — a new cluster, a snapshot of version 4 or older — has
     /// root alone with password root, alike on every replica, with no salted hash to agree on.
     users: BTreeMap<String, String>,
+    /// (database, table) → a table of the table model (`common::table`), with the attributes of
+    /// its devices.
+    tables: BTreeMap<(String, String), TableRecord>,
     /// Derived from `partitions` and `regions`; never encoded.
     index: PartitionIndex,
 }
+
+/// A table of the table model and the attributes of those of its devices that have any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableRecord {
+    /// Its columns and TTL.
+    pub schema: TableSchema,
+    /// Tag values (trailing nulls left out) → attribute name → value.
+    pub devices: BTreeMap<Vec<Option<String>>, BTreeMap<String, String>>,
+}
+
+/// Most tables in the cluster.
+pub const TABLES_MAX: usize = 100_000;
+/// Most devices with attributes in one table.
+pub const TABLE_DEVICES_MAX: usize = 1_000_000;
 
 /// What an allocation looks up, kept beside the partition table so that it costs a lookup, not
 /// a scan. Derived from the partition table and the region groups alone and never encoded:
@@ -948,6 +966,23 @@ impl MetadataState {
                 self.users.insert(username.clone(), password_hash.clone());
                 Ok(CommandResult::Done)
             }
+            Command::CreateTable {
+                database,
+                table,
+                if_not_exists,
+                extend,
+            } => {
+                self.create_table(database, table, *if_not_exists, *extend)?;
+                Ok(CommandResult::Done)
+            }
+            Command::SetDeviceAttributes {
+                database,
+                table,
+                devices,
+            } => {
+                self.set_device_attributes(database, table, devices)?;
+                Ok(CommandResult::Done)
+            }
             Command::FinishOperation { operation_id } => {
                 let kind = self
                     .operations
@@ -987,6 +1022,7 @@ impl MetadataState {
                         self.migrations.retain(|id, _| regions.contains_key(id));
                         self.index.drop_database(&database);
                         self.ttls.remove(&database);
+                        self.tables.retain(|(db, _), _| *db != database);
                     }
                     OperationKind::SetTtl(_) => {}
                 }
@@ -994,6 +1030,185 @@ impl MetadataState {
                 Ok(CommandResult::Done)
             }
         }
+    }
+
+    /// CREATE TABLE, or an insert's extension of a table (see [`Command::CreateTable`]).
+    fn create_table(
+        &mut self,
+        database: &str,
+        table: &TableSchema,
+        if_not_exists: bool,
+        extend: bool,
+    ) -> Result<(), MetadataError> {
+        match self.databases.get(database) {
+            None => return Err(MetadataError::DatabaseNotFound(database.to_string())),
+            Some(true) => return Err(MetadataError::PendingDelete(database.to_string())),
+            Some(false) => {}
+        }
+        let illegal = |reason: String| MetadataError::IllegalTable(reason);
+        table::check_name(&table.name).map_err(illegal)?;
+        if table.ttl_ms.is_some_and(|t| t <= 0) {
+            return Err(MetadataError::IllegalTtl(table.ttl_ms.unwrap_or(0)));
+        }
+        let mut names = BTreeSet::new();
+        for c in &table.columns {
+            table::check_name(&c.name).map_err(illegal)?;
+            if !names.insert(c.name.as_str()) {
+                return Err(illegal(format!("column {} named twice", c.name)));
+            }
+            if c.category != Category::Field && c.data_type != common::DataType::String {
+                return Err(illegal(format!(
+                    "{} column {} must be STRING, not {}",
+                    c.category.name(),
+                    c.name,
+                    c.data_type
+                )));
+            }
+        }
+        let key = (database.to_string(), table.name.clone());
+        let Some(existing) = self.tables.get_mut(&key) else {
+            if table.columns.len() > table::COLUMNS_MAX {
+                return Err(MetadataError::Limit(format!(
+                    "{} columns in a table",
+                    table::COLUMNS_MAX
+                )));
+            }
+            if self.tables.len() >= TABLES_MAX {
+                return Err(MetadataError::Limit(format!("{TABLES_MAX} tables")));
+            }
+            self.tables.insert(
+                key,
+                TableRecord {
+                    schema: table.clone(),
+                    devices: BTreeMap::new(),
+                },
+            );
+            self.bump();
+            return Ok(());
+        };
+        if !extend {
+            return if if_not_exists {
+                Ok(())
+            } else {
+                Err(MetadataError::TableExists(format!(
+                    "{database}.{}",
+                    table.name
+                )))
+            };
+        }
+        let mut added: Vec<TableColumn> = Vec::new();
+        for c in &table.columns {
+            match existing.schema.column(&c.name) {
+                Some(have) if have.category == c.category && have.data_type == c.data_type => {}
+                Some(have) => {
+                    return Err(MetadataError::ColumnMismatch(format!(
+                        "column {} of table {} is a {} {} column, not {} {}",
+                        c.name,
+                        table.name,
+                        have.data_type,
+                        have.category.name(),
+                        c.data_type,
+                        c.category.name()
+                    )))
+                }
+                None => added.push(c.clone()),
+            }
+        }
+        if added.is_empty() {
+            return Ok(());
+        }
+        if existing.schema.columns.len() + added.len() > table::COLUMNS_MAX {
+            return Err(MetadataError::Limit(format!(
+                "{} columns in a table",
+                table::COLUMNS_MAX
+            )));
+        }
+        existing.schema.columns.extend(added);
+        self.bump();
+        Ok(())
+    }
+
+    /// Sets attributes of devices of a table, each replacing the device's last value.
+    fn set_device_attributes(
+        &mut self,
+        database: &str,
+        table: &str,
+        devices: &[DeviceAttributes],
+    ) -> Result<(), MetadataError> {
+        let key = (database.to_string(), table.to_string());
+        let record = self
+            .tables
+            .get_mut(&key)
+            .ok_or_else(|| MetadataError::TableNotFound(format!("{database}.{table}")))?;
+        let tags = record.schema.tags().count();
+        for (values, attributes) in devices {
+            if values.len() > tags {
+                return Err(MetadataError::IllegalTable(format!(
+                    "{} tag values for table {table} of {tags} tags",
+                    values.len()
+                )));
+            }
+            for (name, value) in attributes {
+                if record
+                    .schema
+                    .column(name)
+                    .is_none_or(|c| c.category != Category::Attribute)
+                {
+                    return Err(MetadataError::IllegalTable(format!(
+                        "table {table} has no attribute {name}"
+                    )));
+                }
+                if value.len() > table::ATTRIBUTE_BYTES_MAX {
+                    return Err(MetadataError::IllegalTable(format!(
+                        "attribute {name}: {} bytes, at most {}",
+                        value.len(),
+                        table::ATTRIBUTE_BYTES_MAX
+                    )));
+                }
+            }
+        }
+        let trimmed = |values: &[Option<String>]| {
+            let kept = values
+                .iter()
+                .rposition(Option::is_some)
+                .map_or(0, |i| i + 1);
+            values[..kept].to_vec()
+        };
+        let new: BTreeSet<Vec<Option<String>>> = devices
+            .iter()
+            .map(|(values, _)| trimmed(values))
+            .filter(|d| !record.devices.contains_key(d))
+            .collect();
+        if record.devices.len() + new.len() > TABLE_DEVICES_MAX {
+            return Err(MetadataError::Limit(format!(
+                "{TABLE_DEVICES_MAX} devices with attributes in a table"
+            )));
+        }
+        for (values, attributes) in devices {
+            let device = trimmed(values);
+            record
+                .devices
+                .entry(device)
+                .or_default()
+                .extend(attributes.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        Ok(())
+    }
+
+    /// The tables of `database`, by name.
+    pub fn tables_of<'a>(
+        &'a self,
+        database: &'a str,
+    ) -> impl Iterator<Item = &'a TableRecord> + 'a {
+        self.tables
+            .range((database.to_string(), String::new())..)
+            .take_while(move |((db, _), _)| db == database)
+            .map(|(_, t)| t)
+    }
+
+    /// One table.
+    pub fn table(&self, database: &str, table: &str) -> Option<&TableRecord> {
+        self.tables.get(&(database.to_string(), table.to_string()))
     }
 
     fn register(
@@ -1410,8 +1625,10 @@ impl MetadataState {
         Ok(())
     }
 
-    /// Magic of the snapshot encoding (version 6).
-    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP6";
+    /// Magic of the snapshot encoding (version 7).
+    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP7";
+    /// Magic of version 6, still read: no tables.
+    pub const SNAPSHOT_MAGIC_V6: &'static [u8; 8] = b"FPCNSNP6";
     /// Magic of version 5, still read: no aliases, tags or attributes.
     pub const SNAPSHOT_MAGIC_V5: &'static [u8; 8] = b"FPCNSNP5";
     /// Magic of version 4, still read: no users (root alone, password root).
@@ -1423,7 +1640,13 @@ impl MetadataState {
     /// Magic of version 1, still read: no TTL table, no operation kind 3.
     pub const SNAPSHOT_MAGIC_V1: &'static [u8; 8] = b"FPCNSNP1";
 
-    /// The snapshot encoding, version 6: version 5 followed by the series' aliases, tags and
+    /// The snapshot encoding, version 7: version 6 followed by the tables of the table model
+    /// (`str16 database, str16 table, i64 ttl_ms (0: none), u32 columns × { str16 name, u8
+    /// category, u8 type }, u32 devices × { u32 tags × { bool present, [str16 value] }, u32
+    /// attributes × { str16 name, str16 value } }`, a u32 count then items, by database and
+    /// name) before the CRC.
+    ///
+    /// Version 6: version 5 followed by the series' aliases, tags and
     /// attributes (`str16 device, str16 measurement, str16 alias (empty: none), u32 tags ×
     /// { str16 key, str16 value }, u32 attributes × { same }`, a u32 count then items, in path
     /// order; only series that declared any) before the CRC.
@@ -1541,6 +1764,33 @@ impl MetadataState {
             w.str16(measurement);
             crate::command::encode_meta(w, meta);
         }
+        w.len32(self.tables.len());
+        for ((db, name), t) in &self.tables {
+            w.str16(db);
+            w.str16(name);
+            w.i64(t.schema.ttl_ms.unwrap_or(0));
+            w.len32(t.schema.columns.len());
+            for c in &t.schema.columns {
+                w.str16(&c.name);
+                w.u8(c.category.wire());
+                w.u8(c.data_type.code());
+            }
+            w.len32(t.devices.len());
+            for (tags, attributes) in &t.devices {
+                w.len32(tags.len());
+                for tag in tags {
+                    w.bool(tag.is_some());
+                    if let Some(tag) = tag {
+                        w.str16(tag);
+                    }
+                }
+                w.len32(attributes.len());
+                for (k, v) in attributes {
+                    w.str16(k);
+                    w.str16(v);
+                }
+            }
+        }
     }
 
     /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
@@ -1549,6 +1799,7 @@ impl MetadataState {
             bytes,
             &[
                 Self::SNAPSHOT_MAGIC,
+                Self::SNAPSHOT_MAGIC_V6,
                 Self::SNAPSHOT_MAGIC_V5,
                 Self::SNAPSHOT_MAGIC_V4,
                 Self::SNAPSHOT_MAGIC_V3,
@@ -1596,7 +1847,7 @@ impl MetadataState {
             let key = (r.str16()?, r.str16()?);
             let data_type = r.data_type()?;
             let pending_delete = r.bool()?;
-            let codec = if magic <= 3 {
+            let codec = if magic <= 4 {
                 let encoding = r.str16()?;
                 let compressor = r.str16()?;
                 match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
@@ -1653,14 +1904,14 @@ impl MetadataState {
                     OperationKind::DeleteTimeseries(series)
                 }
                 2 => OperationKind::DropDatabase(r.str16()?),
-                3 if magic <= 4 => OperationKind::SetTtl(r.str16()?),
+                3 if magic <= 5 => OperationKind::SetTtl(r.str16()?),
                 tag => return r.error(format!("operation kind {tag}")),
             };
             s.operations.insert(id, kind);
         }
-        // Magic 0 is version 5, 1 version 4, 2 version 3, 3 version 2; version 1 has no TTL
-        // table.
-        if magic <= 4 {
+        // Magic 0 is version 7, 1 version 6, 2 version 5, 3 version 4, 4 version 3, 5 version
+        // 2; version 1 has no TTL table.
+        if magic <= 5 {
             for _ in 0..r.count(10)? {
                 let db = r.str16()?;
                 let ttl_ms = r.i64()?;
@@ -1670,7 +1921,7 @@ impl MetadataState {
                 s.ttls.insert(db, ttl_ms);
             }
         }
-        if magic <= 2 {
+        if magic <= 3 {
             for _ in 0..r.count(24)? {
                 let region = r.u64()?;
                 let (from, to) = (r.u64()?, r.u64()?);
@@ -1681,7 +1932,7 @@ impl MetadataState {
             }
         }
         // Versions before 5 knew no users: root alone, with its initial password.
-        if magic <= 1 {
+        if magic <= 2 {
             for _ in 0..r.count(4)? {
                 let username = r.str16()?;
                 let hash = r.str16()?;
@@ -1697,7 +1948,7 @@ impl MetadataState {
             }
         }
         // Versions before 6 knew no aliases, tags or attributes.
-        if magic == 0 {
+        if magic <= 1 {
             for _ in 0..r.count(14)? {
                 let key = (r.str16()?, r.str16()?);
                 let meta = crate::command::decode_meta(&mut r)?;
@@ -1708,6 +1959,47 @@ impl MetadataState {
                     ));
                 }
                 s.series_meta.insert(key, meta);
+            }
+        }
+        // Versions before 7 knew no tables.
+        if magic == 0 {
+            for _ in 0..r.count(20)? {
+                let key = (r.str16()?, r.str16()?);
+                let ttl_ms = r.i64()?;
+                let mut columns = Vec::new();
+                for _ in 0..r.count(4)? {
+                    let name = r.str16()?;
+                    let byte = r.u8()?;
+                    let Some(category) = Category::from_wire(byte) else {
+                        return r.error(format!("column category {byte}"));
+                    };
+                    columns.push(TableColumn {
+                        name,
+                        category,
+                        data_type: r.data_type()?,
+                    });
+                }
+                let mut devices = BTreeMap::new();
+                for _ in 0..r.count(8)? {
+                    let mut tags = Vec::new();
+                    for _ in 0..r.count(1)? {
+                        tags.push(if r.bool()? { Some(r.str16()?) } else { None });
+                    }
+                    let mut attributes = BTreeMap::new();
+                    for _ in 0..r.count(4)? {
+                        attributes.insert(r.str16()?, r.str16()?);
+                    }
+                    devices.insert(tags, attributes);
+                }
+                if !s.databases.contains_key(&key.0) {
+                    return r.error(format!("table {}.{} of no database", key.0, key.1));
+                }
+                let schema = TableSchema {
+                    name: key.1.clone(),
+                    columns,
+                    ttl_ms: (ttl_ms != 0).then_some(ttl_ms),
+                };
+                s.tables.insert(key, TableRecord { schema, devices });
             }
         }
         r.finish()?;
@@ -2556,7 +2848,7 @@ mod tests {
         let mut h = Harness::new();
         h.register(0, "a");
         let bytes = h.state.encode_snapshot();
-        let mut expected: Vec<u8> = b"FPCNSNP6".to_vec();
+        let mut expected: Vec<u8> = b"FPCNSNP7".to_vec();
         for v in [1u64, 1, 2, 1, 1] {
             // applied index, metadata version, next DataNode / region / operation ids
             expected.extend_from_slice(&v.to_le_bytes());
@@ -2566,9 +2858,9 @@ mod tests {
         expected.extend_from_slice(&[1, 0, b'a', 5, 0, b'a', b'-', b'r', b'p', b'c']);
         expected.extend_from_slice(&1u64.to_le_bytes()); // epoch
         expected.push(0); // Running
-        for _ in 0..9 {
+        for _ in 0..10 {
             // databases, series, partitions, regions, operations, TTLs, migrations, users,
-            // series meta
+            // series meta, tables
             expected.extend_from_slice(&[0, 0, 0, 0]);
         }
         let crc = crc32fast::hash(&expected);
@@ -2582,11 +2874,12 @@ mod tests {
         })
         .unwrap();
         let bytes = h.state.encode_snapshot();
-        let mut expected = expected[..expected.len() - 12].to_vec();
+        let mut expected = expected[..expected.len() - 16].to_vec();
         expected[8..16].copy_from_slice(&2u64.to_le_bytes()); // applied index
         expected.extend_from_slice(&[1, 0, 0, 0, 2, 0, b'a', b'l', 11, 0]);
         expected.extend_from_slice(b"$argon2id$h");
         expected.extend_from_slice(&[0, 0, 0, 0]); // series meta
+        expected.extend_from_slice(&[0, 0, 0, 0]); // tables
         let crc = crc32fast::hash(&expected);
         expected.extend_from_slice(&crc.to_le_bytes());
         assert_eq!(bytes, expected);
@@ -2657,8 +2950,9 @@ mod tests {
         // A version-5 snapshot (no meta table) of a state without meta decodes.
         let mut plain = Harness::new();
         plain.register(0, "a");
-        let v6 = plain.state.encode_snapshot();
-        let mut v5 = v6[..v6.len() - 8].to_vec();
+        let v7 = plain.state.encode_snapshot();
+        // Version 7 less its (empty) tables and series meta and CRC.
+        let mut v5 = v7[..v7.len() - 12].to_vec();
         v5[..8].copy_from_slice(b"FPCNSNP5");
         let crc = crc32fast::hash(&v5);
         v5.extend_from_slice(&crc.to_le_bytes());
@@ -2693,14 +2987,174 @@ mod tests {
         assert!(h.state.series_meta.is_empty());
     }
 
+    /// Tables of the table model: CREATE TABLE, an insert's extension, the refusals, device
+    /// attributes (last write wins), snapshots, and DROP DATABASE taking them.
+    #[test]
+    fn tables_are_created_extended_snapshotted_and_dropped() {
+        let mut h = Harness::new();
+        h.register(0, "a");
+        let column = |name: &str, category, data_type| TableColumn {
+            name: name.into(),
+            category,
+            data_type,
+        };
+        let table = |columns: Vec<TableColumn>| TableSchema {
+            name: "t".into(),
+            columns,
+            ttl_ms: None,
+        };
+        let create = |h: &mut Harness, columns, if_not_exists, extend| {
+            h.apply(Command::CreateTable {
+                database: "root.db".into(),
+                table: table(columns),
+                if_not_exists,
+                extend,
+            })
+        };
+        let tag = column("region", Category::Tag, DataType::String);
+        let attr = column("model", Category::Attribute, DataType::String);
+        let field = column("temperature", Category::Field, DataType::Float);
+        // No database yet.
+        let e = create(&mut h, vec![tag.clone()], false, false).unwrap_err();
+        assert!(matches!(e, MetadataError::DatabaseNotFound(_)), "{e}");
+        h.apply(Command::CreateDatabase {
+            database: "root.db".into(),
+        })
+        .unwrap();
+        let version = h.state.metadata_version();
+        create(
+            &mut h,
+            vec![tag.clone(), attr.clone(), field.clone()],
+            false,
+            false,
+        )
+        .unwrap();
+        assert!(h.state.metadata_version() > version);
+        let e = create(&mut h, vec![tag.clone()], false, false).unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::TableAlreadyExists);
+        create(&mut h, vec![tag.clone()], true, false).unwrap();
+        // An insert's extension adds what is missing and keeps the order.
+        let humidity = column("humidity", Category::Field, DataType::Double);
+        create(&mut h, vec![humidity.clone(), field.clone()], false, true).unwrap();
+        let names: Vec<&str> = h
+            .state
+            .table("root.db", "t")
+            .unwrap()
+            .schema
+            .columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["region", "model", "temperature", "humidity"]);
+        // A column of another type or category is refused, nothing added.
+        let e = create(
+            &mut h,
+            vec![
+                column("extra", Category::Field, DataType::Int32),
+                column("temperature", Category::Field, DataType::Double),
+            ],
+            false,
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::DataTypeMismatch);
+        assert!(h
+            .state
+            .table("root.db", "t")
+            .unwrap()
+            .schema
+            .column("extra")
+            .is_none());
+        // TAG and ATTRIBUTE columns are STRING; names are checked.
+        for bad in [
+            vec![column("x", Category::Tag, DataType::Int32)],
+            vec![column("time", Category::Field, DataType::Int32)],
+            vec![column("-x", Category::Field, DataType::Int32)],
+            vec![field.clone(), field.clone()],
+        ] {
+            let e = h
+                .apply(Command::CreateTable {
+                    database: "root.db".into(),
+                    table: TableSchema {
+                        name: "u".into(),
+                        columns: bad,
+                        ttl_ms: None,
+                    },
+                    if_not_exists: false,
+                    extend: false,
+                })
+                .unwrap_err();
+            assert_eq!(e.status_code(), StatusCode::IllegalParameter, "{e}");
+        }
+        // Attributes: the last value wins; trailing null tags name the same device.
+        let set = |h: &mut Harness, tags: Vec<Option<&str>>, value: &str| {
+            h.apply(Command::SetDeviceAttributes {
+                database: "root.db".into(),
+                table: "t".into(),
+                devices: vec![(
+                    tags.into_iter().map(|t| t.map(str::to_string)).collect(),
+                    [("model".to_string(), value.to_string())].into(),
+                )],
+            })
+        };
+        set(&mut h, vec![Some("north")], "a").unwrap();
+        set(&mut h, vec![Some("north")], "b").unwrap();
+        let devices = &h.state.table("root.db", "t").unwrap().devices;
+        assert_eq!(devices.len(), 1);
+        assert_eq!(devices[&vec![Some("north".to_string())]]["model"], "b");
+        let e = h
+            .apply(Command::SetDeviceAttributes {
+                database: "root.db".into(),
+                table: "t".into(),
+                devices: vec![(
+                    vec![],
+                    [("temperature".to_string(), "1".to_string())].into(),
+                )],
+            })
+            .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::IllegalParameter);
+        let e = h
+            .apply(Command::SetDeviceAttributes {
+                database: "root.db".into(),
+                table: "nope".into(),
+                devices: vec![],
+            })
+            .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::TableNotExists);
+        // Snapshots keep them; a version-6 snapshot (before tables) decodes without them.
+        let bytes = h.state.encode_snapshot();
+        assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
+        let mut plain = Harness::new();
+        plain.register(0, "a");
+        let v7 = plain.state.encode_snapshot();
+        let mut v6 = v7[..v7.len() - 8].to_vec();
+        v6[..8].copy_from_slice(b"FPCNSNP6");
+        let crc = crc32fast::hash(&v6);
+        v6.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(MetadataState::decode_snapshot(&v6).unwrap(), plain.state);
+        // DROP DATABASE takes its tables.
+        let op = match h
+            .apply(Command::BeginDropDatabase {
+                database: "root.db".into(),
+            })
+            .unwrap()
+        {
+            CommandResult::OperationBegun(operation_id) => operation_id,
+            other => panic!("{other:?}"),
+        };
+        h.apply(Command::FinishOperation { operation_id: op })
+            .unwrap();
+        assert!(h.state.table("root.db", "t").is_none());
+    }
+
     /// A version-4 snapshot (before users) decodes to root alone with its initial password.
     #[test]
     fn snapshot_version_4_decodes_with_root_alone() {
         let mut h = Harness::new();
         h.register(0, "a");
-        let v6 = h.state.encode_snapshot();
-        // Version 6 less its (empty) series meta and users tables and CRC.
-        let mut v4 = v6[..v6.len() - 12].to_vec();
+        let v7 = h.state.encode_snapshot();
+        // Version 7 less its (empty) tables, series meta and users and CRC.
+        let mut v4 = v7[..v7.len() - 16].to_vec();
         v4[..8].copy_from_slice(b"FPCNSNP4");
         let crc = crc32fast::hash(&v4);
         v4.extend_from_slice(&crc.to_le_bytes());
@@ -2720,9 +3174,9 @@ mod tests {
     fn snapshot_version_2_decodes_and_version_3_keeps_declarations() {
         let mut h = Harness::new();
         h.register(0, "a");
-        let v6 = h.state.encode_snapshot();
-        // Version 6 less its (empty) migration, user and series meta tables and CRC.
-        let mut v2 = v6[..v6.len() - 16].to_vec();
+        let v7 = h.state.encode_snapshot();
+        // Version 7 less its (empty) migrations, users, series meta and tables and CRC.
+        let mut v2 = v7[..v7.len() - 20].to_vec();
         v2[..8].copy_from_slice(b"FPCNSNP2");
         let crc = crc32fast::hash(&v2);
         v2.extend_from_slice(&crc.to_le_bytes());
@@ -2991,12 +3445,13 @@ mod tests {
             // An empty state's snapshot less its empty users table and CRC, then the bad table
             // (as a writer without the encoder's checks would have left it).
             let empty = MetadataState::new().encode_snapshot();
-            let mut bytes = empty[..empty.len() - 12].to_vec();
+            let mut bytes = empty[..empty.len() - 16].to_vec();
             let mut w = Writer::new();
             w.len32(1);
             w.str16(name);
             w.str16(hash);
             w.len32(0); // series meta
+            w.len32(0); // tables
             bytes.extend_from_slice(&w.into_bytes());
             let crc = crc32fast::hash(&bytes);
             bytes.extend_from_slice(&crc.to_le_bytes());

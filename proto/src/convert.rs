@@ -95,6 +95,47 @@ pub fn data_type_to_wire(data_type: common::DataType) -> wire::DataType {
     }
 }
 
+/// A table column of the wire.
+pub fn table_column(c: &wire::TableColumn) -> Result<common::table::TableColumn> {
+    let category = u8::try_from(c.category)
+        .ok()
+        .and_then(common::table::Category::from_wire)
+        .ok_or(Error::UnknownCategory(c.category))?;
+    Ok(common::table::TableColumn {
+        name: c.name.clone(),
+        category,
+        data_type: data_type(c.data_type)?,
+    })
+}
+
+/// The wire form of a table column.
+pub fn table_column_to_wire(c: &common::table::TableColumn) -> wire::TableColumn {
+    wire::TableColumn {
+        name: c.name.clone(),
+        category: u32::from(c.category.wire()),
+        data_type: data_type_to_wire(c.data_type) as i32,
+    }
+}
+
+/// The tag values of a wire device (an unset value is a null tag).
+pub fn tag_values(device: &wire::TableDevice) -> Vec<Option<String>> {
+    device.tags.iter().map(|t| t.value.clone()).collect()
+}
+
+/// The wire form of a device's tag values and attributes.
+pub fn table_device_to_wire(
+    tags: &[Option<String>],
+    attributes: &std::collections::BTreeMap<String, String>,
+) -> wire::TableDevice {
+    wire::TableDevice {
+        tags: tags
+            .iter()
+            .map(|t| wire::TagValue { value: t.clone() })
+            .collect(),
+        attributes: attributes.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

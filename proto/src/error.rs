@@ -17,6 +17,9 @@ pub enum Error {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A table column category outside IoTDB's (TAG 0, FIELD 1, ATTRIBUTE 2).
+    #[error("unknown column category {0}")]
+    UnknownCategory(u32),
     /// A required message field was absent.
     #[error("missing field {0}")]
     MissingField(&'static str),

@@ -27,6 +27,7 @@ mod generated {
 
 pub use convert::{
     data_type, data_type_to_wire, endpoint, parse_endpoint, status, status_with_redirect,
+    table_column, table_column_to_wire, table_device_to_wire, tag_values,
 };
 pub use error::{Error, Result};
 
