@@ -15,6 +15,8 @@
 //! before it where they are (their new tag is null), as IoTDB identifies them. No column name
 //! starts with `-`, so a tag segment never names a series.
 
+use std::collections::BTreeMap;
+
 use crate::path::check_component;
 use crate::DataType;
 
@@ -113,6 +115,18 @@ impl TableSchema {
     pub fn of(&self, category: Category) -> impl Iterator<Item = &TableColumn> {
         self.columns.iter().filter(move |c| c.category == category)
     }
+}
+
+/// One device of a table: its tag values (trailing nulls left out, or not) and its attributes.
+pub type DeviceAttributes = (Vec<Option<String>>, BTreeMap<String, String>);
+
+/// A table as the ConfigNode shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableView {
+    /// Its schema.
+    pub schema: TableSchema,
+    /// Its devices that have attributes (when asked for).
+    pub devices: Vec<DeviceAttributes>,
 }
 
 /// Whether `name` may name a table or a column: a tree path component that does not start with

@@ -296,6 +296,78 @@ impl std::fmt::Display for PathPattern {
     }
 }
 
+/// A statement of the table model (`sql_dialect=table`). Names are lower case; a table named
+/// without its database is in the session's current one.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TableStatement {
+    /// `CREATE DATABASE [IF NOT EXISTS] db`
+    CreateDatabase {
+        /// The database's name (no `root.`).
+        name: String,
+        /// `IF NOT EXISTS`.
+        if_not_exists: bool,
+    },
+    /// `DROP DATABASE [IF EXISTS] db`
+    DropDatabase {
+        /// The database's name.
+        name: String,
+        /// `IF EXISTS`.
+        if_exists: bool,
+    },
+    /// `USE db` (or `USE "db"`): the session's current database.
+    Use {
+        /// The database's name.
+        name: String,
+    },
+    /// `SHOW DATABASES`
+    ShowDatabases,
+    /// `CREATE TABLE [IF NOT EXISTS] [db.]t (c TYPE TAG|ATTRIBUTE|FIELD, ...) [WITH (TTL=ms)]`
+    CreateTable {
+        /// The database named with the table, if any.
+        database: Option<String>,
+        /// The table.
+        table: common::table::TableSchema,
+        /// `IF NOT EXISTS`.
+        if_not_exists: bool,
+    },
+    /// `SHOW TABLES [FROM|IN db]`
+    ShowTables {
+        /// The database named, if any.
+        database: Option<String>,
+    },
+    /// `DESC [db.]t` / `DESCRIBE [db.]t`
+    Describe {
+        /// The database named with the table, if any.
+        database: Option<String>,
+        /// The table.
+        table: String,
+    },
+    /// `SELECT * | c, ... FROM [db.]t [WHERE ...] [ORDER BY time [ASC|DESC]] [LIMIT n]
+    /// [OFFSET n]`
+    Select(TableSelect),
+    /// A statement both models share: FLUSH, the user statements, SHOW CLUSTER / REGIONS.
+    Shared(Statement),
+}
+
+/// A table-model query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableSelect {
+    /// The database named with the table, if any.
+    pub database: Option<String>,
+    /// The table.
+    pub table: String,
+    /// The columns named (`time` among them, perhaps), or `None` for `*`.
+    pub columns: Option<Vec<String>>,
+    /// `time` bounds of the WHERE clause.
+    pub range: TimeRange,
+    /// `column = 'value'` terms of the WHERE clause, on TAG and ATTRIBUTE columns.
+    pub equals: Vec<(String, String)>,
+    /// `ORDER BY time`: rows in time order across devices (else device by device).
+    pub order_by_time: bool,
+    /// Direction, OFFSET and LIMIT.
+    pub rows: RowWindow,
+}
+
 #[cfg(test)]
 mod tests {
     use super::PathPattern;

@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
+use common::table::{DeviceAttributes, TableSchema, TableView};
 use common::views::{
     ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
 };
@@ -34,6 +35,9 @@ use crate::{
 };
 
 mod show;
+mod table;
+
+pub use table::{execute_table, insert_table, TableOutcome};
 
 /// Most rows one query may return (a raw SELECT's joined rows, or one series' points); past it
 /// the statement fails with 700 and asks for a narrower time range.
@@ -139,6 +143,32 @@ pub trait Backend: Sync {
     ) -> impl Future<Output = ExecResult<()>> + Send;
     /// Every user, sorted.
     fn list_users(&self) -> impl Future<Output = ExecResult<Vec<String>>> + Send;
+    /// Writes tablets of several devices (atomically per region, as every write).
+    fn insert_tablets(&self, tablets: Vec<Tablet>) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `CREATE TABLE` in the tree database `database`, or (`extend`) an insert's creation of
+    /// the table and of the columns it lacks.
+    fn create_table(
+        &self,
+        database: &str,
+        table: &TableSchema,
+        if_not_exists: bool,
+        extend: bool,
+    ) -> impl Future<Output = ExecResult<()>> + Send;
+    /// The tables of the tree database `database` (or the one named), with their devices'
+    /// attributes when asked.
+    fn tables(
+        &self,
+        database: &str,
+        table: Option<&str>,
+        with_devices: bool,
+    ) -> impl Future<Output = ExecResult<Vec<TableView>>> + Send;
+    /// Sets attributes of devices of a table (each value replaces the device's last).
+    fn set_device_attributes(
+        &self,
+        database: &str,
+        table: &str,
+        devices: &[DeviceAttributes],
+    ) -> impl Future<Output = ExecResult<()>> + Send;
 }
 
 /// What a statement produced.

@@ -11,9 +11,15 @@ pub mod exec;
 pub mod lexer;
 pub mod parser;
 
-pub use ast::{Insert, Literal, PathPattern, Projection, RowWindow, Statement, TimeRange};
-pub use exec::{delete_paths, execute, Backend, Cell, ExecError, ExecResult, Outcome, OutcomeKind};
-pub use parser::{complete_prefix_bytes, parse_script, Parsed};
+pub use ast::{
+    Insert, Literal, PathPattern, Projection, RowWindow, Statement, TableSelect, TableStatement,
+    TimeRange,
+};
+pub use exec::{
+    delete_paths, execute, execute_table, insert_table, Backend, Cell, ExecError, ExecResult,
+    Outcome, OutcomeKind, TableOutcome,
+};
+pub use parser::{complete_prefix_bytes, parse_script, parse_table_statement, Parsed};
 
 /// Longest statement accepted, in bytes (the REPL refuses to buffer more).
 pub const STATEMENT_BYTES_MAX: usize = 16 << 20;

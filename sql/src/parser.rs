@@ -1099,5 +1099,8 @@ fn normalise_path(path: &str, nodes_min: usize) -> Option<String> {
     )
 }
 
+mod table;
+pub use table::parse_table_statement;
+
 #[cfg(test)]
 mod tests;

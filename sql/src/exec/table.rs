@@ -1,0 +1,623 @@
+//! The table model (`sql_dialect=table`) over a [`Backend`], on the tree as `common::table` maps
+//! it: a table's devices are tree devices under `root.<db>.<table>`, its FIELD columns their
+//! series, its schema and device attributes the ConfigNode's.
+//!
+//! Result shapes follow IoTDB's table model: a query's columns are the table's (or those
+//! named), `time` first as a TIMESTAMP value column, and no result has a time column of its own
+//! (the client's `ignoreTimeStamp`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::table::{self, Category, DeviceAttributes, TableColumn, TableSchema, TableView};
+use common::{Column, DataType, StatusCode, Tablet, Value};
+
+use super::{
+    execute, first_points, too_many_rows, Backend, Cell, ExecError, ExecResult, Outcome,
+    RESULT_ROWS_MAX,
+};
+use crate::{TableSelect, TableStatement};
+
+/// What a table-model statement produced, and the session's current database after it (`USE`).
+#[derive(Debug)]
+pub struct TableOutcome {
+    /// The result (a non-query's is empty).
+    pub outcome: Outcome,
+    /// `USE`'s database: the session's current one from now on.
+    pub database: Option<String>,
+}
+
+impl From<Outcome> for TableOutcome {
+    fn from(outcome: Outcome) -> TableOutcome {
+        TableOutcome {
+            outcome,
+            database: None,
+        }
+    }
+}
+
+/// Runs one table-model statement in a session whose current database is `current`.
+pub async fn execute_table<B: Backend>(
+    backend: &B,
+    current: Option<&str>,
+    statement: &TableStatement,
+) -> ExecResult<TableOutcome> {
+    match statement {
+        TableStatement::CreateDatabase {
+            name,
+            if_not_exists,
+        } => {
+            if exists(backend, name).await? {
+                if *if_not_exists {
+                    return Ok(Outcome::done().into());
+                }
+                return Err(ExecError::refused(
+                    StatusCode::MetadataError,
+                    format!("database {name} already exists"),
+                ));
+            }
+            backend.create_database(&table::database_path(name)).await?;
+            Ok(Outcome::done().into())
+        }
+        TableStatement::DropDatabase { name, if_exists } => {
+            if !exists(backend, name).await? {
+                if *if_exists {
+                    return Ok(Outcome::done().into());
+                }
+                return Err(no_database(name));
+            }
+            backend.drop_database(&table::database_path(name)).await?;
+            Ok(Outcome::done().into())
+        }
+        TableStatement::Use { name } => {
+            if !exists(backend, name).await? {
+                return Err(no_database(name));
+            }
+            Ok(TableOutcome {
+                outcome: Outcome::done(),
+                database: Some(name.clone()),
+            })
+        }
+        TableStatement::ShowDatabases => show_databases(backend).await.map(Into::into),
+        TableStatement::CreateTable {
+            database,
+            table,
+            if_not_exists,
+        } => {
+            let database = database_of(database.as_deref(), current)?;
+            backend
+                .create_table(
+                    &table::database_path(database),
+                    table,
+                    *if_not_exists,
+                    false,
+                )
+                .await?;
+            Ok(Outcome::done().into())
+        }
+        TableStatement::ShowTables { database } => {
+            let database = database_of(database.as_deref(), current)?;
+            let rows = backend
+                .tables(&table::database_path(database), None, false)
+                .await?
+                .into_iter()
+                .map(|t| vec![text(t.schema.name), text(ttl_text(t.schema.ttl_ms))])
+                .collect();
+            Ok(Outcome::query(
+                vec![
+                    ("TableName".to_string(), DataType::String),
+                    ("TTL(ms)".to_string(), DataType::String),
+                ],
+                rows,
+            )
+            .into())
+        }
+        TableStatement::Describe { database, table } => {
+            let database = database_of(database.as_deref(), current)?;
+            let view = one_table(backend, database, table, false).await?;
+            let mut rows = vec![vec![
+                text(table::TIME_COLUMN.to_string()),
+                text(DataType::Timestamp.to_string()),
+                text("TIME".to_string()),
+            ]];
+            rows.extend(view.schema.columns.iter().map(|c| {
+                vec![
+                    text(c.name.clone()),
+                    text(c.data_type.to_string()),
+                    text(c.category.name().to_string()),
+                ]
+            }));
+            Ok(Outcome::query(
+                vec![
+                    ("ColumnName".to_string(), DataType::String),
+                    ("DataType".to_string(), DataType::String),
+                    ("Category".to_string(), DataType::String),
+                ],
+                rows,
+            )
+            .into())
+        }
+        TableStatement::Select(select) => {
+            let database = database_of(select.database.as_deref(), current)?;
+            let now_ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            query(backend, database, select, now_ms)
+                .await
+                .map(Into::into)
+        }
+        TableStatement::Shared(statement) => execute(backend, statement).await.map(Into::into),
+    }
+}
+
+fn text(s: String) -> Cell {
+    Some(Value::String(s))
+}
+
+fn ttl_text(ttl_ms: Option<i64>) -> String {
+    ttl_ms.map_or_else(|| "INF".to_string(), |t| t.to_string())
+}
+
+fn no_database(name: &str) -> ExecError {
+    ExecError::refused(
+        StatusCode::MetadataError,
+        format!("database {name} does not exist"),
+    )
+}
+
+/// The database a statement names, else the session's current one.
+fn database_of<'a>(named: Option<&'a str>, current: Option<&'a str>) -> ExecResult<&'a str> {
+    named.or(current).ok_or_else(|| {
+        ExecError::refused(
+            StatusCode::IllegalParameter,
+            "no database selected: USE one, or name it with the table (db.table)",
+        )
+    })
+}
+
+/// Whether the table database `name` exists.
+async fn exists<B: Backend>(backend: &B, name: &str) -> ExecResult<bool> {
+    let path = table::database_path(name);
+    Ok(backend
+        .show_databases()
+        .await?
+        .iter()
+        .any(|d| d.name == path))
+}
+
+/// The table databases: the tree databases of one level (`root.x`), by name.
+async fn show_databases<B: Backend>(backend: &B) -> ExecResult<Outcome> {
+    let rows = backend
+        .show_databases()
+        .await?
+        .into_iter()
+        .filter_map(|d| {
+            let name = d.name.strip_prefix("root.")?;
+            (!name.contains('.')).then(|| {
+                vec![
+                    text(name.to_string()),
+                    text(ttl_text(d.ttl_ms)),
+                    Some(Value::Int32(d.schema_replication_factor as i32)),
+                    Some(Value::Int32(d.data_replication_factor as i32)),
+                    Some(Value::Int64(d.time_partition_interval_ms)),
+                ]
+            })
+        })
+        .collect();
+    Ok(Outcome::query(
+        vec![
+            ("Database".to_string(), DataType::String),
+            ("TTL(ms)".to_string(), DataType::String),
+            ("SchemaReplicationFactor".to_string(), DataType::Int32),
+            ("DataReplicationFactor".to_string(), DataType::Int32),
+            ("TimePartitionInterval".to_string(), DataType::Int64),
+        ],
+        rows,
+    ))
+}
+
+/// One table, or 550.
+async fn one_table<B: Backend>(
+    backend: &B,
+    database: &str,
+    name: &str,
+    with_devices: bool,
+) -> ExecResult<TableView> {
+    backend
+        .tables(&table::database_path(database), Some(name), with_devices)
+        .await?
+        .pop()
+        .ok_or_else(|| {
+            ExecError::refused(
+                StatusCode::TableNotExists,
+                format!("table {database}.{name} does not exist"),
+            )
+        })
+}
+
+/// A column of a query's result.
+#[derive(Clone, Copy)]
+enum Output {
+    Time,
+    /// A column of the table, by index.
+    Column(usize),
+}
+
+/// One device of a table being read.
+struct Device {
+    path: String,
+    tags: Vec<Option<String>>,
+    /// Its series, by FIELD column.
+    fields: HashMap<String, DataType>,
+}
+
+/// `SELECT ... FROM table`: the table's devices that pass the WHERE clause's tag and attribute
+/// terms, each joined on time; device by device, or across devices in time order with ORDER BY
+/// time. Points older than the table's TTL are not read.
+async fn query<B: Backend>(
+    backend: &B,
+    database: &str,
+    select: &TableSelect,
+    now_ms: i64,
+) -> ExecResult<Outcome> {
+    let view = one_table(backend, database, &select.table, true).await?;
+    let schema = &view.schema;
+    let outputs: Vec<Output> = match &select.columns {
+        None => std::iter::once(Output::Time)
+            .chain((0..schema.columns.len()).map(Output::Column))
+            .collect(),
+        Some(names) => names
+            .iter()
+            .map(|name| match name.as_str() {
+                table::TIME_COLUMN => Ok(Output::Time),
+                name => column_index(schema, name).map(Output::Column),
+            })
+            .collect::<ExecResult<_>>()?,
+    };
+    let mut terms = Vec::with_capacity(select.equals.len());
+    for (name, value) in &select.equals {
+        let index = column_index(schema, name)?;
+        if schema.columns[index].category == Category::Field {
+            return Err(ExecError::Status {
+                code: super::UNSUPPORTED_OPERATION,
+                message: format!("value filters on the FIELD column {name} are not supported yet"),
+            });
+        }
+        terms.push((index, value.as_str()));
+    }
+
+    let path = table::database_path(database);
+    let tag_names: Vec<&str> = schema.tags().map(|c| c.name.as_str()).collect();
+    let attributes: BTreeMap<&[Option<String>], &BTreeMap<String, String>> = view
+        .devices
+        .iter()
+        .map(|(tags, attributes)| (trimmed(tags), attributes))
+        .collect();
+    let mut devices: BTreeMap<String, Device> = BTreeMap::new();
+    for series in backend
+        .show_timeseries(&format!("{path}.{}", schema.name))
+        .await?
+    {
+        let field = schema.column(&series.measurement);
+        if series.pending_delete
+            || field
+                .is_none_or(|f| f.category != Category::Field || f.data_type != series.data_type)
+        {
+            continue;
+        }
+        let Some(tags) = table::device_tags(&path, &schema.name, &series.device, tag_names.len())
+        else {
+            continue;
+        };
+        devices
+            .entry(series.device.clone())
+            .or_insert_with(|| Device {
+                path: series.device.clone(),
+                tags,
+                fields: HashMap::new(),
+            })
+            .fields
+            .insert(series.measurement, series.data_type);
+    }
+
+    let mut range = select.range;
+    if let Some(ttl_ms) = schema.ttl_ms {
+        range.from = range.from.max(now_ms.saturating_sub(ttl_ms));
+    }
+    let rows_window = select.rows;
+    let needed = match rows_window.limit {
+        Some(limit) if !rows_window.descending => rows_window.offset.saturating_add(limit),
+        _ => RESULT_ROWS_MAX,
+    };
+    let mut rows: Vec<(i64, Vec<Cell>)> = Vec::new();
+    let mut ordered: Vec<&Device> = devices.values().collect();
+    ordered.sort_by(|a, b| a.tags.cmp(&b.tags));
+    for device in ordered {
+        let no_attributes = BTreeMap::new();
+        let device_attributes = attributes
+            .get(trimmed(&device.tags))
+            .copied()
+            .unwrap_or(&no_attributes);
+        let value_of = |index: usize| -> Option<&str> {
+            let column = &schema.columns[index];
+            match column.category {
+                Category::Tag => {
+                    let tag = tag_names.iter().position(|t| *t == column.name)?;
+                    device.tags[tag].as_deref()
+                }
+                Category::Attribute => device_attributes.get(&column.name).map(String::as_str),
+                Category::Field => None,
+            }
+        };
+        if terms
+            .iter()
+            .any(|(index, value)| value_of(*index) != Some(*value))
+        {
+            continue;
+        }
+        // The FIELD columns read: those output, or every one the device has when none is
+        // (a query of tags alone lists the device's rows).
+        let mut read: Vec<&TableColumn> = outputs
+            .iter()
+            .filter_map(|o| match o {
+                Output::Column(i) if schema.columns[*i].category == Category::Field => {
+                    Some(&schema.columns[*i])
+                }
+                _ => None,
+            })
+            .collect();
+        if read.is_empty() {
+            read = schema.of(Category::Field).collect();
+        }
+        let mut joined: BTreeMap<i64, HashMap<&str, Value>> = BTreeMap::new();
+        for column in read {
+            if device.fields.get(&column.name) != Some(&column.data_type) {
+                continue;
+            }
+            let points = first_points(backend, &device.path, &column.name, range, needed).await?;
+            for (time, value) in points {
+                if value.data_type() == column.data_type {
+                    joined
+                        .entry(time)
+                        .or_default()
+                        .insert(column.name.as_str(), value);
+                }
+            }
+            if joined.len() > RESULT_ROWS_MAX {
+                return Err(too_many_rows());
+            }
+        }
+        for (time, mut values) in joined {
+            let row = outputs
+                .iter()
+                .map(|o| match *o {
+                    Output::Time => Some(Value::Timestamp(time)),
+                    Output::Column(i) => match schema.columns[i].category {
+                        Category::Field => values.remove(schema.columns[i].name.as_str()),
+                        _ => value_of(i).map(|v| Value::String(v.to_string())),
+                    },
+                })
+                .collect();
+            rows.push((time, row));
+            if rows.len() > RESULT_ROWS_MAX {
+                return Err(too_many_rows());
+            }
+        }
+    }
+    if select.order_by_time {
+        // Stable: rows of one time keep the devices' order.
+        if rows_window.descending {
+            rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+        } else {
+            rows.sort_by_key(|r| r.0);
+        }
+    }
+    let kept = rows
+        .into_iter()
+        .skip(rows_window.offset)
+        .take(rows_window.limit.unwrap_or(usize::MAX))
+        .map(|(_, row)| row)
+        .collect();
+    let header = outputs
+        .iter()
+        .map(|o| match *o {
+            Output::Time => (table::TIME_COLUMN.to_string(), DataType::Timestamp),
+            Output::Column(i) => {
+                let c = &schema.columns[i];
+                let data_type = match c.category {
+                    Category::Field => c.data_type,
+                    _ => DataType::String,
+                };
+                (c.name.clone(), data_type)
+            }
+        })
+        .collect();
+    Ok(Outcome::query(header, kept))
+}
+
+fn column_index(schema: &TableSchema, name: &str) -> ExecResult<usize> {
+    schema
+        .columns
+        .iter()
+        .position(|c| c.name == name)
+        .ok_or_else(|| {
+            ExecError::refused(
+                StatusCode::IllegalParameter,
+                format!("column {name} does not exist in table {}", schema.name),
+            )
+        })
+}
+
+/// Tag values without their trailing nulls.
+fn trimmed(tags: &[Option<String>]) -> &[Option<String>] {
+    let kept = tags.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+    &tags[..kept]
+}
+
+/// Writes a table-model tablet (`insertTablet` with `writeToTable`): `tablet.device` names the
+/// table of the database `database`, `categories` say what each column is. The table and the
+/// columns it lacks are created first (as IoTDB's schema auto-creation does); then the rows are
+/// written as one tree tablet per device through the ordinary write path, and the devices'
+/// attributes (each device's last non-null value per ATTRIBUTE column) are set.
+pub async fn insert_table<B: Backend>(
+    backend: &B,
+    database: &str,
+    mut tablet: Tablet,
+    categories: &[Category],
+) -> ExecResult<()> {
+    let refused = |message: String| ExecError::refused(StatusCode::IllegalParameter, message);
+    if categories.len() != tablet.measurements.len() {
+        return Err(refused(format!(
+            "{} column categories for {} columns",
+            categories.len(),
+            tablet.measurements.len()
+        )));
+    }
+    let name = tablet.device.to_lowercase();
+    table::check_name(&name).map_err(|e| refused(format!("table {e}")))?;
+    let mut columns = Vec::with_capacity(categories.len());
+    for (i, category) in categories.iter().enumerate() {
+        let column = tablet.measurements[i].to_lowercase();
+        table::check_name(&column).map_err(|e| refused(format!("column {e}")))?;
+        let mut data_type = tablet.data_types[i];
+        if *category != Category::Field {
+            // TAG and ATTRIBUTE values are strings; IoTDB's clients may send them as TEXT.
+            if !matches!(data_type, DataType::String | DataType::Text) {
+                return Err(ExecError::refused(
+                    StatusCode::DataTypeMismatch,
+                    format!(
+                        "the {} column {column} takes STRING, not {data_type}",
+                        category.name()
+                    ),
+                ));
+            }
+            data_type = DataType::String;
+            let values = std::mem::replace(&mut tablet.columns[i], Column::String(Vec::new()));
+            tablet.columns[i] = values.with_type(DataType::String);
+            tablet.data_types[i] = DataType::String;
+        }
+        tablet.measurements[i] = column.clone();
+        columns.push(TableColumn {
+            name: column,
+            category: *category,
+            data_type,
+        });
+    }
+    let path = table::database_path(database);
+    let wanted = TableSchema {
+        name: name.clone(),
+        columns,
+        ttl_ms: None,
+    };
+    let schema = match backend.tables(&path, Some(&name), false).await {
+        Ok(mut found) if found.first().is_some_and(|t| covers(&t.schema, &wanted)) => {
+            found.remove(0).schema
+        }
+        Ok(_) => extend(backend, &path, &wanted).await?,
+        Err(e) if e.code() == StatusCode::TableNotExists.wire() => {
+            extend(backend, &path, &wanted).await?
+        }
+        Err(e) => return Err(e),
+    };
+
+    // Rows grouped by device (its tag values in the table's tag order), in first-seen order.
+    let tag_columns: Vec<Option<usize>> = schema
+        .tags()
+        .map(|t| tablet.measurements.iter().position(|m| *m == t.name))
+        .collect();
+    let mut groups: Vec<(Vec<Option<String>>, Vec<usize>)> = Vec::new();
+    let mut index: HashMap<Vec<Option<String>>, usize> = HashMap::new();
+    for row in 0..tablet.timestamps.len() {
+        let tags: Vec<Option<String>> = tag_columns
+            .iter()
+            .map(|c| {
+                let c = (*c)?;
+                match tablet.is_null(row, c) {
+                    true => None,
+                    false => match tablet.columns[c].value(row) {
+                        Value::String(s) => Some(s),
+                        _ => None,
+                    },
+                }
+            })
+            .collect();
+        let group = *index.entry(tags.clone()).or_insert_with(|| {
+            groups.push((tags, Vec::new()));
+            groups.len() - 1
+        });
+        groups[group].1.push(row);
+    }
+    let fields: Vec<usize> = (0..categories.len())
+        .filter(|&i| categories[i] == Category::Field)
+        .collect();
+    let attribute_columns: Vec<usize> = (0..categories.len())
+        .filter(|&i| categories[i] == Category::Attribute)
+        .collect();
+    let mut tablets = Vec::new();
+    let mut attributes: Vec<DeviceAttributes> = Vec::new();
+    for (tags, rows) in &groups {
+        let borrowed: Vec<Option<&str>> = tags.iter().map(Option::as_deref).collect();
+        let device = table::device_path(&path, &name, &borrowed);
+        if !fields.is_empty() {
+            let part = tablet.select_rows(rows);
+            tablets.push(Tablet {
+                device,
+                measurements: fields
+                    .iter()
+                    .map(|&i| part.measurements[i].clone())
+                    .collect(),
+                data_types: fields.iter().map(|&i| part.data_types[i]).collect(),
+                timestamps: part.timestamps.clone(),
+                columns: fields.iter().map(|&i| part.columns[i].clone()).collect(),
+                bitmaps: fields.iter().map(|&i| part.bitmaps[i].clone()).collect(),
+            });
+        }
+        let mut set = BTreeMap::new();
+        for &c in &attribute_columns {
+            let last = rows.iter().rev().find(|&&r| !tablet.is_null(r, c));
+            if let Some(&row) = last {
+                if let Value::String(v) = tablet.columns[c].value(row) {
+                    set.insert(tablet.measurements[c].clone(), v);
+                }
+            }
+        }
+        if !set.is_empty() {
+            attributes.push((tags.clone(), set));
+        }
+    }
+    if !tablets.is_empty() {
+        backend.insert_tablets(tablets).await?;
+    }
+    if !attributes.is_empty() {
+        backend
+            .set_device_attributes(&path, &name, &attributes)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Whether `schema` has every column of `wanted` as it is there.
+fn covers(schema: &TableSchema, wanted: &TableSchema) -> bool {
+    wanted
+        .columns
+        .iter()
+        .all(|c| schema.column(&c.name) == Some(c))
+}
+
+/// Creates the table or the columns it lacks, and reads back its schema (whose tag order names
+/// the devices, whoever added the tags).
+async fn extend<B: Backend>(
+    backend: &B,
+    path: &str,
+    wanted: &TableSchema,
+) -> ExecResult<TableSchema> {
+    backend.create_table(path, wanted, false, true).await?;
+    let mut found = backend.tables(path, Some(&wanted.name), false).await?;
+    match found.pop() {
+        Some(view) => Ok(view.schema),
+        None => Err(ExecError::refused(
+            StatusCode::TableNotExists,
+            format!("table {} does not exist", wanted.name),
+        )),
+    }
+}
