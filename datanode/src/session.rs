@@ -342,6 +342,8 @@ impl SessionService for SessionServiceImpl {
                         // cached copy of the database (and so its TTL) or is fenced.
                         Statement::SetTtl(r) => c.set_ttl(r).await,
                         Statement::RemoveDataNode(r) => c.remove_data_node(r).await,
+                        Statement::CreateTable(r) => c.create_table(r).await,
+                        Statement::SetDeviceAttributes(r) => c.set_device_attributes(r).await,
                     }
                 }
             })

@@ -78,6 +78,10 @@ fn i32s(r: &mut Reader) -> Result<Vec<i32>> {
     Ok(read_list(r, TType::I32, read_i32)?.unwrap_or_default())
 }
 
+fn bytes(r: &mut Reader) -> Result<Vec<i8>> {
+    Ok(read_list(r, TType::Byte, |r| r.i8())?.unwrap_or_default())
+}
+
 fn i64s(r: &mut Reader) -> Result<Vec<i64>> {
     Ok(read_list(r, TType::I64, read_i64)?.unwrap_or_default())
 }
@@ -182,6 +186,8 @@ request!(
         size: i32 = 7, I32, read_i32;
         is_aligned: bool = 8, Bool, read_bool;
         write_to_table: bool = 9, Bool, read_bool;
+        /// With `write_to_table`: each column's ColumnCategory (TAG 0, FIELD 1, ATTRIBUTE 2).
+        column_categories: Vec<i8> = 10, List, bytes;
     }
 );
 
@@ -444,7 +450,7 @@ impl OpenSessionReq {
 }
 
 impl InsertTabletReq {
-    /// Writes the struct, as a client sends it (fields 1-8).
+    /// Writes the struct, as a client sends it (fields 1-8, and 9-10 for a table).
     pub fn write(&self, w: &mut Writer) {
         w.struct_begin();
         w.field_begin(TType::I64, 1);
@@ -466,6 +472,15 @@ impl InsertTabletReq {
         w.i32(self.size);
         w.field_begin(TType::Bool, 8);
         w.bool(self.is_aligned);
+        if self.write_to_table {
+            w.field_begin(TType::Bool, 9);
+            w.bool(true);
+            w.field_begin(TType::List, 10);
+            w.list_begin(TType::Byte, self.column_categories.len());
+            for c in &self.column_categories {
+                w.i8(*c);
+            }
+        }
         w.field_stop();
         w.struct_end();
     }
@@ -839,6 +854,7 @@ mod tests {
                     size: 0,
                     is_aligned: true,
                     write_to_table: false,
+                    column_categories: vec![],
                 },
                 "{protocol:?}"
             );
@@ -931,6 +947,7 @@ mod client_side_tests {
                 size: 2,
                 is_aligned: false,
                 write_to_table: false,
+                column_categories: vec![],
             };
             let mut w = Writer::new(protocol);
             tablet.write(&mut w);
@@ -938,6 +955,20 @@ mod client_side_tests {
             assert_eq!(
                 InsertTabletReq::read(&mut Reader::new(&bytes, protocol)).unwrap(),
                 tablet
+            );
+            // A table-model tablet: the table's name, writeToTable and the categories.
+            let table = InsertTabletReq {
+                prefix_path: "table5".into(),
+                write_to_table: true,
+                column_categories: vec![1],
+                ..tablet
+            };
+            let mut w = Writer::new(protocol);
+            table.write(&mut w);
+            let bytes = w.into_bytes();
+            assert_eq!(
+                InsertTabletReq::read(&mut Reader::new(&bytes, protocol)).unwrap(),
+                table
             );
 
             let status = Status {

@@ -40,6 +40,44 @@ pub fn set_ttl(database: &str, ttl_ms: i64) -> Statement {
     })
 }
 
+/// `CREATE TABLE` (the table model), or (`extend`) an insert's creation of a table and of the
+/// columns it lacks.
+pub fn create_table(
+    database: &str,
+    table: &common::table::TableSchema,
+    if_not_exists: bool,
+    extend: bool,
+) -> Statement {
+    Statement::CreateTable(proto::CreateTableReq {
+        database: database.into(),
+        table: table.name.clone(),
+        columns: table
+            .columns
+            .iter()
+            .map(crate::table_column_to_wire)
+            .collect(),
+        ttl_ms: table.ttl_ms.unwrap_or(0),
+        if_not_exists,
+        extend,
+    })
+}
+
+/// The attributes of devices of a table.
+pub fn set_device_attributes(
+    database: &str,
+    table: &str,
+    devices: &[common::table::DeviceAttributes],
+) -> Statement {
+    Statement::SetDeviceAttributes(proto::SetDeviceAttributesReq {
+        database: database.into(),
+        table: table.into(),
+        devices: devices
+            .iter()
+            .map(|(tags, attributes)| crate::table_device_to_wire(tags, attributes))
+            .collect(),
+    })
+}
+
 /// `REMOVE DATANODE`.
 pub fn remove_data_node(data_node_id: u64) -> Statement {
     Statement::RemoveDataNode(proto::RemoveDataNodeReq { data_node_id })

@@ -45,6 +45,7 @@ has_status!(
     proto::ShowRegionsResp,
     proto::ShowLeasesResp,
     proto::ListUsersResp,
+    proto::ShowTablesResp,
     proto::RaftMessageResp
 );
 

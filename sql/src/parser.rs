@@ -119,23 +119,38 @@ const ROW_CLAUSES: [&str; 3] = ["ORDER", "LIMIT", "OFFSET"];
 /// The first piece of IoTDB's syntax in a statement that Fencepost does not run yet, as an
 /// unsupported error (300) naming it, so a client learns what is missing rather than reading a
 /// syntax error: GROUP BY and the other clauses, aggregations other than COUNT, value filters,
-/// and the table model's statements.
+/// and the table model's statements (which a table-model session runs).
 fn unsupported(tokens: &[Token]) -> Option<ParseError> {
     let word = |t: &Token| match &t.kind {
         TokenKind::Word(w) => Some(w.to_ascii_uppercase()),
         _ => None,
     };
     let refuse = |t: &Token, what: String| Some(not_supported_yet(t.position, &what));
+    let other_model = |t: &Token, what: &str| {
+        Some(ParseError {
+            position: t.position,
+            message: format!(
+                "{what} is a table-model statement: open the session with sql_dialect=table \
+                 (IoTDB's TableSession) to run it"
+            ),
+            unsupported: true,
+        })
+    };
     let first = word(tokens.first()?)?;
     match first.as_str() {
-        "USE" => return refuse(&tokens[0], "USE (the table model)".into()),
-        "CREATE" | "DROP" | "SHOW"
+        "USE" => return other_model(&tokens[0], "USE"),
+        "CREATE" | "DROP" | "SHOW" | "DESC" | "DESCRIBE"
             if tokens
                 .get(1)
                 .and_then(word)
-                .is_some_and(|w| w == "TABLE" || w == "TABLES") =>
+                .is_some_and(|w| w == "TABLE" || w == "TABLES")
+                || first.starts_with("DESC") =>
         {
-            return refuse(&tokens[1], "tables (the table model)".into())
+            let what = match tokens.get(1).and_then(word) {
+                Some(second) if !first.starts_with("DESC") => format!("{first} {second}"),
+                _ => first.clone(),
+            };
+            return other_model(&tokens[0], &what);
         }
         "SELECT" => {}
         _ => return None,

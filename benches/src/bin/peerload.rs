@@ -613,6 +613,7 @@ impl Sink for ThriftSink {
             size: tablet.timestamps.len() as i32,
             is_aligned: false,
             write_to_table: false,
+            column_categories: Vec::new(),
         };
         if let Err(e) = c.call("insertTablet", |w| req.write(w)).await {
             self.connections.remove(&endpoint);

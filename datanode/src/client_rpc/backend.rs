@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use common::table::{DeviceAttributes, TableSchema, TableView};
 use common::{DataType, StatusCode, Tablet, Value};
 use proto::session_service_server::SessionService;
 use proto::statements;
@@ -418,6 +419,94 @@ impl Backend for DataNodeBackend {
         let reply: proto::ListUsersResp =
             checked(answer, |r: &proto::ListUsersResp| r.status.clone())?;
         Ok(reply.users)
+    }
+
+    async fn insert_tablets(&self, tablets: Vec<Tablet>) -> ExecResult<()> {
+        let status = crate::session::insert_tablets(&self.shared, tablets, Relay::WhenFenced).await;
+        status_result(&status)
+    }
+
+    async fn create_table(
+        &self,
+        database: &str,
+        table: &TableSchema,
+        if_not_exists: bool,
+        extend: bool,
+    ) -> ExecResult<()> {
+        self.schema(statements::create_table(
+            database,
+            table,
+            if_not_exists,
+            extend,
+        ))
+        .await
+    }
+
+    async fn tables(
+        &self,
+        database: &str,
+        table: Option<&str>,
+        with_devices: bool,
+    ) -> ExecResult<Vec<TableView>> {
+        let request = proto::ShowTablesReq {
+            database: database.to_string(),
+            table: table.unwrap_or_default().to_string(),
+            with_devices,
+        };
+        let answer = self
+            .shared
+            .confignode
+            .call(None, |mut c| {
+                let request = request.clone();
+                async move { c.show_tables(request).await }
+            })
+            .await;
+        let reply = match answer {
+            Ok(reply) => reply,
+            Err(status) => {
+                return Err(ExecError::Status {
+                    code: status.code,
+                    message: status.message,
+                })
+            }
+        };
+        if let Some(status) = &reply.status {
+            status_result(status)?;
+        }
+        reply
+            .tables
+            .iter()
+            .map(|t| {
+                let columns: Result<Vec<_>, _> =
+                    t.columns.iter().map(proto::table_column).collect();
+                let columns = columns.map_err(|e| ExecError::Status {
+                    code: StatusCode::InternalServerError.wire(),
+                    message: e.to_string(),
+                })?;
+                Ok(TableView {
+                    schema: TableSchema {
+                        name: t.name.clone(),
+                        columns,
+                        ttl_ms: (t.ttl_ms > 0).then_some(t.ttl_ms),
+                    },
+                    devices: t
+                        .devices
+                        .iter()
+                        .map(|d| (proto::tag_values(d), d.attributes.clone()))
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+
+    async fn set_device_attributes(
+        &self,
+        database: &str,
+        table: &str,
+        devices: &[DeviceAttributes],
+    ) -> ExecResult<()> {
+        self.schema(statements::set_device_attributes(database, table, devices))
+            .await
     }
 
     async fn flush(&self) -> ExecResult<()> {

@@ -25,6 +25,7 @@ pub(crate) use backend::DataNodeBackend;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use common::table::Category;
 use common::views::SeriesMeta;
 use common::{StatusCode, Tablet};
 use iotdb_rpc::messages::{
@@ -127,6 +128,10 @@ struct Session {
     /// Runs statements as the logged-in user.
     backend: DataNodeBackend,
     time_zone: String,
+    /// `sql_dialect=table`: statements are the table model's.
+    table_model: bool,
+    /// The table model's current database (`"db"` at login, then `USE`).
+    database: Option<String>,
     statement_id: i64,
     next_query_id: i64,
     /// Open queries by id, oldest first.
@@ -512,6 +517,9 @@ impl Connection {
             }
             "insertTablet" => {
                 let req = request(r, InsertTabletReq::read)?;
+                if req.write_to_table {
+                    return Ok(Answer::Status(self.insert_table(req).await));
+                }
                 Ok(Answer::Status(match inserts::from_tablet(req) {
                     Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
                     Err(e) => bad_request(e),
@@ -622,14 +630,18 @@ impl Connection {
                 ),
             ));
         }
-        if let Some(dialect) = req.configuration.get("sql_dialect") {
-            if !dialect.eq_ignore_ascii_case("tree") {
+        let table_model = match req.configuration.get("sql_dialect") {
+            None => false,
+            Some(d) if d.eq_ignore_ascii_case("tree") => false,
+            Some(d) if d.eq_ignore_ascii_case("table") => true,
+            Some(d) => {
                 return refused(Status::new(
                     205,
-                    format!("the {dialect} SQL dialect is not served; use the tree model"),
-                ));
+                    format!("unknown SQL dialect {d}: tree or table"),
+                ))
             }
-        }
+        };
+        let database = req.configuration.get("db").map(|d| d.to_lowercase());
         // A failed login ends the session the connection had, as a new login replaces it.
         self.session = None;
         let password = req.password.unwrap_or_default();
@@ -647,6 +659,8 @@ impl Connection {
         self.session = Some(Session {
             backend: DataNodeBackend::new(self.shared.clone(), req.username),
             time_zone: req.zone_id,
+            table_model,
+            database,
             statement_id: 0,
             next_query_id: 1,
             queries: BTreeMap::new(),
@@ -802,8 +816,60 @@ impl Connection {
     }
 
     async fn execute(&mut self, req: ExecuteStatementReq) -> ExecuteStatementResp {
-        let outcome = run_statement(self.backend(), &req.statement).await;
-        self.result(outcome, req.fetch_size)
+        let session = self.session.as_ref().expect("logged in");
+        if !session.table_model {
+            let outcome = run_statement(self.backend(), &req.statement).await;
+            return self.result(outcome, req.fetch_size);
+        }
+        let outcome = match sql::parse_table_statement(&req.statement) {
+            Ok(statement) => {
+                sql::execute_table(&session.backend, session.database.as_deref(), &statement).await
+            }
+            Err(e) => Err(e.into()),
+        };
+        match outcome {
+            Ok(sql::TableOutcome {
+                outcome,
+                database: Some(database),
+            }) => {
+                self.session.as_mut().expect("logged in").database = Some(database.clone());
+                ExecuteStatementResp {
+                    database: Some(database),
+                    ..self.result(Ok(outcome), req.fetch_size)
+                }
+            }
+            Ok(sql::TableOutcome { outcome, .. }) => self.result(Ok(outcome), req.fetch_size),
+            Err(e) => self.result(Err(e), req.fetch_size),
+        }
+    }
+
+    /// A table-model tablet (`writeToTable`): written to the session's current database.
+    async fn insert_table(&self, req: InsertTabletReq) -> Status {
+        let session = self.session.as_ref().expect("logged in");
+        let Some(database) = session.database.clone() else {
+            return Status::new(
+                StatusCode::IllegalParameter.wire(),
+                "no database selected: USE one, or open the session with a database",
+            );
+        };
+        let mut categories = Vec::with_capacity(req.column_categories.len());
+        for byte in &req.column_categories {
+            match u8::try_from(*byte).ok().and_then(Category::from_wire) {
+                Some(c) => categories.push(c),
+                None => {
+                    return Status::new(
+                        StatusCode::IllegalParameter.wire(),
+                        format!("unknown column category {byte}: TAG 0, FIELD 1 or ATTRIBUTE 2"),
+                    )
+                }
+            }
+        }
+        match inserts::from_tablet(req) {
+            Ok(tablet) => {
+                self.done(sql::insert_table(&session.backend, &database, tablet, &categories).await)
+            }
+            Err(e) => bad_request(e),
+        }
     }
 
     /// A statement's outcome as an execute reply: a non-query's status, or a query's header and

@@ -684,9 +684,13 @@ fn iotdb_syntax_not_run_yet_is_unsupported_not_malformed() {
             "LIMIT on a LAST query",
         ),
         ("SELECT * FROM root.sg.d1 ALIGN BY DEVICE", "ALIGN clauses"),
-        ("USE db1", "USE (the table model)"),
-        ("CREATE TABLE t (a STRING TAG)", "tables (the table model)"),
-        ("SHOW TABLES", "tables (the table model)"),
+        ("USE db1", "USE is a table-model statement"),
+        (
+            "CREATE TABLE t (a STRING TAG)",
+            "CREATE TABLE is a table-model statement",
+        ),
+        ("SHOW TABLES", "SHOW TABLES is a table-model statement"),
+        ("DESC t", "DESC is a table-model statement"),
     ] {
         let e = error(text);
         assert!(e.unsupported, "{text}: {e}");
