@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use common::table::TableSchema;
 use common::{DataType, LeaseFencedRetryPolicy};
 use parking_lot::RwLock;
 
@@ -81,6 +82,10 @@ struct Inner {
     series_slots: HashMap<(String, u32), Vec<u64>>,
     regions: BTreeMap<u64, RegionRoute>,
     nodes: BTreeMap<u64, NodeAddresses>,
+    /// (database, table) → the table-model table's schema. A table only gains columns (and
+    /// its tags' order never changes) while its database lives, so an entry that covers a
+    /// tablet's columns is true until DROP DATABASE invalidates it.
+    tables: HashMap<(String, String), TableSchema>,
 }
 
 /// Everything a recovery pulls from the ConfigNode before the lease returns to NORMAL.
@@ -171,6 +176,34 @@ impl MetadataCache {
         })
     }
 
+    /// The cached schema of a table-model table.
+    pub fn table(&self, database: &str, table: &str) -> Result<Option<TableSchema>, LeaseFenced> {
+        self.check()?;
+        Ok(self
+            .inner
+            .read()
+            .tables
+            .get(&(database.to_string(), table.to_string()))
+            .cloned())
+    }
+
+    /// Stores a table's schema fetched at `generation`; false if the caches moved on since.
+    pub fn put_table(&self, generation: u64, database: &str, schema: TableSchema) -> bool {
+        self.put(generation, |inner| {
+            inner
+                .tables
+                .insert((database.to_string(), schema.name.clone()), schema);
+        })
+    }
+
+    /// Drops a table's entry (its columns are being extended).
+    pub fn forget_table(&self, database: &str, table: &str) {
+        self.inner
+            .write()
+            .tables
+            .remove(&(database.to_string(), table.to_string()));
+    }
+
     /// The cached route of a region.
     pub fn region(&self, region: u64) -> Result<Option<RegionRoute>, LeaseFenced> {
         self.check()?;
@@ -200,6 +233,9 @@ impl MetadataCache {
         }
         if inner.partitions.len() > self.entries_max {
             inner.partitions.clear();
+        }
+        if inner.tables.len() > self.entries_max {
+            inner.tables.clear();
         }
         true
     }
@@ -288,6 +324,9 @@ impl MetadataCache {
         inner
             .regions
             .retain(|_, r| !databases.contains(&r.database));
+        inner
+            .tables
+            .retain(|(database, _), _| !databases.contains(database));
     }
 }
 
@@ -333,6 +372,42 @@ mod tests {
             Err(LeaseFenced {
                 policy: LeaseFencedRetryPolicy::None
             })
+        );
+    }
+
+    #[test]
+    fn table_schemas_go_with_their_database_and_the_lease() {
+        let (cache, _lease, clock) = live_cache();
+        let g = cache.generation();
+        let schema = TableSchema {
+            name: "t".into(),
+            columns: vec![common::table::TableColumn {
+                name: "k".into(),
+                category: common::table::Category::Tag,
+                data_type: DataType::String,
+            }],
+            ttl_ms: None,
+        };
+        assert!(cache.put_table(g, "root.db", schema.clone()));
+        assert!(cache.put_table(g, "root.other", schema.clone()));
+        assert_eq!(cache.table("root.db", "t").unwrap(), Some(schema.clone()));
+        cache.forget_table("root.db", "t");
+        assert_eq!(cache.table("root.db", "t").unwrap(), None);
+        let g = cache.generation();
+        assert!(cache.put_table(g, "root.db", schema.clone()));
+        // DROP DATABASE's invalidation takes the database's tables, and refuses a fetch from
+        // before it.
+        cache.invalidate(&["root.db".into()], &[]);
+        assert_eq!(cache.table("root.db", "t").unwrap(), None);
+        assert_eq!(
+            cache.table("root.other", "t").unwrap(),
+            Some(schema.clone())
+        );
+        assert!(!cache.put_table(g, "root.db", schema));
+        clock.advance_ms(101);
+        assert!(
+            cache.table("root.other", "t").is_err(),
+            "fails closed when fenced"
         );
     }
 

@@ -302,7 +302,7 @@ impl Coordinator {
         self.fenced(false)
     }
 
-    fn write_gate(&self) -> bool {
+    pub(crate) fn write_gate(&self) -> bool {
         self.metadata
             .lease()
             .check(LeaseFencedRetryPolicy::RetryUntilSuccess)
@@ -466,6 +466,35 @@ impl Coordinator {
         })
     }
 
+    /// Hands a table-model tablet (`tablet.device` names the table of the table database
+    /// `database`) to a DataNode that holds its lease, which creates the table's missing columns
+    /// and writes the rows itself, as [`Coordinator::relay_tablet`] does a tree tablet. 536
+    /// with `need_retry` when no peer takes it.
+    pub(crate) async fn relay_table_insert(
+        &self,
+        database: &str,
+        tablet: &Tablet,
+        categories: &[common::table::Category],
+    ) -> Outcome<()> {
+        let rpc = self.peers.rpc();
+        let wire = tablet_to_wire(tablet);
+        let categories: Vec<u32> = categories.iter().map(|c| u32::from(c.wire())).collect();
+        self.relay("took the write", self.limits.write_timeout, |address| {
+            let request = proto::RelayTableInsertReq {
+                database: database.to_string(),
+                tablet: Some(wire.clone()),
+                categories: categories.clone(),
+                from_data_node_id: self.node_id,
+            };
+            async move {
+                let s = rpc.relay_table_insert(&address, request).await?;
+                Ok(if s.is_success() { Ok(()) } else { Err(s) })
+            }
+        })
+        .await?;
+        inc(&self.metrics.relayed_writes);
+        Ok(())
+    }
     /// Asks the peers [`Coordinator::relay_peers`] names in turn, each within `timeout`: `call`
     /// gives a peer's answer (`Ok`, taken at once) or its refusal. A final refusal is the
     /// outcome; a retryable one moves on to the next peer. When no peer takes it: 536 with

@@ -458,6 +458,55 @@ impl DataNodeInternalService for InternalService {
         }))
     }
 
+    async fn relay_table_insert(
+        &self,
+        request: Request<proto::RelayTableInsertReq>,
+    ) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        inc(&self.shared.metrics.relayed_writes_received);
+        tracing::debug!(from = req.from_data_node_id, "relayed table write");
+        let Some(wire) = req.tablet else {
+            return Ok(Response::new(status(
+                StatusCode::IllegalParameter,
+                "a relayed table write without a tablet",
+            )));
+        };
+        let tablet = match tablet_from_wire(wire) {
+            Ok(t) => t,
+            Err(e) => {
+                return Ok(Response::new(status(
+                    StatusCode::IllegalParameter,
+                    e.to_string(),
+                )))
+            }
+        };
+        let categories: Option<Vec<_>> = req
+            .categories
+            .iter()
+            .map(|c| {
+                u8::try_from(*c)
+                    .ok()
+                    .and_then(common::table::Category::from_wire)
+            })
+            .collect();
+        let Some(categories) = categories else {
+            return Ok(Response::new(status(
+                StatusCode::IllegalParameter,
+                format!("unknown column categories {:?}", req.categories),
+            )));
+        };
+        let backend = crate::client_rpc::DataNodeBackend::relayed(self.shared.clone());
+        let outcome = sql::insert_table(&backend, &req.database, tablet, &categories).await;
+        Ok(Response::new(match outcome {
+            Ok(()) => ok(),
+            Err(e) => proto::Status {
+                code: e.code(),
+                message: e.to_string(),
+                ..Default::default()
+            },
+        }))
+    }
+
     async fn relay_series_types(
         &self,
         request: Request<proto::SeriesTypesReq>,

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::path::DevicePath;
+use common::table::TableSchema;
 use common::StatusCode;
 use parking_lot::Mutex;
 use proto::config_node_service_client::ConfigNodeServiceClient;
@@ -113,6 +114,27 @@ impl MetadataView {
     /// A leader hint from a heartbeat (not metadata a write is validated against).
     pub(crate) fn set_leader(&self, region: u64, leader: u64) {
         self.cache.set_leader(region, leader);
+    }
+
+    /// The cached schema of a table-model table; `None` when not cached or the lease is not
+    /// live (the caller then asks the ConfigNode, which a fenced node cannot reach).
+    pub(crate) fn table(&self, database: &str, table: &str) -> Option<TableSchema> {
+        self.cache.table(database, table).ok().flatten()
+    }
+
+    /// The cache generation to pass to [`MetadataView::put_table`] (read before the fetch).
+    pub(crate) fn cache_generation(&self) -> u64 {
+        self.cache.generation()
+    }
+
+    /// Caches a table's schema fetched at `generation`.
+    pub(crate) fn put_table(&self, generation: u64, database: &str, schema: TableSchema) {
+        self.cache.put_table(generation, database, schema);
+    }
+
+    /// Drops a table's cached schema.
+    pub(crate) fn forget_table(&self, database: &str, table: &str) {
+        self.cache.forget_table(database, table);
     }
 
     /// Removes the entries of `databases` and `series`; the generation the drain waits below.

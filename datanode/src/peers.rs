@@ -39,6 +39,14 @@ pub(crate) trait PeerRpc: Send + Sync {
         address: &str,
         request: proto::RelayDeleteDataReq,
     ) -> Result<proto::Status, tonic::Status>;
+    /// `RelayTableInsert`.
+    async fn relay_table_insert(
+        &self,
+        _address: &str,
+        _request: proto::RelayTableInsertReq,
+    ) -> Result<proto::Status, tonic::Status> {
+        Err(tonic::Status::unimplemented("RelayTableInsert"))
+    }
     /// `FetchSnapshot`: the stream of chunks.
     async fn fetch_snapshot(
         &self,
@@ -186,6 +194,18 @@ impl PeerRpc for GrpcPeers {
         Ok(self
             .client(address)?
             .relay_delete_data(request)
+            .await?
+            .into_inner())
+    }
+
+    async fn relay_table_insert(
+        &self,
+        address: &str,
+        request: proto::RelayTableInsertReq,
+    ) -> Result<proto::Status, tonic::Status> {
+        Ok(self
+            .client(address)?
+            .relay_table_insert(request)
             .await?
             .into_inner())
     }

@@ -162,6 +162,14 @@ pub trait Backend: Sync {
         table: Option<&str>,
         with_devices: bool,
     ) -> impl Future<Output = ExecResult<Vec<TableView>>> + Send;
+    /// A table's schema for a write: from a cache when the backend keeps one (a table only
+    /// gains columns while its database lives), else as [`Backend::tables`] reads it; `None`
+    /// when the table does not exist.
+    fn table_for_write(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> impl Future<Output = ExecResult<Option<TableSchema>>> + Send;
     /// Sets attributes of devices of a table (each value replaces the device's last).
     fn set_device_attributes(
         &self,

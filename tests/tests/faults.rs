@@ -1861,11 +1861,18 @@ fn cli_inserts_through(run: &Run, j: usize, database: &str, n: usize) -> Vec<Str
 const PYTHON_TABLET_ROWS: i64 = 100;
 /// ... and this many tablets, then one string record, then a deletion of the first tablet's rows.
 const PYTHON_TABLETS: i64 = 20;
+/// Then, through a `TableSession`, one table-model tablet of this many rows (two devices, an
+/// attribute) into table [`PYTHON_TABLE`] of the probe's database.
+const PYTHON_TABLE_ROWS: i64 = 100;
+/// The table the Python client's table-model tablet creates during the cut.
+const PYTHON_TABLE: &str = "cut";
 
 /// IoTDB's official Python client (`apache-iotdb` 2.0.11, in the virtualenv `scripts/test.sh`
 /// makes, named by `FENCEPOST_IOTDB_PYTHON`) logged in on DataNode `j` while it is healthy: it
 /// waits for a line on stdin, then writes [`PYTHON_TABLETS`] tablets and a string record to
-/// `device`, deletes the first tablet's points, and prints `written`. `None` (noted; a failure under `CI=true`) without the
+/// `device`, deletes the first tablet's points, writes a table-model tablet (IoTDB's
+/// `TableSession`, logged in too; the table is created by the write) into the table database
+/// that is `device`'s tree database, and prints `written`. `None` (noted; a failure under `CI=true`) without the
 /// virtualenv.
 fn python_writer(run: &Run, j: usize, device: &str) -> Option<std::process::Child> {
     let Ok(python) = std::env::var("FENCEPOST_IOTDB_PYTHON") else {
@@ -1885,14 +1892,20 @@ fn python_writer(run: &Run, j: usize, device: &str) -> Option<std::process::Chil
         .rsplit_once(':')
         .map(|(h, p)| (h.to_string(), p.to_string()))
         .expect("host:port");
+    let table_database = device
+        .strip_prefix("root.")
+        .and_then(|rest| rest.split('.').next())
+        .expect("a device under root");
     let script = format!(
         r#"
 import sys
 from iotdb.Session import Session
+from iotdb.table_session import TableSession, TableSessionConfig
 from iotdb.utils.IoTDBConstants import TSDataType
-from iotdb.utils.Tablet import Tablet
+from iotdb.utils.Tablet import ColumnType, Tablet
 s = Session("{host}", {port}, "root", "root", connection_timeout_in_ms=60000)
 s.open(False)
+t = TableSession(TableSessionConfig(node_urls=["{host}:{port}"], database="{table_database}", connection_timeout_in_ms=60000))
 print("open", flush=True)
 sys.stdin.readline()
 for k in range({tablets}):
@@ -1900,11 +1913,17 @@ for k in range({tablets}):
     s.insert_tablet(Tablet("{device}", ["v"], [TSDataType.DOUBLE], [[float(t)] for t in times], times))
 s.insert_str_record("{device}", {tablets} * {rows}, ["v"], ["-1.5"])
 s.delete_data_in_range(["{device}.v"], 0, {rows} - 1)
+rows = [["a" if r % 2 == 0 else "b", "m", float(r)] for r in range({table_rows})]
+t.insert(Tablet("{table}", ["site", "model", "v"], [TSDataType.STRING, TSDataType.STRING, TSDataType.DOUBLE],
+                rows, list(range({table_rows})), [ColumnType.TAG, ColumnType.ATTRIBUTE, ColumnType.FIELD]))
 print("written", flush=True)
 s.close()
+t.close()
 "#,
         tablets = PYTHON_TABLETS,
         rows = PYTHON_TABLET_ROWS,
+        table_rows = PYTHON_TABLE_ROWS,
+        table = PYTHON_TABLE,
     );
     let mut child = std::process::Command::new(python)
         .args(["-c", &script])
@@ -1935,8 +1954,8 @@ fn python_writes_through(run: &Run, j: usize, child: std::process::Child) -> Vec
     }
     let out = child.wait_with_output().expect("the Python client ends");
     let line = format!(
-        "the official Python client wrote {} tablets and a string record and deleted a tablet's \
-         points through the cut-off datanode-{} in {:.1} s",
+        "the official Python client wrote {} tablets and a string record, deleted a tablet's \
+         points and wrote a table-model tablet through the cut-off datanode-{} in {:.1} s",
         PYTHON_TABLETS,
         j + 1,
         started.elapsed().as_secs_f64()
@@ -2054,6 +2073,24 @@ fn long_partition_heals_to_normal_within_a_few_heartbeats() {
                     "the Python client's points through the cut-off DataNode: {:?} of {expected}",
                     other.map(|p| p.len())
                 )),
+            }
+            // The table-model tablet's two devices, half the rows each.
+            for site in ["a", "b"] {
+                let device =
+                    common::table::device_path(probe_database, PYTHON_TABLE, &[Some(site)]);
+                let points =
+                    run.cluster
+                        .runtime
+                        .block_on(run.session.query_raw(&device, "v", 0, i64::MAX));
+                let expected = (PYTHON_TABLE_ROWS / 2) as usize;
+                match points {
+                    Ok(p) if p.len() == expected => {}
+                    other => failures.push(format!(
+                        "the Python client's table rows of {device} through the cut-off \
+                         DataNode: {:?} of {expected}",
+                        other.map(|p| p.len())
+                    )),
+                }
             }
         }
     }

@@ -27,6 +27,8 @@ pub(crate) struct DataNodeBackend {
     shared: Arc<Shared>,
     service: SessionServiceImpl,
     user: String,
+    /// Whether its writes may be relayed: a session's may, a relayed one's never again.
+    relay: Relay,
 }
 
 impl DataNodeBackend {
@@ -35,6 +37,16 @@ impl DataNodeBackend {
             service: SessionServiceImpl::new(shared.clone()),
             shared,
             user,
+            relay: Relay::WhenFenced,
+        }
+    }
+
+    /// The backend of a write a fenced peer relayed here: written here or refused, never
+    /// relayed on. It runs no user statement (it has no user).
+    pub(crate) fn relayed(shared: Arc<Shared>) -> DataNodeBackend {
+        DataNodeBackend {
+            relay: Relay::Never,
+            ..DataNodeBackend::new(shared, String::new())
         }
     }
 
@@ -209,14 +221,13 @@ impl Backend for DataNodeBackend {
         let paths = series.iter().map(|(d, m)| series_path(d, m)).collect();
         self.shared
             .coordinator
-            .delete_data(paths, start, end, Relay::WhenFenced)
+            .delete_data(paths, start, end, self.relay)
             .await
             .map_err(coordinator_error)
     }
 
     async fn insert_tablet(&self, tablet: Tablet) -> ExecResult<()> {
-        let status =
-            crate::session::insert_tablets(&self.shared, vec![tablet], Relay::WhenFenced).await;
+        let status = crate::session::insert_tablets(&self.shared, vec![tablet], self.relay).await;
         status_result(&status)
     }
 
@@ -227,7 +238,7 @@ impl Backend for DataNodeBackend {
     ) -> ExecResult<Vec<(String, DataType)>> {
         self.shared
             .coordinator
-            .series_types(device, measurements, Relay::WhenFenced)
+            .series_types(device, measurements, self.relay)
             .await
             .map_err(coordinator_error)
     }
@@ -422,7 +433,7 @@ impl Backend for DataNodeBackend {
     }
 
     async fn insert_tablets(&self, tablets: Vec<Tablet>) -> ExecResult<()> {
-        let status = crate::session::insert_tablets(&self.shared, tablets, Relay::WhenFenced).await;
+        let status = crate::session::insert_tablets(&self.shared, tablets, self.relay).await;
         status_result(&status)
     }
 
@@ -433,6 +444,8 @@ impl Backend for DataNodeBackend {
         if_not_exists: bool,
         extend: bool,
     ) -> ExecResult<()> {
+        // The next write's lookup reads the extended schema from the ConfigNode.
+        self.shared.metadata.forget_table(database, &table.name);
         self.schema(statements::create_table(
             database,
             table,
@@ -497,6 +510,29 @@ impl Backend for DataNodeBackend {
                 })
             })
             .collect()
+    }
+
+    async fn table_for_write(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> ExecResult<Option<TableSchema>> {
+        let metadata = &self.shared.metadata;
+        if let Some(schema) = metadata.table(database, table) {
+            return Ok(Some(schema));
+        }
+        let generation = metadata.cache_generation();
+        match self.tables(database, Some(table), false).await {
+            Ok(mut found) => {
+                let schema = found.pop().map(|view| view.schema);
+                if let Some(schema) = &schema {
+                    metadata.put_table(generation, database, schema.clone());
+                }
+                Ok(schema)
+            }
+            Err(e) if e.code() == StatusCode::TableNotExists.wire() => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn set_device_attributes(

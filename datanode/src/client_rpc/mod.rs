@@ -864,11 +864,29 @@ impl Connection {
                 }
             }
         }
-        match inserts::from_tablet(req) {
-            Ok(tablet) => {
-                self.done(sql::insert_table(&session.backend, &database, tablet, &categories).await)
+        let tablet = match inserts::from_tablet(req) {
+            Ok(tablet) => tablet,
+            Err(e) => return bad_request(e),
+        };
+        // A fenced DataNode hands the write to a lease holder at once, as the coordinator does a
+        // tree tablet; so does one whose lookups find the ConfigNode silent or the lease gone.
+        let coordinator = &self.shared.coordinator;
+        if coordinator.write_gate() {
+            let outcome =
+                sql::insert_table(&session.backend, &database, tablet.clone(), &categories).await;
+            match outcome {
+                Err(e) if relayable(e.code()) => {
+                    tracing::debug!("table write relayed after {}: {e}", e.code())
+                }
+                outcome => return self.done(outcome),
             }
-            Err(e) => bad_request(e),
+        }
+        match coordinator
+            .relay_table_insert(&database, &tablet, &categories)
+            .await
+        {
+            Ok(()) => Status::ok(),
+            Err(e) => thrift_status(e.status()),
         }
     }
 
@@ -971,6 +989,18 @@ pub(crate) async fn run_statement(
         });
     }
     sql::execute(backend, &statement).await
+}
+
+/// Whether a table write that failed with `code` is relayed to a lease holder: this node's
+/// lease is fenced (535, 536) or its ConfigNode did not answer (712).
+fn relayable(code: i32) -> bool {
+    [
+        StatusCode::MetadataLeaseFenced,
+        StatusCode::MetadataLeaseFencedRetryRequired,
+        StatusCode::InternalRequestTimeOut,
+    ]
+    .iter()
+    .any(|c| c.wire() == code)
 }
 
 fn failed(status: Status) -> ExecuteStatementResp {

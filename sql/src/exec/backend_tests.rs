@@ -281,6 +281,16 @@ impl Backend for Memory {
         }
         Ok(found)
     }
+    async fn table_for_write(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> ExecResult<Option<TableSchema>> {
+        let tables = self.tables.lock().unwrap();
+        Ok(tables
+            .get(&(database.to_string(), table.to_string()))
+            .map(|view| view.schema.clone()))
+    }
     async fn set_device_attributes(
         &self,
         database: &str,

@@ -509,15 +509,9 @@ pub async fn insert_table<B: Backend>(
         columns,
         ttl_ms: None,
     };
-    let schema = match backend.tables(&path, Some(&name), false).await {
-        Ok(mut found) if found.first().is_some_and(|t| covers(&t.schema, &wanted)) => {
-            found.remove(0).schema
-        }
-        Ok(_) => extend(backend, &path, &wanted).await?,
-        Err(e) if e.code() == StatusCode::TableNotExists.wire() => {
-            extend(backend, &path, &wanted).await?
-        }
-        Err(e) => return Err(e),
+    let schema = match backend.table_for_write(&path, &name).await? {
+        Some(schema) if covers(&schema, &wanted) => schema,
+        _ => extend(backend, &path, &wanted).await?,
     };
 
     // Rows grouped by device (its tag values in the table's tag order), in first-seen order.
