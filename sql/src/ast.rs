@@ -345,6 +345,14 @@ pub enum TableStatement {
     /// `SELECT * | c, ... FROM [db.]t [WHERE ...] [ORDER BY time [ASC|DESC]] [LIMIT n]
     /// [OFFSET n]`
     Select(TableSelect),
+    /// `INSERT INTO [db.]t(time, c1, ...) VALUES (...), ...`: `insert.device` is the table,
+    /// `insert.measurements` its columns.
+    Insert {
+        /// The database named with the table, if any.
+        database: Option<String>,
+        /// The rows, typed by the table's columns when run.
+        insert: Insert,
+    },
     /// A statement both models share: FLUSH, the user statements, SHOW CLUSTER / REGIONS.
     Shared(Statement),
 }

@@ -1172,6 +1172,14 @@ class TableModelTest(FencepostTestCase):
             "select time, attr1, m1, m2 from table5 where id1 = 'id:7' order by time"
         ))
         self.assertEqual([v[1:] for _, v in seven.rows], [["attr:new", 7.0, None], ["attr:new", None, 70]])
+        # SQL INSERT, typed by the table's columns.
+        session.execute_non_query_statement(
+            "INSERT INTO table5(time, id1, attr1, m1) VALUES (200, 'id:sql', 'via sql', 2), (201, 'id:sql', NULL, 3)"
+        )
+        sql_rows = read_all(reader.execute_query_statement(
+            "select time, attr1, m1, m2 from table5 where id1 = 'id:sql' order by time"
+        ))
+        self.assertEqual([v[1:] for _, v in sql_rows.rows], [["via sql", 2.0, None], ["via sql", 3.0, None]])
         # Statements of the other model, and what is not supported yet, are refused clearly.
         for sql, code in [("select count(*) from table5", "300"), ("select * from nope", "550"),
                           (f"select * from root.{name}.x", "700")]:

@@ -771,7 +771,7 @@ fn the_table_model_creates_uses_writes_and_reads_tables() {
         ("SELECT * FROM t5 GROUP BY id1", 300),
         ("SELECT count(*) FROM t5", 300),
         ("SELECT * FROM root.sg.d1", 700),
-        ("INSERT INTO t5(time, m1) VALUES (1, 1)", 300),
+        ("DELETE FROM t5", 300),
         ("CREATE TIMESERIES root.sg.d1.s1 DOUBLE", 300),
         ("SELECT nope FROM t5", 700),
         ("SELECT * FROM nope", 550),
@@ -825,4 +825,49 @@ fn a_table_tablet_is_refused_whole_when_it_does_not_fit() {
     .unwrap_err();
     assert_eq!(e.code(), StatusCode::DataTypeMismatch.wire());
     assert!(m.series.lock().unwrap().is_empty());
+}
+
+#[test]
+fn the_table_models_insert_types_values_by_the_tables_columns() {
+    let m = Memory::default();
+    table(&m, None, "CREATE DATABASE db").unwrap();
+    table(
+        &m,
+        Some("db"),
+        "CREATE TABLE t (site STRING TAG, model STRING ATTRIBUTE, v FLOAT FIELD, n INT64 FIELD)",
+    )
+    .unwrap();
+    table(
+        &m,
+        Some("db"),
+        "INSERT INTO t(time, site, model, v) VALUES (2, 'a', 'x', 1.5), (1, 'b', NULL, 2)",
+    )
+    .unwrap();
+    table(
+        &m,
+        None,
+        "insert into db.T(Time, SITE, n) values (3, 'a', 7)",
+    )
+    .unwrap();
+    let all = table(&m, Some("db"), "SELECT * FROM t ORDER BY time")
+        .unwrap()
+        .outcome;
+    assert_eq!(
+        strings(&all),
+        [
+            ["1", "b", "null", "2.0", "null"],
+            ["2", "a", "x", "1.5", "null"],
+            ["3", "a", "x", "null", "7"],
+        ]
+    );
+    assert_eq!(all.types[3], DataType::Float);
+    for (text, code) in [
+        ("INSERT INTO t(time, nope) VALUES (1, 1)", 700),
+        ("INSERT INTO u(time, v) VALUES (1, 1)", 550),
+        ("INSERT INTO t(time, site, v) VALUES (1, 'a', 'text')", 614),
+        ("INSERT INTO t(site, v) VALUES ('a', 1)", 700),
+    ] {
+        let e = table(&m, Some("db"), text).unwrap_err();
+        assert_eq!(e.code(), code, "{text}: {e}");
+    }
 }

@@ -16,7 +16,7 @@ use super::{
     execute, first_points, too_many_rows, Backend, Cell, ExecError, ExecResult, Outcome,
     RESULT_ROWS_MAX,
 };
-use crate::{TableSelect, TableStatement};
+use crate::{Insert, TableSelect, TableStatement};
 
 /// What a table-model statement produced, and the session's current database after it (`USE`).
 #[derive(Debug)]
@@ -145,6 +145,11 @@ pub async fn execute_table<B: Backend>(
             query(backend, database, select, now_ms)
                 .await
                 .map(Into::into)
+        }
+        TableStatement::Insert { database, insert } => {
+            let database = database_of(database.as_deref(), current)?;
+            insert_rows(backend, database, insert).await?;
+            Ok(Outcome::done().into())
         }
         TableStatement::Shared(statement) => execute(backend, statement).await.map(Into::into),
     }
@@ -588,6 +593,28 @@ pub async fn insert_table<B: Backend>(
             .await?;
     }
     Ok(())
+}
+
+/// `INSERT INTO table(...) VALUES ...`: the table and every column named must exist (their
+/// categories say what the values are); literals are typed by the columns, as the tree model's
+/// INSERT types them by existing series.
+async fn insert_rows<B: Backend>(backend: &B, database: &str, insert: &Insert) -> ExecResult<()> {
+    let schema = one_table(backend, database, &insert.device, false)
+        .await?
+        .schema;
+    let mut types = HashMap::new();
+    for name in &insert.measurements {
+        let index = column_index(&schema, name)?;
+        types.insert(name.clone(), schema.columns[index].data_type);
+    }
+    let tablet = super::build_tablet(insert, &types)?;
+    let categories: Vec<Category> = tablet
+        .measurements
+        .iter()
+        .map(|m| schema.column(m).map(|c| c.category))
+        .collect::<Option<_>>()
+        .expect("every column was found above");
+    insert_table(backend, database, tablet, &categories).await
 }
 
 /// Whether `schema` has every column of `wanted` as it is there.

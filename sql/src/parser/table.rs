@@ -6,9 +6,9 @@ use common::table::{self, Category, TableColumn, TableSchema};
 use common::DataType;
 
 use super::{parse_statement, Parser, CLAUSES_UNSUPPORTED};
-use crate::ast::{RowWindow, Statement, TableSelect, TableStatement, TimeRange};
+use crate::ast::{Insert, RowWindow, Statement, TableSelect, TableStatement, TimeRange};
 use crate::lexer::{advance, tokenize, TokenKind};
-use crate::{ParseError, Position, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
+use crate::{ParseError, Position, INSERT_ROWS_MAX, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
 
 /// Parses the one table-model statement of `text` (a trailing `;` allowed).
 pub fn parse_table_statement(text: &str) -> Result<TableStatement, ParseError> {
@@ -144,7 +144,11 @@ impl Parser<'_> {
                 self.next += 1;
                 TableStatement::Select(self.table_select()?)
             }
-            ("DROP" | "ALTER", "TABLE") | ("INSERT" | "UPDATE" | "DELETE", _) => {
+            ("INSERT", "INTO") => {
+                self.next += 2;
+                self.table_insert()?
+            }
+            ("DROP" | "ALTER", "TABLE") | ("UPDATE" | "DELETE", _) => {
                 let what = format!(
                     "{} in the table model",
                     self.tokens[self.next].text.to_ascii_uppercase()
@@ -276,6 +280,41 @@ impl Parser<'_> {
                 ttl_ms,
             },
             if_not_exists,
+        })
+    }
+
+    /// After `INSERT INTO`: the tree model's row syntax, with a table's columns.
+    fn table_insert(&mut self) -> Result<TableStatement, ParseError> {
+        let (database, table) = self.qualified()?;
+        let (time_column, columns) = self.insert_columns()?;
+        let mut measurements = Vec::with_capacity(columns.len());
+        for column in columns {
+            let column = column.to_lowercase();
+            if let Err(reason) = table::check_name(&column) {
+                return Err(self.error(&format!("a column name ({reason})")));
+            }
+            measurements.push(column);
+        }
+        self.expect_keyword("VALUES")?;
+        let mut rows = Vec::new();
+        loop {
+            if rows.len() == INSERT_ROWS_MAX {
+                return Err(self.error(&format!(
+                    "end of statement: one INSERT takes at most {INSERT_ROWS_MAX} rows"
+                )));
+            }
+            rows.push(self.insert_row(time_column, measurements.len())?);
+            if !self.eat(&TokenKind::Comma) {
+                break;
+            }
+        }
+        Ok(TableStatement::Insert {
+            database,
+            insert: Insert {
+                device: table,
+                measurements,
+                rows,
+            },
         })
     }
 
