@@ -405,12 +405,7 @@ impl Command {
                 w.str16(&table.name);
                 w.i64(table.ttl_ms.unwrap_or(0));
                 w.u8(u8::from(*if_not_exists) | u8::from(*extend) << 1);
-                w.len32(table.columns.len());
-                for c in &table.columns {
-                    w.str16(&c.name);
-                    w.u8(c.category.wire());
-                    w.u8(c.data_type.code());
-                }
+                encode_table_columns(&mut w, &table.columns);
             }
             Command::SetDeviceAttributes {
                 database,
@@ -422,18 +417,7 @@ impl Command {
                 w.str16(table);
                 w.len32(devices.len());
                 for (tags, attributes) in devices {
-                    w.len32(tags.len());
-                    for tag in tags {
-                        w.bool(tag.is_some());
-                        if let Some(tag) = tag {
-                            w.str16(tag);
-                        }
-                    }
-                    w.len32(attributes.len());
-                    for (k, v) in attributes {
-                        w.str16(k);
-                        w.str16(v);
-                    }
+                    encode_device(&mut w, tags, attributes);
                 }
             }
         }
@@ -592,20 +576,7 @@ impl Command {
                 if flags > 3 {
                     return r.error(format!("CREATE TABLE flags {flags}"));
                 }
-                let n = r.count(4)?;
-                let mut columns = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let name = r.str16()?;
-                    let byte = r.u8()?;
-                    let Some(category) = Category::from_wire(byte) else {
-                        return r.error(format!("column category {byte}"));
-                    };
-                    columns.push(TableColumn {
-                        name,
-                        category,
-                        data_type: r.data_type()?,
-                    });
-                }
+                let columns = decode_table_columns(&mut r)?;
                 Command::CreateTable {
                     database,
                     table: TableSchema {
@@ -623,17 +594,7 @@ impl Command {
                 let n = r.count(8)?;
                 let mut devices = Vec::with_capacity(n);
                 for _ in 0..n {
-                    let tags_n = r.count(1)?;
-                    let mut tags = Vec::with_capacity(tags_n);
-                    for _ in 0..tags_n {
-                        tags.push(if r.bool()? { Some(r.str16()?) } else { None });
-                    }
-                    let attributes_n = r.count(4)?;
-                    let mut attributes = BTreeMap::new();
-                    for _ in 0..attributes_n {
-                        attributes.insert(r.str16()?, r.str16()?);
-                    }
-                    devices.push((tags, attributes));
+                    devices.push(decode_device(&mut r)?);
                 }
                 Command::SetDeviceAttributes {
                     database,
@@ -723,6 +684,70 @@ impl CommandResult {
         r.finish()?;
         Ok(result)
     }
+}
+
+/// A table's columns (kind 19, and the snapshot's tables): `u32 n × {str16 name, u8 category,
+/// u8 type}`.
+pub(crate) fn encode_table_columns(w: &mut Writer, columns: &[TableColumn]) {
+    w.len32(columns.len());
+    for c in columns {
+        w.str16(&c.name);
+        w.u8(c.category.wire());
+        w.u8(c.data_type.code());
+    }
+}
+
+pub(crate) fn decode_table_columns(
+    r: &mut Reader<'_>,
+) -> common::codec::DecodeResult<Vec<TableColumn>> {
+    let n = r.count(4)?;
+    let mut columns = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = r.str16()?;
+        let byte = r.u8()?;
+        let Some(category) = Category::from_wire(byte) else {
+            return r.error(format!("column category {byte}"));
+        };
+        columns.push(TableColumn {
+            name,
+            category,
+            data_type: r.data_type()?,
+        });
+    }
+    Ok(columns)
+}
+
+/// A table device's tag values and attributes (kind 20, and the snapshot's tables): `u32 tags ×
+/// {bool present, [str16]}, u32 attributes × {str16, str16}`.
+pub(crate) fn encode_device(
+    w: &mut Writer,
+    tags: &[Option<String>],
+    attributes: &BTreeMap<String, String>,
+) {
+    w.len32(tags.len());
+    for tag in tags {
+        w.bool(tag.is_some());
+        if let Some(tag) = tag {
+            w.str16(tag);
+        }
+    }
+    w.len32(attributes.len());
+    for (k, v) in attributes {
+        w.str16(k);
+        w.str16(v);
+    }
+}
+
+pub(crate) fn decode_device(r: &mut Reader<'_>) -> common::codec::DecodeResult<DeviceAttributes> {
+    let mut tags = Vec::new();
+    for _ in 0..r.count(1)? {
+        tags.push(if r.bool()? { Some(r.str16()?) } else { None });
+    }
+    let mut attributes = BTreeMap::new();
+    for _ in 0..r.count(4)? {
+        attributes.insert(r.str16()?, r.str16()?);
+    }
+    Ok((tags, attributes))
 }
 
 /// A series' alias, tags and attributes (kind 18, and the snapshot's series meta table).

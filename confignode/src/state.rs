@@ -1769,26 +1769,10 @@ impl MetadataState {
             w.str16(db);
             w.str16(name);
             w.i64(t.schema.ttl_ms.unwrap_or(0));
-            w.len32(t.schema.columns.len());
-            for c in &t.schema.columns {
-                w.str16(&c.name);
-                w.u8(c.category.wire());
-                w.u8(c.data_type.code());
-            }
+            crate::command::encode_table_columns(w, &t.schema.columns);
             w.len32(t.devices.len());
             for (tags, attributes) in &t.devices {
-                w.len32(tags.len());
-                for tag in tags {
-                    w.bool(tag.is_some());
-                    if let Some(tag) = tag {
-                        w.str16(tag);
-                    }
-                }
-                w.len32(attributes.len());
-                for (k, v) in attributes {
-                    w.str16(k);
-                    w.str16(v);
-                }
+                crate::command::encode_device(w, tags, attributes);
             }
         }
     }
@@ -1966,29 +1950,10 @@ impl MetadataState {
             for _ in 0..r.count(20)? {
                 let key = (r.str16()?, r.str16()?);
                 let ttl_ms = r.i64()?;
-                let mut columns = Vec::new();
-                for _ in 0..r.count(4)? {
-                    let name = r.str16()?;
-                    let byte = r.u8()?;
-                    let Some(category) = Category::from_wire(byte) else {
-                        return r.error(format!("column category {byte}"));
-                    };
-                    columns.push(TableColumn {
-                        name,
-                        category,
-                        data_type: r.data_type()?,
-                    });
-                }
+                let columns = crate::command::decode_table_columns(&mut r)?;
                 let mut devices = BTreeMap::new();
                 for _ in 0..r.count(8)? {
-                    let mut tags = Vec::new();
-                    for _ in 0..r.count(1)? {
-                        tags.push(if r.bool()? { Some(r.str16()?) } else { None });
-                    }
-                    let mut attributes = BTreeMap::new();
-                    for _ in 0..r.count(4)? {
-                        attributes.insert(r.str16()?, r.str16()?);
-                    }
+                    let (tags, attributes) = crate::command::decode_device(&mut r)?;
                     devices.insert(tags, attributes);
                 }
                 if !s.databases.contains_key(&key.0) {

@@ -568,6 +568,20 @@ impl Parser<'_> {
         let (time_column, measurements) = self.insert_columns()?;
         // `ALIGNED VALUES`: IoTDB's aligned devices; Fencepost stores every device one way.
         self.eat_keyword("ALIGNED");
+        let rows = self.insert_values(time_column, measurements.len())?;
+        Ok(Statement::Insert(Insert {
+            device,
+            measurements,
+            rows,
+        }))
+    }
+
+    /// `VALUES (row), ...`: at most [`INSERT_ROWS_MAX`] rows of `measurements` values and a time.
+    fn insert_values(
+        &mut self,
+        time_column: usize,
+        measurements: usize,
+    ) -> Result<Vec<InsertRow>, ParseError> {
         self.expect_keyword("VALUES")?;
         let mut rows = Vec::new();
         loop {
@@ -576,16 +590,11 @@ impl Parser<'_> {
                     "end of statement: one INSERT takes at most {INSERT_ROWS_MAX} rows"
                 )));
             }
-            rows.push(self.insert_row(time_column, measurements.len())?);
+            rows.push(self.insert_row(time_column, measurements)?);
             if !self.eat(&TokenKind::Comma) {
-                break;
+                return Ok(rows);
             }
         }
-        Ok(Statement::Insert(Insert {
-            device,
-            measurements,
-            rows,
-        }))
     }
 
     /// `(time, s1, s2)`: the time column's index and the measurements in order.

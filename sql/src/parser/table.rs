@@ -8,7 +8,7 @@ use common::DataType;
 use super::{parse_statement, Parser, CLAUSES_UNSUPPORTED};
 use crate::ast::{Insert, RowWindow, Statement, TableSelect, TableStatement, TimeRange};
 use crate::lexer::{advance, tokenize, TokenKind};
-use crate::{ParseError, Position, INSERT_ROWS_MAX, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
+use crate::{ParseError, Position, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
 
 /// Parses the one table-model statement of `text` (a trailing `;` allowed).
 pub fn parse_table_statement(text: &str) -> Result<TableStatement, ParseError> {
@@ -295,19 +295,7 @@ impl Parser<'_> {
             }
             measurements.push(column);
         }
-        self.expect_keyword("VALUES")?;
-        let mut rows = Vec::new();
-        loop {
-            if rows.len() == INSERT_ROWS_MAX {
-                return Err(self.error(&format!(
-                    "end of statement: one INSERT takes at most {INSERT_ROWS_MAX} rows"
-                )));
-            }
-            rows.push(self.insert_row(time_column, measurements.len())?);
-            if !self.eat(&TokenKind::Comma) {
-                break;
-            }
-        }
+        let rows = self.insert_values(time_column, measurements.len())?;
         Ok(TableStatement::Insert {
             database,
             insert: Insert {
