@@ -10,10 +10,11 @@
 #
 # --protocols: what IoTDB's client RPC costs against gRPC (issue 19). 1 ConfigNode + 1 DataNode
 # (RF=1) take the same generated points (100 devices × 10 DOUBLE measurements, 1000-row tablets,
-# 4 clients, one database each) three ways, one after another: `fencepost bench` (gRPC session),
+# 4 clients, one database each) four ways, one after another: `fencepost bench` (gRPC session),
 # `peerload --target iotdb` (the same tablets from Rust over Thrift, binary protocol) and IoTDB's
 # official Python client (`scripts/iotdb_client_bench.py`: NumpyTablet, 4 threads, the virtualenv
-# of scripts/iotdb-client-tests.sh). Prints points/s, the DataNode's CPU seconds per million
+# of scripts/iotdb-client-tests.sh), then the same through its TableSession (the table model: a
+# TAG column and 10 FIELDs, one device per tablet). Prints points/s, the DataNode's CPU seconds per million
 # points, and each against gRPC; appends the table to benches/RESULTS.md unless --no-record.
 #
 # --soak: 1 ConfigNode + 1 DataNode (RF=1) at half the ingest measured in its first 20 s, walk2dp
@@ -267,6 +268,9 @@ if [ "$mode" = --protocols ]; then
         --duration-s "$duration" --json
     run_one "apache-iotdb 2.0.11 (Python)" "Thrift binary" \
         "$python" scripts/iotdb_client_bench.py --database root.python --duration-s "$duration"
+    run_one "apache-iotdb 2.0.11 TableSession (Python)" "Thrift binary, table model" \
+        "$python" scripts/iotdb_client_bench.py --database root.pytable --table \
+        --duration-s "$duration"
     if [ $record = 1 ]; then
         {
             echo

@@ -3,6 +3,11 @@
 connection per client thread, each client its own devices), as NumpyTablets (the client's fast
 path), for --duration-s seconds. Prints one JSON object: points, tablets, elapsed_s, points_per_s,
 errors. Run by `scripts/bench.sh --protocols` with the virtualenv of scripts/iotdb-client-tests.sh.
+
+With --table, the same points go through the table model (`TableSession.insert`): table `bench`
+of the table database named by --database without `root.`, a TAG column `device` and the
+measurements as FIELD columns, one device per tablet (the tag column's values are not counted
+as points).
 """
 
 import argparse
@@ -13,8 +18,10 @@ import time
 
 import numpy as np
 from iotdb.Session import Session
+from iotdb.table_session import TableSession, TableSessionConfig
 from iotdb.utils.IoTDBConstants import TSDataType
 from iotdb.utils.NumpyTablet import NumpyTablet
+from iotdb.utils.Tablet import ColumnType
 
 
 def main():
@@ -28,7 +35,9 @@ def main():
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--duration-s", type=float, default=20)
     p.add_argument("--start-time", type=int, default=1_700_000_000_000)
+    p.add_argument("--table", action="store_true", help="write through the table model")
     args = p.parse_args()
+    table_database = args.database.removeprefix("root.")
 
     setup = Session(args.host, args.port, "root", "root")
     setup.open(False)
@@ -37,6 +46,15 @@ def main():
     except Exception:
         pass  # it exists
     setup.close()
+
+    def open_session():
+        if not args.table:
+            session = Session(args.host, args.port, "root", "root")
+            session.open(False)
+            return session
+        return TableSession(TableSessionConfig(
+            node_urls=[f"{args.host}:{args.port}"], database=table_database,
+        ))
 
     measurements = [f"s{i}" for i in range(args.measurements)]
     types = [TSDataType.DOUBLE] * args.measurements
@@ -50,8 +68,7 @@ def main():
     started = time.monotonic()
 
     def client(index):
-        session = Session(args.host, args.port, "root", "root")
-        session.open(False)
+        session = open_session()
         devices = [d for d in range(args.devices) if d % args.clients == index]
         values = [np.round(rng.uniform(0, 1000, rows), 2) for _ in measurements]
         round_ = 0
@@ -59,11 +76,18 @@ def main():
             for d in devices:
                 base = args.start_time + round_ * rows
                 times = np.arange(base, base + rows, dtype=np.int64)
-                tablet = NumpyTablet(
-                    f"{args.database}.d{d}", measurements, types, values, times
-                )
                 try:
-                    session.insert_tablet(tablet)
+                    if args.table:
+                        tags = np.array([f"d{d}"] * rows)
+                        session.insert(NumpyTablet(
+                            "bench", ["device"] + measurements, [TSDataType.STRING] + types,
+                            [tags] + values, times,
+                            column_types=[ColumnType.TAG] + [ColumnType.FIELD] * len(measurements),
+                        ))
+                    else:
+                        session.insert_tablet(NumpyTablet(
+                            f"{args.database}.d{d}", measurements, types, values, times
+                        ))
                     counts[index] += rows * len(measurements)
                 except Exception as e:  # counted, the run goes on
                     errors[index] += 1
@@ -84,7 +108,7 @@ def main():
     print(
         json.dumps(
             {
-                "system": "iotdb-python",
+                "system": "iotdb-python-table" if args.table else "iotdb-python",
                 "points": points,
                 "tablets": points // (rows * len(measurements)),
                 "elapsed_s": round(elapsed, 3),

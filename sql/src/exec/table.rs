@@ -587,12 +587,43 @@ pub async fn insert_table<B: Backend>(
     if !tablets.is_empty() {
         backend.insert_tablets(tablets).await?;
     }
-    if !attributes.is_empty() {
-        backend
-            .set_device_attributes(&path, &name, &attributes)
-            .await?;
+    for part in attribute_batches(&attributes) {
+        backend.set_device_attributes(&path, &name, part).await?;
     }
     Ok(())
+}
+
+/// Most devices in one attribute update (one ConfigNode log entry).
+const ATTRIBUTE_BATCH_DEVICES: usize = 1000;
+/// Most attribute bytes in one attribute update.
+const ATTRIBUTE_BATCH_BYTES: usize = 1 << 20;
+
+/// `devices` in runs of at most [`ATTRIBUTE_BATCH_DEVICES`] devices and about
+/// [`ATTRIBUTE_BATCH_BYTES`] bytes of names and values (a run holds one device at least), so
+/// no update makes an oversized ConfigNode log entry.
+fn attribute_batches(devices: &[DeviceAttributes]) -> Vec<&[DeviceAttributes]> {
+    let size = |(tags, attributes): &DeviceAttributes| {
+        let tags: usize = tags.iter().flatten().map(String::len).sum();
+        tags + attributes
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>()
+    };
+    let mut batches = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, device) in devices.iter().enumerate() {
+        let full =
+            i - start == ATTRIBUTE_BATCH_DEVICES || bytes + size(device) > ATTRIBUTE_BATCH_BYTES;
+        if full && i > start {
+            batches.push(&devices[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size(device);
+    }
+    if start < devices.len() {
+        batches.push(&devices[start..]);
+    }
+    batches
 }
 
 /// `INSERT INTO table(...) VALUES ...`: the table and every column named must exist (their
@@ -640,5 +671,33 @@ async fn extend<B: Backend>(
             StatusCode::TableNotExists,
             format!("table {} does not exist", wanted.name),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_updates_are_batched_by_devices_and_bytes() {
+        let device = |i: usize, bytes: usize| -> DeviceAttributes {
+            (
+                vec![Some(i.to_string())],
+                [("a".to_string(), "x".repeat(bytes))].into(),
+            )
+        };
+        assert!(attribute_batches(&[]).is_empty());
+        let many: Vec<_> = (0..2500).map(|i| device(i, 1)).collect();
+        let lens: Vec<usize> = attribute_batches(&many).iter().map(|b| b.len()).collect();
+        assert_eq!(lens, [1000, 1000, 500]);
+        let big: Vec<_> = (0..5).map(|i| device(i, 600 << 10)).collect();
+        let lens: Vec<usize> = attribute_batches(&big).iter().map(|b| b.len()).collect();
+        assert_eq!(lens, [1, 1, 1, 1, 1], "each over half the byte budget");
+        let huge = vec![device(0, 2 << 20)];
+        assert_eq!(
+            attribute_batches(&huge).len(),
+            1,
+            "one device is one batch whatever its size"
+        );
     }
 }
