@@ -519,69 +519,99 @@ pub async fn insert_table<B: Backend>(
         _ => extend(backend, &path, &wanted).await?,
     };
 
-    // Rows grouped by device (its tag values in the table's tag order), in first-seen order.
+    // Rows grouped by device (its tag values in the table's tag order), in first-seen order;
+    // a run of rows of one device costs no lookup.
     let tag_columns: Vec<Option<usize>> = schema
         .tags()
         .map(|t| tablet.measurements.iter().position(|m| *m == t.name))
         .collect();
-    let mut groups: Vec<(Vec<Option<String>>, Vec<usize>)> = Vec::new();
-    let mut index: HashMap<Vec<Option<String>>, usize> = HashMap::new();
-    for row in 0..tablet.timestamps.len() {
-        let tags: Vec<Option<String>> = tag_columns
+    let tags_of = |row: usize| -> Vec<Option<&str>> {
+        tag_columns
             .iter()
-            .map(|c| {
-                let c = (*c)?;
-                match tablet.is_null(row, c) {
-                    true => None,
-                    false => match tablet.columns[c].value(row) {
-                        Value::String(s) => Some(s),
-                        _ => None,
-                    },
+            .map(|c| match (*c, &tablet.columns[(*c)?]) {
+                (Some(c), Column::String(values)) if !tablet.is_null(row, c) => {
+                    Some(values[row].as_str())
                 }
+                _ => None,
             })
-            .collect();
-        let group = *index.entry(tags.clone()).or_insert_with(|| {
-            groups.push((tags, Vec::new()));
-            groups.len() - 1
-        });
+            .collect()
+    };
+    let mut groups: Vec<(Vec<Option<&str>>, Vec<usize>)> = Vec::new();
+    let mut index: HashMap<Vec<Option<&str>>, usize> = HashMap::new();
+    let mut previous: Option<usize> = None;
+    for row in 0..tablet.timestamps.len() {
+        let tags = tags_of(row);
+        let group = match previous {
+            Some(g) if groups[g].0 == tags => g,
+            _ => *index.entry(tags.clone()).or_insert_with(|| {
+                groups.push((tags, Vec::new()));
+                groups.len() - 1
+            }),
+        };
         groups[group].1.push(row);
+        previous = Some(group);
     }
-    let fields: Vec<usize> = (0..categories.len())
-        .filter(|&i| categories[i] == Category::Field)
-        .collect();
-    let attribute_columns: Vec<usize> = (0..categories.len())
-        .filter(|&i| categories[i] == Category::Attribute)
-        .collect();
-    let mut tablets = Vec::new();
+    // Each device's last non-null value of each ATTRIBUTE column.
     let mut attributes: Vec<DeviceAttributes> = Vec::new();
     for (tags, rows) in &groups {
-        let borrowed: Vec<Option<&str>> = tags.iter().map(Option::as_deref).collect();
-        let device = table::device_path(&path, &name, &borrowed);
-        if !fields.is_empty() {
-            let part = tablet.select_rows(rows);
-            tablets.push(Tablet {
-                device,
-                measurements: fields
-                    .iter()
-                    .map(|&i| part.measurements[i].clone())
-                    .collect(),
-                data_types: fields.iter().map(|&i| part.data_types[i]).collect(),
-                timestamps: part.timestamps.clone(),
-                columns: fields.iter().map(|&i| part.columns[i].clone()).collect(),
-                bitmaps: fields.iter().map(|&i| part.bitmaps[i].clone()).collect(),
-            });
-        }
         let mut set = BTreeMap::new();
-        for &c in &attribute_columns {
+        for (c, category) in categories.iter().enumerate() {
+            if *category != Category::Attribute {
+                continue;
+            }
             let last = rows.iter().rev().find(|&&r| !tablet.is_null(r, c));
-            if let Some(&row) = last {
-                if let Value::String(v) = tablet.columns[c].value(row) {
-                    set.insert(tablet.measurements[c].clone(), v);
-                }
+            if let (Some(&row), Column::String(values)) = (last, &tablet.columns[c]) {
+                set.insert(tablet.measurements[c].clone(), values[row].clone());
             }
         }
         if !set.is_empty() {
-            attributes.push((tags.clone(), set));
+            let tags = tags.iter().map(|t| t.map(str::to_string)).collect();
+            attributes.push((tags, set));
+        }
+    }
+    let groups: Vec<(String, Vec<usize>)> = groups
+        .into_iter()
+        .map(|(tags, rows)| (table::device_path(&path, &name, &tags), rows))
+        .collect();
+    drop(index);
+
+    // The FIELD columns, moved out of the tablet: one device's rows are written as they are,
+    // several devices' are copied out per device.
+    let mut fields = Tablet::new(String::new(), &[]);
+    let Tablet {
+        measurements,
+        data_types,
+        timestamps,
+        columns,
+        bitmaps,
+        ..
+    } = tablet;
+    fields.timestamps = timestamps;
+    let parts = measurements
+        .into_iter()
+        .zip(data_types)
+        .zip(columns)
+        .zip(bitmaps)
+        .zip(categories);
+    for ((((measurement, data_type), column), bitmap), category) in parts {
+        if *category == Category::Field {
+            fields.measurements.push(measurement);
+            fields.data_types.push(data_type);
+            fields.columns.push(column);
+            fields.bitmaps.push(bitmap);
+        }
+    }
+    let mut tablets = Vec::with_capacity(groups.len());
+    if !fields.measurements.is_empty() {
+        if let [(device, _)] = groups.as_slice() {
+            fields.device = device.clone();
+            tablets.push(fields);
+        } else {
+            for (device, rows) in &groups {
+                let mut part = fields.select_rows(rows);
+                part.device = device.clone();
+                tablets.push(part);
+            }
         }
     }
     if !tablets.is_empty() {
