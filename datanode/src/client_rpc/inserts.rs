@@ -88,6 +88,19 @@ pub(crate) fn from_tablet(req: InsertTabletReq) -> Result<Tablet> {
     )
 }
 
+/// `insertTablet`'s tablet, decoded from the request it leaves whole (a table write may decode it
+/// twice: to write, then to relay).
+pub(crate) fn tablet_of(req: &InsertTabletReq) -> Result<Tablet> {
+    tablet(
+        req.prefix_path.clone(),
+        req.measurements.clone(),
+        &req.types,
+        req.size,
+        &req.values,
+        &req.timestamps,
+    )
+}
+
 /// `insertTablets`.
 pub(crate) fn from_tablets(req: InsertTabletsReq) -> Result<Vec<Tablet>> {
     let n = req.prefix_paths.len();

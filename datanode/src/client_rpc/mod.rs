@@ -864,16 +864,18 @@ impl Connection {
                 }
             }
         }
-        let tablet = match inserts::from_tablet(req) {
-            Ok(tablet) => tablet,
-            Err(e) => return bad_request(e),
-        };
+        // Decoded from the request's bytes for each attempt, so the local one needs no copy kept
+        // for a relay.
+        let decode = || inserts::tablet_of(&req);
         // A fenced DataNode hands the write to a lease holder at once, as the coordinator does a
         // tree tablet; so does one whose lookups find the ConfigNode silent or the lease gone.
         let coordinator = &self.shared.coordinator;
         if coordinator.write_gate() {
-            let outcome =
-                sql::insert_table(&session.backend, &database, tablet.clone(), &categories).await;
+            let tablet = match decode() {
+                Ok(tablet) => tablet,
+                Err(e) => return bad_request(e),
+            };
+            let outcome = sql::insert_table(&session.backend, &database, tablet, &categories).await;
             match outcome {
                 Err(e) if relayable(e.code()) => {
                     tracing::debug!("table write relayed after {}: {e}", e.code())
@@ -881,6 +883,10 @@ impl Connection {
                 outcome => return self.done(outcome),
             }
         }
+        let tablet = match decode() {
+            Ok(tablet) => tablet,
+            Err(e) => return bad_request(e),
+        };
         match coordinator
             .relay_table_insert(&database, &tablet, &categories)
             .await
