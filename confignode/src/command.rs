@@ -202,6 +202,15 @@ pub enum Command {
         /// Create the table if missing, else add the columns it lacks.
         extend: bool,
     },
+    /// Step 1 of the fence protocol for DROP TABLE: takes the table out of the schema at once
+    /// and marks the series of its devices pending-delete; the operation invalidates every
+    /// DataNode's cache of the table and deletes the series' points.
+    BeginDropTable {
+        /// The tree database, `root.<name>`.
+        database: String,
+        /// The table.
+        table: String,
+    },
     /// The ATTRIBUTE values of devices of a table; each value replaces the device's last.
     SetDeviceAttributes {
         /// The tree database.
@@ -241,6 +250,7 @@ mod kind {
     pub const CREATE_TIMESERIES_WITH_META: u8 = 18;
     pub const CREATE_TABLE: u8 = 19;
     pub const SET_DEVICE_ATTRIBUTES: u8 = 20;
+    pub const BEGIN_DROP_TABLE: u8 = 21;
 }
 
 impl Command {
@@ -327,11 +337,7 @@ impl Command {
             }
             Command::BeginDeleteTimeseries { series } => {
                 w.u8(kind::BEGIN_DELETE_TIMESERIES);
-                w.len32(series.len());
-                for (device, measurement) in series {
-                    w.str16(device);
-                    w.str16(measurement);
-                }
+                encode_series_keys(&mut w, series);
             }
             Command::BeginDropDatabase { database } => {
                 w.u8(kind::BEGIN_DROP_DATABASE);
@@ -406,6 +412,11 @@ impl Command {
                 w.i64(table.ttl_ms.unwrap_or(0));
                 w.u8(u8::from(*if_not_exists) | u8::from(*extend) << 1);
                 encode_table_columns(&mut w, &table.columns);
+            }
+            Command::BeginDropTable { database, table } => {
+                w.u8(kind::BEGIN_DROP_TABLE);
+                w.str16(database);
+                w.str16(table);
             }
             Command::SetDeviceAttributes {
                 database,
@@ -522,14 +533,9 @@ impl Command {
                     database_partitions_max,
                 }
             }
-            kind::BEGIN_DELETE_TIMESERIES => {
-                let n = r.count(4)?;
-                let mut series = Vec::with_capacity(n);
-                for _ in 0..n {
-                    series.push((r.str16()?, r.str16()?));
-                }
-                Command::BeginDeleteTimeseries { series }
-            }
+            kind::BEGIN_DELETE_TIMESERIES => Command::BeginDeleteTimeseries {
+                series: decode_series_keys(&mut r)?,
+            },
             kind::BEGIN_DROP_DATABASE => Command::BeginDropDatabase {
                 database: r.str16()?,
             },
@@ -588,6 +594,10 @@ impl Command {
                     extend: flags & 2 != 0,
                 }
             }
+            kind::BEGIN_DROP_TABLE => Command::BeginDropTable {
+                database: r.str16()?,
+                table: r.str16()?,
+            },
             kind::SET_DEVICE_ATTRIBUTES => {
                 let database = r.str16()?;
                 let table = r.str16()?;
@@ -684,6 +694,27 @@ impl CommandResult {
         r.finish()?;
         Ok(result)
     }
+}
+
+/// (device, measurement) pairs (kind 6, and the snapshot's operations): `u32 n × {str16
+/// device, str16 measurement}`.
+pub(crate) fn encode_series_keys(w: &mut Writer, series: &[(String, String)]) {
+    w.len32(series.len());
+    for (device, measurement) in series {
+        w.str16(device);
+        w.str16(measurement);
+    }
+}
+
+pub(crate) fn decode_series_keys(
+    r: &mut Reader<'_>,
+) -> common::codec::DecodeResult<Vec<(String, String)>> {
+    let n = r.count(4)?;
+    let mut series = Vec::with_capacity(n);
+    for _ in 0..n {
+        series.push((r.str16()?, r.str16()?));
+    }
+    Ok(series)
 }
 
 /// A table's columns (kind 19, and the snapshot's tables): `u32 n × {str16 name, u8 category,
@@ -1007,6 +1038,13 @@ pub(crate) mod tests {
                 0, 1, 0, b'k', 1, 0, b'v',
             ],
         );
+        golden(
+            Command::BeginDropTable {
+                database: "x".into(),
+                table: "t".into(),
+            },
+            &[2, 21, 1, 0, b'x', 1, 0, b't'],
+        );
         // A name the type does not take is refused, not stored.
         let bad = [
             2, 10, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 5, 3, 0, b'R', b'L', b'E', 0, 0,
@@ -1229,6 +1267,10 @@ pub(crate) mod tests {
                     table,
                     devices,
                 }),
+            (name, name).prop_map(|(db, table)| Command::BeginDropTable {
+                database: format!("root.{db}"),
+                table,
+            }),
             (
                 name,
                 prop_oneof![

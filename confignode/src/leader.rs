@@ -150,7 +150,7 @@ impl Leadership {
                     database: db.clone(),
                 })
             }
-            OperationKind::DeleteTimeseries(_) => {
+            OperationKind::DeleteTimeseries(_) | OperationKind::DropTable { .. } => {
                 proto::region_write_req::Command::DeleteSeries(proto::DeleteSeriesCommand {
                     series,
                 })
@@ -223,7 +223,7 @@ impl Leadership {
             OperationKind::DropDatabase(db) => {
                 ids.extend(state.regions().filter(|r| r.database == *db).map(|r| r.id));
             }
-            OperationKind::DeleteTimeseries(series) => {
+            OperationKind::DeleteTimeseries(series) | OperationKind::DropTable { series, .. } => {
                 let partition = self.config.partition_config();
                 for (device, _) in series {
                     if let Some((db, _)) = state.database_of(device) {
@@ -511,21 +511,27 @@ fn invalidation_request(
     version: u64,
     operation_id: u64,
 ) -> (proto::InvalidateCacheReq, Vec<proto::SeriesPath>) {
-    let (databases, series) = match kind {
-        OperationKind::DropDatabase(db) | OperationKind::SetTtl(db) => {
-            (vec![db.clone()], Vec::new())
-        }
-        OperationKind::DeleteTimeseries(series) => (
-            Vec::new(),
-            series
-                .iter()
-                .map(|(d, m)| proto::SeriesPath {
-                    device: d.clone(),
-                    measurement: m.clone(),
-                })
-                .collect(),
-        ),
+    let databases = match kind {
+        OperationKind::DropDatabase(db) | OperationKind::SetTtl(db) => vec![db.clone()],
+        OperationKind::DeleteTimeseries(_) | OperationKind::DropTable { .. } => Vec::new(),
     };
+    let tables = match kind {
+        OperationKind::DropTable {
+            database, table, ..
+        } => vec![proto::TableRef {
+            database: database.clone(),
+            table: table.clone(),
+        }],
+        _ => Vec::new(),
+    };
+    let series: Vec<proto::SeriesPath> = kind
+        .series()
+        .iter()
+        .map(|(d, m)| proto::SeriesPath {
+            device: d.clone(),
+            measurement: m.clone(),
+        })
+        .collect();
     let request = proto::InvalidateCacheReq {
         data_node_id: 0,
         incarnation_epoch: 0,
@@ -534,6 +540,7 @@ fn invalidation_request(
         operation_id,
         databases,
         series: series.clone(),
+        tables,
         // Filled per target by the propagator.
         drain_timeout_ms: 0,
     };

@@ -212,14 +212,25 @@ impl ConfigNodeServiceImpl {
         }
     }
 
-    /// The pending fence operation of exactly this kind and target, if one is in progress.
+    /// The pending fence operation of exactly this kind and target, if one is in progress. A
+    /// DROP TABLE joins one of its table only while no table of that name exists again.
     fn pending_operation(&self, kind: &OperationKind) -> Option<u64> {
-        self.shared
-            .group
-            .state()
-            .operations()
-            .find(|(_, k)| *k == kind)
-            .map(|(id, _)| id)
+        let state = self.shared.group.state();
+        let same = |k: &OperationKind| match (k, kind) {
+            (
+                OperationKind::DropTable {
+                    database, table, ..
+                },
+                OperationKind::DropTable {
+                    database: d,
+                    table: t,
+                    ..
+                },
+            ) => database == d && table == t && state.table(d, t).is_none(),
+            _ => k == kind,
+        };
+        let found = state.operations().find(|(_, k)| same(k)).map(|(id, _)| id);
+        found
     }
 
     fn registration_response(&self, data_node_id: u64, epoch: u64) -> proto::RegisterDataNodeResp {
@@ -601,6 +612,17 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         Ok(Response::new(
             self.run_fence_operation(Command::BeginDeleteTimeseries { series })
                 .await,
+        ))
+    }
+
+    async fn drop_table(&self, request: Request<proto::DropTableReq>) -> RpcResult<proto::Status> {
+        let req = request.into_inner();
+        Ok(Response::new(
+            self.run_fence_operation(Command::BeginDropTable {
+                database: req.database,
+                table: req.table,
+            })
+            .await,
         ))
     }
 
@@ -996,6 +1018,12 @@ fn operation_kind(begin: &Command) -> OperationKind {
         Command::BeginDeleteTimeseries { series } => {
             OperationKind::DeleteTimeseries(series.clone())
         }
+        // The series are the state's to list; a join compares the table alone.
+        Command::BeginDropTable { database, table } => OperationKind::DropTable {
+            database: database.clone(),
+            table: table.clone(),
+            series: Vec::new(),
+        },
         other => panic!("{other:?} begins no fence operation"),
     }
 }

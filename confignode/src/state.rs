@@ -18,7 +18,9 @@ use common::codec::Writer;
 use common::path::{is_under, DatabasePath, DevicePath, Measurement, PathError};
 use common::{envelope, DataType};
 
-use crate::command::{Command, CommandResult, DeviceAttributes, SeriesSpec};
+use crate::command::{
+    decode_series_keys, encode_series_keys, Command, CommandResult, DeviceAttributes, SeriesSpec,
+};
 use crate::error::{DecodeError, MetadataError};
 use crate::users::{self, StoredPassword, ROOT_USER, USERS_MAX};
 use common::table::{self, Category, TableColumn, TableSchema};
@@ -129,6 +131,38 @@ pub enum OperationKind {
     /// SET / UNSET TTL of a database: deletes nothing, only invalidates (the new TTL is in the
     /// state from the Begin on).
     SetTtl(String),
+    /// DROP TABLE: the table left the schema at the Begin; its caches are invalidated and the
+    /// series of its devices deleted, as a DELETE TIMESERIES of `series` (which follow the same
+    /// rules as that operation's).
+    DropTable {
+        /// The tree database.
+        database: String,
+        /// The table.
+        table: String,
+        /// The series of the table's devices it still has to delete.
+        series: Vec<(String, String)>,
+    },
+}
+
+impl OperationKind {
+    /// The series it deletes one by one (DELETE TIMESERIES, DROP TABLE).
+    pub fn series(&self) -> &[(String, String)] {
+        match self {
+            OperationKind::DeleteTimeseries(series) | OperationKind::DropTable { series, .. } => {
+                series
+            }
+            OperationKind::DropDatabase(_) | OperationKind::SetTtl(_) => &[],
+        }
+    }
+
+    fn series_mut(&mut self) -> Option<&mut Vec<(String, String)>> {
+        match self {
+            OperationKind::DeleteTimeseries(series) | OperationKind::DropTable { series, .. } => {
+                Some(series)
+            }
+            OperationKind::DropDatabase(_) | OperationKind::SetTtl(_) => None,
+        }
+    }
 }
 
 /// The replicated metadata.
@@ -182,6 +216,10 @@ pub struct TableRecord {
 
 /// Most tables in the cluster.
 pub const TABLES_MAX: usize = 100_000;
+/// Most series one DROP TABLE deletes: its operation lists them all (in the log, the snapshot,
+/// the invalidation and the regions' deletions), as a DELETE TIMESERIES lists at most as many.
+/// A larger table goes with its database.
+pub const DROP_TABLE_SERIES_MAX: usize = 100_000;
 /// Most devices with attributes in one table.
 pub const TABLE_DEVICES_MAX: usize = 1_000_000;
 
@@ -804,6 +842,7 @@ impl MetadataState {
                 *database_partitions_max,
             ),
             Command::BeginDeleteTimeseries { series } => self.begin_delete_timeseries(series),
+            Command::BeginDropTable { database, table } => self.begin_drop_table(database, table),
             Command::BeginDropDatabase { database } => {
                 self.check_operations_limit()?;
                 match self.databases.get_mut(database) {
@@ -989,7 +1028,8 @@ impl MetadataState {
                     .remove(operation_id)
                     .ok_or(MetadataError::OperationNotFound(*operation_id))?;
                 match kind {
-                    OperationKind::DeleteTimeseries(series) => {
+                    OperationKind::DeleteTimeseries(series)
+                    | OperationKind::DropTable { series, .. } => {
                         // Only series still its own are listed (a finished DROP DATABASE took
                         // the others out), so each one is here and pending.
                         for key in series {
@@ -1548,9 +1588,57 @@ impl MetadataState {
         )))
     }
 
-    /// Takes out of every pending DELETE TIMESERIES the series that are no longer its to delete:
-    /// gone (a DROP DATABASE finished first and removed them), not pending delete (created
-    /// again since), or listed by a later operation (pending delete again, under that one).
+    /// DROP TABLE: the table leaves the schema now (a query or SHOW TABLES no longer finds it,
+    /// and a CREATE TABLE of its name makes a new one), and the series of its devices that no
+    /// other operation is deleting become pending delete, for the operation to delete.
+    fn begin_drop_table(
+        &mut self,
+        database: &str,
+        table: &str,
+    ) -> Result<CommandResult, MetadataError> {
+        self.check_operations_limit()?;
+        match self.databases.get(database) {
+            None => return Err(MetadataError::DatabaseNotFound(database.to_string())),
+            Some(true) => return Err(MetadataError::PendingDelete(database.to_string())),
+            Some(false) => {}
+        }
+        let key = (database.to_string(), table.to_string());
+        if !self.tables.contains_key(&key) {
+            return Err(MetadataError::TableNotFound(format!("{database}.{table}")));
+        }
+        // Every check before the first change: a refused command changes nothing.
+        let prefix = format!("{database}.{table}");
+        let mut series = Vec::new();
+        for (key, record) in self
+            .series
+            .range((prefix.clone(), String::new())..)
+            .take_while(|((device, _), _)| device.starts_with(&prefix))
+        {
+            if is_under(&key.0, &prefix) && !record.pending_delete {
+                if series.len() == DROP_TABLE_SERIES_MAX {
+                    return Err(MetadataError::Limit(format!(
+                        "table {table} has over {DROP_TABLE_SERIES_MAX} series for DROP TABLE; \
+                         drop its database instead"
+                    )));
+                }
+                series.push(key.clone());
+            }
+        }
+        self.tables.remove(&key);
+        for key in &series {
+            self.series.get_mut(key).expect("listed").pending_delete = true;
+        }
+        Ok(self.begin_operation(OperationKind::DropTable {
+            database: database.to_string(),
+            table: table.to_string(),
+            series,
+        }))
+    }
+
+    /// Takes out of every pending DELETE TIMESERIES or DROP TABLE the series that are no longer
+    /// its to delete: gone (a DROP DATABASE finished first and removed them), not pending delete
+    /// (created again since), or listed by a later operation (pending delete again, under that
+    /// one).
     ///
     /// At a drop's Finish this takes out exactly the series of the dropped database, since
     /// everything else still holds [`MetadataState::check_operations`]. A snapshot written
@@ -1563,7 +1651,7 @@ impl MetadataState {
         // Latest first: of two operations listing one series, the later one began after the
         // earlier one's series was removed, so the series pending now is the later one's.
         for kind in self.operations.values_mut().rev() {
-            if let OperationKind::DeleteTimeseries(keys) = kind {
+            if let Some(keys) = kind.series_mut() {
                 keys.retain(|key| match series.get_key_value(key) {
                     Some((stored, r)) if r.pending_delete => claimed.insert(stored),
                     _ => false,
@@ -1592,7 +1680,8 @@ impl MetadataState {
                         return Err(format!("operation {id} drops {db} a second time"));
                     }
                 }
-                OperationKind::DeleteTimeseries(keys) => {
+                OperationKind::DeleteTimeseries(keys)
+                | OperationKind::DropTable { series: keys, .. } => {
                     for key in keys {
                         if !self.series.get(key).is_some_and(|r| r.pending_delete) {
                             return Err(format!(
@@ -1721,11 +1810,7 @@ impl MetadataState {
             match kind {
                 OperationKind::DeleteTimeseries(series) => {
                     w.u8(1);
-                    w.len32(series.len());
-                    for (d, m) in series {
-                        w.str16(d);
-                        w.str16(m);
-                    }
+                    encode_series_keys(w, series);
                 }
                 OperationKind::DropDatabase(db) => {
                     w.u8(2);
@@ -1734,6 +1819,16 @@ impl MetadataState {
                 OperationKind::SetTtl(db) => {
                     w.u8(3);
                     w.str16(db);
+                }
+                OperationKind::DropTable {
+                    database,
+                    table,
+                    series,
+                } => {
+                    w.u8(4);
+                    w.str16(database);
+                    w.str16(table);
+                    encode_series_keys(w, series);
                 }
             }
         }
@@ -1879,16 +1974,14 @@ impl MetadataState {
         for _ in 0..r.count(11)? {
             let id = r.u64()?;
             let kind = match r.u8()? {
-                1 => {
-                    let n = r.count(4)?;
-                    let mut series = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        series.push((r.str16()?, r.str16()?));
-                    }
-                    OperationKind::DeleteTimeseries(series)
-                }
+                1 => OperationKind::DeleteTimeseries(decode_series_keys(&mut r)?),
                 2 => OperationKind::DropDatabase(r.str16()?),
                 3 if magic <= 5 => OperationKind::SetTtl(r.str16()?),
+                4 if magic == 0 => OperationKind::DropTable {
+                    database: r.str16()?,
+                    table: r.str16()?,
+                    series: decode_series_keys(&mut r)?,
+                },
                 tag => return r.error(format!("operation kind {tag}")),
             };
             s.operations.insert(id, kind);
@@ -3110,6 +3203,112 @@ mod tests {
         h.apply(Command::FinishOperation { operation_id: op })
             .unwrap();
         assert!(h.state.table("root.db", "t").is_none());
+    }
+
+    #[test]
+    fn drop_table_takes_the_table_at_once_and_its_series_at_the_finish() {
+        let mut h = Harness::new();
+        h.register(0, "a");
+        h.apply(Command::CreateDatabase {
+            database: "root.db".into(),
+        })
+        .unwrap();
+        let create = |h: &mut Harness, name: &str| {
+            h.apply(Command::CreateTable {
+                database: "root.db".into(),
+                table: TableSchema {
+                    name: name.into(),
+                    columns: vec![TableColumn {
+                        name: "k".into(),
+                        category: Category::Tag,
+                        data_type: DataType::String,
+                    }],
+                    ttl_ms: None,
+                },
+                if_not_exists: false,
+                extend: false,
+            })
+        };
+        create(&mut h, "t").unwrap();
+        create(&mut h, "t2").unwrap();
+        h.apply(Command::CreateTimeseries {
+            series: vec![
+                spec("root.db.t.-a", "v", DataType::Double),
+                spec("root.db.t.-b", "v", DataType::Double),
+                spec("root.db.t.-b", "w", DataType::Int32),
+                // Another table whose name starts alike, and the tree device `root.db.t`.
+                spec("root.db.t2.-a", "v", DataType::Double),
+                spec("root.db.t", "s", DataType::Double),
+            ],
+            auto_create: false,
+        })
+        .unwrap();
+        // One series of the table is already being deleted: it stays that operation's.
+        let delete = begun(h.apply(Command::BeginDeleteTimeseries {
+            series: vec![("root.db.t.-b".into(), "w".into())],
+        }));
+        let drop = |h: &mut Harness| {
+            h.apply(Command::BeginDropTable {
+                database: "root.db".into(),
+                table: "t".into(),
+            })
+        };
+        let op = begun(drop(&mut h));
+        assert!(h.state.table("root.db", "t").is_none(), "gone at the Begin");
+        assert!(h.state.table("root.db", "t2").is_some());
+        let listed: Vec<(u64, OperationKind)> = h
+            .state
+            .operations()
+            .map(|(id, k)| (id, k.clone()))
+            .collect();
+        assert_eq!(
+            listed[1],
+            (
+                op,
+                OperationKind::DropTable {
+                    database: "root.db".into(),
+                    table: "t".into(),
+                    series: vec![
+                        ("root.db.t.-a".into(), "v".into()),
+                        ("root.db.t.-b".into(), "v".into()),
+                    ],
+                }
+            )
+        );
+        h.state.check_operations().unwrap();
+        // A second drop finds no table; the name makes a new one meanwhile.
+        let e = drop(&mut h).unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::TableNotExists);
+        create(&mut h, "t").unwrap();
+        // Snapshots keep the operation (kind 4).
+        let bytes = h.state.encode_snapshot();
+        assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
+        // The Finish removes exactly the listed series.
+        h.apply(Command::FinishOperation { operation_id: op })
+            .unwrap();
+        let left: Vec<(String, String)> = h.state.series.keys().cloned().collect();
+        assert_eq!(
+            left,
+            [
+                ("root.db.t".to_string(), "s".to_string()),
+                ("root.db.t.-b".to_string(), "w".to_string()),
+                ("root.db.t2.-a".to_string(), "v".to_string()),
+            ]
+        );
+        h.apply(Command::FinishOperation {
+            operation_id: delete,
+        })
+        .unwrap();
+        h.state.check_operations().unwrap();
+        assert!(h.state.table("root.db", "t").is_some(), "the new table");
+        // No database, or one being dropped: refused.
+        let e = h
+            .apply(Command::BeginDropTable {
+                database: "root.nope".into(),
+                table: "t".into(),
+            })
+            .unwrap_err();
+        assert!(matches!(e, MetadataError::DatabaseNotFound(_)), "{e}");
     }
 
     /// A version-4 snapshot (before users) decodes to root alone with its initial password.

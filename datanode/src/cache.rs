@@ -83,8 +83,8 @@ struct Inner {
     regions: BTreeMap<u64, RegionRoute>,
     nodes: BTreeMap<u64, NodeAddresses>,
     /// (database, table) → the table-model table's schema. A table only gains columns (and
-    /// its tags' order never changes) while its database lives, so an entry that covers a
-    /// tablet's columns is true until DROP DATABASE invalidates it.
+    /// its tags' order never changes) while it lives, so an entry that covers a tablet's
+    /// columns is true until DROP DATABASE or DROP TABLE invalidates it.
     tables: HashMap<(String, String), TableSchema>,
 }
 
@@ -301,9 +301,15 @@ impl MetadataCache {
         inner.nodes = pulled.nodes;
     }
 
-    /// Removes the schemas and partitions of `databases` and of the devices of `series`
-    /// (ConfigNode invalidation). Once this returns, no lookup can return them.
-    pub fn invalidate(&self, databases: &[String], series: &[(String, String)]) {
+    /// Removes the schemas and partitions of `databases` and of the devices of `series`, and
+    /// the table schemas of `databases` and of `tables` (database, table) (ConfigNode
+    /// invalidation). Once this returns, no lookup can return them.
+    pub fn invalidate(
+        &self,
+        databases: &[String],
+        series: &[(String, String)],
+        tables: &[(String, String)],
+    ) {
         let mut inner = self.inner.write();
         self.generation.fetch_add(1, Ordering::AcqRel);
         let in_database = |device: &str| databases.iter().any(|db| device_in(device, db));
@@ -326,7 +332,7 @@ impl MetadataCache {
             .retain(|_, r| !databases.contains(&r.database));
         inner
             .tables
-            .retain(|(database, _), _| !databases.contains(database));
+            .retain(|key, _| !databases.contains(&key.0) && !tables.contains(key));
     }
 }
 
@@ -360,7 +366,7 @@ mod tests {
         };
         assert!(cache.put_schema(g, "root.sg.d1", schema.clone()));
         assert_eq!(cache.schema("root.sg.d1").unwrap(), Some(schema.clone()));
-        cache.invalidate(&["root.sg".into()], &[]);
+        cache.invalidate(&["root.sg".into()], &[], &[]);
         assert_eq!(cache.schema("root.sg.d1").unwrap(), None);
         assert!(
             !cache.put_schema(g, "root.sg.d1", schema),
@@ -376,7 +382,7 @@ mod tests {
     }
 
     #[test]
-    fn table_schemas_go_with_their_database_and_the_lease() {
+    fn table_schemas_go_with_their_database_their_drop_and_the_lease() {
         let (cache, _lease, clock) = live_cache();
         let g = cache.generation();
         let schema = TableSchema {
@@ -397,12 +403,22 @@ mod tests {
         assert!(cache.put_table(g, "root.db", schema.clone()));
         // DROP DATABASE's invalidation takes the database's tables, and refuses a fetch from
         // before it.
-        cache.invalidate(&["root.db".into()], &[]);
+        cache.invalidate(&["root.db".into()], &[], &[]);
         assert_eq!(cache.table("root.db", "t").unwrap(), None);
         assert_eq!(
             cache.table("root.other", "t").unwrap(),
             Some(schema.clone())
         );
+        assert!(!cache.put_table(g, "root.db", schema.clone()));
+        // DROP TABLE's invalidation takes that table alone.
+        let g = cache.generation();
+        let mut other_table = schema.clone();
+        other_table.name = "u".into();
+        assert!(cache.put_table(g, "root.db", schema.clone()));
+        assert!(cache.put_table(g, "root.db", other_table.clone()));
+        cache.invalidate(&[], &[], &[("root.db".into(), "t".into())]);
+        assert_eq!(cache.table("root.db", "t").unwrap(), None);
+        assert_eq!(cache.table("root.db", "u").unwrap(), Some(other_table));
         assert!(!cache.put_table(g, "root.db", schema));
         clock.advance_ms(101);
         assert!(
@@ -427,7 +443,7 @@ mod tests {
             ttl_ms: None,
         };
         cache.put_schema(g, "root.sg.d1", schema);
-        cache.invalidate(&[], &[("root.sg.d1".into(), "s1".into())]);
+        cache.invalidate(&[], &[("root.sg.d1".into(), "s1".into())], &[]);
         let left = cache.schema("root.sg.d1").unwrap().unwrap();
         assert_eq!(left.types.keys().collect::<Vec<_>>(), ["s2"]);
         assert!(device_in("root.sg.d1", "root.sg"));

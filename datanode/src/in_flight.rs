@@ -108,7 +108,7 @@ mod tests {
         let cache = cache();
         let in_flight = InFlight::default();
         let old = in_flight.enter(&cache);
-        cache.invalidate(&["root.sg".into()], &[]);
+        cache.invalidate(&["root.sg".into()], &[], &[]);
         let generation = cache.generation();
         // An operation that starts after the bump is not waited for, and is not blocked.
         let new = in_flight.enter(&cache);
@@ -135,7 +135,7 @@ mod tests {
             })
         };
         tokio::task::yield_now().await;
-        cache.invalidate(&[], &[]);
+        cache.invalidate(&[], &[], &[]);
         let drain = {
             let (cache, in_flight) = (cache.clone(), in_flight.clone());
             tokio::spawn(async move {

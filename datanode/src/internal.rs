@@ -231,7 +231,12 @@ impl DataNodeInternalService for InternalService {
             .iter()
             .map(|s| (s.device.clone(), s.measurement.clone()))
             .collect();
-        let generation = shared.metadata.invalidate(&req.databases, &series);
+        let tables: Vec<(String, String)> = req
+            .tables
+            .iter()
+            .map(|t| (t.database.clone(), t.table.clone()))
+            .collect();
+        let generation = shared.metadata.invalidate(&req.databases, &series, &tables);
         // Operations started before the bump may have read the old entries: wait for them.
         // Operations started after it cannot see the entries, and the coordinator re-checks the
         // generation before each dispatch (and wakes from its backoff when it moves), so the

@@ -137,9 +137,15 @@ impl MetadataView {
         self.cache.forget_table(database, table);
     }
 
-    /// Removes the entries of `databases` and `series`; the generation the drain waits below.
-    pub(crate) fn invalidate(&self, databases: &[String], series: &[(String, String)]) -> u64 {
-        self.cache.invalidate(databases, series);
+    /// Removes the entries of `databases`, `series` and `tables`; the generation the drain
+    /// waits below.
+    pub(crate) fn invalidate(
+        &self,
+        databases: &[String],
+        series: &[(String, String)],
+        tables: &[(String, String)],
+    ) -> u64 {
+        self.cache.invalidate(databases, series, tables);
         self.cache.generation()
     }
 

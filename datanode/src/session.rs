@@ -344,6 +344,8 @@ impl SessionService for SessionServiceImpl {
                         Statement::RemoveDataNode(r) => c.remove_data_node(r).await,
                         Statement::CreateTable(r) => c.create_table(r).await,
                         Statement::SetDeviceAttributes(r) => c.set_device_attributes(r).await,
+                        // A fence operation, as DELETE TIMESERIES.
+                        Statement::DropTable(r) => c.drop_table(r).await,
                     }
                 }
             })

@@ -62,6 +62,14 @@ pub fn create_table(
     })
 }
 
+/// `DROP TABLE` (the table model).
+pub fn drop_table(database: &str, table: &str) -> Statement {
+    Statement::DropTable(proto::DropTableReq {
+        database: database.into(),
+        table: table.into(),
+    })
+}
+
 /// The attributes of devices of a table.
 pub fn set_device_attributes(
     database: &str,

@@ -213,6 +213,16 @@ impl TimeRange {
     pub fn is_empty(&self) -> bool {
         self.from >= self.to
     }
+
+    /// The last time included, as the inclusive bounds of a deletion take it: no upper bound
+    /// is every time, `i64::MAX` included.
+    pub fn inclusive_end(&self) -> i64 {
+        if self.to == i64::MAX {
+            i64::MAX
+        } else {
+            self.to - 1
+        }
+    }
 }
 
 /// An IoTDB path pattern (`root.sg.d1.*`, `root.sg.**`): path nodes, where a `*` node matches
@@ -352,6 +362,27 @@ pub enum TableStatement {
         database: Option<String>,
         /// The rows, typed by the table's columns when run.
         insert: Insert,
+    },
+    /// `DROP TABLE [IF EXISTS] [db.]t`
+    DropTable {
+        /// The database named with the table, if any.
+        database: Option<String>,
+        /// The table.
+        table: String,
+        /// `IF EXISTS`.
+        if_exists: bool,
+    },
+    /// `DELETE FROM [db.]t [WHERE time bounds AND tag = 'value' ...]`: the points of the
+    /// table's devices whose tags match, in the time range.
+    Delete {
+        /// The database named with the table, if any.
+        database: Option<String>,
+        /// The table.
+        table: String,
+        /// `time` bounds of the WHERE clause.
+        range: TimeRange,
+        /// `tag = 'value'` terms of the WHERE clause.
+        equals: Vec<(String, String)>,
     },
     /// A statement both models share: FLUSH, the user statements, SHOW CLUSTER / REGIONS.
     Shared(Statement),

@@ -154,6 +154,13 @@ pub trait Backend: Sync {
         if_not_exists: bool,
         extend: bool,
     ) -> impl Future<Output = ExecResult<()>> + Send;
+    /// `DROP TABLE`: the table leaves the schema, and the series of its devices are deleted
+    /// (a fence operation, as DELETE TIMESERIES); 550 when it does not exist.
+    fn drop_table(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> impl Future<Output = ExecResult<()>> + Send;
     /// The tables of the tree database `database` (or the one named), with their devices'
     /// attributes when asked.
     fn tables(
@@ -332,14 +339,7 @@ pub async fn execute<B: Backend>(backend: &B, statement: &Statement) -> ExecResu
             if range.is_empty() {
                 return Ok(Outcome::done());
             }
-            // `[from, to)` as the inclusive bounds a deletion takes; no upper bound is every
-            // time, i64::MAX included.
-            let end = if range.to == i64::MAX {
-                i64::MAX
-            } else {
-                range.to - 1
-            };
-            delete_paths(backend, paths, range.from, end).await?;
+            delete_paths(backend, paths, range.from, range.inclusive_end()).await?;
             Ok(Outcome::done())
         }
         Statement::Insert(insert) => {

@@ -1076,7 +1076,9 @@ class TableModelTest(FencepostTestCase):
     The table database `py_<test>` is the tree database root.py_<test>, which setUp and the
     clean-up drop."""
 
-    manages_own_database = ("test_table_session_example", "test_table_session_pool_and_ttl")
+    manages_own_database = (
+        "test_table_session_example", "test_table_session_pool_and_ttl", "test_table_delete_and_drop_table",
+    )
 
     def table_session(self, database=None, endpoints=None):
         urls = [f"{h}:{p}" for h, p in (endpoints or ENDPOINTS[:1])]
@@ -1189,6 +1191,44 @@ class TableModelTest(FencepostTestCase):
         # The tree model sees the table's devices as ordinary series (their tag values escaped).
         tree = read_all(self.session.execute_raw_data_query([f"root.{name}.table5.-id_3A7.m1"], 0, 1000))
         self.assertEqual(tree.rows, [(7, [7.0])])
+
+    def test_table_delete_and_drop_table(self):
+        name = self.db[len("root."):]
+        session = self.table_session()
+        session.execute_non_query_statement(f"CREATE DATABASE {name}")
+        session.execute_non_query_statement(f"USE {name}")
+        session.execute_non_query_statement("CREATE TABLE t (site STRING TAG, v DOUBLE FIELD)")
+        types = [TSDataType.STRING, TSDataType.DOUBLE]
+        categories = [ColumnType.TAG, ColumnType.FIELD]
+        session.insert(Tablet("t", ["site", "v"], types, [["a", 1.0], ["a", 2.0], ["b", 3.0]], [1, 2, 3], categories))
+        session.execute_non_query_statement("FLUSH")
+        session.insert(Tablet("t", ["site", "v"], types, [["a", 4.0]], [4], categories))
+
+        def rows():
+            return [v for _, v in read_all(session.execute_query_statement("select site, v from t order by time")).rows]
+
+        # DELETE by a tag and a time bound, through another DataNode: flushed and buffered points.
+        other = self.table_session(database=name, endpoints=ENDPOINTS[-1:])
+        other.execute_non_query_statement("DELETE FROM t WHERE site = 'a' AND time <= 2")
+        self.assertEqual(rows(), [["b", 3.0], ["a", 4.0]])
+        with self.assertRaises(StatementExecutionException) as caught:
+            other.execute_non_query_statement("DELETE FROM t WHERE v = '3'")
+        self.assertIn("300", str(caught.exception))
+
+        # DROP TABLE through the other DataNode: the table and its series go.
+        other.execute_non_query_statement("DROP TABLE t")
+        self.assertEqual(read_all(session.execute_query_statement("SHOW TABLES")).rows, [])
+        with self.assertRaises(StatementExecutionException) as caught:
+            read_all(session.execute_query_statement("select * from t"))
+        self.assertIn("550", str(caught.exception))
+        tree = read_all(self.session.execute_query_statement(f"show timeseries root.{name}.**"))
+        self.assertEqual(tree.rows, [])
+        other.execute_non_query_statement("DROP TABLE IF EXISTS t")
+        # The first DataNode had the table's schema cached for writes; the drop invalidated it,
+        # so this write creates the table again instead of writing series of no table. None of
+        # the dropped points come back.
+        session.insert(Tablet("t", ["site", "v"], types, [["c", 5.0]], [5], categories))
+        self.assertEqual(rows(), [["c", 5.0]])
 
     def test_table_session_pool_and_ttl(self):
         name = self.db[len("root."):]

@@ -455,6 +455,12 @@ impl Backend for DataNodeBackend {
         .await
     }
 
+    async fn drop_table(&self, database: &str, table: &str) -> ExecResult<()> {
+        // The operation invalidates every DataNode's copy; this one's goes at once.
+        self.shared.metadata.forget_table(database, table);
+        self.schema(statements::drop_table(database, table)).await
+    }
+
     async fn tables(
         &self,
         database: &str,

@@ -563,7 +563,7 @@ async fn an_invalidation_waits_for_a_write_in_flight() {
     while h.peers.calls().len() < 2 {
         tokio::task::yield_now().await;
     }
-    let generation = h.metadata.invalidate(&[DB.to_string()], &[]);
+    let generation = h.metadata.invalidate(&[DB.to_string()], &[], &[]);
     assert!(!h.metadata.drain(generation, Duration::from_secs(1)).await);
     assert_eq!(h.metadata.pinned_before(generation), 1);
     drop(held);
@@ -593,7 +593,7 @@ async fn an_invalidation_cancels_a_write_backing_off() {
     while h.peers.calls().is_empty() {
         tokio::task::yield_now().await;
     }
-    let generation = h.metadata.invalidate(&[DB.to_string()], &[]);
+    let generation = h.metadata.invalidate(&[DB.to_string()], &[], &[]);
     let e = write.await.unwrap().unwrap_err();
     assert!(matches!(e, CoordinatorError::Parts(_)), "{e:?}");
     let s = e.status();

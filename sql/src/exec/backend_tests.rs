@@ -257,6 +257,18 @@ impl Backend for Memory {
         }
         Ok(())
     }
+    async fn drop_table(&self, database: &str, table: &str) -> ExecResult<()> {
+        let key = (database.to_string(), table.to_string());
+        if self.tables.lock().unwrap().remove(&key).is_none() {
+            return Err(ExecError::refused(StatusCode::TableNotExists, "no table"));
+        }
+        let prefix = format!("{database}.{table}.");
+        self.series
+            .lock()
+            .unwrap()
+            .retain(|(device, _), _| !device.starts_with(&prefix));
+        Ok(())
+    }
     async fn tables(
         &self,
         database: &str,
@@ -771,7 +783,7 @@ fn the_table_model_creates_uses_writes_and_reads_tables() {
         ("SELECT * FROM t5 GROUP BY id1", 300),
         ("SELECT count(*) FROM t5", 300),
         ("SELECT * FROM root.sg.d1", 700),
-        ("DELETE FROM t5", 300),
+        ("UPDATE t5 SET m1 = 1", 300),
         ("CREATE TIMESERIES root.sg.d1.s1 DOUBLE", 300),
         ("SELECT nope FROM t5", 700),
         ("SELECT * FROM nope", 550),
@@ -870,4 +882,132 @@ fn the_table_models_insert_types_values_by_the_tables_columns() {
         let e = table(&m, Some("db"), text).unwrap_err();
         assert_eq!(e.code(), code, "{text}: {e}");
     }
+}
+
+#[test]
+fn a_table_delete_removes_the_points_of_the_devices_its_tags_select() {
+    let m = Memory::default();
+    table(&m, None, "CREATE DATABASE db").unwrap();
+    table(
+        &m,
+        Some("db"),
+        "CREATE TABLE t (site STRING TAG, unit STRING TAG, model STRING ATTRIBUTE, v DOUBLE FIELD, n INT64 FIELD)",
+    )
+    .unwrap();
+    table(
+        &m,
+        Some("db"),
+        "INSERT INTO t(time, site, unit, model, v, n) VALUES \
+         (1, 'a', 'u1', 'x', 1, 10), (2, 'a', 'u1', 'x', 2, 20), (3, 'a', 'u1', 'x', 3, 30), \
+         (1, 'a', 'u2', 'y', 4, 40), (2, 'b', 'u1', 'y', 5, 50)",
+    )
+    .unwrap();
+    let rows = |m: &Memory| {
+        strings(
+            &table(m, Some("db"), "SELECT time, site, unit, v, n FROM t")
+                .unwrap()
+                .outcome,
+        )
+    };
+    // Both tags and a time range: one device's points from time 2 on, every FIELD.
+    table(
+        &m,
+        Some("db"),
+        "DELETE FROM t WHERE site = 'a' AND unit = 'u1' AND time >= 2",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&m),
+        [
+            ["1", "a", "u1", "1.0", "10"],
+            ["1", "a", "u2", "4.0", "40"],
+            ["2", "b", "u1", "5.0", "50"],
+        ]
+    );
+    // One tag: every device with it; no time bound: every time.
+    table(&m, None, "delete from db.T where UNIT = 'u1'").unwrap();
+    assert_eq!(rows(&m), [["1", "a", "u2", "4.0", "40"]]);
+    // A tag value no device has deletes nothing; an empty range deletes nothing.
+    table(&m, Some("db"), "DELETE FROM t WHERE site = 'c'").unwrap();
+    table(&m, Some("db"), "DELETE FROM t WHERE time > 5 AND time < 3").unwrap();
+    assert_eq!(rows(&m), [["1", "a", "u2", "4.0", "40"]]);
+    // Refused, deleting nothing: an ATTRIBUTE or FIELD term, OR, an unknown column or table.
+    for (text, code) in [
+        ("DELETE FROM t WHERE model = 'y'", 300),
+        ("DELETE FROM t WHERE v = '4'", 300),
+        ("DELETE FROM t WHERE site = 'a' OR site = 'b'", 300),
+        ("DELETE FROM t WHERE nope = 'a'", 700),
+        ("DELETE FROM u", 550),
+        ("DELETE FROM t WHERE time > 1.5", 700),
+    ] {
+        let e = table(&m, Some("db"), text).unwrap_err();
+        assert_eq!(e.code(), code, "{text}: {e}");
+    }
+    assert_eq!(rows(&m), [["1", "a", "u2", "4.0", "40"]]);
+    // The whole table.
+    table(&m, Some("db"), "DELETE FROM t").unwrap();
+    assert!(rows(&m).is_empty());
+}
+
+#[test]
+fn drop_table_takes_the_table_and_its_points_and_frees_its_name() {
+    let m = Memory::default();
+    table(&m, None, "CREATE DATABASE db").unwrap();
+    table(
+        &m,
+        Some("db"),
+        "CREATE TABLE t (site STRING TAG, v DOUBLE FIELD)",
+    )
+    .unwrap();
+    table(
+        &m,
+        Some("db"),
+        "INSERT INTO t(time, site, v) VALUES (1, 'a', 1), (2, 'b', 2)",
+    )
+    .unwrap();
+    table(
+        &m,
+        None,
+        "CREATE TABLE db.keep (site STRING TAG, v DOUBLE FIELD)",
+    )
+    .unwrap();
+    table(
+        &m,
+        None,
+        "INSERT INTO db.keep(time, site, v) VALUES (1, 'a', 9)",
+    )
+    .unwrap();
+
+    table(&m, Some("db"), "DROP TABLE t").unwrap();
+    let names = |m: &Memory| strings(&table(m, Some("db"), "SHOW TABLES").unwrap().outcome);
+    assert_eq!(names(&m), [["keep", "INF"]]);
+    let e = table(&m, Some("db"), "SELECT * FROM t").unwrap_err();
+    assert_eq!(e.code(), 550, "{e}");
+    let e = table(&m, Some("db"), "DROP TABLE t").unwrap_err();
+    assert_eq!(e.code(), 550, "{e}");
+    table(&m, Some("db"), "DROP TABLE IF EXISTS t").unwrap();
+    // Another table's points stay; the name makes a new table, with other columns.
+    assert_eq!(
+        strings(&table(&m, Some("db"), "SELECT * FROM keep").unwrap().outcome),
+        [["1", "a", "9.0"]]
+    );
+    table(
+        &m,
+        Some("db"),
+        "CREATE TABLE t (region STRING TAG, site STRING TAG, n INT32 FIELD)",
+    )
+    .unwrap();
+    table(
+        &m,
+        Some("db"),
+        "INSERT INTO t(time, region, site, n) VALUES (3, 'r', 'a', 7)",
+    )
+    .unwrap();
+    assert_eq!(
+        strings(&table(&m, Some("db"), "SELECT * FROM t").unwrap().outcome),
+        [["3", "r", "a", "7"]]
+    );
+    // No database: refused before anything is asked of the backend.
+    let e = table(&m, None, "DROP TABLE t").unwrap_err();
+    assert_eq!(e.code(), StatusCode::IllegalParameter.wire(), "{e}");
 }

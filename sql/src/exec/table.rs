@@ -16,7 +16,7 @@ use super::{
     execute, first_points, too_many_rows, Backend, Cell, ExecError, ExecResult, Outcome,
     RESULT_ROWS_MAX,
 };
-use crate::{Insert, TableSelect, TableStatement};
+use crate::{Insert, TableSelect, TableStatement, TimeRange};
 
 /// What a table-model statement produced, and the session's current database after it (`USE`).
 #[derive(Debug)]
@@ -151,6 +151,31 @@ pub async fn execute_table<B: Backend>(
             insert_rows(backend, database, insert).await?;
             Ok(Outcome::done().into())
         }
+        TableStatement::DropTable {
+            database,
+            table,
+            if_exists,
+        } => {
+            let database = database_of(database.as_deref(), current)?;
+            match backend
+                .drop_table(&table::database_path(database), table)
+                .await
+            {
+                Err(e) if *if_exists && e.code() == StatusCode::TableNotExists.wire() => {}
+                other => other?,
+            }
+            Ok(Outcome::done().into())
+        }
+        TableStatement::Delete {
+            database,
+            table,
+            range,
+            equals,
+        } => {
+            let database = database_of(database.as_deref(), current)?;
+            delete(backend, database, table, *range, equals).await?;
+            Ok(Outcome::done().into())
+        }
         TableStatement::Shared(statement) => execute(backend, statement).await.map(Into::into),
     }
 }
@@ -249,11 +274,137 @@ enum Output {
 }
 
 /// One device of a table being read.
-struct Device {
+struct Device<'v> {
     path: String,
     tags: Vec<Option<String>>,
     /// Its series, by FIELD column.
     fields: HashMap<String, DataType>,
+    /// Its attributes, as the ConfigNode keeps them.
+    attributes: Option<&'v BTreeMap<String, String>>,
+}
+
+impl Device<'_> {
+    /// The value of the table's TAG or ATTRIBUTE column `index` for this device (`None` for a
+    /// FIELD column, a null tag or an attribute never set).
+    fn value_of(&self, schema: &TableSchema, index: usize) -> Option<&str> {
+        let column = &schema.columns[index];
+        match column.category {
+            Category::Tag => {
+                let tag = schema.tags().position(|t| t.name == column.name)?;
+                self.tags[tag].as_deref()
+            }
+            Category::Attribute => self.attributes?.get(&column.name).map(String::as_str),
+            Category::Field => None,
+        }
+    }
+}
+
+/// The devices of the table `view` (of `database`) whose TAG and ATTRIBUTE values equal those
+/// of `equals` (only TAG columns when `tags_only`), in tag order, each with the FIELD series
+/// it has; series being deleted, and series whose type is not their column's, are left out.
+async fn matching_devices<'v, B: Backend>(
+    backend: &B,
+    database: &str,
+    view: &'v TableView,
+    equals: &[(String, String)],
+    tags_only: bool,
+) -> ExecResult<Vec<Device<'v>>> {
+    let schema = &view.schema;
+    let mut terms = Vec::with_capacity(equals.len());
+    for (name, value) in equals {
+        let index = column_index(schema, name)?;
+        let category = schema.columns[index].category;
+        let message = match category {
+            Category::Field => {
+                format!("value filters on the FIELD column {name} are not supported yet")
+            }
+            Category::Attribute if tags_only => {
+                format!("a DELETE selects devices by TAG columns, not by the ATTRIBUTE {name}")
+            }
+            _ => {
+                terms.push((index, value.as_str()));
+                continue;
+            }
+        };
+        return Err(ExecError::Status {
+            code: super::UNSUPPORTED_OPERATION,
+            message,
+        });
+    }
+
+    let path = table::database_path(database);
+    let tags = schema.tags().count();
+    let attributes: BTreeMap<&[Option<String>], &BTreeMap<String, String>> = view
+        .devices
+        .iter()
+        .map(|(tags, attributes)| (trimmed(tags), attributes))
+        .collect();
+    let mut devices: BTreeMap<String, Device<'v>> = BTreeMap::new();
+    for series in backend
+        .show_timeseries(&format!("{path}.{}", schema.name))
+        .await?
+    {
+        let field = schema.column(&series.measurement);
+        if series.pending_delete
+            || field
+                .is_none_or(|f| f.category != Category::Field || f.data_type != series.data_type)
+        {
+            continue;
+        }
+        let Some(device_tags) = table::device_tags(&path, &schema.name, &series.device, tags)
+        else {
+            continue;
+        };
+        devices
+            .entry(series.device.clone())
+            .or_insert_with(|| Device {
+                path: series.device.clone(),
+                attributes: attributes.get(trimmed(&device_tags)).copied(),
+                tags: device_tags,
+                fields: HashMap::new(),
+            })
+            .fields
+            .insert(series.measurement, series.data_type);
+    }
+    let mut kept: Vec<Device<'v>> = devices
+        .into_values()
+        .filter(|d| {
+            terms
+                .iter()
+                .all(|(index, value)| d.value_of(schema, *index) == Some(*value))
+        })
+        .collect();
+    kept.sort_by(|a, b| a.tags.cmp(&b.tags));
+    Ok(kept)
+}
+
+/// `DELETE FROM table [WHERE ...]`: the points in `range` of every series of the devices whose
+/// tags match, through the tree's deletion (atomic per region, relayed by a cut-off DataNode).
+async fn delete<B: Backend>(
+    backend: &B,
+    database: &str,
+    table: &str,
+    range: TimeRange,
+    equals: &[(String, String)],
+) -> ExecResult<()> {
+    let view = one_table(backend, database, table, true).await?;
+    if range.is_empty() {
+        return Ok(());
+    }
+    let series: Vec<(String, String)> = matching_devices(backend, database, &view, equals, true)
+        .await?
+        .into_iter()
+        .flat_map(|d| {
+            let path = d.path;
+            d.fields.into_keys().map(move |m| (path.clone(), m))
+        })
+        .collect();
+    if series.is_empty() {
+        return Ok(());
+    }
+    backend
+        .delete_data(&series, range.from, range.inclusive_end())
+        .await
 }
 
 /// `SELECT ... FROM table`: the table's devices that pass the WHERE clause's tag and attribute
@@ -279,51 +430,7 @@ async fn query<B: Backend>(
             })
             .collect::<ExecResult<_>>()?,
     };
-    let mut terms = Vec::with_capacity(select.equals.len());
-    for (name, value) in &select.equals {
-        let index = column_index(schema, name)?;
-        if schema.columns[index].category == Category::Field {
-            return Err(ExecError::Status {
-                code: super::UNSUPPORTED_OPERATION,
-                message: format!("value filters on the FIELD column {name} are not supported yet"),
-            });
-        }
-        terms.push((index, value.as_str()));
-    }
-
-    let path = table::database_path(database);
-    let tag_names: Vec<&str> = schema.tags().map(|c| c.name.as_str()).collect();
-    let attributes: BTreeMap<&[Option<String>], &BTreeMap<String, String>> = view
-        .devices
-        .iter()
-        .map(|(tags, attributes)| (trimmed(tags), attributes))
-        .collect();
-    let mut devices: BTreeMap<String, Device> = BTreeMap::new();
-    for series in backend
-        .show_timeseries(&format!("{path}.{}", schema.name))
-        .await?
-    {
-        let field = schema.column(&series.measurement);
-        if series.pending_delete
-            || field
-                .is_none_or(|f| f.category != Category::Field || f.data_type != series.data_type)
-        {
-            continue;
-        }
-        let Some(tags) = table::device_tags(&path, &schema.name, &series.device, tag_names.len())
-        else {
-            continue;
-        };
-        devices
-            .entry(series.device.clone())
-            .or_insert_with(|| Device {
-                path: series.device.clone(),
-                tags,
-                fields: HashMap::new(),
-            })
-            .fields
-            .insert(series.measurement, series.data_type);
-    }
+    let devices = matching_devices(backend, database, &view, &select.equals, false).await?;
 
     let mut range = select.range;
     if let Some(ttl_ms) = schema.ttl_ms {
@@ -335,31 +442,8 @@ async fn query<B: Backend>(
         _ => RESULT_ROWS_MAX,
     };
     let mut rows: Vec<(i64, Vec<Cell>)> = Vec::new();
-    let mut ordered: Vec<&Device> = devices.values().collect();
-    ordered.sort_by(|a, b| a.tags.cmp(&b.tags));
-    for device in ordered {
-        let no_attributes = BTreeMap::new();
-        let device_attributes = attributes
-            .get(trimmed(&device.tags))
-            .copied()
-            .unwrap_or(&no_attributes);
-        let value_of = |index: usize| -> Option<&str> {
-            let column = &schema.columns[index];
-            match column.category {
-                Category::Tag => {
-                    let tag = tag_names.iter().position(|t| *t == column.name)?;
-                    device.tags[tag].as_deref()
-                }
-                Category::Attribute => device_attributes.get(&column.name).map(String::as_str),
-                Category::Field => None,
-            }
-        };
-        if terms
-            .iter()
-            .any(|(index, value)| value_of(*index) != Some(*value))
-        {
-            continue;
-        }
+    for device in &devices {
+        let value_of = |index: usize| device.value_of(schema, index);
         // The FIELD columns read: those output, or every one the device has when none is
         // (a query of tags alone lists the device's rows).
         let mut read: Vec<&TableColumn> = outputs

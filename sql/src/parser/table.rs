@@ -148,7 +148,34 @@ impl Parser<'_> {
                 self.next += 2;
                 self.table_insert()?
             }
-            ("DROP" | "ALTER", "TABLE") | ("UPDATE" | "DELETE", _) => {
+            ("DELETE", "FROM") => {
+                self.next += 2;
+                let (database, table) = self.qualified()?;
+                let (range, equals) = self.table_where()?;
+                if let Some(TokenKind::Word(w)) = self.peek_kind() {
+                    let w = w.to_ascii_uppercase();
+                    if w == "OR" {
+                        return Err(self.unsupported_here("OR in a table-model DELETE"));
+                    }
+                }
+                TableStatement::Delete {
+                    database,
+                    table,
+                    range,
+                    equals,
+                }
+            }
+            ("DROP", "TABLE") => {
+                self.next += 2;
+                let if_exists = self.if_exists(false)?;
+                let (database, table) = self.qualified()?;
+                TableStatement::DropTable {
+                    database,
+                    table,
+                    if_exists,
+                }
+            }
+            ("ALTER", "TABLE") | ("UPDATE" | "DELETE", _) => {
                 let what = format!(
                     "{} in the table model",
                     self.tokens[self.next].text.to_ascii_uppercase()
@@ -306,6 +333,34 @@ impl Parser<'_> {
         })
     }
 
+    /// `[WHERE term AND ...]`: `time` bounds, and `column = 'value'` terms.
+    fn table_where(&mut self) -> Result<(TimeRange, Vec<(String, String)>), ParseError> {
+        let mut range = TimeRange::ALL;
+        let mut equals = Vec::new();
+        if !self.eat_keyword("WHERE") {
+            return Ok((range, equals));
+        }
+        loop {
+            if self.is_keyword("TIME") {
+                self.time_bound(&mut range)?;
+            } else {
+                let column = self.name("time or a TAG or ATTRIBUTE column")?;
+                if !self.eat(&TokenKind::Equal) {
+                    return Err(self.unsupported_here("a WHERE term other than column = 'value'"));
+                }
+                let value = match self.peek_kind() {
+                    Some(TokenKind::Str(v)) => v.clone(),
+                    _ => return Err(self.unsupported_here("a comparison with a non-string value")),
+                };
+                self.next += 1;
+                equals.push((column, value));
+            }
+            if !self.eat_keyword("AND") {
+                return Ok((range, equals));
+            }
+        }
+    }
+
     /// After `SELECT`.
     fn table_select(&mut self) -> Result<TableSelect, ParseError> {
         let columns = if self.eat(&TokenKind::Star) {
@@ -337,35 +392,7 @@ impl Parser<'_> {
         };
         self.expect_keyword("FROM")?;
         let (database, table) = self.qualified()?;
-        let mut range = TimeRange::ALL;
-        let mut equals = Vec::new();
-        if self.eat_keyword("WHERE") {
-            loop {
-                if self.is_keyword("TIME") {
-                    self.time_bound(&mut range)?;
-                } else {
-                    let column = self.name("time or a TAG or ATTRIBUTE column")?;
-                    if !self.eat(&TokenKind::Equal) {
-                        return Err(
-                            self.unsupported_here("a WHERE term other than column = 'value'")
-                        );
-                    }
-                    let value = match self.peek_kind() {
-                        Some(TokenKind::Str(v)) => v.clone(),
-                        _ => {
-                            return Err(
-                                self.unsupported_here("a comparison with a non-string value")
-                            )
-                        }
-                    };
-                    self.next += 1;
-                    equals.push((column, value));
-                }
-                if !self.eat_keyword("AND") {
-                    break;
-                }
-            }
-        }
+        let (range, equals) = self.table_where()?;
         let order_by_time = self.is_keyword("ORDER");
         let rows: RowWindow = self.row_window()?;
         if let Some(TokenKind::Word(w)) = self.peek_kind() {
