@@ -52,9 +52,12 @@ impl Category {
         }
     }
 
-    /// The category of a `columnCategories` byte.
-    pub fn from_wire(byte: u8) -> Option<Category> {
-        Category::ALL.into_iter().find(|c| c.wire() == byte)
+    /// The category of a `columnCategories` value, whatever integer type carries it.
+    pub fn from_wire(code: impl Into<i64>) -> Option<Category> {
+        let code = code.into();
+        Category::ALL
+            .into_iter()
+            .find(|c| i64::from(c.wire()) == code)
     }
 
     /// The name `DESC` shows.
@@ -147,12 +150,18 @@ pub fn database_path(name: &str) -> String {
     format!("root.{name}")
 }
 
+/// The tag values that identify a device: `tags` without its trailing nulls, so that a TAG
+/// column added later leaves the devices written before it as they were.
+pub fn identifying_tags<T>(tags: &[Option<T>]) -> &[Option<T>] {
+    let kept = tags.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+    &tags[..kept]
+}
+
 /// The tree device of the table `table` of the tree database `database` for one tuple of tag
 /// values (trailing nulls left out).
 pub fn device_path(database: &str, table: &str, tags: &[Option<&str>]) -> String {
-    let kept = tags.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
     let mut path = format!("{database}.{table}");
-    for tag in &tags[..kept] {
+    for tag in identifying_tags(tags) {
         path.push_str(".-");
         match tag {
             Some(value) => escape(value, &mut path),

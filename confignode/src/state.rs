@@ -854,11 +854,7 @@ impl MetadataState {
             }
             Command::BeginSetTtl { database, ttl_ms } => {
                 self.check_operations_limit()?;
-                match self.databases.get(database) {
-                    None => return Err(MetadataError::DatabaseNotFound(database.clone())),
-                    Some(true) => return Err(MetadataError::PendingDelete(database.clone())),
-                    Some(false) => {}
-                }
+                self.check_live_database(database)?;
                 match ttl_ms {
                     Some(t) if *t <= 0 => return Err(MetadataError::IllegalTtl(*t)),
                     Some(t) => self.ttls.insert(database.clone(), *t),
@@ -1080,11 +1076,7 @@ impl MetadataState {
         if_not_exists: bool,
         extend: bool,
     ) -> Result<(), MetadataError> {
-        match self.databases.get(database) {
-            None => return Err(MetadataError::DatabaseNotFound(database.to_string())),
-            Some(true) => return Err(MetadataError::PendingDelete(database.to_string())),
-            Some(false) => {}
-        }
+        self.check_live_database(database)?;
         let illegal = |reason: String| MetadataError::IllegalTable(reason);
         table::check_name(&table.name).map_err(illegal)?;
         if table.ttl_ms.is_some_and(|t| t <= 0) {
@@ -1207,13 +1199,7 @@ impl MetadataState {
                 }
             }
         }
-        let trimmed = |values: &[Option<String>]| {
-            let kept = values
-                .iter()
-                .rposition(Option::is_some)
-                .map_or(0, |i| i + 1);
-            values[..kept].to_vec()
-        };
+        let trimmed = |values: &[Option<String>]| table::identifying_tags(values).to_vec();
         let new: BTreeSet<Vec<Option<String>>> = devices
             .iter()
             .map(|(values, _)| trimmed(values))
@@ -1418,11 +1404,7 @@ impl MetadataState {
         region_groups_max: u32,
         database_partitions_max: u64,
     ) -> Result<CommandResult, MetadataError> {
-        match self.databases.get(database) {
-            None => return Err(MetadataError::DatabaseNotFound(database.to_string())),
-            Some(true) => return Err(MetadataError::PendingDelete(database.to_string())),
-            Some(false) => {}
-        }
+        self.check_live_database(database)?;
         if replication_factor == 0 || replication_factor > REPLICATION_FACTOR_MAX {
             return Err(MetadataError::Limit(format!(
                 "replication factor {replication_factor} outside 1..={REPLICATION_FACTOR_MAX}"
@@ -1546,6 +1528,15 @@ impl MetadataState {
         id
     }
 
+    /// Refuses a database that does not exist (507) or is being dropped.
+    fn check_live_database(&self, database: &str) -> Result<(), MetadataError> {
+        match self.databases.get(database) {
+            None => Err(MetadataError::DatabaseNotFound(database.to_string())),
+            Some(true) => Err(MetadataError::PendingDelete(database.to_string())),
+            Some(false) => Ok(()),
+        }
+    }
+
     fn check_operations_limit(&self) -> Result<(), MetadataError> {
         if self.operations.len() >= OPERATIONS_PENDING_MAX {
             return Err(MetadataError::Limit(format!(
@@ -1597,11 +1588,7 @@ impl MetadataState {
         table: &str,
     ) -> Result<CommandResult, MetadataError> {
         self.check_operations_limit()?;
-        match self.databases.get(database) {
-            None => return Err(MetadataError::DatabaseNotFound(database.to_string())),
-            Some(true) => return Err(MetadataError::PendingDelete(database.to_string())),
-            Some(false) => {}
-        }
+        self.check_live_database(database)?;
         let key = (database.to_string(), table.to_string());
         if !self.tables.contains_key(&key) {
             return Err(MetadataError::TableNotFound(format!("{database}.{table}")));

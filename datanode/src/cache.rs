@@ -196,7 +196,7 @@ impl MetadataCache {
         })
     }
 
-    /// Drops a table's entry (its columns are being extended).
+    /// Drops a table's entry (its columns are being extended, or it is being dropped).
     pub fn forget_table(&self, database: &str, table: &str) {
         self.inner
             .write()

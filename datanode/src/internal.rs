@@ -488,11 +488,7 @@ impl DataNodeInternalService for InternalService {
         let categories: Option<Vec<_>> = req
             .categories
             .iter()
-            .map(|c| {
-                u8::try_from(*c)
-                    .ok()
-                    .and_then(common::table::Category::from_wire)
-            })
+            .map(|c| common::table::Category::from_wire(*c))
             .collect();
         let Some(categories) = categories else {
             return Ok(Response::new(status(

@@ -97,10 +97,8 @@ pub fn data_type_to_wire(data_type: common::DataType) -> wire::DataType {
 
 /// A table column of the wire.
 pub fn table_column(c: &wire::TableColumn) -> Result<common::table::TableColumn> {
-    let category = u8::try_from(c.category)
-        .ok()
-        .and_then(common::table::Category::from_wire)
-        .ok_or(Error::UnknownCategory(c.category))?;
+    let category =
+        common::table::Category::from_wire(c.category).ok_or(Error::UnknownCategory(c.category))?;
     Ok(common::table::TableColumn {
         name: c.name.clone(),
         category,

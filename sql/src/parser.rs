@@ -72,14 +72,8 @@ fn parse_statement(tokens: &[Token], end: Position, bytes: usize) -> Result<Stat
     if let Some(error) = unsupported(tokens) {
         return Err(error);
     }
-    if let Some(bad) = tokens
-        .iter()
-        .find(|t| matches!(t.kind, TokenKind::Error(_)))
-    {
-        let TokenKind::Error(message) = &bad.kind else {
-            unreachable!("found an error token")
-        };
-        return Err(ParseError::new(bad.position, message.clone()));
+    if let Some(error) = lex_error(tokens) {
+        return Err(error);
     }
 
     let mut parser = Parser {
@@ -90,6 +84,14 @@ fn parse_statement(tokens: &[Token], end: Position, bytes: usize) -> Result<Stat
     let statement = parser.statement()?;
     parser.expect_end()?;
     Ok(statement)
+}
+
+/// The first token the lexer could not read, as the statement's error.
+fn lex_error(tokens: &[Token]) -> Option<ParseError> {
+    tokens.iter().find_map(|t| match &t.kind {
+        TokenKind::Error(message) => Some(ParseError::new(t.position, message.clone())),
+        _ => None,
+    })
 }
 
 /// IoTDB's aggregation functions other than COUNT, which Fencepost does not run yet.

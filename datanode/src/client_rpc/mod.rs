@@ -854,7 +854,7 @@ impl Connection {
         };
         let mut categories = Vec::with_capacity(req.column_categories.len());
         for byte in &req.column_categories {
-            match u8::try_from(*byte).ok().and_then(Category::from_wire) {
+            match Category::from_wire(*byte) {
                 Some(c) => categories.push(c),
                 None => {
                     return Status::new(

@@ -337,7 +337,7 @@ async fn matching_devices<'v, B: Backend>(
     let attributes: BTreeMap<&[Option<String>], &BTreeMap<String, String>> = view
         .devices
         .iter()
-        .map(|(tags, attributes)| (trimmed(tags), attributes))
+        .map(|(tags, attributes)| (table::identifying_tags(tags), attributes))
         .collect();
     let mut devices: BTreeMap<String, Device<'v>> = BTreeMap::new();
     for series in backend
@@ -359,7 +359,9 @@ async fn matching_devices<'v, B: Backend>(
             .entry(series.device.clone())
             .or_insert_with(|| Device {
                 path: series.device.clone(),
-                attributes: attributes.get(trimmed(&device_tags)).copied(),
+                attributes: attributes
+                    .get(table::identifying_tags(&device_tags))
+                    .copied(),
                 tags: device_tags,
                 fields: HashMap::new(),
             })
@@ -537,12 +539,6 @@ fn column_index(schema: &TableSchema, name: &str) -> ExecResult<usize> {
         })
 }
 
-/// Tag values without their trailing nulls.
-fn trimmed(tags: &[Option<String>]) -> &[Option<String>] {
-    let kept = tags.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
-    &tags[..kept]
-}
-
 /// Writes a table-model tablet (`insertTablet` with `writeToTable`): `tablet.device` names the
 /// table of the database `database`, `categories` say what each column is. The table and the
 /// columns it lacks are created first (as IoTDB's schema auto-creation does); then the rows are
@@ -600,7 +596,7 @@ pub async fn insert_table<B: Backend>(
     };
     let schema = match backend.table_for_write(&path, &name).await? {
         Some(schema) if covers(&schema, &wanted) => schema,
-        _ => extend(backend, &path, &wanted).await?,
+        _ => extend(backend, database, &wanted).await?,
     };
 
     // Rows grouped by device (its tag values in the table's tag order), in first-seen order;
@@ -770,22 +766,19 @@ fn covers(schema: &TableSchema, wanted: &TableSchema) -> bool {
         .all(|c| schema.column(&c.name) == Some(c))
 }
 
-/// Creates the table or the columns it lacks, and reads back its schema (whose tag order names
-/// the devices, whoever added the tags).
+/// Creates the table or the columns it lacks in the table database `database`, and reads back
+/// its schema (whose tag order names the devices, whoever added the tags).
 async fn extend<B: Backend>(
     backend: &B,
-    path: &str,
+    database: &str,
     wanted: &TableSchema,
 ) -> ExecResult<TableSchema> {
-    backend.create_table(path, wanted, false, true).await?;
-    let mut found = backend.tables(path, Some(&wanted.name), false).await?;
-    match found.pop() {
-        Some(view) => Ok(view.schema),
-        None => Err(ExecError::refused(
-            StatusCode::TableNotExists,
-            format!("table {} does not exist", wanted.name),
-        )),
-    }
+    backend
+        .create_table(&table::database_path(database), wanted, false, true)
+        .await?;
+    Ok(one_table(backend, database, &wanted.name, false)
+        .await?
+        .schema)
 }
 
 #[cfg(test)]

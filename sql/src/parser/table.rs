@@ -5,7 +5,7 @@
 use common::table::{self, Category, TableColumn, TableSchema};
 use common::DataType;
 
-use super::{parse_statement, Parser, CLAUSES_UNSUPPORTED};
+use super::{lex_error, parse_statement, Parser, CLAUSES_UNSUPPORTED};
 use crate::ast::{Insert, RowWindow, Statement, TableSelect, TableStatement, TimeRange};
 use crate::lexer::{advance, tokenize, TokenKind};
 use crate::{ParseError, Position, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
@@ -34,14 +34,8 @@ pub fn parse_table_statement(text: &str) -> Result<TableStatement, ParseError> {
             "one statement per call",
         ));
     }
-    if let Some(bad) = statement
-        .iter()
-        .find(|t| matches!(t.kind, TokenKind::Error(_)))
-    {
-        let TokenKind::Error(message) = &bad.kind else {
-            unreachable!("found an error token")
-        };
-        return Err(ParseError::new(bad.position, message.clone()));
+    if let Some(error) = lex_error(statement) {
+        return Err(error);
     }
     let end = tokens
         .iter()
