@@ -128,6 +128,10 @@ pub type DeviceAttributes = (Vec<Option<String>>, BTreeMap<String, String>);
 pub struct TableView {
     /// Its schema.
     pub schema: TableSchema,
+    /// The metadata version it was created at: its incarnation. A table dropped and created
+    /// again under the same name has another, and a write derived from the schema of one
+    /// carries it (the region and the ConfigNode refuse it for any other).
+    pub created_version: u64,
     /// Its devices that have attributes (when asked for).
     pub devices: Vec<DeviceAttributes>,
 }

@@ -20,6 +20,12 @@
 //! str16 table, u32 devices × { u32 tags × { bool present, [str16 value] }, u32 attributes ×
 //! { str16 name, str16 value } }`.
 //!
+//! So were kinds 22 and 23, the fence of table writes (REVIEW N1). CREATE_TABLE_SERIES: `str16
+//! database, str16 table, u64 created_version`, then kind 4's fields without `auto_create`
+//! (series a table write creates declare nothing). SET_TABLE_DEVICE_ATTRIBUTES: `u64
+//! table_version`, then kind 20's fields; SetDeviceAttributes with table version 0 is written as
+//! kind 20, as before.
+//!
 //! Version 2 differs from version 1 only in AllocatePartitions, which carries the leader's cap
 //! on a database's partitions after `region_groups_max`. Version 1 entries still decode, with
 //! no cap (`u64::MAX`): that is how they were applied when they were written, and a replay must
@@ -217,9 +223,34 @@ pub enum Command {
         database: String,
         /// The table.
         table: String,
+        /// The table's incarnation the write derived them from (its `created_version`): refused
+        /// for any other, so a write that read a dropped table sets nothing. 0: any.
+        table_version: u64,
         /// Devices (tag values, trailing nulls left out) and the attributes written.
         devices: Vec<DeviceAttributes>,
     },
+    /// Creates the series a table write needs (auto-creation, as `CreateTimeseries` with
+    /// `auto_create`), refused whole unless the table exists as the incarnation the write derived
+    /// its devices from and every series lies under it: a write that read a dropped table's
+    /// schema creates nothing under its name (REVIEW N1).
+    CreateTableSeries {
+        /// The table the devices are derived from.
+        origin: TableOrigin,
+        /// The series; they declare nothing (no encoding, compressor, alias, tags).
+        series: Vec<SeriesSpec>,
+    },
+}
+
+/// The table a write derived its devices from: `table` of the tree database `database`, created
+/// at metadata version `created_version` (one incarnation of the name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableOrigin {
+    /// The tree database, `root.<name>`.
+    pub database: String,
+    /// The table.
+    pub table: String,
+    /// Its incarnation.
+    pub created_version: u64,
 }
 
 /// One device's tag values and attributes written ([`Command::SetDeviceAttributes`]).
@@ -251,6 +282,9 @@ mod kind {
     pub const CREATE_TABLE: u8 = 19;
     pub const SET_DEVICE_ATTRIBUTES: u8 = 20;
     pub const BEGIN_DROP_TABLE: u8 = 21;
+    pub const CREATE_TABLE_SERIES: u8 = 22;
+    /// SET_DEVICE_ATTRIBUTES preceded by the table version it was derived from.
+    pub const SET_TABLE_DEVICE_ATTRIBUTES: u8 = 23;
 }
 
 impl Command {
@@ -421,14 +455,38 @@ impl Command {
             Command::SetDeviceAttributes {
                 database,
                 table,
+                table_version,
                 devices,
             } => {
-                w.u8(kind::SET_DEVICE_ATTRIBUTES);
+                if *table_version == 0 {
+                    w.u8(kind::SET_DEVICE_ATTRIBUTES);
+                } else {
+                    w.u8(kind::SET_TABLE_DEVICE_ATTRIBUTES);
+                    w.u64(*table_version);
+                }
                 w.str16(database);
                 w.str16(table);
                 w.len32(devices.len());
                 for (tags, attributes) in devices {
                     encode_device(&mut w, tags, attributes);
+                }
+            }
+            Command::CreateTableSeries { origin, series } => {
+                w.u8(kind::CREATE_TABLE_SERIES);
+                w.str16(&origin.database);
+                w.str16(&origin.table);
+                w.u64(origin.created_version);
+                w.len32(series.len());
+                for s in series {
+                    assert!(
+                        !s.codec.is_declared() && s.meta.is_empty(),
+                        "a table write's series {}.{} declares nothing",
+                        s.device,
+                        s.measurement
+                    );
+                    w.str16(&s.device);
+                    w.str16(&s.measurement);
+                    w.u8(s.data_type.code());
                 }
             }
         }
@@ -598,7 +656,15 @@ impl Command {
                 database: r.str16()?,
                 table: r.str16()?,
             },
-            kind::SET_DEVICE_ATTRIBUTES => {
+            k @ (kind::SET_DEVICE_ATTRIBUTES | kind::SET_TABLE_DEVICE_ATTRIBUTES) => {
+                let table_version = if k == kind::SET_TABLE_DEVICE_ATTRIBUTES {
+                    match r.u64()? {
+                        0 => return r.error("SET_TABLE_DEVICE_ATTRIBUTES of table version 0"),
+                        v => v,
+                    }
+                } else {
+                    0
+                };
                 let database = r.str16()?;
                 let table = r.str16()?;
                 let n = r.count(8)?;
@@ -609,8 +675,28 @@ impl Command {
                 Command::SetDeviceAttributes {
                     database,
                     table,
+                    table_version,
                     devices,
                 }
+            }
+            kind::CREATE_TABLE_SERIES => {
+                let origin = TableOrigin {
+                    database: r.str16()?,
+                    table: r.str16()?,
+                    created_version: r.u64()?,
+                };
+                let n = r.count(5)?;
+                let mut series = Vec::with_capacity(n);
+                for _ in 0..n {
+                    series.push(SeriesSpec {
+                        device: r.str16()?,
+                        measurement: r.str16()?,
+                        data_type: r.data_type()?,
+                        codec: SeriesCodec::default(),
+                        meta: SeriesMeta::default(),
+                    });
+                }
+                Command::CreateTableSeries { origin, series }
             }
             other => return r.error(format!("command kind {other}")),
         };
@@ -1028,6 +1114,7 @@ pub(crate) mod tests {
             Command::SetDeviceAttributes {
                 database: "x".into(),
                 table: "t".into(),
+                table_version: 0,
                 devices: vec![(
                     vec![None, Some("a".into())],
                     [("k".to_string(), "v".to_string())].into(),
@@ -1044,6 +1131,46 @@ pub(crate) mod tests {
                 table: "t".into(),
             },
             &[2, 21, 1, 0, b'x', 1, 0, b't'],
+        );
+        // The fence of table writes (kinds 22 and 23).
+        golden(
+            Command::CreateTableSeries {
+                origin: TableOrigin {
+                    database: "x".into(),
+                    table: "t".into(),
+                    created_version: 0x0102,
+                },
+                series: vec![SeriesSpec {
+                    device: "x.t".into(),
+                    measurement: "v".into(),
+                    data_type: DataType::Double,
+                    codec: SeriesCodec::default(),
+                    meta: SeriesMeta::default(),
+                }],
+            },
+            &[
+                2, 22, 1, 0, b'x', 1, 0, b't', 2, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 3, 0, b'x',
+                b'.', b't', 1, 0, b'v', 4,
+            ],
+        );
+        golden(
+            Command::SetDeviceAttributes {
+                database: "x".into(),
+                table: "t".into(),
+                table_version: 7,
+                devices: vec![(vec![Some("a".into())], BTreeMap::new())],
+            },
+            &[
+                2, 23, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0, b'x', 1, 0, b't', 1, 0, 0, 0, 1, 0, 0, 0, 1,
+                1, 0, b'a', 0, 0, 0, 0,
+            ],
+        );
+        let zero = [
+            2, 23, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, b'x', 1, 0, b't', 0, 0, 0, 0,
+        ];
+        assert!(
+            Command::decode(&zero).is_err(),
+            "kind 23 always names a table version"
         );
         // A name the type does not take is refused, not stored.
         let bad = [
@@ -1261,11 +1388,42 @@ pub(crate) mod tests {
                     ),
                     0..3
                 ),
+                0u64..3,
             )
-                .prop_map(|(db, table, devices)| Command::SetDeviceAttributes {
-                    database: format!("root.{db}"),
-                    table,
-                    devices,
+                .prop_map(|(db, table, devices, table_version)| {
+                    Command::SetDeviceAttributes {
+                        database: format!("root.{db}"),
+                        table,
+                        table_version,
+                        devices,
+                    }
+                }),
+            (
+                name,
+                name,
+                0u64..6,
+                prop::collection::vec((name, name, 0u8..12), 0..3)
+            )
+                .prop_map(|(db, table, created_version, series)| {
+                    Command::CreateTableSeries {
+                        series: series
+                            .into_iter()
+                            .filter_map(|(tag, measurement, t)| {
+                                Some(SeriesSpec {
+                                    device: format!("root.{db}.{table}.-{tag}"),
+                                    measurement,
+                                    data_type: DataType::from_code(t)?,
+                                    codec: SeriesCodec::default(),
+                                    meta: SeriesMeta::default(),
+                                })
+                            })
+                            .collect(),
+                        origin: TableOrigin {
+                            database: format!("root.{db}"),
+                            table,
+                            created_version,
+                        },
+                    }
                 }),
             (name, name).prop_map(|(db, table)| Command::BeginDropTable {
                 database: format!("root.{db}"),

@@ -150,11 +150,19 @@ impl Leadership {
                     database: db.clone(),
                 })
             }
-            OperationKind::DeleteTimeseries(_) | OperationKind::DropTable { .. } => {
+            OperationKind::DeleteTimeseries(_) => {
                 proto::region_write_req::Command::DeleteSeries(proto::DeleteSeriesCommand {
                     series,
                 })
             }
+            // The table's whole prefix, in every region of its database (a device created after
+            // the Begin may lie in any series slot): a deletion and a fence of every device of
+            // the table, whichever were listed at the Begin (REVIEW N1).
+            OperationKind::DropTable {
+                database, table, ..
+            } => proto::region_write_req::Command::DeleteDatabase(proto::DeleteDatabaseCommand {
+                database: format!("{database}.{table}"),
+            }),
         };
         let deletion =
             self.propagator
@@ -166,6 +174,7 @@ impl Leadership {
                     // from every later fetch, so every insert validated against metadata that
                     // still showed it carries an older version.
                     metadata_version: version,
+                    table_version: 0,
                 });
         let failed = tokio::select! {
             failed = deletion => failed,
@@ -220,10 +229,10 @@ impl Leadership {
         let mut ids = BTreeSet::new();
         match kind {
             OperationKind::SetTtl(_) => {}
-            OperationKind::DropDatabase(db) => {
+            OperationKind::DropDatabase(db) | OperationKind::DropTable { database: db, .. } => {
                 ids.extend(state.regions().filter(|r| r.database == *db).map(|r| r.id));
             }
-            OperationKind::DeleteTimeseries(series) | OperationKind::DropTable { series, .. } => {
+            OperationKind::DeleteTimeseries(series) => {
                 let partition = self.config.partition_config();
                 for (device, _) in series {
                     if let Some((db, _)) = state.database_of(device) {
@@ -521,6 +530,7 @@ fn invalidation_request(
         } => vec![proto::TableRef {
             database: database.clone(),
             table: table.clone(),
+            created_version: 0,
         }],
         _ => Vec::new(),
     };

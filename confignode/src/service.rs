@@ -10,7 +10,7 @@ use common::StatusCode;
 use proto::config_node_service_server::ConfigNodeService;
 use tonic::{Request, Response};
 
-use crate::command::{Command, CommandResult, SeriesSpec};
+use crate::command::{Command, CommandResult, SeriesSpec, TableOrigin};
 use crate::error::{Error, MetadataError};
 use crate::server::{location, replica_set, status_ok, Shared};
 use crate::state::{MetadataState, OperationKind, PATH_BYTES_MAX};
@@ -359,6 +359,23 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 ..empty
             }));
         }
+        // A table write's devices: only under the incarnation of the table it read (REVIEW N1).
+        let origin = req.table.as_ref().map(|t| TableOrigin {
+            database: t.database.clone(),
+            table: t.table.clone(),
+            created_version: t.created_version,
+        });
+        if let Some(origin) = &origin {
+            let state = self.shared.group.state();
+            try_status!(
+                state.check_table_incarnation(
+                    &origin.database,
+                    &origin.table,
+                    origin.created_version
+                ),
+                empty
+            );
+        }
         if req.auto_create {
             let mut missing = Vec::new();
             {
@@ -391,14 +408,17 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                 }
             }
             if !missing.is_empty() {
-                let created = self
-                    .shared
-                    .group
-                    .propose(Command::CreateTimeseries {
+                let command = match origin {
+                    Some(origin) => Command::CreateTableSeries {
+                        origin,
+                        series: missing,
+                    },
+                    None => Command::CreateTimeseries {
                         series: missing,
                         auto_create: true,
-                    })
-                    .await;
+                    },
+                };
+                let created = self.shared.group.propose(command).await;
                 match created {
                     Ok(_) => {}
                     // Created concurrently with another type: the caller sees the existing
@@ -908,6 +928,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             self.propose_for_status(Command::SetDeviceAttributes {
                 database: req.database,
                 table: req.table,
+                table_version: req.table_version,
                 devices,
             })
             .await,
@@ -936,6 +957,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         }
         let info = |t: &crate::state::TableRecord| proto::TableInfo {
             name: t.schema.name.clone(),
+            created_version: t.created_version,
             columns: t
                 .schema
                 .columns

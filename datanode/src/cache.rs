@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::table::TableSchema;
+use common::table::TableView;
 use common::{DataType, LeaseFencedRetryPolicy};
 use parking_lot::RwLock;
 
@@ -82,10 +82,11 @@ struct Inner {
     series_slots: HashMap<(String, u32), Vec<u64>>,
     regions: BTreeMap<u64, RegionRoute>,
     nodes: BTreeMap<u64, NodeAddresses>,
-    /// (database, table) → the table-model table's schema. A table only gains columns (and
-    /// its tags' order never changes) while it lives, so an entry that covers a tablet's
-    /// columns is true until DROP DATABASE or DROP TABLE invalidates it.
-    tables: HashMap<(String, String), TableSchema>,
+    /// (database, table) → the table-model table's schema and incarnation (its devices not
+    /// kept). A table only gains columns (and its tags' order never changes) while it lives, so
+    /// an entry that covers a tablet's columns is true until DROP DATABASE or DROP TABLE
+    /// invalidates it.
+    tables: HashMap<(String, String), TableView>,
 }
 
 /// Everything a recovery pulls from the ConfigNode before the lease returns to NORMAL.
@@ -176,8 +177,8 @@ impl MetadataCache {
         })
     }
 
-    /// The cached schema of a table-model table.
-    pub fn table(&self, database: &str, table: &str) -> Result<Option<TableSchema>, LeaseFenced> {
+    /// The cached schema and incarnation of a table-model table.
+    pub fn table(&self, database: &str, table: &str) -> Result<Option<TableView>, LeaseFenced> {
         self.check()?;
         Ok(self
             .inner
@@ -187,12 +188,17 @@ impl MetadataCache {
             .cloned())
     }
 
-    /// Stores a table's schema fetched at `generation`; false if the caches moved on since.
-    pub fn put_table(&self, generation: u64, database: &str, schema: TableSchema) -> bool {
+    /// Stores a table's schema and incarnation fetched at `generation` (without its devices);
+    /// false if the caches moved on since.
+    pub fn put_table(&self, generation: u64, database: &str, table: TableView) -> bool {
+        let table = TableView {
+            devices: Vec::new(),
+            ..table
+        };
         self.put(generation, |inner| {
             inner
                 .tables
-                .insert((database.to_string(), schema.name.clone()), schema);
+                .insert((database.to_string(), table.schema.name.clone()), table);
         })
     }
 
@@ -302,8 +308,9 @@ impl MetadataCache {
     }
 
     /// Removes the schemas and partitions of `databases` and of the devices of `series`, and
-    /// the table schemas of `databases` and of `tables` (database, table) (ConfigNode
-    /// invalidation). Once this returns, no lookup can return them.
+    /// the table schemas of `databases` and of `tables` (database, table) with the schemas of
+    /// every device of those tables (ConfigNode invalidation). Once this returns, no lookup can
+    /// return them.
     pub fn invalidate(
         &self,
         databases: &[String],
@@ -312,7 +319,11 @@ impl MetadataCache {
     ) {
         let mut inner = self.inner.write();
         self.generation.fetch_add(1, Ordering::AcqRel);
-        let in_database = |device: &str| databases.iter().any(|db| device_in(device, db));
+        let prefixes: Vec<String> = tables.iter().map(|(db, t)| format!("{db}.{t}")).collect();
+        let in_database = |device: &str| {
+            databases.iter().any(|db| device_in(device, db))
+                || prefixes.iter().any(|p| device == p || device_in(device, p))
+        };
         inner
             .schemas
             .retain(|device, schema| !in_database(device) && !databases.contains(&schema.database));
@@ -385,14 +396,18 @@ mod tests {
     fn table_schemas_go_with_their_database_their_drop_and_the_lease() {
         let (cache, _lease, clock) = live_cache();
         let g = cache.generation();
-        let schema = TableSchema {
-            name: "t".into(),
-            columns: vec![common::table::TableColumn {
-                name: "k".into(),
-                category: common::table::Category::Tag,
-                data_type: DataType::String,
-            }],
-            ttl_ms: None,
+        let schema = TableView {
+            schema: common::table::TableSchema {
+                name: "t".into(),
+                columns: vec![common::table::TableColumn {
+                    name: "k".into(),
+                    category: common::table::Category::Tag,
+                    data_type: DataType::String,
+                }],
+                ttl_ms: None,
+            },
+            created_version: 4,
+            devices: Vec::new(),
         };
         assert!(cache.put_table(g, "root.db", schema.clone()));
         assert!(cache.put_table(g, "root.other", schema.clone()));
@@ -413,11 +428,30 @@ mod tests {
         // DROP TABLE's invalidation takes that table alone.
         let g = cache.generation();
         let mut other_table = schema.clone();
-        other_table.name = "u".into();
+        other_table.schema.name = "u".into();
         assert!(cache.put_table(g, "root.db", schema.clone()));
         assert!(cache.put_table(g, "root.db", other_table.clone()));
+        // With the schemas of the table's devices (its device of no tags is its own path).
+        let device = |database: &str| DeviceSchema {
+            database: database.into(),
+            types: [("v".to_string(), DataType::Double)].into(),
+            aliases: BTreeMap::new(),
+            version: 1,
+            ttl_ms: None,
+        };
+        for d in ["root.db.t", "root.db.t.-a", "root.db.tx.-a", "root.db.u.-a"] {
+            assert!(cache.put_schema(g, d, device("root.db")));
+        }
         cache.invalidate(&[], &[], &[("root.db".into(), "t".into())]);
         assert_eq!(cache.table("root.db", "t").unwrap(), None);
+        for (d, kept) in [
+            ("root.db.t", false),
+            ("root.db.t.-a", false),
+            ("root.db.tx.-a", true),
+            ("root.db.u.-a", true),
+        ] {
+            assert_eq!(cache.schema(d).unwrap().is_some(), kept, "{d}");
+        }
         assert_eq!(cache.table("root.db", "u").unwrap(), Some(other_table));
         assert!(!cache.put_table(g, "root.db", schema));
         clock.advance_ms(101);

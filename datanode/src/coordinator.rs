@@ -275,6 +275,52 @@ pub(crate) struct Coordinator {
 
 type Resolved = (BTreeMap<i64, u64>, BTreeMap<u64, RegionRoute>);
 
+/// The table a table write derived its device tablets from: `table` of the tree database
+/// `database`, as the incarnation created at metadata version `created_version`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TableOrigin<'a> {
+    pub database: &'a str,
+    pub table: &'a str,
+    pub created_version: u64,
+}
+
+/// What a region command carries to be judged against the region's deletions (design §4), and
+/// on a forward to the leader: the metadata version the command was validated or resolved
+/// against, the table version of a table write's rows (0 otherwise), the operation id of a
+/// `deleteData` (0 otherwise).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tokens {
+    pub metadata_version: u64,
+    pub table_version: u64,
+    pub operation_id: u64,
+}
+
+/// A tablet validated and resolved ([`Coordinator::plan_write`]), ready to be written.
+#[derive(Debug)]
+struct WritePlan {
+    /// When its write started (for the latency metric).
+    started: Instant,
+    /// Time slot → region.
+    regions: BTreeMap<i64, u64>,
+    /// The routes of those regions that the lookup learned.
+    routes: BTreeMap<u64, RegionRoute>,
+    /// The region of the newest rows.
+    newest_region: Option<u64>,
+    tokens: Tokens,
+}
+
+impl Default for WritePlan {
+    fn default() -> WritePlan {
+        WritePlan {
+            started: Instant::now(),
+            regions: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            newest_region: None,
+            tokens: Tokens::default(),
+        }
+    }
+}
+
 impl Coordinator {
     fn fenced(&self, write: bool) -> CoordinatorError {
         inc(if write {
@@ -329,13 +375,66 @@ impl Coordinator {
         mut tablet: Tablet,
         relay: Relay,
     ) -> Outcome<Written> {
-        let started = Instant::now();
         if !self.write_gate() {
             return match relay {
                 Relay::WhenFenced => self.relay_tablet(&tablet).await,
                 Relay::Never => Err(self.fenced_write()),
             };
         }
+        // Held until the tablet's answer is decided: an invalidation is acknowledged only after
+        // every tablet validated against the entries it removed has been answered.
+        let pinned = self.metadata.pin();
+        let plan = match self.plan_write(&pinned, &mut tablet, None).await {
+            Ok(plan) => plan,
+            Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
+                drop(pinned);
+                return self.relay_tablet(&tablet).await;
+            }
+            Err(e) => return Err(e),
+        };
+        self.write_planned(&pinned, tablet, plan).await
+    }
+
+    /// Writes one device's tablet of a table write, under the pin the whole table write holds
+    /// (so an invalidation waits for the table write, and one that moved the caches since the
+    /// pin voids it). Its devices were derived from the table `origin` names: a FetchSchema says
+    /// so (the ConfigNode creates nothing for another incarnation), and the region refuses it
+    /// after a deletion of the table's prefix (the table version in the command). Never
+    /// relayed on its own: a fenced table write is relayed whole, and re-derived by its peer.
+    pub(crate) async fn insert_table_device(
+        self: &Arc<Self>,
+        pinned: &Pinned<'_>,
+        mut tablet: Tablet,
+        origin: &TableOrigin<'_>,
+    ) -> Outcome<Written> {
+        debug_assert!(
+            common::path::is_under(&tablet.device, origin.database)
+                && tablet.device[origin.database.len() + 1..].starts_with(origin.table),
+            "device {} of table {}.{}",
+            tablet.device,
+            origin.database,
+            origin.table
+        );
+        if !self.write_gate() {
+            return Err(self.fenced_write());
+        }
+        if !self.metadata.is_current(pinned.generation()) {
+            return Err(CoordinatorError::MetadataChanged);
+        }
+        let plan = self.plan_write(pinned, &mut tablet, Some(origin)).await?;
+        self.write_planned(pinned, tablet, plan).await
+    }
+
+    /// Validates `tablet` against the metadata under `pinned` (creating its series and
+    /// partitions when missing) and resolves where each of its rows goes. The tablet is renamed
+    /// by its aliases here and left otherwise as it was: a caller may still relay it.
+    async fn plan_write(
+        &self,
+        pinned: &Pinned<'_>,
+        tablet: &mut Tablet,
+        origin: Option<&TableOrigin<'_>>,
+    ) -> Outcome<WritePlan> {
+        let started = Instant::now();
         if tablet.row_count() > self.limits.tablet_rows_max {
             return Err(CoordinatorError::Invalid(format!(
                 "tablet has {} rows; tablet_rows_max is {}",
@@ -348,63 +447,73 @@ impl Coordinator {
             .validate(&self.limits.tablet_limits)
             .map_err(|e| CoordinatorError::Invalid(e.to_string()))?;
         // Counted before anything is asked of the ConfigNode, and bounded by the cap.
-        let slots = self.limits.time_slots(&tablet)?;
+        let slots = self.limits.time_slots(tablet)?;
         if tablet.row_count() == 0 {
-            return Ok(Written::default());
+            return Ok(WritePlan {
+                started,
+                ..WritePlan::default()
+            });
         }
-        // Held until the tablet's answer is decided: an invalidation is acknowledged only after
-        // every tablet validated against the entries it removed has been answered.
-        let pinned = self.metadata.pin();
-        let schema = match self.resolve_schema(&pinned, &device, &tablet).await {
-            Ok(schema) => schema,
-            Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
-                drop(pinned);
-                return self.relay_tablet(&tablet).await;
-            }
-            Err(e) => return Err(e),
-        };
-        by_measurement_names(&mut tablet, &schema.aliases)?;
-        check_types(&tablet, &schema.types)?;
-        let (regions, routes) = match self.resolve_partitions(&pinned, &device, &slots).await {
-            Ok(resolved) => resolved,
-            Err(e) if relay == Relay::WhenFenced && e.confignode_unreachable() => {
-                drop(pinned);
-                return self.relay_tablet(&tablet).await;
-            }
-            Err(e) => return Err(e),
-        };
+        let schema = self.resolve_schema(pinned, &device, tablet, origin).await?;
+        by_measurement_names(tablet, &schema.aliases)?;
+        check_types(tablet, &schema.types)?;
+        let (regions, routes) = self.resolve_partitions(pinned, &device, &slots).await?;
         debug_assert!(
             slots.iter().all(|slot| regions.contains_key(slot)),
             "every time slot of the tablet resolved to a region"
         );
-        // The region of the newest rows: where the device's next writes most likely go.
-        let newest_region = slots.last().map(|slot| regions[slot]);
-        let split = split_by_region(tablet, &regions, &self.limits.partition);
+        Ok(WritePlan {
+            started,
+            // The region of the newest rows: where the device's next writes most likely go.
+            newest_region: slots.last().map(|slot| regions[slot]),
+            regions,
+            routes,
+            tokens: Tokens {
+                metadata_version: schema.version,
+                table_version: origin.map_or(0, |o| o.created_version),
+                operation_id: 0,
+            },
+        })
+    }
+
+    /// Writes a planned tablet: each region's part to its leader.
+    async fn write_planned(
+        self: &Arc<Self>,
+        pinned: &Pinned<'_>,
+        tablet: Tablet,
+        plan: WritePlan,
+    ) -> Outcome<Written> {
+        if tablet.row_count() == 0 {
+            return Ok(Written::default());
+        }
+        let split = split_by_region(tablet, &plan.regions, &self.limits.partition);
         let statuses = self
-            .write_parts(split, &routes, pinned.generation(), schema.version)
+            .write_parts(split, &plan.routes, pinned.generation(), plan.tokens)
             .await;
         add(
             &self.metrics.write_latency_us_sum,
-            started.elapsed().as_micros() as u64,
+            plan.started.elapsed().as_micros() as u64,
         );
         if !statuses.iter().all(written) {
             return Err(CoordinatorError::Parts(statuses));
         }
-        let redirect = newest_region.and_then(|r| self.redirect_hint(&pinned, r));
+        let redirect = plan
+            .newest_region
+            .and_then(|r| self.redirect_hint(pinned, r));
         if redirect.is_some() {
             inc(&self.metrics.write_redirects);
         }
         Ok(Written { redirect })
     }
 
-    /// Dispatches each region's part at once; their statuses in region order. `schema_version`
-    /// is the fencing token: the version of the metadata the tablet was validated against.
+    /// Dispatches each region's part at once; their statuses in region order. `tokens` are the
+    /// fencing tokens: the versions of the metadata the tablet was validated against.
     async fn write_parts(
         self: &Arc<Self>,
         split: Vec<(u64, Tablet)>,
         routes: &BTreeMap<u64, RegionRoute>,
         generation: u64,
-        schema_version: u64,
+        tokens: Tokens,
     ) -> Vec<proto::Status> {
         let mut parts = tokio::task::JoinSet::new();
         for (index, (region, part)) in split.into_iter().enumerate() {
@@ -415,10 +524,11 @@ impl Coordinator {
                 let wire = proto::region_write_req::Command::InsertTablet(tablet_to_wire(&part));
                 let command = RegionCommand::InsertTablet {
                     tablet: part,
-                    metadata_version: schema_version,
+                    metadata_version: tokens.metadata_version,
+                    table_version: tokens.table_version,
                 };
                 let s = coordinator
-                    .write_region(region, route, (command, wire), generation, schema_version)
+                    .write_region(region, route, (command, wire), generation, tokens)
                     .await;
                 if s.is_success() {
                     add(&coordinator.metrics.write_points, points);
@@ -606,6 +716,7 @@ impl Coordinator {
             }],
             auto_create: false,
             caller: Some(self.caller()),
+            table: None,
         };
         match self.fetch_schema(request).await {
             Ok(devices) => Ok(devices
@@ -673,6 +784,7 @@ impl Coordinator {
         pinned: &Pinned<'_>,
         device: &DevicePath,
         tablet: &Tablet,
+        origin: Option<&TableOrigin<'_>>,
     ) -> Outcome<DeviceSchema> {
         let cached = pinned.schema(device).map_err(|_| self.fenced_write())?;
         if let Some(schema) = cached {
@@ -696,6 +808,11 @@ impl Coordinator {
             }],
             auto_create: true,
             caller: Some(self.caller()),
+            table: origin.map(|o| proto::TableRef {
+                database: o.database.to_string(),
+                table: o.table.to_string(),
+                created_version: o.created_version,
+            }),
         };
         let schema = self
             .fetch_schema(request)
@@ -902,7 +1019,7 @@ impl Coordinator {
         route: RegionRoute,
         (command, wire): (RegionCommand, proto::region_write_req::Command),
         generation: u64,
-        metadata_version: u64,
+        tokens: Tokens,
     ) -> proto::Status {
         let deadline = Instant::now() + self.limits.remote_write_retry;
         let mut targets = Targets::new(self, region, &route);
@@ -933,8 +1050,9 @@ impl Coordinator {
                     let request = proto::RegionWriteReq {
                         region_id: region,
                         command: Some(wire.clone()),
-                        operation_id: 0,
-                        metadata_version,
+                        operation_id: tokens.operation_id,
+                        metadata_version: tokens.metadata_version,
+                        table_version: tokens.table_version,
                     };
                     match self
                         .peers

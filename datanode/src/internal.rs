@@ -345,6 +345,7 @@ impl DataNodeInternalService for InternalService {
                     RegionCommand::InsertTablet {
                         tablet,
                         metadata_version: req.metadata_version,
+                        table_version: req.table_version,
                     }
                 }
                 Err(e) => return reply(status(StatusCode::IllegalParameter, e.to_string()), 0),
@@ -373,6 +374,7 @@ impl DataNodeInternalService for InternalService {
                     .collect(),
                 start: d.start_time,
                 end: d.end_time,
+                deletion,
             },
             None => return reply(status(StatusCode::IllegalParameter, "no command"), 0),
         };
@@ -500,11 +502,7 @@ impl DataNodeInternalService for InternalService {
         let outcome = sql::insert_table(&backend, &req.database, tablet, &categories).await;
         Ok(Response::new(match outcome {
             Ok(()) => ok(),
-            Err(e) => proto::Status {
-                code: e.code(),
-                message: e.to_string(),
-                ..Default::default()
-            },
+            Err(e) => crate::client_rpc::exec_status(&e),
         }))
     }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::path::DevicePath;
-use common::table::TableSchema;
+use common::table::TableView;
 use common::StatusCode;
 use parking_lot::Mutex;
 use proto::config_node_service_client::ConfigNodeServiceClient;
@@ -116,22 +116,6 @@ impl MetadataView {
         self.cache.set_leader(region, leader);
     }
 
-    /// The cached schema of a table-model table; `None` when not cached or the lease is not
-    /// live (the caller then asks the ConfigNode, which a fenced node cannot reach).
-    pub(crate) fn table(&self, database: &str, table: &str) -> Option<TableSchema> {
-        self.cache.table(database, table).ok().flatten()
-    }
-
-    /// The cache generation to pass to [`MetadataView::put_table`] (read before the fetch).
-    pub(crate) fn cache_generation(&self) -> u64 {
-        self.cache.generation()
-    }
-
-    /// Caches a table's schema fetched at `generation`.
-    pub(crate) fn put_table(&self, generation: u64, database: &str, schema: TableSchema) {
-        self.cache.put_table(generation, database, schema);
-    }
-
     /// Drops a table's cached schema.
     pub(crate) fn forget_table(&self, database: &str, table: &str) {
         self.cache.forget_table(database, table);
@@ -206,6 +190,21 @@ impl Pinned<'_> {
 
     pub(crate) fn schema(&self, device: &DevicePath) -> Result<Option<DeviceSchema>, LeaseFenced> {
         self.cache.schema(device.as_str())
+    }
+
+    /// The cached schema and incarnation of a table-model table.
+    pub(crate) fn table(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> Result<Option<TableView>, LeaseFenced> {
+        self.cache.table(database, table)
+    }
+
+    /// Caches a table's schema and incarnation fetched under this pin (dropped if the caches
+    /// moved on since).
+    pub(crate) fn put_table(&self, database: &str, table: TableView) -> bool {
+        self.cache.put_table(self.generation(), database, table)
     }
 
     pub(crate) fn partition(

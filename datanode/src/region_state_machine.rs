@@ -11,11 +11,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::{envelope, StatusCode, Tablet, TabletLimits};
+use common::{envelope, StatusCode, TabletLimits};
 use consensus::{ApplyError, Clock, SnapshotJob, StateMachine};
 
 use engine::{
-    ApplyOutcome, DataRegion, DecodeError, LeaseGate, RegionCommand, StorageError, Tombstone,
+    ApplyOutcome, DataRegion, DecodeError, Deletion, LeaseGate, RegionCommand, RegionContent,
+    StorageError, Tombstone, DELETE_OPERATIONS_KEPT,
 };
 
 /// Retry settings of the state machine (DataNode config keys of the same names).
@@ -260,24 +261,22 @@ impl StateMachine for DataRegionStateMachine {
         if crate::snapshot::Descriptor::is_streamed(snapshot) {
             return self.restore_streamed(index, snapshot);
         }
-        let (at, tablets, tombstones) =
-            decode_snapshot(snapshot, &self.region.config().restore_limits()).map_err(|e| {
-                ApplyError::Recoverable {
-                    code: StatusCode::InternalServerError.code(),
-                    message: format!(
-                        "snapshot for entry {index} does not decode at offset {}: {}",
-                        e.offset, e.reason
-                    ),
-                }
+        let mut content = decode_snapshot(snapshot, &self.region.config().restore_limits())
+            .map_err(|e| ApplyError::Recoverable {
+                code: StatusCode::InternalServerError.code(),
+                message: format!(
+                    "snapshot for entry {index} does not decode at offset {}: {}",
+                    e.offset, e.reason
+                ),
             })?;
+        let at = content.applied_index;
         assert!(
             at <= index,
             "snapshot content at {at} is newer than its index {index}"
         );
         self.pending = None;
-        self.region
-            .reset_to(index, &tablets, &tombstones)
-            .map_err(|e| recoverable(&e))
+        content.applied_index = index;
+        self.region.reset_to(&content).map_err(|e| recoverable(&e))
     }
 }
 
@@ -369,8 +368,8 @@ fn build_snapshot(region: &DataRegion, bytes_max: u64) -> Result<(u64, Vec<u8>),
             ),
         });
     }
-    let (index, tablets, tombstones) = region.export().map_err(|e| recoverable(&e))?;
-    Ok((index, encode_snapshot(index, &tablets, &tombstones)))
+    let content = region.export().map_err(|e| recoverable(&e))?;
+    Ok((content.applied_index, encode_snapshot(&content)))
 }
 
 /// A storage error as an outcome raft retries later (a snapshot's export or install).
@@ -427,21 +426,29 @@ pub fn decode_outcome(bytes: &[u8]) -> Option<ApplyOutcome> {
     }
 }
 
-const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP4";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP5";
+const SNAPSHOT_MAGIC_WITHOUT_OPERATIONS: &[u8; 8] = b"FPRSNAP4";
 const SNAPSHOT_MAGIC_WITHOUT_RANGES: &[u8; 8] = b"FPRSNAP2";
 const SNAPSHOT_MAGIC_WITHOUT_DELETIONS: &[u8; 8] = b"FPRSNAP1";
 
-/// Snapshot body (little-endian): `magic "FPRSNAP4" (`FPRSNAP3` is the streamed snapshot's
+/// Snapshot body (little-endian): `magic "FPRSNAP5" (`FPRSNAP3` is the streamed snapshot's
 /// descriptor, `crate::snapshot`), u64 applied index, u32 tablets, tablets ×
 /// { u32 length, InsertTablet command bytes }, u32 deletions, deletions × { u64 log index, u32
 /// length, DeleteSeries (one series), DeleteDatabase or DeleteData (one series) command bytes,
-/// [DeleteData: u8 the series' type] }, u32 CRC32 of everything before it`. The deletions are
-/// part of the replicated state: their fencing tokens decide later inserts, and a `deleteData`
-/// keeps its series' type. `FPRSNAP2` (no DeleteData) and `FPRSNAP1` (no deletions) still
-/// decode.
-pub fn encode_snapshot(index: u64, tablets: &[Tablet], tombstones: &[Tombstone]) -> Vec<u8> {
+/// [DeleteData: u8 the series' type] }, u32 operations × { u64 log index, u64 operation id },
+/// u32 CRC32 of everything before it`. The deletions are part of the replicated state: their
+/// fencing tokens decide later inserts, and a `deleteData` keeps its series' type; so are the
+/// `deleteData` operations remembered (a redelivery of one is a no-op). `FPRSNAP4` (no
+/// operations), `FPRSNAP2` (no DeleteData) and `FPRSNAP1` (no deletions) still decode.
+pub fn encode_snapshot(content: &RegionContent) -> Vec<u8> {
+    let RegionContent {
+        applied_index: index,
+        tablets,
+        tombstones,
+        delete_operations,
+    } = content;
     envelope::seal(SNAPSHOT_MAGIC, |w| {
-        w.u64(index);
+        w.u64(*index);
         w.len32(tablets.len());
         for tablet in tablets {
             w.bytes32(&RegionCommand::insert(tablet.clone()).encode());
@@ -474,6 +481,7 @@ pub fn encode_snapshot(index: u64, tablets: &[Tablet], tombstones: &[Tombstone])
                     series: vec![(device.clone(), measurement.clone())],
                     start: *start,
                     end: *end,
+                    deletion: Deletion::default(),
                 },
             };
             w.u64(tombstone.index());
@@ -482,21 +490,21 @@ pub fn encode_snapshot(index: u64, tablets: &[Tablet], tombstones: &[Tombstone])
                 w.u8(data_type.code());
             }
         }
+        w.len32(delete_operations.len());
+        for (index, operation) in delete_operations {
+            w.u64(*index);
+            w.u64(*operation);
+        }
     })
 }
 
-/// What a snapshot holds: the applied index, one tablet per series, the deletions.
-pub type SnapshotContent = (u64, Vec<Tablet>, Vec<Tombstone>);
-
 /// Reads [`encode_snapshot`]'s bytes.
-pub fn decode_snapshot(
-    bytes: &[u8],
-    limits: &TabletLimits,
-) -> Result<SnapshotContent, DecodeError> {
+pub fn decode_snapshot(bytes: &[u8], limits: &TabletLimits) -> Result<RegionContent, DecodeError> {
     let (magic, mut r) = envelope::open(
         bytes,
         &[
             SNAPSHOT_MAGIC,
+            SNAPSHOT_MAGIC_WITHOUT_OPERATIONS,
             SNAPSHOT_MAGIC_WITHOUT_RANGES,
             SNAPSHOT_MAGIC_WITHOUT_DELETIONS,
         ],
@@ -505,8 +513,9 @@ pub fn decode_snapshot(
         reason: format!("region snapshot: {}", e.reason),
         ..e
     })?;
-    let with_ranges = magic == 0;
-    let with_deletions = magic <= 1;
+    let with_operations = magic == 0;
+    let with_ranges = magic <= 1;
+    let with_deletions = magic <= 2;
     // A command's errors report offsets in the whole snapshot.
     let command_at = |start: usize, bytes: &[u8]| {
         RegionCommand::decode(bytes, limits).map_err(|e| DecodeError {
@@ -556,9 +565,9 @@ pub fn decode_snapshot(
                         deletion,
                     })
                 }
-                RegionCommand::DeleteData { series, start, end }
-                    if series.len() == 1 && with_ranges =>
-                {
+                RegionCommand::DeleteData {
+                    series, start, end, ..
+                } if series.len() == 1 && with_ranges => {
                     let (device, measurement) = series.into_iter().next().expect("one series");
                     tombstones.push(Tombstone::Range {
                         device,
@@ -578,6 +587,27 @@ pub fn decode_snapshot(
             }
         }
     }
+    let mut delete_operations = Vec::new();
+    if with_operations {
+        let count = r.count(16)?;
+        if count > DELETE_OPERATIONS_KEPT {
+            return r.error(format!(
+                "{count} deleteData operations; at most {DELETE_OPERATIONS_KEPT} are kept"
+            ));
+        }
+        for _ in 0..count {
+            let (log_index, operation) = (r.u64()?, r.u64()?);
+            if log_index > index {
+                return r.error("deleteData operation newer than the snapshot");
+            }
+            delete_operations.push((log_index, operation));
+        }
+    }
     r.finish()?;
-    Ok((index, tablets, tombstones))
+    Ok(RegionContent {
+        applied_index: index,
+        tablets,
+        tombstones,
+        delete_operations,
+    })
 }

@@ -10,7 +10,7 @@ use proto::session_service_server::SessionService;
 use tonic::{Request, Response};
 
 use crate::convert::{column_of, ok, status, tablet_from_wire, value_from_wire, value_to_wire};
-use crate::coordinator::{aggregate, write_status, Relay};
+use crate::coordinator::{aggregate, write_status, Relay, TableOrigin};
 use crate::host::LocalReplicas;
 use crate::node::Shared;
 
@@ -54,6 +54,39 @@ pub(crate) async fn insert_tablets(
         statuses.push(write_status(&outcome));
     }
     aggregate(statuses)
+}
+
+/// Writes the device tablets of one table write (`sql::insert_table`), derived from the table
+/// `origin` names, under one pin held until the last is answered: an invalidation (DROP TABLE)
+/// waits for the whole table write, and once it moved the caches the rest is refused. Stops at
+/// the first device refused and answers its status, so the client (or the Thrift layer's relay)
+/// retries the whole write, which is idempotent; a device tablet is never relayed on its own.
+pub(crate) async fn insert_table_tablets(
+    shared: &Arc<Shared>,
+    origin: &TableOrigin<'_>,
+    tablets: Vec<Tablet>,
+) -> proto::Status {
+    if let Err(e) = shared.coordinator.limits.check_request_partitions(&tablets) {
+        return e.status();
+    }
+    let pinned = shared.metadata.pin();
+    let mut redirect = None;
+    let devices = tablets.len();
+    for tablet in tablets {
+        match shared
+            .coordinator
+            .insert_table_device(&pinned, tablet, origin)
+            .await
+        {
+            Ok(written) => redirect = written.redirect.or(redirect),
+            Err(e) => return e.status(),
+        }
+    }
+    // A hint is about one device.
+    let written = crate::coordinator::Written {
+        redirect: redirect.filter(|_| devices == 1),
+    };
+    written.status()
 }
 
 /// Decodes and writes wire tablets (a relayed write), with the session's limits.
@@ -105,14 +138,6 @@ pub(crate) async fn answer_series_types(
 }
 
 /// A status of an IoTDB code Fencepost may not name (e.g. 801, 300).
-fn status_code(code: i32, message: String) -> proto::Status {
-    proto::Status {
-        code,
-        message,
-        ..Default::default()
-    }
-}
-
 fn too_many(what: &str, n: usize, max: usize) -> Option<proto::Status> {
     (n > max).then(|| {
         status(
@@ -555,7 +580,7 @@ impl SessionService for SessionServiceImpl {
                     .collect(),
             },
             Err(e) => proto::ExecuteStatementResp {
-                status: Some(status_code(e.code(), e.to_string())),
+                status: Some(crate::client_rpc::exec_status(&e)),
                 ..Default::default()
             },
         };
@@ -627,7 +652,7 @@ impl SessionService for SessionServiceImpl {
         .await;
         Ok(Response::new(match outcome {
             Ok(()) => ok(),
-            Err(e) => status_code(e.code(), e.to_string()),
+            Err(e) => crate::client_rpc::exec_status(&e),
         }))
     }
 

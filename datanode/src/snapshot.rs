@@ -943,6 +943,7 @@ mod tests {
                     operation_id: 6,
                 },
             }],
+            delete_operations: vec![(40, 77)],
         };
         let files = manifest
             .files

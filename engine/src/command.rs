@@ -17,6 +17,8 @@
 //! kind 3 DeleteDatabase: u64 metadata_version, u64 operation_id, str16 database
 //! kind 4 DeleteData:    i64 start, i64 end (both inclusive),
 //!                       u32 count, count × { str16 device, str16 measurement }
+//! kind 5 InsertTableTablet: u64 metadata_version, u64 table_version, tablet
+//! kind 6 DeleteDataFenced:  u64 metadata_version, u64 operation_id, then kind 4's fields
 //! tablet:               str16 device, u32 rows M, u32 columns N, i64 × M timestamps,
 //!                       N × { str16 measurement, u8 type, u8 has_bitmap,
 //!                             [u64 × ceil(M/64) null bitmap], values }
@@ -26,7 +28,10 @@
 //! ```
 //!
 //! Version 1 (before the token) is the same without the u64 fields; it still decodes, with
-//! version and operation 0.
+//! version and operation 0. Kinds 5 and 6 were added within version 2 (they change no byte of
+//! an existing kind): an insert derived from a table of the table model is written as kind 5,
+//! any other as kind 1; a `deleteData` with a token or an operation id as kind 6, else as
+//! kind 4 (so entries written before decode as they did, with no token).
 
 use common::{Tablet, TabletLimits};
 
@@ -38,6 +43,8 @@ const KIND_INSERT_TABLET: u8 = 1;
 const KIND_DELETE_SERIES: u8 = 2;
 const KIND_DELETE_DATABASE: u8 = 3;
 const KIND_DELETE_DATA: u8 = 4;
+const KIND_INSERT_TABLE_TABLET: u8 = 5;
+const KIND_DELETE_DATA_FENCED: u8 = 6;
 
 /// What ordered a deletion: its fencing token.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -61,6 +68,11 @@ pub enum RegionCommand {
         /// The metadata version the coordinator validated the tablet against (the oldest of the
         /// cache entries it used).
         metadata_version: u64,
+        /// For rows derived from a table of the table model (their device path, from the
+        /// table's tags): the metadata version the table was created at, which identifies that
+        /// table among tables of the same name. A deletion of a path prefix (DROP TABLE, DROP
+        /// DATABASE) newer than it refuses the insert. 0 for a tree write.
+        table_version: u64,
     },
     /// Drop these series' data (DELETE TIMESERIES), ordered through the log.
     DeleteSeries {
@@ -69,17 +81,22 @@ pub enum RegionCommand {
         /// Its token.
         deletion: Deletion,
     },
-    /// Drop every series under a database, e.g. `root.sg` (DROP DATABASE).
+    /// Drop every series under a path prefix: a database, e.g. `root.sg` (DROP DATABASE), or a
+    /// table's devices, e.g. `root.db.t` (DROP TABLE). Its token fences the whole prefix: an
+    /// insert under it validated before the deletion is refused, whichever device it names.
     DeleteDatabase {
-        /// e.g. `root.sg`.
+        /// e.g. `root.sg`, or `root.db.t`.
         database: String,
         /// Its token.
         deletion: Deletion,
     },
     /// Drop these series' points with `start <= time <= end` (IoTDB's `deleteData`, `DELETE
     /// FROM ... WHERE time ...`): the points written by earlier entries. The series stay; writes
-    /// after it are visible again. It needs no token: it changes no schema, so no insert's
-    /// validation can be made stale by it.
+    /// after it are visible again. It makes no insert's validation stale, but its own series
+    /// list was resolved against metadata: `deletion.metadata_version` is that version, and a
+    /// deletion of one of its series (or of a prefix of it) newer than it refuses the command, so
+    /// a late delivery cannot delete the points of a series created again since. A non-zero
+    /// `deletion.operation_id` makes a second delivery a no-op.
     DeleteData {
         /// (device, measurement) pairs.
         series: Vec<(String, String)>,
@@ -87,6 +104,8 @@ pub enum RegionCommand {
         start: i64,
         /// Last timestamp deleted.
         end: i64,
+        /// Its token and operation id (zeroes: none, as entries written before them).
+        deletion: Deletion,
     },
 }
 
@@ -97,6 +116,7 @@ impl RegionCommand {
         RegionCommand::InsertTablet {
             tablet,
             metadata_version: 0,
+            table_version: 0,
         }
     }
 
@@ -124,9 +144,16 @@ impl RegionCommand {
             RegionCommand::InsertTablet {
                 tablet,
                 metadata_version,
+                table_version,
             } => {
-                w.u8(KIND_INSERT_TABLET);
-                w.u64(*metadata_version);
+                if *table_version == 0 {
+                    w.u8(KIND_INSERT_TABLET);
+                    w.u64(*metadata_version);
+                } else {
+                    w.u8(KIND_INSERT_TABLE_TABLET);
+                    w.u64(*metadata_version);
+                    w.u64(*table_version);
+                }
                 encode_tablet(&mut w, tablet);
             }
             RegionCommand::DeleteSeries { series, deletion } => {
@@ -141,8 +168,19 @@ impl RegionCommand {
                 w.u64(deletion.operation_id);
                 w.str16(database);
             }
-            RegionCommand::DeleteData { series, start, end } => {
-                w.u8(KIND_DELETE_DATA);
+            RegionCommand::DeleteData {
+                series,
+                start,
+                end,
+                deletion,
+            } => {
+                if *deletion == Deletion::default() {
+                    w.u8(KIND_DELETE_DATA);
+                } else {
+                    w.u8(KIND_DELETE_DATA_FENCED);
+                    w.u64(deletion.metadata_version);
+                    w.u64(deletion.operation_id);
+                }
                 w.i64(*start);
                 w.i64(*end);
                 encode_series(&mut w, series);
@@ -183,6 +221,19 @@ impl RegionCommand {
                 let metadata_version = token(&mut r)?;
                 RegionCommand::InsertTablet {
                     metadata_version,
+                    table_version: 0,
+                    tablet: decode_tablet(&mut r, limits)?,
+                }
+            }
+            KIND_INSERT_TABLE_TABLET if tokens => {
+                let metadata_version = r.u64()?;
+                let table_version = r.u64()?;
+                if table_version == 0 {
+                    return r.error("a table insert with table version 0");
+                }
+                RegionCommand::InsertTablet {
+                    metadata_version,
+                    table_version,
                     tablet: decode_tablet(&mut r, limits)?,
                 }
             }
@@ -198,7 +249,23 @@ impl RegionCommand {
                 start: r.i64()?,
                 end: r.i64()?,
                 series: decode_series(&mut r)?,
+                deletion: Deletion::default(),
             },
+            KIND_DELETE_DATA_FENCED if tokens => {
+                let deletion = Deletion {
+                    metadata_version: r.u64()?,
+                    operation_id: r.u64()?,
+                };
+                if deletion == Deletion::default() {
+                    return r.error("a fenced deleteData without a token or an operation");
+                }
+                RegionCommand::DeleteData {
+                    start: r.i64()?,
+                    end: r.i64()?,
+                    series: decode_series(&mut r)?,
+                    deletion,
+                }
+            }
             KIND_DELETE_DATABASE => {
                 let deletion = Deletion {
                     metadata_version: token(&mut r)?,
@@ -315,6 +382,7 @@ mod tests {
         let command = RegionCommand::InsertTablet {
             tablet: tablet(),
             metadata_version: 0x0102,
+            table_version: 0,
         };
         let bytes = command.encode();
         #[rustfmt::skip]
@@ -373,6 +441,7 @@ mod tests {
             series: vec![("root.a.b".into(), "s".into())],
             start: -1,
             end: 0x0201,
+            deletion: Deletion::default(),
         };
         #[rustfmt::skip]
         let golden: Vec<u8> = vec![
@@ -400,6 +469,59 @@ mod tests {
             RegionCommand::decode(&v1, &limits).unwrap(),
             RegionCommand::delete_series(vec![("root.a.b".into(), "s".into())])
         );
+    }
+
+    #[test]
+    fn golden_table_insert_and_fenced_delete_data() {
+        let limits = TabletLimits::default();
+        let command = RegionCommand::InsertTablet {
+            tablet: tablet(),
+            metadata_version: 0x0102,
+            table_version: 0x03,
+        };
+        let bytes = command.encode();
+        let tree = RegionCommand::InsertTablet {
+            tablet: tablet(),
+            metadata_version: 0x0102,
+            table_version: 0,
+        }
+        .encode();
+        #[rustfmt::skip]
+        let head: Vec<u8> = vec![
+            2, 5,                                   // version, kind InsertTableTablet
+            2, 1, 0, 0, 0, 0, 0, 0,                 // metadata version 0x0102
+            3, 0, 0, 0, 0, 0, 0, 0,                 // table version 3
+        ];
+        assert_eq!(&bytes[..18], &head[..]);
+        assert_eq!(&bytes[18..], &tree[10..], "the tablet as kind 1 writes it");
+        assert_eq!(RegionCommand::decode(&bytes, &limits).unwrap(), command);
+        let mut zero = bytes.clone();
+        zero[10] = 0;
+        assert!(
+            RegionCommand::decode(&zero, &limits).is_err(),
+            "kind 5 always names a table version"
+        );
+
+        let command = RegionCommand::DeleteData {
+            series: vec![("root.a.b".into(), "s".into())],
+            start: -1,
+            end: 0x0201,
+            deletion: Deletion {
+                metadata_version: 7,
+                operation_id: 3,
+            },
+        };
+        #[rustfmt::skip]
+        let golden: Vec<u8> = vec![
+            2, 6,
+            7, 0, 0, 0, 0, 0, 0, 0,                         // metadata version 7
+            3, 0, 0, 0, 0, 0, 0, 0,                         // operation 3
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // start -1
+            1, 2, 0, 0, 0, 0, 0, 0,                         // end 0x0201
+            1, 0, 0, 0, 8, 0, b'r', b'o', b'o', b't', b'.', b'a', b'.', b'b', 1, 0, b's',
+        ];
+        assert_eq!(command.encode(), golden);
+        assert_eq!(RegionCommand::decode(&golden, &limits).unwrap(), command);
     }
 
     #[test]

@@ -2,23 +2,26 @@
 //! it), and the deletions that mask older data. Replaced atomically (write temp, fsync, rename,
 //! fsync directory), so a crash leaves either the old or the new manifest.
 //!
-//! Layout (all integers little-endian), format version 3:
+//! Layout (all integers little-endian), format version 4:
 //!
 //! ```text
-//! magic "FPMANIF1" (8), u32 version = 3, u64 checkpoint index, u64 next file sequence,
+//! magic "FPMANIF1" (8), u32 version = 4, u64 checkpoint index, u64 next file sequence,
 //! u32 files, files × { i64 time slot, u64 sequence, u64 checkpoint },
 //! u32 tombstones, tombstones × { u8 kind (1 series, 2 database, 3 time range),
 //!                                str16 device or database,
 //!                                str16 measurement (empty for a database), u64 index,
 //!                                u64 metadata version, u64 operation id,
 //!                                [kind 3: i64 start, i64 end, u8 series type] },
+//! u32 operations, operations × { u64 index, u64 operation id },
 //! u32 CRC32 of everything before it
 //! ```
 //!
 //! (the magic and the CRC are `common::envelope`'s).
 //!
-//! Version 2 has no kind 3 and version 1 also lacks the token fields; both still load, with
-//! zeroes there. Series and database tombstones are never dropped: besides masking older data
+//! The operations are the `deleteData` operations applied at or below the checkpoint, the
+//! newest [`DELETE_OPERATIONS_KEPT`] of them: a second delivery of one is a no-op. Version 3
+//! has no operations, version 2 no kind 3 either and version 1 also lacks the token fields;
+//! all still load, with nothing or zeroes there. Series and database tombstones are never dropped: besides masking older data
 //! they are the region's record of deletions for the fencing token (an insert validated before
 //! a deletion of its target is refused, [`Tombstone::fences`]). A time-range tombstone carries no
 //! token; it also records its series' type (a series whose points a deletion removed keeps
@@ -36,9 +39,16 @@ use crate::command::Deletion;
 use crate::error::{Result, StorageError};
 
 const MAGIC: &[u8; 8] = b"FPMANIF1";
-const FORMAT_VERSION: u32 = 3;
+const FORMAT_VERSION: u32 = 4;
+const FORMAT_VERSION_WITHOUT_OPERATIONS: u32 = 3;
 const FORMAT_VERSION_WITHOUT_RANGES: u32 = 2;
 const FORMAT_VERSION_WITHOUT_TOKENS: u32 = 1;
+/// How many applied `deleteData` operations a region remembers (by operation id, the newest
+/// ones, in apply order): a redelivery of one of them is a no-op. A redelivery comes from a
+/// coordinator's retry within `remote_write_max_retry_ms`, so this many deletions of the
+/// region in that window would be needed to forget one too early.
+pub const DELETE_OPERATIONS_KEPT: usize = 1024;
+
 /// File name of the live manifest inside a region directory.
 pub const MANIFEST_FILE: &str = "MANIFEST";
 
@@ -75,7 +85,8 @@ pub enum Tombstone {
         /// What ordered it.
         deletion: Deletion,
     },
-    /// DROP DATABASE: every device under `database.`.
+    /// DROP DATABASE or DROP TABLE: every device under the path prefix `database` (itself
+    /// included, [`device_under`]).
     Database {
         /// Database path, e.g. `root.sg`.
         database: String,
@@ -114,7 +125,7 @@ impl Tombstone {
             } => checkpoint < *index && d == device && m == measurement,
             Tombstone::Database {
                 database, index, ..
-            } => checkpoint < *index && device_in_database(device, database),
+            } => checkpoint < *index && device_under(device, database),
             Tombstone::Range { .. } => false,
         }
     }
@@ -147,9 +158,7 @@ impl Tombstone {
             } => metadata_version < deletion.metadata_version && d == device && m == measurement,
             Tombstone::Database {
                 database, deletion, ..
-            } => {
-                metadata_version < deletion.metadata_version && device_in_database(device, database)
-            }
+            } => metadata_version < deletion.metadata_version && device_under(device, database),
             Tombstone::Range { .. } => false,
         }
     }
@@ -172,10 +181,12 @@ impl Tombstone {
     }
 }
 
-/// True when `device` lies under `database` (`root.sg` holds `root.sg.d1`, not `root.sgx.d1`):
-/// the path rules' [`common::path::is_under`].
-pub fn device_in_database(device: &str, database: &str) -> bool {
-    common::path::is_under(device, database)
+/// True when `device` is `prefix` or lies under it: the devices a deletion of a path prefix
+/// covers. A database (`root.sg` holds `root.sg.d1`, not `root.sgx.d1`), or a table of the table
+/// model, whose device of no tag values is the table's own path (`root.db.t`) and every other
+/// one under it (`root.db.t.-a`). The path rules' [`common::path::is_under`].
+pub fn device_under(device: &str, prefix: &str) -> bool {
+    device == prefix || common::path::is_under(device, prefix)
 }
 
 /// The manifest's content.
@@ -189,6 +200,9 @@ pub struct Manifest {
     pub files: Vec<FileEntry>,
     /// Deletions at or below the checkpoint that still mask live files.
     pub tombstones: Vec<Tombstone>,
+    /// `(log index, operation id)` of the newest `deleteData` operations applied at or below
+    /// the checkpoint, oldest first, at most [`DELETE_OPERATIONS_KEPT`].
+    pub delete_operations: Vec<(u64, u64)>,
 }
 
 impl Manifest {
@@ -255,6 +269,12 @@ impl Manifest {
                     w.u8(data_type.code());
                 }
             }
+            debug_assert!(self.delete_operations.len() <= DELETE_OPERATIONS_KEPT);
+            w.len32(self.delete_operations.len());
+            for (index, operation) in &self.delete_operations {
+                w.u64(*index);
+                w.u64(*operation);
+            }
         })
     }
 
@@ -267,7 +287,10 @@ impl Manifest {
         let version = r.u32()?;
         if !matches!(
             version,
-            FORMAT_VERSION | FORMAT_VERSION_WITHOUT_RANGES | FORMAT_VERSION_WITHOUT_TOKENS
+            FORMAT_VERSION
+                | FORMAT_VERSION_WITHOUT_OPERATIONS
+                | FORMAT_VERSION_WITHOUT_RANGES
+                | FORMAT_VERSION_WITHOUT_TOKENS
         ) {
             return r.error(format!("unknown manifest version {version}"));
         }
@@ -310,7 +333,7 @@ impl Manifest {
                     index,
                     deletion,
                 },
-                3 if version == FORMAT_VERSION => Tombstone::Range {
+                3 if version >= FORMAT_VERSION_WITHOUT_OPERATIONS => Tombstone::Range {
                     device: a,
                     measurement: b,
                     start: r.i64()?,
@@ -320,6 +343,17 @@ impl Manifest {
                 },
                 k => return r.error(format!("unknown tombstone kind {k}")),
             });
+        }
+        if version == FORMAT_VERSION {
+            let operations = r.count(16)?;
+            if operations > DELETE_OPERATIONS_KEPT {
+                return r.error(format!(
+                    "{operations} deleteData operations; at most {DELETE_OPERATIONS_KEPT} are kept"
+                ));
+            }
+            for _ in 0..operations {
+                m.delete_operations.push((r.u64()?, r.u64()?));
+            }
         }
         r.finish()?;
         Ok(m)
@@ -396,6 +430,7 @@ mod tests {
                     index: 6,
                 },
             ],
+            delete_operations: vec![(6, 0x0a0b)],
         }
     }
 
@@ -404,7 +439,7 @@ mod tests {
         let bytes = sample().encode();
         #[rustfmt::skip]
         let golden: Vec<u8> = [
-            &b"FPMANIF1"[..], &[3, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0],
+            &b"FPMANIF1"[..], &[4, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0],
             &[1, 0, 0, 0], &[0xff; 8], &[1, 0, 0, 0, 0, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0],
             &[3, 0, 0, 0],
             &[1, 8, 0], b"root.a.b", &[1, 0], b"s", &[3, 0, 0, 0, 0, 0, 0, 0],
@@ -414,6 +449,7 @@ mod tests {
             &[3, 8, 0], b"root.a.b", &[1, 0], b"s", &[6, 0, 0, 0, 0, 0, 0, 0],
             &[0; 8], &[0; 8], &[0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
             &[2, 1, 0, 0, 0, 0, 0, 0], &[DataType::Double.code()],
+            &[1, 0, 0, 0], &[6, 0, 0, 0, 0, 0, 0, 0], &[0x0b, 0x0a, 0, 0, 0, 0, 0, 0],
         ].concat();
         assert_eq!(&bytes[..golden.len()], &golden[..]);
         assert_eq!(
@@ -421,6 +457,16 @@ mod tests {
             &crc32fast::hash(&golden).to_le_bytes()
         );
         assert_eq!(Manifest::decode(&bytes).unwrap(), sample());
+        // Version 3: the same without the operations.
+        let mut v3 = golden.clone();
+        v3[8] = 3;
+        v3.truncate(golden.len() - 20);
+        let v3 = [v3.clone(), crc32fast::hash(&v3).to_le_bytes().to_vec()].concat();
+        let without = Manifest {
+            delete_operations: Vec::new(),
+            ..sample()
+        };
+        assert_eq!(Manifest::decode(&v3).unwrap(), without);
         for i in 0..bytes.len() {
             let mut flipped = bytes.clone();
             flipped[i] ^= 1;
@@ -479,7 +525,12 @@ mod tests {
         assert_eq!(t[2].deletes("root.a.b", "s", 6), None);
         assert_eq!(t[2].deletes("root.a.b", "s2", 0), None);
         assert_eq!(t[0].deletes("root.a.b", "s", 0), None);
-        assert!(device_in_database("root.sg.d1", "root.sg"));
-        assert!(!device_in_database("root.sg", "root.sg"));
+        assert!(device_under("root.sg.d1", "root.sg"));
+        assert!(
+            device_under("root.db.t", "root.db.t"),
+            "a table's device of no tags"
+        );
+        assert!(!device_under("root.sgx.d1", "root.sg"));
+        assert!(!device_under("root.sg", "root.sg.d1"));
     }
 }

@@ -6,7 +6,7 @@
 //! after a restart the caller replays entries after [`DataRegion::applied_index`]. A write attempt
 //! therefore touches only memory, and rolling it back is exact: no WAL fragment can survive it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -24,7 +24,9 @@ use crate::digest::DigestBuilder;
 use crate::error::{Result, StorageError};
 use crate::files::{FileCache, OPEN_FILES_MAX_DEFAULT};
 use crate::lease_gate::LeaseGate;
-use crate::manifest::{device_in_database, sync_dir, FileEntry, Manifest, Tombstone};
+use crate::manifest::{
+    device_under, sync_dir, FileEntry, Manifest, Tombstone, DELETE_OPERATIONS_KEPT,
+};
 use crate::sealed::{self, Header, SealedFile, SealedOptions, SeriesCodecs};
 
 pub(crate) const SEALED_DIR: &str = "sealed";
@@ -89,6 +91,20 @@ pub enum ApplyOutcome {
     },
     /// The entry was at or below the applied index (a replay after a flush); nothing changed.
     AlreadyApplied,
+}
+
+/// A region's whole logical content ([`DataRegion::export`], [`DataRegion::reset_to`]): the body
+/// of a raft snapshot for a replica that fell behind.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RegionContent {
+    /// The applied index it reflects.
+    pub applied_index: u64,
+    /// One tablet per series with all its points, sorted.
+    pub tablets: Vec<Tablet>,
+    /// Every deletion applied so far (their fencing tokens are part of the replicated state).
+    pub tombstones: Vec<Tombstone>,
+    /// `(log index, operation id)` of the newest `deleteData` operations applied, oldest first.
+    pub delete_operations: Vec<(u64, u64)>,
 }
 
 /// A region's logical content in one number, the same on every replica holding the same data,
@@ -156,6 +172,11 @@ pub(crate) struct RegionState {
     dirty_since: Option<Instant>,
     /// The deletions' fencing tokens, indexed for the insert check (derived from the tombstones).
     fences: Fences,
+    /// `(log index, operation id)` of the newest [`DELETE_OPERATIONS_KEPT`] `deleteData`
+    /// operations applied, oldest first: a function of the applied entries alone, so every
+    /// replica and every replay judges a redelivery alike. The manifest keeps it as of its
+    /// checkpoint.
+    delete_operations: VecDeque<(u64, u64)>,
 }
 
 /// The newest deletion version per deleted target: an insert validated against an older
@@ -200,25 +221,32 @@ impl Fences {
         *slot = (*slot).max(version);
     }
 
-    /// The deletion that refuses an insert into `tablet` validated against `metadata_version`.
-    fn refusal(&self, tablet: &Tablet, metadata_version: u64) -> Option<StorageError> {
+    /// The deletion that refuses an insert into `tablet` validated against `metadata_version`
+    /// (and, for rows derived from a table, `table_version`: the table's creation; 0 for a tree
+    /// write). A deletion of a path prefix (a database, or a table's devices) is compared with
+    /// the older of the two: a table write's device paths came from the table's schema.
+    fn refusal(
+        &self,
+        tablet: &Tablet,
+        metadata_version: u64,
+        table_version: u64,
+    ) -> Option<StorageError> {
         if self.series.is_empty() && self.databases.is_empty() {
             return None;
+        }
+        let device = tablet.device.as_str();
+        let prefix_version = match table_version {
+            0 => metadata_version,
+            table => metadata_version.min(table),
+        };
+        if let Some(refusal) = self.prefix_refusal(device, prefix_version) {
+            return Some(refusal);
         }
         let stale = |target: String, deleted: u64| StorageError::StaleMetadata {
             target,
             validated: metadata_version,
             deleted,
         };
-        let device = tablet.device.as_str();
-        // Every proper prefix ending before a '.' may be the database.
-        for (at, _) in device.match_indices('.') {
-            if let Some(&deleted) = self.databases.get(&device[..at]) {
-                if metadata_version < deleted {
-                    return Some(stale(device[..at].to_string(), deleted));
-                }
-            }
-        }
         let measurements = self.series.get(device)?;
         for (column, measurement) in tablet.measurements.iter().enumerate() {
             if !has_value(tablet, column) {
@@ -228,6 +256,53 @@ impl Fences {
                 if metadata_version < deleted {
                     return Some(stale(format!("{device}.{measurement}"), deleted));
                 }
+            }
+        }
+        None
+    }
+
+    /// The deletion of a path prefix of `device` (a database, a table's devices) newer than
+    /// `version`.
+    fn prefix_refusal(&self, device: &str, version: u64) -> Option<StorageError> {
+        // The device itself, or every proper prefix ending before a '.', may be a deleted prefix.
+        let ends = device.match_indices('.').map(|(at, _)| at);
+        for at in ends.chain(std::iter::once(device.len())) {
+            if let Some(&deleted) = self.databases.get(&device[..at]) {
+                if version < deleted {
+                    return Some(StorageError::StaleMetadata {
+                        target: device[..at].to_string(),
+                        validated: version,
+                        deleted,
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// The deletion that refuses a `deleteData` of `series` resolved against
+    /// `metadata_version` (0: no token, as entries written before it): one of the series, or a
+    /// prefix of it, was deleted after that version, so the series the deletion names may be
+    /// another one of the same name now.
+    fn deletion_refusal(
+        &self,
+        series: &[(String, String)],
+        metadata_version: u64,
+    ) -> Option<StorageError> {
+        if metadata_version == 0 {
+            return None;
+        }
+        for (device, measurement) in series {
+            if let Some(refusal) = self.prefix_refusal(device, metadata_version) {
+                return Some(refusal);
+            }
+            let deleted = self.series.get(device).and_then(|m| m.get(measurement));
+            if let Some(&deleted) = deleted.filter(|&&d| metadata_version < d) {
+                return Some(StorageError::StaleMetadata {
+                    target: format!("{device}.{measurement}"),
+                    validated: metadata_version,
+                    deleted,
+                });
             }
         }
         None
@@ -249,6 +324,31 @@ impl RegionState {
             && self
                 .tombstones()
                 .any(|t| t.deletion().operation_id == operation_id)
+    }
+
+    /// True when `deleteData` operation `operation_id` is among the newest applied ones.
+    fn applied_delete_operation(&self, operation_id: u64) -> bool {
+        operation_id != 0
+            && self
+                .delete_operations
+                .iter()
+                .any(|(_, id)| *id == operation_id)
+    }
+
+    /// Records `deleteData` operation `operation_id` applied at `index`, forgetting the oldest
+    /// beyond [`DELETE_OPERATIONS_KEPT`].
+    fn record_delete_operation(&mut self, index: u64, operation_id: u64) {
+        if operation_id == 0 {
+            return;
+        }
+        debug_assert!(self
+            .delete_operations
+            .back()
+            .is_none_or(|(i, _)| *i < index));
+        self.delete_operations.push_back((index, operation_id));
+        while self.delete_operations.len() > DELETE_OPERATIONS_KEPT {
+            self.delete_operations.pop_front();
+        }
     }
 
     /// True when a deletion the manifest holds (at or below its checkpoint) masks the series in
@@ -455,8 +555,14 @@ impl DataRegion {
             RegionCommand::InsertTablet {
                 tablet,
                 metadata_version,
+                table_version,
             } => self
-                .insert_tablet(&mut state, tablet, *metadata_version, gate)
+                .insert_tablet(
+                    &mut state,
+                    tablet,
+                    (*metadata_version, *table_version),
+                    gate,
+                )
                 .map(|points| ApplyOutcome::Inserted { points }),
             RegionCommand::DeleteSeries { deletion, .. }
             | RegionCommand::DeleteDatabase { deletion, .. }
@@ -481,7 +587,7 @@ impl DataRegion {
                 Ok(ApplyOutcome::Deleted { series: dropped })
             }
             RegionCommand::DeleteDatabase { database, deletion } => {
-                let dropped = delete(&mut state, index, |d, _| device_in_database(d, database));
+                let dropped = delete(&mut state, index, |d, _| device_under(d, database));
                 record_tombstone(
                     &mut state,
                     Tombstone::Database {
@@ -492,9 +598,27 @@ impl DataRegion {
                 );
                 Ok(ApplyOutcome::Deleted { series: dropped })
             }
-            RegionCommand::DeleteData { series, start, end } => Ok(ApplyOutcome::Deleted {
-                series: delete_data(&mut state, index, series, *start, *end),
-            }),
+            RegionCommand::DeleteData { deletion, .. }
+                if state.applied_delete_operation(deletion.operation_id) =>
+            {
+                Ok(ApplyOutcome::Deleted { series: 0 })
+            }
+            RegionCommand::DeleteData {
+                series,
+                start,
+                end,
+                deletion,
+            } => match state
+                .fences
+                .deletion_refusal(series, deletion.metadata_version)
+            {
+                Some(refusal) => Err(refusal),
+                None => {
+                    let deleted = delete_data(&mut state, index, series, *start, *end);
+                    state.record_delete_operation(index, deletion.operation_id);
+                    Ok(ApplyOutcome::Deleted { series: deleted })
+                }
+            },
         };
         match &outcome {
             Err(e) if e.is_recoverable() => {}
@@ -517,11 +641,14 @@ impl DataRegion {
         &self,
         state: &mut RegionState,
         tablet: &Tablet,
-        metadata_version: u64,
+        (metadata_version, table_version): (u64, u64),
         gate: &dyn LeaseGate,
     ) -> Result<usize> {
         tablet.validate(&self.config.tablet_limits)?;
-        if let Some(refusal) = state.fences.refusal(tablet, metadata_version) {
+        if let Some(refusal) = state
+            .fences
+            .refusal(tablet, metadata_version, table_version)
+        {
             return Err(refusal);
         }
         check_types(state, tablet)?;
@@ -721,9 +848,10 @@ impl DataRegion {
     }
 
     /// The region's whole logical content as one tablet per series (all points, sorted), with the
-    /// applied index it reflects and every deletion applied so far (their fencing tokens are part
-    /// of the replicated state): the body of a raft snapshot for a replica that fell behind.
-    pub fn export(&self) -> Result<(u64, Vec<Tablet>, Vec<Tombstone>)> {
+    /// applied index it reflects, every deletion applied so far (their fencing tokens are part
+    /// of the replicated state) and the `deleteData` operations remembered: the body of a raft
+    /// snapshot for a replica that fell behind.
+    pub fn export(&self) -> Result<RegionContent> {
         let state = self.state.read();
         let series = state.sorted_series();
         let mut tablets = Vec::with_capacity(series.len());
@@ -743,15 +871,31 @@ impl DataRegion {
             }
             tablets.push(tablet);
         }
-        let tombstones = state.tombstones().cloned().collect();
-        Ok((state.applied_index, tablets, tombstones))
+        Ok(RegionContent {
+            applied_index: state.applied_index,
+            tablets,
+            tombstones: state.tombstones().cloned().collect(),
+            delete_operations: state.delete_operations.iter().copied().collect(),
+        })
     }
 
-    /// Replaces the region's whole content with `tablets` and `tombstones` as of log index
-    /// `index` (installing a snapshot), and makes it durable: the content is flushed under a
-    /// manifest whose checkpoint is `index`, and the old sealed files are deleted once that
-    /// manifest is installed.
-    pub fn reset_to(&self, index: u64, tablets: &[Tablet], tombstones: &[Tombstone]) -> Result<()> {
+    /// Replaces the region's whole content with `content` (installing a snapshot), and makes it
+    /// durable: the content is flushed under a manifest whose checkpoint is its applied index,
+    /// and the old sealed files are deleted once that manifest is installed.
+    pub fn reset_to(&self, content: &RegionContent) -> Result<()> {
+        let RegionContent {
+            applied_index: index,
+            tablets,
+            tombstones,
+            delete_operations,
+        } = content;
+        let index = *index;
+        assert!(
+            delete_operations.len() <= DELETE_OPERATIONS_KEPT
+                && delete_operations.iter().all(|(i, _)| *i <= index),
+            "a snapshot at {index} remembers {} deleteData operations, or one from a later entry",
+            delete_operations.len()
+        );
         let replaced: Vec<String>;
         {
             let _one_flush = self.flush_lock.lock();
@@ -769,6 +913,8 @@ impl DataRegion {
             // they are kept for their fencing tokens.
             state.manifest.tombstones = tombstones.to_vec();
             state.fences = Fences::from_tombstones(tombstones.iter());
+            state.delete_operations = delete_operations.iter().copied().collect();
+            state.manifest.delete_operations = delete_operations.clone();
             state.applied_index = index;
             state.dirty_since = None;
             let limits = self.config.restore_limits();
@@ -870,6 +1016,7 @@ impl DataRegion {
             next_sequence: 0,
             files: Vec::with_capacity(manifest.files.len()),
             tombstones: manifest.tombstones.clone(),
+            delete_operations: manifest.delete_operations.clone(),
         };
         for entry in &manifest.files {
             let local = FileEntry {
@@ -931,6 +1078,8 @@ impl DataRegion {
                     .filter(|t| t.index() <= checkpoint)
                     .cloned(),
             );
+            // The operations as of the checkpoint: every one applied up to here.
+            manifest.delete_operations = state.delete_operations.iter().copied().collect();
             (checkpoint, frozen, manifest)
         };
 
@@ -1014,8 +1163,10 @@ fn load_state(
         recent_tombstones: Vec::new(),
         dirty_since: None,
         fences: Fences::default(),
+        delete_operations: VecDeque::new(),
     };
     state.fences = Fences::from_tombstones(state.manifest.tombstones.iter());
+    state.delete_operations = state.manifest.delete_operations.iter().copied().collect();
     for entry in state.manifest.files.clone() {
         let path = sealed_dir.join(entry.file_name());
         let file = SealedFile::open(&path, files)?;

@@ -70,15 +70,17 @@ pub fn drop_table(database: &str, table: &str) -> Statement {
     })
 }
 
-/// The attributes of devices of a table.
+/// The attributes of devices of a table, derived from its incarnation `table_version` (0: any).
 pub fn set_device_attributes(
     database: &str,
     table: &str,
+    table_version: u64,
     devices: &[common::table::DeviceAttributes],
 ) -> Statement {
     Statement::SetDeviceAttributes(proto::SetDeviceAttributesReq {
         database: database.into(),
         table: table.into(),
+        table_version,
         devices: devices
             .iter()
             .map(|(tags, attributes)| crate::table_device_to_wire(tags, attributes))

@@ -143,8 +143,18 @@ pub trait Backend: Sync {
     ) -> impl Future<Output = ExecResult<()>> + Send;
     /// Every user, sorted.
     fn list_users(&self) -> impl Future<Output = ExecResult<Vec<String>>> + Send;
-    /// Writes tablets of several devices (atomically per region, as every write).
-    fn insert_tablets(&self, tablets: Vec<Tablet>) -> impl Future<Output = ExecResult<()>> + Send;
+    /// Writes the device tablets of one table write (each atomically per region, as every
+    /// write), derived from the table `table` of the tree database `database` created at
+    /// `created_version` (its incarnation, [`TableView::created_version`]): a write derived from
+    /// a table that was dropped since creates nothing and is refused. The backend may stop at
+    /// the first tablet refused; the write is then retried whole (writes are upserts).
+    fn insert_table_tablets(
+        &self,
+        database: &str,
+        table: &str,
+        created_version: u64,
+        tablets: Vec<Tablet>,
+    ) -> impl Future<Output = ExecResult<()>> + Send;
     /// `CREATE TABLE` in the tree database `database`, or (`extend`) an insert's creation of
     /// the table and of the columns it lacks.
     fn create_table(
@@ -169,19 +179,21 @@ pub trait Backend: Sync {
         table: Option<&str>,
         with_devices: bool,
     ) -> impl Future<Output = ExecResult<Vec<TableView>>> + Send;
-    /// A table's schema for a write: from a cache when the backend keeps one (a table only
-    /// gains columns while its database lives), else as [`Backend::tables`] reads it; `None`
-    /// when the table does not exist.
+    /// A table's schema and incarnation for a write (its devices not read): from a cache when
+    /// the backend keeps one (a table only gains columns while it lives), else as
+    /// [`Backend::tables`] reads it; `None` when the table does not exist.
     fn table_for_write(
         &self,
         database: &str,
         table: &str,
-    ) -> impl Future<Output = ExecResult<Option<TableSchema>>> + Send;
-    /// Sets attributes of devices of a table (each value replaces the device's last).
+    ) -> impl Future<Output = ExecResult<Option<TableView>>> + Send;
+    /// Sets attributes of devices of a table (each value replaces the device's last), derived
+    /// from its incarnation `created_version`: refused (550) when the table was dropped since.
     fn set_device_attributes(
         &self,
         database: &str,
         table: &str,
+        created_version: u64,
         devices: &[DeviceAttributes],
     ) -> impl Future<Output = ExecResult<()>> + Send;
 }
@@ -260,6 +272,15 @@ pub enum ExecError {
         /// The server's message.
         message: String,
     },
+    /// Parts of one request failed (IoTDB's 302 MULTIPLE_ERROR): each part's status, in
+    /// request order, successes included, as IoTDB's clients read them from `subStatus`.
+    #[error("{message}")]
+    Parts {
+        /// What failed, in a sentence.
+        message: String,
+        /// Each part's code and message.
+        parts: Vec<(i32, String)>,
+    },
     /// Refused here before anything was sent.
     #[error("{message}")]
     Refused {
@@ -277,6 +298,7 @@ impl ExecError {
             ExecError::Parse(e) if e.unsupported => UNSUPPORTED_OPERATION,
             ExecError::Parse(_) => StatusCode::IllegalParameter.wire(),
             ExecError::Status { code, .. } => *code,
+            ExecError::Parts { .. } => StatusCode::MultipleError.wire(),
             ExecError::Refused { code, .. } => code.wire(),
         }
     }

@@ -276,6 +276,7 @@ async fn leader_failover_resumes_heartbeats_and_the_old_leader_rejoins() {
             }],
             auto_create: true,
             caller: None,
+            table: None,
         })
         .await
         .unwrap()

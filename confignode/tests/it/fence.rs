@@ -262,6 +262,7 @@ async fn a_delete_overtaken_by_a_drop_of_its_database_is_answered_success() {
             }],
             auto_create: true,
             caller: None,
+            table: None,
         })
         .await
         .unwrap()

@@ -329,6 +329,7 @@ async fn region_deletion_follows_the_leader_redirect() {
             )),
             operation_id: 7,
             metadata_version: 9,
+            table_version: 0,
         })
         .await;
     assert!(failed.is_empty());

@@ -15,7 +15,7 @@ use proto::views::{
 use sql::{Backend, ExecError, ExecResult};
 use tonic::Request;
 
-use crate::coordinator::{CoordinatorError, Relay};
+use crate::coordinator::{CoordinatorError, Relay, TableOrigin};
 use crate::node::Shared;
 use crate::session::SessionServiceImpl;
 
@@ -93,12 +93,49 @@ impl DataNodeBackend {
 pub(crate) fn status_result(status: &proto::Status) -> ExecResult<()> {
     if status.is(StatusCode::Success) || status.is(StatusCode::RedirectionRecommend) {
         Ok(())
+    } else if status.is(StatusCode::MultipleError) {
+        // Every 302 keeps its parts: IoTDB's clients read a 302 through its `subStatus`.
+        let mut parts: Vec<(i32, String)> = status
+            .sub_status
+            .iter()
+            .map(|s| (s.code, s.message.clone()))
+            .collect();
+        if parts.is_empty() {
+            parts.push((
+                StatusCode::InternalServerError.wire(),
+                status.message.clone(),
+            ));
+        }
+        Err(ExecError::Parts {
+            message: status.message.clone(),
+            parts,
+        })
     } else {
         Err(ExecError::Status {
             code: status.code,
             message: status.message.clone(),
         })
     }
+}
+
+/// The wire status of an executor's error; a 302 keeps its parts as sub-statuses.
+pub(crate) fn exec_status(e: &ExecError) -> proto::Status {
+    let mut s = proto::Status {
+        code: e.code(),
+        message: e.to_string(),
+        ..Default::default()
+    };
+    if let ExecError::Parts { parts, .. } = e {
+        s.sub_status = parts
+            .iter()
+            .map(|(code, message)| proto::Status {
+                code: *code,
+                message: message.clone(),
+                ..Default::default()
+            })
+            .collect();
+    }
+    s
 }
 
 /// An in-process status answer of the session service, checked.
@@ -432,8 +469,19 @@ impl Backend for DataNodeBackend {
         Ok(reply.users)
     }
 
-    async fn insert_tablets(&self, tablets: Vec<Tablet>) -> ExecResult<()> {
-        let status = crate::session::insert_tablets(&self.shared, tablets, self.relay).await;
+    async fn insert_table_tablets(
+        &self,
+        database: &str,
+        table: &str,
+        created_version: u64,
+        tablets: Vec<Tablet>,
+    ) -> ExecResult<()> {
+        let origin = TableOrigin {
+            database,
+            table,
+            created_version,
+        };
+        let status = crate::session::insert_table_tablets(&self.shared, &origin, tablets).await;
         status_result(&status)
     }
 
@@ -508,6 +556,7 @@ impl Backend for DataNodeBackend {
                         columns,
                         ttl_ms: (t.ttl_ms > 0).then_some(t.ttl_ms),
                     },
+                    created_version: t.created_version,
                     devices: t
                         .devices
                         .iter()
@@ -518,23 +567,25 @@ impl Backend for DataNodeBackend {
             .collect()
     }
 
-    async fn table_for_write(
-        &self,
-        database: &str,
-        table: &str,
-    ) -> ExecResult<Option<TableSchema>> {
+    async fn table_for_write(&self, database: &str, table: &str) -> ExecResult<Option<TableView>> {
         let metadata = &self.shared.metadata;
-        if let Some(schema) = metadata.table(database, table) {
-            return Ok(Some(schema));
+        {
+            let pinned = metadata.pin();
+            // Not cached, or the lease is not live: the ConfigNode's answer (a fenced node cannot
+            // reach it, and its write is relayed).
+            if let Ok(Some(view)) = pinned.table(database, table) {
+                return Ok(Some(view));
+            }
         }
-        let generation = metadata.cache_generation();
+        // Pinned across the lookup, so an answer from before an invalidation is not cached.
+        let pinned = metadata.pin();
         match self.tables(database, Some(table), false).await {
             Ok(mut found) => {
-                let schema = found.pop().map(|view| view.schema);
-                if let Some(schema) = &schema {
-                    metadata.put_table(generation, database, schema.clone());
+                let view = found.pop();
+                if let Some(view) = &view {
+                    pinned.put_table(database, view.clone());
                 }
-                Ok(schema)
+                Ok(view)
             }
             Err(e) if e.code() == StatusCode::TableNotExists.wire() => Ok(None),
             Err(e) => Err(e),
@@ -545,10 +596,16 @@ impl Backend for DataNodeBackend {
         &self,
         database: &str,
         table: &str,
+        created_version: u64,
         devices: &[DeviceAttributes],
     ) -> ExecResult<()> {
-        self.schema(statements::set_device_attributes(database, table, devices))
-            .await
+        self.schema(statements::set_device_attributes(
+            database,
+            table,
+            created_version,
+            devices,
+        ))
+        .await
     }
 
     async fn flush(&self) -> ExecResult<()> {

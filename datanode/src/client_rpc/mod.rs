@@ -20,7 +20,7 @@ mod backend;
 mod inserts;
 mod results;
 
-pub(crate) use backend::DataNodeBackend;
+pub(crate) use backend::{exec_status, DataNodeBackend};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -195,7 +195,7 @@ impl From<thrift_codec::Error> for Refusal {
 }
 
 fn status_of(e: &ExecError) -> Status {
-    Status::new(e.code(), e.to_string())
+    thrift_status(exec_status(e))
 }
 
 fn bad_request(e: BadRequest) -> Status {
@@ -248,11 +248,20 @@ fn thrift_status(s: proto::Status) -> Status {
         .as_ref()
         .filter(|e| !e.host.is_empty() && e.host != "0.0.0.0" && e.port > 0)
         .map(|e| (e.host.clone(), e.port as i32));
+    // IoTDB's clients read a 302 through its sub-statuses only (the Python client iterates
+    // `subStatus`): a 302 never goes out without them.
+    let sub_status = if s.sub_status.is_empty() && s.code == StatusCode::MultipleError.wire() {
+        Some(vec![Status::new(
+            StatusCode::InternalServerError.wire(),
+            s.message.clone(),
+        )])
+    } else {
+        (!s.sub_status.is_empty()).then(|| s.sub_status.into_iter().map(thrift_status).collect())
+    };
     Status {
         code: s.code,
         message: (!s.message.is_empty()).then_some(s.message),
-        sub_status: (!s.sub_status.is_empty())
-            .then(|| s.sub_status.into_iter().map(thrift_status).collect()),
+        sub_status,
         redirect_node,
     }
 }
@@ -1060,6 +1069,41 @@ mod tests {
             }),
         );
         assert_eq!(thrift_status(unspecified).redirect_node, None);
+    }
+
+    /// The official Python client reads a 302 through `subStatus` only: a 302 without it made
+    /// `TypeError: 'NoneType' object is not iterable` (issue 38). Every 302 carries them.
+    #[test]
+    fn every_302_carries_its_sub_statuses() {
+        let parts = ExecError::Parts {
+            message: "1 of 2 parts failed".into(),
+            parts: vec![(200, String::new()), (536, "fenced".into())],
+        };
+        let s = status_of(&parts);
+        assert_eq!(s.code, 302);
+        let sub = s.sub_status.expect("sub-statuses");
+        assert_eq!(
+            sub.iter().map(|s| s.code).collect::<Vec<_>>(),
+            [200, 536],
+            "in request order"
+        );
+        // A 302 from anywhere else, even without parts, still has one.
+        let bare = ExecError::Status {
+            code: 302,
+            message: "parts failed".into(),
+        };
+        let s = status_of(&bare);
+        assert_eq!(s.code, 302);
+        assert_eq!(s.sub_status.map(|v| v.len()), Some(1));
+        // And a wire status of a coordinator's aggregate keeps its parts through the backend.
+        let aggregated = crate::coordinator::aggregate(vec![
+            proto::status(StatusCode::Success, ""),
+            proto::status(StatusCode::DataTypeMismatch, "type"),
+        ]);
+        let e = backend::status_result(&aggregated).unwrap_err();
+        let s = status_of(&e);
+        assert_eq!(s.code, 302);
+        assert_eq!(s.sub_status.map(|v| v.len()), Some(2));
     }
 
     #[test]

@@ -1,18 +1,43 @@
 //! The coordinator's `deleteData`: the lease gate → the series' schemas through the cache (a
 //! series that does not exist has no point to delete) → the regions holding their devices'
 //! series slots in any time slot → one `DeleteData` command per region, through its leader and
-//! retried as a write's part is. No fencing token: a deletion of points changes no schema, so it
-//! can make no insert's validation stale; the log orders it against the inserts. A fenced
-//! coordinator (or one whose ConfigNode does not answer) relays the deletion to a peer holding
-//! its lease, as it relays an insert.
+//! retried as a write's part is. A deletion of points changes no schema, so it makes no
+//! insert's validation stale; but its series list was resolved against metadata, so it carries
+//! the oldest version of the schemas it read as its token: a region refuses it after a deletion
+//! of one of its series, and a late delivery cannot remove the points of a series created again
+//! since (REVIEW N6). An operation id, the same for every retry, makes a second delivery a no-op.
+//! A fenced coordinator (or one whose ConfigNode does not answer) relays the deletion to a peer
+//! holding its lease, as it relays an insert.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use engine::RegionCommand;
+use engine::{Deletion, RegionCommand};
 
-use super::{Coordinator, CoordinatorError, Outcome, Relay};
+use super::{Coordinator, CoordinatorError, Outcome, Relay, Tokens};
 use crate::metrics::inc;
+
+/// A new `deleteData` operation id: never 0, and unique across processes with overwhelming
+/// likelihood (a per-process random seed, a counter, mixed).
+fn new_operation_id() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let seed = *SEED.get_or_init(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    });
+    // splitmix64 of seed + n: distinct n give distinct ids within a process.
+    let mut z = seed.wrapping_add(
+        NEXT.fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    );
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)).max(1)
+}
 
 impl Coordinator {
     /// Deletes the points of `paths` with `start <= time <= end` on every region that holds
@@ -47,6 +72,8 @@ impl Coordinator {
         };
         // `paths` stays whole for a relay should the ConfigNode stop answering below.
         let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
+        // The token: the oldest metadata the series list was resolved against.
+        let mut metadata_version = u64::MAX;
         for path in &paths {
             let Some(schema) = schemas.get(&path.device) else {
                 continue;
@@ -54,6 +81,7 @@ impl Coordinator {
             // A series named by its alias loses the points of that series.
             let measurement = schema.series_name(&path.measurement);
             if schema.types.contains_key(measurement) {
+                metadata_version = metadata_version.min(schema.version);
                 by_database
                     .entry(schema.database.clone())
                     .or_default()
@@ -78,6 +106,11 @@ impl Coordinator {
                 Err(e) => return Err(e),
             }
         }
+        let tokens = Tokens {
+            metadata_version,
+            table_version: 0,
+            operation_id: new_operation_id(),
+        };
         for by_region in by_database_region {
             for (region, paths) in by_region {
                 let route = pinned
@@ -91,6 +124,10 @@ impl Coordinator {
                         .collect(),
                     start,
                     end,
+                    deletion: Deletion {
+                        metadata_version: tokens.metadata_version,
+                        operation_id: tokens.operation_id,
+                    },
                 };
                 let wire = proto::region_write_req::Command::DeleteData(proto::DeleteDataCommand {
                     series: paths,
@@ -101,7 +138,7 @@ impl Coordinator {
                 let generation = pinned.generation();
                 parts.spawn(async move {
                     coordinator
-                        .write_region(region, route, (command, wire), generation, 0)
+                        .write_region(region, route, (command, wire), generation, tokens)
                         .await
                 });
             }
@@ -144,5 +181,16 @@ impl Coordinator {
         .await?;
         inc(&self.metrics.relayed_deletes);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn operation_ids_are_distinct_and_never_zero() {
+        let ids: std::collections::BTreeSet<u64> =
+            (0..10_000).map(|_| super::new_operation_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(!ids.contains(&0));
     }
 }

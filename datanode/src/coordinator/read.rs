@@ -230,6 +230,7 @@ impl Coordinator {
                 .collect(),
             auto_create: false,
             caller: Some(self.caller()),
+            table: None,
         };
         for (device, schema) in self.fetch_schema(request).await? {
             let Some(path) = missing.iter().find(|m| m.as_str() == device) else {

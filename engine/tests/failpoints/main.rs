@@ -123,13 +123,10 @@ fn failure_after_the_manifest_install_does_not_reuse_live_file_names() {
 
     // A snapshot install replaces the content; its flush dies before its manifest. Its files
     // must not overwrite the ones the installed manifest names.
-    let (index, mut tablets, tombstones) = region.region.export().unwrap();
-    tablets[0].columns[0] = common::Column::Double(vec![7.0, 8.0, 9.0]);
+    let mut snapshot = region.region.export().unwrap();
+    snapshot.tablets[0].columns[0] = common::Column::Double(vec![7.0, 8.0, 9.0]);
     fail::cfg("storage::flush::before_manifest", "return").unwrap();
-    assert!(region
-        .region
-        .reset_to(index, &tablets, &tombstones)
-        .is_err());
+    assert!(region.region.reset_to(&snapshot).is_err());
     fail::remove("storage::flush::before_manifest");
 
     // A crash now leaves the last installed manifest, with the files it names intact.

@@ -97,6 +97,7 @@ fn deleted_time_ranges_leave_the_disk_and_their_series_keep_their_types() {
         series: vec![key.clone()],
         start,
         end,
+        deletion: engine::Deletion::default(),
     };
     region.write(&delete(&d1, 2, 4), &OpenGate).unwrap();
     region

@@ -45,6 +45,10 @@ fn every_sync_point_recovers_exactly_the_logged_entries() {
             series: vec![("root.sg.d1".into(), "s1".into())],
             start: 10,
             end: 20,
+            deletion: engine::Deletion {
+                metadata_version: 1,
+                operation_id: 77,
+            },
         }),
         Step::Flush,
         Step::Write(t("root.sg.d2", &[3, 90], 40.0)),
@@ -52,6 +56,7 @@ fn every_sync_point_recovers_exactly_the_logged_entries() {
             series: vec![("root.sg.d1".into(), "s2".into())],
             start: 0,
             end: 5,
+            deletion: engine::Deletion::default(),
         }),
         Step::FencedWrite(t("root.sg.d3", &[0, 10, 20, 30], 50.0), 1),
     ];
@@ -142,7 +147,9 @@ fn apply_command(model: &mut Model, command: &RegionCommand) {
         RegionCommand::DeleteDatabase { database: db, .. } => {
             model.retain(|(d, _), _| !d.starts_with(&format!("{db}.")))
         }
-        RegionCommand::DeleteData { series, start, end } => {
+        RegionCommand::DeleteData {
+            series, start, end, ..
+        } => {
             for (d, m) in series {
                 if let Some(points) = model.get_mut(&(d.clone(), m.clone())) {
                     points.retain(|t, _| !(start..=end).contains(&t));

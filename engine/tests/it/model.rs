@@ -275,7 +275,7 @@ proptest! {
                 }
                 Op::DeleteRange { device, measurement, start, end } => {
                     let key = (format!("root.sg.d{device}"), format!("s{measurement}"));
-                    let command = RegionCommand::DeleteData { series: vec![key.clone()], start, end };
+                    let command = RegionCommand::DeleteData { series: vec![key.clone()], start, end, deletion: engine::Deletion::default() };
                     region.write(&command, &OpenGate).unwrap();
                     if let Some(points) = model.get_mut(&key) {
                         points.retain(|t, _| !(start..=end).contains(t));
@@ -289,9 +289,10 @@ proptest! {
                 Op::Flush => region.flush(),
                 Op::Snapshot => {
                     let digest = region.region.digest().unwrap();
-                    let (index, tablets, tombstones) = region.region.export().unwrap();
+                    let content = region.region.export().unwrap();
+                    let index = content.applied_index;
                     prop_assert_eq!(index, region.region.applied_index());
-                    region.region.reset_to(index, &tablets, &tombstones).unwrap();
+                    region.region.reset_to(&content).unwrap();
                     prop_assert_eq!(region.region.digest().unwrap(), digest, "digest across snapshot at step {}", step);
                     prop_assert_eq!(region.region.checkpoint_index(), index);
                 }

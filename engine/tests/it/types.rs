@@ -92,10 +92,10 @@ fn every_type_survives_flush_compaction_restart_and_snapshot() {
     assert_eq!(types(&region.region), want_types);
     assert_eq!(region.region.digest().unwrap(), digest);
 
-    let (index, tablets, tombstones) = region.region.export().unwrap();
+    let snapshot = region.region.export().unwrap();
     let other = tempfile::tempdir().unwrap();
     let copy = DataRegion::open(other.path().join("region"), config()).unwrap();
-    copy.reset_to(index, &tablets, &tombstones).unwrap();
+    copy.reset_to(&snapshot).unwrap();
     assert_eq!(content(&copy), model, "from a snapshot");
     assert_eq!(copy.digest().unwrap(), digest);
 }

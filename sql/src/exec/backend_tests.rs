@@ -25,6 +25,30 @@ struct Memory {
     databases: Mutex<std::collections::BTreeSet<String>>,
     /// Tables by (database, name), with their devices' attributes.
     tables: Mutex<BTreeMap<(String, String), TableView>>,
+    /// The last metadata version handed out (a table's incarnation).
+    version: Mutex<u64>,
+    /// A table dropped when the next table write reaches the backend, between its schema
+    /// lookup and its rows: a DROP TABLE racing the write.
+    drop_before_next_write: Mutex<Option<(String, String)>>,
+}
+
+impl Memory {
+    /// 550 unless `table` of `database` exists as incarnation `created_version`.
+    fn check_incarnation(
+        &self,
+        database: &str,
+        table: &str,
+        created_version: u64,
+    ) -> ExecResult<()> {
+        let tables = self.tables.lock().unwrap();
+        match tables.get(&(database.to_string(), table.to_string())) {
+            Some(view) if view.created_version == created_version => Ok(()),
+            _ => Err(ExecError::refused(
+                StatusCode::TableNotExists,
+                format!("table {database}.{table} was dropped since the write read it"),
+            )),
+        }
+    }
 }
 
 fn unused<T>() -> ExecResult<T> {
@@ -211,8 +235,23 @@ impl Backend for Memory {
     async fn list_users(&self) -> ExecResult<Vec<String>> {
         Ok(vec!["ops".into(), "root".into()])
     }
-    async fn insert_tablets(&self, tablets: Vec<Tablet>) -> ExecResult<()> {
+    async fn insert_table_tablets(
+        &self,
+        database: &str,
+        table: &str,
+        created_version: u64,
+        tablets: Vec<Tablet>,
+    ) -> ExecResult<()> {
+        let racing = self.drop_before_next_write.lock().unwrap().take();
+        if let Some((db, t)) = racing {
+            self.drop_table(&db, &t).await?;
+        }
+        self.check_incarnation(database, table, created_version)?;
         for tablet in tablets {
+            assert!(
+                tablet.device.starts_with(&format!("{database}.{table}")),
+                "a device of the table"
+            );
             self.insert_tablet(tablet).await?;
         }
         Ok(())
@@ -228,10 +267,13 @@ impl Backend for Memory {
         let key = (database.to_string(), table.name.clone());
         match tables.get_mut(&key) {
             None => {
+                let mut version = self.version.lock().unwrap();
+                *version += 1;
                 tables.insert(
                     key,
                     TableView {
                         schema: table.clone(),
+                        created_version: *version,
                         devices: Vec::new(),
                     },
                 );
@@ -281,6 +323,7 @@ impl Backend for Memory {
             .filter(|((db, name), _)| db == database && table.is_none_or(|t| t == name))
             .map(|(_, view)| TableView {
                 schema: view.schema.clone(),
+                created_version: view.created_version,
                 devices: if with_devices {
                     view.devices.clone()
                 } else {
@@ -293,22 +336,23 @@ impl Backend for Memory {
         }
         Ok(found)
     }
-    async fn table_for_write(
-        &self,
-        database: &str,
-        table: &str,
-    ) -> ExecResult<Option<TableSchema>> {
+    async fn table_for_write(&self, database: &str, table: &str) -> ExecResult<Option<TableView>> {
         let tables = self.tables.lock().unwrap();
         Ok(tables
             .get(&(database.to_string(), table.to_string()))
-            .map(|view| view.schema.clone()))
+            .map(|view| TableView {
+                devices: Vec::new(),
+                ..view.clone()
+            }))
     }
     async fn set_device_attributes(
         &self,
         database: &str,
         table: &str,
+        created_version: u64,
         devices: &[common::table::DeviceAttributes],
     ) -> ExecResult<()> {
+        self.check_incarnation(database, table, created_version)?;
         let mut tables = self.tables.lock().unwrap();
         let view = tables
             .get_mut(&(database.to_string(), table.to_string()))
@@ -798,6 +842,63 @@ fn the_table_model_creates_uses_writes_and_reads_tables() {
         dbs.rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>(),
         [s("sg"), s("db1")]
     );
+}
+
+/// A DROP TABLE that lands between a table write's schema lookup and its rows (REVIEW N1): the
+/// write carries the incarnation it read, so it creates no device of the dropped table and
+/// sets no attribute, whether or not a table of the same name exists again by then.
+#[test]
+fn a_table_write_derived_from_a_dropped_table_writes_nothing() {
+    let m = Memory::default();
+    table(&m, None, "CREATE DATABASE db").unwrap();
+    let create = "CREATE TABLE t (k STRING TAG, a STRING ATTRIBUTE, v DOUBLE FIELD)";
+    table(&m, Some("db"), create).unwrap();
+    let tablet = || {
+        let mut t = Tablet::new(
+            "t",
+            &[
+                ("k", DataType::String),
+                ("a", DataType::String),
+                ("v", DataType::Double),
+            ],
+        );
+        for i in 0..3 {
+            t.push_row(
+                i,
+                vec![
+                    Some(Value::String(format!("k{i}"))),
+                    Some(Value::String("x".into())),
+                    Some(Value::Double(i as f64)),
+                ],
+            );
+        }
+        t
+    };
+    let categories = [Category::Tag, Category::Attribute, Category::Field];
+    ready(insert_table(&m, "db", tablet(), &categories)).unwrap();
+    assert_eq!(m.series.lock().unwrap().len(), 3);
+
+    // Dropped under the write: 550, and nothing of it is left.
+    *m.drop_before_next_write.lock().unwrap() = Some(("root.db".into(), "t".into()));
+    let e = ready(insert_table(&m, "db", tablet(), &categories)).unwrap_err();
+    assert_eq!(e.code(), StatusCode::TableNotExists.wire(), "{e}");
+    assert!(m.series.lock().unwrap().is_empty(), "no device survives");
+
+    // Dropped and created again under the write: still refused (another incarnation).
+    table(&m, Some("db"), create).unwrap();
+    let read = ready(m.table_for_write("root.db", "t")).unwrap().unwrap();
+    table(&m, Some("db"), "DROP TABLE t").unwrap();
+    table(&m, Some("db"), create).unwrap();
+    let e =
+        ready(m.insert_table_tablets("root.db", "t", read.created_version, vec![])).unwrap_err();
+    assert_eq!(e.code(), StatusCode::TableNotExists.wire(), "{e}");
+    let devices: &[common::table::DeviceAttributes] = &[];
+    let e =
+        ready(m.set_device_attributes("root.db", "t", read.created_version, devices)).unwrap_err();
+    assert_eq!(e.code(), StatusCode::TableNotExists.wire(), "{e}");
+    // A write that reads the new table writes.
+    ready(insert_table(&m, "db", tablet(), &categories)).unwrap();
+    assert_eq!(m.series.lock().unwrap().len(), 3);
 }
 
 #[test]

@@ -594,10 +594,11 @@ pub async fn insert_table<B: Backend>(
         columns,
         ttl_ms: None,
     };
-    let schema = match backend.table_for_write(&path, &name).await? {
-        Some(schema) if covers(&schema, &wanted) => schema,
+    let table = match backend.table_for_write(&path, &name).await? {
+        Some(table) if covers(&table.schema, &wanted) => table,
         _ => extend(backend, database, &wanted).await?,
     };
+    let (schema, created_version) = (table.schema, table.created_version);
 
     // Rows grouped by device (its tag values in the table's tag order), in first-seen order;
     // a run of rows of one device costs no lookup.
@@ -695,10 +696,14 @@ pub async fn insert_table<B: Backend>(
         }
     }
     if !tablets.is_empty() {
-        backend.insert_tablets(tablets).await?;
+        backend
+            .insert_table_tablets(&path, &name, created_version, tablets)
+            .await?;
     }
     for part in attribute_batches(&attributes) {
-        backend.set_device_attributes(&path, &name, part).await?;
+        backend
+            .set_device_attributes(&path, &name, created_version, part)
+            .await?;
     }
     Ok(())
 }
@@ -767,18 +772,16 @@ fn covers(schema: &TableSchema, wanted: &TableSchema) -> bool {
 }
 
 /// Creates the table or the columns it lacks in the table database `database`, and reads back
-/// its schema (whose tag order names the devices, whoever added the tags).
+/// its schema (whose tag order names the devices, whoever added the tags) and incarnation.
 async fn extend<B: Backend>(
     backend: &B,
     database: &str,
     wanted: &TableSchema,
-) -> ExecResult<TableSchema> {
+) -> ExecResult<TableView> {
     backend
         .create_table(&table::database_path(database), wanted, false, true)
         .await?;
-    Ok(one_table(backend, database, &wanted.name, false)
-        .await?
-        .schema)
+    one_table(backend, database, &wanted.name, false).await
 }
 
 #[cfg(test)]
