@@ -840,6 +840,14 @@ impl Coordinator {
             .fetch_schema(request)
             .await
             .map_err(CoordinatorError::ConfigNode)?;
+        // A table write whose table is gone (dropped, maybe created again) is told so as it is.
+        if let Some(s) = resp
+            .status
+            .as_ref()
+            .filter(|s| s.is(StatusCode::TableNotExists))
+        {
+            return Err(CoordinatorError::ConfigNode(s.clone()));
+        }
         check_status(resp.status.as_ref())
             .map_err(|e| CoordinatorError::Metadata(format!("FetchSchema: {e}")))?;
         let mut out = Vec::new();

@@ -89,6 +89,54 @@ pub(crate) async fn insert_table_tablets(
     written.status()
 }
 
+/// A table-model tablet written for a client (Thrift's `writeToTable`, gRPC's
+/// `InsertTableTablet`): by `sql::insert_table` here while this node holds its lease, else — or
+/// when that fails because the lease is gone or the ConfigNode does not answer — handed whole to
+/// a lease holder, which derives its devices from the table itself (a device tablet is never
+/// relayed alone: it was derived from this node's view of the table). `decode` gives the tablet
+/// afresh for each attempt, so none is copied for a relay that may not come.
+pub(crate) async fn write_table<E>(
+    shared: &Arc<Shared>,
+    backend: &crate::client_rpc::DataNodeBackend,
+    database: &str,
+    categories: &[common::table::Category],
+    decode: impl Fn() -> Result<Tablet, E>,
+) -> Result<proto::Status, E> {
+    let coordinator = &shared.coordinator;
+    if coordinator.write_gate() {
+        let outcome = sql::insert_table(backend, database, decode()?, categories).await;
+        match outcome {
+            Ok(()) => return Ok(ok()),
+            Err(e) if relayable(e.code()) => {
+                tracing::debug!("table write relayed after {}: {e}", e.code())
+            }
+            Err(e) => return Ok(crate::client_rpc::exec_status(&e)),
+        }
+    }
+    let tablet = decode()?;
+    Ok(
+        match coordinator
+            .relay_table_insert(database, &tablet, categories)
+            .await
+        {
+            Ok(()) => ok(),
+            Err(e) => e.status(),
+        },
+    )
+}
+
+/// Whether a table write that failed with `code` is relayed to a lease holder: this node's
+/// lease is fenced (535, 536) or its ConfigNode did not answer (712).
+fn relayable(code: i32) -> bool {
+    [
+        StatusCode::MetadataLeaseFenced,
+        StatusCode::MetadataLeaseFencedRetryRequired,
+        StatusCode::InternalRequestTimeOut,
+    ]
+    .iter()
+    .any(|c| c.wire() == code)
+}
+
 /// Decodes and writes wire tablets (a relayed write), with the session's limits.
 pub(crate) async fn insert_wire_tablets(
     shared: &Arc<Shared>,
@@ -539,6 +587,47 @@ impl SessionService for SessionServiceImpl {
         Ok(Response::new(outcome.unwrap_or_else(|s| s)))
     }
 
+    async fn insert_table_tablet(
+        &self,
+        request: Request<proto::InsertTableTabletReq>,
+    ) -> RpcResult<proto::Status> {
+        let user = match logged_in(&request) {
+            Ok(user) => user,
+            Err(s) => return Ok(Response::new(s)),
+        };
+        let req = request.into_inner();
+        let Some(wire) = req.tablet else {
+            return Ok(Response::new(status(
+                StatusCode::IllegalParameter,
+                "no tablet",
+            )));
+        };
+        let categories: Option<Vec<_>> = req
+            .categories
+            .iter()
+            .map(|c| {
+                u8::try_from(*c)
+                    .ok()
+                    .and_then(common::table::Category::from_wire)
+            })
+            .collect();
+        let Some(categories) = categories else {
+            return Ok(Response::new(status(
+                StatusCode::IllegalParameter,
+                format!(
+                    "unknown column categories {:?}: TAG 0, FIELD 1 or ATTRIBUTE 2",
+                    req.categories
+                ),
+            )));
+        };
+        let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user);
+        let decode = || tablet_from_wire(wire.clone());
+        let written = write_table(&self.shared, &backend, &req.database, &categories, decode).await;
+        Ok(Response::new(written.unwrap_or_else(|e| {
+            status(StatusCode::IllegalParameter, e.to_string())
+        })))
+    }
+
     async fn execute_statement(
         &self,
         request: Request<proto::ExecuteStatementReq>,
@@ -552,9 +641,19 @@ impl SessionService for SessionServiceImpl {
                 }))
             }
         };
-        let text = request.into_inner().statement;
+        let req = request.into_inner();
         let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user);
-        let outcome = crate::client_rpc::run_statement(&backend, &text).await;
+        let outcome = if req.table_model {
+            let database = (!req.database.is_empty()).then_some(req.database.as_str());
+            match sql::parse_table_statement(&req.statement) {
+                Ok(statement) => sql::execute_table(&backend, database, &statement)
+                    .await
+                    .map(|o| o.outcome),
+                Err(e) => Err(e.into()),
+            }
+        } else {
+            crate::client_rpc::run_statement(&backend, &req.statement).await
+        };
         let answer = match outcome {
             Ok(o) => proto::ExecuteStatementResp {
                 status: Some(ok()),

@@ -17,6 +17,7 @@ mod config;
 mod convert;
 mod error;
 mod session;
+mod table;
 
 pub use blocking::BlockingSession;
 pub use config::{SessionConfig, MAX_ATTEMPTS_LIMIT};

@@ -190,13 +190,13 @@ fn status_error(status: &proto::Status) -> SessionError {
     }
 }
 
-fn status_of(status: Option<proto::Status>) -> proto::Status {
+pub(crate) fn status_of(status: Option<proto::Status>) -> proto::Status {
     status.unwrap_or_else(|| {
         proto::status(StatusCode::InternalServerError, "answer without a status")
     })
 }
 
-type Client = SessionServiceClient<InterceptedService<Channel, Credentials>>;
+pub(crate) type Client = SessionServiceClient<InterceptedService<Channel, Credentials>>;
 
 /// Puts the session's user and password on every call (the DataNode's login check).
 #[derive(Clone, Debug)]
@@ -239,7 +239,7 @@ fn lazy_client(address: &str, config: &SessionConfig) -> Result<Client> {
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes))
 }
-type RpcResult<T> = std::result::Result<(proto::Status, T), tonic::Status>;
+pub(crate) type RpcResult<T> = std::result::Result<(proto::Status, T), tonic::Status>;
 
 /// What a statement run by [`Session::execute_statement`] answered.
 #[derive(Clone, Debug, PartialEq)]
@@ -755,11 +755,23 @@ impl Session {
     /// an empty one for a statement that only succeeded. Retried like any call, so a statement
     /// that timed out may run twice (CREATE then answers that it exists).
     pub async fn execute_statement(&self, statement: &str) -> Result<StatementResult> {
+        self.execute(statement, None).await
+    }
+
+    /// Runs one statement, of the table model with that current database when `table` is
+    /// `Some`.
+    pub(crate) async fn execute(
+        &self,
+        statement: &str,
+        table: Option<Option<&str>>,
+    ) -> Result<StatementResult> {
         let reply = self
             .call(None, |mut c, session_id| {
                 let req = proto::ExecuteStatementReq {
                     session_id,
                     statement: statement.to_string(),
+                    table_model: table.is_some(),
+                    database: table.flatten().unwrap_or_default().to_string(),
                 };
                 async move {
                     let r = c.execute_statement(req).await?.into_inner();
@@ -944,7 +956,7 @@ impl Session {
     /// Sends one request with the retry policy: a retryable failure moves to a different
     /// endpoint (a known redirect target, else the next one in the list) after a wait; 535 and
     /// final statuses return at once. `device` selects and feeds the redirect cache.
-    async fn call<T, F, Fut>(&self, device: Option<&str>, mut rpc: F) -> Result<T>
+    pub(crate) async fn call<T, F, Fut>(&self, device: Option<&str>, mut rpc: F) -> Result<T>
     where
         F: FnMut(Client, u64) -> Fut,
         Fut: Future<Output = RpcResult<T>>,

@@ -276,6 +276,30 @@ pub async fn drop_on(address: &str, device: &str, measurement: Option<&str>) -> 
     }
 }
 
+/// DROP TABLE `table` of [`crate::tables::TABLE_DATABASE`], sent to the ConfigNode at
+/// `address` alone, as [`drop_on`] sends the others.
+pub async fn drop_table_on(address: &str, table: &str) -> Outcome {
+    let call = async {
+        let mut c = ConfigNodeServiceClient::new(
+            channel_with_timeout(address, Duration::from_secs(90)).await?,
+        );
+        let status = c
+            .drop_table(proto::DropTableReq {
+                database: crate::tables::table_tree_database(),
+                table: table.to_string(),
+            })
+            .await?
+            .into_inner();
+        anyhow::Ok(status)
+    };
+    match tokio::time::timeout(Duration::from_secs(90), call).await {
+        Ok(Ok(s)) if s.code == 200 => Outcome::Ok,
+        Ok(Ok(s)) => Outcome::Failed(format!("status {}: {}", s.code, s.message)),
+        Ok(Err(e)) => Outcome::Unknown(format!("{e:#}")),
+        Err(_) => Outcome::Unknown("no answer within 90 s".into()),
+    }
+}
+
 /// The points of `paths` in region `region_id`, read on its leader at `internal_address` (a
 /// DataNode's internal endpoint): `(device, measurement)` → points. Series the region does not
 /// hold are absent.

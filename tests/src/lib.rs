@@ -21,6 +21,7 @@ pub mod cluster;
 pub mod nemesis;
 pub mod netns;
 pub mod process;
+pub mod tables;
 pub mod workload;
 
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};

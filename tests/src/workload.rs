@@ -88,6 +88,15 @@ pub enum DropTarget {
         /// Its devices.
         devices: Vec<String>,
     },
+    /// `DROP TABLE` of a table of [`crate::tables::TABLE_DATABASE`], written by table writers
+    /// ([`crate::tables`]); `devices` are the writers' fixed devices (others are new in every
+    /// tablet).
+    Table {
+        /// The table.
+        table: String,
+        /// The fixed devices its writers write, one per writer.
+        devices: Vec<String>,
+    },
 }
 
 impl DropTarget {
@@ -101,6 +110,13 @@ impl DropTarget {
             DropTarget::Database { database, .. } => device
                 .strip_prefix(database.as_str())
                 .is_some_and(|rest| rest.starts_with('.')),
+            DropTarget::Table { table, .. } => {
+                // The table's devices: its own path (no tags) and every path under it.
+                let prefix = format!("{}.{table}", crate::tables::table_tree_database());
+                device
+                    .strip_prefix(prefix.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+            }
         }
     }
 
@@ -112,6 +128,9 @@ impl DropTarget {
                 measurement,
             } => format!("{device}.{measurement}"),
             DropTarget::Database { database, .. } => format!("{database}."),
+            DropTarget::Table { table, .. } => {
+                format!("{}.{table}.", crate::tables::table_tree_database())
+            }
         }
     }
 
@@ -119,7 +138,9 @@ impl DropTarget {
     pub fn devices(&self) -> Vec<String> {
         match self {
             DropTarget::Series { device, .. } => vec![device.clone()],
-            DropTarget::Database { devices, .. } => devices.clone(),
+            DropTarget::Database { devices, .. } | DropTarget::Table { devices, .. } => {
+                devices.clone()
+            }
         }
     }
 }
@@ -371,6 +392,39 @@ impl Writers {
         }));
     }
 
+    /// Adds a table writer `name` that writes table tablets of `table` through `session`,
+    /// `pause` apart: each with its fixed device and two new ones
+    /// ([`crate::tables::writer_tags`]).
+    pub fn add_table(
+        &mut self,
+        runtime: &tokio::runtime::Handle,
+        session: Arc<Session>,
+        history: Arc<History>,
+        name: &str,
+        table: &str,
+        pause: Duration,
+    ) {
+        let (stop, interval_ms) = (self.stop.clone(), self.interval_ms);
+        let (name, table) = (name.to_string(), table.to_string());
+        self.tasks.push(runtime.spawn(async move {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let tags = crate::tables::writer_tags(&name, n);
+                crate::tables::table_write_recorded(
+                    &session,
+                    &history,
+                    &name,
+                    &table,
+                    &tags,
+                    interval_ms,
+                )
+                .await;
+                n += 1;
+                tokio::time::sleep(pause).await;
+            }
+        }));
+    }
+
     /// Asks every writer to stop and waits for their last operation to finish.
     pub fn stop(self, runtime: &tokio::runtime::Runtime) {
         self.stop.store(true, Ordering::Relaxed);
@@ -424,6 +478,13 @@ pub async fn drop_recorded(
                             .await
                     }
                     DropTarget::Database { database, .. } => session.drop_database(database).await,
+                    DropTarget::Table { table, .. } => session
+                        .execute_table_statement(
+                            Some(crate::tables::TABLE_DATABASE),
+                            &format!("DROP TABLE {table}"),
+                        )
+                        .await
+                        .map(drop),
                 };
                 Outcome::of(&r)
             }
@@ -434,6 +495,9 @@ pub async fn drop_recorded(
                 } => crate::admin::drop_on(address, device, Some(measurement)).await,
                 DropTarget::Database { database, .. } => {
                     crate::admin::drop_on(address, database, None).await
+                }
+                DropTarget::Table { table, .. } => {
+                    crate::admin::drop_table_on(address, table).await
                 }
             },
         }
@@ -505,6 +569,17 @@ impl DropContext {
     ) -> Writers {
         let mut writers = Writers::none(self.interval_ms);
         for i in 0..n {
+            if let DropTarget::Table { table, .. } = target {
+                writers.add_table(
+                    runtime,
+                    self.session.clone(),
+                    self.history.clone(),
+                    &table_writer_name(name, i),
+                    table,
+                    pause,
+                );
+                continue;
+            }
             writers.add(
                 runtime,
                 self.session.clone(),
@@ -567,6 +642,25 @@ impl DropContext {
     }
 }
 
+/// The name of table writer `i` of a drop round `name`: its fixed device's tag is derived from
+/// it ([`crate::tables::writer_tags`]), so [`DropTarget::Table::devices`] can name it.
+pub fn table_writer_name(name: &str, i: usize) -> String {
+    format!("{name}-{i}")
+}
+
+/// A DROP TABLE target whose table a round `name` writes with `writers` table writers.
+pub fn table_target(name: &str, table: &str, writers: usize) -> DropTarget {
+    DropTarget::Table {
+        table: table.to_string(),
+        devices: (0..writers)
+            .map(|i| {
+                let tags = crate::tables::writer_tags(&table_writer_name(name, i), 0);
+                crate::tables::table_device(table, &tags[0])
+            })
+            .collect(),
+    }
+}
+
 /// Schema churn for the nemesis: rounds that DELETE TIMESERIES a fresh series, or DROP DATABASE
 /// one of the databases created beforehand, while writers keep writing to it — before, during
 /// and after the drop (writes after it re-create the target) — and faults run.
@@ -590,6 +684,10 @@ impl SchemaChurn {
         ctx: DropContext,
         databases: u64,
     ) -> SchemaChurn {
+        let tables = crate::tables::table_tree_database();
+        if let Err(e) = runtime.block_on(ctx.ddl.create_database(&tables)) {
+            panic!("creating the table database {tables}: {e}");
+        }
         for i in 0..databases {
             let database = churn_database(i);
             if let Err(e) = runtime.block_on(ctx.ddl.create_database(&database)) {
@@ -614,6 +712,7 @@ impl SchemaChurn {
             let mut round: u64 = 0;
             let mut next_database = 0;
             while !flag.load(Ordering::Relaxed) {
+                let name = format!("churn{round}");
                 let target = if round % 3 == 1 && next_database < databases {
                     let database = churn_database(next_database);
                     next_database += 1;
@@ -621,6 +720,9 @@ impl SchemaChurn {
                         devices: vec![format!("{database}.d0")],
                         database,
                     }
+                } else if round % 3 == 2 {
+                    // A table written by multi-device table tablets, dropped under the writes.
+                    table_target(&name, &format!("ct{round}"), 2)
                 } else {
                     DropTarget::Series {
                         device: format!("{DATABASE}.vic{round}"),
@@ -629,14 +731,8 @@ impl SchemaChurn {
                 };
                 // Varied, so drops land at different points of the writers' cycle.
                 let before = Duration::from_millis(200 + (round * 337) % 900);
-                ctx.drop_round(
-                    &handle,
-                    &format!("churn{round}"),
-                    target,
-                    before,
-                    Duration::from_millis(800),
-                )
-                .await;
+                ctx.drop_round(&handle, &name, target, before, Duration::from_millis(800))
+                    .await;
                 round += 1;
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use fencepost_tests::checker::{check, Report};
 use fencepost_tests::cluster::{Cluster, ClusterConfig, LeaderWatch, HEARTBEAT_STALL};
+use fencepost_tests::tables;
 use fencepost_tests::workload::{
-    churn_database, drop_recorded, write_recorded, DropContext, DropOp, DropTarget, DropVia,
-    History, Outcome, SchemaChurn, TabletOp, Writers, DATABASE,
+    churn_database, drop_recorded, table_target, write_recorded, DropContext, DropOp, DropTarget,
+    DropVia, History, Outcome, SchemaChurn, TabletOp, Writers, DATABASE,
 };
 use fencepost_tests::{nemesis, require_namespaces, secs_from_env, serial, wait_for};
 use session::{Session, SessionConfig, SessionError};
@@ -1522,6 +1523,122 @@ fn writes_during_and_after_drops_obey_the_fence() {
     assert!(
         report.before_drop > 0 && report.after_drop > 0,
         "no write was judged before ({}) or after ({}) an acknowledged drop",
+        report.before_drop,
+        report.after_drop
+    );
+}
+
+/// Scenario 8t (issue 38, REVIEW N1): DROP TABLE under multi-device table writes. Writers send
+/// table tablets that each name their own fixed device and two devices no write named before
+/// (first created under whatever the table is then), and keep writing before, during and after
+/// the drop (writes after it create the table again). Rounds: through a session; with the
+/// DataNode the table writer of the second round talks to cut from the ConfigNode (its writes
+/// are relayed whole and derived again by a lease holder); the re-created table dropped again.
+/// The checker's rules, per device: no point of a table write that completed before the drop
+/// committed survives it, every device of a write acknowledged after the drop was is there, and
+/// no series lies under a dropped table's prefix unless the table exists again.
+#[test]
+fn table_writes_across_drop_table_obey_the_fence() {
+    let _serial = serial();
+    if !require_namespaces("table_writes_across_drop_table_obey_the_fence") {
+        return;
+    }
+    let mut run = Run::start(
+        "8t-table-writes-during-drop-table",
+        ClusterConfig::default(),
+    );
+    let handle = run.cluster.runtime.handle().clone();
+    let all: Vec<usize> = (0..run.cluster.data_nodes.len()).collect();
+    let ctx = run.drop_context(run.ddl_on(&all));
+    run.cluster
+        .runtime
+        .block_on(ctx.ddl.create_database(&tables::table_tree_database()))
+        .expect("CREATE DATABASE of the table model");
+    let (before, after) = (Duration::from_millis(700), Duration::from_millis(1500));
+    run.fault("DROP TABLE during table writes");
+    run.cluster.runtime.block_on(ctx.drop_round(
+        &handle,
+        "tb1",
+        table_target("tb1", "t1", 2),
+        before,
+        after,
+    ));
+    note_outcomes(&run, "tb1-0");
+
+    // A cut-off DataNode: its table writer's writes are relayed whole to a lease holder.
+    let stale_node = run.busiest_leader();
+    let stale = Arc::new(run.single(stale_node));
+    let others: Vec<usize> = all.iter().copied().filter(|&j| j != stale_node).collect();
+    let healthy = DropContext {
+        session: Arc::new(
+            run.cluster
+                .session_on(&others, Cluster::session_config())
+                .expect("session"),
+        ),
+        ddl: run.ddl_on(&others),
+        ..ctx.clone()
+    };
+    let target = table_target("tb2", "t2", 2);
+    let mut writers = healthy.target_writers(&handle, "tb2", &target, 1, POLL);
+    writers.add_table(
+        &handle,
+        stale,
+        run.history.clone(),
+        "tb2-stale",
+        "t2",
+        Duration::from_millis(100),
+    );
+    let primed = run
+        .cluster
+        .runtime
+        .block_on(healthy.wait_written(&target.devices()[0], Duration::from_secs(20)));
+    assert!(primed, "no table write to t2 acknowledged within 20 s");
+    run.fault(&format!(
+        "cut datanode-{} from the ConfigNode; DROP TABLE t2 under its table writer",
+        stale_node + 1
+    ));
+    run.cluster.cut_from_config_nodes(stale_node).expect("cut");
+    std::thread::sleep(Duration::from_secs(1));
+    let index = run.cluster.runtime.block_on(drop_recorded(
+        &DropVia::Session(healthy.ddl.clone()),
+        &healthy.config_nodes,
+        &run.history,
+        target,
+    ));
+    std::thread::sleep(Duration::from_secs(2));
+    writers.stop(&run.cluster.runtime);
+    note_outcomes(&run, "tb2-stale");
+    let mut failures = Vec::new();
+    let dropped = run.history.drops.lock().expect("history")[index].clone();
+    if !dropped.outcome.is_ok() {
+        failures.push(format!("DROP TABLE t2: {:?}", dropped.outcome));
+    }
+    run.cluster.heal_network().expect("heal");
+    run.wait_recovered(stale_node);
+
+    // The table created again by the writes after the first drop, dropped again.
+    run.fault("DROP TABLE of a table created again");
+    run.cluster.runtime.block_on(ctx.drop_round(
+        &handle,
+        "tb3",
+        table_target("tb3", "t1", 2),
+        before,
+        after,
+    ));
+    note_drops(&run);
+    let orphans = run
+        .cluster
+        .runtime
+        .block_on(tables::orphans_of_dropped_tables(
+            &run.session,
+            &["t1".to_string(), "t2".to_string()],
+        ))
+        .expect("SHOW TABLES and SHOW TIMESERIES");
+    failures.extend(orphans);
+    let report = run.finish_with(failures);
+    assert!(
+        report.before_drop > 0 && report.after_drop > 0,
+        "no table write was judged before ({}) or after ({}) an acknowledged drop",
         report.before_drop,
         report.after_drop
     );

@@ -876,32 +876,17 @@ impl Connection {
         // Decoded from the request's bytes for each attempt, so the local one needs no copy kept
         // for a relay.
         let decode = || inserts::tablet_of(&req);
-        // A fenced DataNode hands the write to a lease holder at once, as the coordinator does a
-        // tree tablet; so does one whose lookups find the ConfigNode silent or the lease gone.
-        let coordinator = &self.shared.coordinator;
-        if coordinator.write_gate() {
-            let tablet = match decode() {
-                Ok(tablet) => tablet,
-                Err(e) => return bad_request(e),
-            };
-            let outcome = sql::insert_table(&session.backend, &database, tablet, &categories).await;
-            match outcome {
-                Err(e) if relayable(e.code()) => {
-                    tracing::debug!("table write relayed after {}: {e}", e.code())
-                }
-                outcome => return self.done(outcome),
-            }
-        }
-        let tablet = match decode() {
-            Ok(tablet) => tablet,
-            Err(e) => return bad_request(e),
-        };
-        match coordinator
-            .relay_table_insert(&database, &tablet, &categories)
-            .await
-        {
-            Ok(()) => Status::ok(),
-            Err(e) => thrift_status(e.status()),
+        let written = crate::session::write_table(
+            &self.shared,
+            &session.backend,
+            &database,
+            &categories,
+            decode,
+        )
+        .await;
+        match written {
+            Ok(status) => thrift_status(status),
+            Err(e) => bad_request(e),
         }
     }
 
@@ -1004,18 +989,6 @@ pub(crate) async fn run_statement(
         });
     }
     sql::execute(backend, &statement).await
-}
-
-/// Whether a table write that failed with `code` is relayed to a lease holder: this node's
-/// lease is fenced (535, 536) or its ConfigNode did not answer (712).
-fn relayable(code: i32) -> bool {
-    [
-        StatusCode::MetadataLeaseFenced,
-        StatusCode::MetadataLeaseFencedRetryRequired,
-        StatusCode::InternalRequestTimeOut,
-    ]
-    .iter()
-    .any(|c| c.wire() == code)
 }
 
 fn failed(status: Status) -> ExecuteStatementResp {

@@ -4,4 +4,5 @@
 mod cluster;
 mod codecs;
 mod doubles;
+mod tables;
 mod ttl;
