@@ -366,6 +366,7 @@ async fn delete_from_removes_points_of_every_region_and_replica_flushed_or_not()
         .execute_statement(proto::ExecuteStatementReq {
             session_id: 1,
             statement: format!("DELETE FROM {device}.s1 WHERE time >= 1000 AND time <= 8500"),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -579,6 +579,7 @@ async fn a_grpc_result_over_the_message_limit_is_refused_with_a_reason() {
         .execute_statement(proto::ExecuteStatementReq {
             session_id: 1,
             statement: "SELECT s1 FROM root.big.d".into(),
+            ..Default::default()
         })
         .await
         .expect("an answer, not a transport error")
@@ -594,6 +595,7 @@ async fn a_grpc_result_over_the_message_limit_is_refused_with_a_reason() {
         .execute_statement(proto::ExecuteStatementReq {
             session_id: 1,
             statement: "SELECT s1 FROM root.big.d WHERE time < 1000".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
