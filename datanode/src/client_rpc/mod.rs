@@ -316,7 +316,7 @@ impl Connection {
                         ApplicationError::ProtocolError,
                         &format!("{e}; the limit is dn_rpc_max_message_bytes = {max}"),
                     );
-                    drop(stream.write_all(&thrift_codec::frame(&reply)).await);
+                    drop(send_frame(&mut stream, &reply, protocol).await);
                     return;
                 }
             };
@@ -325,11 +325,8 @@ impl Connection {
                 return;
             }
             let reply = self.answer(&frame).await;
-            if stream
-                .write_all(&thrift_codec::frame(&reply))
-                .await
-                .is_err()
-            {
+            let protocol = self.protocol.unwrap_or(Protocol::Binary);
+            if send_frame(&mut stream, &reply, protocol).await.is_err() {
                 return;
             }
         }
@@ -964,6 +961,41 @@ impl Connection {
             more_data,
         }
     }
+}
+
+/// Replies up to this size are copied behind their length prefix and sent in one write; larger
+/// ones go as two writes, without a copy of the reply.
+const REPLY_COPIED_BYTES_MAX: usize = 64 << 10;
+
+/// Sends `reply` as one frame. A reply that cannot be framed (2 GiB or more) is replaced by an
+/// exception saying so: the connection goes on and the server does not panic.
+async fn send_frame(
+    stream: &mut (impl tokio::io::AsyncWrite + Unpin),
+    reply: &[u8],
+    protocol: Protocol,
+) -> std::io::Result<()> {
+    let header = match thrift_codec::frame_header(reply.len()) {
+        Ok(header) => header,
+        Err(e) => {
+            let refusal = thrift_codec::application_exception(
+                protocol,
+                "",
+                0,
+                ApplicationError::InternalError,
+                &format!("the reply cannot be sent: {e}"),
+            );
+            let framed = thrift_codec::frame(&refusal).expect("an exception is small");
+            return stream.write_all(&framed).await;
+        }
+    };
+    if reply.len() <= REPLY_COPIED_BYTES_MAX {
+        let mut framed = Vec::with_capacity(header.len() + reply.len());
+        framed.extend_from_slice(&header);
+        framed.extend_from_slice(reply);
+        return stream.write_all(&framed).await;
+    }
+    stream.write_all(&header).await?;
+    stream.write_all(reply).await
 }
 
 /// Parses and runs the one statement of `text` over `backend` (IoTDB's clients and the gRPC

@@ -157,7 +157,8 @@ impl Client {
         args(&mut w);
         w.field_stop();
         w.struct_end();
-        self.send_raw(&thrift_codec::frame(&w.into_bytes())).await;
+        self.send_raw(&thrift_codec::frame(&w.into_bytes()).unwrap())
+            .await;
         self.receive().await.expect("a reply")
     }
 
@@ -415,10 +416,13 @@ async fn misbehaving_clients_get_errors_and_disturb_no_other_connection() {
     }
     // A call whose request struct is cut short: a protocol error, the connection goes on.
     anonymous
-        .send_raw(&thrift_codec::frame(&[
-            0x80, 0x01, 0x00, 0x01, 0, 0, 0, 11, b'o', b'p', b'e', b'n', b'S', b'e', b's', b's',
-            b'i', b'o', b'n', 0, 0, 0, 0, 12, 0, 1,
-        ]))
+        .send_raw(
+            &thrift_codec::frame(&[
+                0x80, 0x01, 0x00, 0x01, 0, 0, 0, 11, b'o', b'p', b'e', b'n', b'S', b'e', b's',
+                b's', b'i', b'o', b'n', 0, 0, 0, 0, 12, 0, 1,
+            ])
+            .unwrap(),
+        )
         .await;
     match anonymous.receive().await {
         Some(Reply::Exception(_, kind)) => assert_eq!(kind, 7),
@@ -428,7 +432,9 @@ async fn misbehaving_clients_get_errors_and_disturb_no_other_connection() {
 
     // Bytes that are no Thrift message in a well-formed frame: an exception, no crash.
     let mut garbage = Client::connect(&address, Protocol::Binary).await;
-    garbage.send_raw(&thrift_codec::frame(b"\x05hello")).await;
+    garbage
+        .send_raw(&thrift_codec::frame(b"\x05hello").unwrap())
+        .await;
     assert!(matches!(
         garbage.receive().await,
         Some(Reply::Exception(_, 7))
