@@ -662,6 +662,7 @@ impl SessionService for SessionServiceImpl {
             // monitor and heartbeats run there), one at a time per node.
             let _one = self
                 .shared
+                .internal
                 .digests
                 .acquire()
                 .await
