@@ -212,6 +212,18 @@ runtime::node_config! {
         /// Points of one series one query answers at most; a session pages through larger results.
         /// Default 1000000.
         query_points_max: u32 = 1_000_000,
+        /// Bytes of memory one query result may take while it is built and until its client has
+        /// read it (rows estimated per cell: 32 bytes and a text's or blob's bytes); a query
+        /// past it is refused with 700 naming this key. Default 256 MiB; at least 1 MiB.
+        query_result_bytes_max: u64 = 256 << 20,
+        /// Bytes of memory all open query results of this DataNode may take together; a query
+        /// that would pass it is refused with 606 naming this key. Default 1 GiB; at least
+        /// `query_result_bytes_max`.
+        query_results_bytes_max_per_node: u64 = 1 << 30,
+        /// Bytes of one page of a result sent to an IoTDB client (as results are counted): a
+        /// fetch answers fewer rows than its `fetchSize` when rows are wide, and at least one.
+        /// At most `dn_rpc_max_message_bytes` is used. Default 16 MiB; at least 64 KiB.
+        query_page_bytes_max: u64 = 16 << 20,
         /// glibc `M_MMAP_THRESHOLD` of the `datanode` process: allocations from this size on get a
         /// mapping of their own, returned (and faulted in afresh) at every free. Raft messages and
         /// tablets of 100 KiB–MiBs sit above glibc's 128 KiB start value; on a VM every fresh page
@@ -326,6 +338,12 @@ impl DataNodeConfig {
         .iter()
         .map(|&n| n as usize)
         .sum()
+    }
+
+    /// Bytes of one page of a result sent to an IoTDB client: `query_page_bytes_max`, at most
+    /// `dn_rpc_max_message_bytes`.
+    pub fn page_bytes_max(&self) -> usize {
+        self.query_page_bytes_max.min(self.dn_rpc_max_message_bytes) as usize
     }
 
     /// Descriptors this DataNode may hold with its limits all reached: the session port's
@@ -506,6 +524,24 @@ impl DataNodeConfig {
                 "dn_rpc_unauthenticated_frame_bytes_max",
                 "must be at least 1024 (an openSession must fit) and at most \
                  dn_rpc_max_message_bytes",
+            ));
+        }
+        if self.query_result_bytes_max < 1 << 20 {
+            return Err(config_error(
+                "query_result_bytes_max",
+                "must be at least 1 MiB",
+            ));
+        }
+        if self.query_results_bytes_max_per_node < self.query_result_bytes_max {
+            return Err(config_error(
+                "query_results_bytes_max_per_node",
+                "must be at least query_result_bytes_max",
+            ));
+        }
+        if self.query_page_bytes_max < 64 << 10 {
+            return Err(config_error(
+                "query_page_bytes_max",
+                "must be at least 64 KiB",
             ));
         }
         if self.query_points_max == 0 {

@@ -201,6 +201,18 @@ fn server_metrics(page: &mut Page, shared: &Shared) {
             get(&port.thrift_sessions_refused),
         ),
         (
+            "query_results_bytes",
+            "gauge",
+            "bytes of memory the open query results hold (as results are charged).",
+            shared.clients.results.used() as u64,
+        ),
+        (
+            "query_results_refused_total",
+            "counter",
+            "queries refused past query_result_bytes_max or query_results_bytes_max_per_node.",
+            get(&shared.clients.results.refused_result) + get(&shared.clients.results.refused_node),
+        ),
+        (
             "internal_connections_open",
             "gauge",
             "internal server: connections open.",

@@ -529,7 +529,10 @@ impl SessionService for SessionServiceImpl {
         };
         let text = request.into_inner().statement;
         let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user);
-        let outcome = crate::client_rpc::run_statement(&backend, &text).await;
+        // Charged while it is built, so a result too large for memory is refused before it is
+        // whole; the charge holds until the answer is encoded.
+        let mut charge = self.shared.clients.results.charge();
+        let outcome = crate::client_rpc::run_statement(&backend, &text, &mut charge).await;
         let answer = match outcome {
             Ok(o) => proto::ExecuteStatementResp {
                 status: Some(ok()),

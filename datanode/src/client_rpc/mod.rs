@@ -572,13 +572,25 @@ impl Connection {
                     from: req.start_time,
                     to: req.end_time,
                 };
-                let outcome = sql::exec::raw_paths(self.backend(), &req.paths, range).await;
-                Ok(Answer::Execute(self.result(outcome, req.fetch_size)))
+                let mut charge = self.shared.clients.results.charge();
+                let outcome =
+                    sql::exec::raw_paths(self.backend(), &req.paths, range, &mut charge).await;
+                Ok(Answer::Execute(self.result(
+                    outcome,
+                    charge,
+                    req.fetch_size,
+                )))
             }
             "executeLastDataQueryV2" | "executeLastDataQuery" => {
                 let req = request(r, LastDataQueryReq::read)?;
-                let outcome = sql::exec::last_paths(self.backend(), &req.paths, req.time).await;
-                Ok(Answer::Execute(self.result(outcome, req.fetch_size)))
+                let mut charge = self.shared.clients.results.charge();
+                let outcome =
+                    sql::exec::last_paths(self.backend(), &req.paths, req.time, &mut charge).await;
+                Ok(Answer::Execute(self.result(
+                    outcome,
+                    charge,
+                    req.fetch_size,
+                )))
             }
             "fetchResultsV2" | "fetchResults" => {
                 let req = request(r, FetchResultsReq::read)?;
@@ -713,13 +725,16 @@ impl Connection {
 
     async fn execute(&mut self, req: ExecuteStatementReq) -> ExecuteStatementResp {
         let session = self.session.as_ref().expect("logged in");
+        let mut charge = self.shared.clients.results.charge();
         if !session.table_model {
-            let outcome = run_statement(self.backend(), &req.statement).await;
-            return self.result(outcome, req.fetch_size);
+            let outcome = run_statement(self.backend(), &req.statement, &mut charge).await;
+            return self.result(outcome, charge, req.fetch_size);
         }
         let outcome = match sql::parse_table_statement(&req.statement) {
             Ok(statement) => {
-                sql::execute_table(&session.backend, session.database.as_deref(), &statement).await
+                let database = session.database.as_deref();
+                sql::execute_table_charged(&session.backend, database, &statement, &mut charge)
+                    .await
             }
             Err(e) => Err(e.into()),
         };
@@ -731,11 +746,13 @@ impl Connection {
                 self.session.as_mut().expect("logged in").database = Some(database.clone());
                 ExecuteStatementResp {
                     database: Some(database),
-                    ..self.result(Ok(outcome), req.fetch_size)
+                    ..self.result(Ok(outcome), charge, req.fetch_size)
                 }
             }
-            Ok(sql::TableOutcome { outcome, .. }) => self.result(Ok(outcome), req.fetch_size),
-            Err(e) => self.result(Err(e), req.fetch_size),
+            Ok(sql::TableOutcome { outcome, .. }) => {
+                self.result(Ok(outcome), charge, req.fetch_size)
+            }
+            Err(e) => self.result(Err(e), charge, req.fetch_size),
         }
     }
 
@@ -797,6 +814,7 @@ impl Connection {
     fn result(
         &mut self,
         outcome: Result<sql::Outcome, ExecError>,
+        charge: sql::ResultCharge,
         fetch_size: i32,
     ) -> ExecuteStatementResp {
         let outcome = match outcome {
@@ -815,8 +833,9 @@ impl Connection {
             .dn_client_queries_per_connection_max
             .max(1) as usize;
         let session = self.session.as_mut().expect("logged in");
-        let (header, mut pending) = Pending::new(outcome);
-        let first = pending.next_page(results::page_rows(fetch_size));
+        let page_bytes_max = self.shared.config.page_bytes_max();
+        let (header, mut pending) = Pending::new(outcome, charge);
+        let first = pending.next_page(results::page_rows(fetch_size), page_bytes_max);
         let query_id = session.next_query_id;
         session.next_query_id += 1;
         let more_data = !pending.is_done();
@@ -842,6 +861,7 @@ impl Connection {
 
     /// The next page of a query; an unknown or finished one answers no rows and no more data.
     fn fetch(&mut self, req: FetchResultsReq) -> FetchResultsResp {
+        let page_bytes_max = self.shared.config.page_bytes_max();
         let session = self.session.as_mut().expect("logged in");
         let Some(pending) = session.queries.get_mut(&req.query_id) else {
             return FetchResultsResp {
@@ -849,7 +869,7 @@ impl Connection {
                 ..FetchResultsResp::default()
             };
         };
-        let page = pending.next_page(results::page_rows(req.fetch_size));
+        let page = pending.next_page(results::page_rows(req.fetch_size), page_bytes_max);
         let more_data = !pending.is_done();
         if !more_data {
             session.queries.remove(&req.query_id);
@@ -863,10 +883,11 @@ impl Connection {
 }
 
 /// Parses and runs the one statement of `text` over `backend` (IoTDB's clients and the gRPC
-/// session's ExecuteStatement alike).
+/// session's ExecuteStatement alike), its result charged to `charge` as it is built.
 pub(crate) async fn run_statement(
     backend: &DataNodeBackend,
     text: &str,
+    charge: &mut sql::ResultCharge,
 ) -> Result<sql::Outcome, ExecError> {
     let mut parsed = sql::parse_script(text, sql::Position::START);
     let statement = match (parsed.len(), parsed.pop()) {
@@ -890,7 +911,7 @@ pub(crate) async fn run_statement(
             message: "QUIT ends a CLI session; it is no statement for the server".into(),
         });
     }
-    sql::execute(backend, &statement).await
+    sql::execute_charged(backend, &statement, charge).await
 }
 
 /// Whether a table write that failed with `code` is relayed to a lease holder: this node's

@@ -23,12 +23,14 @@ pub(crate) struct Shared {
 }
 
 /// What clients hold of a DataNode, and the bounds on it: the session port's connections, the
-/// session server's requests, the logins it remembers.
+/// session server's requests, the memory of query results, the logins it remembers.
 pub(crate) struct ClientLimits {
     /// The session server's request bound, and what it refused.
     pub session_gate: Arc<runtime::ServerGate>,
     /// The session port's connection budgets (handshakes, gRPC, Thrift sessions).
     pub port_gate: Arc<runtime::PortGate>,
+    /// The memory every query result is charged to, per result and over all of them.
+    pub results: Arc<sql::ResultBudget>,
     /// Passwords the ConfigNode accepted lately (`auth`).
     pub logins: crate::auth::Logins,
     pub(super) next_session: AtomicU64,
@@ -40,6 +42,10 @@ impl ClientLimits {
         ClientLimits {
             session_gate: runtime::ServerGate::new(config.session_limits()),
             port_gate: runtime::PortGate::new(config.port_limits()),
+            results: sql::ResultBudget::new(
+                config.query_result_bytes_max as usize,
+                config.query_results_bytes_max_per_node as usize,
+            ),
             logins: crate::auth::Logins::new(Duration::from_millis(config.dn_login_cache_ms)),
             next_session: AtomicU64::new(1),
         }
