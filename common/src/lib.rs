@@ -1,8 +1,9 @@
 //! Fencepost's shared vocabulary: the IoTDB tree-model data types, tablets, status codes and the
 //! partition math every node must agree on (design §2, §3).
 //!
-//! It also holds the one byte codec ([`codec`]), the one sealed-file envelope ([`envelope`]) and
-//! the one durable file replacement ([`durable`]) every node uses.
+//! It also holds the one byte codec ([`codec`]), the one sealed-file envelope ([`envelope`]),
+//! the one durable file replacement ([`durable`]) every node uses, and the open-files limit
+//! ([`process`]) both node binaries raise.
 //!
 //! Architecture invariant: this crate does no networking, no async and knows no server (its only
 //! file I/O is [`durable`]); the client (`session`) may depend on it.
@@ -14,6 +15,7 @@ pub mod durable;
 pub mod envelope;
 mod partition;
 pub mod path;
+pub mod process;
 mod status;
 pub mod table;
 mod tablet;

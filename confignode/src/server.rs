@@ -152,6 +152,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     config.validate()?;
+    // Client connections, the raft log, the metrics port and its own connections to DataNodes.
+    runtime::config::check_open_files(
+        u64::from(config.cn_rpc_max_connections) + 256,
+        "cn_rpc_max_connections + 256 reserved",
+    );
     let listener = TcpListener::bind(&config.cn_internal_address)
         .await
         .map_err(|source| Error::Io {

@@ -128,7 +128,7 @@ pub(crate) async fn login(
     password: &str,
     check: Check,
 ) -> proto::Status {
-    if check == Check::Cached && shared.logins.fresh(user, password) {
+    if check == Check::Cached && shared.clients.logins.fresh(user, password) {
         return crate::convert::ok();
     }
     let req = proto::AuthenticateReq {
@@ -144,21 +144,21 @@ pub(crate) async fn login(
         .await;
     match answer {
         Ok(status) if status.is(StatusCode::Success) => {
-            shared.logins.remember(user, password);
+            shared.clients.logins.remember(user, password);
             status
         }
         Ok(status) => {
-            shared.logins.forget(user);
+            shared.clients.logins.forget(user);
             status
         }
-        Err(_) if shared.logins.fresh(user, password) => crate::convert::ok(),
+        Err(_) if shared.clients.logins.fresh(user, password) => crate::convert::ok(),
         Err(unreachable) => unreachable,
     }
 }
 
 /// Forgets what the cache knows of `user` (after a user statement through this DataNode).
 pub(crate) fn forget(shared: &Shared, user: &str) {
-    shared.logins.forget(user);
+    shared.clients.logins.forget(user);
 }
 
 /// The session service behind the login check of every call.

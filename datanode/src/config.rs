@@ -10,6 +10,11 @@ use runtime::config::{check_keepalive, check_socket_address, config_error, parse
 
 use crate::error::ConfigError;
 
+/// Descriptors a DataNode holds beyond its connection limits and sealed-file cache: raft log
+/// segments and the spare, directories, listeners, its own connections to ConfigNodes and
+/// peers, snapshot transfers, metrics scrapes.
+pub const DESCRIPTORS_RESERVED: u64 = 256;
+
 /// Largest `M_MMAP_THRESHOLD` glibc accepts on 64-bit targets (`HEAP_MAX_SIZE / 2`).
 pub const MALLOC_MMAP_THRESHOLD_MAX: u64 = 32 << 20;
 
@@ -155,10 +160,37 @@ runtime::node_config! {
         /// Queries one IoTDB client connection keeps open (results not yet read to the end);
         /// opening one more drops the oldest. Default 64; at least 1.
         dn_client_queries_per_connection_max: u32 = 64,
-        /// Session connections (clients) this DataNode holds open at once (IoTDB's
-        /// `dn_rpc_max_concurrent_client_num`); one more is closed as soon as it is accepted,
-        /// and the client moves to another DataNode. Default 1000; at least 1.
+        /// IoTDB clients logged in at once on the session port (IoTDB's
+        /// `dn_rpc_max_concurrent_client_num`): a Thrift connection takes its place when its
+        /// `openSession` succeeds, and a login past the limit is refused with 606 (the client
+        /// moves to another DataNode). Connections still in their handshake and gRPC connections
+        /// have budgets of their own (`dn_rpc_handshake_connections_max`,
+        /// `dn_rpc_grpc_connections_max`). Default 1000; at least 1.
         dn_rpc_max_concurrent_client_num: u32 = 1000,
+        /// Connections on the session port in their handshake at once: accepted and not yet a
+        /// gRPC connection (the whole HTTP/2 preface received) or a logged-in Thrift session.
+        /// One more closes the oldest of them, so connections that stall cannot keep new
+        /// clients out. Default 256; at least 1.
+        dn_rpc_handshake_connections_max: u32 = 256,
+        /// Milliseconds from accept to a complete HTTP/2 preface, or to a successful
+        /// `openSession` on a Thrift connection; a connection that takes longer (one byte sent,
+        /// then silence) is closed. Default 10000; at least 100.
+        dn_rpc_handshake_timeout_ms: u64 = 10_000,
+        /// gRPC connections the session port holds open at once; one more is closed after its
+        /// preface. Default 1000; at least 1.
+        dn_rpc_grpc_connections_max: u32 = 1000,
+        /// Largest Thrift frame taken before `openSession` has succeeded on its connection (IoTDB's
+        /// clients send an `openSession` of a few hundred bytes); a larger one is answered with an
+        /// exception and the connection is closed. Default 65536; 1024..=`dn_rpc_max_message_bytes`.
+        dn_rpc_unauthenticated_frame_bytes_max: u64 = 64 << 10,
+        /// Milliseconds a logged-in Thrift connection may take to send the rest of a frame once
+        /// its first byte has arrived; a connection that stalls mid-frame is closed.
+        /// Default 60000; at least 100.
+        dn_rpc_frame_timeout_ms: u64 = 60_000,
+        /// Milliseconds a logged-in Thrift connection may stay silent between two requests
+        /// before it is closed with its session and open queries (IoTDB closes idle
+        /// connections too); 0 never closes one. Default 3600000 (1 h).
+        dn_rpc_idle_timeout_ms: u64 = 3_600_000,
         /// Session requests this DataNode runs at once; one more is answered gRPC
         /// `RESOURCE_EXHAUSTED` at once, which sessions take as 606 WRITE_PROCESS_REJECT and retry
         /// (the request was not run). Default 256; at least 1.
@@ -180,6 +212,18 @@ runtime::node_config! {
         /// Points of one series one query answers at most; a session pages through larger results.
         /// Default 1000000.
         query_points_max: u32 = 1_000_000,
+        /// Bytes of memory one query result may take while it is built and until its client has
+        /// read it (rows estimated per cell: 32 bytes and a text's or blob's bytes); a query
+        /// past it is refused with 700 naming this key. Default 256 MiB; at least 1 MiB.
+        query_result_bytes_max: u64 = 256 << 20,
+        /// Bytes of memory all open query results of this DataNode may take together; a query
+        /// that would pass it is refused with 606 naming this key. Default 1 GiB; at least
+        /// `query_result_bytes_max`.
+        query_results_bytes_max_per_node: u64 = 1 << 30,
+        /// Bytes of one page of a result sent to an IoTDB client (as results are counted): a
+        /// fetch answers fewer rows than its `fetchSize` when rows are wide, and at least one.
+        /// At most `dn_rpc_max_message_bytes` is used. Default 16 MiB; at least 64 KiB.
+        query_page_bytes_max: u64 = 16 << 20,
         /// glibc `M_MMAP_THRESHOLD` of the `datanode` process: allocations from this size on get a
         /// mapping of their own, returned (and faulted in afresh) at every free. Raft messages and
         /// tablets of 100 KiB–MiBs sit above glibc's 128 KiB start value; on a VM every fresh page
@@ -266,12 +310,50 @@ impl DataNodeConfig {
         )
     }
 
-    /// The session server's bounds.
+    /// The session server's request bound (its connections are the port's, [`Self::port_limits`]).
     pub fn session_limits(&self) -> runtime::ServerLimits {
         runtime::ServerLimits {
-            connections_max: self.dn_rpc_max_concurrent_client_num as usize,
+            connections_max: self.session_connections_max(),
             requests_max: self.dn_rpc_max_concurrent_requests as usize,
         }
+    }
+
+    /// The session port's connection budgets, per protocol and stage.
+    pub fn port_limits(&self) -> runtime::PortLimits {
+        runtime::PortLimits {
+            handshakes_max: self.dn_rpc_handshake_connections_max as usize,
+            handshake_timeout: std::time::Duration::from_millis(self.dn_rpc_handshake_timeout_ms),
+            grpc_connections_max: self.dn_rpc_grpc_connections_max as usize,
+            thrift_sessions_max: self.dn_rpc_max_concurrent_client_num as usize,
+        }
+    }
+
+    /// Client connections the session port may hold at once, over its three budgets.
+    pub fn session_connections_max(&self) -> usize {
+        [
+            self.dn_rpc_max_concurrent_client_num,
+            self.dn_rpc_handshake_connections_max,
+            self.dn_rpc_grpc_connections_max,
+        ]
+        .iter()
+        .map(|&n| n as usize)
+        .sum()
+    }
+
+    /// Bytes of one page of a result sent to an IoTDB client: `query_page_bytes_max`, at most
+    /// `dn_rpc_max_message_bytes`.
+    pub fn page_bytes_max(&self) -> usize {
+        self.query_page_bytes_max.min(self.dn_rpc_max_message_bytes) as usize
+    }
+
+    /// Descriptors this DataNode may hold with its limits all reached: the session port's
+    /// connections, the internal ones, the sealed-file cache and [`DESCRIPTORS_RESERVED`].
+    /// Checked against `RLIMIT_NOFILE` at start.
+    pub fn descriptors_needed(&self) -> u64 {
+        self.session_connections_max() as u64
+            + u64::from(self.dn_internal_max_connections)
+            + self.sealed_open_files_max
+            + DESCRIPTORS_RESERVED
     }
 
     /// The internal server's bounds (raft streams count as connections, not requests).
@@ -327,6 +409,14 @@ impl DataNodeConfig {
             (
                 "dn_rpc_max_concurrent_client_num",
                 self.dn_rpc_max_concurrent_client_num.into(),
+            ),
+            (
+                "dn_rpc_handshake_connections_max",
+                self.dn_rpc_handshake_connections_max.into(),
+            ),
+            (
+                "dn_rpc_grpc_connections_max",
+                self.dn_rpc_grpc_connections_max.into(),
             ),
             (
                 "dn_client_queries_per_connection_max",
@@ -414,6 +504,44 @@ impl DataNodeConfig {
             return Err(config_error(
                 "dn_rpc_max_message_bytes",
                 "must be between 1 MiB and 2 GiB",
+            ));
+        }
+        for (key, value) in [
+            (
+                "dn_rpc_handshake_timeout_ms",
+                self.dn_rpc_handshake_timeout_ms,
+            ),
+            ("dn_rpc_frame_timeout_ms", self.dn_rpc_frame_timeout_ms),
+        ] {
+            if value < 100 {
+                return Err(config_error(key, "must be at least 100"));
+            }
+        }
+        if self.dn_rpc_unauthenticated_frame_bytes_max < 1024
+            || self.dn_rpc_unauthenticated_frame_bytes_max > self.dn_rpc_max_message_bytes
+        {
+            return Err(config_error(
+                "dn_rpc_unauthenticated_frame_bytes_max",
+                "must be at least 1024 (an openSession must fit) and at most \
+                 dn_rpc_max_message_bytes",
+            ));
+        }
+        if self.query_result_bytes_max < 1 << 20 {
+            return Err(config_error(
+                "query_result_bytes_max",
+                "must be at least 1 MiB",
+            ));
+        }
+        if self.query_results_bytes_max_per_node < self.query_result_bytes_max {
+            return Err(config_error(
+                "query_results_bytes_max_per_node",
+                "must be at least query_result_bytes_max",
+            ));
+        }
+        if self.query_page_bytes_max < 64 << 10 {
+            return Err(config_error(
+                "query_page_bytes_max",
+                "must be at least 64 KiB",
             ));
         }
         if self.query_points_max == 0 {

@@ -135,7 +135,10 @@ impl DataNodeInternalService for InternalService {
             Err(e) => return Ok(Response::new(self.refuse_heartbeat(&req, e.to_string()))),
         };
         inc(&shared.metrics.heartbeats);
-        shared.logins.users_changed_to(req.users_fingerprint);
+        shared
+            .clients
+            .logins
+            .users_changed_to(req.users_fingerprint);
         // Peers that hold their lease are the only acceptable leadership-transfer targets.
         let holders: std::collections::BTreeSet<u64> =
             req.lease_holder_ids.iter().copied().collect();

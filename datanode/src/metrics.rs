@@ -148,10 +148,86 @@ fn lease_metrics(page: &mut Page, shared: &Shared) {
 
 /// The session and internal servers' bounds: what is open and running, what was refused.
 fn server_metrics(page: &mut Page, shared: &Shared) {
-    for (server, gate) in [
-        ("session", &shared.session_gate),
-        ("internal", &shared.internal_gate),
+    let port = &shared.clients.port_gate;
+    let (internal, session) = (&shared.internal.gate, &shared.clients.session_gate);
+    for (name, kind, help, value) in [
+        (
+            "session_connections_open",
+            "gauge",
+            "session port: client connections open (handshakes, gRPC and Thrift sessions).",
+            (port.handshakes_open() + port.grpc_connections_open() + port.thrift_sessions_open())
+                as u64,
+        ),
+        (
+            "session_handshakes_open",
+            "gauge",
+            "session port: connections in their handshake (not yet gRPC or logged in).",
+            port.handshakes_open() as u64,
+        ),
+        (
+            "session_handshakes_evicted_total",
+            "counter",
+            "session port: handshakes closed to make room for newer connections.",
+            get(&port.handshakes_evicted),
+        ),
+        (
+            "session_handshakes_timed_out_total",
+            "counter",
+            "session port: handshakes closed past dn_rpc_handshake_timeout_ms.",
+            get(&port.handshakes_timed_out),
+        ),
+        (
+            "session_grpc_connections_open",
+            "gauge",
+            "session port: gRPC connections open.",
+            port.grpc_connections_open() as u64,
+        ),
+        (
+            "session_grpc_connections_refused_total",
+            "counter",
+            "session port: gRPC connections closed past dn_rpc_grpc_connections_max.",
+            get(&port.grpc_refused),
+        ),
+        (
+            "session_thrift_sessions_open",
+            "gauge",
+            "session port: Thrift connections logged in.",
+            port.thrift_sessions_open() as u64,
+        ),
+        (
+            "session_thrift_logins_refused_total",
+            "counter",
+            "session port: Thrift logins refused past dn_rpc_max_concurrent_client_num.",
+            get(&port.thrift_sessions_refused),
+        ),
+        (
+            "query_results_bytes",
+            "gauge",
+            "bytes of memory the open query results hold (as results are charged).",
+            shared.clients.results.used() as u64,
+        ),
+        (
+            "query_results_refused_total",
+            "counter",
+            "queries refused past query_result_bytes_max or query_results_bytes_max_per_node.",
+            get(&shared.clients.results.refused_result) + get(&shared.clients.results.refused_node),
+        ),
+        (
+            "internal_connections_open",
+            "gauge",
+            "internal server: connections open.",
+            internal.connections_open() as u64,
+        ),
+        (
+            "internal_connections_refused_total",
+            "counter",
+            "internal server: connections closed at accept past the connection limit.",
+            get(&internal.connections_refused),
+        ),
     ] {
+        page.samples(name, kind, help, [(String::new(), value)]);
+    }
+    for (server, gate) in [("session", session), ("internal", internal)] {
         let mut line = |name: &str, kind: &str, help: &str, value: u64| {
             page.samples(
                 &format!("{server}_{name}"),
@@ -160,18 +236,6 @@ fn server_metrics(page: &mut Page, shared: &Shared) {
                 [(String::new(), value)],
             );
         };
-        line(
-            "connections_open",
-            "gauge",
-            "connections open.",
-            gate.connections_open() as u64,
-        );
-        line(
-            "connections_refused_total",
-            "counter",
-            "connections closed at accept past the connection limit.",
-            get(&gate.connections_refused),
-        );
         line(
             "requests_running",
             "gauge",
@@ -189,7 +253,7 @@ fn server_metrics(page: &mut Page, shared: &Shared) {
 
 /// The raft transport: what went to peers (catch-up traffic included) and what was dropped.
 fn transport_metrics(page: &mut Page, shared: &Shared) {
-    let t = &shared.raft_transport;
+    let t = &shared.internal.raft_transport;
     for (name, help, counter) in [
         (
             "raft_sent_messages_total",

@@ -29,6 +29,13 @@ use crate::region_state_machine::RegionRetryConfig;
 use crate::timing;
 use engine::{CompactionConfig, DataRegion, FileCache, StorageConfig, StorageError};
 
+mod maintenance;
+mod shared;
+
+pub(crate) use maintenance::flush_all;
+use maintenance::{compaction_loop, flush_loop};
+pub(crate) use shared::{ClientLimits, InternalLimits, Shared};
+
 /// Who this DataNode is: its id and its bound addresses.
 pub(crate) struct Identity {
     pub node_id: u64,
@@ -60,33 +67,6 @@ impl TestHooks {
             false
         }
     }
-}
-
-/// The parts of one DataNode, by role; services and background tasks take the parts they use.
-pub(crate) struct Shared {
-    pub config: DataNodeConfig,
-    pub identity: Identity,
-    /// The lease, the caches it gates, the in-flight guard.
-    pub metadata: Arc<MetadataView>,
-    pub confignode: Arc<ConfigNodeLink>,
-    /// The raft driver and the region replicas.
-    pub host: Arc<RegionHost>,
-    /// The address book and the channels to other DataNodes.
-    pub peers: Arc<Peers>,
-    pub coordinator: Arc<Coordinator>,
-    pub metrics: Arc<Metrics>,
-    pub hooks: TestHooks,
-    /// Region digests computed at once (one: each reads every point of a region).
-    pub digests: tokio::sync::Semaphore,
-    /// The session server's connection and request bounds, and what they refused.
-    pub session_gate: Arc<runtime::ServerGate>,
-    /// Passwords the ConfigNode accepted lately (`auth`).
-    pub logins: crate::auth::Logins,
-    /// Likewise for the internal server.
-    pub internal_gate: Arc<runtime::ServerGate>,
-    /// What the raft transport sent to peers and dropped.
-    pub raft_transport: Arc<runtime::TransportMetrics>,
-    next_session: AtomicU64,
 }
 
 /// Internal calls the request limit never refuses: a peer's raft messages (a stream per peer
@@ -209,6 +189,12 @@ fn local_addr(listener: &TcpListener) -> Result<SocketAddr> {
 /// raft log and regions and serves. Returns once it serves.
 pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
     config.validate()?;
+    runtime::config::check_open_files(
+        config.descriptors_needed(),
+        "dn_rpc_max_concurrent_client_num + dn_rpc_handshake_connections_max + \
+         dn_rpc_grpc_connections_max + dn_internal_max_connections + sealed_open_files_max + \
+         256 reserved",
+    );
     std::fs::create_dir_all(&config.dn_data_dir).map_err(|e| {
         Error::io(
             format!("creating dn_data_dir {}", config.dn_data_dir.display()),
@@ -376,9 +362,12 @@ fn assemble(
         peers: peers.clone(),
         metrics: metrics.clone(),
     });
-    let logins = crate::auth::Logins::new(Duration::from_millis(config.dn_login_cache_ms));
-    let session_gate = runtime::ServerGate::new(config.session_limits());
-    let internal_gate = runtime::ServerGate::new(config.internal_limits());
+    let clients = ClientLimits::new(&config);
+    let internal = InternalLimits {
+        gate: runtime::ServerGate::new(config.internal_limits()),
+        raft_transport,
+        digests: tokio::sync::Semaphore::new(1),
+    };
     Ok(Arc::new(Shared {
         config,
         identity,
@@ -389,12 +378,8 @@ fn assemble(
         coordinator,
         metrics,
         hooks: TestHooks::default(),
-        digests: tokio::sync::Semaphore::new(1),
-        session_gate,
-        internal_gate,
-        raft_transport,
-        logins,
-        next_session: AtomicU64::new(1),
+        clients,
+        internal,
     }))
 }
 
@@ -569,7 +554,7 @@ async fn serve(
     let net = shared.config.channel_config();
     let internal = {
         let mut stop = stop.clone();
-        let gate = &shared.internal_gate;
+        let gate = &shared.internal.gate;
         runtime::server(&net)
             .add_service(
                 gate.service(
@@ -590,7 +575,7 @@ async fn serve(
     };
     // One port, two protocols: gRPC sessions and IoTDB's Thrift clients (`client_rpc`).
     let (grpc_connections, thrift_connections) =
-        runtime::incoming_split(rpc_listener, &net, &shared.session_gate);
+        runtime::incoming_split(rpc_listener, &net, &shared.clients.port_gate);
     let thrift_task = tokio::spawn(crate::client_rpc::serve(
         shared.clone(),
         thrift_connections,
@@ -598,7 +583,7 @@ async fn serve(
     ));
     let session = {
         let mut stop = stop.clone();
-        let gate = &shared.session_gate;
+        let gate = &shared.clients.session_gate;
         runtime::server(&net)
             .add_service(
                 gate.service(
@@ -707,439 +692,6 @@ async fn region_reconciler(shared: Arc<Shared>) {
             }
         }
         shared.step_migrations(&routes).await;
-    }
-}
-
-/// Flushes regions whose memtables are large or old, and while the node's memtables hold more
-/// than half of `memtable_budget_bytes` also the largest others, all at once (one blocking task
-/// each); then truncates each flushed region's raft log up to its checkpoint.
-async fn flush_loop(shared: Arc<Shared>) {
-    loop {
-        tokio::time::sleep(timing::FLUSH_CHECK_INTERVAL).await;
-        let chosen = regions_to_flush(
-            shared.host.regions(),
-            shared.config.memtable_budget_bytes as usize,
-        );
-        // Failures are logged by `flush_regions`; the next round tries again.
-        drop(flush_regions(&shared, chosen).await);
-    }
-}
-
-/// `FLUSH`: every local region's memtables to files, answering once they are written (or the
-/// first failure).
-pub(crate) async fn flush_all(shared: &Arc<Shared>) -> std::result::Result<(), String> {
-    flush_regions(shared, shared.host.regions()).await
-}
-
-/// Flushes `regions`, each on a thread of its own, then compacts each flushed region's raft log
-/// up to the flushed index. Failures are logged; the first is answered.
-async fn flush_regions(
-    shared: &Arc<Shared>,
-    regions: Vec<(u64, Arc<DataRegion>)>,
-) -> std::result::Result<(), String> {
-    let mut first_failure = None;
-    let mut failed = |message: String| {
-        tracing::error!("{message}");
-        first_failure.get_or_insert(message);
-    };
-    let mut flushes = tokio::task::JoinSet::new();
-    let nice = shared.config.flush_thread_nice;
-    for (id, region) in regions {
-        let flush = on_niced_thread(format!("flush-r{id}"), nice, move || region.flush());
-        flushes.spawn(async move { (id, flush.await) });
-    }
-    while let Some(joined) = flushes.join_next().await {
-        let (id, flushed) = match joined {
-            Ok((id, Ok(flushed))) => (id, flushed),
-            Ok((id, Err(e))) => {
-                failed(format!("region {id}: flush thread: {e}"));
-                continue;
-            }
-            Err(e) => {
-                failed(format!("flush task: {e}"));
-                continue;
-            }
-        };
-        match flushed {
-            Ok(checkpoint) if checkpoint > 0 => {
-                // A replica fetching a snapshot continues from the log after it.
-                let checkpoint = shared
-                    .host
-                    .snapshots()
-                    .transfer_pin(id)
-                    .map_or(checkpoint, |pin| checkpoint.min(pin));
-                match shared
-                    .host
-                    .driver()
-                    .call(move |node| node.compact_keeping_followers(id, checkpoint).map(drop))
-                    .await
-                {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::warn!(region = id, "compacting the raft log: {e}"),
-                    Err(e) => tracing::warn!(region = id, "compacting the raft log: {e}"),
-                }
-            }
-            Ok(_) => {}
-            Err(e) => failed(format!("region {id}: flush failed: {e}")),
-        }
-    }
-    first_failure.map_or(Ok(()), Err)
-}
-
-/// The regions a flush round takes: those over their size or age threshold, and, while the
-/// memtables hold more than half the budget, the largest others until a quarter would remain.
-fn regions_to_flush(
-    regions: Vec<(u64, Arc<DataRegion>)>,
-    budget: usize,
-) -> Vec<(u64, Arc<DataRegion>)> {
-    let now = std::time::Instant::now();
-    let mut used: usize = regions.iter().map(|(_, r)| r.memory_bytes()).sum();
-    let (mut chosen, mut rest): (Vec<_>, Vec<_>) =
-        regions.into_iter().partition(|(_, r)| r.should_flush(now));
-    // What flushing the due regions frees. Each region's figures are read a moment after `used`
-    // (writes go on), so the difference saturates instead of trusting the two to agree.
-    let freed: usize = chosen.iter().map(|(_, r)| r.memtable_bytes()).sum();
-    used = used.saturating_sub(freed);
-    if used > budget / 2 {
-        rest.sort_by_key(|(_, r)| std::cmp::Reverse(r.memtable_bytes()));
-        for (id, region) in rest {
-            if used <= budget / 4 {
-                break;
-            }
-            let working = region.memtable_bytes();
-            if working == 0 {
-                continue;
-            }
-            used = used.saturating_sub(working);
-            chosen.push((id, region));
-        }
-    }
-    chosen
-}
-
-/// Merges sealed files in the background: up to `compaction_concurrency` compactions at once,
-/// up to `compaction_workers_per_region` of them in one region (on disjoint files, so a long TTL
-/// rewrite does not hold back the merging of the flushes after it), each on a low-priority thread
-/// of its own that paces its writes to `compaction_write_bytes_per_sec`; writes never wait for it.
-async fn compaction_loop(shared: Arc<Shared>) {
-    // A region's worker runs one compaction per permit, so regions take turns; it ends when the
-    // region has no work it can claim. Dropping the set (this task aborted at shutdown) aborts
-    // the workers; a merge running on its thread stops at its next series once the host
-    // cancelled compactions.
-    let permits = Arc::new(tokio::sync::Semaphore::new(
-        shared.config.compaction_concurrency.max(1) as usize,
-    ));
-    let per_region = shared.config.compaction_workers_per_region.max(1) as usize;
-    let workers: Arc<parking_lot::Mutex<HashMap<u64, usize>>> = Arc::default();
-    let mut running = tokio::task::JoinSet::new();
-    loop {
-        tokio::time::sleep(timing::COMPACTION_CHECK_INTERVAL).await;
-        while running.try_join_next().is_some() {}
-        // TTLs as the ConfigNode leader has them now. Without an answer no region removes
-        // expired points this round: a TTL raised meanwhile must not be enforced at its old value.
-        let ttls = match shared.confignode.database_ttls().await {
-            Ok(ttls) => Some(ttls),
-            Err(e) => {
-                tracing::debug!("no TTLs this round: {e}");
-                None
-            }
-        };
-        // Declared encodings likewise; without an answer the regions keep the last ones.
-        match shared.confignode.series_codecs().await {
-            Ok(codecs) => {
-                shared
-                    .metrics
-                    .series_codecs_declared
-                    .store(codecs.len() as u64, Ordering::Relaxed);
-                shared.host.set_series_codecs(Arc::new(codecs));
-            }
-            Err(e) => tracing::debug!("no declared encodings this round: {e}"),
-        }
-        let now_ms = crate::coordinator::read::wall_clock_ms();
-        for (id, database, region) in shared.host.regions_with_databases() {
-            let ttl = ttls.as_ref().and_then(|t| t.get(&database).copied());
-            region.set_ttl_cutoff(ttl_removal_cutoff(now_ms, ttl));
-            {
-                let mut workers = workers.lock();
-                let count = workers.entry(id).or_default();
-                if *count >= per_region {
-                    continue;
-                }
-                *count += 1;
-            }
-            let worker = RegionWorker {
-                workers: workers.clone(),
-                id,
-            };
-            let (shared, permits) = (shared.clone(), permits.clone());
-            running.spawn(async move {
-                compact_region(&shared, id, region, &permits).await;
-                drop(worker);
-            });
-        }
-    }
-}
-
-/// A compaction worker of a region, counted while it lives, however its work ends.
-struct RegionWorker {
-    workers: Arc<parking_lot::Mutex<HashMap<u64, usize>>>,
-    id: u64,
-}
-
-impl Drop for RegionWorker {
-    fn drop(&mut self) {
-        let mut workers = self.workers.lock();
-        if let Some(count) = workers.get_mut(&self.id) {
-            *count -= 1;
-            if *count == 0 {
-                workers.remove(&self.id);
-            }
-        }
-    }
-}
-
-/// Compacts a region until it has no work this worker can claim, one compaction per permit,
-/// each on a thread of its own at `compaction_thread_nice`: a merge takes the CPU that ingest
-/// and queries leave.
-async fn compact_region(
-    shared: &Arc<Shared>,
-    id: u64,
-    region: Arc<engine::DataRegion>,
-    permits: &tokio::sync::Semaphore,
-) {
-    // Counts the region's work for the metrics page (scrapes do not plan).
-    region.storage_stats();
-    let nice = shared.config.compaction_thread_nice;
-    loop {
-        let Ok(_permit) = permits.acquire().await else {
-            return;
-        };
-        let (shared_for_thread, region) = (shared.clone(), region.clone());
-        let done = on_niced_thread(format!("compact-r{id}"), nice, move || {
-            compact_step(&shared_for_thread, id, &region)
-        });
-        match done.await {
-            Ok(true) => {}
-            Ok(false) => return,
-            Err(e) => {
-                tracing::error!(region = id, "compaction thread: {e}");
-                return;
-            }
-        }
-    }
-}
-
-/// Runs at most one compaction of the region (blocking); true when it compacted and more work
-/// may be left.
-fn compact_step(shared: &Shared, id: u64, region: &engine::DataRegion) -> bool {
-    match region.compact_once() {
-        Ok(Some(report)) => {
-            let m = &shared.metrics;
-            m.compactions.fetch_add(1, Ordering::Relaxed);
-            m.compaction_input_bytes
-                .fetch_add(report.input_bytes, Ordering::Relaxed);
-            m.compaction_output_bytes
-                .fetch_add(report.output_bytes, Ordering::Relaxed);
-            m.ttl_expired_points
-                .fetch_add(report.expired_points, Ordering::Relaxed);
-            m.compaction_copied_bytes
-                .fetch_add(report.copied_bytes, Ordering::Relaxed);
-            tracing::debug!(region = id, ?report, "compacted");
-            true
-        }
-        Ok(None) | Err(StorageError::CompactionCancelled) => false,
-        Err(e) => {
-            tracing::error!(region = id, "compaction failed: {e}");
-            false
-        }
-    }
-}
-
-/// Runs `work` on a new thread named `name` at nice value `nice` (background work that must not
-/// take the CPU from writes and queries; a tokio blocking thread cannot be used, since a nice
-/// value once raised cannot be lowered again without privilege and the pool reuses threads) and
-/// answers its result. An `Err` when the thread could not start or ended without answering.
-async fn on_niced_thread<R: Send + 'static>(
-    name: String,
-    nice: u32,
-    work: impl FnOnce() -> R + Send + 'static,
-) -> std::result::Result<R, String> {
-    let (done, finished) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(move || {
-            lower_thread_priority(nice);
-            // No receiver means the caller was aborted (shutdown): nobody waits for the answer.
-            let _ = done.send(work());
-        })
-        .map_err(|e| format!("starting the thread: {e}"))?;
-    finished
-        .await
-        .map_err(|_| "the thread ended without answering".to_string())
-}
-
-/// Raises the calling thread's nice value to `nice` (Linux keeps one per thread); a failure
-/// leaves it as it was.
-fn lower_thread_priority(nice: u32) {
-    if nice == 0 {
-        return;
-    }
-    // SAFETY: gettid has no preconditions; setpriority only changes the calling thread's nice
-    // value (`who` is its own id) and reports failure through its return value.
-    let refused = unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, nice as libc::c_int) != 0
-    };
-    if refused {
-        tracing::debug!(
-            "background thread keeps its priority: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-}
-
-/// The cutoff compaction removes points below, for a database's TTL at `now_ms`: the read
-/// cutoff (`now - ttl`) less [`timing::TTL_REMOVAL_MARGIN_MS`]; `None` without a TTL.
-fn ttl_removal_cutoff(now_ms: i64, ttl_ms: Option<i64>) -> Option<i64> {
-    ttl_ms.map(|ttl| {
-        crate::coordinator::read::ttl_cutoff_ms(now_ms, Some(ttl))
-            .saturating_sub(timing::TTL_REMOVAL_MARGIN_MS)
-    })
-}
-
-impl Shared {
-    pub(crate) fn next_session_id(&self) -> u64 {
-        self.next_session.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Lease recovery (design §4): pull fresh routes from the ConfigNode, then clear every cache
-    /// and install them; the lease returns to NORMAL only if it is still fresh by then.
-    pub(crate) async fn recover_lease(self: &Arc<Self>) {
-        let Some(recovery) = self.metadata.begin_recovery() else {
-            return;
-        };
-        // The pull happens after the heartbeat that triggered recovery was received, so it reads
-        // metadata at least as new as every invalidation this node may have missed.
-        let pulled = self.confignode.pull_metadata().await;
-        if let Ok(pulled) = &pulled {
-            self.create_missing_regions(&pulled.regions).await;
-        }
-        let node = self.identity.node_id;
-        let outcome = recovery.finish(pulled, |pulled| {
-            self.peers
-                .learn(pulled.nodes.iter().map(|(id, a)| (*id, a.internal.clone())));
-        });
-        match outcome {
-            Ok(state) => tracing::info!(node, state = state.name(), "lease recovery"),
-            Err(e) => tracing::warn!(
-                node,
-                "lease recovery failed, retried on the next heartbeat: {e}"
-            ),
-        }
-    }
-
-    /// One round of [`region_reconciler`]; the routes of every region, when the ConfigNode
-    /// leader answered.
-    async fn reconcile_regions(&self) -> Option<BTreeMap<u64, RegionRoute>> {
-        let node = self.identity.node_id;
-        let hosted = self.host.region_ids();
-        let survey = match self.confignode.survey_regions(&hosted).await {
-            Ok(survey) => survey,
-            Err(e) => {
-                tracing::debug!(node, "region reconciliation: {e}");
-                return None;
-            }
-        };
-        for region_id in &survey.dropped {
-            match self.host.remove_region(*region_id).await {
-                Ok(()) => inc(&self.metrics.regions_removed),
-                Err(e) => tracing::warn!(node, region_id, "removing a dropped region: {e}"),
-            }
-        }
-        // This node is being removed and its replica of these migrated away: the raft group no
-        // longer counts it.
-        for region_id in &survey.left {
-            match self.host.remove_region(*region_id).await {
-                Ok(()) => {
-                    inc(&self.metrics.regions_removed);
-                    tracing::info!(node, region_id, "removed a replica that migrated away");
-                }
-                Err(e) => tracing::warn!(node, region_id, "removing a region left: {e}"),
-            }
-        }
-        if self.metadata.lease().is_live() {
-            self.create_missing_regions(&survey.assigned).await;
-        }
-        Some(survey.assigned)
-    }
-
-    /// Moves every migration of a region this node leads one step on
-    /// ([`consensus::RaftNode::step_replacement`]: learner, catch-up, joint replace). The
-    /// ConfigNode finishes the migration once this node's heartbeat reply shows the new voters.
-    /// Not while fenced: a fenced node hands its leaderships away.
-    async fn step_migrations(&self, routes: &BTreeMap<u64, RegionRoute>) {
-        let node = self.identity.node_id;
-        if !self.metadata.lease().is_live() {
-            return;
-        }
-        for (&region, route) in routes {
-            let Some((from, to)) = route.migration else {
-                continue;
-            };
-            let leads = self
-                .host
-                .group_status(region)
-                .is_some_and(|s| s.role == consensus::StateRole::Leader);
-            if !leads {
-                continue;
-            }
-            if self.peers.address(to).is_none() {
-                // A node registered after this one last learned addresses: raft could not
-                // reach the learner.
-                match self.confignode.data_node_addresses().await {
-                    Ok(nodes) => self.peers.learn(
-                        nodes
-                            .into_iter()
-                            .filter(|(_, a)| !a.internal.is_empty())
-                            .map(|(id, a)| (id, a.internal)),
-                    ),
-                    Err(e) => {
-                        tracing::debug!(node, region, "learning DataNode {to}'s address: {e}");
-                        continue;
-                    }
-                }
-            }
-            let stepped = self
-                .host
-                .driver()
-                .call(move |raft| {
-                    raft.step_replacement(region, from, to, timing::MIGRATION_CATCH_UP_ENTRIES)
-                })
-                .await;
-            match stepped {
-                Ok(Ok(consensus::ReplacementStep::Waiting | consensus::ReplacementStep::Done)) => {}
-                Ok(Ok(step)) => {
-                    inc(&self.metrics.migration_steps);
-                    tracing::info!(node, region, from, to, ?step, "region migration step");
-                }
-                Ok(Err(e)) => tracing::debug!(node, region, "region migration step: {e}"),
-                Err(e) => tracing::warn!(node, region, "region migration step: {e}"),
-            }
-        }
-    }
-
-    /// Creates every replica `regions` assigns to this node that it does not host yet (preferred
-    /// leader: none, the group's existing replicas lead). Failures are logged and retried by the
-    /// next reconciliation.
-    async fn create_missing_regions(&self, regions: &BTreeMap<u64, RegionRoute>) {
-        let node = self.identity.node_id;
-        for (id, route) in self.host.missing(regions) {
-            let peers = founding_peers(node, &route.replicas, route.migration);
-            match self.host.create_region(id, &route.database, peers, 0).await {
-                Ok(()) => tracing::info!(node, region = id, "created a missing replica"),
-                Err(e) => tracing::warn!(node, region = id, "creating a missing replica: {e}"),
-            }
-        }
     }
 }
 
@@ -1289,6 +841,7 @@ mod tests {
 
     #[test]
     fn ttl_removal_trails_the_read_cutoff_by_the_margin() {
+        use maintenance::ttl_removal_cutoff;
         assert_eq!(ttl_removal_cutoff(1_000_000, None), None);
         assert_eq!(
             ttl_removal_cutoff(1_000_000, Some(100_000)),

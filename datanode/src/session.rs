@@ -643,16 +643,21 @@ impl SessionService for SessionServiceImpl {
         };
         let req = request.into_inner();
         let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user);
+        // Charged while it is built, so a result too large for memory is refused before it is
+        // whole; the charge holds until the answer is encoded.
+        let mut charge = self.shared.clients.results.charge();
         let outcome = if req.table_model {
             let database = (!req.database.is_empty()).then_some(req.database.as_str());
             match sql::parse_table_statement(&req.statement) {
-                Ok(statement) => sql::execute_table(&backend, database, &statement)
-                    .await
-                    .map(|o| o.outcome),
+                Ok(statement) => {
+                    sql::execute_table_charged(&backend, database, &statement, &mut charge)
+                        .await
+                        .map(|o| o.outcome)
+                }
                 Err(e) => Err(e.into()),
             }
         } else {
-            crate::client_rpc::run_statement(&backend, &req.statement).await
+            crate::client_rpc::run_statement(&backend, &req.statement, &mut charge).await
         };
         let answer = match outcome {
             Ok(o) => proto::ExecuteStatementResp {
@@ -786,6 +791,7 @@ impl SessionService for SessionServiceImpl {
             // monitor and heartbeats run there), one at a time per node.
             let _one = self
                 .shared
+                .internal
                 .digests
                 .acquire()
                 .await

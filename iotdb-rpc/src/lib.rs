@@ -5,13 +5,16 @@
 //!   typed row of `insertRecord(s)`, all big-endian, decoded into `common`'s columns;
 //! - [`tsblock`]: the TsBlock a query's rows go back in (`queryResult`);
 //! - [`messages`]: the request and response structs of the minimal method set (§12), read and
-//!   written with `thrift-codec`.
+//!   written with `thrift-codec`;
+//! - [`handshake`]: the bounds on what `openSession`, the one call made before a login, may
+//!   carry.
 //!
 //! Every decoder checks lengths against the bytes given and answers a [`LayoutError`] that says
 //! what is wrong, never panics.
 //!
 //! Architecture invariant: no networking and no server; the DataNode's client service uses it.
 
+pub mod handshake;
 pub mod messages;
 pub mod tsblock;
 pub mod values;

@@ -167,8 +167,9 @@ request!(
         zone_id: String = 2, String, read_string;
         username: String = 3, String, read_string;
         password: Option<String> = 4, String, some(read_string);
-        /// `version`, `sql_dialect` ("tree" or "table"), `db`.
-        configuration: BTreeMap<String, String> = 5, Map, string_map;
+        /// `version`, `sql_dialect` ("tree" or "table"), `db`; bounded
+        /// ([`crate::handshake`]).
+        configuration: BTreeMap<String, String> = 5, Map, crate::handshake::configuration;
     }
 );
 

@@ -204,66 +204,6 @@ pub fn incoming(
     )
 }
 
-/// The first byte of the HTTP/2 connection preface (`PRI * HTTP/2.0`) a gRPC client sends.
-const HTTP2_PREFACE_FIRST: u8 = b'P';
-
-/// How long an accepted connection may stay silent before [`incoming_split`] closes it: every
-/// client of either protocol speaks first.
-pub const SNIFF_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Connections sniffed and waiting for their server, per protocol; the acceptor waits for room.
-const SNIFFED_QUEUE: usize = 64;
-
-/// The accepted connections of `listener`, as [`incoming`] admits them, split by the protocol
-/// each speaks: those that open with the HTTP/2 preface (gRPC) in the first stream, for tonic,
-/// and every other one (IoTDB's Thrift clients: a frame length, `0x00` for any frame under
-/// 16 MiB) in the second. One port then serves both. The first byte is peeked, not read, on a
-/// task of each connection's own, so a silent client holds up nobody; one silent past
-/// [`SNIFF_TIMEOUT`] is closed.
-pub fn incoming_split(
-    listener: TcpListener,
-    config: &ChannelConfig,
-    gate: &Arc<ServerGate>,
-) -> (
-    impl Stream<Item = std::io::Result<GatedStream>> + Send + Unpin + 'static,
-    tokio::sync::mpsc::Receiver<GatedStream>,
-) {
-    let (grpc_tx, grpc_rx) = tokio::sync::mpsc::channel(SNIFFED_QUEUE);
-    let (other_tx, other_rx) = tokio::sync::mpsc::channel(SNIFFED_QUEUE);
-    let mut accepted = incoming(listener, config, gate);
-    tokio::spawn(async move {
-        while let Some(next) = tokio_stream::StreamExt::next(&mut accepted).await {
-            let stream = match next {
-                Ok(stream) => stream,
-                Err(e) => {
-                    // Out of descriptors and the like: the next accept may succeed.
-                    tracing::warn!("accepting a connection: {e}");
-                    continue;
-                }
-            };
-            let (to_grpc, to_other) = (grpc_tx.clone(), other_tx.clone());
-            tokio::spawn(async move {
-                let mut first = [0u8; 1];
-                match tokio::time::timeout(SNIFF_TIMEOUT, stream.get_ref().peek(&mut first)).await {
-                    Ok(Ok(1)) if first[0] == HTTP2_PREFACE_FIRST => {
-                        drop(to_grpc.send(Ok(stream)).await);
-                    }
-                    Ok(Ok(1)) => drop(to_other.send(stream).await),
-                    // Closed before a byte, failed, or silent: nothing to serve.
-                    _ => {}
-                }
-            });
-            if grpc_tx.is_closed() && other_tx.is_closed() {
-                break;
-            }
-        }
-    });
-    (
-        tokio_stream::wrappers::ReceiverStream::new(grpc_rx),
-        other_rx,
-    )
-}
-
 /// Sets `config`'s socket options on a connected TCP stream.
 pub fn tune_socket(stream: &TcpStream, config: &ChannelConfig) -> std::io::Result<()> {
     let socket = socket2::SockRef::from(stream);

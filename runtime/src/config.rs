@@ -178,6 +178,39 @@ where
     }
 }
 
+/// Checks that `needed` descriptors fit in the process's open-files limit (`RLIMIT_NOFILE`),
+/// logging an error that names `what` adds up to `needed` when they do not; answers whether
+/// they fit. Not fitting is not fatal: every limit still refuses what is past it, but a client
+/// flood can then run the process out of descriptors before the connection limits are reached.
+pub fn check_open_files(needed: u64, what: &str) -> bool {
+    match common::process::open_files_limit() {
+        Ok(limit) if limit.soft >= needed => {
+            tracing::info!(
+                soft = limit.soft,
+                hard = limit.hard,
+                needed,
+                "the open-files limit (RLIMIT_NOFILE) fits the configured limits"
+            );
+            true
+        }
+        Ok(limit) => {
+            tracing::error!(
+                soft = limit.soft,
+                hard = limit.hard,
+                needed,
+                "the open-files limit (RLIMIT_NOFILE) is below what the configured limits may \
+                 hold ({what}): raise the hard limit (ulimit -Hn, systemd LimitNOFILE=) or lower \
+                 those keys, or a client flood can exhaust descriptors"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::warn!("reading the open-files limit: {e}");
+            false
+        }
+    }
+}
+
 /// `address` must be `ip:port` (what a listener binds).
 pub fn check_socket_address(key: &'static str, address: &str) -> Result<(), ConfigError> {
     address
@@ -322,6 +355,8 @@ mod tests {
         );
         assert!(check_host_address("b", "localhost:1").is_ok());
         assert_eq!(check_host_address("b", "localhost").unwrap_err().key, "b");
+        assert!(check_open_files(1, "one descriptor"));
+        assert!(!check_open_files(u64::MAX, "every descriptor"));
         assert!(check_keepalive("i", 1000, "t", 2000).is_ok());
         assert_eq!(check_keepalive("i", 0, "t", 2000).unwrap_err().key, "i");
         assert_eq!(

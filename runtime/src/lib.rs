@@ -14,6 +14,8 @@
 //! - [`channel`]: every internal connection, client and server side, built from one
 //!   [`ChannelConfig`] (connect timeout, HTTP/2 keepalive, TCP keepalive, `TCP_NODELAY`,
 //!   `TCP_USER_TIMEOUT`); [`ChannelPool`] replaces a channel whose call failed.
+//! - [`port`]: a port serving gRPC and IoTDB's Thrift clients at once, with a connection budget
+//!   per protocol and per stage (handshakes, gRPC connections, Thrift sessions).
 //! - [`metrics`]: the Prometheus page writer and the HTTP responder both servers' metrics
 //!   addresses serve.
 //! - [`config`]: what both servers' configurations share: [`node_config!`], which declares each
@@ -31,17 +33,17 @@ mod driver;
 mod error;
 pub mod limits;
 pub mod metrics;
+pub mod port;
 mod raft_host;
 mod transport;
 
-pub use channel::{
-    incoming, incoming_split, server, BadAddress, ChannelConfig, ChannelPool, PooledChannel,
-};
+pub use channel::{incoming, server, BadAddress, ChannelConfig, ChannelPool, PooledChannel};
 pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{entropy_seed, DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
 pub use limits::{Gated, ServerGate, ServerLimits};
+pub use port::{incoming_split, Handshake, PortGate, PortLimits, ThriftConnection};
 pub use raft_host::{open_raft_host, RaftHostConfig, RaftLogLimits};
 pub use transport::{
     decode_batch, serve_raft_stream, AddressBook, GrpcTransport, PeerService, TransportConfig,

@@ -84,10 +84,7 @@ impl ServerGate {
     /// `connections_max` already.
     pub(crate) fn admit(&self, stream: TcpStream) -> Option<GatedStream> {
         match self.connections.clone().try_acquire_owned() {
-            Ok(permit) => Some(GatedStream {
-                stream,
-                _permit: permit,
-            }),
+            Ok(permit) => Some(GatedStream::new(stream, permit)),
             Err(_) => {
                 let refused = self.connections_refused.fetch_add(1, Ordering::Relaxed);
                 // One line per power of two refused: a flood does not flood the log.
@@ -133,6 +130,13 @@ pub struct GatedStream {
 }
 
 impl GatedStream {
+    pub(crate) fn new(stream: TcpStream, permit: OwnedSemaphorePermit) -> GatedStream {
+        GatedStream {
+            stream,
+            _permit: permit,
+        }
+    }
+
     /// The TCP stream.
     pub fn get_ref(&self) -> &TcpStream {
         &self.stream

@@ -21,7 +21,7 @@
 //!   convert is refused here with 614 and nothing is sent;
 //! - NULL leaves the cell empty; a column of NULLs only is left out of the tablet.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 
 use common::table::{DeviceAttributes, TableSchema, TableView};
@@ -30,14 +30,16 @@ use common::views::{
 };
 use common::{DataType, StatusCode, Tablet, Value};
 
-use crate::{
-    Insert, Literal, ParseError, PathPattern, Projection, RowWindow, Statement, TimeRange,
-};
+use crate::{Insert, Literal, ParseError, PathPattern, Projection, Statement};
 
+mod budget;
+mod query;
 mod show;
 mod table;
 
-pub use table::{execute_table, insert_table, TableOutcome};
+pub use budget::{row_bytes, ResultBudget, ResultCharge};
+pub use query::{last_paths, raw_paths, value_text};
+pub use table::{execute_table, execute_table_charged, insert_table, TableOutcome};
 
 /// Most rows one query may return (a raw SELECT's joined rows, or one series' points); past it
 /// the statement fails with 700 and asks for a narrower time range.
@@ -312,8 +314,35 @@ impl ExecError {
     }
 }
 
-/// Runs one statement. [`Statement::Quit`] is the caller's business and succeeds here.
+/// The bytes of an outcome's rows, as results are charged ([`ResultCharge`]).
+pub fn outcome_bytes(outcome: &Outcome) -> usize {
+    outcome.rows.iter().map(|row| row_bytes(row)).sum()
+}
+
+/// Runs one statement, with nothing bounding its result's memory (see [`execute_charged`]).
 pub async fn execute<B: Backend>(backend: &B, statement: &Statement) -> ExecResult<Outcome> {
+    execute_charged(backend, statement, &mut ResultCharge::unbounded()).await
+}
+
+/// Runs one statement, its result charged to `charge` as it is built; on success `charge`
+/// holds exactly [`outcome_bytes`] of the outcome, for the caller to give back as the rows are
+/// sent (or all at once by dropping it). [`Statement::Quit`] is the caller's business and
+/// succeeds here.
+pub async fn execute_charged<B: Backend>(
+    backend: &B,
+    statement: &Statement,
+    charge: &mut ResultCharge,
+) -> ExecResult<Outcome> {
+    let outcome = run(backend, statement, charge).await?;
+    charge.settle(outcome_bytes(&outcome))?;
+    Ok(outcome)
+}
+
+async fn run<B: Backend>(
+    backend: &B,
+    statement: &Statement,
+    charge: &mut ResultCharge,
+) -> ExecResult<Outcome> {
     match statement {
         Statement::CreateDatabase { database } => {
             backend.create_database(database).await?;
@@ -408,16 +437,16 @@ pub async fn execute<B: Backend>(backend: &B, statement: &Statement) -> ExecResu
             measurements,
             range,
             rows,
-        } => select_raw(backend, device, measurements, *range, *rows).await,
+        } => query::select_raw(backend, device, measurements, *range, *rows, charge).await,
         Statement::SelectLast {
             device,
             measurements,
-        } => select_last(backend, device, measurements).await,
+        } => query::select_last(backend, device, measurements).await,
         Statement::SelectCount {
             device,
             measurements,
             range,
-        } => select_count(backend, device, measurements, *range).await,
+        } => query::select_count(backend, device, measurements, *range).await,
         Statement::ShowDatabases => show::databases(backend).await,
         Statement::ShowTimeseries { pattern } => show::timeseries(backend, pattern.as_ref()).await,
         Statement::ShowDevices { pattern } => show::devices(backend, pattern.as_ref()).await,
@@ -638,292 +667,12 @@ pub fn natural(literal: &Literal) -> Option<Value> {
     }
 }
 
-fn too_many_rows() -> ExecError {
-    ExecError::refused(
-        StatusCode::IllegalParameter,
-        format!("the result has more than {RESULT_ROWS_MAX} rows; narrow the time range"),
-    )
-}
-
-/// Points of one series in `range`, checked against [`RESULT_ROWS_MAX`].
-async fn points<B: Backend>(
-    backend: &B,
-    device: &str,
-    measurement: &str,
-    range: TimeRange,
-) -> ExecResult<Vec<(i64, Value)>> {
-    first_points(backend, device, measurement, range, RESULT_ROWS_MAX).await
-}
-
-/// The first `limit` (at most [`RESULT_ROWS_MAX`]) points of one series in `range`; a series
-/// with more than [`RESULT_ROWS_MAX`] there is refused, read no further than that.
-async fn first_points<B: Backend>(
-    backend: &B,
-    device: &str,
-    measurement: &str,
-    range: TimeRange,
-    limit: usize,
-) -> ExecResult<Vec<(i64, Value)>> {
-    if range.is_empty() || limit == 0 {
-        return Ok(Vec::new());
-    }
-    let limit = limit.min(RESULT_ROWS_MAX);
-    let points = backend
-        .query_raw(device, measurement, range.from, range.to, limit + 1)
-        .await?;
-    if points.len() > RESULT_ROWS_MAX {
-        return Err(too_many_rows());
-    }
-    Ok(points)
-}
-
-/// `Time` and one column per series, outer-joined on time.
-async fn select_raw<B: Backend>(
-    backend: &B,
-    device: &str,
-    projection: &Projection,
-    range: TimeRange,
-    rows: RowWindow,
-) -> ExecResult<Outcome> {
-    let series = resolve_series(backend, device, projection).await?;
-    join(backend, &series, range, rows).await
-}
-
-/// [`resolve`], as series of `device`.
-async fn resolve_series<B: Backend>(
-    backend: &B,
-    device: &str,
-    projection: &Projection,
-) -> ExecResult<Vec<Series>> {
-    Ok(resolve(backend, device, projection)
-        .await?
-        .into_iter()
-        .map(|(label, measurement, data_type)| Series {
-            device: device.to_string(),
-            label,
-            measurement,
-            data_type,
-        })
-        .collect())
-}
-
-/// One resolved series.
-#[derive(Clone, Debug)]
-struct Series {
-    device: String,
-    /// The name the query used: the measurement, or its alias.
-    label: String,
-    measurement: String,
-    data_type: DataType,
-}
-
-/// The series of full `paths` that exist, in the order given, with their types (one lookup per
-/// device).
-async fn resolve_paths<B: Backend>(backend: &B, paths: &[String]) -> ExecResult<Vec<Series>> {
-    let mut by_device: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    let mut split = Vec::with_capacity(paths.len());
-    for path in paths {
-        let Some((device, measurement)) = path.rsplit_once('.') else {
-            return Err(ExecError::refused(
-                StatusCode::IllegalParameter,
-                format!("{path} is not a series path like root.sg.d1.s1"),
-            ));
-        };
-        by_device
-            .entry(device)
-            .or_default()
-            .push(measurement.to_string());
-        split.push((device, measurement));
-    }
-    let mut types: HashMap<(String, String), DataType> = HashMap::new();
-    for (device, measurements) in by_device {
-        for (measurement, data_type) in backend.series_types(device, &measurements).await? {
-            types.insert((device.to_string(), measurement), data_type);
-        }
-    }
-    Ok(split
-        .into_iter()
-        .filter_map(|(device, measurement)| {
-            let key = (device.to_string(), measurement.to_string());
-            let data_type = *types.get(&key)?;
-            Some(Series {
-                device: key.0,
-                label: key.1.clone(),
-                measurement: key.1,
-                data_type,
-            })
-        })
-        .collect())
-}
-
-/// IoTDB's raw data query (`executeRawDataQuery`): `Time` and one column per existing series of
-/// the full `paths`, in `[from, to)`.
-pub async fn raw_paths<B: Backend>(
-    backend: &B,
-    paths: &[String],
-    range: TimeRange,
-) -> ExecResult<Outcome> {
-    let series = resolve_paths(backend, paths).await?;
-    join(backend, &series, range, RowWindow::default()).await
-}
-
-/// IoTDB's last data query (`executeLastDataQuery`): the last point of each existing series of
-/// the full `paths` at or after `since`, in the shape of `SELECT LAST`.
-pub async fn last_paths<B: Backend>(
-    backend: &B,
-    paths: &[String],
-    since: i64,
-) -> ExecResult<Outcome> {
-    let series = resolve_paths(backend, paths).await?;
-    last(backend, &series, since).await
-}
-
-/// `Time` and one column per series, outer-joined on time.
-///
-/// `rows` picks the rows kept. In time order with a LIMIT, each series is read only as far as
-/// the rows kept need (the first `offset + limit` rows' times are among each series' first
-/// `offset + limit` points); newest first, every series is read whole.
-async fn join<B: Backend>(
-    backend: &B,
-    series: &[Series],
-    range: TimeRange,
-    rows: RowWindow,
-) -> ExecResult<Outcome> {
-    let width = series.len();
-    let needed = match rows.limit {
-        Some(limit) if !rows.descending => rows.offset.saturating_add(limit),
-        _ => RESULT_ROWS_MAX,
-    };
-    let mut joined: BTreeMap<i64, Vec<Cell>> = BTreeMap::new();
-    for (column, s) in series.iter().enumerate() {
-        for (time, value) in first_points(backend, &s.device, &s.measurement, range, needed).await?
-        {
-            // A point of another type (the series was dropped and created again with another
-            // type while the query ran) is left out rather than mistyping the column.
-            if value.data_type() != s.data_type {
-                continue;
-            }
-            joined.entry(time).or_insert_with(|| vec![None; width])[column] = Some(value);
-            if joined.len() > RESULT_ROWS_MAX {
-                return Err(too_many_rows());
-            }
-        }
-    }
-    let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
-    header.extend(
-        series
-            .iter()
-            .map(|s| (format!("{}.{}", s.device, s.label), s.data_type)),
-    );
-    let row = |(time, cells): (i64, Vec<Cell>)| {
-        let mut row = vec![Some(Value::Int64(time))];
-        row.extend(cells);
-        row
-    };
-    let limit = rows.limit.unwrap_or(usize::MAX);
-    let kept = if rows.descending {
-        joined
-            .into_iter()
-            .rev()
-            .skip(rows.offset)
-            .take(limit)
-            .map(row)
-            .collect()
-    } else {
-        joined
-            .into_iter()
-            .skip(rows.offset)
-            .take(limit)
-            .map(row)
-            .collect()
-    };
-    Ok(Outcome::query(header, kept))
-}
-
-/// IoTDB's last query: `Time`, `Timeseries`, `Value` (as text), `DataType`, one row per series
-/// with a point.
-async fn select_last<B: Backend>(
-    backend: &B,
-    device: &str,
-    projection: &Projection,
-) -> ExecResult<Outcome> {
-    let series = resolve_series(backend, device, projection).await?;
-    last(backend, &series, i64::MIN).await
-}
-
-/// The last point at or after `since` of each series, one row each.
-async fn last<B: Backend>(backend: &B, series: &[Series], since: i64) -> ExecResult<Outcome> {
-    let mut rows = Vec::new();
-    for s in series {
-        let Some((time, value)) = backend.query_last(&s.device, &s.measurement).await? else {
-            continue;
-        };
-        if time < since {
-            continue;
-        }
-        rows.push(vec![
-            Some(Value::Int64(time)),
-            Some(Value::Text(format!("{}.{}", s.device, s.label))),
-            Some(Value::Text(value_text(&value))),
-            Some(Value::Text(value.data_type().name().to_string())),
-        ]);
-    }
-    Ok(Outcome::query(
-        show::header(&[
-            (TIME_COLUMN, DataType::Int64),
-            ("Timeseries", DataType::Text),
-            ("Value", DataType::Text),
-            ("DataType", DataType::Text),
-        ]),
-        rows,
-    ))
-}
-
-/// A value as IoTDB prints it in a last query (Java's `toString`: `1.5`, `2.0`, `true`; a DATE
-/// as `2024-01-05`, a BLOB as `0x0a0b`).
-pub fn value_text(value: &Value) -> String {
-    match value {
-        Value::Float(f) => java_float(f64::from(*f), f.to_string()),
-        Value::Double(d) => java_float(*d, d.to_string()),
-        Value::Text(s) | Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// Java prints a whole float with `.0` (`2.0`), Rust without (`2`).
-fn java_float(value: f64, text: String) -> String {
-    if value.is_finite() && value.fract() == 0.0 && value.abs() < 1e7 {
-        format!("{text}.0")
-    } else {
-        text
-    }
-}
-
-/// One row of `count(<series>)` columns.
-async fn select_count<B: Backend>(
-    backend: &B,
-    device: &str,
-    projection: &Projection,
-    range: TimeRange,
-) -> ExecResult<Outcome> {
-    let series = resolve(backend, device, projection).await?;
-    if series.is_empty() {
-        return Ok(Outcome::query(Vec::new(), Vec::new()));
-    }
-    let mut header = Vec::with_capacity(series.len());
-    let mut row = Vec::with_capacity(series.len());
-    for (label, measurement, _) in &series {
-        let count = points(backend, device, measurement, range).await?.len();
-        header.push((format!("count({device}.{label})"), DataType::Int64));
-        row.push(Some(Value::Int64(
-            i64::try_from(count).expect("a count bounded by RESULT_ROWS_MAX"),
-        )));
-    }
-    Ok(Outcome::query(header, vec![row]))
-}
-
 #[cfg(test)]
 mod backend_tests;
+#[cfg(test)]
+mod memory_backend;
+#[cfg(test)]
+mod query_tests;
 
 #[cfg(test)]
 mod tests {

@@ -16,8 +16,9 @@ pub use ast::{
     TimeRange,
 };
 pub use exec::{
-    delete_paths, execute, execute_table, insert_table, Backend, Cell, ExecError, ExecResult,
-    Outcome, OutcomeKind, TableOutcome,
+    delete_paths, execute, execute_charged, execute_table, execute_table_charged, insert_table,
+    row_bytes, Backend, Cell, ExecError, ExecResult, Outcome, OutcomeKind, ResultBudget,
+    ResultCharge, TableOutcome,
 };
 pub use parser::{complete_prefix_bytes, parse_script, parse_table_statement, Parsed};
 

@@ -32,6 +32,10 @@ pub enum Error {
     /// A frame length prefix that is zero or negative.
     #[error("bad frame: {0}")]
     BadFrame(String),
+    /// A well-formed value over a limit of the reader's caller (a container with more
+    /// elements, or a string with more bytes, than the call accepts).
+    #[error("{0}")]
+    OverLimit(String),
     /// A frame longer than the configured limit.
     #[error("frame of {length} bytes exceeds the limit of {max} bytes")]
     FrameTooLarge {

@@ -4,7 +4,7 @@
 //! `thrift-compact-protocol.md`) and checked against frames the official 2.0.11 Python client
 //! sent.
 //!
-//! - [`frame_length`] and [`frame`]: the framed transport, a 4-byte big-endian length before
+//! - [`frame_length`], [`frame_header`] and [`frame`]: the framed transport, a 4-byte big-endian length before
 //!   each message, with a limit on the length.
 //! - [`sniff`]: which protocol a connection speaks, from the first byte of its first message.
 //! - [`Reader`]: reads one message from a whole frame; every length is checked against the bytes
@@ -210,13 +210,24 @@ pub fn frame_length(prefix: [u8; FRAME_HEADER_LEN], max_bytes: usize) -> Result<
     Ok(length)
 }
 
-/// `payload` behind its length prefix, ready to send in one write.
-pub fn frame(payload: &[u8]) -> Vec<u8> {
-    let length = i32::try_from(payload.len()).expect("a Thrift frame is under 2 GiB");
+/// The 4-byte prefix of a frame of `length` bytes; a frame of 2 GiB or more cannot be framed
+/// (the prefix is a signed 32-bit length), which is an error, not a panic: a server answering
+/// with such a page refuses it instead of going down.
+pub fn frame_header(length: usize) -> Result<[u8; FRAME_HEADER_LEN]> {
+    let length = i32::try_from(length).map_err(|_| Error::FrameTooLarge {
+        length,
+        max: i32::MAX as usize,
+    })?;
+    Ok(length.to_be_bytes())
+}
+
+/// `payload` behind its length prefix, ready to send in one write (see [`frame_header`]).
+pub fn frame(payload: &[u8]) -> Result<Vec<u8>> {
+    let header = frame_header(payload.len())?;
     let mut out = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
-    out.extend_from_slice(&length.to_be_bytes());
+    out.extend_from_slice(&header);
     out.extend_from_slice(payload);
-    out
+    Ok(out)
 }
 
 /// The protocol of a message from its first byte: 0x80 starts a strict binary header, 0x82 a

@@ -302,6 +302,11 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// The offset in the message of the next byte to read.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
     /// A `binary`: a slice of the message.
     pub fn binary(&mut self) -> Result<&'a [u8]> {
         let n = self.length("binary", 1)?;

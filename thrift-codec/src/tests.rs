@@ -410,7 +410,20 @@ fn malformed_input_is_an_error_with_a_place() {
 
 #[test]
 fn frames_have_a_checked_length() {
-    assert_eq!(frame(b"abc"), vec![0, 0, 0, 3, b'a', b'b', b'c']);
+    assert_eq!(frame(b"abc"), Ok(vec![0, 0, 0, 3, b'a', b'b', b'c']));
+    assert_eq!(frame_header(3), Ok([0, 0, 0, 3]));
+    assert_eq!(
+        frame_header(i32::MAX as usize),
+        Ok([0x7f, 0xff, 0xff, 0xff])
+    );
+    // A page of 2 GiB or more is refused with an error, not a panic (REVIEW N5).
+    assert_eq!(
+        frame_header(1 << 31),
+        Err(Error::FrameTooLarge {
+            length: 1 << 31,
+            max: i32::MAX as usize
+        })
+    );
     assert_eq!(frame_length([0, 0, 0, 3], 3), Ok(3));
     assert_eq!(
         frame_length([0, 0, 0, 4], 3),

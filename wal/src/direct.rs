@@ -77,11 +77,10 @@ impl std::ops::DerefMut for AlignedBuf {
 
 /// Opens `path` write-only with `O_DIRECT`; `None` where the file system refuses the flag.
 pub(crate) fn open_direct(path: &Path) -> io::Result<Option<File>> {
-    match OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-    {
+    match crate::sys::open(
+        OpenOptions::new().write(true).custom_flags(libc::O_DIRECT),
+        path,
+    ) {
         Ok(file) => Ok(Some(file)),
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(None),
         Err(e) => Err(e),

@@ -19,6 +19,19 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// A file could not be opened because the process or the system ran out of file descriptors
+    /// (`EMFILE`, `ENFILE`). Nothing was written and the log is not poisoned: a segment roll that
+    /// meets it leaves the active segment as it was, and the append may be retried once
+    /// descriptors are freed ([`Error::is_retryable`]).
+    #[error("no file descriptor to open {}: {source}; nothing was written, retry", path.display())]
+    OutOfDescriptors {
+        /// The file that could not be opened.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+
     /// Bytes that were once written as valid records are no longer valid, or a record is missing
     /// where the layout says one must be. The log never skips such a record and never returns its
     /// bytes.
@@ -100,6 +113,24 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// Whether the call failed without changing the log, so that the same call may succeed
+    /// later: [`Error::OutOfDescriptors`].
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::OutOfDescriptors { .. })
+    }
+
+    /// The error of opening `path`: [`Error::OutOfDescriptors`] when descriptors ran out, else
+    /// an I/O error.
+    pub(crate) fn opening(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        match source.raw_os_error() {
+            Some(libc::EMFILE | libc::ENFILE) => Error::OutOfDescriptors {
+                path: path.into(),
+                source,
+            },
+            _ => Error::io(path, source),
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io {
             path: path.into(),

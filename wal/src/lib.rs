@@ -40,6 +40,7 @@
 //! fsync the kernel may have dropped the dirty pages and a second fsync can report success.
 #![deny(missing_docs)]
 
+mod appender;
 pub mod direct;
 mod error;
 pub mod format;

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::direct::{self, AlignedBuf, ALIGN};
+use crate::appender::{DirectAppender, ENCODE_BUFFER_BYTES_KEPT};
+use crate::direct::AlignedBuf;
 use crate::error::{Error, Result};
 use crate::format::{self, Version, SEGMENT_HEADER_BYTES};
 use crate::iter::WalIter;
@@ -21,9 +22,6 @@ use crate::sys;
 /// Payloads up to this size are copied next to their header so that a batch of small records is
 /// one contiguous buffer; larger ones are handed to pwritev(2) in place, without a copy.
 const COPY_PAYLOAD_BYTES_MAX: usize = 1024;
-/// The encode buffer is shrunk back to this capacity after a larger batch, so one huge batch
-/// does not pin its memory for the lifetime of the log.
-const ENCODE_BUFFER_BYTES_KEPT: usize = 4 << 20;
 /// Batches that need at most this many iovecs build them on the stack.
 const STACK_IOVECS: usize = 64;
 
@@ -108,99 +106,10 @@ struct Writer {
     /// `Some` while appends go through `O_DIRECT`; `None` when `direct_io` is off or the file
     /// system refused it.
     direct: Option<DirectAppender>,
-}
-
-/// The `O_DIRECT` append path: a batch is encoded into `buf` behind the bytes of the active
-/// segment's last, partly written block, padded with zeroes to whole blocks and written at
-/// that block's start. Rewriting the block with the same leading bytes is safe against a torn
-/// write: a sector holds either its old bytes or its new ones, and the old ones are a prefix of
-/// the new.
-struct DirectAppender {
-    /// The active segment, opened again write-only with `O_DIRECT`.
-    file: File,
-    buf: AlignedBuf,
-    /// `buf[..tail_len]` are the segment's bytes from the last block boundary at or below the
-    /// write offset up to it.
-    tail_len: usize,
-}
-
-impl DirectAppender {
-    /// Opens the direct path on `segment`, whose bytes end at `write_offset`; `None` where the
-    /// file system refuses `O_DIRECT`.
-    fn open(
-        segment: &Segment,
-        write_offset: u64,
-        buf: Option<AlignedBuf>,
-    ) -> Result<Option<DirectAppender>> {
-        let io = |e| Error::io(&segment.path, e);
-        let Some(file) = direct::open_direct(&segment.path).map_err(io)? else {
-            tracing::info!(
-                segment = %segment.path.display(),
-                "the file system refuses O_DIRECT: log appends go through the page cache"
-            );
-            return Ok(None);
-        };
-        let mut buf = match buf {
-            Some(buf) => buf,
-            None => AlignedBuf::new(ENCODE_BUFFER_BYTES_KEPT).map_err(io)?,
-        };
-        let tail_len = (write_offset % ALIGN as u64) as usize;
-        std::os::unix::fs::FileExt::read_exact_at(
-            &segment.file,
-            &mut buf[..tail_len],
-            write_offset - tail_len as u64,
-        )
-        .map_err(io)?;
-        Ok(Some(DirectAppender {
-            file,
-            buf,
-            tail_len,
-        }))
-    }
-
-    /// Encodes `payloads` (indexes from `first_index`, `batch_bytes` in all) after the tail and
-    /// writes them at `write_offset`. Returns `Err(refused)` with the file system's refusal of
-    /// an `O_DIRECT` write, nothing written; the caller goes on without the direct path.
-    fn write(
-        &mut self,
-        segment: &Segment,
-        write_offset: u64,
-        first_index: u64,
-        payloads: &[&[u8]],
-        batch_bytes: u64,
-    ) -> Result<std::result::Result<(), std::io::Error>> {
-        let io = |e| Error::io(&segment.path, e);
-        let end = self.tail_len + batch_bytes as usize;
-        let padded = end.next_multiple_of(ALIGN);
-        self.buf
-            .resize(padded, self.tail_len, ENCODE_BUFFER_BYTES_KEPT)
-            .map_err(io)?;
-        let mut at = self.tail_len;
-        for (i, payload) in payloads.iter().enumerate() {
-            let continues = i + 1 < payloads.len();
-            let header = format::encode_record_header(
-                first_index + i as u64,
-                first_index,
-                payload,
-                continues,
-            );
-            self.buf[at..at + header.len()].copy_from_slice(&header);
-            at += header.len();
-            self.buf[at..at + payload.len()].copy_from_slice(payload);
-            at += payload.len();
-        }
-        debug_assert_eq!(at, end, "planned write size");
-        self.buf[end..padded].fill(0);
-        let block_start = write_offset - self.tail_len as u64;
-        match sys::pwrite_direct(&self.file, &segment.path, &self.buf[..padded], block_start) {
-            Err(e) if direct::is_refusal(&e) => return Ok(Err(e)),
-            other => other.map_err(io)?,
-        }
-        let last_block = end / ALIGN * ALIGN;
-        self.buf.copy_within(last_block..end, 0);
-        self.tail_len = end - last_block;
-        Ok(Ok(()))
-    }
+    /// The direct path's buffer while the active segment is written through the page cache only
+    /// because its `O_DIRECT` descriptor could not be opened at the roll (out of descriptors);
+    /// the next roll opens the path again.
+    direct_paused: Option<AlignedBuf>,
 }
 
 #[derive(Clone, Copy)]
@@ -220,6 +129,7 @@ struct Published {
     written_pos: u64,
 }
 
+#[derive(Default)]
 struct SyncState {
     /// Every byte below this log position is durable.
     durable_pos: u64,
@@ -258,28 +168,7 @@ impl Wal {
     pub fn open(options: WalOptions) -> Result<Wal> {
         options.validate()?;
         let dir = options.dir.clone();
-        let existed = dir.is_dir();
-        fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let dir_file = File::open(&dir).map_err(|e| Error::io(&dir, e))?;
-        if !existed {
-            // Make the new directory's own name durable.
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                let parent_file = File::open(parent).map_err(|e| Error::io(parent, e))?;
-                sys::fsync_dir(&parent_file, parent).map_err(|e| Error::io(parent, e))?;
-            }
-        }
-        let lock_path = dir.join("LOCK");
-        let lock_file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&lock_path, e))?;
-        if !sys::try_lock_exclusive(&lock_file).map_err(|e| Error::io(&lock_path, e))? {
-            return Err(Error::Locked { dir });
-        }
-
+        let (dir_file, lock_file) = open_dir(&dir)?;
         let stats = AtomicStats::default();
         let mut segments = open_segments(&dir, &dir_file, &options, &stats)?;
         let last = Arc::clone(segments.last().expect("open_segments returns at least one"));
@@ -321,20 +210,17 @@ impl Wal {
         );
 
         let direct = if options.direct_io {
-            DirectAppender::open(&active, recovered.write_offset, None)?
+            DirectAppender::open(&active, recovered.write_offset, &mut None)?
         } else {
             None
         };
         let inner = Arc::new(Inner {
-            writer: Mutex::new(Writer {
+            writer: Mutex::new(Writer::new(
                 active,
-                write_offset: recovered.write_offset,
-                next_index: recovered.next_index,
-                written_pos: 0,
-                encode: Vec::new(),
-                pieces: Vec::new(),
+                recovered.write_offset,
+                recovered.next_index,
                 direct,
-            }),
+            )),
             published: Mutex::new(Published {
                 segments,
                 next_index: recovered.next_index,
@@ -342,13 +228,7 @@ impl Wal {
                 written_pos: 0,
             }),
             fsync_lock: Mutex::new(()),
-            sync_state: Mutex::new(SyncState {
-                durable_pos: 0,
-                syncing: false,
-                leader_waiting: false,
-                waiting: 0,
-                last_group: 0,
-            }),
+            sync_state: Mutex::new(SyncState::default()),
             durable_cv: Condvar::new(),
             leader_cv: Condvar::new(),
             poisoned: AtomicBool::new(false),
@@ -495,6 +375,56 @@ impl std::fmt::Debug for Wal {
             .field("next_index", &published.next_index)
             .finish()
     }
+}
+
+impl Writer {
+    /// The writer of a log just opened: appends go to `active` at `write_offset`.
+    fn new(
+        active: Arc<Segment>,
+        write_offset: u64,
+        next_index: u64,
+        direct: Option<DirectAppender>,
+    ) -> Writer {
+        Writer {
+            active,
+            write_offset,
+            next_index,
+            written_pos: 0,
+            encode: Vec::new(),
+            pieces: Vec::new(),
+            direct,
+            direct_paused: None,
+        }
+    }
+}
+
+/// Creates the log directory `dir` (its name made durable) if it does not exist, and takes its
+/// lock; returns the directory, kept open to fsync it, and the lock file.
+fn open_dir(dir: &Path) -> Result<(File, File)> {
+    let existed = dir.is_dir();
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let dir_file = File::open(dir).map_err(|e| Error::io(dir, e))?;
+    if !existed {
+        // Make the new directory's own name durable.
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            let parent_file = File::open(parent).map_err(|e| Error::io(parent, e))?;
+            sys::fsync_dir(&parent_file, parent).map_err(|e| Error::io(parent, e))?;
+        }
+    }
+    let lock_path = dir.join("LOCK");
+    let lock_file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|e| Error::io(&lock_path, e))?;
+    if !sys::try_lock_exclusive(&lock_file).map_err(|e| Error::io(&lock_path, e))? {
+        return Err(Error::Locked {
+            dir: dir.to_path_buf(),
+        });
+    }
+    Ok((dir_file, lock_file))
 }
 
 /// Lists, checks and opens the segments in `dir`, oldest first; creates the first segment of a
@@ -763,12 +693,23 @@ impl Inner {
         (first_index, writer.written_pos, Arc::clone(&writer.active))
     }
 
-    /// Seals the active segment and starts the next. Any failure poisons the log: the old
-    /// segment's fsync may have failed, or the new segment may be half made.
+    /// Seals the active segment and starts the next. A failure poisons the log (the old
+    /// segment's fsync may have failed, or the new segment may be half made), except when the
+    /// new segment's file could not be opened for want of descriptors: nothing was written then,
+    /// the active segment stays, and the next append that needs a roll tries again.
     fn roll(&self, writer: &mut Writer) -> Result<()> {
         let result = self.roll_inner(writer);
-        if let Err(error) = &result {
-            self.poison("segment roll", error);
+        match &result {
+            Ok(()) => {}
+            Err(error @ Error::OutOfDescriptors { .. }) => {
+                tracing::warn!(
+                    dir = %self.options.dir.display(),
+                    %error,
+                    "segment roll deferred: no file descriptor for the next segment; the log \
+                     is intact and the next append retries"
+                );
+            }
+            Err(error) => self.poison("segment roll", error),
         }
         result
     }
@@ -793,6 +734,7 @@ impl Inner {
                 self.stats.rolls_into_spares.fetch_add(1, Ordering::Relaxed);
                 Segment::from_spare(&self.options.dir, &self.dir_file, writer.next_index, spare)
             }
+            // Out of descriptors here, the roll is deferred: nothing of the new segment exists.
             None => Segment::create(
                 &self.options.dir,
                 &self.dir_file,
@@ -807,9 +749,28 @@ impl Inner {
         // The new file's fdatasync and the directory's fsync.
         self.stats.fsyncs.fetch_add(2, Ordering::Relaxed);
         tracing::debug!(segment = %segment.path.display(), "rolled to a new segment");
-        if let Some(appender) = writer.direct.take() {
+        let mut buf = match writer.direct.take() {
+            Some(appender) => Some(appender.into_buf()),
+            None => writer.direct_paused.take(),
+        };
+        if buf.is_some() {
             let offset = SEGMENT_HEADER_BYTES as u64;
-            writer.direct = DirectAppender::open(&segment, offset, Some(appender.buf))?;
+            // The new segment exists under its name now, so the roll goes through whatever
+            // happens: a segment without its `O_DIRECT` descriptor is written through the page
+            // cache, and the next roll opens the path again.
+            match DirectAppender::open(&segment, offset, &mut buf) {
+                Ok(direct) => writer.direct = direct,
+                Err(error @ Error::OutOfDescriptors { .. }) => {
+                    tracing::warn!(
+                        segment = %segment.path.display(),
+                        %error,
+                        "no descriptor for O_DIRECT: this segment is written through the page \
+                         cache"
+                    );
+                    writer.direct_paused = buf;
+                }
+                Err(error) => return Err(error),
+            }
         }
         writer.active = Arc::clone(&segment);
         writer.write_offset = SEGMENT_HEADER_BYTES as u64;

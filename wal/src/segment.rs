@@ -107,13 +107,15 @@ impl Segment {
         preallocate_bytes: Option<u64>,
     ) -> Result<Segment> {
         let temp_path = dir.join(format!("{first_index:020}{TEMP_SUFFIX}"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&temp_path)
-            .map_err(|e| Error::io(&temp_path, e))?;
+        let file = sys::open(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true),
+            &temp_path,
+        )
+        .map_err(|e| Error::opening(&temp_path, e))?;
         Segment::install(
             dir,
             dir_file,

@@ -1,7 +1,7 @@
 //! Thin wrappers over the system calls the log needs, with the failpoints that tests use to
 //! inject I/O failures.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
@@ -28,6 +28,15 @@ fn failpoint_fires(_name: &str, _path: &Path) -> bool {
 
 fn injected(name: &str) -> io::Error {
     io::Error::other(format!("injected failure at failpoint {name}"))
+}
+
+/// Opens `path` with `options`. Failpoint `wal::open` fails with `EMFILE`, as a process out of
+/// descriptors does, before anything is created.
+pub(crate) fn open(options: &OpenOptions, path: &Path) -> io::Result<File> {
+    if failpoint_fires("wal::open", path) {
+        return Err(io::Error::from_raw_os_error(libc::EMFILE));
+    }
+    options.open(path)
 }
 
 /// fdatasync(2) of `file` at `path`. Failpoint `wal::fsync`.

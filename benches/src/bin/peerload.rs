@@ -538,9 +538,8 @@ impl ThriftConnection {
         request(&mut w);
         w.field_stop();
         w.struct_end();
-        self.stream
-            .write_all(&thrift_codec::frame(&w.into_bytes()))
-            .await?;
+        let frame = thrift_codec::frame(&w.into_bytes()).map_err(std::io::Error::other)?;
+        self.stream.write_all(&frame).await?;
         let mut prefix = [0u8; 4];
         self.stream.read_exact(&mut prefix).await?;
         self.frame.resize(u32::from_be_bytes(prefix) as usize, 0);

@@ -10,6 +10,12 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    // Every connection and file is a descriptor: the soft limit a shell or systemd gives (often
+    // 1024) is raised to the hard one before anything is opened; `run` checks the limits fit.
+    match common::process::raise_open_files_limit() {
+        Ok(limit) => tracing::info!(soft = limit.soft, hard = limit.hard, "open-files limit"),
+        Err(e) => tracing::warn!("raising the open-files limit: {e}"),
+    }
     let config = confignode::ConfigNodeConfig::from_args(confignode::ConfigNodeArgs::parse())?;
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

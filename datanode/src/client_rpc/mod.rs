@@ -4,8 +4,9 @@
 //! framed transport and comes here.
 //!
 //! A connection is served by one task, one request at a time (IoTDB's clients never pipeline):
-//! read a frame (at most `dn_rpc_max_message_bytes`), sniff its protocol on the first frame
-//! (binary or compact; fixed for the connection after that), answer, repeat. The session —
+//! read a frame, sniff its protocol on the first frame (binary or compact; fixed for the
+//! connection after that), answer, repeat. Until a login succeeds a connection is in its
+//! handshake, with small frames and a deadline; [`connection`] holds those limits and timeouts. The session —
 //! login, time zone, statement id, the open queries — belongs to the connection, as in IoTDB,
 //! because the 2.0.11 client sends swapped ids in fetches (§8); queries are keyed by the
 //! connection's own query ids. Closing the connection drops the session and its queries.
@@ -17,6 +18,7 @@
 //! closed otherwise); it never touches another connection.
 
 mod backend;
+mod connection;
 mod inserts;
 mod results;
 
@@ -36,10 +38,9 @@ use iotdb_rpc::messages::{
     InsertTabletsReq, LastDataQueryReq, OpenSessionReq, OpenSessionResp, RawDataQueryReq,
     SessionArgs, SetTimeZoneReq, Status,
 };
-use runtime::limits::GatedStream;
+use runtime::ThriftConnection;
 use sql::{Backend, ExecError, OutcomeKind, TimeRange};
 use thrift_codec::{ApplicationError, MessageType, Protocol, Reader, TType, Writer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::coordinator::Relay;
 use crate::node::Shared;
@@ -94,15 +95,15 @@ pub(crate) const METHODS: &[&str] = &[
 /// Serves the Thrift connections the acceptor hands over until `stop`.
 pub(crate) async fn serve(
     shared: Arc<Shared>,
-    mut connections: tokio::sync::mpsc::Receiver<GatedStream>,
+    mut connections: tokio::sync::mpsc::Receiver<ThriftConnection>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut running = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             next = connections.recv() => match next {
-                Some(stream) => {
-                    let connection = Connection::new(shared.clone());
+                Some(ThriftConnection { stream, handshake }) => {
+                    let connection = Connection::new(shared.clone(), handshake);
                     running.spawn(connection.run(stream));
                 }
                 None => break,
@@ -121,6 +122,8 @@ struct Connection {
     /// Fixed by the first frame.
     protocol: Option<Protocol>,
     session: Option<Session>,
+    /// The connection's place on the port: a handshake until its first login, a session after.
+    place: connection::Place,
 }
 
 /// A logged-in session.
@@ -298,54 +301,18 @@ fn request<T>(
 }
 
 impl Connection {
-    fn new(shared: Arc<Shared>) -> Connection {
+    fn new(shared: Arc<Shared>, handshake: runtime::Handshake) -> Connection {
         Connection {
             shared,
             protocol: None,
             session: None,
-        }
-    }
-
-    async fn run(mut self, mut stream: GatedStream) {
-        let max = self.shared.config.dn_rpc_max_message_bytes as usize;
-        loop {
-            let mut prefix = [0u8; thrift_codec::FRAME_HEADER_LEN];
-            if stream.read_exact(&mut prefix).await.is_err() {
-                return; // closed
-            }
-            let length = match thrift_codec::frame_length(prefix, max) {
-                Ok(length) => length,
-                Err(e) => {
-                    // The frame's end is unknown (or too far to read): answer and close.
-                    let protocol = self.protocol.unwrap_or(Protocol::Binary);
-                    let reply = thrift_codec::application_exception(
-                        protocol,
-                        "",
-                        0,
-                        ApplicationError::ProtocolError,
-                        &format!("{e}; the limit is dn_rpc_max_message_bytes = {max}"),
-                    );
-                    drop(stream.write_all(&thrift_codec::frame(&reply)).await);
-                    return;
-                }
-            };
-            let mut frame = vec![0u8; length];
-            if stream.read_exact(&mut frame).await.is_err() {
-                return;
-            }
-            let reply = self.answer(&frame).await;
-            if stream
-                .write_all(&thrift_codec::frame(&reply))
-                .await
-                .is_err()
-            {
-                return;
-            }
+            place: connection::Place::Handshake(handshake),
         }
     }
 
     /// The reply to one frame (never empty: `frame_length` refuses 0): a reply, or an exception
-    /// for a frame that is no call of this connection's protocol.
+    /// for a frame that is no call of this connection's protocol. The caller holds a request
+    /// permit.
     async fn answer(&mut self, frame: &[u8]) -> Vec<u8> {
         let sniffed = thrift_codec::sniff(frame[0]);
         let protocol = match (self.protocol, sniffed) {
@@ -387,18 +354,7 @@ impl Connection {
                 "a server takes calls only",
             );
         }
-        let outcome = match self.shared.session_gate.try_request() {
-            Some(_permit) => self.call(&header.name, &mut r).await,
-            None => Err(Refusal {
-                kind: ApplicationError::InternalError,
-                message: format!(
-                    "606 WRITE_PROCESS_REJECT: the server is running its maximum of {} requests; \
-                     retry later or elsewhere",
-                    self.shared.session_gate.limits().requests_max
-                ),
-            }),
-        };
-        match outcome {
+        match self.call(&header.name, &mut r).await {
             Ok(answer) => {
                 let mut w = Writer::new(protocol);
                 w.message_begin(&header.name, MessageType::Reply, header.seqid);
@@ -439,6 +395,18 @@ impl Connection {
         if self.session.is_none() {
             return self.not_logged_in(method);
         }
+        if method.starts_with("insert") || method.starts_with("testInsert") {
+            return self.call_insert(method, r).await;
+        }
+        let query = ["execute", "fetchResults", "closeOperation"];
+        if query.iter().any(|prefix| method.starts_with(prefix)) {
+            return self.call_query(method, r).await;
+        }
+        self.call_schema(method, r).await
+    }
+
+    /// A logged-in call about the session or the schema.
+    async fn call_schema(&mut self, method: &str, r: &mut Reader<'_>) -> Result<Answer, Refusal> {
         match method {
             "requestStatementId" => {
                 let _ = SessionArgs::read(r)?;
@@ -524,6 +492,13 @@ impl Connection {
                 let req = request(r, messages::DeleteDataReq::read)?;
                 Ok(Answer::Status(self.delete_data(req).await))
             }
+            other => unreachable!("{other} is in METHODS but has no handler"),
+        }
+    }
+
+    /// A logged-in insert call.
+    async fn call_insert(&mut self, method: &str, r: &mut Reader<'_>) -> Result<Answer, Refusal> {
+        match method {
             "insertTablet" => {
                 let req = request(r, InsertTabletReq::read)?;
                 if req.write_to_table {
@@ -584,6 +559,13 @@ impl Connection {
             | "testInsertRecords"
             | "testInsertStringRecord"
             | "testInsertStringRecords" => Ok(Answer::Status(Status::ok())),
+            other => unreachable!("{other} is in METHODS but has no handler"),
+        }
+    }
+
+    /// A logged-in query call: a statement, a raw or last data query, a fetch, a close.
+    async fn call_query(&mut self, method: &str, r: &mut Reader<'_>) -> Result<Answer, Refusal> {
+        match method {
             "executeStatementV2"
             | "executeQueryStatementV2"
             | "executeUpdateStatementV2"
@@ -599,13 +581,25 @@ impl Connection {
                     from: req.start_time,
                     to: req.end_time,
                 };
-                let outcome = sql::exec::raw_paths(self.backend(), &req.paths, range).await;
-                Ok(Answer::Execute(self.result(outcome, req.fetch_size)))
+                let mut charge = self.shared.clients.results.charge();
+                let outcome =
+                    sql::exec::raw_paths(self.backend(), &req.paths, range, &mut charge).await;
+                Ok(Answer::Execute(self.result(
+                    outcome,
+                    charge,
+                    req.fetch_size,
+                )))
             }
             "executeLastDataQueryV2" | "executeLastDataQuery" => {
                 let req = request(r, LastDataQueryReq::read)?;
-                let outcome = sql::exec::last_paths(self.backend(), &req.paths, req.time).await;
-                Ok(Answer::Execute(self.result(outcome, req.fetch_size)))
+                let mut charge = self.shared.clients.results.charge();
+                let outcome =
+                    sql::exec::last_paths(self.backend(), &req.paths, req.time, &mut charge).await;
+                Ok(Answer::Execute(self.result(
+                    outcome,
+                    charge,
+                    req.fetch_size,
+                )))
             }
             "fetchResultsV2" | "fetchResults" => {
                 let req = request(r, FetchResultsReq::read)?;
@@ -623,95 +617,9 @@ impl Connection {
         }
     }
 
-    async fn open_session(&mut self, req: OpenSessionReq) -> OpenSessionResp {
-        let refused = |status: Status| OpenSessionResp {
-            status,
-            server_protocol_version: PROTOCOL_VERSION,
-            session_id: -1,
-            configuration: BTreeMap::new(),
-        };
-        if req.client_protocol != PROTOCOL_VERSION {
-            return refused(Status::new(
-                201,
-                format!(
-                    "client protocol version {} is not served; this server speaks V3 ({PROTOCOL_VERSION})",
-                    req.client_protocol
-                ),
-            ));
-        }
-        let table_model = match req.configuration.get("sql_dialect") {
-            None => false,
-            Some(d) if d.eq_ignore_ascii_case("tree") => false,
-            Some(d) if d.eq_ignore_ascii_case("table") => true,
-            Some(d) => {
-                return refused(Status::new(
-                    205,
-                    format!("unknown SQL dialect {d}: tree or table"),
-                ))
-            }
-        };
-        let database = req.configuration.get("db").map(|d| d.to_lowercase());
-        // A failed login ends the session the connection had, as a new login replaces it.
-        self.session = None;
-        let password = req.password.unwrap_or_default();
-        let login = crate::auth::login(
-            &self.shared,
-            &req.username,
-            &password,
-            crate::auth::Check::ConfigNodeFirst,
-        )
-        .await;
-        if !login.is(StatusCode::Success) {
-            return refused(thrift_status(login));
-        }
-        let id = i64::try_from(self.shared.next_session_id()).unwrap_or(i64::MAX);
-        self.session = Some(Session {
-            backend: DataNodeBackend::new(self.shared.clone(), req.username),
-            time_zone: req.zone_id,
-            table_model,
-            database,
-            statement_id: 0,
-            next_query_id: 1,
-            queries: BTreeMap::new(),
-        });
-        OpenSessionResp {
-            status: Status::new(200, "Login successfully"),
-            server_protocol_version: PROTOCOL_VERSION,
-            session_id: id,
-            configuration: [("timestamp_precision".to_string(), "ms".to_string())].into(),
-        }
-    }
-
     /// The logged-in user's backend (every call past the login check has a session).
     fn backend(&self) -> &DataNodeBackend {
         &self.session.as_ref().expect("logged in").backend
-    }
-
-    /// The answer of a call made before `openSession` succeeded: 802, in the call's own reply
-    /// shape.
-    fn not_logged_in(&self, method: &str) -> Result<Answer, Refusal> {
-        let status = Status::new(802, "Log in first: call openSession on this connection.");
-        Ok(match method {
-            m if m.starts_with("execute") => Answer::Execute(ExecuteStatementResp {
-                status,
-                ..ExecuteStatementResp::default()
-            }),
-            m if m.starts_with("fetchResults") => Answer::Fetch(FetchResultsResp {
-                status,
-                ..FetchResultsResp::default()
-            }),
-            "getTimeZone" => Answer::TimeZone(GetTimeZoneResp {
-                status,
-                time_zone: String::new(),
-            }),
-            "requestStatementId" => {
-                return Err(Refusal {
-                    kind: ApplicationError::Unknown,
-                    message: "802: log in first: call openSession on this connection".into(),
-                })
-            }
-            _ => Answer::Status(status),
-        })
     }
 
     /// A statement's outcome as a status.
@@ -826,13 +734,16 @@ impl Connection {
 
     async fn execute(&mut self, req: ExecuteStatementReq) -> ExecuteStatementResp {
         let session = self.session.as_ref().expect("logged in");
+        let mut charge = self.shared.clients.results.charge();
         if !session.table_model {
-            let outcome = run_statement(self.backend(), &req.statement).await;
-            return self.result(outcome, req.fetch_size);
+            let outcome = run_statement(self.backend(), &req.statement, &mut charge).await;
+            return self.result(outcome, charge, req.fetch_size);
         }
         let outcome = match sql::parse_table_statement(&req.statement) {
             Ok(statement) => {
-                sql::execute_table(&session.backend, session.database.as_deref(), &statement).await
+                let database = session.database.as_deref();
+                sql::execute_table_charged(&session.backend, database, &statement, &mut charge)
+                    .await
             }
             Err(e) => Err(e.into()),
         };
@@ -844,11 +755,13 @@ impl Connection {
                 self.session.as_mut().expect("logged in").database = Some(database.clone());
                 ExecuteStatementResp {
                     database: Some(database),
-                    ..self.result(Ok(outcome), req.fetch_size)
+                    ..self.result(Ok(outcome), charge, req.fetch_size)
                 }
             }
-            Ok(sql::TableOutcome { outcome, .. }) => self.result(Ok(outcome), req.fetch_size),
-            Err(e) => self.result(Err(e), req.fetch_size),
+            Ok(sql::TableOutcome { outcome, .. }) => {
+                self.result(Ok(outcome), charge, req.fetch_size)
+            }
+            Err(e) => self.result(Err(e), charge, req.fetch_size),
         }
     }
 
@@ -895,6 +808,7 @@ impl Connection {
     fn result(
         &mut self,
         outcome: Result<sql::Outcome, ExecError>,
+        charge: sql::ResultCharge,
         fetch_size: i32,
     ) -> ExecuteStatementResp {
         let outcome = match outcome {
@@ -913,8 +827,9 @@ impl Connection {
             .dn_client_queries_per_connection_max
             .max(1) as usize;
         let session = self.session.as_mut().expect("logged in");
-        let (header, mut pending) = Pending::new(outcome);
-        let first = pending.next_page(results::page_rows(fetch_size));
+        let page_bytes_max = self.shared.config.page_bytes_max();
+        let (header, mut pending) = Pending::new(outcome, charge);
+        let first = pending.next_page(results::page_rows(fetch_size), page_bytes_max);
         let query_id = session.next_query_id;
         session.next_query_id += 1;
         let more_data = !pending.is_done();
@@ -940,6 +855,7 @@ impl Connection {
 
     /// The next page of a query; an unknown or finished one answers no rows and no more data.
     fn fetch(&mut self, req: FetchResultsReq) -> FetchResultsResp {
+        let page_bytes_max = self.shared.config.page_bytes_max();
         let session = self.session.as_mut().expect("logged in");
         let Some(pending) = session.queries.get_mut(&req.query_id) else {
             return FetchResultsResp {
@@ -947,7 +863,7 @@ impl Connection {
                 ..FetchResultsResp::default()
             };
         };
-        let page = pending.next_page(results::page_rows(req.fetch_size));
+        let page = pending.next_page(results::page_rows(req.fetch_size), page_bytes_max);
         let more_data = !pending.is_done();
         if !more_data {
             session.queries.remove(&req.query_id);
@@ -961,10 +877,11 @@ impl Connection {
 }
 
 /// Parses and runs the one statement of `text` over `backend` (IoTDB's clients and the gRPC
-/// session's ExecuteStatement alike).
+/// session's ExecuteStatement alike), its result charged to `charge` as it is built.
 pub(crate) async fn run_statement(
     backend: &DataNodeBackend,
     text: &str,
+    charge: &mut sql::ResultCharge,
 ) -> Result<sql::Outcome, ExecError> {
     let mut parsed = sql::parse_script(text, sql::Position::START);
     let statement = match (parsed.len(), parsed.pop()) {
@@ -988,7 +905,7 @@ pub(crate) async fn run_statement(
             message: "QUIT ends a CLI session; it is no statement for the server".into(),
         });
     }
-    sql::execute(backend, &statement).await
+    sql::execute_charged(backend, &statement, charge).await
 }
 
 fn failed(status: Status) -> ExecuteStatementResp {

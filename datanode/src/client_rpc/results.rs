@@ -1,11 +1,14 @@
 //! A statement's result table as IoTDB's client reads it: column names without `Time`, type
-//! names, and rows in TsBlocks, served a page (`fetchSize` rows) at a time.
+//! names, and rows in TsBlocks, served a page at a time: `fetchSize` rows, fewer when the rows
+//! are wide (a page is at most `query_page_bytes_max` as results are charged). The rows not yet
+//! sent keep their charge on the node's result memory (`query_results_bytes_max_per_node`),
+//! given back as pages go and all of it when the query is closed or dropped.
 
 use std::collections::VecDeque;
 
 use common::{Bitmap, Column, DataType, Value};
 use iotdb_rpc::tsblock;
-use sql::{Cell, Outcome};
+use sql::{Cell, Outcome, ResultCharge};
 
 /// Rows of a page when the client asks for none or a negative number (IoTDB's
 /// `maxTsBlockLineNumber`).
@@ -21,6 +24,8 @@ pub(crate) struct Pending {
     /// Every column's type, `Time` included.
     types: Vec<DataType>,
     rows: VecDeque<Vec<Cell>>,
+    /// What the rows not yet sent hold of the node's result memory.
+    charge: ResultCharge,
 }
 
 /// The rows a page takes for the client's `fetchSize`.
@@ -40,8 +45,9 @@ pub(crate) struct Header {
 }
 
 impl Pending {
-    /// Splits a query's outcome into its header and its rows.
-    pub(crate) fn new(outcome: Outcome) -> (Header, Pending) {
+    /// Splits a query's outcome into its header and its rows, which keep `charge` (the rows'
+    /// bytes, [`sql::row_bytes`]).
+    pub(crate) fn new(outcome: Outcome, charge: ResultCharge) -> (Header, Pending) {
         let has_time = outcome.has_time();
         let skip = usize::from(has_time);
         let header = Header {
@@ -56,6 +62,7 @@ impl Pending {
             has_time,
             types: outcome.types,
             rows: outcome.rows.into(),
+            charge,
         };
         (header, pending)
     }
@@ -65,15 +72,27 @@ impl Pending {
         self.rows.is_empty()
     }
 
-    /// The next page of at most `rows` rows as one TsBlock; `None` when no row is left (a
-    /// TsBlock of zero rows is never sent).
-    pub(crate) fn next_page(&mut self, rows: usize) -> Option<Vec<u8>> {
-        let n = rows.min(self.rows.len());
+    /// The next page as one TsBlock: at most `rows` rows and, past its first row, at most
+    /// `bytes_max` bytes of them; `None` when no row is left (a TsBlock of zero rows is never
+    /// sent). The page's rows give back their charge.
+    pub(crate) fn next_page(&mut self, rows: usize, bytes_max: usize) -> Option<Vec<u8>> {
+        let (mut n, mut bytes) = (0, 0);
+        for row in self.rows.iter().take(rows) {
+            let row_bytes = sql::row_bytes(row);
+            if n > 0 && bytes + row_bytes > bytes_max {
+                break;
+            }
+            n += 1;
+            bytes += row_bytes;
+        }
         if n == 0 {
             return None;
         }
         let page: Vec<Vec<Cell>> = self.rows.drain(..n).collect();
-        Some(encode(&page, &self.types, self.has_time))
+        let block = encode(&page, &self.types, self.has_time);
+        drop(page);
+        self.charge.release(bytes);
+        Some(block)
     }
 }
 
@@ -131,11 +150,11 @@ mod tests {
                 })
                 .collect(),
         };
-        let (header, mut pending) = Pending::new(outcome);
+        let (header, mut pending) = Pending::new(outcome, ResultCharge::unbounded());
         assert_eq!(header.columns, vec!["root.sg.d.s".to_string()]);
         assert_eq!(header.data_types, vec!["INT32".to_string()]);
         assert!(!header.ignore_time_stamp);
-        let first = pending.next_page(3).expect("a page");
+        let first = pending.next_page(3, usize::MAX).expect("a page");
         // The same rows encoded directly: times 0..3, a null at row 2.
         let mut column = Column::with_capacity(DataType::Int32, 3);
         let mut nulls = Bitmap::new(3);
@@ -149,9 +168,48 @@ mod tests {
         }
         assert_eq!(first, tsblock::encode(&[0, 1, 2], &[(column, Some(nulls))]));
         assert!(!pending.is_done());
-        assert!(pending.next_page(3).is_some());
+        assert!(pending.next_page(3, usize::MAX).is_some());
         assert!(pending.is_done());
-        assert_eq!(pending.next_page(3), None);
+        assert_eq!(pending.next_page(3, usize::MAX), None);
+    }
+
+    /// Wide rows make short pages (one row at least), and each page gives back its rows'
+    /// charge; dropping the rest gives back the rest (REVIEW N5).
+    #[test]
+    fn pages_are_bounded_in_bytes_and_give_back_their_charge() {
+        let width = 100;
+        let rows: Vec<Vec<Cell>> = (0..10)
+            .map(|t| {
+                let mut row = vec![Some(Value::Int64(t))];
+                row.extend((0..width).map(|_| Some(Value::Double(1.0))));
+                row
+            })
+            .collect();
+        let row_bytes = sql::row_bytes(&rows[0]);
+        let mut types = vec![DataType::Int64];
+        types.extend(std::iter::repeat_n(DataType::Double, width));
+        let outcome = Outcome {
+            kind: OutcomeKind::Query,
+            columns: std::iter::once("Time".to_string())
+                .chain((0..width).map(|s| format!("root.sg.d.s{s}")))
+                .collect(),
+            types,
+            rows,
+        };
+        let budget = sql::ResultBudget::new(1 << 20, 1 << 20);
+        let mut charge = budget.charge();
+        charge.settle(sql::exec::outcome_bytes(&outcome)).unwrap();
+        let (_, mut pending) = Pending::new(outcome, charge);
+        assert_eq!(budget.used(), 10 * row_bytes);
+        // Room for three rows in bytes, though ten are asked.
+        pending.next_page(10, 3 * row_bytes + 1).expect("a page");
+        assert_eq!(pending.rows.len(), 7);
+        assert_eq!(budget.used(), 7 * row_bytes);
+        // A row wider than the page still goes, alone.
+        pending.next_page(10, 1).expect("a page");
+        assert_eq!(pending.rows.len(), 6);
+        drop(pending);
+        assert_eq!(budget.used(), 0);
     }
 
     #[test]

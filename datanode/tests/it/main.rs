@@ -21,6 +21,8 @@
 //!
 //! `flood.rs`: sessions flooding every DataNode past `dn_rpc_max_concurrent_requests` are
 //! refused at once (`RESOURCE_EXHAUSTED`, a retryable 606) and no region changes term or leader.
+//! `hostile.rs`: oversized, over-full and truncated frames, a flood of one-byte connections and
+//! a wide `SELECT *` on the session port, while other clients keep writing (REVIEW N4, N5).
 //!
 //! The state-machine and token modules (`token`, `state_machine`, `raft_region`) describe
 //! themselves in their own `//!` docs. The failpoint binary
@@ -32,6 +34,7 @@ mod cluster;
 mod drop_region;
 mod flood;
 mod harness;
+mod hostile;
 mod raft_region;
 mod state_machine;
 /// The engine tests' single-replica region, shared rather than copied.

@@ -16,7 +16,7 @@ use crate::harness::{Cluster, LONG_FENCE_MS};
 
 /// A decoded Thrift value, enough to look into any reply.
 #[derive(Clone, Debug, PartialEq)]
-enum V {
+pub(crate) enum V {
     Int(i64),
     Bool(bool),
     Bytes(Vec<u8>),
@@ -26,21 +26,21 @@ enum V {
 }
 
 impl V {
-    fn field(&self, id: i16) -> &V {
+    pub(crate) fn field(&self, id: i16) -> &V {
         match self {
             V::Struct(fields) => fields.get(&id).unwrap_or(&V::Other),
             other => panic!("not a struct: {other:?}"),
         }
     }
 
-    fn int(&self) -> i64 {
+    pub(crate) fn int(&self) -> i64 {
         match self {
             V::Int(i) => *i,
             other => panic!("not an integer: {other:?}"),
         }
     }
 
-    fn list(&self) -> &[V] {
+    pub(crate) fn list(&self) -> &[V] {
         match self {
             V::List(items) => items,
             V::Other => &[],
@@ -48,7 +48,7 @@ impl V {
         }
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             V::Bytes(b) => String::from_utf8(b.clone()).unwrap(),
             other => panic!("not a string: {other:?}"),
@@ -88,13 +88,13 @@ fn read_value(r: &mut Reader, ttype: TType) -> V {
 
 /// A reply: a result struct, or an exception's (message, kind).
 #[derive(Debug)]
-enum Reply {
+pub(crate) enum Reply {
     Result(V),
     Exception(String, i64),
 }
 
 impl Reply {
-    fn success(&self) -> &V {
+    pub(crate) fn success(&self) -> &V {
         match self {
             Reply::Result(v) => v.field(0),
             Reply::Exception(message, kind) => panic!("exception {kind}: {message}"),
@@ -102,7 +102,7 @@ impl Reply {
     }
 
     /// The TSStatus code of a reply that is a status or a struct holding one in field 1.
-    fn code(&self) -> i64 {
+    pub(crate) fn code(&self) -> i64 {
         let success = self.success();
         match success.field(1) {
             V::Int(code) => *code,
@@ -112,25 +112,25 @@ impl Reply {
     }
 }
 
-struct Client {
-    stream: TcpStream,
+pub(crate) struct Client {
+    pub(crate) stream: TcpStream,
     protocol: Protocol,
 }
 
 impl Client {
-    async fn connect(address: &str, protocol: Protocol) -> Client {
+    pub(crate) async fn connect(address: &str, protocol: Protocol) -> Client {
         Client {
             stream: TcpStream::connect(address).await.unwrap(),
             protocol,
         }
     }
 
-    async fn send_raw(&mut self, bytes: &[u8]) {
+    pub(crate) async fn send_raw(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).await.unwrap();
     }
 
     /// The next reply frame, or `None` when the server closed the connection.
-    async fn receive(&mut self) -> Option<Reply> {
+    pub(crate) async fn receive(&mut self) -> Option<Reply> {
         let mut prefix = [0u8; 4];
         let read =
             tokio::time::timeout(Duration::from_secs(30), self.stream.read_exact(&mut prefix))
@@ -150,18 +150,19 @@ impl Client {
     }
 
     /// Calls `method` with the arguments `args` writes (the fields of its `_args` struct).
-    async fn call(&mut self, method: &str, args: impl FnOnce(&mut Writer)) -> Reply {
+    pub(crate) async fn call(&mut self, method: &str, args: impl FnOnce(&mut Writer)) -> Reply {
         let mut w = Writer::new(self.protocol);
         w.message_begin(method, MessageType::Call, 0);
         w.struct_begin();
         args(&mut w);
         w.field_stop();
         w.struct_end();
-        self.send_raw(&thrift_codec::frame(&w.into_bytes())).await;
+        self.send_raw(&thrift_codec::frame(&w.into_bytes()).unwrap())
+            .await;
         self.receive().await.expect("a reply")
     }
 
-    async fn open(&mut self, user: &str, password: &str) -> Reply {
+    pub(crate) async fn open(&mut self, user: &str, password: &str) -> Reply {
         self.call("openSession", |w| {
             w.field_begin(TType::Struct, 1);
             w.struct_begin();
@@ -179,7 +180,12 @@ impl Client {
         .await
     }
 
-    async fn execute(&mut self, method: &str, statement: &str, fetch_size: i32) -> Reply {
+    pub(crate) async fn execute(
+        &mut self,
+        method: &str,
+        statement: &str,
+        fetch_size: i32,
+    ) -> Reply {
         self.call(method, |w| {
             w.field_begin(TType::Struct, 1);
             w.struct_begin();
@@ -199,7 +205,7 @@ impl Client {
 
     /// `fetchResultsV2` with the session and statement ids swapped, as the 2.0.11 client sends
     /// them.
-    async fn fetch(&mut self, query_id: i64, fetch_size: i32) -> Reply {
+    pub(crate) async fn fetch(&mut self, query_id: i64, fetch_size: i32) -> Reply {
         self.call("fetchResultsV2", |w| {
             w.field_begin(TType::Struct, 1);
             w.struct_begin();
@@ -220,7 +226,7 @@ impl Client {
     }
 
     /// `insertTablet` of one INT64 column `s1` with values `t * 10` (a null at every third row).
-    async fn insert_tablet(&mut self, device: &str, times: &[i64]) -> Reply {
+    pub(crate) async fn insert_tablet(&mut self, device: &str, times: &[i64]) -> Reply {
         let mut values = Vec::new();
         for t in times {
             values.extend_from_slice(&(t * 10).to_be_bytes());
@@ -260,7 +266,7 @@ impl Client {
 }
 
 /// Rows in a list of TsBlocks (each block: i32 columns, a type byte each, i32 rows).
-fn rows_of(blocks: &[V]) -> i64 {
+pub(crate) fn rows_of(blocks: &[V]) -> i64 {
     blocks
         .iter()
         .map(|b| match b {
@@ -415,10 +421,13 @@ async fn misbehaving_clients_get_errors_and_disturb_no_other_connection() {
     }
     // A call whose request struct is cut short: a protocol error, the connection goes on.
     anonymous
-        .send_raw(&thrift_codec::frame(&[
-            0x80, 0x01, 0x00, 0x01, 0, 0, 0, 11, b'o', b'p', b'e', b'n', b'S', b'e', b's', b's',
-            b'i', b'o', b'n', 0, 0, 0, 0, 12, 0, 1,
-        ]))
+        .send_raw(
+            &thrift_codec::frame(&[
+                0x80, 0x01, 0x00, 0x01, 0, 0, 0, 11, b'o', b'p', b'e', b'n', b'S', b'e', b's',
+                b's', b'i', b'o', b'n', 0, 0, 0, 0, 12, 0, 1,
+            ])
+            .unwrap(),
+        )
         .await;
     match anonymous.receive().await {
         Some(Reply::Exception(_, kind)) => assert_eq!(kind, 7),
@@ -428,24 +437,33 @@ async fn misbehaving_clients_get_errors_and_disturb_no_other_connection() {
 
     // Bytes that are no Thrift message in a well-formed frame: an exception, no crash.
     let mut garbage = Client::connect(&address, Protocol::Binary).await;
-    garbage.send_raw(&thrift_codec::frame(b"\x05hello")).await;
+    garbage
+        .send_raw(&thrift_codec::frame(b"\x05hello").unwrap())
+        .await;
     assert!(matches!(
         garbage.receive().await,
         Some(Reply::Exception(_, 7))
     ));
-    // A frame over dn_rpc_max_message_bytes: an exception, then the connection is closed.
-    let mut oversize = Client::connect(&address, Protocol::Binary).await;
-    oversize.send_raw(&(i32::MAX).to_be_bytes()).await;
-    match oversize.receive().await {
-        Some(Reply::Exception(message, 7)) => {
-            assert!(message.contains("dn_rpc_max_message_bytes"), "{message}")
+    // A frame over the limit (before a login, dn_rpc_unauthenticated_frame_bytes_max; after
+    // one, dn_rpc_max_message_bytes): an exception, then the connection is closed.
+    for (login, key) in [
+        (false, "dn_rpc_unauthenticated_frame_bytes_max"),
+        (true, "dn_rpc_max_message_bytes"),
+    ] {
+        let mut oversize = Client::connect(&address, Protocol::Binary).await;
+        if login {
+            assert_eq!(oversize.open("root", "root").await.code(), 200);
         }
-        other => panic!("{other:?}"),
+        oversize.send_raw(&(i32::MAX).to_be_bytes()).await;
+        match oversize.receive().await {
+            Some(Reply::Exception(message, 7)) => assert!(message.contains(key), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            oversize.receive().await.is_none(),
+            "closed after an oversize frame"
+        );
     }
-    assert!(
-        oversize.receive().await.is_none(),
-        "closed after an oversize frame"
-    );
 
     // The first connection never noticed.
     let created = good

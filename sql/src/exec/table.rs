@@ -12,10 +12,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use common::table::{self, Category, DeviceAttributes, TableColumn, TableSchema, TableView};
 use common::{Column, DataType, StatusCode, Tablet, Value};
 
-use super::{
-    execute, first_points, too_many_rows, Backend, Cell, ExecError, ExecResult, Outcome,
-    RESULT_ROWS_MAX,
-};
+use super::budget::{row_bytes, value_heap_bytes, ResultCharge, CELL_BYTES, ROW_OVERHEAD_BYTES};
+use super::query::{too_many_rows, SeriesReader};
+use super::{outcome_bytes, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX};
 use crate::{Insert, TableSelect, TableStatement, TimeRange};
 
 /// What a table-model statement produced, and the session's current database after it (`USE`).
@@ -36,11 +35,34 @@ impl From<Outcome> for TableOutcome {
     }
 }
 
-/// Runs one table-model statement in a session whose current database is `current`.
+/// Runs one table-model statement in a session whose current database is `current`, with
+/// nothing bounding its result's memory (see [`execute_table_charged`]).
 pub async fn execute_table<B: Backend>(
     backend: &B,
     current: Option<&str>,
     statement: &TableStatement,
+) -> ExecResult<TableOutcome> {
+    execute_table_charged(backend, current, statement, &mut ResultCharge::unbounded()).await
+}
+
+/// [`execute_table`], the result charged to `charge` as it is built; on success `charge` holds
+/// exactly [`outcome_bytes`] of the outcome (as [`super::execute_charged`]).
+pub async fn execute_table_charged<B: Backend>(
+    backend: &B,
+    current: Option<&str>,
+    statement: &TableStatement,
+    charge: &mut ResultCharge,
+) -> ExecResult<TableOutcome> {
+    let outcome = run(backend, current, statement, charge).await?;
+    charge.settle(outcome_bytes(&outcome.outcome))?;
+    Ok(outcome)
+}
+
+async fn run<B: Backend>(
+    backend: &B,
+    current: Option<&str>,
+    statement: &TableStatement,
+    charge: &mut ResultCharge,
 ) -> ExecResult<TableOutcome> {
     match statement {
         TableStatement::CreateDatabase {
@@ -142,7 +164,7 @@ pub async fn execute_table<B: Backend>(
             let now_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            query(backend, database, select, now_ms)
+            query(backend, database, select, now_ms, charge)
                 .await
                 .map(Into::into)
         }
@@ -176,7 +198,9 @@ pub async fn execute_table<B: Backend>(
             delete(backend, database, table, *range, equals).await?;
             Ok(Outcome::done().into())
         }
-        TableStatement::Shared(statement) => execute(backend, statement).await.map(Into::into),
+        TableStatement::Shared(statement) => super::execute_charged(backend, statement, charge)
+            .await
+            .map(Into::into),
     }
 }
 
@@ -417,6 +441,7 @@ async fn query<B: Backend>(
     database: &str,
     select: &TableSelect,
     now_ms: i64,
+    charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     let view = one_table(backend, database, &select.table, true).await?;
     let schema = &view.schema;
@@ -444,6 +469,7 @@ async fn query<B: Backend>(
         _ => RESULT_ROWS_MAX,
     };
     let mut rows: Vec<(i64, Vec<Cell>)> = Vec::new();
+    let mut rows_bytes = 0;
     for device in &devices {
         let value_of = |index: usize| device.value_of(schema, index);
         // The FIELD columns read: those output, or every one the device has when none is
@@ -460,26 +486,15 @@ async fn query<B: Backend>(
         if read.is_empty() {
             read = schema.of(Category::Field).collect();
         }
-        let mut joined: BTreeMap<i64, HashMap<&str, Value>> = BTreeMap::new();
-        for column in read {
-            if device.fields.get(&column.name) != Some(&column.data_type) {
-                continue;
-            }
-            let points = first_points(backend, &device.path, &column.name, range, needed).await?;
-            for (time, value) in points {
-                if value.data_type() == column.data_type {
-                    joined
-                        .entry(time)
-                        .or_default()
-                        .insert(column.name.as_str(), value);
-                }
-            }
-            if joined.len() > RESULT_ROWS_MAX {
-                return Err(too_many_rows());
-            }
-        }
+        let reads = DeviceRead {
+            device,
+            columns: &read,
+            range,
+            needed,
+        };
+        let joined = join_device(backend, &reads, rows_bytes, charge).await?;
         for (time, mut values) in joined {
-            let row = outputs
+            let row: Vec<Cell> = outputs
                 .iter()
                 .map(|o| match *o {
                     Output::Time => Some(Value::Timestamp(time)),
@@ -489,11 +504,13 @@ async fn query<B: Backend>(
                     },
                 })
                 .collect();
+            rows_bytes += row_bytes(&row);
             rows.push((time, row));
             if rows.len() > RESULT_ROWS_MAX {
                 return Err(too_many_rows());
             }
         }
+        charge.settle(rows_bytes)?;
     }
     if select.order_by_time {
         // Stable: rows of one time keep the devices' order.
@@ -509,7 +526,13 @@ async fn query<B: Backend>(
         .take(rows_window.limit.unwrap_or(usize::MAX))
         .map(|(_, row)| row)
         .collect();
-    let header = outputs
+    Ok(Outcome::query(header(&outputs, schema), kept))
+}
+
+/// A table query's columns: `time`, and each column named with its type (tags and attributes
+/// as STRING).
+fn header(outputs: &[Output], schema: &TableSchema) -> Vec<(String, DataType)> {
+    outputs
         .iter()
         .map(|o| match *o {
             Output::Time => (table::TIME_COLUMN.to_string(), DataType::Timestamp),
@@ -522,8 +545,53 @@ async fn query<B: Backend>(
                 (c.name.clone(), data_type)
             }
         })
-        .collect();
-    Ok(Outcome::query(header, kept))
+        .collect()
+}
+
+/// The FIELD columns of one device a query reads, in a time range, the first `needed` points
+/// of each.
+struct DeviceRead<'a> {
+    device: &'a Device<'a>,
+    columns: &'a [&'a TableColumn],
+    range: TimeRange,
+    needed: usize,
+}
+
+/// The device's points by time, charged to `charge` (on top of `charged` bytes of rows) as they
+/// arrive: a map entry per time, a cell and the heap bytes per value.
+async fn join_device<'a, B: Backend>(
+    backend: &B,
+    read: &DeviceRead<'a>,
+    charged: usize,
+    charge: &mut ResultCharge,
+) -> ExecResult<BTreeMap<i64, HashMap<&'a str, Value>>> {
+    let mut joined: BTreeMap<i64, HashMap<&'a str, Value>> = BTreeMap::new();
+    let mut joined_bytes = 0;
+    for column in read.columns {
+        if read.device.fields.get(&column.name) != Some(&column.data_type) {
+            continue;
+        }
+        let (path, name) = (read.device.path.as_str(), column.name.as_str());
+        let mut reader = SeriesReader::new(path, name, column.data_type, read.range, read.needed);
+        while let Some(points) = reader.next(backend).await? {
+            for (time, value) in points {
+                if value.data_type() != column.data_type {
+                    continue;
+                }
+                let values = joined.entry(time).or_insert_with(|| {
+                    joined_bytes += ROW_OVERHEAD_BYTES;
+                    HashMap::new()
+                });
+                joined_bytes += 2 * CELL_BYTES + value_heap_bytes(&value);
+                values.insert(name, value);
+            }
+            charge.settle(charged + joined_bytes)?;
+            if joined.len() > RESULT_ROWS_MAX {
+                return Err(too_many_rows());
+            }
+        }
+    }
+    Ok(joined)
 }
 
 fn column_index(schema: &TableSchema, name: &str) -> ExecResult<usize> {

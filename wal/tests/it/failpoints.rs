@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use wal::{Durability, Error, Wal};
 
-use crate::util::{mem_dir, options, read_all};
+use crate::util::{self, disk_dir, mem_dir, options, read_all};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -198,4 +198,72 @@ fn failed_roll_poisons() {
     let wal = Wal::open(opts).expect("reopen");
     assert_eq!(wal.next_index(), 5);
     assert_eq!(wal.append(&payload).expect("append"), 5);
+}
+
+/// A roll that cannot open its next segment for want of descriptors (REVIEW N4: a client flood
+/// used them up) writes nothing and leaves the log unpoisoned: that append fails with a
+/// retryable error, a record that still fits goes to the active segment, and once descriptors
+/// are back the next roll goes through. Nothing is lost, before or after a reopen.
+#[test]
+fn a_roll_out_of_descriptors_is_retried_and_poisons_nothing() {
+    let _serial = serial();
+    for (direct_io, prefix) in [(false, "wal-fp-emfile-"), (true, "wal-fp-emfile-direct-")] {
+        // On the real disk with `direct_io`, where the file system takes O_DIRECT.
+        let dir = if direct_io {
+            disk_dir(prefix)
+        } else {
+            mem_dir(prefix)
+        };
+        let mut opts = options(dir.path(), 4096, Durability::Sync);
+        opts.direct_io = direct_io;
+        // A spare made in the background is an open descriptor already; this test is about the
+        // roll that must open its segment itself.
+        opts.prefill_segments = false;
+        let wal = Wal::open(opts.clone()).expect("open");
+        let payload = [3u8; 1000 + 16 - wal::format::RECORD_HEADER_BYTES];
+        for _ in 0..4 {
+            wal.append(&payload).expect("append");
+        }
+        let mut expected: Vec<(u64, Vec<u8>)> = (1..=4).map(|i| (i, payload.to_vec())).collect();
+        {
+            let _fp = Failpoint::set("wal::open", &format!("return({prefix})"));
+            // The fifth record needs a roll, whose segment cannot be opened.
+            let refused = wal.append(&payload).unwrap_err();
+            assert!(
+                matches!(refused, Error::OutOfDescriptors { .. }),
+                "{refused:?}"
+            );
+            assert!(refused.is_retryable());
+            assert!(
+                !wal.is_poisoned(),
+                "an open failure at a roll poisons nothing"
+            );
+            assert_eq!(util::segment_files(dir.path()).len(), 1, "no new segment");
+            // Still refused while descriptors are short; the log is unchanged.
+            assert!(wal.append(&payload).unwrap_err().is_retryable());
+            assert_eq!(wal.next_index(), 5);
+            wal.sync().expect("sync of an intact log");
+        }
+        // Descriptors are back: the roll goes through.
+        assert_eq!(wal.append(&payload).expect("append after the roll"), 5);
+        expected.push((5, payload.to_vec()));
+        assert_eq!(util::segment_files(dir.path()).len(), 2);
+        if direct_io {
+            // The direct descriptor of the new segment alone fails (the second open of the
+            // roll): the segment exists already, so the roll goes through and the segment is
+            // written through the page cache.
+            for _ in 0..3 {
+                wal.append(&payload).expect("fill the second segment");
+            }
+            let _fp = Failpoint::set("wal::open", &format!("1*off->return({prefix})"));
+            let index = wal.append(&payload).expect("a roll without O_DIRECT");
+            assert!(!wal.is_poisoned());
+            expected.extend((6..=index).map(|i| (i, payload.to_vec())));
+        }
+        assert_eq!(read_all(&wal).expect("read"), expected);
+        drop(wal);
+        let wal = Wal::open(opts).expect("reopen");
+        assert_eq!(read_all(&wal).expect("read after reopen"), expected);
+        assert!(wal.append(&payload).is_ok());
+    }
 }
