@@ -259,6 +259,14 @@ impl CoordinatorLimits {
     }
 }
 
+/// What a relay carries: a write (whose outcome is unknown once a peer timed out) or a lookup
+/// (safe to ask the next peer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RelayCall {
+    Write,
+    Lookup,
+}
+
 /// The parts of a DataNode the coordinator works with (built as a struct literal by the node
 /// and by the tests).
 pub(crate) struct Coordinator {
@@ -559,7 +567,7 @@ impl Coordinator {
         let wire = tablet_to_wire(tablet);
         let rpc = self.peers.rpc();
         let outcome = self
-            .relay("took the write", self.limits.write_timeout, |address| {
+            .relay("took the write", RelayCall::Write, |address| {
                 let request = proto::RelayInsertReq {
                     tablets: vec![wire.clone()],
                     from_data_node_id: self.node_id,
@@ -589,7 +597,7 @@ impl Coordinator {
         let rpc = self.peers.rpc();
         let wire = tablet_to_wire(tablet);
         let categories: Vec<u32> = categories.iter().map(|c| u32::from(c.wire())).collect();
-        self.relay("took the write", self.limits.write_timeout, |address| {
+        self.relay("took the write", RelayCall::Write, |address| {
             let request = proto::RelayTableInsertReq {
                 database: database.to_string(),
                 tablet: Some(wire.clone()),
@@ -605,27 +613,53 @@ impl Coordinator {
         inc(&self.metrics.relayed_writes);
         Ok(())
     }
-    /// Asks the peers [`Coordinator::relay_peers`] names in turn, each within `timeout`: `call`
+    /// Asks the peers [`Coordinator::relay_peers`] names in turn, all within one deadline
+    /// (`dn_write_timeout_ms` for a write, `dn_rpc_timeout_ms` for a lookup; REVIEW N11): `call`
     /// gives a peer's answer (`Ok`, taken at once) or its refusal. A final refusal is the
-    /// outcome; a retryable one moves on to the next peer. When no peer takes it: 536 with
-    /// `need_retry`, saying the last refusal ("no peer `what` either").
-    async fn relay<T, F, Fut>(&self, what: &str, timeout: Duration, mut call: F) -> Outcome<T>
+    /// outcome; a retryable one moves on to the next peer. A write a peer did not answer in time
+    /// may have landed there: it is not sent to another peer, and the answer is 712 with
+    /// `need_retry` (outcome unknown; writes are upserts, so a retry is safe), never 536. When no
+    /// peer takes it: 536 with `need_retry`, saying the last refusal ("no peer `what` either").
+    async fn relay<T, F, Fut>(&self, what: &str, kind: RelayCall, mut call: F) -> Outcome<T>
     where
         F: FnMut(String) -> Fut,
         Fut: std::future::Future<Output = Result<Result<T, proto::Status>, tonic::Status>>,
     {
+        let budget = match kind {
+            RelayCall::Write => self.limits.write_timeout,
+            RelayCall::Lookup => self.limits.rpc_timeout,
+        };
+        let deadline = Instant::now() + budget;
         let mut last: Option<proto::Status> = None;
         for (node, address) in self.relay_peers() {
-            let s = match tokio::time::timeout(timeout, call(address.clone())).await {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let s = match tokio::time::timeout(left, call(address.clone())).await {
                 Ok(Ok(Ok(answer))) => return Ok(answer),
                 Ok(Ok(Err(refused))) => refused,
                 Ok(Err(e)) => status(
                     StatusCode::CanNotConnectDatanode,
                     format!("{address}: {}", e.message()),
                 ),
+                Err(_) if kind == RelayCall::Write => {
+                    inc(&self.metrics.relay_timeouts);
+                    let mut s = status(
+                        StatusCode::InternalRequestTimeOut,
+                        format!(
+                            "DataNode {} is fenced and relayed the request to {address}, which \
+                             did not answer within {} ms: it may have been applied; retry",
+                            self.node_id,
+                            budget.as_millis()
+                        ),
+                    );
+                    s.need_retry = true;
+                    return Err(CoordinatorError::Remote(s));
+                }
                 Err(_) => status(
                     StatusCode::InternalRequestTimeOut,
-                    format!("{address}: no answer within {} ms", timeout.as_millis()),
+                    format!("{address}: no answer within {} ms", budget.as_millis()),
                 ),
             };
             if !s.is_retryable() && !s.need_retry {
@@ -741,7 +775,7 @@ impl Coordinator {
     ) -> Outcome<Vec<(String, DataType)>> {
         let rpc = self.peers.rpc();
         let outcome = self
-            .relay("answered the lookup", self.limits.rpc_timeout, |address| {
+            .relay("answered the lookup", RelayCall::Lookup, |address| {
                 let request = proto::SeriesTypesReq {
                     session_id: 0,
                     device: device.to_string(),

@@ -45,6 +45,9 @@ pub struct Metrics {
     pub relayed_lookups: AtomicU64,
     /// Deletions of points a fenced coordinator relayed to a peer holding its lease.
     pub relayed_deletes: AtomicU64,
+    /// Relayed writes or deletions whose peer did not answer within `dn_write_timeout_ms`
+    /// (answered 712: the outcome is unknown).
+    pub relay_timeouts: AtomicU64,
     /// Requests forwarded or made to the ConfigNode for sessions and writes.
     pub confignode_requests: AtomicU64,
     /// Requests to the ConfigNode that ran out of `dn_confignode_deadline_ms`.
@@ -340,6 +343,11 @@ fn service_metrics(page: &mut Page, m: &Metrics) {
             "relayed_deletes_total",
             "Deletions of points a fenced coordinator relayed to a peer DataNode holding its lease.",
             &m.relayed_deletes,
+        ),
+        (
+            "relay_timeouts_total",
+            "Relayed writes or deletions whose peer did not answer in time (answered 712).",
+            &m.relay_timeouts,
         ),
         (
             "confignode_requests_total",

@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 
 use engine::{Deletion, RegionCommand};
 
-use super::{Coordinator, CoordinatorError, Outcome, Relay, Tokens};
+use super::{Coordinator, CoordinatorError, Outcome, Relay, RelayCall, Tokens};
 use crate::metrics::inc;
 
 /// A new `deleteData` operation id: never 0, and unique across processes with overwhelming
@@ -166,7 +166,7 @@ impl Coordinator {
         end: i64,
     ) -> Outcome<()> {
         let rpc = self.peers.rpc();
-        self.relay("took the deletion", self.limits.write_timeout, |address| {
+        self.relay("took the deletion", RelayCall::Write, |address| {
             let request = proto::RelayDeleteDataReq {
                 paths: paths.clone(),
                 start_time: start,
