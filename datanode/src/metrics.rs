@@ -391,12 +391,22 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
             (
                 "raft_snapshots_generated_total",
                 "Region snapshots built for followers behind the leader's compacted log.",
-                &raft.snapshots_generated,
+                &raft.snapshots.generated,
+            ),
+            (
+                "raft_snapshots_rebuilt_total",
+                "Region snapshots built again because the one held did not serve a follower (below the log's start, or not naming it).",
+                &raft.snapshots.rebuilt,
+            ),
+            (
+                "raft_snapshot_rebuilds_refused_total",
+                "Snapshot requests not rebuilt: the region has not moved past the snapshot held (a rebuild would be the same).",
+                &raft.snapshots.rebuilds_refused,
             ),
             (
                 "raft_snapshots_restored_total",
                 "Region snapshots restored into this node's replicas.",
-                &raft.snapshots_restored,
+                &raft.snapshots.restored,
             ),
         ] {
             line(name, "counter", help, RaftMetrics::get(counter));
@@ -411,7 +421,7 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
             "raft_snapshot_builds",
             "gauge",
             "Region snapshots being built off the raft thread (dn_raft_snapshot_builds_max at most).",
-            RaftMetrics::get(&raft.snapshot_builds),
+            RaftMetrics::get(&raft.snapshots.builds),
         );
     }
     line(

@@ -22,8 +22,8 @@
 //! `flood.rs`: sessions flooding every DataNode past `dn_rpc_max_concurrent_requests` are
 //! refused at once (`RESOURCE_EXHAUSTED`, a retryable 606) and no region changes term or leader.
 //!
-//! The state-machine and token modules (`token`, `state_machine`, `raft_region`) describe
-//! themselves in their own `//!` docs. The failpoint binary
+//! The state-machine and token modules (`token`, `state_machine`, `raft_region`,
+//! `idle_migration`) describe themselves in their own `//!` docs. The failpoint binary
 //! (`tests/failpoints/main.rs`) repeats the heartbeat stall through `datanode::heartbeat::stall`.
 
 mod budget;
@@ -32,6 +32,7 @@ mod cluster;
 mod drop_region;
 mod flood;
 mod harness;
+mod idle_migration;
 mod raft_region;
 mod state_machine;
 /// The engine tests' single-replica region, shared rather than copied.
