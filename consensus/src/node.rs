@@ -1161,6 +1161,9 @@ impl<T: Transport> RaftNode<T> {
             outbox.push(gid, light_messages);
             // The transport is fire-and-forget; reporting the snapshot as sent moves the follower
             // to probing, and a lost snapshot shows up as a rejected probe that triggers a new one.
+            if !snapshots_sent.is_empty() {
+                g.snapshots.used_ms = Some(self.clock.now_ms());
+            }
             for to in snapshots_sent {
                 g.raw.report_snapshot(to, SnapshotStatus::Finish);
             }

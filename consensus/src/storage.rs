@@ -546,6 +546,15 @@ impl GroupStorage {
             .map(|s| s.get_metadata().index)
     }
 
+    /// Drops the generated snapshot (raft asks for a new one when it needs one); its index.
+    pub(crate) fn drop_generated_snapshot(&self) -> Option<u64> {
+        self.log
+            .write()
+            .generated_snapshot
+            .take()
+            .map(|s| s.get_metadata().index)
+    }
+
     /// Stores a freshly generated snapshot to serve followers that need one.
     pub(crate) fn set_generated_snapshot(&self, snapshot: Snapshot) {
         let log = self.log.write();

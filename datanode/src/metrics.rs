@@ -404,6 +404,11 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
                 &raft.snapshots.rebuilds_refused,
             ),
             (
+                "raft_snapshots_released_total",
+                "Built region snapshots dropped after no replica used them for dn_snapshot_keep_ms.",
+                &raft.snapshots.released,
+            ),
+            (
                 "raft_snapshots_restored_total",
                 "Region snapshots restored into this node's replicas.",
                 &raft.snapshots.restored,
@@ -467,6 +472,24 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
             "gauge",
             "Snapshot downloads running (dn_snapshot_receives_max at most).",
             &transfers.downloading,
+        ),
+        (
+            "snapshot_released_total",
+            "counter",
+            "Region snapshots built here and removed after no replica used them for dn_snapshot_keep_ms.",
+            &transfers.released,
+        ),
+        (
+            "snapshot_built_bytes",
+            "gauge",
+            "Bytes of the files of the region snapshots this node keeps built (hard links).",
+            &transfers.built_bytes,
+        ),
+        (
+            "snapshot_pinned_bytes",
+            "gauge",
+            "Of snapshot_built_bytes, files only a snapshot still links: compacted, expired or deleted data kept on disk.",
+            &transfers.pinned_bytes,
         ),
     ] {
         line(name, kind, help, get(value));

@@ -414,6 +414,7 @@ fn region_host_config(config: &DataNodeConfig, storage: StorageConfig) -> Region
             chunk_bytes: config.dn_snapshot_chunk_bytes as usize,
             send_bytes_per_sec: config.dn_snapshot_send_bytes_per_sec,
             receives_max: config.dn_snapshot_receives_max as usize,
+            keep: Duration::from_millis(config.dn_snapshot_keep_ms),
         },
     }
 }
@@ -712,7 +713,8 @@ async fn region_reconciler(shared: Arc<Shared>) {
 
 /// Flushes regions whose memtables are large or old, and while the node's memtables hold more
 /// than half of `memtable_budget_bytes` also the largest others, all at once (one blocking task
-/// each); then truncates each flushed region's raft log up to its checkpoint.
+/// each); then truncates each flushed region's raft log up to its checkpoint. Then removes the
+/// snapshots built here that no replica used for `dn_snapshot_keep_ms`.
 async fn flush_loop(shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(timing::FLUSH_CHECK_INTERVAL).await;
@@ -722,6 +724,7 @@ async fn flush_loop(shared: Arc<Shared>) {
         );
         // Failures are logged by `flush_regions`; the next round tries again.
         drop(flush_regions(&shared, chosen).await);
+        shared.host.release_idle_snapshots().await;
     }
 }
 

@@ -1,7 +1,8 @@
 //! Snapshots a replica generates for followers behind its compacted log: built on the raft
 //! thread ([`StateMachine::snapshot`]) or by a job on a thread of its own
 //! ([`StateMachine::snapshot_job`]), labelled with the index their content reflects and the
-//! membership as of that index, and rebuilt at most once per index.
+//! membership as of that index, rebuilt at most once per index, and released once no follower
+//! was sent one for a while ([`RaftNode::release_idle_snapshot`]).
 //!
 //! **Why a rebuild needs a newer index** (REVIEW-2026-12-05 N2): raft asks again for a snapshot
 //! that does not serve a follower (it is below the compacted log, or its membership does not
@@ -16,9 +17,10 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
 use raft::eraftpb::Snapshot;
+use raft::ProgressState;
 
 use super::{Group, RaftNode};
-use crate::error::ApplyError;
+use crate::error::{ApplyError, Result};
 use crate::node::Metrics;
 use crate::transport::Transport;
 use crate::GroupId;
@@ -37,6 +39,9 @@ pub struct SnapshotMetrics {
     /// Requests for a snapshot not rebuilt, because the state machine has not moved past the
     /// one held: a rebuild would carry the same index and membership.
     pub rebuilds_refused: AtomicU64,
+    /// Generated snapshots dropped after no follower was sent one for a while
+    /// ([`RaftNode::release_idle_snapshot`]).
+    pub released: AtomicU64,
     /// Snapshots restored into a state machine.
     pub restored: AtomicU64,
     /// Snapshot jobs running on their own threads (a gauge).
@@ -51,6 +56,8 @@ pub(super) struct GroupSnapshots {
     /// While a snapshot job runs: the state machine's applied index at its start, past which
     /// the log is not compacted (the snapshot must still join it).
     pub(super) pin: Option<u64>,
+    /// When the generated snapshot was last stored or sent to a follower (by the node's clock).
+    pub(super) used_ms: Option<u64>,
 }
 
 /// A snapshot job's result, for its group.
@@ -183,6 +190,41 @@ impl<T: Transport> RaftNode<T> {
             count_stored(&self.metrics, install_snapshot(gid, g, result, now_ms));
         }
     }
+
+    /// Drops `group`'s generated snapshot once it was neither stored nor sent to a follower for
+    /// `idle_ms` (by the node's clock), no follower's progress is in raft's Snapshot state and
+    /// no build runs; raft asks for a new one when a follower next needs one. Answers whether
+    /// the group now holds no generated snapshot and builds none: then whatever the state
+    /// machine keeps for one (a streamed snapshot's files, which pin the disk space of data
+    /// compacted or deleted since, REVIEW-2026-12-05 N10) may go.
+    pub fn release_idle_snapshot(&mut self, group: GroupId, idle_ms: u64) -> Result<bool> {
+        let now_ms = self.clock.now_ms();
+        let g = self.group_mut(group)?;
+        if g.snapshots.pin.is_some() {
+            return Ok(false);
+        }
+        let storage = g.raw.store().clone();
+        if storage.generated_snapshot_index().is_none() {
+            return Ok(true);
+        }
+        let used_lately = g
+            .snapshots
+            .used_ms
+            .is_some_and(|at| now_ms.saturating_sub(at) < idle_ms);
+        let sending = g
+            .raw
+            .raft
+            .prs()
+            .iter()
+            .any(|(_, progress)| progress.state == ProgressState::Snapshot);
+        if used_lately || sending {
+            return Ok(false);
+        }
+        storage.drop_generated_snapshot();
+        g.snapshots.used_ms = None;
+        Metrics::inc(&self.metrics.snapshots.released);
+        Ok(true)
+    }
 }
 
 fn count_stored(metrics: &Metrics, stored: Stored) {
@@ -238,6 +280,7 @@ fn install_snapshot(
             meta.set_conf_state(conf_state);
             let replaced = storage.generated_snapshot_index().is_some();
             storage.set_generated_snapshot(snapshot);
+            g.snapshots.used_ms = Some(now_ms);
             if replaced {
                 Stored::Replaced
             } else {

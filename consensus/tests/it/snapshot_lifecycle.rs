@@ -1,6 +1,6 @@
-//! What a leader does with the snapshots it generates (REVIEW-2026-12-05 N2): it rebuilds one
-//! only once the state machine moved past it, and labels a job's snapshot from its membership
-//! history also after a restart.
+//! What a leader does with the snapshots it generates (REVIEW-2026-12-05 N2, N10): it rebuilds
+//! one only once the state machine moved past it, labels a job's snapshot from its membership
+//! history also after a restart, and releases one no follower used for a while.
 
 use std::sync::Arc;
 
@@ -135,5 +135,42 @@ fn a_restarted_leader_labels_a_snapshot_below_its_last_membership_change() {
         run_until(&mut c, 20_000, |c| c.model(lagging, 1).restores == 1),
         "the lagging replica got a snapshot at {applied}, labelled with the membership as of it"
     );
+    c.heal_and_check();
+}
+
+/// A generated snapshot no follower was sent for `idle_ms` is dropped (what it pins — a
+/// streamed snapshot's files — may then go), not sooner; a follower that needs one later gets
+/// a new one.
+#[test]
+fn an_idle_snapshot_is_released_and_built_again_when_needed() {
+    let mut c = Cluster::new(53, 3, 1, Config::default());
+    with_jobs(&mut c);
+    let leader = c.elect(1);
+    let lagging = *c.peers.iter().find(|&&p| p != leader).unwrap();
+    assert!(
+        c.node(leader).release_idle_snapshot(1, 5_000).unwrap(),
+        "none held"
+    );
+    c.crash(lagging);
+    write_and_compact(&mut c, "a", 10);
+    c.start(lagging);
+    assert!(run_until(&mut c, 10_000, |c| c.model(lagging, 1).restores == 1));
+    let released = |m: &Metrics| Metrics::get(&m.snapshots.released);
+    assert!(
+        !c.node(leader).release_idle_snapshot(1, 5_000).unwrap(),
+        "just sent"
+    );
+    run_until(&mut c, 5_500, |_| false);
+    assert!(c.node(leader).release_idle_snapshot(1, 5_000).unwrap());
+    assert_eq!(metric(&mut c, leader, released), 1);
+    assert!(c.node(leader).release_idle_snapshot(1, 5_000).unwrap());
+    assert_eq!(metric(&mut c, leader, released), 1, "released once");
+
+    let built = metric(&mut c, leader, generated);
+    c.crash(lagging);
+    write_and_compact(&mut c, "b", 10);
+    c.start(lagging);
+    assert!(run_until(&mut c, 10_000, |c| c.model(lagging, 1).restores == 2));
+    assert_eq!(metric(&mut c, leader, generated), built + 1);
     c.heal_and_check();
 }
