@@ -14,6 +14,9 @@
 //! (empty: none), u32 tags × { str16 key, str16 value }, u32 attributes × { same }`, written only
 //! when a series declares one of them.
 //!
+//! So were kinds 22 and 23 (REVIEW H3): REREGISTER_DATA_NODE `u64 id, u64 stored epoch, str16
+//! internal, str16 rpc` and CONFIRM_INCARNATION `u64 id, u64 epoch`.
+//!
 //! So were kinds 19 and 20, the table model's. CREATE_TABLE: `str16 database, str16 table, i64
 //! ttl_ms (0: none), u8 flags (1 if_not_exists, 2 extend), u32 columns × { str16 name, u8
 //! category (TAG 0, FIELD 1, ATTRIBUTE 2), u8 type }`. SET_DEVICE_ATTRIBUTES: `str16 database,
@@ -79,6 +82,29 @@ pub enum Command {
         internal_address: String,
         /// `host:port` of its session service.
         rpc_address: String,
+    },
+    /// A DataNode with a stored identity registers again, telling the incarnation its data
+    /// directory holds. Refused when that is below the highest incarnation the registry saw it
+    /// run: the directory was restored from an older backup (REVIEW H3), so its raft logs and
+    /// votes are older than what the node said and did since. Replaces `RegisterDataNode` with
+    /// an id, which a DataNode that predates it still sends (and which applies as it did).
+    ReregisterDataNode {
+        /// The stored id.
+        data_node_id: u64,
+        /// The stored incarnation epoch (at least 1).
+        stored_epoch: u64,
+        /// `host:port` of its internal service.
+        internal_address: String,
+        /// `host:port` of its session service.
+        rpc_address: String,
+    },
+    /// The leader heard from a DataNode's incarnation `incarnation_epoch` (a heartbeat reply):
+    /// that incarnation ran, so a data directory holding an older one is stale.
+    ConfirmIncarnation {
+        /// The DataNode.
+        data_node_id: u64,
+        /// The incarnation that answered.
+        incarnation_epoch: u64,
     },
     /// The leader's failure detector changed a DataNode's status.
     SetDataNodeStatus {
@@ -251,6 +277,8 @@ mod kind {
     pub const CREATE_TABLE: u8 = 19;
     pub const SET_DEVICE_ATTRIBUTES: u8 = 20;
     pub const BEGIN_DROP_TABLE: u8 = 21;
+    pub const REREGISTER_DATA_NODE: u8 = 22;
+    pub const CONFIRM_INCARNATION: u8 = 23;
 }
 
 impl Command {
@@ -276,6 +304,26 @@ impl Command {
                 w.u8(kind::REGISTER_NEW_DATA_NODE);
                 w.str16(internal_address);
                 w.str16(rpc_address);
+            }
+            Command::ReregisterDataNode {
+                data_node_id,
+                stored_epoch,
+                internal_address,
+                rpc_address,
+            } => {
+                w.u8(kind::REREGISTER_DATA_NODE);
+                w.u64(*data_node_id);
+                w.u64(*stored_epoch);
+                w.str16(internal_address);
+                w.str16(rpc_address);
+            }
+            Command::ConfirmIncarnation {
+                data_node_id,
+                incarnation_epoch,
+            } => {
+                w.u8(kind::CONFIRM_INCARNATION);
+                w.u64(*data_node_id);
+                w.u64(*incarnation_epoch);
             }
             Command::SetDataNodeStatus {
                 data_node_id,
@@ -458,6 +506,16 @@ impl Command {
             kind::REGISTER_NEW_DATA_NODE => Command::RegisterNewDataNode {
                 internal_address: r.str16()?,
                 rpc_address: r.str16()?,
+            },
+            kind::REREGISTER_DATA_NODE => Command::ReregisterDataNode {
+                data_node_id: r.u64()?,
+                stored_epoch: r.u64()?,
+                internal_address: r.str16()?,
+                rpc_address: r.str16()?,
+            },
+            kind::CONFIRM_INCARNATION => Command::ConfirmIncarnation {
+                data_node_id: r.u64()?,
+                incarnation_epoch: r.u64()?,
             },
             kind::SET_DATA_NODE_STATUS => {
                 let data_node_id = r.u64()?;

@@ -91,6 +91,10 @@ pub struct DataNodeRecord {
     pub rpc_address: String,
     /// Rises on every registration; never on renewal.
     pub incarnation_epoch: u64,
+    /// The highest incarnation this DataNode proved it ran: the stored one a registration
+    /// carried, or one that answered the leader's heartbeat. A data directory holding an older
+    /// one was restored from a backup, and is refused (REVIEW H3). 0: none proved yet.
+    pub confirmed_epoch: u64,
     /// As judged by the leader's failure detector.
     pub status: NodeStatus,
 }
@@ -806,6 +810,16 @@ impl MetadataState {
                 internal_address,
                 rpc_address,
             } => self.register(0, internal_address, rpc_address, false),
+            Command::ReregisterDataNode {
+                data_node_id,
+                stored_epoch,
+                internal_address,
+                rpc_address,
+            } => self.reregister(*data_node_id, *stored_epoch, internal_address, rpc_address),
+            Command::ConfirmIncarnation {
+                data_node_id,
+                incarnation_epoch,
+            } => self.confirm_incarnation(*data_node_id, *incarnation_epoch),
             Command::SetDataNodeStatus {
                 data_node_id,
                 status,
@@ -1237,62 +1251,6 @@ impl MetadataState {
         self.tables.get(&(database.to_string(), table.to_string()))
     }
 
-    fn register(
-        &mut self,
-        data_node_id: u64,
-        internal_address: &str,
-        rpc_address: &str,
-        reuse_by_address: bool,
-    ) -> Result<CommandResult, MetadataError> {
-        for address in [internal_address, rpc_address] {
-            if address.is_empty() || address.len() > PATH_BYTES_MAX {
-                return Err(MetadataError::IllegalPath {
-                    path: address.to_string(),
-                    reason: "an address is 1 to 1024 bytes of host:port",
-                });
-            }
-        }
-        // Without an id the node is new (`RegisterNewDataNode`). Only entries written before
-        // that command (`RegisterDataNode` with id 0) gave a known internal address its old id,
-        // and they replay as they applied.
-        let id = if data_node_id != 0 {
-            data_node_id
-        } else if reuse_by_address {
-            self.data_nodes
-                .values()
-                .find(|n| n.internal_address == internal_address)
-                .map_or(self.next_data_node_id, |n| n.id)
-        } else {
-            self.next_data_node_id
-        };
-        if !self.data_nodes.contains_key(&id) && self.data_nodes.len() >= DATA_NODES_MAX {
-            return Err(MetadataError::Limit(format!(
-                "{DATA_NODES_MAX} DataNodes registered"
-            )));
-        }
-        let node = self.data_nodes.entry(id).or_insert(DataNodeRecord {
-            id,
-            internal_address: String::new(),
-            rpc_address: String::new(),
-            incarnation_epoch: 0,
-            status: NodeStatus::Running,
-        });
-        node.internal_address = internal_address.to_string();
-        node.rpc_address = rpc_address.to_string();
-        node.incarnation_epoch += 1;
-        // A node being removed stays so when it restarts (REMOVE DATANODE is final).
-        if node.status != NodeStatus::Removing {
-            node.status = NodeStatus::Running;
-        }
-        let epoch = node.incarnation_epoch;
-        self.next_data_node_id = self.next_data_node_id.max(id + 1);
-        self.bump();
-        Ok(CommandResult::Registered {
-            data_node_id: id,
-            incarnation_epoch: epoch,
-        })
-    }
-
     fn create_database(&mut self, database: &str) -> Result<(), MetadataError> {
         DatabasePath::parse(database, PATH_BYTES_MAX).map_err(illegal)?;
         if let Some(pending) = self.databases.get(database) {
@@ -1701,8 +1659,10 @@ impl MetadataState {
         Ok(())
     }
 
-    /// Magic of the snapshot encoding (version 7).
-    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP7";
+    /// Magic of the snapshot encoding (version 8).
+    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP8";
+    /// Magic of version 7, still read: no confirmed incarnations (0, none proved).
+    pub const SNAPSHOT_MAGIC_V7: &'static [u8; 8] = b"FPCNSNP7";
     /// Magic of version 6, still read: no tables.
     pub const SNAPSHOT_MAGIC_V6: &'static [u8; 8] = b"FPCNSNP6";
     /// Magic of version 5, still read: no aliases, tags or attributes.
@@ -1716,7 +1676,11 @@ impl MetadataState {
     /// Magic of version 1, still read: no TTL table, no operation kind 3.
     pub const SNAPSHOT_MAGIC_V1: &'static [u8; 8] = b"FPCNSNP1";
 
-    /// The snapshot encoding, version 7: version 6 followed by the tables of the table model
+    /// The snapshot encoding, version 8: version 7 followed by the DataNodes' confirmed
+    /// incarnations (`u64 id, u64 confirmed epoch`, a u32 count then items, by id; only those
+    /// above 0) before the CRC.
+    ///
+    /// Version 7: version 6 followed by the tables of the table model
     /// (`str16 database, str16 table, i64 ttl_ms (0: none), u32 columns × { str16 name, u8
     /// category, u8 type }, u32 devices × { u32 tags × { bool present, [str16 value] }, u32
     /// attributes × { str16 name, str16 value } }`, a u32 count then items, by database and
@@ -1857,6 +1821,7 @@ impl MetadataState {
                 crate::command::encode_device(w, tags, attributes);
             }
         }
+        registry::encode_confirmed(w, &self.data_nodes);
     }
 
     /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
@@ -1865,6 +1830,7 @@ impl MetadataState {
             bytes,
             &[
                 Self::SNAPSHOT_MAGIC,
+                Self::SNAPSHOT_MAGIC_V7,
                 Self::SNAPSHOT_MAGIC_V6,
                 Self::SNAPSHOT_MAGIC_V5,
                 Self::SNAPSHOT_MAGIC_V4,
@@ -1901,6 +1867,7 @@ impl MetadataState {
                     internal_address,
                     rpc_address,
                     incarnation_epoch,
+                    confirmed_epoch: 0,
                     status,
                 },
             );
@@ -1913,7 +1880,7 @@ impl MetadataState {
             let key = (r.str16()?, r.str16()?);
             let data_type = r.data_type()?;
             let pending_delete = r.bool()?;
-            let codec = if magic <= 4 {
+            let codec = if magic <= 5 {
                 let encoding = r.str16()?;
                 let compressor = r.str16()?;
                 match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
@@ -1963,8 +1930,8 @@ impl MetadataState {
             let kind = match r.u8()? {
                 1 => OperationKind::DeleteTimeseries(decode_series_keys(&mut r)?),
                 2 => OperationKind::DropDatabase(r.str16()?),
-                3 if magic <= 5 => OperationKind::SetTtl(r.str16()?),
-                4 if magic == 0 => OperationKind::DropTable {
+                3 if magic <= 6 => OperationKind::SetTtl(r.str16()?),
+                4 if magic <= 1 => OperationKind::DropTable {
                     database: r.str16()?,
                     table: r.str16()?,
                     series: decode_series_keys(&mut r)?,
@@ -1973,9 +1940,9 @@ impl MetadataState {
             };
             s.operations.insert(id, kind);
         }
-        // Magic 0 is version 7, 1 version 6, 2 version 5, 3 version 4, 4 version 3, 5 version
-        // 2; version 1 has no TTL table.
-        if magic <= 5 {
+        // Magic 0 is version 8, 1 version 7, 2 version 6, 3 version 5, 4 version 4, 5 version 3,
+        // 6 version 2; version 1 has no TTL table.
+        if magic <= 6 {
             for _ in 0..r.count(10)? {
                 let db = r.str16()?;
                 let ttl_ms = r.i64()?;
@@ -1985,7 +1952,7 @@ impl MetadataState {
                 s.ttls.insert(db, ttl_ms);
             }
         }
-        if magic <= 3 {
+        if magic <= 4 {
             for _ in 0..r.count(24)? {
                 let region = r.u64()?;
                 let (from, to) = (r.u64()?, r.u64()?);
@@ -1996,7 +1963,7 @@ impl MetadataState {
             }
         }
         // Versions before 5 knew no users: root alone, with its initial password.
-        if magic <= 2 {
+        if magic <= 3 {
             for _ in 0..r.count(4)? {
                 let username = r.str16()?;
                 let hash = r.str16()?;
@@ -2012,7 +1979,7 @@ impl MetadataState {
             }
         }
         // Versions before 6 knew no aliases, tags or attributes.
-        if magic <= 1 {
+        if magic <= 2 {
             for _ in 0..r.count(14)? {
                 let key = (r.str16()?, r.str16()?);
                 let meta = crate::command::decode_meta(&mut r)?;
@@ -2026,7 +1993,7 @@ impl MetadataState {
             }
         }
         // Versions before 7 knew no tables.
-        if magic == 0 {
+        if magic <= 1 {
             for _ in 0..r.count(20)? {
                 let key = (r.str16()?, r.str16()?);
                 let ttl_ms = r.i64()?;
@@ -2047,6 +2014,10 @@ impl MetadataState {
                 s.tables.insert(key, TableRecord { schema, devices });
             }
         }
+        // Versions before 8 knew no confirmed incarnations.
+        if magic == 0 {
+            registry::decode_confirmed(&mut r, &mut s.data_nodes)?;
+        }
         r.finish()?;
         // The allocation index is derived, so it is rebuilt here, never read from the bytes.
         s.index = match PartitionIndex::build(&s.partitions, &s.regions) {
@@ -2062,5 +2033,6 @@ impl MetadataState {
     }
 }
 
+mod registry;
 #[cfg(test)]
 mod tests;

@@ -162,6 +162,26 @@ fn golden_vectors() {
         },
         &[2, 11, 3, 0, b'h', b':', b'1', 3, 0, b'h', b':', b'2'],
     );
+    // A registration with the stored identity (kind 22) and a heartbeat's confirmation (23).
+    golden(
+        Command::ReregisterDataNode {
+            data_node_id: 3,
+            stored_epoch: 7,
+            internal_address: "h:1".into(),
+            rpc_address: "h:2".into(),
+        },
+        &[
+            2, 22, 3, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 3, 0, b'h', b':', b'1', 3, 0,
+            b'h', b':', b'2',
+        ],
+    );
+    golden(
+        Command::ConfirmIncarnation {
+            data_node_id: 3,
+            incarnation_epoch: 8,
+        },
+        &[2, 23, 3, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0],
+    );
     // The user commands (kinds 15 to 17).
     golden(
         Command::CreateUser {
@@ -294,6 +314,18 @@ pub(crate) fn arb_command() -> impl Strategy<Value = Command> {
         (name, name).prop_map(|(a, b)| Command::RegisterNewDataNode {
             internal_address: a,
             rpc_address: b,
+        }),
+        (1u64..4, 1u64..6, name, name).prop_map(|(id, stored, a, b)| {
+            Command::ReregisterDataNode {
+                data_node_id: id,
+                stored_epoch: stored,
+                internal_address: a,
+                rpc_address: b,
+            }
+        }),
+        (1u64..5, 1u64..8).prop_map(|(id, epoch)| Command::ConfirmIncarnation {
+            data_node_id: id,
+            incarnation_epoch: epoch,
         }),
         (1u64..4, 1u64..5, 1u64..5).prop_map(|(region_id, from, to)| {
             Command::BeginRegionMigration {

@@ -37,6 +37,22 @@ impl Harness {
     }
 }
 
+/// A version-8 snapshot with no confirmed incarnation as version 7 wrote it: without the
+/// (empty) table, under its magic, with its CRC.
+fn as_version_7(v8: &[u8]) -> Vec<u8> {
+    assert_eq!(&v8[..8], b"FPCNSNP8");
+    assert_eq!(
+        &v8[v8.len() - 8..v8.len() - 4],
+        &[0, 0, 0, 0],
+        "confirmed incarnations"
+    );
+    let mut v7 = v8[..v8.len() - 8].to_vec();
+    v7[..8].copy_from_slice(b"FPCNSNP7");
+    let crc = crc32fast::hash(&v7);
+    v7.extend_from_slice(&crc.to_le_bytes());
+    v7
+}
+
 fn spec(device: &str, measurement: &str, data_type: DataType) -> SeriesSpec {
     SeriesSpec {
         device: device.into(),
@@ -827,7 +843,7 @@ fn snapshot_golden_vector() {
     let mut h = Harness::new();
     h.register(0, "a");
     let bytes = h.state.encode_snapshot();
-    let mut expected: Vec<u8> = b"FPCNSNP7".to_vec();
+    let mut expected: Vec<u8> = b"FPCNSNP8".to_vec();
     for v in [1u64, 1, 2, 1, 1] {
         // applied index, metadata version, next DataNode / region / operation ids
         expected.extend_from_slice(&v.to_le_bytes());
@@ -837,9 +853,9 @@ fn snapshot_golden_vector() {
     expected.extend_from_slice(&[1, 0, b'a', 5, 0, b'a', b'-', b'r', b'p', b'c']);
     expected.extend_from_slice(&1u64.to_le_bytes()); // epoch
     expected.push(0); // Running
-    for _ in 0..10 {
+    for _ in 0..11 {
         // databases, series, partitions, regions, operations, TTLs, migrations, users,
-        // series meta, tables
+        // series meta, tables, confirmed incarnations (none: registered with the old command)
         expected.extend_from_slice(&[0, 0, 0, 0]);
     }
     let crc = crc32fast::hash(&expected);
@@ -853,12 +869,13 @@ fn snapshot_golden_vector() {
     })
     .unwrap();
     let bytes = h.state.encode_snapshot();
-    let mut expected = expected[..expected.len() - 16].to_vec();
+    let mut expected = expected[..expected.len() - 20].to_vec();
     expected[8..16].copy_from_slice(&2u64.to_le_bytes()); // applied index
     expected.extend_from_slice(&[1, 0, 0, 0, 2, 0, b'a', b'l', 11, 0]);
     expected.extend_from_slice(b"$argon2id$h");
     expected.extend_from_slice(&[0, 0, 0, 0]); // series meta
     expected.extend_from_slice(&[0, 0, 0, 0]); // tables
+    expected.extend_from_slice(&[0, 0, 0, 0]); // confirmed incarnations
     let crc = crc32fast::hash(&expected);
     expected.extend_from_slice(&crc.to_le_bytes());
     assert_eq!(bytes, expected);
@@ -929,7 +946,7 @@ fn aliases_are_unique_per_device_and_meta_follows_the_series() {
     // A version-5 snapshot (no meta table) of a state without meta decodes.
     let mut plain = Harness::new();
     plain.register(0, "a");
-    let v7 = plain.state.encode_snapshot();
+    let v7 = as_version_7(&plain.state.encode_snapshot());
     // Version 7 less its (empty) tables and series meta and CRC.
     let mut v5 = v7[..v7.len() - 12].to_vec();
     v5[..8].copy_from_slice(b"FPCNSNP5");
@@ -1105,7 +1122,7 @@ fn tables_are_created_extended_snapshotted_and_dropped() {
     assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
     let mut plain = Harness::new();
     plain.register(0, "a");
-    let v7 = plain.state.encode_snapshot();
+    let v7 = as_version_7(&plain.state.encode_snapshot());
     let mut v6 = v7[..v7.len() - 8].to_vec();
     v6[..8].copy_from_slice(b"FPCNSNP6");
     let crc = crc32fast::hash(&v6);
@@ -1237,7 +1254,7 @@ fn drop_table_takes_the_table_at_once_and_its_series_at_the_finish() {
 fn snapshot_version_4_decodes_with_root_alone() {
     let mut h = Harness::new();
     h.register(0, "a");
-    let v7 = h.state.encode_snapshot();
+    let v7 = as_version_7(&h.state.encode_snapshot());
     // Version 7 less its (empty) tables, series meta and users and CRC.
     let mut v4 = v7[..v7.len() - 16].to_vec();
     v4[..8].copy_from_slice(b"FPCNSNP4");
@@ -1259,7 +1276,7 @@ fn snapshot_version_4_decodes_with_root_alone() {
 fn snapshot_version_2_decodes_and_version_3_keeps_declarations() {
     let mut h = Harness::new();
     h.register(0, "a");
-    let v7 = h.state.encode_snapshot();
+    let v7 = as_version_7(&h.state.encode_snapshot());
     // Version 7 less its (empty) migrations, users, series meta and tables and CRC.
     let mut v2 = v7[..v7.len() - 20].to_vec();
     v2[..8].copy_from_slice(b"FPCNSNP2");
@@ -1530,13 +1547,14 @@ fn a_snapshot_with_a_bad_user_does_not_decode() {
         // An empty state's snapshot less its empty users table and CRC, then the bad table
         // (as a writer without the encoder's checks would have left it).
         let empty = MetadataState::new().encode_snapshot();
-        let mut bytes = empty[..empty.len() - 16].to_vec();
+        let mut bytes = empty[..empty.len() - 20].to_vec();
         let mut w = Writer::new();
         w.len32(1);
         w.str16(name);
         w.str16(hash);
         w.len32(0); // series meta
         w.len32(0); // tables
+        w.len32(0); // confirmed incarnations
         bytes.extend_from_slice(&w.into_bytes());
         let crc = crc32fast::hash(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());

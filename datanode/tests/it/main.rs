@@ -32,6 +32,7 @@ mod cluster;
 mod drop_region;
 mod flood;
 mod harness;
+mod identity;
 mod idle_migration;
 mod raft_region;
 mod state_machine;
