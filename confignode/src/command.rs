@@ -14,13 +14,16 @@
 //! (empty: none), u32 tags × { str16 key, str16 value }, u32 attributes × { same }`, written only
 //! when a series declares one of them.
 //!
+//! So were kinds 22 and 23 (REVIEW H3): REREGISTER_DATA_NODE `u64 id, u64 stored epoch, str16
+//! internal, str16 rpc` and CONFIRM_INCARNATION `u64 id, u64 epoch`.
+//!
 //! So were kinds 19 and 20, the table model's. CREATE_TABLE: `str16 database, str16 table, i64
 //! ttl_ms (0: none), u8 flags (1 if_not_exists, 2 extend), u32 columns × { str16 name, u8
 //! category (TAG 0, FIELD 1, ATTRIBUTE 2), u8 type }`. SET_DEVICE_ATTRIBUTES: `str16 database,
 //! str16 table, u32 devices × { u32 tags × { bool present, [str16 value] }, u32 attributes ×
 //! { str16 name, str16 value } }`.
 //!
-//! So were kinds 22 and 23, the fence of table writes (REVIEW N1). CREATE_TABLE_SERIES: `str16
+//! So were kinds 24 and 25, the fence of table writes (REVIEW N1). CREATE_TABLE_SERIES: `str16
 //! database, str16 table, u64 created_version`, then kind 4's fields without `auto_create`
 //! (series a table write creates declare nothing). SET_TABLE_DEVICE_ATTRIBUTES: `u64
 //! table_version`, then kind 20's fields; SetDeviceAttributes with table version 0 is written as
@@ -85,6 +88,29 @@ pub enum Command {
         internal_address: String,
         /// `host:port` of its session service.
         rpc_address: String,
+    },
+    /// A DataNode with a stored identity registers again, telling the incarnation its data
+    /// directory holds. Refused when that is below the highest incarnation the registry saw it
+    /// run: the directory was restored from an older backup (REVIEW H3), so its raft logs and
+    /// votes are older than what the node said and did since. Replaces `RegisterDataNode` with
+    /// an id, which a DataNode that predates it still sends (and which applies as it did).
+    ReregisterDataNode {
+        /// The stored id.
+        data_node_id: u64,
+        /// The stored incarnation epoch (at least 1).
+        stored_epoch: u64,
+        /// `host:port` of its internal service.
+        internal_address: String,
+        /// `host:port` of its session service.
+        rpc_address: String,
+    },
+    /// The leader heard from a DataNode's incarnation `incarnation_epoch` (a heartbeat reply):
+    /// that incarnation ran, so a data directory holding an older one is stale.
+    ConfirmIncarnation {
+        /// The DataNode.
+        data_node_id: u64,
+        /// The incarnation that answered.
+        incarnation_epoch: u64,
     },
     /// The leader's failure detector changed a DataNode's status.
     SetDataNodeStatus {
@@ -282,9 +308,11 @@ mod kind {
     pub const CREATE_TABLE: u8 = 19;
     pub const SET_DEVICE_ATTRIBUTES: u8 = 20;
     pub const BEGIN_DROP_TABLE: u8 = 21;
-    pub const CREATE_TABLE_SERIES: u8 = 22;
+    pub const REREGISTER_DATA_NODE: u8 = 22;
+    pub const CONFIRM_INCARNATION: u8 = 23;
+    pub const CREATE_TABLE_SERIES: u8 = 24;
     /// SET_DEVICE_ATTRIBUTES preceded by the table version it was derived from.
-    pub const SET_TABLE_DEVICE_ATTRIBUTES: u8 = 23;
+    pub const SET_TABLE_DEVICE_ATTRIBUTES: u8 = 25;
 }
 
 impl Command {
@@ -310,6 +338,26 @@ impl Command {
                 w.u8(kind::REGISTER_NEW_DATA_NODE);
                 w.str16(internal_address);
                 w.str16(rpc_address);
+            }
+            Command::ReregisterDataNode {
+                data_node_id,
+                stored_epoch,
+                internal_address,
+                rpc_address,
+            } => {
+                w.u8(kind::REREGISTER_DATA_NODE);
+                w.u64(*data_node_id);
+                w.u64(*stored_epoch);
+                w.str16(internal_address);
+                w.str16(rpc_address);
+            }
+            Command::ConfirmIncarnation {
+                data_node_id,
+                incarnation_epoch,
+            } => {
+                w.u8(kind::CONFIRM_INCARNATION);
+                w.u64(*data_node_id);
+                w.u64(*incarnation_epoch);
             }
             Command::SetDataNodeStatus {
                 data_node_id,
@@ -516,6 +564,16 @@ impl Command {
             kind::REGISTER_NEW_DATA_NODE => Command::RegisterNewDataNode {
                 internal_address: r.str16()?,
                 rpc_address: r.str16()?,
+            },
+            kind::REREGISTER_DATA_NODE => Command::ReregisterDataNode {
+                data_node_id: r.u64()?,
+                stored_epoch: r.u64()?,
+                internal_address: r.str16()?,
+                rpc_address: r.str16()?,
+            },
+            kind::CONFIRM_INCARNATION => Command::ConfirmIncarnation {
+                data_node_id: r.u64()?,
+                incarnation_epoch: r.u64()?,
             },
             kind::SET_DATA_NODE_STATUS => {
                 let data_node_id = r.u64()?;
@@ -903,557 +961,4 @@ pub(crate) fn decode_meta(r: &mut Reader<'_>) -> common::codec::DecodeResult<Ser
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn golden(command: Command, bytes: &[u8]) {
-        assert_eq!(command.encode(), bytes, "{command:?}");
-        assert_eq!(Command::decode(bytes).unwrap(), command);
-    }
-
-    /// Every kind as version 1 wrote it (the bytes of logs written before the partition cap).
-    fn version_1_vectors() -> Vec<(Command, Vec<u8>)> {
-        vec![
-            (
-                Command::RegisterDataNode {
-                    data_node_id: 7,
-                    internal_address: "h:1".into(),
-                    rpc_address: "h:2".into(),
-                },
-                vec![
-                    1, 1, 7, 0, 0, 0, 0, 0, 0, 0, 3, 0, b'h', b':', b'1', 3, 0, b'h', b':', b'2',
-                ],
-            ),
-            (
-                Command::SetDataNodeStatus {
-                    data_node_id: 2,
-                    status: NodeStatus::Unknown,
-                },
-                vec![1, 2, 2, 0, 0, 0, 0, 0, 0, 0, 1],
-            ),
-            (
-                Command::CreateDatabase {
-                    database: "root.a".into(),
-                },
-                vec![1, 3, 6, 0, b'r', b'o', b'o', b't', b'.', b'a'],
-            ),
-            (
-                Command::CreateTimeseries {
-                    series: vec![SeriesSpec {
-                        device: "d".into(),
-                        measurement: "s".into(),
-                        data_type: DataType::Double,
-                        codec: SeriesCodec::default(),
-                        meta: SeriesMeta::default(),
-                    }],
-                    auto_create: true,
-                },
-                vec![1, 4, 1, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 4],
-            ),
-            (
-                Command::AllocatePartitions {
-                    database: "x".into(),
-                    slots: vec![(3, -1)],
-                    replication_factor: 3,
-                    region_groups_max: 2,
-                    database_partitions_max: u64::MAX,
-                },
-                vec![
-                    1, 5, 1, 0, b'x', 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0xff, 0xff,
-                    0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                ],
-            ),
-            (
-                Command::BeginDeleteTimeseries {
-                    series: vec![("d".into(), "s".into())],
-                },
-                vec![1, 6, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's'],
-            ),
-            (
-                Command::BeginDropDatabase {
-                    database: "x".into(),
-                },
-                vec![1, 7, 1, 0, b'x'],
-            ),
-            (
-                Command::FinishOperation { operation_id: 258 },
-                vec![1, 8, 2, 1, 0, 0, 0, 0, 0, 0],
-            ),
-        ]
-    }
-
-    #[test]
-    fn golden_vectors() {
-        // Version 2 changed only AllocatePartitions: every other kind is its version-1 bytes
-        // under the new version byte.
-        for (command, v1) in version_1_vectors() {
-            if matches!(command, Command::AllocatePartitions { .. }) {
-                continue;
-            }
-            let mut v2 = v1.clone();
-            v2[0] = 2;
-            golden(command, &v2);
-        }
-        golden(
-            Command::AllocatePartitions {
-                database: "x".into(),
-                slots: vec![(3, -1)],
-                replication_factor: 3,
-                region_groups_max: 2,
-                database_partitions_max: 0x0102,
-            },
-            &[
-                2, 5, 1, 0, b'x', 3, 0, 0, 0, 2, 0, 0, 0, // version, kind, db, rf, groups
-                2, 1, 0, 0, 0, 0, 0, 0, // database_partitions_max 0x0102
-                1, 0, 0, 0, 3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            ],
-        );
-        golden(
-            Command::BeginSetTtl {
-                database: "x".into(),
-                ttl_ms: Some(0x0102),
-            },
-            &[2, 9, 1, 0, b'x', 2, 1, 0, 0, 0, 0, 0, 0],
-        );
-        golden(
-            Command::BeginSetTtl {
-                database: "x".into(),
-                ttl_ms: None,
-            },
-            &[2, 9, 1, 0, b'x', 0, 0, 0, 0, 0, 0, 0, 0],
-        );
-        // A series with a declared encoding: kind 10, the names after the type.
-        golden(
-            Command::CreateTimeseries {
-                series: vec![SeriesSpec {
-                    device: "d".into(),
-                    measurement: "s".into(),
-                    data_type: DataType::Int64,
-                    codec: SeriesCodec::parse(DataType::Int64, Some("RLE"), None).unwrap(),
-                    meta: SeriesMeta::default(),
-                }],
-                auto_create: false,
-            },
-            &[
-                2, 10, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 2, 3, 0, b'R', b'L', b'E', 0, 0,
-            ],
-        );
-        // A series with an alias, tags and attributes: kind 18, kind 10's names and then them.
-        golden(
-            Command::CreateTimeseries {
-                series: vec![SeriesSpec {
-                    device: "d".into(),
-                    measurement: "s".into(),
-                    data_type: DataType::Int64,
-                    codec: SeriesCodec::default(),
-                    meta: SeriesMeta {
-                        alias: Some("a".into()),
-                        tags: [("k".to_string(), "v".to_string())].into(),
-                        attributes: Default::default(),
-                    },
-                }],
-                auto_create: false,
-            },
-            &[
-                2, 18, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 2, 0, 0, 0, 0, 1, 0, b'a', 1, 0, 0,
-                0, 1, 0, b'k', 1, 0, b'v', 0, 0, 0, 0,
-            ],
-        );
-        // A registration without an id (kind 11): always a new node.
-        golden(
-            Command::RegisterNewDataNode {
-                internal_address: "h:1".into(),
-                rpc_address: "h:2".into(),
-            },
-            &[2, 11, 3, 0, b'h', b':', b'1', 3, 0, b'h', b':', b'2'],
-        );
-        // The user commands (kinds 15 to 17).
-        golden(
-            Command::CreateUser {
-                username: "al".into(),
-                password_hash: "$h".into(),
-            },
-            &[2, 15, 2, 0, b'a', b'l', 2, 0, b'$', b'h'],
-        );
-        golden(
-            Command::DropUser {
-                username: "al".into(),
-            },
-            &[2, 16, 2, 0, b'a', b'l'],
-        );
-        golden(
-            Command::SetUserPassword {
-                username: "root".into(),
-                password_hash: "$h".into(),
-            },
-            &[2, 17, 4, 0, b'r', b'o', b'o', b't', 2, 0, b'$', b'h'],
-        );
-        // The table model (kinds 19 and 20).
-        golden(
-            Command::CreateTable {
-                database: "x".into(),
-                table: TableSchema {
-                    name: "t".into(),
-                    columns: vec![TableColumn {
-                        name: "c".into(),
-                        category: Category::Attribute,
-                        data_type: DataType::String,
-                    }],
-                    ttl_ms: Some(0x0102),
-                },
-                if_not_exists: false,
-                extend: true,
-            },
-            &[
-                2, 19, 1, 0, b'x', 1, 0, b't', 2, 1, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 1, 0, b'c',
-                2, 11,
-            ],
-        );
-        golden(
-            Command::SetDeviceAttributes {
-                database: "x".into(),
-                table: "t".into(),
-                table_version: 0,
-                devices: vec![(
-                    vec![None, Some("a".into())],
-                    [("k".to_string(), "v".to_string())].into(),
-                )],
-            },
-            &[
-                2, 20, 1, 0, b'x', 1, 0, b't', 1, 0, 0, 0, 2, 0, 0, 0, 0, 1, 1, 0, b'a', 1, 0, 0,
-                0, 1, 0, b'k', 1, 0, b'v',
-            ],
-        );
-        golden(
-            Command::BeginDropTable {
-                database: "x".into(),
-                table: "t".into(),
-            },
-            &[2, 21, 1, 0, b'x', 1, 0, b't'],
-        );
-        // The fence of table writes (kinds 22 and 23).
-        golden(
-            Command::CreateTableSeries {
-                origin: TableOrigin {
-                    database: "x".into(),
-                    table: "t".into(),
-                    created_version: 0x0102,
-                },
-                series: vec![SeriesSpec {
-                    device: "x.t".into(),
-                    measurement: "v".into(),
-                    data_type: DataType::Double,
-                    codec: SeriesCodec::default(),
-                    meta: SeriesMeta::default(),
-                }],
-            },
-            &[
-                2, 22, 1, 0, b'x', 1, 0, b't', 2, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 3, 0, b'x',
-                b'.', b't', 1, 0, b'v', 4,
-            ],
-        );
-        golden(
-            Command::SetDeviceAttributes {
-                database: "x".into(),
-                table: "t".into(),
-                table_version: 7,
-                devices: vec![(vec![Some("a".into())], BTreeMap::new())],
-            },
-            &[
-                2, 23, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0, b'x', 1, 0, b't', 1, 0, 0, 0, 1, 0, 0, 0, 1,
-                1, 0, b'a', 0, 0, 0, 0,
-            ],
-        );
-        let zero = [
-            2, 23, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, b'x', 1, 0, b't', 0, 0, 0, 0,
-        ];
-        assert!(
-            Command::decode(&zero).is_err(),
-            "kind 23 always names a table version"
-        );
-        // A name the type does not take is refused, not stored.
-        let bad = [
-            2, 10, 0, 1, 0, 0, 0, 1, 0, b'd', 1, 0, b's', 5, 3, 0, b'R', b'L', b'E', 0, 0,
-        ];
-        assert!(Command::decode(&bad).is_err());
-    }
-
-    #[test]
-    fn version_1_still_decodes_and_its_allocation_has_no_cap() {
-        for (command, v1) in version_1_vectors() {
-            assert_eq!(Command::decode(&v1).unwrap(), command, "{v1:?}");
-            // Every strict prefix is refused, never misread.
-            for len in 0..v1.len() {
-                assert!(Command::decode(&v1[..len]).is_err());
-            }
-        }
-    }
-
-    #[test]
-    fn result_golden_vectors() {
-        let cases = [
-            (CommandResult::Done, vec![0u8]),
-            (
-                CommandResult::Registered {
-                    data_node_id: 1,
-                    incarnation_epoch: 2,
-                },
-                vec![1, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0],
-            ),
-            (
-                CommandResult::RegionsCreated(vec![5]),
-                vec![2, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0],
-            ),
-            (
-                CommandResult::OperationBegun(9),
-                vec![3, 9, 0, 0, 0, 0, 0, 0, 0],
-            ),
-        ];
-        for (result, bytes) in cases {
-            assert_eq!(result.encode(), bytes);
-            assert_eq!(CommandResult::decode(&bytes).unwrap(), result);
-        }
-    }
-
-    #[test]
-    fn refuses_bad_input() {
-        assert!(Command::decode(&[]).is_err());
-        assert!(Command::decode(&[3, 8, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
-        assert!(Command::decode(&[0, 8, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
-        assert!(Command::decode(&[1, 99]).is_err());
-        assert!(Command::decode(&[2, 99]).is_err());
-        assert!(Command::decode(&[1, 8, 1, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
-        assert!(Command::decode(&[2, 8, 1, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
-        // A count far beyond the bytes present allocates nothing and fails.
-        assert!(Command::decode(&[1, 6, 0xff, 0xff, 0xff, 0xff]).is_err());
-        assert!(Command::decode(&[1, 2, 2, 0, 0, 0, 0, 0, 0, 0, 9]).is_err());
-    }
-
-    pub(crate) fn arb_command() -> impl Strategy<Value = Command> {
-        let name = "[a-c]{1,2}";
-        let dtype = (0u8..6).prop_map(|c| DataType::from_code(c).unwrap());
-        prop_oneof![
-            (0u64..4, name, name).prop_map(|(id, a, b)| Command::RegisterDataNode {
-                data_node_id: id,
-                internal_address: a,
-                rpc_address: b,
-            }),
-            (name, name).prop_map(|(a, b)| Command::RegisterNewDataNode {
-                internal_address: a,
-                rpc_address: b,
-            }),
-            (1u64..4, 1u64..5, 1u64..5).prop_map(|(region_id, from, to)| {
-                Command::BeginRegionMigration {
-                    region_id,
-                    from,
-                    to,
-                }
-            }),
-            (1u64..4, 1u64..5, 1u64..5).prop_map(|(region_id, from, to)| {
-                Command::FinishRegionMigration {
-                    region_id,
-                    from,
-                    to,
-                }
-            }),
-            (1u64..5).prop_map(|data_node_id| Command::RemoveDataNode { data_node_id }),
-            // Names with root among them, hashes that apply takes (the prefix) and refuses.
-            (
-                prop_oneof![Just("root".to_string()), name],
-                prop_oneof![
-                    "[a-c]{1,3}".prop_map(|h| format!("{}{h}", crate::users::PASSWORD_HASH_PREFIX)),
-                    Just("$bad".to_string()),
-                ],
-                0u8..3
-            )
-                .prop_map(|(username, password_hash, which)| match which {
-                    0 => Command::CreateUser {
-                        username,
-                        password_hash,
-                    },
-                    1 => Command::DropUser { username },
-                    _ => Command::SetUserPassword {
-                        username,
-                        password_hash,
-                    },
-                }),
-            (1u64..4, 0u8..3).prop_map(|(id, s)| Command::SetDataNodeStatus {
-                data_node_id: id,
-                status: NodeStatus::from_code(s).unwrap(),
-            }),
-            name.prop_map(|n| Command::CreateDatabase {
-                database: format!("root.{n}")
-            }),
-            (
-                prop::collection::vec((name, name, name, dtype), 0..4),
-                any::<bool>()
-            )
-                .prop_map(|(v, auto_create)| Command::CreateTimeseries {
-                    series: v
-                        .into_iter()
-                        .map(|(db, d, m, t)| SeriesSpec {
-                            device: format!("root.{db}.{d}"),
-                            // Every third series declares PLAIN + LZ4 (both fit every type).
-                            codec: if m.len() % 3 == 0 {
-                                SeriesCodec {
-                                    encoding: Some(codec::Encoding::Plain),
-                                    compressor: Some(codec::Compressor::Lz4),
-                                }
-                            } else {
-                                SeriesCodec::default()
-                            },
-                            // Every fourth has an alias and a tag.
-                            meta: if m.len() % 4 == 0 {
-                                SeriesMeta {
-                                    alias: Some(format!("{m}_alias")),
-                                    tags: [("unit".to_string(), m.clone())].into(),
-                                    attributes: Default::default(),
-                                }
-                            } else {
-                                SeriesMeta::default()
-                            },
-                            measurement: m,
-                            data_type: t,
-                        })
-                        .collect(),
-                    auto_create,
-                }),
-            (
-                name,
-                prop::collection::vec((0u32..8, -2i64..3), 0..5),
-                1u32..4,
-                1u32..4,
-                prop_oneof![Just(u64::MAX), 0u64..12],
-            )
-                .prop_map(|(n, slots, rf, groups, cap)| Command::AllocatePartitions {
-                    database: format!("root.{n}"),
-                    slots,
-                    replication_factor: rf,
-                    region_groups_max: groups,
-                    database_partitions_max: cap,
-                }),
-            prop::collection::vec((name, name, name), 0..3).prop_map(|v| {
-                Command::BeginDeleteTimeseries {
-                    series: v
-                        .into_iter()
-                        .map(|(db, d, m)| (format!("root.{db}.{d}"), m))
-                        .collect(),
-                }
-            }),
-            name.prop_map(|n| Command::BeginDropDatabase {
-                database: format!("root.{n}")
-            }),
-            (1u64..5).prop_map(|id| Command::FinishOperation { operation_id: id }),
-            // The table model: tables of a few columns of every category (some names clash,
-            // some types are not STRING), and attributes of their devices.
-            (
-                name,
-                name,
-                prop::collection::vec(
-                    (
-                        name,
-                        0u8..3,
-                        (0u8..12).prop_filter_map("a type", DataType::from_code)
-                    ),
-                    0..4
-                ),
-                prop_oneof![Just(None), (1i64..3).prop_map(Some)],
-                0u8..4,
-            )
-                .prop_map(|(db, t, columns, ttl_ms, flags)| Command::CreateTable {
-                    database: format!("root.{db}"),
-                    table: TableSchema {
-                        name: t,
-                        columns: columns
-                            .into_iter()
-                            .map(|(name, c, data_type)| TableColumn {
-                                name,
-                                category: Category::from_wire(c).unwrap(),
-                                data_type,
-                            })
-                            .collect(),
-                        ttl_ms,
-                    },
-                    if_not_exists: flags & 1 != 0,
-                    extend: flags & 2 != 0,
-                }),
-            (
-                name,
-                name,
-                prop::collection::vec(
-                    (
-                        prop::collection::vec(prop::option::of(name), 0..3),
-                        prop::collection::btree_map(name, name, 0..3),
-                    ),
-                    0..3
-                ),
-                0u64..3,
-            )
-                .prop_map(|(db, table, devices, table_version)| {
-                    Command::SetDeviceAttributes {
-                        database: format!("root.{db}"),
-                        table,
-                        table_version,
-                        devices,
-                    }
-                }),
-            (
-                name,
-                name,
-                0u64..6,
-                prop::collection::vec((name, name, 0u8..12), 0..3)
-            )
-                .prop_map(|(db, table, created_version, series)| {
-                    Command::CreateTableSeries {
-                        series: series
-                            .into_iter()
-                            .filter_map(|(tag, measurement, t)| {
-                                Some(SeriesSpec {
-                                    device: format!("root.{db}.{table}.-{tag}"),
-                                    measurement,
-                                    data_type: DataType::from_code(t)?,
-                                    codec: SeriesCodec::default(),
-                                    meta: SeriesMeta::default(),
-                                })
-                            })
-                            .collect(),
-                        origin: TableOrigin {
-                            database: format!("root.{db}"),
-                            table,
-                            created_version,
-                        },
-                    }
-                }),
-            (name, name).prop_map(|(db, table)| Command::BeginDropTable {
-                database: format!("root.{db}"),
-                table,
-            }),
-            (
-                name,
-                prop_oneof![
-                    Just(None),
-                    (-2i64..3)
-                        .prop_filter("0 is UNSET", |t| *t != 0)
-                        .prop_map(Some)
-                ]
-            )
-                .prop_map(|(n, ttl_ms)| Command::BeginSetTtl {
-                    database: format!("root.{n}"),
-                    ttl_ms,
-                }),
-        ]
-    }
-
-    proptest! {
-        #[test]
-        fn encode_decode_round_trip(command in arb_command()) {
-            let bytes = command.encode();
-            prop_assert_eq!(Command::decode(&bytes).unwrap(), command);
-            // Every strict prefix is refused, never misread.
-            for len in 0..bytes.len() {
-                prop_assert!(Command::decode(&bytes[..len]).is_err());
-            }
-        }
-    }
-}
+pub(crate) mod tests;

@@ -112,6 +112,23 @@ pub enum MetadataError {
     /// A column exists with another category or type.
     #[error("{0}")]
     ColumnMismatch(String),
+    /// A DataNode's data directory holds an incarnation older than one the registry saw it run:
+    /// it was restored from an older backup (REVIEW H3).
+    #[error(
+        "DataNode {data_node_id}'s data directory holds incarnation {stored_epoch}, but incarnation \
+         {confirmed_epoch} of it ran since: the directory was restored from an older backup (or \
+         a VM was rolled back), and its raft logs and votes are older than what the node did \
+         since, so it may not rejoin as DataNode {data_node_id}. Empty the data directory to \
+         rejoin as a new node (its regions then migrate to it)"
+    )]
+    StaleIncarnation {
+        /// The DataNode.
+        data_node_id: u64,
+        /// The incarnation its directory holds.
+        stored_epoch: u64,
+        /// The highest incarnation it ran.
+        confirmed_epoch: u64,
+    },
     /// The command did not decode.
     #[error("undecodable command: {0}")]
     Decode(#[from] DecodeError),

@@ -39,6 +39,9 @@ pub(crate) struct Leadership {
     leader_term: Mutex<Option<u64>>,
     running_operations: Mutex<BTreeSet<u64>>,
     heartbeat_sequence: AtomicU64,
+    /// Per DataNode, the incarnation whose confirmation this node proposed (REVIEW H3): one
+    /// proposal per new incarnation, not one per heartbeat reply until it commits.
+    confirming: Mutex<BTreeMap<u64, u64>>,
 }
 
 impl Leadership {
@@ -70,6 +73,7 @@ impl Leadership {
             leader_term: Mutex::new(None),
             running_operations: Mutex::new(BTreeSet::new()),
             heartbeat_sequence: AtomicU64::new(0),
+            confirming: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -297,7 +301,7 @@ impl Leadership {
         let Some(term) = leading_term else {
             return;
         };
-        let registry: Vec<(u64, u64, String, NodeStatus)> = self
+        let registry: Vec<(u64, u64, String, NodeStatus, u64)> = self
             .group
             .state()
             .data_nodes()
@@ -307,6 +311,7 @@ impl Leadership {
                     n.incarnation_epoch,
                     n.internal_address.clone(),
                     n.status,
+                    n.confirmed_epoch,
                 )
             })
             .collect();
@@ -317,7 +322,7 @@ impl Leadership {
         };
         let lease_holders = {
             let mut tracker = self.tracker.lock();
-            let ids: Vec<(u64, u64)> = registry.iter().map(|(id, e, _, _)| (*id, *e)).collect();
+            let ids: Vec<(u64, u64)> = registry.iter().map(|(id, e, _, _, _)| (*id, *e)).collect();
             tracker.sync_registry(&ids, now);
             tracker.lease_holders(now)
         };
@@ -331,7 +336,7 @@ impl Leadership {
             })
             .collect();
         let timeout = Duration::from_millis(self.config.heartbeat_interval_ms);
-        for (id, epoch, address, _) in &registry {
+        for (id, epoch, address, _, confirmed) in &registry {
             let request = proto::HeartbeatReq {
                 data_node_id: *id,
                 incarnation_epoch: *epoch,
@@ -347,19 +352,38 @@ impl Leadership {
             };
             let call = self.client.heartbeat(address, request);
             let shared = self.clone();
-            let (id, epoch) = (*id, *epoch);
+            let (id, epoch, confirmed) = (*id, *epoch, *confirmed);
             // Each heartbeat is its own task so one slow DataNode never delays the others or
             // the next round.
             tokio::spawn(async move {
                 match tokio::time::timeout(timeout, call).await {
-                    Ok(Ok(resp)) => shared.on_heartbeat_reply(id, epoch, term, resp),
+                    Ok(Ok(resp)) => {
+                        if shared.on_heartbeat_reply(id, epoch, term, resp) && epoch > confirmed {
+                            shared.confirm_incarnation(id, epoch).await;
+                        }
+                    }
                     Ok(Err(e)) => tracing::debug!(node = id, "heartbeat failed: {e}"),
                     Err(_) => tracing::debug!(node = id, "heartbeat timed out"),
                 }
             });
         }
-        // Failure detector: statuses are replicated, so changes go through the log.
-        for (id, _, _, status) in &registry {
+        let statuses: Vec<(u64, NodeStatus)> = registry
+            .iter()
+            .map(|(id, _, _, status, _)| (*id, *status))
+            .collect();
+        self.detect_failures(&statuses, now);
+        let pending: Vec<u64> = self.group.state().operations().map(|(id, _)| id).collect();
+        for operation_id in pending {
+            self.spawn_operation(operation_id);
+        }
+        self.drive_migrations();
+    }
+
+    /// The failure detector: a Running DataNode that stopped answering becomes Unknown, an
+    /// Unknown one that answers again Running. Statuses are replicated, so changes go through
+    /// the log.
+    fn detect_failures(self: &Arc<Self>, statuses: &[(u64, NodeStatus)], now: u64) {
+        for (id, status) in statuses {
             let unresponsive = self.tracker.lock().is_unresponsive(*id, now);
             let new_status = match (status, unresponsive) {
                 (NodeStatus::Running, true) => NodeStatus::Unknown,
@@ -378,11 +402,6 @@ impl Leadership {
                 }
             });
         }
-        let pending: Vec<u64> = self.group.state().operations().map(|(id, _)| id).collect();
-        for operation_id in pending {
-            self.spawn_operation(operation_id);
-        }
-        self.drive_migrations();
     }
 
     /// Region migrations: begins replacing every replica on a DataNode that came back as a new
@@ -435,9 +454,41 @@ impl Leadership {
         }
     }
 
-    fn on_heartbeat_reply(&self, id: u64, epoch: u64, term: u64, resp: proto::HeartbeatResp) {
+    /// Records that incarnation `epoch` of DataNode `id` ran (it answered a heartbeat), once
+    /// per incarnation: a data directory restored from before it is then refused (REVIEW H3).
+    async fn confirm_incarnation(&self, id: u64, epoch: u64) {
+        {
+            let mut confirming = self.confirming.lock();
+            if confirming.get(&id).is_some_and(|&e| e >= epoch) {
+                return;
+            }
+            confirming.insert(id, epoch);
+        }
+        let command = Command::ConfirmIncarnation {
+            data_node_id: id,
+            incarnation_epoch: epoch,
+        };
+        if let Err(e) = self.group.propose(command).await {
+            tracing::debug!(node = id, epoch, "incarnation not confirmed yet: {e}");
+            // The next reply proposes it again.
+            let mut confirming = self.confirming.lock();
+            if confirming.get(&id) == Some(&epoch) {
+                confirming.remove(&id);
+            }
+        }
+    }
+
+    /// Takes a heartbeat reply of incarnation `epoch` of DataNode `id`; true if it counted as a
+    /// contact.
+    fn on_heartbeat_reply(
+        &self,
+        id: u64,
+        epoch: u64,
+        term: u64,
+        resp: proto::HeartbeatResp,
+    ) -> bool {
         if self.leader_term.lock().as_ref() != Some(&term) {
-            return;
+            return false;
         }
         if resp.status.as_ref().is_none_or(|s| !s.is_success()) || resp.incarnation_epoch != epoch {
             tracing::debug!(
@@ -446,12 +497,12 @@ impl Leadership {
                 resp.status,
                 resp.incarnation_epoch
             );
-            return;
+            return false;
         }
         let now = self.clock.now_ms();
         if let Err(refused) = self.tracker.lock().record_contact(id, epoch, now) {
             tracing::debug!(node = id, "heartbeat reply not counted: {refused:?}");
-            return;
+            return false;
         }
         let mut leaders = self.region_leaders.lock();
         for l in resp.region_leaders {
@@ -466,6 +517,7 @@ impl Leadership {
             voters.sort_unstable();
             memberships.insert(m.region_id, (voters, m.settled));
         }
+        true
     }
 
     /// Creates freshly allocated region groups on their DataNodes (best effort: a DataNode also

@@ -292,18 +292,26 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             ));
             return Ok(Response::new(resp));
         };
-        // A node without a stored id is a new node, even on a known address (REVIEW H3).
-        let command = if req.data_node_id == 0 {
-            Command::RegisterNewDataNode {
-                internal_address: proto::endpoint(&internal),
-                rpc_address: proto::endpoint(&rpc),
-            }
-        } else {
-            Command::RegisterDataNode {
-                data_node_id: req.data_node_id,
-                internal_address: proto::endpoint(&internal),
-                rpc_address: proto::endpoint(&rpc),
-            }
+        // A node without a stored id is a new node, even on a known address; one with a stored
+        // id is checked against the incarnation it ran last (REVIEW H3). A DataNode that
+        // predates the stored epoch sends none (0: every stored epoch is at least 1).
+        let (internal_address, rpc_address) = (proto::endpoint(&internal), proto::endpoint(&rpc));
+        let command = match (req.data_node_id, req.stored_incarnation_epoch) {
+            (0, _) => Command::RegisterNewDataNode {
+                internal_address,
+                rpc_address,
+            },
+            (data_node_id, 0) => Command::RegisterDataNode {
+                data_node_id,
+                internal_address,
+                rpc_address,
+            },
+            (data_node_id, stored_epoch) => Command::ReregisterDataNode {
+                data_node_id,
+                stored_epoch,
+                internal_address,
+                rpc_address,
+            },
         };
         let (id, epoch) = match try_status!(self.shared.group.propose(command).await, empty) {
             CommandResult::Registered {
@@ -750,6 +758,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                     location: Some(location(n)),
                     status: n.status.name().to_string(),
                     incarnation_epoch: n.incarnation_epoch,
+                    confirmed_incarnation_epoch: n.confirmed_epoch,
                 })
                 .collect(),
             config_node_term: status.map_or(0, |s| s.term),

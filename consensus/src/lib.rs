@@ -74,9 +74,11 @@
 //! the storage engine nor the services; the state machine is a trait.
 #![deny(missing_docs)]
 
+mod conf_history;
 mod config;
 mod error;
 mod logger;
+mod mem_log;
 mod node;
 mod state_machine;
 mod storage;
@@ -86,10 +88,11 @@ mod wal_backend;
 
 pub use config::Config;
 pub use error::{ApplyError, Error, ProposalError, Result, StorageError};
+pub use mem_log::MemLog;
 pub use node::{GroupStatus, Membership, MembershipChange, Metrics, RaftNode, ReplacementStep};
 pub use raft::StateRole;
 pub use state_machine::{Clock, ManualClock, MonotonicClock, SnapshotJob, StateMachine};
-pub use storage::{GroupStorage, LogBackend, MemLog, NodeStorage, RecordVisitor};
+pub use storage::{GroupStorage, LogBackend, NodeStorage, RecordVisitor};
 pub use ticket::Ticket;
 pub use transport::{RaftMessage, SplitMix64, Transport};
 

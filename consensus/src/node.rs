@@ -6,14 +6,13 @@
 //! deterministic simulations drive the same code.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use protobuf::Message as _;
 use raft::eraftpb::{
-    ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState,
-    Entry, EntryType, MessageType, Snapshot,
+    ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, Entry,
+    EntryType, MessageType, Snapshot,
 };
 use raft::{RawNode, SnapshotStatus, StateRole};
 
@@ -24,6 +23,11 @@ use crate::storage::{GroupStorage, LogBackend, NodeStorage};
 use crate::ticket::{ticket, Completer, Ticket};
 use crate::transport::{RaftMessage, SplitMix64, Transport};
 use crate::{GroupId, NodeId};
+
+mod snapshots;
+
+pub use snapshots::SnapshotMetrics;
+use snapshots::{GroupSnapshots, SnapshotBuilds};
 
 /// Counters of one node, read by the metrics endpoint and the tests.
 #[derive(Debug, Default)]
@@ -40,12 +44,8 @@ pub struct Metrics {
     pub readies: AtomicU64,
     /// Batches written to the log backend with a sync.
     pub synced_batches: AtomicU64,
-    /// Snapshots generated for lagging followers.
-    pub snapshots_generated: AtomicU64,
-    /// Snapshots restored into a state machine.
-    pub snapshots_restored: AtomicU64,
-    /// Snapshot jobs running on their own threads (a gauge).
-    pub snapshot_builds: AtomicU64,
+    /// Snapshots generated, restored, rebuilt and released.
+    pub snapshots: SnapshotMetrics,
     /// Leadership transfers started because this node is fenced.
     pub fenced_transfers: AtomicU64,
     /// Membership changes proposed on this node.
@@ -64,7 +64,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    fn inc(counter: &AtomicU64) {
+    pub(crate) fn inc(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -164,44 +164,6 @@ impl Membership {
     }
 }
 
-/// Membership states kept to label snapshots (at most this many changes back).
-const CONF_HISTORY_MAX: usize = 8;
-
-/// A group's membership over its recent indexes: a snapshot job's index may trail the applied
-/// index, and its snapshot must carry the membership as of its own index.
-#[derive(Debug)]
-struct ConfHistory {
-    /// `(index, membership from that index on)`, oldest first; never empty.
-    states: VecDeque<(u64, ConfState)>,
-}
-
-impl ConfHistory {
-    fn new(index: u64, conf_state: ConfState) -> Self {
-        ConfHistory {
-            states: VecDeque::from([(index, conf_state)]),
-        }
-    }
-
-    fn record(&mut self, index: u64, conf_state: ConfState) {
-        self.states.push_back((index, conf_state));
-        while self.states.len() > CONF_HISTORY_MAX {
-            self.states.pop_front();
-        }
-    }
-
-    /// The membership as of `index`, if still known.
-    fn at(&self, index: u64) -> Option<&ConfState> {
-        self.states
-            .iter()
-            .rev()
-            .find(|(from, _)| *from <= index)
-            .map(|(_, cs)| cs)
-    }
-}
-
-/// Milliseconds between two warnings of one group's failing snapshot generation.
-const SNAPSHOT_FAILURE_LOG_MS: u64 = 10_000;
-
 #[derive(Debug)]
 struct PendingProposal {
     term: u64,
@@ -232,13 +194,8 @@ struct Group {
     apply_upper: u64,
     /// A snapshot to restore into the state machine before applying anything else.
     pending_restore: Option<Snapshot>,
-    /// When a failed snapshot generation was last logged (raft asks again at every probe).
-    snapshot_failure_logged_ms: Option<u64>,
-    /// While a snapshot job runs: the state machine's applied index at its start, past which
-    /// the log is not compacted (the snapshot must still join it).
-    snapshot_pin: Option<u64>,
-    /// Membership by index, to label snapshots.
-    conf_history: ConfHistory,
+    /// The snapshots this replica generates for followers.
+    snapshots: GroupSnapshots,
     retry: Option<Retry>,
     /// Proposals by log index.
     proposals: BTreeMap<u64, PendingProposal>,
@@ -407,14 +364,8 @@ pub struct RaftNode<T: Transport> {
     next_read_id: u64,
     metrics: Arc<Metrics>,
     /// Snapshot jobs running on their threads, and where they hand their results.
-    snapshot_builds: usize,
-    built_snapshots: (Sender<BuiltSnapshot>, Receiver<BuiltSnapshot>),
-    /// Results sent and not yet collected, so [`RaftNode::has_ready`] sees them.
-    built_pending: Arc<AtomicUsize>,
+    builds: SnapshotBuilds,
 }
-
-/// A snapshot job's result, for its group.
-type BuiltSnapshot = (GroupId, std::result::Result<(u64, Vec<u8>), ApplyError>);
 
 impl<T: Transport> std::fmt::Debug for RaftNode<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -453,9 +404,7 @@ impl<T: Transport> RaftNode<T> {
             fenced_peers: BTreeSet::new(),
             next_read_id: 1,
             metrics: Arc::new(Metrics::default()),
-            snapshot_builds: 0,
-            built_snapshots: channel(),
-            built_pending: Arc::new(AtomicUsize::new(0)),
+            builds: SnapshotBuilds::default(),
         })
     }
 
@@ -521,14 +470,13 @@ impl<T: Transport> RaftNode<T> {
             }
         };
         let sm_applied = state_machine.applied_index();
-        let (first_index, last_index, commit, received, conf_history) = {
+        let (first_index, last_index, commit, received) = {
             let log = storage.log().read();
             (
                 log.first_index(),
                 log.last_index(),
                 log.hard_state().commit,
                 log.received_snapshot().cloned(),
-                ConfHistory::new(log.conf_state_index(), log.conf_state().clone()),
             )
         };
         let restored = received
@@ -617,9 +565,7 @@ impl<T: Transport> RaftNode<T> {
             applied,
             apply_upper: applied,
             pending_restore,
-            snapshot_failure_logged_ms: None,
-            snapshot_pin: None,
-            conf_history,
+            snapshots: GroupSnapshots::default(),
             retry: None,
             proposals: BTreeMap::new(),
             reads: VecDeque::new(),
@@ -1056,7 +1002,7 @@ impl<T: Transport> RaftNode<T> {
             .into());
         }
         // A snapshot being built must still join the log when it is done.
-        let index = g.snapshot_pin.map_or(index, |pin| index.min(pin));
+        let index = g.snapshots.pin.map_or(index, |pin| index.min(pin));
         self.storage.compact(group, index);
         self.storage.purge()?;
         Ok(())
@@ -1097,7 +1043,7 @@ impl<T: Transport> RaftNode<T> {
     /// committed entries to apply whose retry time has come.
     pub fn has_ready(&self) -> bool {
         let now_ms = self.clock.now_ms();
-        self.built_pending.load(Ordering::Acquire) > 0
+        self.builds.has_results()
             || self.groups.values().any(|g| {
                 g.raw.has_ready()
                     || ((g.applied < g.apply_upper || g.pending_restore.is_some())
@@ -1215,6 +1161,9 @@ impl<T: Transport> RaftNode<T> {
             outbox.push(gid, light_messages);
             // The transport is fire-and-forget; reporting the snapshot as sent moves the follower
             // to probing, and a lost snapshot shows up as a rejected probe that triggers a new one.
+            if !snapshots_sent.is_empty() {
+                g.snapshots.used_ms = Some(self.clock.now_ms());
+            }
             for to in snapshots_sent {
                 g.raw.report_snapshot(to, SnapshotStatus::Finish);
             }
@@ -1227,124 +1176,22 @@ impl<T: Transport> RaftNode<T> {
         Ok(())
     }
 
-    fn generate_requested_snapshots(&mut self) {
-        self.collect_built_snapshots();
-        let clock = self.clock.clone();
-        for (gid, g) in self.groups.iter_mut() {
-            let storage = g.raw.store().clone();
-            if !storage.take_snapshot_request() {
-                continue;
-            }
-            if g.snapshot_pin.is_some() {
-                // One is being built; raft asks again once it is there.
-                continue;
-            }
-            if let Some(job) = g.state_machine.snapshot_job() {
-                if self.snapshot_builds >= self.config.snapshot_builds_max {
-                    continue;
-                }
-                let (done, pending, gid) = (
-                    self.built_snapshots.0.clone(),
-                    self.built_pending.clone(),
-                    *gid,
-                );
-                let spawned = std::thread::Builder::new()
-                    .name(format!("snapshot-{gid}"))
-                    .spawn(move || {
-                        let result = job();
-                        // The node may be gone (stopped meanwhile): nobody wants the result.
-                        if done.send((gid, result)).is_ok() {
-                            pending.fetch_add(1, Ordering::AcqRel);
-                        }
-                    });
-                match spawned {
-                    Ok(_) => {
-                        g.snapshot_pin = Some(g.state_machine.applied_index());
-                        self.snapshot_builds += 1;
-                        self.metrics
-                            .snapshot_builds
-                            .store(self.snapshot_builds as u64, Ordering::Relaxed);
-                    }
-                    Err(e) => tracing::warn!(group = gid, "starting a snapshot build: {e}"),
-                }
-                continue;
-            }
-            // Entries between the state machine's applied index and the group's are no-ops and
-            // configuration changes, which the state machine never sees: its state is the state
-            // at the group's applied index, and labelling it so keeps the snapshot's conf state
-            // (the latest applied) consistent with its index.
-            let index = g.applied;
-            let result = g.state_machine.snapshot().map(|data| (index, data));
-            let now_ms = clock.now_ms();
-            if install_snapshot(*gid, g, result, now_ms) {
-                Metrics::inc(&self.metrics.snapshots_generated);
-            }
-        }
-    }
-
-    /// Takes the results of finished snapshot jobs into their groups' storage.
-    fn collect_built_snapshots(&mut self) {
-        let now_ms = self.clock.now_ms();
-        while let Ok((gid, result)) = self.built_snapshots.1.try_recv() {
-            self.built_pending.fetch_sub(1, Ordering::AcqRel);
-            self.snapshot_builds -= 1;
-            self.metrics
-                .snapshot_builds
-                .store(self.snapshot_builds as u64, Ordering::Relaxed);
-            // The group may have been removed while its snapshot was built.
-            let Some(g) = self.groups.get_mut(&gid) else {
-                continue;
-            };
-            g.snapshot_pin = None;
-            if install_snapshot(gid, g, result, now_ms) {
-                Metrics::inc(&self.metrics.snapshots_generated);
-            }
-        }
-    }
-
     /// The apply proxy for one group: applies committed entries strictly in order, never moving
     /// the applied index past an entry whose outcome is not final.
     fn apply_group(&mut self, gid: GroupId) -> Result<()> {
         let now_ms = self.clock.now_ms();
         let config = &self.config;
         let metrics = &self.metrics;
+        let storage = &mut self.storage;
         let g = self.groups.get_mut(&gid).expect("group exists");
         if g.retry.is_some_and(|r| now_ms < r.at_ms) {
             return Ok(());
         }
-        if let Some(snapshot) = g.pending_restore.take() {
-            let index = snapshot.get_metadata().index;
-            match g.state_machine.restore(index, snapshot.get_data()) {
-                Ok(()) => {
-                    assert_eq!(
-                        g.state_machine.applied_index(),
-                        index,
-                        "group {gid}: state machine restored to the wrong index"
-                    );
-                    g.applied = g.applied.max(index);
-                    g.apply_upper = g.apply_upper.max(index);
-                    g.retry = None;
-                    g.conf_history =
-                        ConfHistory::new(index, snapshot.get_metadata().get_conf_state().clone());
-                    Metrics::inc(&metrics.snapshots_restored);
-                    // The state machine holds the snapshot durably: the log stops keeping it
-                    // (and what it pins of the shared log). A replica whose apply is held at a
-                    // fence flushes nothing, so nothing else would release it.
-                    self.storage.compact(gid, index);
-                    self.storage.purge()?;
-                }
-                Err(ApplyError::Recoverable { code, message }) => {
-                    g.pending_restore = Some(snapshot);
-                    schedule_retry(g, gid, index, code, &message, config, metrics, now_ms);
-                    return Ok(());
-                }
-                Err(ApplyError::Deterministic { code, message }) => panic!(
-                    "group {gid}: restoring the snapshot at {index} failed deterministically ({code}: {message})"
-                ),
-            }
+        if !restore_pending(g, gid, storage, config, metrics, now_ms)? {
+            return Ok(());
         }
         let mut budget = config.apply_batch_entries_max;
-        let mut conf_changes = Vec::new();
+        let conf_applied = g.raw.store().log().read().conf_state_index();
         'apply: while g.applied < g.apply_upper && budget > 0 {
             let entries: Vec<Entry> =
                 g.raw
@@ -1358,7 +1205,10 @@ impl<T: Transport> RaftNode<T> {
             );
             for entry in entries {
                 let outcome = match entry.get_entry_type() {
-                    EntryType::EntryNormal if entry.data.is_empty() => Ok(Vec::new()),
+                    EntryType::EntryNormal if entry.data.is_empty() => {
+                        g.state_machine.note_applied(entry.index);
+                        Ok(Vec::new())
+                    }
                     EntryType::EntryNormal => {
                         match g.state_machine.apply(entry.index, &entry.data) {
                             Ok(result) => Ok(result),
@@ -1386,7 +1236,12 @@ impl<T: Transport> RaftNode<T> {
                         }
                     }
                     EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
-                        conf_changes.push(entry.clone());
+                        if entry.index > conf_applied {
+                            apply_conf_change(g, gid, storage, metrics, &entry)?;
+                        }
+                        // Only once the membership is durable: the state machine may persist
+                        // this index next, and a restart resumes after it.
+                        g.state_machine.note_applied(entry.index);
                         Ok(Vec::new())
                     }
                 };
@@ -1406,42 +1261,6 @@ impl<T: Transport> RaftNode<T> {
                 g.finish_proposal(gid, entry.index, entry.term, outcome);
             }
         }
-        let conf_applied = g.raw.store().log().read().conf_state_index();
-        for entry in conf_changes {
-            if entry.index <= conf_applied {
-                // Re-applied after a restart (the state machine had not persisted past it):
-                // the stored membership raft started from already holds this change.
-                continue;
-            }
-            let conf_state = if entry.get_entry_type() == EntryType::EntryConfChange {
-                let cc = ConfChange::parse_from_bytes(&entry.data).map_err(|e| {
-                    StorageError::Corrupt {
-                        log_index: entry.index,
-                        reason: e.to_string(),
-                    }
-                })?;
-                g.raw.apply_conf_change(&cc)?
-            } else {
-                let cc = ConfChangeV2::parse_from_bytes(&entry.data).map_err(|e| {
-                    StorageError::Corrupt {
-                        log_index: entry.index,
-                        reason: e.to_string(),
-                    }
-                })?;
-                g.raw.apply_conf_change(&cc)?
-            };
-            tracing::info!(
-                group = gid,
-                index = entry.index,
-                voters = ?conf_state.voters,
-                outgoing = ?conf_state.voters_outgoing,
-                learners = ?conf_state.learners,
-                "membership changed"
-            );
-            self.storage.set_conf_state(gid, entry.index, &conf_state);
-            g.conf_history.record(entry.index, conf_state);
-            Metrics::inc(&metrics.membership_changes_applied);
-        }
         if g.applied > g.raw.raft.raft_log.applied {
             g.raw.advance_apply_to(g.applied);
         }
@@ -1450,56 +1269,84 @@ impl<T: Transport> RaftNode<T> {
     }
 }
 
-/// Stores a generated snapshot of the state at `index` (its term and the membership as of
-/// `index` as labels) to serve followers; true if it was stored. A job's `index` may trail the
-/// group's applied index, past membership changes: the label comes from the group's
-/// [`ConfHistory`], never the latest membership. A failure is logged once per
-/// [`SNAPSHOT_FAILURE_LOG_MS`]; so is a snapshot whose index the log no longer holds (compacted
-/// past it) or whose membership is no longer known: raft asks again and another is built.
-fn install_snapshot(
-    gid: GroupId,
+/// Restores the snapshot a group received, if one waits, before anything else is applied;
+/// false while it cannot be (a retry is scheduled).
+fn restore_pending(
     g: &mut Group,
-    result: std::result::Result<(u64, Vec<u8>), ApplyError>,
+    gid: GroupId,
+    storage: &mut NodeStorage,
+    config: &Config,
+    metrics: &Metrics,
     now_ms: u64,
-) -> bool {
-    let storage = g.raw.store().clone();
-    let outcome = result.and_then(|(index, data)| {
-        let term = storage.log().read().term_of(index);
-        let conf_state = g.conf_history.at(index).cloned();
-        match (term, conf_state) {
-            (Some(term), Some(conf_state)) => Ok((index, term, conf_state, data)),
-            (Some(_), None) => Err(ApplyError::Recoverable {
-                code: 0,
-                message: format!("the membership as of index {index} is no longer known"),
-            }),
-            // Behind the log (a restore is pending), or compacted past: raft asks again.
-            (None, _) => Err(ApplyError::Recoverable {
-                code: 0,
-                message: format!("the log no longer holds index {index}, the snapshot's"),
-            }),
+) -> Result<bool> {
+    let Some(snapshot) = g.pending_restore.take() else {
+        return Ok(true);
+    };
+    let index = snapshot.get_metadata().index;
+    match g.state_machine.restore(index, snapshot.get_data()) {
+        Ok(()) => {
+            assert_eq!(
+                g.state_machine.applied_index(),
+                index,
+                "group {gid}: state machine restored to the wrong index"
+            );
+            g.applied = g.applied.max(index);
+            g.apply_upper = g.apply_upper.max(index);
+            g.retry = None;
+            Metrics::inc(&metrics.snapshots.restored);
+            // The state machine holds the snapshot durably: the log stops keeping it (and what
+            // it pins of the shared log). A replica whose apply is held at a fence flushes
+            // nothing, so nothing else would release it.
+            storage.compact(gid, index);
+            storage.purge()?;
+            Ok(true)
         }
-    });
-    match outcome {
-        Ok((index, term, conf_state, data)) => {
-            let mut snapshot = Snapshot::default();
-            snapshot.set_data(data.into());
-            let meta = snapshot.mut_metadata();
-            meta.index = index;
-            meta.term = term;
-            meta.set_conf_state(conf_state);
-            storage.set_generated_snapshot(snapshot);
-            true
+        Err(ApplyError::Recoverable { code, message }) => {
+            g.pending_restore = Some(snapshot);
+            schedule_retry(g, gid, index, code, &message, config, metrics, now_ms);
+            Ok(false)
         }
-        Err(e) => {
-            if g.snapshot_failure_logged_ms
-                .is_none_or(|at| now_ms.saturating_sub(at) >= SNAPSHOT_FAILURE_LOG_MS)
-            {
-                g.snapshot_failure_logged_ms = Some(now_ms);
-                tracing::warn!(group = gid, "generating a snapshot failed: {e:?}");
-            }
-            false
-        }
+        Err(ApplyError::Deterministic { code, message }) => panic!(
+            "group {gid}: restoring the snapshot at {index} failed deterministically ({code}: {message})"
+        ),
     }
+}
+
+/// Applies the membership change `entry` to raft and stores the new membership durably (one
+/// fsync; changes are rare) before the apply moves past it. Were it written lazily, the state
+/// machine could persist a later applied index first, and a crash would restart past a change
+/// the stored membership lacks. A change re-applied after a restart is skipped by the caller:
+/// the stored membership raft started from already holds it.
+fn apply_conf_change(
+    g: &mut Group,
+    gid: GroupId,
+    storage: &mut NodeStorage,
+    metrics: &Metrics,
+    entry: &Entry,
+) -> Result<()> {
+    let corrupt = |e: protobuf::ProtobufError| StorageError::Corrupt {
+        log_index: entry.index,
+        reason: e.to_string(),
+    };
+    let conf_state = if entry.get_entry_type() == EntryType::EntryConfChange {
+        let cc = ConfChange::parse_from_bytes(&entry.data).map_err(corrupt)?;
+        g.raw.apply_conf_change(&cc)?
+    } else {
+        let cc = ConfChangeV2::parse_from_bytes(&entry.data).map_err(corrupt)?;
+        g.raw.apply_conf_change(&cc)?
+    };
+    tracing::info!(
+        group = gid,
+        index = entry.index,
+        voters = ?conf_state.voters,
+        outgoing = ?conf_state.voters_outgoing,
+        learners = ?conf_state.learners,
+        "membership changed"
+    );
+    storage.set_conf_state(gid, entry.index, &conf_state);
+    storage.flush(true)?;
+    Metrics::inc(&metrics.membership_changes_applied);
+    Ok(())
 }
 
 fn check_leader(g: &Group, group: GroupId, node: NodeId) -> Result<()> {
@@ -1567,36 +1414,5 @@ fn jitter_election(rng: &mut SplitMix64, config: &Config, g: &mut Group, force: 
     g.seen_term = raft.term;
     if (changed || force) && raft.state != StateRole::Leader {
         raft.election_elapsed = rng.range(0, config.election_tick as u64) as usize;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn voters(ids: &[u64]) -> ConfState {
-        ConfState {
-            voters: ids.to_vec(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn conf_history_answers_the_membership_as_of_an_index() {
-        let mut h = ConfHistory::new(5, voters(&[1, 2, 3]));
-        h.record(10, voters(&[1, 2, 3, 4]));
-        h.record(12, voters(&[1, 2, 4]));
-        assert_eq!(h.at(4), None, "before what is known");
-        assert_eq!(h.at(5), Some(&voters(&[1, 2, 3])));
-        assert_eq!(h.at(9), Some(&voters(&[1, 2, 3])));
-        assert_eq!(h.at(10), Some(&voters(&[1, 2, 3, 4])));
-        assert_eq!(h.at(11), Some(&voters(&[1, 2, 3, 4])));
-        assert_eq!(h.at(100), Some(&voters(&[1, 2, 4])));
-        for i in 0..CONF_HISTORY_MAX as u64 {
-            h.record(20 + i, voters(&[i]));
-        }
-        assert_eq!(h.states.len(), CONF_HISTORY_MAX);
-        assert_eq!(h.at(12), None, "forgotten");
-        assert_eq!(h.at(20), Some(&voters(&[0])));
     }
 }

@@ -32,6 +32,16 @@ pub trait StateMachine: Send {
     /// together with its state. It may lag the group's applied index over no-op entries.
     fn applied_index(&self) -> u64;
 
+    /// The proxy passed raft's own entry at `index` (a leader's no-op or a membership change),
+    /// which [`StateMachine::apply`] never sees; every entry before it is applied. A state
+    /// machine that moves its applied index here (made durable with its next state write, and
+    /// learnt again by replay if a crash comes first) lets a [`StateMachine::snapshot_job`]
+    /// reflect the group's applied index, so its snapshot carries the membership of that index:
+    /// a learner added after the last write is named in the next snapshot, not never
+    /// (REVIEW-2026-12-05 N2). The default ignores it; its jobs' snapshots are then labelled
+    /// with the last index [`StateMachine::apply`] saw.
+    fn note_applied(&mut self, _index: u64) {}
+
     /// The full state as of `applied_index()`, sent to a replica that fell behind a compacted log.
     /// The proxy labels it with the group's applied index, which is higher only across entries
     /// the state machine never sees (no-ops, configuration changes). An error (e.g. an unreadable

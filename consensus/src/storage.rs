@@ -9,7 +9,9 @@
 //! - `KIND_CONF_STATE`: protobuf `eraftpb::ConfState` (written before membership changes: the
 //!   initial voters, as of index 0);
 //! - `KIND_CONF_STATE_AT`: `[index u64]` then protobuf `eraftpb::ConfState`: the membership as
-//!   of the conf-change entry at `index` (0: the initial one);
+//!   of the conf-change entry at `index` (0: the initial one); replay keeps the last
+//!   [`crate::conf_history::CONF_HISTORY_MAX`] of them as the group's membership history, and a
+//!   purge writes that history again;
 //! - `KIND_SNAPSHOT`: protobuf `eraftpb::Snapshot` (metadata and state-machine bytes); the log
 //!   restarts after its index;
 //! - `KIND_COMPACTION`: `[index u64][term u64]`: entries up to `index` are dropped;
@@ -29,6 +31,7 @@ use raft::{GetEntriesContext, RaftState, StorageError as RaftStorageError};
 
 use common::codec::{len32, DecodeError, Reader, Writer};
 
+use crate::conf_history::ConfHistory;
 use crate::error::StorageError;
 use crate::GroupId;
 
@@ -106,113 +109,6 @@ impl<B: LogBackend + ?Sized> LogBackend for Arc<B> {
     }
 }
 
-#[derive(Debug, Default)]
-struct MemLogState {
-    first_index: u64,
-    records: VecDeque<Vec<u8>>,
-    /// Records below this index survived the last sync.
-    synced_next_index: u64,
-    fsyncs: u64,
-}
-
-/// An in-memory [`LogBackend`] that models a disk: [`MemLog::crash`] forgets what was not synced.
-/// Clones share the log, so a restarted node can reopen what its predecessor persisted.
-#[derive(Debug, Clone)]
-pub struct MemLog {
-    state: Arc<Mutex<MemLogState>>,
-}
-
-impl Default for MemLog {
-    fn default() -> Self {
-        MemLog {
-            state: Arc::new(Mutex::new(MemLogState {
-                first_index: 1,
-                synced_next_index: 1,
-                ..MemLogState::default()
-            })),
-        }
-    }
-}
-
-impl MemLog {
-    /// Loses every record appended after the last sync, as a power cut would.
-    pub fn crash(&self) {
-        let mut state = self.state.lock();
-        let keep = (state.synced_next_index - state.first_index) as usize;
-        state.records.truncate(keep);
-    }
-
-    /// Number of records kept.
-    pub fn len(&self) -> usize {
-        self.state.lock().records.len()
-    }
-
-    /// Whether no record is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl LogBackend for MemLog {
-    fn append_batch(&self, records: &[&[u8]]) -> Result<u64, StorageError> {
-        let mut state = self.state.lock();
-        let first = state.first_index + state.records.len() as u64;
-        state.records.extend(records.iter().map(|r| r.to_vec()));
-        Ok(first)
-    }
-
-    fn sync(&self) -> Result<(), StorageError> {
-        let mut state = self.state.lock();
-        state.synced_next_index = state.first_index + state.records.len() as u64;
-        state.fsyncs += 1;
-        Ok(())
-    }
-
-    fn first_index(&self) -> u64 {
-        self.state.lock().first_index
-    }
-
-    fn next_index(&self) -> u64 {
-        let state = self.state.lock();
-        state.first_index + state.records.len() as u64
-    }
-
-    fn read_from(&self, index: u64, visit: &mut RecordVisitor<'_>) -> Result<(), StorageError> {
-        let end = self.next_index();
-        for i in index..end {
-            // One record at a time: a visitor that stops early costs only what it read.
-            let record = {
-                let state = self.state.lock();
-                match i.checked_sub(state.first_index) {
-                    Some(at) => state.records.get(at as usize).cloned(),
-                    None => None,
-                }
-            };
-            let Some(record) = record else { continue };
-            if !visit(i, &record)? {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    fn truncate_prefix(&self, index: u64) -> Result<(), StorageError> {
-        let mut state = self.state.lock();
-        let next = state.first_index + state.records.len() as u64;
-        let index = index.min(next);
-        while state.first_index < index {
-            state.records.pop_front();
-            state.first_index += 1;
-        }
-        state.synced_next_index = state.synced_next_index.max(state.first_index);
-        Ok(())
-    }
-
-    fn fsyncs(&self) -> u64 {
-        self.state.lock().fsyncs
-    }
-}
-
 /// Where in the backend the live entries of a group are: entries `first..=last` at `position`.
 #[derive(Debug, Clone, Copy)]
 struct EntryRecord {
@@ -243,9 +139,9 @@ pub(crate) struct GroupLog {
     /// with the next synced batch, so a commit-only change costs no write and no fsync of its
     /// own. Losing it in a crash is safe; the leader tells the commit index again.
     hard_state_dirty: bool,
-    conf_state: ConfState,
-    /// Index of the conf-change entry (or snapshot) `conf_state` is as of; 0 for the initial one.
-    conf_state_index: u64,
+    /// The membership, by the index of the conf-change entry (or snapshot) it holds from (0
+    /// for the initial one); the latest is raft's, the earlier ones label snapshot jobs.
+    conf_history: ConfHistory,
     /// Index and term of the last compacted (or snapshot) entry; entries start after it.
     boundary_index: u64,
     boundary_term: u64,
@@ -265,9 +161,9 @@ pub(crate) struct GroupLog {
     generated_snapshot: Option<Snapshot>,
     snapshot_requested: AtomicBool,
     entry_records: VecDeque<EntryRecord>,
-    /// Positions of the latest hard state, conf state, compaction and snapshot records.
+    /// Positions of the latest hard state, compaction and snapshot records (the conf states'
+    /// are in `conf_history`).
     hard_state_position: u64,
-    conf_state_position: u64,
     compaction_position: u64,
     snapshot_position: u64,
 }
@@ -277,8 +173,7 @@ impl GroupLog {
         GroupLog {
             hard_state: HardState::default(),
             hard_state_dirty: false,
-            conf_state: ConfState::default(),
-            conf_state_index: 0,
+            conf_history: ConfHistory::stand_in(),
             boundary_index: 0,
             boundary_term: 0,
             meta: VecDeque::new(),
@@ -290,7 +185,6 @@ impl GroupLog {
             snapshot_requested: AtomicBool::new(false),
             entry_records: VecDeque::new(),
             hard_state_position: u64::MAX,
-            conf_state_position: u64::MAX,
             compaction_position: u64::MAX,
             snapshot_position: u64::MAX,
         }
@@ -339,13 +233,18 @@ impl GroupLog {
     }
 
     pub(crate) fn conf_state(&self) -> &ConfState {
-        &self.conf_state
+        self.conf_history.latest().1
     }
 
     /// Index of the conf-change entry or snapshot [`GroupLog::conf_state`] is as of (0: the
     /// group's initial membership): conf changes at or below it are already in it.
     pub(crate) fn conf_state_index(&self) -> u64 {
-        self.conf_state_index
+        self.conf_history.latest().0
+    }
+
+    /// The membership as of `index` (what a snapshot at `index` carries), if still known.
+    pub(crate) fn conf_state_at(&self, index: u64) -> Option<&ConfState> {
+        self.conf_history.at(index)
     }
 
     pub(crate) fn term_of(&self, index: u64) -> Option<u64> {
@@ -478,8 +377,9 @@ impl GroupLog {
         self.entry_records.clear();
         self.boundary_index = meta.index;
         self.boundary_term = meta.term;
-        self.conf_state = meta.get_conf_state().clone();
-        self.conf_state_index = meta.index;
+        // Held by the snapshot's record until a purge writes it as a conf state of its own.
+        self.conf_history
+            .reset(meta.index, meta.get_conf_state().clone(), u64::MAX);
         if self.hard_state.commit < meta.index {
             self.hard_state.commit = meta.index;
         }
@@ -508,7 +408,7 @@ impl GroupLog {
     /// Oldest backend position this group's state (not its entries) lives at.
     fn state_position(&self) -> u64 {
         self.hard_state_position
-            .min(self.conf_state_position)
+            .min(self.conf_history.oldest_position())
             .min(self.compaction_position)
     }
 }
@@ -638,6 +538,23 @@ impl GroupStorage {
         Ok(out)
     }
 
+    /// Index of the snapshot generated to serve followers, if one is held.
+    pub(crate) fn generated_snapshot_index(&self) -> Option<u64> {
+        let log = self.log.read();
+        log.generated_snapshot
+            .as_ref()
+            .map(|s| s.get_metadata().index)
+    }
+
+    /// Drops the generated snapshot (raft asks for a new one when it needs one); its index.
+    pub(crate) fn drop_generated_snapshot(&self) -> Option<u64> {
+        self.log
+            .write()
+            .generated_snapshot
+            .take()
+            .map(|s| s.get_metadata().index)
+    }
+
     /// Stores a freshly generated snapshot to serve followers that need one.
     pub(crate) fn set_generated_snapshot(&self, snapshot: Snapshot) {
         let log = self.log.write();
@@ -660,7 +577,7 @@ impl raft::Storage for GroupStorage {
         let log = self.log.read();
         Ok(RaftState::new(
             log.hard_state.clone(),
-            log.conf_state.clone(),
+            log.conf_state().clone(),
         ))
     }
 
@@ -730,10 +647,18 @@ impl raft::Storage for GroupStorage {
 
 #[derive(Debug)]
 enum PendingKind {
-    Entries { first: u64, last: u64 },
+    Entries {
+        first: u64,
+        last: u64,
+    },
     HardState,
-    ConfState,
-    Snapshot,
+    /// The membership from `index` on.
+    ConfState {
+        index: u64,
+    },
+    Snapshot {
+        index: u64,
+    },
     Compaction,
     Removed,
 }
@@ -956,14 +881,13 @@ impl NodeStorage {
                     log.hard_state_position = position;
                 }
                 Record::ConfState { index, conf_state } => {
-                    log.conf_state = conf_state;
-                    log.conf_state_index = index;
-                    log.conf_state_position = position;
+                    log.conf_history.replay(index, conf_state, position);
                 }
                 Record::Snapshot(snapshot) => {
                     let meta = snapshot.get_metadata();
                     known.insert(group, (meta.index, meta.term));
                     log.install_snapshot(&snapshot);
+                    log.conf_history.note_position(meta.index, position);
                     log.snapshot_position = position;
                     log.compaction_position = position;
                 }
@@ -1017,17 +941,17 @@ impl NodeStorage {
             return existing.clone();
         }
         let mut log = GroupLog::new();
-        log.conf_state.voters = voters.to_vec();
+        log.conf_history.latest_mut().voters = voters.to_vec();
         let storage = GroupStorage {
             log: Arc::new(RwLock::new(log)),
             backend: self.backend.clone(),
             read_back: Arc::default(),
         };
         self.groups.insert(group, storage.clone());
-        let cs = storage.log.read().conf_state.clone();
+        let cs = storage.log.read().conf_state().clone();
         self.queue(
             group,
-            PendingKind::ConfState,
+            PendingKind::ConfState { index: 0 },
             encode_conf_state(group, 0, &cs),
         );
         storage
@@ -1114,16 +1038,16 @@ impl NodeStorage {
         !self.pending.is_empty()
     }
 
-    /// Records the group's conf state as of the conf-change entry at `index`.
+    /// Records the group's conf state as of the conf-change entry at `index` (kept in its
+    /// history, [`GroupLog::conf_state_at`]).
     pub(crate) fn set_conf_state(&mut self, group: GroupId, index: u64, cs: &ConfState) {
-        {
-            let mut log = self.log(group).write();
-            log.conf_state = cs.clone();
-            log.conf_state_index = index;
-        }
+        self.log(group)
+            .write()
+            .conf_history
+            .record(index, cs.clone());
         self.queue(
             group,
-            PendingKind::ConfState,
+            PendingKind::ConfState { index },
             encode_conf_state(group, index, cs),
         );
     }
@@ -1133,7 +1057,9 @@ impl NodeStorage {
         self.log(group).write().install_snapshot(snapshot);
         self.queue(
             group,
-            PendingKind::Snapshot,
+            PendingKind::Snapshot {
+                index: snapshot.get_metadata().index,
+            },
             encode_message(KIND_SNAPSHOT, group, snapshot),
         );
     }
@@ -1255,11 +1181,12 @@ impl NodeStorage {
                     log.note_entries_position(first, last, position)
                 }
                 PendingKind::HardState => log.hard_state_position = position,
-                PendingKind::ConfState => log.conf_state_position = position,
+                PendingKind::ConfState { index } => log.conf_history.note_position(index, position),
                 PendingKind::Compaction => log.compaction_position = position,
-                PendingKind::Snapshot => {
+                PendingKind::Snapshot { index } => {
                     log.snapshot_position = position;
                     log.compaction_position = position;
+                    log.conf_history.note_position(index, position);
                 }
                 PendingKind::Removed => unreachable!("skipped above"),
             }
@@ -1323,12 +1250,16 @@ impl NodeStorage {
             .map(|(id, _)| *id)
             .collect();
         for group in &stale {
-            let (hs, cs, cs_index, index, term) = {
+            let (hs, history, index, term) = {
                 let log = self.log(*group).read();
+                let history: Vec<(u64, ConfState)> = log
+                    .conf_history
+                    .states()
+                    .map(|(index, cs)| (index, cs.clone()))
+                    .collect();
                 (
                     log.hard_state.clone(),
-                    log.conf_state.clone(),
-                    log.conf_state_index,
+                    history,
                     log.boundary_index,
                     log.boundary_term,
                 )
@@ -1338,11 +1269,14 @@ impl NodeStorage {
                 PendingKind::HardState,
                 encode_message(KIND_HARD_STATE, *group, &hs),
             );
-            self.queue(
-                *group,
-                PendingKind::ConfState,
-                encode_conf_state(*group, cs_index, &cs),
-            );
+            // The whole membership history, oldest first: replay rebuilds it as it is.
+            for (cs_index, cs) in history {
+                self.queue(
+                    *group,
+                    PendingKind::ConfState { index: cs_index },
+                    encode_conf_state(*group, cs_index, &cs),
+                );
+            }
             self.queue(
                 *group,
                 PendingKind::Compaction,
@@ -1384,6 +1318,7 @@ impl NodeStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mem_log::MemLog;
 
     fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
         Entry {
@@ -1594,8 +1529,16 @@ mod tests {
         assert_eq!(g1.initial_state().unwrap().conf_state.voters, vec![1, 2, 3]);
     }
 
-    /// Per group: id, boundary index and term, (index, term) of every entry, hard state.
-    type View = Vec<(GroupId, u64, u64, Vec<(u64, u64)>, HardState)>;
+    /// Per group: id, boundary index and term, (index, term) of every entry, hard state, and
+    /// the membership history (index, voters).
+    type View = Vec<(
+        GroupId,
+        u64,
+        u64,
+        Vec<(u64, u64)>,
+        HardState,
+        Vec<(u64, Vec<u64>)>,
+    )>;
 
     fn view(storage: &NodeStorage) -> View {
         storage
@@ -1611,6 +1554,10 @@ mod tests {
                         .map(|i| (i, log.term_of(i).unwrap()))
                         .collect(),
                     log.hard_state.clone(),
+                    log.conf_history
+                        .states()
+                        .map(|(i, cs)| (i, cs.voters.clone()))
+                        .collect(),
                 )
             })
             .collect()
@@ -1659,6 +1606,15 @@ mod tests {
                             ..Default::default()
                         };
                         storage.set_hard_state(g, &hs);
+                    }
+                    7 if rng.chance(300) => {
+                        // A membership change applied at an index past the latest one.
+                        let index = storage.log(g).read().conf_state_index().max(last) + 1;
+                        let cs = ConfState {
+                            voters: vec![1, 2, 3 + rng.range(0, 3)],
+                            ..Default::default()
+                        };
+                        storage.set_conf_state(g, index, &cs);
                     }
                     7 => storage.set_commit(g, last),
                     8 if last >= first => storage.compact(g, rng.range(first, last + 1)),

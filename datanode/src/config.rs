@@ -96,6 +96,11 @@ runtime::node_config! {
         /// Region snapshots this DataNode downloads at once; a replica needing another waits for
         /// the leader's next offer. Default 2.
         dn_snapshot_receives_max: u64 = 2,
+        /// Milliseconds a region snapshot this DataNode built stays on disk after a replica last
+        /// used it (was sent it, or fetched a chunk of it). Its files are hard links of the
+        /// region's: while kept, the space of data the region compacted, expired or deleted
+        /// since stays allocated. A replica that needs one later gets a new one. Default 30000.
+        dn_snapshot_keep_ms: u64 = 30_000,
         /// A region flushes its memtables once they hold this many bytes. Default 64 MiB.
         memtable_flush_bytes: u64 = 64 << 20,
         /// Bytes the memtables of all regions on this DataNode (working and being flushed) may
@@ -406,6 +411,7 @@ impl DataNodeConfig {
                 self.dn_raft_snapshot_builds_max,
             ),
             ("dn_snapshot_receives_max", self.dn_snapshot_receives_max),
+            ("dn_snapshot_keep_ms", self.dn_snapshot_keep_ms),
             (
                 "dn_rpc_max_concurrent_client_num",
                 self.dn_rpc_max_concurrent_client_num.into(),

@@ -465,6 +465,63 @@ impl RegionHost {
         Ok(())
     }
 
+    /// Removes the snapshots built here that no replica used for `dn_snapshot_keep_ms`
+    /// (REVIEW-2026-12-05 N10: their hard links kept compacted, expired and deleted data on
+    /// disk until the next build or restart), and counts what the others hold. A region's are
+    /// removed when no replica fetched a chunk of one for that long and consensus released its
+    /// generated snapshot (none sent for as long, none being built); they are renamed aside in
+    /// the same raft-thread call, so no build starts in between, and deleted off that thread.
+    pub(crate) async fn release_idle_snapshots(&self) {
+        let regions: Vec<(u64, PathBuf)> = self
+            .region_ids()
+            .into_iter()
+            .map(|id| (id, self.config.regions_dir.join(id.to_string())))
+            .collect();
+        let Some(usage) = snapshot_usage(regions).await else {
+            return;
+        };
+        let idle: Vec<(u64, PathBuf)> = usage
+            .iter()
+            .filter(|(id, _, u)| u.snapshots > 0 && !self.snapshots.fetched_lately(*id))
+            .map(|(id, dir, _)| (*id, dir.clone()))
+            .collect();
+        let mut retired = 0;
+        if !idle.is_empty() {
+            let keep_ms = self.snapshots.keep().as_millis() as u64;
+            let node = self.node_id;
+            match self
+                .driver
+                .call(move |raft| retire_released(raft, node, &idle, keep_ms))
+                .await
+            {
+                Ok(n) => retired = n,
+                Err(e) => tracing::warn!("releasing idle snapshots: {e}"),
+            }
+        }
+        let metrics = self.snapshots.metrics();
+        metrics
+            .released
+            .fetch_add(retired as u64, std::sync::atomic::Ordering::Relaxed);
+        let usage = if retired > 0 {
+            let regions = usage.into_iter().map(|(id, dir, _)| (id, dir)).collect();
+            match snapshot_usage(regions).await {
+                Some(usage) => usage,
+                None => return,
+            }
+        } else {
+            usage
+        };
+        let (bytes, pinned) = usage.iter().fold((0, 0), |(b, p), (_, _, u)| {
+            (b + u.bytes, p + u.pinned_bytes)
+        });
+        metrics
+            .built_bytes
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
+        metrics
+            .pinned_bytes
+            .store(pinned, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Proposes `command` to a region led here; the status of the outcome and the log index.
     pub(crate) async fn propose_command(
         &self,
@@ -614,6 +671,65 @@ impl RegionHost {
             Err(s) => (s, Vec::new()),
         }
     }
+}
+
+/// Deletes what earlier passes retired of each region's built snapshots and reads what the
+/// rest hold, off the async workers; `None` (logged) when the task failed.
+async fn snapshot_usage(
+    regions: Vec<(u64, PathBuf)>,
+) -> Option<Vec<(u64, PathBuf, crate::snapshot::BuiltUsage)>> {
+    let scanned = tokio::task::spawn_blocking(move || {
+        regions
+            .into_iter()
+            .map(|(id, dir)| {
+                if let Err(e) = crate::snapshot::remove_retired(&dir) {
+                    tracing::warn!(region = id, "removing released snapshots: {e}");
+                }
+                // A region removed meanwhile has nothing left.
+                let usage = crate::snapshot::built_usage(&dir).unwrap_or_default();
+                (id, dir, usage)
+            })
+            .collect()
+    })
+    .await;
+    match scanned {
+        Ok(usage) => Some(usage),
+        Err(e) => {
+            tracing::warn!("reading built snapshots: {e}");
+            None
+        }
+    }
+}
+
+/// On the raft thread: for each idle region whose generated snapshot consensus releases (or
+/// holds none and builds none), renames its built snapshots aside; answers how many.
+fn retire_released<T: consensus::Transport>(
+    raft: &mut consensus::RaftNode<T>,
+    node: u64,
+    idle: &[(u64, PathBuf)],
+    keep_ms: u64,
+) -> usize {
+    let mut retired = 0;
+    for (id, dir) in idle {
+        match raft.release_idle_snapshot(*id, keep_ms) {
+            Ok(true) => match crate::snapshot::retire_built(dir) {
+                Ok(n) => {
+                    retired += n;
+                    tracing::info!(
+                        node,
+                        region = id,
+                        snapshots = n,
+                        "unused snapshots released"
+                    );
+                }
+                Err(e) => tracing::warn!(region = id, "retiring built snapshots: {e}"),
+            },
+            Ok(false) => {}
+            // Removed meanwhile: its directory goes with it.
+            Err(e) => tracing::debug!(region = id, "releasing a snapshot: {e}"),
+        }
+    }
+    retired
 }
 
 /// The points of `req`'s paths in one region (the newest one each, with `last`), at most

@@ -463,12 +463,27 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
             (
                 "raft_snapshots_generated_total",
                 "Region snapshots built for followers behind the leader's compacted log.",
-                &raft.snapshots_generated,
+                &raft.snapshots.generated,
+            ),
+            (
+                "raft_snapshots_rebuilt_total",
+                "Region snapshots built again because the one held did not serve a follower (below the log's start, or not naming it).",
+                &raft.snapshots.rebuilt,
+            ),
+            (
+                "raft_snapshot_rebuilds_refused_total",
+                "Snapshot requests not rebuilt: the region has not moved past the snapshot held (a rebuild would be the same).",
+                &raft.snapshots.rebuilds_refused,
+            ),
+            (
+                "raft_snapshots_released_total",
+                "Built region snapshots dropped after no replica used them for dn_snapshot_keep_ms.",
+                &raft.snapshots.released,
             ),
             (
                 "raft_snapshots_restored_total",
                 "Region snapshots restored into this node's replicas.",
-                &raft.snapshots_restored,
+                &raft.snapshots.restored,
             ),
         ] {
             line(name, "counter", help, RaftMetrics::get(counter));
@@ -483,7 +498,7 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
             "raft_snapshot_builds",
             "gauge",
             "Region snapshots being built off the raft thread (dn_raft_snapshot_builds_max at most).",
-            RaftMetrics::get(&raft.snapshot_builds),
+            RaftMetrics::get(&raft.snapshots.builds),
         );
     }
     line(
@@ -529,6 +544,24 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
             "gauge",
             "Snapshot downloads running (dn_snapshot_receives_max at most).",
             &transfers.downloading,
+        ),
+        (
+            "snapshot_released_total",
+            "counter",
+            "Region snapshots built here and removed after no replica used them for dn_snapshot_keep_ms.",
+            &transfers.released,
+        ),
+        (
+            "snapshot_built_bytes",
+            "gauge",
+            "Bytes of the files of the region snapshots this node keeps built (hard links).",
+            &transfers.built_bytes,
+        ),
+        (
+            "snapshot_pinned_bytes",
+            "gauge",
+            "Of snapshot_built_bytes, files only a snapshot still links: compacted, expired or deleted data kept on disk.",
+            &transfers.pinned_bytes,
         ),
     ] {
         line(name, kind, help, get(value));

@@ -399,6 +399,7 @@ fn region_host_config(config: &DataNodeConfig, storage: StorageConfig) -> Region
             chunk_bytes: config.dn_snapshot_chunk_bytes as usize,
             send_bytes_per_sec: config.dn_snapshot_send_bytes_per_sec,
             receives_max: config.dn_snapshot_receives_max as usize,
+            keep: Duration::from_millis(config.dn_snapshot_keep_ms),
         },
     }
 }
@@ -418,7 +419,9 @@ fn coordinator_limits(config: &DataNodeConfig, storage: &StorageConfig) -> Coord
 
 /// Registers with the ConfigNode under the identity stored at `identity_path` (none on a first
 /// start), checks that the incarnation it minted is above the stored one and that the cluster
-/// parameters are usable, and stores the new identity before anything else runs under it.
+/// parameters are usable, and stores the new identity before anything else runs under it. The
+/// stored incarnation goes with the registration: a directory restored from an older backup
+/// is refused (REVIEW H3), before its raft log is even opened.
 async fn register_incarnation(
     confignode: &ConfigNodeClient,
     identity_path: &Path,
@@ -426,7 +429,8 @@ async fn register_incarnation(
     rpc_address: &str,
 ) -> Result<(proto::RegisterDataNodeResp, proto::ClusterParameters)> {
     let (stored_id, stored_epoch) = read_identity(identity_path)?;
-    let registration = register(confignode, stored_id, internal_address, rpc_address).await?;
+    let stored = (stored_id, stored_epoch);
+    let registration = register(confignode, stored, internal_address, rpc_address).await?;
     let (node_id, epoch) = (registration.data_node_id, registration.incarnation_epoch);
     if epoch <= stored_epoch {
         return Err(Error::Registration(format!(
@@ -697,7 +701,7 @@ async fn region_reconciler(shared: Arc<Shared>) {
 
 async fn register(
     confignode: &ConfigNodeClient,
-    stored_id: u64,
+    (stored_id, stored_epoch): (u64, u64),
     internal: &str,
     rpc: &str,
 ) -> Result<proto::RegisterDataNodeResp> {
@@ -709,6 +713,7 @@ async fn register(
         data_node_id: stored_id,
         internal_endpoint: Some(internal_endpoint),
         rpc_endpoint: Some(rpc_endpoint),
+        stored_incarnation_epoch: stored_epoch,
     };
     // The ConfigNode may still be starting (cluster scripts start everything at once): keep
     // trying for a bounded time.
@@ -724,6 +729,11 @@ async fn register(
         {
             Ok(resp) => match check_status(resp.status.as_ref()) {
                 Ok(()) => return Ok(resp),
+                // The registry refused this node (a data directory restored from an older
+                // backup, too many DataNodes, a bad address): asking again changes nothing.
+                Err(e) if resp.status.as_ref().is_some_and(|s| s.is(REFUSED)) => {
+                    return Err(Error::Registration(e))
+                }
                 Err(e) => last = e,
             },
             Err(e) => last = e.to_string(),
@@ -732,6 +742,9 @@ async fn register(
     }
     Err(Error::Registration(last))
 }
+
+/// What the ConfigNode answers a registration its registry refuses (507).
+const REFUSED: common::StatusCode = common::StatusCode::MetadataError;
 
 /// The peers a new replica of a region on `node` starts its raft group with: the replica set,
 /// or none for a replica joining by a migration to `node` (its raft group learns its members

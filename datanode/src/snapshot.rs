@@ -22,8 +22,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,23 +31,27 @@ use std::time::{Duration, Instant};
 use common::codec::DecodeError;
 use common::envelope;
 use consensus::RaftMessage;
-use engine::{DataRegion, Manifest, StorageError};
+use engine::{Manifest, StorageError};
 use parking_lot::Mutex;
 
 use crate::peers::Peers;
 
+mod built;
+
+pub use built::{
+    build, built_usage, first_file, read_chunk, remove_built, remove_retired, retire_built,
+    BuiltUsage,
+};
+use built::{file_crc, open_built};
+
 /// Magic of a streamed snapshot's descriptor, the data of its raft snapshot.
 pub const STREAMED_MAGIC: &[u8; 8] = b"FPRSNAP3";
-/// Where a region keeps the snapshots it built (one directory per snapshot index).
-const BUILT_DIR: &str = "snapshots";
 /// Where a region downloads a snapshot it is to install.
 const STAGING_DIR: &str = "snapshot.staging";
 /// In the staging directory: the descriptor being downloaded.
 const DESCRIPTOR_FILE: &str = "DESCRIPTOR";
 /// In the staging directory: present once every file is downloaded and checked.
 const COMPLETE_FILE: &str = "COMPLETE";
-/// Built snapshots kept per region: the newest, and the one before for a transfer under way.
-const BUILT_KEPT: usize = 2;
 /// How long after a replica last fetched a chunk the leader still keeps its log for it.
 const TRANSFER_PIN: Duration = Duration::from_secs(30);
 /// Free space a download leaves on the region's file system beyond what it stages: a snapshot
@@ -165,157 +168,6 @@ fn is_plain_file_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
 }
 
-/// Builds a snapshot of `region` (region id `region_id`) served by node `source`: the index its
-/// content reflects and its descriptor. Runs on a snapshot job's thread: the flush and the CRC
-/// pass over the files take long, the links do not.
-pub fn build(
-    region: &DataRegion,
-    source: u64,
-    region_id: u64,
-) -> Result<(u64, Vec<u8>), StorageError> {
-    static BUILDS: AtomicU64 = AtomicU64::new(0);
-    let built = region.dir().join(BUILT_DIR);
-    let building = built.join(format!(
-        "building-{}-{}",
-        std::process::id(),
-        BUILDS.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let manifest = region.checkpoint_into(&building)?;
-        let mut files = Vec::with_capacity(manifest.files.len());
-        for entry in &manifest.files {
-            let name = entry.file_name();
-            let path = building.join(&name);
-            let (len, crc32) = file_crc(&path).map_err(|e| io_error(&path, e))?;
-            files.push(SnapshotFile { name, len, crc32 });
-        }
-        let index = manifest.checkpoint;
-        let dest = built.join(index.to_string());
-        if dest.exists() {
-            // Built again at the same index (the log was compacted meanwhile): the newer set of
-            // files replaces it; a download of the older one fails and takes the new offer.
-            fs::remove_dir_all(&dest).map_err(|e| io_error(&dest, e))?;
-        }
-        fs::rename(&building, &dest).map_err(|e| io_error(&dest, e))?;
-        common::durable::sync_dir(&built).map_err(|e| io_error(&built, e))?;
-        prune_built(&built, BUILT_KEPT);
-        let descriptor = Descriptor {
-            source,
-            region: region_id,
-            manifest,
-            files,
-        };
-        Ok((index, descriptor.encode()))
-    })();
-    if result.is_err() {
-        // The build's own error is what the caller needs; a leftover directory is only logged
-        // (an open of the region removes every built snapshot).
-        if let Err(e) = fs::remove_dir_all(&building) {
-            if e.kind() != io::ErrorKind::NotFound {
-                tracing::warn!(dir = %building.display(), "removing a failed snapshot build: {e}");
-            }
-        }
-    }
-    result
-}
-
-/// Removes every snapshot `region_dir` built (at start-up: a restarted leader offers none of
-/// them again, it builds anew when asked).
-pub fn remove_built(region_dir: &Path) -> io::Result<()> {
-    match fs::remove_dir_all(region_dir.join(BUILT_DIR)) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
-/// Keeps the `kept` newest snapshot directories in `built`.
-fn prune_built(built: &Path, kept: usize) {
-    let Ok(entries) = fs::read_dir(built) else {
-        return;
-    };
-    let mut indexes: Vec<u64> = entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    indexes.sort_unstable_by(|a, b| b.cmp(a));
-    for index in indexes.into_iter().skip(kept) {
-        let dir = built.join(index.to_string());
-        if let Err(e) = fs::remove_dir_all(&dir) {
-            tracing::warn!(dir = %dir.display(), "removing an old snapshot: {e}");
-        }
-    }
-}
-
-/// Length and CRC32 of a file.
-fn file_crc(path: &Path) -> io::Result<(u64, u32)> {
-    let mut file = File::open(path)?;
-    let mut hasher = crc32fast::Hasher::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    let mut len = 0u64;
-    loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            return Ok((len, hasher.finalize()));
-        }
-        hasher.update(&buffer[..n]);
-        len += n as u64;
-    }
-}
-
-/// Most files one `FetchSnapshot` may name.
-const FETCH_FILES_MAX: usize = 1 << 20;
-
-/// A built snapshot's file, opened to serve a fetch, with its length, or why not.
-fn open_built(region_dir: &Path, index: u64, name: &str) -> Result<(File, u64), tonic::Status> {
-    if !is_plain_file_name(name) {
-        return Err(tonic::Status::invalid_argument(format!(
-            "snapshot file name {name:?}"
-        )));
-    }
-    let path = region_dir
-        .join(BUILT_DIR)
-        .join(index.to_string())
-        .join(name);
-    let file = File::open(&path).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => tonic::Status::not_found(format!(
-            "no snapshot file {name} at index {index} (replaced by a newer one, or the node restarted)"
-        )),
-        _ => tonic::Status::internal(format!("{}: {e}", path.display())),
-    })?;
-    let len = file
-        .metadata()
-        .map_err(|e| tonic::Status::internal(format!("{}: {e}", path.display())))?
-        .len();
-    Ok((file, len))
-}
-
-/// Checks a fetch before its stream starts: the first file it names, opened, with its length.
-pub fn first_file(
-    region_dir: &Path,
-    req: &proto::FetchSnapshotReq,
-) -> Result<(File, u64), tonic::Status> {
-    if req.files.is_empty() || req.files.len() > FETCH_FILES_MAX {
-        return Err(tonic::Status::invalid_argument(format!(
-            "a fetch names 1 to {FETCH_FILES_MAX} files, not {}",
-            req.files.len()
-        )));
-    }
-    let (file, len) = open_built(region_dir, req.snapshot_index, &req.files[0])?;
-    if req.offset > len {
-        return Err(tonic::Status::out_of_range(format!(
-            "offset {} past the end of {} ({len} bytes)",
-            req.offset, req.files[0]
-        )));
-    }
-    Ok((file, len))
-}
-
-/// Reads `len` bytes of `file` at `offset`.
-pub fn read_chunk(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
-    let mut data = vec![0u8; len];
-    file.read_exact_at(&mut data, offset)?;
-    Ok(data)
-}
-
 /// The directory a region's snapshot is downloaded into.
 pub fn staging_dir(region_dir: &Path) -> PathBuf {
     region_dir.join(STAGING_DIR)
@@ -363,6 +215,8 @@ pub struct TransferConfig {
     pub send_bytes_per_sec: u64,
     /// `dn_snapshot_receives_max`.
     pub receives_max: usize,
+    /// `dn_snapshot_keep_ms`: a built snapshot no replica used for this long is removed.
+    pub keep: Duration,
 }
 
 /// Counters of the transfers.
@@ -380,6 +234,13 @@ pub struct TransferMetrics {
     pub downloading: AtomicU64,
     /// Files whose download continued from the part an earlier attempt staged.
     pub resumed_files: AtomicU64,
+    /// Built snapshots removed once unused for `dn_snapshot_keep_ms`.
+    pub released: AtomicU64,
+    /// Bytes of the files of the snapshots this node keeps built (a gauge, as of the last look).
+    pub built_bytes: AtomicU64,
+    /// Of those, bytes only a snapshot still links: data the region compacted, expired or
+    /// deleted, whose space the snapshots alone keep (a gauge).
+    pub pinned_bytes: AtomicU64,
 }
 
 /// The node's snapshot transfers, both ways.
@@ -802,12 +663,26 @@ impl SnapshotTransfers {
     /// replica fetched in the last [`TRANSFER_PIN`] (it continues from the log after that index).
     pub fn transfer_pin(&self, region: u64) -> Option<u64> {
         let mut sending = self.sending.lock();
-        sending.retain(|_, at| at.elapsed() < TRANSFER_PIN);
+        let remembered = TRANSFER_PIN.max(self.config.keep);
+        sending.retain(|_, at| at.elapsed() < remembered);
         sending
-            .keys()
-            .filter(|(r, _)| *r == region)
-            .map(|(_, index)| *index)
+            .iter()
+            .filter(|((r, _), at)| *r == region && at.elapsed() < TRANSFER_PIN)
+            .map(|((_, index), _)| *index)
             .min()
+    }
+
+    /// Whether a replica fetched a chunk of a snapshot of `region` within `dn_snapshot_keep_ms`.
+    pub fn fetched_lately(&self, region: u64) -> bool {
+        self.sending
+            .lock()
+            .iter()
+            .any(|((r, _), at)| *r == region && at.elapsed() < self.config.keep)
+    }
+
+    /// `dn_snapshot_keep_ms`.
+    pub fn keep(&self) -> Duration {
+        self.config.keep
     }
 }
 
@@ -992,21 +867,6 @@ mod tests {
         assert!(is_plain_file_name("7-0000000000000008.fps"));
     }
 
-    #[test]
-    fn only_the_newest_built_snapshots_are_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        for index in [5u64, 17, 9, 120] {
-            fs::create_dir_all(dir.path().join(index.to_string())).unwrap();
-        }
-        prune_built(dir.path(), 2);
-        let mut left: Vec<String> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["120", "17"]);
-    }
-
     /// Peers that answer nothing: the throttle test sends no request.
     struct NoPeers;
 
@@ -1056,6 +916,7 @@ mod tests {
             chunk_bytes: 1 << 20,
             send_bytes_per_sec: 1 << 20,
             receives_max: 1,
+            keep: Duration::from_secs(30),
         };
         let transfers = SnapshotTransfers::new(1, PathBuf::from("/nonexistent"), config, peers);
         let started = tokio::time::Instant::now();

@@ -527,6 +527,15 @@ impl DataRegion {
         self.state.read().applied_index
     }
 
+    /// Raft passed its own entry at `index` (a leader's no-op, a membership change), which is no
+    /// region command: the applied index moves to it, so a checkpoint taken now (a flush, a
+    /// snapshot) reflects it. Durable with the next manifest store; after a crash before that,
+    /// replay passes the entry again. An index at or below the applied one changes nothing.
+    pub fn note_applied(&self, index: u64) {
+        let mut state = self.state.write();
+        state.applied_index = state.applied_index.max(index);
+    }
+
     /// Index up to which sealed files hold everything: the log may be truncated up to here.
     pub fn checkpoint_index(&self) -> u64 {
         self.state.read().manifest.checkpoint
@@ -535,7 +544,8 @@ impl DataRegion {
     /// Applies log entry `index`, which must be above `applied_index()`; entries at or below it
     /// are acknowledged as [`ApplyOutcome::AlreadyApplied`], which makes replay after a flush
     /// idempotent. Gaps are normal: raft's own entries (leader no-ops, configuration changes)
-    /// never reach the region. That no region command is skipped is the apply proxy's invariant.
+    /// are no region command (they only move the applied index, [`DataRegion::note_applied`]).
+    /// That no region command is skipped is the apply proxy's invariant.
     ///
     /// The outcome depends only on the command and the region's prior content, except that a
     /// fenced `gate` delays an insert: then nothing of the attempt remains, the applied index does

@@ -786,6 +786,105 @@ fn a_removed_data_node_hands_its_replicas_over() {
     run.finish_with(failures);
 }
 
+/// Scenario 4g (REVIEW-2026-12-05 N2): `REMOVE DATANODE` of a DataNode holding replicas of an
+/// *idle* database — one tablet written into each of its regions, then nothing. Each learner
+/// joins after the region's last write, so only raft's own entries (the AddLearner, leader
+/// no-ops) reach its index: before the state machine learnt of them, every snapshot was
+/// labelled with the last write, never named the learner, and the leader rebuilt it at every
+/// heartbeat response while the migration hung. Every migration must finish (the idle regions'
+/// too), by one snapshot per joining replica, and the replicas' digests agree.
+#[test]
+fn an_idle_database_migrates_off_a_removed_data_node() {
+    let _serial = serial();
+    if !require_namespaces("an_idle_database_migrates_off_a_removed_data_node") {
+        return;
+    }
+    const IDLE: &str = "root.idle";
+    let config = ClusterConfig {
+        data_nodes: 4,
+        ..ClusterConfig::default()
+    };
+    let region_groups = config.region_groups as usize;
+    let mut run = Run::start("4g-idle-migration", config);
+    let rt = &run.cluster.runtime;
+    rt.block_on(run.session.create_database(IDLE))
+        .expect("CREATE DATABASE root.idle");
+    let idle_regions = || -> Vec<session::RegionView> {
+        rt.block_on(run.session.show_regions())
+            .expect("SHOW REGIONS")
+            .into_iter()
+            .filter(|r| r.database == IDLE)
+            .collect()
+    };
+    // One tablet per device until every region group of the database holds one.
+    let mut devices = 0;
+    while idle_regions().len() < region_groups {
+        assert!(devices < 64, "{devices} devices took {:?}", idle_regions());
+        let mut tablet = common::Tablet::new(
+            format!("{IDLE}.d{devices}"),
+            &[("s", common::DataType::Double)],
+        );
+        tablet.push_row(1, vec![Some(common::Value::Double(devices as f64))]);
+        rt.block_on(run.session.insert_tablet(&tablet))
+            .unwrap_or_else(|e| panic!("idle tablet {devices}: {e}"));
+        devices += 1;
+    }
+    let idle: Vec<u64> = idle_regions().iter().map(|r| r.region_id).collect();
+    // The DataNode holding the most idle replicas goes.
+    let ids = run
+        .cluster
+        .data_node_ids(&run.session)
+        .expect("SHOW CLUSTER");
+    let (target, id, held) = (0..4)
+        .map(|j| {
+            let id = *ids.iter().find(|(_, &k)| k == j).expect("every id").0;
+            let held: Vec<u64> = idle_regions()
+                .iter()
+                .filter(|r| r.data_node_ids.contains(&id))
+                .map(|r| r.region_id)
+                .collect();
+            (j, id, held)
+        })
+        .max_by_key(|(_, _, held)| held.len())
+        .expect("four DataNodes");
+    assert!(
+        !held.is_empty(),
+        "datanode-{} holds an idle replica",
+        target + 1
+    );
+    run.fault(&format!(
+        "REMOVE DATANODE {id} (datanode-{}), holding replicas of idle regions {held:?}",
+        target + 1
+    ));
+    let mut failures = Vec::new();
+    let removed_at = Instant::now();
+    run.cluster
+        .runtime
+        .block_on(run.session.remove_data_node(id))
+        .expect("REMOVE DATANODE");
+    let migrated_secs = wait_for_migrations(&run, "every replica migrated off", |r| {
+        !r.data_node_ids.contains(&id)
+    })
+    .unwrap_or_else(|e| {
+        failures.push(e);
+        f64::NAN
+    });
+    let metric =
+        |name: &str| -> f64 { (0..4).filter_map(|j| run.cluster.dn_metric(j, name)).sum() };
+    run.cluster.note(format!(
+        "REMOVE DATANODE {id}: its replicas, idle regions {held:?} of {idle:?} among them, \
+         migrated within {migrated_secs:.1} s ({:.1} s after the removal); snapshots: {} built, \
+         {} rebuilt, {} rebuilds refused, {} downloaded",
+        removed_at.elapsed().as_secs_f64(),
+        metric("raft_snapshots_generated_total"),
+        metric("raft_snapshots_rebuilt_total"),
+        metric("raft_snapshot_rebuilds_refused_total"),
+        metric("snapshot_downloads_total"),
+    ));
+    // The checker waits for every region's replicas to share an applied index and a digest.
+    run.finish_with(failures);
+}
+
 /// Resident memory of a process in bytes (`VmRSS`), if it is running.
 fn rss_bytes(pid: Option<i32>) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;

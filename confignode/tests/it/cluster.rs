@@ -123,6 +123,7 @@ async fn register(leader: &str, dn_internal: &str, id: u64) -> proto::RegisterDa
             data_node_id: id,
             internal_endpoint: proto::parse_endpoint(dn_internal).ok(),
             rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -453,10 +454,12 @@ async fn leader_failover_resumes_heartbeats_and_the_old_leader_rejoins() {
     // following members) and registers the next incarnation.
     let seeds: Vec<String> = addresses.iter().map(|(_, a)| a.clone()).collect();
     let finder = runtime::ConfigNodeClient::new(seeds, Duration::from_secs(2), 50);
+    // With the incarnation its directory holds: the latest, so not a restored one.
     let request = proto::RegisterDataNodeReq {
         data_node_id: first.data_node_id,
         internal_endpoint: proto::parse_endpoint(&dn_address).ok(),
         rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
+        stored_incarnation_epoch: second.incarnation_epoch,
     };
     let third = finder
         .call(|mut c| {

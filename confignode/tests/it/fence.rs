@@ -68,6 +68,7 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
         data_node_id: 0,
         internal_endpoint: proto::parse_endpoint(&internal).ok(),
         rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
+        ..Default::default()
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     let live = loop {
@@ -238,6 +239,7 @@ async fn a_delete_overtaken_by_a_drop_of_its_database_is_answered_success() {
             data_node_id: 0,
             internal_endpoint: proto::parse_endpoint(&dn_address).ok(),
             rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
+            ..Default::default()
         };
         if let Ok(resp) = cn.register_data_node(register).await {
             let resp = resp.into_inner();

@@ -66,6 +66,7 @@ async fn register_until_ok(port: u16, id: u64) -> proto::RegisterDataNodeResp {
                 data_node_id: id,
                 internal_endpoint: proto::parse_endpoint("127.0.0.1:1").ok(),
                 rpc_endpoint: proto::parse_endpoint("127.0.0.1:2").ok(),
+                ..Default::default()
             })
             .await;
         if let Ok(resp) = resp {

@@ -228,7 +228,7 @@ fn run(seed: u64) -> u64 {
     let restored = sim
         .cluster
         .nodes()
-        .map(|(_, n)| consensus::Metrics::get(&n.metrics().snapshots_restored))
+        .map(|(_, n)| consensus::Metrics::get(&n.metrics().snapshots.restored))
         .sum();
     eprintln!(
         "seed {seed}: {} acknowledged, metadata version {}, applied {}, {restored} snapshots restored",

@@ -8,6 +8,8 @@
 //!   refused.
 //! - `fencing`: a fenced leader answers 536 and transfers leadership, only to a lease holder.
 //! - `snapshot`: a lagging replica installs a snapshot; compaction is bounded by the applied index.
+//! - `snapshot_lifecycle`: a snapshot is rebuilt only once the state machine moved past the one
+//!   held; a restarted leader still labels a job's snapshot below its last membership change.
 //! - `wal_storage`: one fsync per ready batch across groups, compaction frees segments and a
 //!   restart replays the rest, a removed group stays removed after restart.
 //! - `simulation`: 3 000 schedules with 3 replicas and 2 000 with 5 on `MemLog`, 60 with 3
@@ -26,4 +28,5 @@ mod membership;
 mod proxy;
 mod simulation;
 mod snapshot;
+mod snapshot_lifecycle;
 mod wal_storage;

@@ -37,7 +37,7 @@ fn a_lagging_replica_installs_a_snapshot() {
     assert!(!c.node(lagging).status(1).unwrap().holds_received_snapshot);
     c.heal_and_check();
     assert_eq!(c.model(lagging, 1).restores, 1);
-    assert!(Metrics::get(&c.node(leader).metrics().snapshots_generated) >= 1);
+    assert!(Metrics::get(&c.node(leader).metrics().snapshots.generated) >= 1);
     // The deterministic error arrived inside the snapshot, recorded like everywhere else.
     assert!(c
         .model(lagging, 1)
@@ -97,7 +97,7 @@ fn a_leader_keeps_its_log_for_a_follower_within_the_lag_allowance() {
     // It caught up from the log: no snapshot.
     assert_eq!(c.model(lagging, 1).restores, 0);
     assert_eq!(
-        Metrics::get(&c.node(leader).metrics().snapshots_generated),
+        Metrics::get(&c.node(leader).metrics().snapshots.generated),
         0
     );
 }
@@ -145,7 +145,7 @@ fn a_snapshot_that_fails_to_generate_is_asked_again() {
         "every failure was met"
     );
     assert_eq!(c.model(lagging, 1).restores, 1);
-    assert!(Metrics::get(&c.node(leader).metrics().snapshots_generated) >= 1);
+    assert!(Metrics::get(&c.node(leader).metrics().snapshots.generated) >= 1);
 }
 
 /// A snapshot built by a job runs on a thread of its own: while it is held, the leader goes on
@@ -180,11 +180,11 @@ fn a_snapshot_built_off_the_raft_thread_stalls_nothing_and_pins_the_log() {
     );
     assert_eq!(c.model(lagging, 1).restores, 0, "nothing built yet");
     assert_eq!(
-        Metrics::get(&c.node(leader).metrics().snapshots_generated),
+        Metrics::get(&c.node(leader).metrics().snapshots.generated),
         0
     );
     assert_eq!(
-        Metrics::get(&c.node(leader).metrics().snapshot_builds),
+        Metrics::get(&c.node(leader).metrics().snapshots.builds),
         1,
         "one job, held at the gate"
     );
@@ -198,6 +198,6 @@ fn a_snapshot_built_off_the_raft_thread_stalls_nothing_and_pins_the_log() {
     assert!(restored, "the lagging replica restored the built snapshot");
     assert!(c.write(1, b"after").is_ok());
     c.heal_and_check();
-    assert!(Metrics::get(&c.node(leader).metrics().snapshots_generated) >= 1);
-    assert_eq!(Metrics::get(&c.node(leader).metrics().snapshot_builds), 0);
+    assert!(Metrics::get(&c.node(leader).metrics().snapshots.generated) >= 1);
+    assert_eq!(Metrics::get(&c.node(leader).metrics().snapshots.builds), 0);
 }

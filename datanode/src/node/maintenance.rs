@@ -5,7 +5,8 @@ use super::*;
 
 /// Flushes regions whose memtables are large or old, and while the node's memtables hold more
 /// than half of `memtable_budget_bytes` also the largest others, all at once (one blocking task
-/// each); then truncates each flushed region's raft log up to its checkpoint.
+/// each); then truncates each flushed region's raft log up to its checkpoint. Then removes the
+/// snapshots built here that no replica used for `dn_snapshot_keep_ms`.
 pub(super) async fn flush_loop(shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(timing::FLUSH_CHECK_INTERVAL).await;
@@ -15,6 +16,7 @@ pub(super) async fn flush_loop(shared: Arc<Shared>) {
         );
         // Failures are logged by `flush_regions`; the next round tries again.
         drop(flush_regions(&shared, chosen).await);
+        shared.host.release_idle_snapshots().await;
     }
 }
 

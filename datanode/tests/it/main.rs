@@ -24,8 +24,8 @@
 //! `hostile.rs`: oversized, over-full and truncated frames, a flood of one-byte connections and
 //! a wide `SELECT *` on the session port, while other clients keep writing (REVIEW N4, N5).
 //!
-//! The state-machine and token modules (`token`, `state_machine`, `raft_region`) describe
-//! themselves in their own `//!` docs. The failpoint binary
+//! The state-machine and token modules (`token`, `state_machine`, `raft_region`,
+//! `idle_migration`) describe themselves in their own `//!` docs. The failpoint binary
 //! (`tests/failpoints/main.rs`) repeats the heartbeat stall through `datanode::heartbeat::stall`.
 
 mod budget;
@@ -35,6 +35,8 @@ mod drop_region;
 mod flood;
 mod harness;
 mod hostile;
+mod identity;
+mod idle_migration;
 mod raft_region;
 mod state_machine;
 /// The engine tests' single-replica region, shared rather than copied.

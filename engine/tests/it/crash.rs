@@ -159,3 +159,36 @@ fn apply_command(model: &mut Model, command: &RegionCommand) {
         }
     }
 }
+
+/// Raft's own entries (no-ops, membership changes) move the applied index without a command
+/// (REVIEW-2026-12-05 N2: a snapshot of an idle region must reach the index of a learner's
+/// addition). A flush stores it; before that a crash forgets it, and replay passes the entries
+/// again. A command at or below it is already applied.
+#[test]
+fn a_noted_index_is_durable_with_the_next_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || engine::DataRegion::open(dir.path().join("region"), crate::support::config());
+    let region = open().unwrap();
+    let insert = RegionCommand::insert(tablet("root.sg.d1", &[1], 1.0));
+    region.apply(1, &insert, &OpenGate).unwrap();
+    region.flush().unwrap();
+    region.note_applied(4);
+    region.note_applied(3);
+    assert_eq!(region.applied_index(), 4, "never backwards");
+    drop(region);
+    let region = open().unwrap();
+    assert_eq!(region.applied_index(), 1, "not stored without a flush");
+    region.note_applied(4);
+    assert_eq!(
+        region.flush().unwrap(),
+        4,
+        "the checkpoint is the noted index"
+    );
+    drop(region);
+    let region = open().unwrap();
+    assert_eq!(region.applied_index(), 4);
+    assert_eq!(
+        region.apply(4, &insert, &OpenGate).unwrap(),
+        engine::ApplyOutcome::AlreadyApplied
+    );
+}
