@@ -676,6 +676,9 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             data_replication_factor: config.data_replication_factor,
             time_partition_origin_ms: 0,
             time_partition_interval_ms: config.time_partition_interval_ms,
+            now_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
         }))
     }
 

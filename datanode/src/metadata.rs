@@ -378,8 +378,9 @@ impl ConfigNodeLink {
     }
 
     /// Every database's time to live in ms (databases without one are absent), from the
-    /// ConfigNode leader: what the compaction loop removes expired points by.
-    pub(crate) async fn database_ttls(&self) -> Result<BTreeMap<String, i64>, String> {
+    /// ConfigNode leader, with its wall clock when it answered: what the compaction loop removes
+    /// expired points by.
+    pub(crate) async fn database_ttls(&self) -> Result<(BTreeMap<String, i64>, i64), String> {
         let answer = self
             .client
             .call(|mut c| async move { c.show_databases(proto::ShowDatabasesReq {}).await })
@@ -389,12 +390,13 @@ impl ConfigNodeLink {
         if answer.ttl_ms.len() != answer.databases.len() {
             return Err("ShowDatabases answered TTLs not parallel to its databases".into());
         }
-        Ok(answer
+        let ttls = answer
             .databases
             .into_iter()
             .zip(answer.ttl_ms)
             .filter(|(_, ttl)| *ttl > 0)
-            .collect())
+            .collect();
+        Ok((ttls, answer.now_ms))
     }
 
     /// The series that declared an encoding or compressor, as the ConfigNode leader has them

@@ -863,6 +863,27 @@ mod tests {
         assert_eq!(ttl_removal_cutoff(i64::MIN + 5, Some(100)), Some(i64::MIN));
     }
 
+    /// REVIEW N12: TTL removal follows no clock ahead of the ConfigNode's, never moves back, and
+    /// follows a forward step at no more than twice real time.
+    #[test]
+    fn the_removal_clock_is_bounded_by_the_confignode_and_real_time() {
+        use maintenance::RemovalClock;
+        use std::time::{Duration, Instant};
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut clock = RemovalClock::default();
+        // This node's clock stepped an hour ahead: the ConfigNode's bounds it.
+        assert_eq!(clock.now(3_600_000 + 1_000, 1_000, at(0)), 1_000);
+        // One second later both agree again.
+        assert_eq!(clock.now(2_000, 2_000, at(1_000)), 2_000);
+        // Both step an hour forward: followed at twice real time (10 s → 20 s), not at once.
+        assert_eq!(clock.now(3_600_000, 3_600_000, at(11_000)), 22_000);
+        // Either steps back: the removal clock stays.
+        assert_eq!(clock.now(500, 3_600_000, at(12_000)), 22_000);
+        // And catches up with the real time meanwhile.
+        assert_eq!(clock.now(30_000, 30_000, at(20_000)), 30_000);
+    }
+
     #[test]
     fn identity_and_replica_files_round_trip() {
         let dir = tempfile::tempdir().unwrap();

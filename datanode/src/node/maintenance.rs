@@ -127,13 +127,14 @@ pub(super) async fn compaction_loop(shared: Arc<Shared>) {
     let per_region = shared.config.compaction_workers_per_region.max(1) as usize;
     let workers: Arc<parking_lot::Mutex<HashMap<u64, usize>>> = Arc::default();
     let mut running = tokio::task::JoinSet::new();
+    let mut removal_clock = RemovalClock::default();
     loop {
         tokio::time::sleep(timing::COMPACTION_CHECK_INTERVAL).await;
         while running.try_join_next().is_some() {}
         // TTLs as the ConfigNode leader has them now. Without an answer no region removes
         // expired points this round: a TTL raised meanwhile must not be enforced at its old value.
         let ttls = match shared.confignode.database_ttls().await {
-            Ok(ttls) => Some(ttls),
+            Ok((ttls, confignode_ms)) => Some((ttls, confignode_ms)),
             Err(e) => {
                 tracing::debug!("no TTLs this round: {e}");
                 None
@@ -150,9 +151,13 @@ pub(super) async fn compaction_loop(shared: Arc<Shared>) {
             }
             Err(e) => tracing::debug!("no declared encodings this round: {e}"),
         }
-        let now_ms = crate::coordinator::read::wall_clock_ms();
+        let now_ms = ttls.as_ref().map(|(_, confignode_ms)| {
+            let local_ms = crate::coordinator::read::wall_clock_ms();
+            removal_clock.now(local_ms, *confignode_ms, std::time::Instant::now())
+        });
         for (id, database, region) in shared.host.regions_with_databases() {
-            let ttl = ttls.as_ref().and_then(|t| t.get(&database).copied());
+            let ttl = ttls.as_ref().and_then(|(t, _)| t.get(&database).copied());
+            let now_ms = now_ms.unwrap_or(i64::MIN);
             region.set_ttl_cutoff(ttl_removal_cutoff(now_ms, ttl));
             {
                 let mut workers = workers.lock();
@@ -290,6 +295,35 @@ fn lower_thread_priority(nice: u32) {
             "background thread keeps its priority: {}",
             std::io::Error::last_os_error()
         );
+    }
+}
+
+/// The clock TTL removal follows (REVIEW N12): removal deletes points physically, so a forward
+/// step of one replica's wall clock must not delete points that have not expired. It is the
+/// older of this node's wall clock and the ConfigNode leader's (read with the TTLs), it never
+/// moves back, and it moves forward at most twice as fast as real time (the monotonic clock):
+/// a clock stepped forward by Δ on every node at once is followed over Δ of real time, not at
+/// once. Reads hide expired points by the local clock; only removal waits.
+#[derive(Debug, Default)]
+pub(super) struct RemovalClock {
+    last: Option<(i64, std::time::Instant)>,
+}
+
+impl RemovalClock {
+    /// The removal clock at monotonic instant `at`, given this node's wall clock and the
+    /// ConfigNode's, both in ms since the epoch.
+    pub(super) fn now(&mut self, local_ms: i64, confignode_ms: i64, at: std::time::Instant) -> i64 {
+        let wall = local_ms.min(confignode_ms);
+        let now = match self.last {
+            None => wall,
+            Some((last, then)) => {
+                let elapsed = at.saturating_duration_since(then).as_millis() as i64;
+                wall.min(last.saturating_add(elapsed.saturating_mul(2)))
+                    .max(last)
+            }
+        };
+        self.last = Some((now, at));
+        now
     }
 }
 
