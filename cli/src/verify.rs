@@ -15,6 +15,7 @@
 //! clock, so below the cutoff replicas may legitimately differ for a while.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{StatusCode, Value};
@@ -32,8 +33,8 @@ pub const TIMEOUT_S_MAX: u64 = 86_400;
 /// `fencepost verify` arguments.
 #[derive(clap::Args, Debug)]
 pub struct VerifyArgs {
-    /// Seconds to wait for every region's replicas to reach a common applied index
-    /// (1..=86400).
+    /// Seconds to wait for every region's replicas to reach a common applied index and answer
+    /// their digests (1..=86400); one digest may take up to all of it.
     #[arg(long = "timeout-s", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=TIMEOUT_S_MAX))]
     pub timeout_s: u64,
@@ -139,7 +140,7 @@ pub async fn run(
     config: SessionConfig,
     args: VerifyArgs,
 ) -> anyhow::Result<u8> {
-    let session = exec::connect(endpoints, config).await?;
+    let session = Arc::new(exec::connect(endpoints, config).await?);
     let regions = session.show_regions().await?;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -181,33 +182,56 @@ pub async fn run(
 }
 
 /// Polls every DataNode holding an unsettled replica, once per round, until every region is
-/// settled or the deadline passes.
+/// settled or the deadline passes. Each replica's digest is asked of its own (one region per
+/// request) and may take until the deadline: a digest reads every point of the region, which for
+/// a region of hundreds of millions of points takes longer than any request timeout. The
+/// DataNodes are asked at once, each one's regions in turn (a DataNode computes one digest at a
+/// time); a request given up on stops the digest it started.
 async fn poll(
-    session: &Session,
+    session: &Arc<Session>,
     addresses: &BTreeMap<u64, String>,
     visible_from: &BTreeMap<String, i64>,
     checks: &mut [RegionCheck],
     deadline: Instant,
 ) {
     loop {
-        let nodes: BTreeSet<u64> = checks
-            .iter()
-            .filter(|c| c.verdict.is_none())
-            .flat_map(|c| c.region.data_node_ids.iter().copied())
-            .collect();
-        if nodes.is_empty() {
+        let mut asked: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for c in checks.iter().filter(|c| c.verdict.is_none()) {
+            for &node in &c.region.data_node_ids {
+                asked.entry(node).or_default().push(c.region.region_id);
+            }
+        }
+        if asked.is_empty() {
             return;
         }
+        let mut calls = tokio::task::JoinSet::new();
+        for (node, regions) in asked {
+            let endpoint = addresses.get(&node).cloned();
+            let (session, visible_from) = (session.clone(), visible_from.clone());
+            calls.spawn(async move {
+                let mut answers = BTreeMap::new();
+                for region in regions {
+                    let answer = match &endpoint {
+                        Some(endpoint) => {
+                            let left = deadline
+                                .saturating_duration_since(Instant::now())
+                                .max(Duration::from_secs(1));
+                            session
+                                .region_digest_of(endpoint, region, &visible_from, left)
+                                .await
+                                .map_err(|e| e.to_string())
+                        }
+                        None => Err(format!("DataNode {node} is not in SHOW CLUSTER")),
+                    };
+                    answers.insert(region, answer);
+                }
+                (node, answers)
+            });
+        }
         let mut answers = BTreeMap::new();
-        for node in nodes {
-            let answer = match addresses.get(&node) {
-                Some(endpoint) => session
-                    .region_digests_visible_from(endpoint, visible_from)
-                    .await
-                    .map_err(|e| e.to_string()),
-                None => Err(format!("DataNode {node} is not in SHOW CLUSTER")),
-            };
-            answers.insert(node, answer);
+        while let Some(joined) = calls.join_next().await {
+            let (node, by_region) = joined.expect("a digest task panicked");
+            answers.insert(node, by_region);
         }
         for check in checks.iter_mut().filter(|c| c.verdict.is_none()) {
             record(check, &answers);
@@ -223,15 +247,17 @@ async fn poll(
     }
 }
 
+/// What each DataNode answered, per region asked.
+type Answers = BTreeMap<u64, BTreeMap<u64, Result<Option<RegionDigestView>, String>>>;
+
 /// Stores what each replica's DataNode said about this region.
-fn record(check: &mut RegionCheck, answers: &BTreeMap<u64, Result<Vec<RegionDigestView>, String>>) {
+fn record(check: &mut RegionCheck, answers: &Answers) {
     let region_id = check.region.region_id;
     for &node in &check.region.data_node_ids {
-        let reply = match answers.get(&node) {
-            Some(Ok(digests)) => digests
-                .iter()
-                .find(|d| d.region_id == region_id)
-                .map_or(Reply::Missing, |d| Reply::Digest(*d)),
+        let answer = answers.get(&node).and_then(|a| a.get(&region_id));
+        let reply = match answer {
+            Some(Ok(Some(digest))) => Reply::Digest(*digest),
+            Some(Ok(None)) => Reply::Missing,
             Some(Err(e)) => Reply::Failed(e.clone()),
             None => unreachable!("DataNode {node} of region {region_id} was polled"),
         };

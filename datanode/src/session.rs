@@ -2,6 +2,7 @@
 //! coordinator under the in-flight guard (so an invalidation waits for them); schema statements
 //! and cluster views are forwarded to the ConfigNode leader.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -135,6 +136,15 @@ fn relayable(code: i32) -> bool {
     ]
     .iter()
     .any(|c| c.wire() == code)
+}
+
+/// Sets its flag when dropped: a blocking task's way to learn its caller went away.
+struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Decodes and writes wire tablets (a relayed write), with the session's limits.
@@ -801,9 +811,21 @@ impl SessionService for SessionServiceImpl {
                 .get(&database)
                 .copied()
                 .unwrap_or(i64::MIN);
-            let digest = tokio::task::spawn_blocking(move || region.digest_visible_from(from))
-                .await
-                .map_err(|e| tonic::Status::internal(format!("digest task: {e}")))?;
+            // A caller that gives up (its timeout, a dropped connection) drops this future: the
+            // guard then stops the digest between two series, so abandoned digests do not queue
+            // up behind the semaphore nor hold the region's state.
+            let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let _stop = CancelOnDrop(cancelled.clone());
+            let digest = tokio::task::spawn_blocking(move || {
+                region.digest_until_cancelled(from, &|| cancelled.load(Ordering::Relaxed))
+            })
+            .await
+            .map_err(|e| tonic::Status::internal(format!("digest task: {e}")))?;
+            let digest = match digest {
+                Ok(Some(d)) => Ok(d),
+                Ok(None) => return Err(tonic::Status::cancelled("the digest was given up")),
+                Err(e) => Err(e),
+            };
             match digest {
                 Ok(d) => digests.push(proto::RegionDigest {
                     region_id: id,

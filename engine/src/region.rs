@@ -20,7 +20,6 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::command::RegionCommand;
 use crate::compaction::CompactionConfig;
-use crate::digest::DigestBuilder;
 use crate::error::{Result, StorageError};
 use crate::files::{FileCache, OPEN_FILES_MAX_DEFAULT};
 use crate::lease_gate::LeaseGate;
@@ -28,6 +27,11 @@ use crate::manifest::{
     device_under, sync_dir, FileEntry, Manifest, Tombstone, DELETE_OPERATIONS_KEPT,
 };
 use crate::sealed::{self, Header, SealedFile, SealedOptions, SeriesCodecs};
+
+mod digest;
+mod fences;
+
+use fences::Fences;
 
 pub(crate) const SEALED_DIR: &str = "sealed";
 const ALL_TIME: RangeInclusive<i64> = i64::MIN..=i64::MAX;
@@ -177,168 +181,6 @@ pub(crate) struct RegionState {
     /// replica and every replay judges a redelivery alike. The manifest keeps it as of its
     /// checkpoint.
     delete_operations: VecDeque<(u64, u64)>,
-}
-
-/// The series and path-prefix deletions indexed by target (derived from the tombstones): the
-/// newest deletion version per target, so an insert validated against an older metadata version
-/// than a deletion of one of its series (or a prefix of it) is refused, and the newest deletion's
-/// log index, so whether a source is masked is a lookup rather than a pass over every tombstone
-/// (REVIEW N9: a table's drop adds one per series).
-#[derive(Default)]
-struct Fences {
-    series: HashMap<String, HashMap<String, Newest>>,
-    databases: HashMap<String, Newest>,
-}
-
-/// The newest deletion of one target: its fencing token (0: none had one) and log index.
-#[derive(Clone, Copy, Debug, Default)]
-struct Newest {
-    version: u64,
-    index: u64,
-}
-
-impl Fences {
-    fn from_tombstones<'a>(tombstones: impl Iterator<Item = &'a Tombstone>) -> Fences {
-        let mut fences = Fences::default();
-        for t in tombstones {
-            fences.add(t);
-        }
-        fences
-    }
-
-    fn add(&mut self, tombstone: &Tombstone) {
-        // A deletion without a token fences nothing (version 0), but masks what it deleted.
-        let version = tombstone.deletion().metadata_version;
-        let slot = match tombstone {
-            Tombstone::Series {
-                device,
-                measurement,
-                ..
-            } => self
-                .series
-                .entry(device.clone())
-                .or_default()
-                .entry(measurement.clone())
-                .or_default(),
-            Tombstone::Database { database, .. } => {
-                self.databases.entry(database.clone()).or_default()
-            }
-            Tombstone::Range { .. } => return,
-        };
-        slot.version = slot.version.max(version);
-        slot.index = slot.index.max(tombstone.index());
-    }
-
-    /// True when a series or prefix deletion removes `(device, measurement)` from a source with
-    /// `checkpoint`: the newest such deletion came after the source's entries.
-    fn masks(&self, device: &str, measurement: &str, checkpoint: u64) -> bool {
-        let series = self
-            .series
-            .get(device)
-            .and_then(|m| m.get(measurement))
-            .is_some_and(|mark| checkpoint < mark.index);
-        series
-            || (!self.databases.is_empty()
-                && prefixes(device).any(|p| {
-                    self.databases
-                        .get(p)
-                        .is_some_and(|mark| checkpoint < mark.index)
-                }))
-    }
-
-    /// The deletion that refuses an insert into `tablet` validated against `metadata_version`
-    /// (and, for rows derived from a table, `table_version`: the table's creation; 0 for a tree
-    /// write). A deletion of a path prefix (a database, or a table's devices) is compared with
-    /// the older of the two: a table write's device paths came from the table's schema.
-    fn refusal(
-        &self,
-        tablet: &Tablet,
-        metadata_version: u64,
-        table_version: u64,
-    ) -> Option<StorageError> {
-        if self.series.is_empty() && self.databases.is_empty() {
-            return None;
-        }
-        let device = tablet.device.as_str();
-        let prefix_version = match table_version {
-            0 => metadata_version,
-            table => metadata_version.min(table),
-        };
-        if let Some(refusal) = self.prefix_refusal(device, prefix_version) {
-            return Some(refusal);
-        }
-        let stale = |target: String, deleted: u64| StorageError::StaleMetadata {
-            target,
-            validated: metadata_version,
-            deleted,
-        };
-        let measurements = self.series.get(device)?;
-        for (column, measurement) in tablet.measurements.iter().enumerate() {
-            if !has_value(tablet, column) {
-                continue;
-            }
-            if let Some(mark) = measurements.get(measurement) {
-                if metadata_version < mark.version {
-                    return Some(stale(format!("{device}.{measurement}"), mark.version));
-                }
-            }
-        }
-        None
-    }
-
-    /// The deletion of a path prefix of `device` (a database, a table's devices) newer than
-    /// `version`.
-    fn prefix_refusal(&self, device: &str, version: u64) -> Option<StorageError> {
-        for prefix in prefixes(device) {
-            if let Some(mark) = self.databases.get(prefix) {
-                if version < mark.version {
-                    return Some(StorageError::StaleMetadata {
-                        target: prefix.to_string(),
-                        validated: version,
-                        deleted: mark.version,
-                    });
-                }
-            }
-        }
-        None
-    }
-
-    /// The deletion that refuses a `deleteData` of `series` resolved against
-    /// `metadata_version` (0: no token, as entries written before it): one of the series, or a
-    /// prefix of it, was deleted after that version, so the series the deletion names may be
-    /// another one of the same name now.
-    fn deletion_refusal(
-        &self,
-        series: &[(String, String)],
-        metadata_version: u64,
-    ) -> Option<StorageError> {
-        if metadata_version == 0 {
-            return None;
-        }
-        for (device, measurement) in series {
-            if let Some(refusal) = self.prefix_refusal(device, metadata_version) {
-                return Some(refusal);
-            }
-            let mark = self.series.get(device).and_then(|m| m.get(measurement));
-            if let Some(mark) = mark.filter(|mark| metadata_version < mark.version) {
-                return Some(StorageError::StaleMetadata {
-                    target: format!("{device}.{measurement}"),
-                    validated: metadata_version,
-                    deleted: mark.version,
-                });
-            }
-        }
-        None
-    }
-}
-
-/// `device` and its proper prefixes ending before a '.': the paths a prefix deletion of it may
-/// name.
-fn prefixes(device: &str) -> impl Iterator<Item = &str> {
-    device
-        .match_indices('.')
-        .map(|(at, _)| &device[..at])
-        .chain(std::iter::once(device))
 }
 
 impl RegionState {
@@ -846,37 +688,6 @@ impl DataRegion {
     /// series' (a series of hundreds of millions of points had made a digest run out of time).
     pub fn digest(&self) -> Result<RegionDigest> {
         self.digest_visible_from(i64::MIN)
-    }
-
-    /// [`DataRegion::digest`] of the points at or after `from` only: with `from` a TTL's read
-    /// cutoff, replicas agree whether or not their compactions removed the expired points yet.
-    pub fn digest_visible_from(&self, from: i64) -> Result<RegionDigest> {
-        let state = self.state.read();
-        let mut digest = DigestBuilder::new();
-        let mut merged = BTreeMap::new();
-        for (device, measurement, data_type) in state.sorted_series() {
-            let mut started = false;
-            for partition in state.partitions.values() {
-                merged.clear();
-                merge_partition(
-                    &state,
-                    partition,
-                    device,
-                    measurement,
-                    ALL_TIME,
-                    &mut merged,
-                )?;
-                let mut visible = merged.range(from..).peekable();
-                if visible.peek().is_some() && !started {
-                    digest.series(device, measurement, data_type);
-                    started = true;
-                }
-                for (t, v) in visible {
-                    digest.point(*t, v);
-                }
-            }
-        }
-        Ok(digest.finish(state.applied_index))
     }
 
     /// At least as many points as [`DataRegion::export`] would return, from the files' indexes

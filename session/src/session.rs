@@ -883,6 +883,23 @@ impl Session {
             .await
     }
 
+    /// The digest of region `region_id`'s replica on the DataNode at `endpoint` over the points
+    /// at or after `visible_from[database]`, waiting up to `timeout` (a digest reads every point
+    /// of the region: minutes for a billion); `None` when that DataNode holds no replica of it.
+    pub async fn region_digest_of(
+        &self,
+        endpoint: &str,
+        region_id: u64,
+        visible_from: &BTreeMap<String, i64>,
+        timeout: Duration,
+    ) -> Result<Option<RegionDigestView>> {
+        let mut digests = self
+            .region_replicas_of(endpoint, region_id, false, timeout, visible_from.clone())
+            .await?;
+        digests.retain(|d| d.region_id == region_id);
+        Ok(digests.pop())
+    }
+
     /// Like [`Session::region_digests_at`] without the digests (each `digest` is 0): which
     /// regions the DataNode holds, their applied indexes and which it leads, cheaply however
     /// much data they hold.
@@ -899,13 +916,26 @@ impl Session {
         timeout: Duration,
         visible_from_ms: BTreeMap<String, i64>,
     ) -> Result<Vec<RegionDigestView>> {
+        self.region_replicas_of(endpoint, 0, leaders_only, timeout, visible_from_ms)
+            .await
+    }
+
+    /// The replicas of region `region_id` (0: every region) on the DataNode at `endpoint`.
+    async fn region_replicas_of(
+        &self,
+        endpoint: &str,
+        region_id: u64,
+        leaders_only: bool,
+        timeout: Duration,
+        visible_from_ms: BTreeMap<String, i64>,
+    ) -> Result<Vec<RegionDigestView>> {
         let mut client = match self.endpoints.iter().position(|e| e == endpoint) {
             Some(i) => self.clients[i].clone(),
             None => lazy_client(endpoint, &self.config)?,
         };
         let request = proto::RegionDigestReq {
             session_id: self.session_id,
-            region_id: 0,
+            region_id,
             leaders_only,
             visible_from_ms,
         };
