@@ -507,6 +507,28 @@ fn region_metrics(page: &mut Page, shared: &Shared) {
         "Region replicas on this DataNode.",
         shared.host.region_count() as u64,
     );
+    // Catching up after a partition: how far the apply trails what is committed, summed over
+    // the replicas here, and how many trail at all (issue 38 item 5).
+    let (mut unapplied, mut applying) = (0u64, 0u64);
+    for id in shared.host.region_ids() {
+        if let Some(status) = shared.host.group_status(id) {
+            let behind = status.commit.saturating_sub(status.applied);
+            unapplied += behind;
+            applying += u64::from(behind > 0);
+        }
+    }
+    line(
+        "raft_unapplied_entries",
+        "gauge",
+        "Committed raft entries not applied yet, summed over this node's region replicas.",
+        unapplied,
+    );
+    line(
+        "raft_regions_applying",
+        "gauge",
+        "Region replicas here whose apply trails their commit index.",
+        applying,
+    );
     let transfers = shared.host.snapshots().metrics();
     for (name, kind, help, value) in [
         (
