@@ -20,7 +20,7 @@ use proto::config_node_service_client::ConfigNodeServiceClient;
 use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::workload::Outcome;
+use crate::workload::{DropTarget, Outcome};
 
 /// One RPC, connection included.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
@@ -239,27 +239,37 @@ pub async fn pending_delete(config_nodes: &[String], prefix: &str) -> Result<boo
         .any(|s| s.pending_delete))
 }
 
-/// DELETE TIMESERIES `device.measurement` (or, with `measurement` `None`, DROP DATABASE
-/// `device`), sent to the ConfigNode at `address` alone: no redirect, no retry, so the caller
-/// decides whom it asks and when. The outcome as the workload records it.
-pub async fn drop_on(address: &str, device: &str, measurement: Option<&str>) -> Outcome {
+/// The drop of `target` (DELETE TIMESERIES, DROP DATABASE or DROP TABLE), sent to the
+/// ConfigNode at `address` alone: no redirect, no retry, so the caller decides whom it asks and
+/// when. The outcome as the workload records it.
+pub async fn drop_on(address: &str, target: &DropTarget) -> Outcome {
     let call = async {
         let mut c = ConfigNodeServiceClient::new(
             channel_with_timeout(address, Duration::from_secs(90)).await?,
         );
-        let status = match measurement {
-            Some(m) => c
+        let status = match target {
+            DropTarget::Series {
+                device,
+                measurement,
+            } => c
                 .delete_timeseries(proto::DeleteTimeseriesReq {
                     series: vec![proto::SeriesPath {
-                        device: device.to_string(),
-                        measurement: m.to_string(),
+                        device: device.clone(),
+                        measurement: measurement.clone(),
                     }],
                 })
                 .await?
                 .into_inner(),
-            None => c
+            DropTarget::Database { database, .. } => c
                 .drop_database(proto::DropDatabaseReq {
-                    database: device.to_string(),
+                    database: database.clone(),
+                })
+                .await?
+                .into_inner(),
+            DropTarget::Table { table, .. } => c
+                .drop_table(proto::DropTableReq {
+                    database: crate::tables::table_tree_database(),
+                    table: table.clone(),
                 })
                 .await?
                 .into_inner(),
@@ -268,30 +278,6 @@ pub async fn drop_on(address: &str, device: &str, measurement: Option<&str>) -> 
     };
     // A drop legitimately waits fence + margin (and up to a minute more before the server
     // answers 712): wait as long as the workload's own drops do.
-    match tokio::time::timeout(Duration::from_secs(90), call).await {
-        Ok(Ok(s)) if s.code == 200 => Outcome::Ok,
-        Ok(Ok(s)) => Outcome::Failed(format!("status {}: {}", s.code, s.message)),
-        Ok(Err(e)) => Outcome::Unknown(format!("{e:#}")),
-        Err(_) => Outcome::Unknown("no answer within 90 s".into()),
-    }
-}
-
-/// DROP TABLE `table` of [`crate::tables::TABLE_DATABASE`], sent to the ConfigNode at
-/// `address` alone, as [`drop_on`] sends the others.
-pub async fn drop_table_on(address: &str, table: &str) -> Outcome {
-    let call = async {
-        let mut c = ConfigNodeServiceClient::new(
-            channel_with_timeout(address, Duration::from_secs(90)).await?,
-        );
-        let status = c
-            .drop_table(proto::DropTableReq {
-                database: crate::tables::table_tree_database(),
-                table: table.to_string(),
-            })
-            .await?
-            .into_inner();
-        anyhow::Ok(status)
-    };
     match tokio::time::timeout(Duration::from_secs(90), call).await {
         Ok(Ok(s)) if s.code == 200 => Outcome::Ok,
         Ok(Ok(s)) => Outcome::Failed(format!("status {}: {}", s.code, s.message)),

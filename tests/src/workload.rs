@@ -488,18 +488,7 @@ pub async fn drop_recorded(
                 };
                 Outcome::of(&r)
             }
-            DropVia::ConfigNode(address) => match &asked {
-                DropTarget::Series {
-                    device,
-                    measurement,
-                } => crate::admin::drop_on(address, device, Some(measurement)).await,
-                DropTarget::Database { database, .. } => {
-                    crate::admin::drop_on(address, database, None).await
-                }
-                DropTarget::Table { table, .. } => {
-                    crate::admin::drop_table_on(address, table).await
-                }
-            },
+            DropVia::ConfigNode(address) => crate::admin::drop_on(address, &asked).await,
         }
     };
     // A drop waits fence + margin for an unreachable DataNode; the server answers 712 after

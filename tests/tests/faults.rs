@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencepost_tests::checker::{check, Report};
+use fencepost_tests::checker::{check, converged_digests, Report};
 use fencepost_tests::cluster::{Cluster, ClusterConfig, LeaderWatch, HEARTBEAT_STALL};
 use fencepost_tests::tables;
 use fencepost_tests::workload::{
@@ -1065,6 +1065,23 @@ fn a_fenced_data_node_stays_in_bounded_memory_under_load() {
             healed.elapsed().as_secs_f64()
         )),
         Err(e) => failures.push(format!("datanode-{}: {e}", target + 1)),
+    }
+    // How long the fenced replica takes to converge once healed (issue 38 item 5): the time to
+    // identical digests at a common applied index, against the points it missed; the workload
+    // stops first (its writes would keep the replicas' applied indexes apart).
+    if let Some(w) = run.writers.take() {
+        w.stop(&run.cluster.runtime);
+    }
+    match converged_digests(&run.cluster, &run.session) {
+        Ok(regions) => {
+            let secs = healed.elapsed().as_secs_f64();
+            run.cluster.note(format!(
+                "{regions} regions converged {secs:.1} s after the heal; the fenced replica \
+                 missed {taken} bulk points ({:.2} M points/s of catch-up, digests included)",
+                taken as f64 / secs / 1e6
+            ));
+        }
+        Err(e) => failures.push(format!("no convergence after the heal: {e:#}")),
     }
     // The held regions keep at most the unapplied bound each (two regions), the cache at most
     // its bound; the log is counted in whole 64 MiB segments, and the retained range may start
