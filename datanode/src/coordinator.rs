@@ -1056,7 +1056,7 @@ impl Coordinator {
     /// One region's part of a write (the command, and the same on the wire for a leader
     /// elsewhere), retried within `remote_write_max_retry_ms`.
     async fn write_region(
-        &self,
+        self: &Arc<Self>,
         region: u64,
         route: RegionRoute,
         (command, wire): (RegionCommand, proto::region_write_req::Command),
@@ -1080,35 +1080,7 @@ impl Coordinator {
                     StatusCode::CanNotConnectDatanode,
                     format!("no known replica of region {region}"),
                 ),
-                Some(address) if address == self.internal_address => {
-                    if self.local.hosts(region) {
-                        self.local.propose(region, &command).await
-                    } else {
-                        status(StatusCode::RegionLeaderChangeError, "no local replica")
-                    }
-                }
-                Some(address) => {
-                    inc(&self.metrics.forwarded_writes);
-                    let request = proto::RegionWriteReq {
-                        region_id: region,
-                        command: Some(wire.clone()),
-                        operation_id: tokens.operation_id,
-                        metadata_version: tokens.metadata_version,
-                        table_version: tokens.table_version,
-                    };
-                    match self
-                        .peers
-                        .rpc()
-                        .forward_region_write(&address, request)
-                        .await
-                    {
-                        Ok(s) => s,
-                        Err(e) => status(
-                            StatusCode::CanNotConnectDatanode,
-                            format!("{address}: {}", e.message()),
-                        ),
-                    }
-                }
+                Some(address) => self.deliver(region, address, &command, &wire, tokens).await,
             };
             if last.is_success() || !last.is_retryable() {
                 return last;
@@ -1304,6 +1276,7 @@ impl<'a> Targets<'a> {
 }
 
 mod delete;
+mod deliver;
 pub(crate) mod read;
 #[cfg(test)]
 mod tests;

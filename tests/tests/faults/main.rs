@@ -20,6 +20,8 @@ use fencepost_tests::workload::{
 use fencepost_tests::{nemesis, require_namespaces, secs_from_env, serial, wait_for};
 use session::{Session, SessionConfig, SessionError};
 
+mod deletions;
+
 const WAIT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(100);
 
