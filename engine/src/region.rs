@@ -463,6 +463,10 @@ impl DataRegion {
             RegionCommand::DeleteSeries { series, deletion } => {
                 let mut dropped = 0;
                 for (device, measurement) in series {
+                    let version = deletion.metadata_version;
+                    if state.fences.supersedes(device, Some(measurement), version) {
+                        continue;
+                    }
                     dropped += delete(&mut state, index, |d, m| d == device && m == measurement);
                     record_tombstone(
                         &mut state,
@@ -475,6 +479,13 @@ impl DataRegion {
                     );
                 }
                 Ok(ApplyOutcome::Deleted { series: dropped })
+            }
+            RegionCommand::DeleteDatabase { deletion, database }
+                if state
+                    .fences
+                    .supersedes(database, None, deletion.metadata_version) =>
+            {
+                Ok(ApplyOutcome::Deleted { series: 0 })
             }
             RegionCommand::DeleteDatabase { database, deletion } => {
                 let dropped = delete(&mut state, index, |d, _| device_under(d, database));
@@ -730,10 +741,13 @@ impl DataRegion {
             }
             tablets.push(tablet);
         }
+        // All applied, so all may be coalesced: the receiver's checkpoint is this applied index.
+        let mut tombstones: Vec<Tombstone> = state.tombstones().cloned().collect();
+        fences::coalesce(&mut tombstones);
         Ok(RegionContent {
             applied_index: state.applied_index,
             tablets,
-            tombstones: state.tombstones().cloned().collect(),
+            tombstones,
             delete_operations: state.delete_operations.iter().copied().collect(),
         })
     }
@@ -937,6 +951,8 @@ impl DataRegion {
                     .filter(|t| t.index() <= checkpoint)
                     .cloned(),
             );
+            // Every deletion coalesced is at or below the checkpoint, so replay meets the same.
+            fences::coalesce(&mut manifest.tombstones);
             // The operations as of the checkpoint: every one applied up to here.
             manifest.delete_operations = state.delete_operations.iter().copied().collect();
             (checkpoint, frozen, manifest)

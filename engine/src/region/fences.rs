@@ -160,6 +160,63 @@ impl Fences {
         }
         None
     }
+
+    /// True when a deletion ordered at metadata `version` of `device`'s series `measurement`
+    /// (`None`: of the path prefix `device`) is superseded: this target or a prefix of it was
+    /// deleted at the same or a newer version earlier in the log. The ConfigNode orders a
+    /// target's fence operations one at a time (a target pending deletion cannot be created
+    /// again, so nothing can be deleted again before its deletion is in every region's log), so
+    /// such a delivery is a repeat of one already applied, or comes after a deletion that
+    /// removed all it could and fences every insert it would; it is a no-op. This is what lets
+    /// [`coalesce`] forget an older deletion's operation id. A deletion without a token (0) is
+    /// never superseded.
+    pub(super) fn supersedes(&self, device: &str, measurement: Option<&str>, version: u64) -> bool {
+        if version == 0 {
+            return false;
+        }
+        let series = measurement.is_some_and(|m| {
+            self.series
+                .get(device)
+                .and_then(|marks| marks.get(m))
+                .is_some_and(|mark| mark.version >= version)
+        });
+        series
+            || prefixes(device).any(|p| {
+                self.databases
+                    .get(p)
+                    .is_some_and(|mark| mark.version >= version)
+            })
+    }
+}
+
+/// `tombstones` (in log order) without the series and prefix deletions a later one makes
+/// redundant: a deletion of the same target, or of a prefix of it, at the same or a newer
+/// metadata version. The later one masks every source the earlier one masks (its log index is
+/// higher), refuses every insert and `deleteData` the earlier one refuses (its version is not
+/// lower), and makes a repeat of the earlier one a no-op ([`Fences::supersedes`]), so the
+/// region's verdicts do not change (REVIEW N9: a table dropped and created again 100 times
+/// leaves one deletion, not 100). Time-range deletions and deletions without a token are kept.
+/// Only deletions at or below a checkpoint may be coalesced: those above it are replayed from
+/// the log, and each entry must meet the deletions it met when it was first applied.
+pub(crate) fn coalesce(tombstones: &mut Vec<Tombstone>) {
+    tombstones.sort_by_key(Tombstone::index);
+    let mut newer = Fences::default();
+    let mut keep = vec![true; tombstones.len()];
+    for (i, t) in tombstones.iter().enumerate().rev() {
+        let version = t.deletion().metadata_version;
+        keep[i] = match t {
+            Tombstone::Series {
+                device,
+                measurement,
+                ..
+            } => !newer.supersedes(device, Some(measurement), version),
+            Tombstone::Database { database, .. } => !newer.supersedes(database, None, version),
+            Tombstone::Range { .. } => true,
+        };
+        newer.add(t);
+    }
+    let mut keep = keep.into_iter();
+    tombstones.retain(|_| keep.next().expect("one flag per tombstone"));
 }
 
 /// `device` and its proper prefixes ending before a '.': the paths a prefix deletion of it may

@@ -9,4 +9,5 @@ mod crash;
 mod fence;
 mod model;
 mod support;
+mod tombstones;
 mod types;
