@@ -925,6 +925,9 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
 /// NORMAL and every region's replicas agree. A long cut takes the fenced replica past the
 /// leaders' lag allowance: it then catches up by streamed snapshots while still fenced, and
 /// holds the data the healthy replicas hold, so its RSS may also reach theirs (printed too).
+/// After the heal it prints how long the replicas took to converge (issue 38 item 5); with
+/// `FENCEPOST_FENCED_BENCH_CLIENTS` a `fencepost bench` adds the issue's heavy load
+/// ([`FencedBench`]).
 #[test]
 fn a_fenced_data_node_stays_in_bounded_memory_under_load() {
     let _serial = serial();
@@ -1011,6 +1014,7 @@ fn a_fenced_data_node_stays_in_bounded_memory_under_load() {
     let cut_at = Instant::now();
     let points_at_cut = bulk_points.load(std::sync::atomic::Ordering::Relaxed);
     run.cluster.cut_from_config_nodes(target).expect("cut");
+    let bench = FencedBench::start(&run, target, cut);
     run.cluster
         .wait_fenced(target)
         .expect("the cut DataNode fences itself");
@@ -1046,7 +1050,10 @@ fn a_fenced_data_node_stays_in_bounded_memory_under_load() {
         eprintln!("{line}");
         run.cluster.note(line);
     }
-    let taken = bulk_points.load(std::sync::atomic::Ordering::Relaxed) - points_at_cut;
+    let mut taken = bulk_points.load(std::sync::atomic::Ordering::Relaxed) - points_at_cut;
+    if let Some(bench) = bench {
+        taken += bench.finish(&run);
+    }
     run.cluster.heal_network().expect("heal");
     let healed = Instant::now();
     let normal = wait_for(
@@ -1113,6 +1120,53 @@ fn a_fenced_data_node_stays_in_bounded_memory_under_load() {
         failures.push(summary);
     }
     run.finish_with(failures);
+}
+
+/// Issue 38 item 5's load on top of scenario 11b's, when `FENCEPOST_FENCED_BENCH_CLIENTS` is
+/// set: `fencepost bench` with that many clients through the DataNodes that are not cut off,
+/// unpaced, for the cut's duration (e.g. `FENCEPOST_FENCED_CUT_SECS=150
+/// FENCEPOST_FENCED_BENCH_CLIENTS=4 FENCEPOST_BIN_DIR=target/release`).
+struct FencedBench {
+    child: std::process::Child,
+}
+
+impl FencedBench {
+    fn start(run: &Run, fenced: usize, cut: Duration) -> Option<FencedBench> {
+        let clients = std::env::var("FENCEPOST_FENCED_BENCH_CLIENTS").ok()?;
+        let bin = fencepost_tests::cluster::bin_dir()
+            .expect("binaries")
+            .join("fencepost");
+        let endpoints: Vec<String> = (0..run.cluster.config.data_nodes)
+            .filter(|&k| k != fenced)
+            .map(|k| run.cluster.dn_endpoint(k))
+            .collect();
+        let child = std::process::Command::new(&bin)
+            .args(["--endpoints", &endpoints.join(","), "--json", "bench"])
+            .args(["--clients", &clients, "--database", "root.fencedbench"])
+            .args(["--duration-s", &cut.as_secs().to_string()])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting fencepost bench");
+        run.cluster.note(format!(
+            "fencepost bench, {clients} clients, through {}",
+            endpoints.join(",")
+        ));
+        Some(FencedBench { child })
+    }
+
+    /// Waits for the bench; the points it was acknowledged.
+    fn finish(self, run: &Run) -> u64 {
+        let out = self.child.wait_with_output().expect("fencepost bench");
+        let report = String::from_utf8_lossy(&out.stdout);
+        run.cluster
+            .note(format!("fencepost bench: {}", report.trim()));
+        let points = report
+            .split("\"points\":")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok());
+        points.unwrap_or_else(|| panic!("no points in the bench's report: {report}"))
+    }
 }
 
 /// Writes through `stale` to `device` until `stop` holds an instant 2 s past (or 120 s in all).
