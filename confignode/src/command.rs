@@ -41,9 +41,49 @@ use common::views::SeriesMeta;
 use common::DataType;
 
 use crate::error::DecodeError;
-use crate::state::NodeStatus;
 use codec::SeriesCodec;
 use common::codec::{Reader, Writer};
+
+/// A DataNode's status as the ConfigNode judges it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeStatus {
+    /// Registered and heard from within the failure-detector threshold.
+    Running,
+    /// Not heard from for longer than the failure-detector threshold.
+    Unknown,
+    /// Being removed from the cluster; gets no new replicas.
+    Removing,
+}
+
+impl NodeStatus {
+    /// Encoding byte.
+    pub fn code(self) -> u8 {
+        match self {
+            NodeStatus::Running => 0,
+            NodeStatus::Unknown => 1,
+            NodeStatus::Removing => 2,
+        }
+    }
+
+    /// The status of an encoding byte.
+    pub fn from_code(code: u8) -> Option<NodeStatus> {
+        match code {
+            0 => Some(NodeStatus::Running),
+            1 => Some(NodeStatus::Unknown),
+            2 => Some(NodeStatus::Removing),
+            _ => None,
+        }
+    }
+
+    /// IoTDB's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeStatus::Running => "Running",
+            NodeStatus::Unknown => "Unknown",
+            NodeStatus::Removing => "Removing",
+        }
+    }
+}
 
 /// Version byte of the encoding.
 pub const COMMAND_VERSION: u8 = 2;

@@ -4,15 +4,17 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use consensus::StateRole;
+use consensus::{GroupId, StateRole};
 use parking_lot::{RwLock, RwLockReadGuard};
 use runtime::{GrpcTransport, RaftDriver};
 
 use crate::command::{Command, CommandResult};
 use crate::error::Result;
-use crate::server::CONFIG_GROUP;
 use crate::state::MetadataState;
 use crate::timing::PROPOSAL_TIMEOUT;
+
+/// The raft group id of the ConfigNode group (ConfigNodes host no other group).
+pub const CONFIG_GROUP: GroupId = 1;
 
 /// The raft group of the ConfigNodes and this member's view of it.
 pub(crate) struct ConfigGroup {

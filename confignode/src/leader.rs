@@ -17,9 +17,9 @@ use crate::config::ConfigNodeConfig;
 use crate::error::{Error, Result};
 use crate::group::ConfigGroup;
 use crate::propagator::{Propagator, RegionTarget, Target};
-use crate::server::{location, replica_set};
 use crate::state::{MetadataState, NodeStatus, OperationKind};
 use crate::tracker::{ContactTracker, LeaseTimings};
+use crate::wire::{location, replica_set};
 
 /// The leader's duties over the group; idle (each round returns at once) while not leading.
 pub(crate) struct Leadership {

@@ -21,11 +21,13 @@ mod metrics;
 pub mod propagator;
 pub mod server;
 mod service;
+mod shared;
 pub mod sm;
 pub mod state;
 mod timing;
 pub mod tracker;
 pub mod users;
+mod wire;
 
 pub use config::{ConfigNodeArgs, ConfigNodeConfig};
 pub use error::{ConfigError, DecodeError, Error, MetadataError, Result};

@@ -8,7 +8,7 @@ use consensus::StateRole;
 use runtime::metrics::{HttpRequest, HttpResponse, Page};
 use tokio::net::TcpListener;
 
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// The metrics text.
 pub(crate) fn render(shared: &Shared) -> String {

@@ -5,8 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::StatusCode;
-use consensus::{Clock, GroupId};
+use consensus::Clock;
 use parking_lot::RwLock;
 use runtime::{GrpcTransport, PeerService, RaftDriver, RaftHostConfig, TransportConfig};
 use tokio::net::TcpListener;
@@ -15,12 +14,11 @@ use crate::client::{DataNodeClient, GrpcDataNodeClient};
 use crate::config::ConfigNodeConfig;
 use crate::error::{Error, Result};
 use crate::group::ConfigGroup;
+pub use crate::group::CONFIG_GROUP;
 use crate::leader::Leadership;
+use crate::shared::Shared;
 use crate::sm::MetadataStateMachine;
 use crate::state::MetadataState;
-
-/// The raft group id of the ConfigNode group (ConfigNodes host no other group).
-pub const CONFIG_GROUP: GroupId = 1;
 
 /// Monotonic milliseconds from tokio's clock, so tests with paused time control it.
 #[derive(Debug, Clone)]
@@ -40,17 +38,6 @@ impl Clock for TokioClock {
     fn now_ms(&self) -> u64 {
         self.origin.elapsed().as_millis() as u64
     }
-}
-
-/// What the service handlers and the background tasks work with, by role.
-pub(crate) struct Shared {
-    pub(crate) config: ConfigNodeConfig,
-    /// The ConfigNode raft group and the replicated metadata.
-    pub(crate) group: Arc<ConfigGroup>,
-    /// The leader's duties (heartbeats, failure detector, fence operations) and their state.
-    pub(crate) leader: Arc<Leadership>,
-    /// Password hashing and verification, and the leader's lockout after failed logins.
-    pub(crate) users: crate::users::Authenticator,
 }
 
 /// Raft messages from peer ConfigNodes are always taken, never refused at the request limit (the
@@ -116,34 +103,6 @@ async fn snapshot_loop(shared: Arc<Shared>, path: std::path::PathBuf, mut last_i
             Err(e) => tracing::warn!(index, "compacting the ConfigNode raft log: {e}"),
         }
     }
-}
-
-pub(crate) fn location(n: &crate::state::DataNodeRecord) -> proto::DataNodeLocation {
-    proto::DataNodeLocation {
-        data_node_id: n.id,
-        internal_endpoint: proto::parse_endpoint(&n.internal_address).ok(),
-        rpc_endpoint: proto::parse_endpoint(&n.rpc_address).ok(),
-    }
-}
-
-/// Region `r`'s replica set as `state` has it, with its migration in progress.
-pub(crate) fn replica_set(
-    state: &crate::state::MetadataState,
-    r: &crate::state::RegionGroup,
-) -> proto::RegionReplicaSet {
-    let (migrating_from, migrating_to) = state.region_migration(r.id).unwrap_or((0, 0));
-    proto::RegionReplicaSet {
-        region_id: r.id,
-        database: r.database.clone(),
-        data_node_ids: r.replicas.clone(),
-        preferred_leader_id: r.preferred_leader,
-        migrating_from,
-        migrating_to,
-    }
-}
-
-pub(crate) fn status_ok() -> proto::Status {
-    proto::status(StatusCode::Success, "")
 }
 
 /// Binds `cn_internal_address` and runs until `shutdown` resolves.

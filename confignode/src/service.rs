@@ -12,9 +12,10 @@ use tonic::{Request, Response};
 
 use crate::command::{Command, CommandResult, SeriesSpec, TableOrigin};
 use crate::error::{Error, MetadataError};
-use crate::server::{location, replica_set, status_ok, Shared};
+use crate::shared::Shared;
 use crate::state::{MetadataState, OperationKind, PATH_BYTES_MAX};
 use crate::users::{self, LoginError, AUTHENTICATION_FAILED, ROOT_USER};
+use crate::wire::{location, replica_set, status_ok};
 use common::path::DevicePath;
 use common::views::SeriesMeta;
 use proto::user_statement_req::Statement;

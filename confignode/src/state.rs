@@ -18,6 +18,7 @@ use common::codec::Writer;
 use common::path::{is_under, DatabasePath, DevicePath, Measurement, PathError};
 use common::{envelope, DataType};
 
+pub use crate::command::NodeStatus;
 use crate::command::{
     decode_series_keys, encode_series_keys, Command, CommandResult, DeviceAttributes, SeriesSpec,
     TableOrigin,
@@ -39,47 +40,6 @@ pub const REGION_GROUPS_MAX: usize = 1_000_000;
 pub const OPERATIONS_PENDING_MAX: usize = 1024;
 /// Largest replication factor accepted.
 pub const REPLICATION_FACTOR_MAX: u32 = 7;
-
-/// A DataNode's status as the ConfigNode judges it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum NodeStatus {
-    /// Registered and heard from within the failure-detector threshold.
-    Running,
-    /// Not heard from for longer than the failure-detector threshold.
-    Unknown,
-    /// Being removed from the cluster; gets no new replicas.
-    Removing,
-}
-
-impl NodeStatus {
-    /// Encoding byte.
-    pub fn code(self) -> u8 {
-        match self {
-            NodeStatus::Running => 0,
-            NodeStatus::Unknown => 1,
-            NodeStatus::Removing => 2,
-        }
-    }
-
-    /// The status of an encoding byte.
-    pub fn from_code(code: u8) -> Option<NodeStatus> {
-        match code {
-            0 => Some(NodeStatus::Running),
-            1 => Some(NodeStatus::Unknown),
-            2 => Some(NodeStatus::Removing),
-            _ => None,
-        }
-    }
-
-    /// IoTDB's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            NodeStatus::Running => "Running",
-            NodeStatus::Unknown => "Unknown",
-            NodeStatus::Removing => "Removing",
-        }
-    }
-}
 
 /// A registered DataNode.
 #[derive(Clone, Debug, PartialEq, Eq)]
