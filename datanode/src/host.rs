@@ -27,19 +27,6 @@ use engine::{DataRegion, FileCache, LeaseGate, RegionCommand, StorageConfig};
 /// deleting its directory anyway.
 const REMOVAL_WAIT: Duration = Duration::from_secs(30);
 
-/// Deletes `regions/<id>/` (absent is fine) and fsyncs `regions/`: the last step of a removal,
-/// also how start-up finishes one a crash interrupted.
-pub(crate) fn remove_region_dir(regions_dir: &std::path::Path, region_id: u64) -> Result<()> {
-    let region_dir = regions_dir.join(region_id.to_string());
-    match std::fs::remove_dir_all(&region_dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io(format!("removing {}", region_dir.display()), e)),
-    }
-    common::durable::sync_dir(regions_dir)
-        .map_err(|e| Error::io(format!("syncing {}", regions_dir.display()), e))
-}
-
 /// A region replica hosted here.
 pub(crate) struct LocalRegion {
     pub region: Arc<DataRegion>,
@@ -343,7 +330,7 @@ impl RegionHost {
         let dir = self.config.regions_dir.clone();
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        crate::node::write_replicas(&dir, region_id, database, peers)?;
+        crate::layout::write_replicas(&dir, region_id, database, peers)?;
         let region_dir = dir.join(region_id.to_string());
         let config = self.config.storage.clone();
         let files = self.config.files.clone();
@@ -407,7 +394,7 @@ impl RegionHost {
     ///
     /// Order, so that a crash at any point leaves either the whole region (reopened, and removed
     /// again by the next reconciliation) or a leftover that start-up finishes removing
-    /// ([`crate::node`]'s `clean_removal_leftovers`), never a half region that is reopened:
+    /// (`layout::clean_removal_leftovers`), never a half region that is reopened:
     /// 1. out of the host map: new requests get 905 (not hosted here), so do the in-flight ones
     ///    the raft group's removal stops;
     /// 2. `regions/<id>.replicas` deleted and `regions/` fsynced — the commit point: a restart
@@ -456,7 +443,7 @@ impl RegionHost {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
-        remove_region_dir(&dir, region_id)?;
+        crate::layout::remove_region_dir(&dir, region_id)?;
         tracing::info!(
             node = self.node_id,
             region_id,

@@ -19,7 +19,7 @@ use crate::convert::{ok, status, tablet_from_wire};
 use crate::coordinator::Relay;
 use crate::host::LocalReplicas;
 use crate::metrics::inc;
-use crate::node::Shared;
+use crate::parts::Shared;
 use crate::snapshot;
 use engine::{Deletion, RegionCommand};
 

@@ -2,11 +2,11 @@
 //! (`runtime::open_raft_host`: one shared raft log for every region), hosted regions, the lease monitor (fence → consensus steps aside), lease recovery,
 //! and the servers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +16,6 @@ use parking_lot::RwLock;
 use runtime::{ConfigNodeClient, PeerService, RaftHostConfig};
 use tokio::net::TcpListener;
 
-use crate::cache::RegionRoute;
 use crate::config::DataNodeConfig;
 use crate::coordinator::{Coordinator, CoordinatorLimits};
 use crate::error::{Error, Result};
@@ -27,47 +26,12 @@ use crate::metrics::{inc, Metrics};
 use crate::peers::{GrpcPeers, Peers};
 use crate::region_state_machine::RegionRetryConfig;
 use crate::timing;
-use engine::{CompactionConfig, DataRegion, FileCache, StorageConfig, StorageError};
+use engine::{CompactionConfig, FileCache, StorageConfig};
 
-mod maintenance;
-mod shared;
-
-pub(crate) use maintenance::flush_all;
-use maintenance::{compaction_loop, flush_loop};
-pub(crate) use shared::{ClientLimits, InternalLimits, Shared};
-
-/// Who this DataNode is: its id and its bound addresses.
-pub(crate) struct Identity {
-    pub node_id: u64,
-    /// The bound internal address (raft, forwarding, the ConfigNode's calls).
-    pub internal_address: String,
-    /// The bound session address (what clients are told to use).
-    pub rpc_address: String,
-}
-
-/// Hooks for tests that drive a DataNode in-process (feature `test-hooks`); without the
-/// feature nothing here can be switched on.
-#[derive(Default)]
-pub(crate) struct TestHooks {
-    /// While set, the heartbeat handler waits (like the failpoint `datanode::heartbeat::stall`),
-    /// so heartbeats are received but not processed.
-    #[cfg(feature = "test-hooks")]
-    stall_heartbeats: std::sync::atomic::AtomicBool,
-}
-
-impl TestHooks {
-    /// True while heartbeats are to be held unprocessed.
-    pub(crate) fn heartbeats_stalled(&self) -> bool {
-        #[cfg(feature = "test-hooks")]
-        {
-            self.stall_heartbeats.load(Ordering::SeqCst)
-        }
-        #[cfg(not(feature = "test-hooks"))]
-        {
-            false
-        }
-    }
-}
+use crate::layout::{clean_removal_leftovers, read_identity, stored_regions, write_identity};
+use crate::maintenance::{compaction_loop, flush_loop};
+use crate::parts::{ClientLimits, Identity, InternalLimits, Shared, TestHooks};
+use crate::recovery::founding_peers;
 
 /// Internal calls the request limit never refuses: a peer's raft messages (a stream per peer
 /// and lane, held open for the connection's life) must always be taken, or a busy node would
@@ -160,7 +124,7 @@ impl DataNodeHandle {
 
     /// The metrics page as served on `/metrics`.
     pub fn metrics_text(&self) -> String {
-        crate::metrics::render(&self.shared)
+        crate::exporter::render(&self.shared)
     }
 
     /// Stops the node and waits for it.
@@ -502,36 +466,6 @@ async fn open_regions(shared: &Arc<Shared>, registered: &[proto::RegionReplicaSe
     Ok(())
 }
 
-/// Deletes every `regions/<id>/` that has no `regions/<id>.replicas`: a region's replica file is
-/// written before its directory is created and deleted before it is removed, so such a
-/// directory can only be what a crash left of a removal. Returns their ids.
-fn clean_removal_leftovers(dir: &Path) -> Result<Vec<u64>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(format!("listing {}", dir.display()), e)),
-    };
-    let mut leftovers = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
-        let Some(id) = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        if entry.path().is_dir() && !dir.join(format!("{id}.replicas")).exists() {
-            leftovers.push(id);
-        }
-    }
-    leftovers.sort_unstable();
-    for id in &leftovers {
-        crate::host::remove_region_dir(dir, *id)?;
-    }
-    Ok(leftovers)
-}
-
 /// Runs a DataNode until `shutdown` resolves (the binary's entry point).
 pub async fn run(
     config: DataNodeConfig,
@@ -549,7 +483,7 @@ async fn serve(
     metrics_listener: TcpListener,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<()> {
-    let metrics_task = tokio::spawn(crate::metrics::serve(metrics_listener, shared.clone()));
+    let metrics_task = tokio::spawn(crate::exporter::serve(metrics_listener, shared.clone()));
     let monitor_task = tokio::spawn(lease_monitor(shared.clone()));
     let flush_task = tokio::spawn(flush_loop(shared.clone()));
     let compaction_task = tokio::spawn(compaction_loop(shared.clone()));
@@ -746,162 +680,15 @@ async fn register(
 /// What the ConfigNode answers a registration its registry refuses (507).
 const REFUSED: common::StatusCode = common::StatusCode::MetadataError;
 
-/// The peers a new replica of a region on `node` starts its raft group with: the replica set,
-/// or none for a replica joining by a migration to `node` (its raft group learns its members
-/// from the leader's snapshot; [`consensus::RaftNode::create_group`]).
-fn founding_peers(node: u64, replicas: &[u64], migration: Option<(u64, u64)>) -> &[u64] {
-    match migration {
-        Some((_, to)) if to == node && !replicas.contains(&node) => &[],
-        _ => replicas,
-    }
-}
-
-/// `identity` holds `"<node id> <incarnation epoch>\n"`.
-fn read_identity(path: &Path) -> Result<(u64, u64)> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
-        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-    };
-    let bad = |reason: &str| Error::Identity {
-        path: path.display().to_string(),
-        reason: reason.to_string(),
-    };
-    let mut parts = text.split_whitespace();
-    let id = parts
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad("no node id"))?;
-    let epoch = parts
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad("no incarnation epoch"))?;
-    Ok((id, epoch))
-}
-
-/// Replaces a small file atomically and durably ([`common::durable::replace_durably`]).
-fn write_durably(path: &Path, text: &str) -> Result<()> {
-    common::durable::replace_durably(path, text.as_bytes())
-        .map_err(|e| Error::io(format!("writing {}", path.display()), e))
-}
-
-fn write_identity(path: &Path, id: u64, epoch: u64) -> Result<()> {
-    write_durably(path, &format!("{id} {epoch}\n"))
-}
-
-/// `regions/<id>.replicas` holds `"<database>\n<id>,<id>,...\n"` (no ids for a joining
-/// replica).
-pub(crate) fn write_replicas(
-    dir: &Path,
-    region_id: u64,
-    database: &str,
-    peers: &[u64],
-) -> Result<()> {
-    let peers: Vec<String> = peers.iter().map(u64::to_string).collect();
-    write_durably(
-        &dir.join(format!("{region_id}.replicas")),
-        &format!("{database}\n{}\n", peers.join(",")),
-    )
-}
-
-fn stored_regions(dir: &Path) -> Result<Vec<(u64, String, Vec<u64>)>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(format!("listing {}", dir.display()), e)),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
-        let name = entry.file_name().to_string_lossy().to_string();
-        let Some(id) = name.strip_suffix(".replicas").and_then(|s| s.parse().ok()) else {
-            continue;
-        };
-        let path = entry.path();
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        let bad = || Error::Identity {
-            path: path.display().to_string(),
-            reason: "not <database>\\n<id>,<id>...".into(),
-        };
-        let mut lines = text.lines();
-        let database = lines.next().ok_or_else(bad)?.to_string();
-        let peers = lines
-            .next()
-            .ok_or_else(bad)?
-            .split(',')
-            .filter(|p| !p.trim().is_empty())
-            .map(|p| p.trim().parse::<u64>().map_err(|_| bad()))
-            .collect::<Result<Vec<u64>>>()?;
-        out.push((id, database, peers));
-    }
-    out.sort();
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
     #[test]
     fn the_exempt_raft_stream_is_the_generated_method_path() {
         let service = proto::data_node_internal_service_server::SERVICE_NAME;
         assert_eq!(
             RAFT_STREAM_PATHS,
             [format!("/{service}/StreamRaftMessages").as_str()]
-        );
-    }
-
-    #[test]
-    fn ttl_removal_trails_the_read_cutoff_by_the_margin() {
-        use maintenance::ttl_removal_cutoff;
-        assert_eq!(ttl_removal_cutoff(1_000_000, None), None);
-        assert_eq!(
-            ttl_removal_cutoff(1_000_000, Some(100_000)),
-            Some(900_000 - timing::TTL_REMOVAL_MARGIN_MS)
-        );
-        assert_eq!(ttl_removal_cutoff(i64::MIN + 5, Some(100)), Some(i64::MIN));
-    }
-
-    /// REVIEW N12: TTL removal follows no clock ahead of the ConfigNode's, never moves back, and
-    /// follows a forward step at no more than twice real time.
-    #[test]
-    fn the_removal_clock_is_bounded_by_the_confignode_and_real_time() {
-        use maintenance::RemovalClock;
-        use std::time::{Duration, Instant};
-        let start = Instant::now();
-        let at = |ms: u64| start + Duration::from_millis(ms);
-        let mut clock = RemovalClock::default();
-        // This node's clock stepped an hour ahead: the ConfigNode's bounds it.
-        assert_eq!(clock.now(3_600_000 + 1_000, 1_000, at(0)), 1_000);
-        // One second later both agree again.
-        assert_eq!(clock.now(2_000, 2_000, at(1_000)), 2_000);
-        // Both step an hour forward: followed at twice real time (10 s → 20 s), not at once.
-        assert_eq!(clock.now(3_600_000, 3_600_000, at(11_000)), 22_000);
-        // Either steps back: the removal clock stays.
-        assert_eq!(clock.now(500, 3_600_000, at(12_000)), 22_000);
-        // And catches up with the real time meanwhile.
-        assert_eq!(clock.now(30_000, 30_000, at(20_000)), 30_000);
-    }
-
-    #[test]
-    fn identity_and_replica_files_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("identity");
-        assert_eq!(read_identity(&path).unwrap(), (0, 0));
-        write_identity(&path, 4, 9).unwrap();
-        assert_eq!(read_identity(&path).unwrap(), (4, 9));
-        std::fs::write(&path, "x").unwrap();
-        assert!(read_identity(&path).is_err());
-
-        write_replicas(dir.path(), 7, "root.sg", &[1, 2, 3]).unwrap();
-        write_replicas(dir.path(), 8, "root.sg", &[]).unwrap();
-        assert_eq!(
-            stored_regions(dir.path()).unwrap(),
-            vec![
-                (7, "root.sg".to_string(), vec![1, 2, 3]),
-                (8, "root.sg".to_string(), vec![])
-            ]
         );
     }
 }

@@ -13,7 +13,7 @@ use tonic::{Request, Response};
 use crate::convert::{column_of, ok, status, tablet_from_wire, value_from_wire, value_to_wire};
 use crate::coordinator::{aggregate, write_status, Relay, TableOrigin};
 use crate::host::LocalReplicas;
-use crate::node::Shared;
+use crate::parts::Shared;
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
 
@@ -740,7 +740,7 @@ impl SessionService for SessionServiceImpl {
 
     async fn flush(&self, _r: Request<proto::SessionShowReq>) -> RpcResult<proto::Status> {
         Ok(Response::new(
-            match crate::node::flush_all(&self.shared).await {
+            match crate::maintenance::flush_all(&self.shared).await {
                 Ok(()) => ok(),
                 Err(message) => status(StatusCode::InternalServerError, message),
             },

@@ -16,7 +16,7 @@ use sql::{Backend, ExecError, ExecResult};
 use tonic::Request;
 
 use crate::coordinator::{CoordinatorError, Relay, TableOrigin};
-use crate::node::Shared;
+use crate::parts::Shared;
 use crate::session::SessionServiceImpl;
 
 /// Points one read of a series asks the coordinator for; a longer series is read in pages.
@@ -609,7 +609,7 @@ impl Backend for DataNodeBackend {
     }
 
     async fn flush(&self) -> ExecResult<()> {
-        crate::node::flush_all(&self.shared)
+        crate::maintenance::flush_all(&self.shared)
             .await
             .map_err(|message| ExecError::Status {
                 code: StatusCode::InternalServerError.wire(),

@@ -43,7 +43,7 @@ use sql::{Backend, ExecError, OutcomeKind, TimeRange};
 use thrift_codec::{ApplicationError, MessageType, Protocol, Reader, TType, Writer};
 
 use crate::coordinator::Relay;
-use crate::node::Shared;
+use crate::parts::Shared;
 use inserts::BadRequest;
 use results::Pending;
 

@@ -1,13 +1,20 @@
 //! The node's storage upkeep, off the request path: flushes (by memtable size and age, under
 //! the node's memtable budget) and compactions (per region, niced threads, TTL removal).
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use engine::{DataRegion, StorageError};
+
+use crate::parts::Shared;
+use crate::timing;
 
 /// Flushes regions whose memtables are large or old, and while the node's memtables hold more
 /// than half of `memtable_budget_bytes` also the largest others, all at once (one blocking task
 /// each); then truncates each flushed region's raft log up to its checkpoint. Then removes the
 /// snapshots built here that no replica used for `dn_snapshot_keep_ms`.
-pub(super) async fn flush_loop(shared: Arc<Shared>) {
+pub(crate) async fn flush_loop(shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(timing::FLUSH_CHECK_INTERVAL).await;
         let chosen = regions_to_flush(
@@ -116,7 +123,7 @@ fn regions_to_flush(
 /// up to `compaction_workers_per_region` of them in one region (on disjoint files, so a long TTL
 /// rewrite does not hold back the merging of the flushes after it), each on a low-priority thread
 /// of its own that paces its writes to `compaction_write_bytes_per_sec`; writes never wait for it.
-pub(super) async fn compaction_loop(shared: Arc<Shared>) {
+pub(crate) async fn compaction_loop(shared: Arc<Shared>) {
     // A region's worker runs one compaction per permit, so regions take turns; it ends when the
     // region has no work it can claim. Dropping the set (this task aborted at shutdown) aborts
     // the workers; a merge running on its thread stops at its next series once the host
@@ -305,14 +312,14 @@ fn lower_thread_priority(nice: u32) {
 /// a clock stepped forward by Δ on every node at once is followed over Δ of real time, not at
 /// once. Reads hide expired points by the local clock; only removal waits.
 #[derive(Debug, Default)]
-pub(super) struct RemovalClock {
+pub(crate) struct RemovalClock {
     last: Option<(i64, std::time::Instant)>,
 }
 
 impl RemovalClock {
     /// The removal clock at monotonic instant `at`, given this node's wall clock and the
     /// ConfigNode's, both in ms since the epoch.
-    pub(super) fn now(&mut self, local_ms: i64, confignode_ms: i64, at: std::time::Instant) -> i64 {
+    pub(crate) fn now(&mut self, local_ms: i64, confignode_ms: i64, at: std::time::Instant) -> i64 {
         let wall = local_ms.min(confignode_ms);
         let now = match self.last {
             None => wall,
@@ -329,9 +336,43 @@ impl RemovalClock {
 
 /// The cutoff compaction removes points below, for a database's TTL at `now_ms`: the read
 /// cutoff (`now - ttl`) less [`timing::TTL_REMOVAL_MARGIN_MS`]; `None` without a TTL.
-pub(super) fn ttl_removal_cutoff(now_ms: i64, ttl_ms: Option<i64>) -> Option<i64> {
+pub(crate) fn ttl_removal_cutoff(now_ms: i64, ttl_ms: Option<i64>) -> Option<i64> {
     ttl_ms.map(|ttl| {
         crate::coordinator::read::ttl_cutoff_ms(now_ms, Some(ttl))
             .saturating_sub(timing::TTL_REMOVAL_MARGIN_MS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn ttl_removal_trails_the_read_cutoff_by_the_margin() {
+        assert_eq!(ttl_removal_cutoff(1_000_000, None), None);
+        assert_eq!(
+            ttl_removal_cutoff(1_000_000, Some(100_000)),
+            Some(900_000 - timing::TTL_REMOVAL_MARGIN_MS)
+        );
+        assert_eq!(ttl_removal_cutoff(i64::MIN + 5, Some(100)), Some(i64::MIN));
+    }
+
+    /// REVIEW N12: TTL removal follows no clock ahead of the ConfigNode's, never moves back, and
+    /// follows a forward step at no more than twice real time.
+    #[test]
+    fn the_removal_clock_is_bounded_by_the_confignode_and_real_time() {
+        use std::time::{Duration, Instant};
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut clock = RemovalClock::default();
+        // This node's clock stepped an hour ahead: the ConfigNode's bounds it.
+        assert_eq!(clock.now(3_600_000 + 1_000, 1_000, at(0)), 1_000);
+        // One second later both agree again.
+        assert_eq!(clock.now(2_000, 2_000, at(1_000)), 2_000);
+        // Both step an hour forward: followed at twice real time (10 s → 20 s), not at once.
+        assert_eq!(clock.now(3_600_000, 3_600_000, at(11_000)), 22_000);
+        // Either steps back: the removal clock stays.
+        assert_eq!(clock.now(500, 3_600_000, at(12_000)), 22_000);
+        // And catches up with the real time meanwhile.
+        assert_eq!(clock.now(30_000, 30_000, at(20_000)), 30_000);
+    }
 }

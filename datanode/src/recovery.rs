@@ -1,72 +1,16 @@
-//! The parts of one DataNode that its services and background tasks share, and lease recovery.
+//! Lease recovery and region reconciliation (design §4): after a fence, pull fresh routes and
+//! clear every cache; every few seconds, make the hosted replicas match the ConfigNode's
+//! assignment and move this node's migrations on.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
-/// The parts of one DataNode, by role; services and background tasks take the parts they use.
-pub(crate) struct Shared {
-    pub config: DataNodeConfig,
-    pub identity: Identity,
-    /// The lease, the caches it gates, the in-flight guard.
-    pub metadata: Arc<MetadataView>,
-    pub confignode: Arc<ConfigNodeLink>,
-    /// The raft driver and the region replicas.
-    pub host: Arc<RegionHost>,
-    /// The address book and the channels to other DataNodes.
-    pub peers: Arc<Peers>,
-    pub coordinator: Arc<Coordinator>,
-    pub metrics: Arc<Metrics>,
-    pub hooks: TestHooks,
-    /// What clients hold of this node and what bounds it.
-    pub clients: ClientLimits,
-    /// What other nodes hold of this node and what bounds it.
-    pub internal: InternalLimits,
-}
-
-/// What clients hold of a DataNode, and the bounds on it: the session port's connections, the
-/// session server's requests, the memory of query results, the logins it remembers.
-pub(crate) struct ClientLimits {
-    /// The session server's request bound, and what it refused.
-    pub session_gate: Arc<runtime::ServerGate>,
-    /// The session port's connection budgets (handshakes, gRPC, Thrift sessions).
-    pub port_gate: Arc<runtime::PortGate>,
-    /// The memory every query result is charged to, per result and over all of them.
-    pub results: Arc<sql::ResultBudget>,
-    /// Passwords the ConfigNode accepted lately (`auth`).
-    pub logins: crate::auth::Logins,
-    pub(super) next_session: AtomicU64,
-}
-
-impl ClientLimits {
-    /// The bounds `config` sets, nothing held yet.
-    pub(crate) fn new(config: &DataNodeConfig) -> ClientLimits {
-        ClientLimits {
-            session_gate: runtime::ServerGate::new(config.session_limits()),
-            port_gate: runtime::PortGate::new(config.port_limits()),
-            results: sql::ResultBudget::new(
-                config.query_result_bytes_max as usize,
-                config.query_results_bytes_max_per_node as usize,
-            ),
-            logins: crate::auth::Logins::new(Duration::from_millis(config.dn_login_cache_ms)),
-            next_session: AtomicU64::new(1),
-        }
-    }
-}
-
-/// What other nodes hold of a DataNode, and the bounds on it.
-pub(crate) struct InternalLimits {
-    /// The internal server's connection and request bounds, and what they refused.
-    pub gate: Arc<runtime::ServerGate>,
-    /// What the raft transport sent to peers and dropped.
-    pub raft_transport: Arc<runtime::TransportMetrics>,
-    /// Region digests computed at once (one: each reads every point of a region).
-    pub digests: tokio::sync::Semaphore,
-}
+use crate::cache::RegionRoute;
+use crate::metrics::inc;
+use crate::parts::Shared;
+use crate::timing;
 
 impl Shared {
-    pub(crate) fn next_session_id(&self) -> u64 {
-        self.clients.next_session.fetch_add(1, Ordering::Relaxed)
-    }
-
     /// Lease recovery (design §4): pull fresh routes from the ConfigNode, then clear every cache
     /// and install them; the lease returns to NORMAL only if it is still fresh by then.
     pub(crate) async fn recover_lease(self: &Arc<Self>) {
@@ -95,7 +39,7 @@ impl Shared {
 
     /// One round of [`region_reconciler`]; the routes of every region, when the ConfigNode
     /// leader answered.
-    pub(super) async fn reconcile_regions(&self) -> Option<BTreeMap<u64, RegionRoute>> {
+    pub(crate) async fn reconcile_regions(&self) -> Option<BTreeMap<u64, RegionRoute>> {
         let node = self.identity.node_id;
         let hosted = self.host.region_ids();
         let survey = match self.confignode.survey_regions(&hosted).await {
@@ -132,7 +76,7 @@ impl Shared {
     /// ([`consensus::RaftNode::step_replacement`]: learner, catch-up, joint replace). The
     /// ConfigNode finishes the migration once this node's heartbeat reply shows the new voters.
     /// Not while fenced: a fenced node hands its leaderships away.
-    pub(super) async fn step_migrations(&self, routes: &BTreeMap<u64, RegionRoute>) {
+    pub(crate) async fn step_migrations(&self, routes: &BTreeMap<u64, RegionRoute>) {
         let node = self.identity.node_id;
         if !self.metadata.lease().is_live() {
             return;
@@ -195,5 +139,15 @@ impl Shared {
                 Err(e) => tracing::warn!(node, region = id, "creating a missing replica: {e}"),
             }
         }
+    }
+}
+
+/// The peers a new replica of a region on `node` starts its raft group with: the replica set,
+/// or none for a replica joining by a migration to `node` (its raft group learns its members
+/// from the leader's snapshot; [`consensus::RaftNode::create_group`]).
+pub(crate) fn founding_peers(node: u64, replicas: &[u64], migration: Option<(u64, u64)>) -> &[u64] {
+    match migration {
+        Some((_, to)) if to == node && !replicas.contains(&node) => &[],
+        _ => replicas,
     }
 }
