@@ -443,7 +443,7 @@ impl DataNodeInternalService for InternalService {
             "relayed write"
         );
         Ok(Response::new(
-            crate::session::insert_wire_tablets(&self.shared, req.tablets, Relay::Never).await,
+            crate::ops::write::insert_wire_tablets(&self.shared, req.tablets, Relay::Never).await,
         ))
     }
 
@@ -501,11 +501,11 @@ impl DataNodeInternalService for InternalService {
                 format!("unknown column categories {:?}", req.categories),
             )));
         };
-        let backend = crate::client_rpc::DataNodeBackend::relayed(self.shared.clone());
+        let backend = crate::ops::sql::DataNodeBackend::relayed(self.shared.clone());
         let outcome = sql::insert_table(&backend, &req.database, tablet, &categories).await;
         Ok(Response::new(match outcome {
             Ok(()) => ok(),
-            Err(e) => crate::client_rpc::exec_status(&e),
+            Err(e) => crate::ops::sql::exec_status(&e),
         }))
     }
 
@@ -514,8 +514,12 @@ impl DataNodeInternalService for InternalService {
         request: Request<proto::SeriesTypesReq>,
     ) -> RpcResult<proto::SeriesTypesResp> {
         Ok(Response::new(
-            crate::session::answer_series_types(&self.shared, request.into_inner(), Relay::Never)
-                .await,
+            crate::ops::write::answer_series_types(
+                &self.shared,
+                request.into_inner(),
+                Relay::Never,
+            )
+            .await,
         ))
     }
 

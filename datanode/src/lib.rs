@@ -23,6 +23,7 @@ mod maintenance;
 mod metadata;
 pub mod metrics;
 mod node;
+mod ops;
 mod parts;
 mod peers;
 mod recovery;

@@ -68,22 +68,12 @@ pub struct DataRegionStateMachine {
     streamed: Option<Streamed>,
 }
 
-/// Where a region's snapshot files come from when its restore finds them missing: the
-/// DataNode's transfers, which download them from the node that built them.
-pub trait SnapshotFetch: Send + Sync {
-    /// Starts downloading the streamed snapshot `descriptor` of `region` unless it is staged
-    /// or being downloaded already.
-    fn fetch(&self, region: u64, descriptor: &[u8]);
-    /// Learns that `region`'s snapshot at `index` is installed: an offer of it still in flight
-    /// goes to raft (which ignores it) rather than start a download.
-    fn installed(&self, region: u64, index: u64);
-}
 
 /// How a state machine with streamed snapshots builds and finds them.
 struct Streamed {
     node_id: u64,
     region_id: u64,
-    fetch: Arc<dyn SnapshotFetch>,
+    fetch: Arc<dyn crate::snapshot::SnapshotFetch>,
 }
 
 /// Bytes a snapshot takes per point at least, as [`encode_snapshot`] writes it: a timestamp
@@ -120,7 +110,7 @@ impl DataRegionStateMachine {
         mut self,
         node_id: u64,
         region_id: u64,
-        fetch: Arc<dyn SnapshotFetch>,
+        fetch: Arc<dyn crate::snapshot::SnapshotFetch>,
     ) -> DataRegionStateMachine {
         self.streamed = Some(Streamed {
             node_id,

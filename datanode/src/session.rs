@@ -4,21 +4,20 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::{DataType, StatusCode, Tablet};
 use proto::session_service_server::SessionService;
 use tonic::{Request, Response};
 
 use crate::convert::{column_of, ok, status, tablet_from_wire, value_from_wire, value_to_wire};
-use crate::coordinator::{aggregate, write_status, Relay, TableOrigin};
+use crate::coordinator::Relay;
 use crate::host::LocalReplicas;
+use crate::ops;
+use crate::ops::write::{answer_series_types, insert_tablets, too_many, BATCH_ITEMS_MAX};
 use crate::parts::Shared;
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
 
-/// Tablets in one InsertTablets call and records in one InsertRecords call.
-const BATCH_ITEMS_MAX: usize = 10_000;
 /// Paths in one query.
 const QUERY_PATHS_MAX: usize = 10_000;
 
@@ -39,105 +38,6 @@ impl SessionServiceImpl {
     }
 }
 
-/// Writes `tablets` one by one; a request spanning more partitions than one FetchPartitions may
-/// ask is refused whole (700) before any of them is written.
-pub(crate) async fn insert_tablets(
-    shared: &Arc<Shared>,
-    tablets: Vec<Tablet>,
-    relay: Relay,
-) -> proto::Status {
-    if let Err(e) = shared.coordinator.limits.check_request_partitions(&tablets) {
-        return e.status();
-    }
-    let mut statuses = Vec::with_capacity(tablets.len());
-    for tablet in tablets {
-        let outcome = shared.coordinator.insert_tablet(tablet, relay).await;
-        statuses.push(write_status(&outcome));
-    }
-    aggregate(statuses)
-}
-
-/// Writes the device tablets of one table write (`sql::insert_table`), derived from the table
-/// `origin` names, under one pin held until the last is answered: an invalidation (DROP TABLE)
-/// waits for the whole table write, and once it moved the caches the rest is refused. Stops at
-/// the first device refused and answers its status, so the client (or the Thrift layer's relay)
-/// retries the whole write, which is idempotent; a device tablet is never relayed on its own.
-pub(crate) async fn insert_table_tablets(
-    shared: &Arc<Shared>,
-    origin: &TableOrigin<'_>,
-    tablets: Vec<Tablet>,
-) -> proto::Status {
-    if let Err(e) = shared.coordinator.limits.check_request_partitions(&tablets) {
-        return e.status();
-    }
-    let pinned = shared.metadata.pin();
-    let mut redirect = None;
-    let devices = tablets.len();
-    for tablet in tablets {
-        match shared
-            .coordinator
-            .insert_table_device(&pinned, tablet, origin)
-            .await
-        {
-            Ok(written) => redirect = written.redirect.or(redirect),
-            Err(e) => return e.status(),
-        }
-    }
-    // A hint is about one device.
-    let written = crate::coordinator::Written {
-        redirect: redirect.filter(|_| devices == 1),
-    };
-    written.status()
-}
-
-/// A table-model tablet written for a client (Thrift's `writeToTable`, gRPC's
-/// `InsertTableTablet`): by `sql::insert_table` here while this node holds its lease, else — or
-/// when that fails because the lease is gone or the ConfigNode does not answer — handed whole to
-/// a lease holder, which derives its devices from the table itself (a device tablet is never
-/// relayed alone: it was derived from this node's view of the table). `decode` gives the tablet
-/// afresh for each attempt, so none is copied for a relay that may not come.
-pub(crate) async fn write_table<E>(
-    shared: &Arc<Shared>,
-    backend: &crate::client_rpc::DataNodeBackend,
-    database: &str,
-    categories: &[common::table::Category],
-    decode: impl Fn() -> Result<Tablet, E>,
-) -> Result<proto::Status, E> {
-    let coordinator = &shared.coordinator;
-    if coordinator.write_gate() {
-        let outcome = sql::insert_table(backend, database, decode()?, categories).await;
-        match outcome {
-            Ok(()) => return Ok(ok()),
-            Err(e) if relayable(e.code()) => {
-                tracing::debug!("table write relayed after {}: {e}", e.code())
-            }
-            Err(e) => return Ok(crate::client_rpc::exec_status(&e)),
-        }
-    }
-    let tablet = decode()?;
-    Ok(
-        match coordinator
-            .relay_table_insert(database, &tablet, categories)
-            .await
-        {
-            Ok(()) => ok(),
-            Err(e) => e.status(),
-        },
-    )
-}
-
-/// Whether a table write that failed with `code` is relayed to a lease holder: this node's
-/// lease is fenced (535, 536) or its ConfigNode did not answer (712).
-fn relayable(code: i32) -> bool {
-    [
-        StatusCode::MetadataLeaseFenced,
-        StatusCode::MetadataLeaseFencedRetryRequired,
-        StatusCode::InternalRequestTimeOut,
-    ]
-    .iter()
-    .any(|c| c.wire() == code)
-}
-
 /// Sets its flag when dropped: a blocking task's way to learn its caller went away.
 struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
 
@@ -145,64 +45,6 @@ impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
-}
-
-/// Decodes and writes wire tablets (a relayed write), with the session's limits.
-pub(crate) async fn insert_wire_tablets(
-    shared: &Arc<Shared>,
-    wire: Vec<proto::Tablet>,
-    relay: Relay,
-) -> proto::Status {
-    if let Some(s) = too_many("tablets", wire.len(), BATCH_ITEMS_MAX) {
-        return s;
-    }
-    let mut tablets = Vec::with_capacity(wire.len());
-    for t in wire {
-        match tablet_from_wire(t) {
-            Ok(t) => tablets.push(t),
-            Err(e) => return status(StatusCode::IllegalParameter, e.to_string()),
-        }
-    }
-    insert_tablets(shared, tablets, relay).await
-}
-
-/// Answers a series-type lookup ([`crate::coordinator::series_types`]) on the wire: the
-/// session's, or one a fenced peer relayed here (`relay` = [`Relay::Never`]).
-pub(crate) async fn answer_series_types(
-    shared: &Arc<Shared>,
-    req: proto::SeriesTypesReq,
-    relay: Relay,
-) -> proto::SeriesTypesResp {
-    let outcome = shared
-        .coordinator
-        .series_types(&req.device, &req.measurements, relay)
-        .await;
-    match outcome {
-        Ok(series) => proto::SeriesTypesResp {
-            status: Some(ok()),
-            series: series
-                .into_iter()
-                .map(|(name, t)| proto::MeasurementSchema {
-                    name,
-                    data_type: proto::data_type_to_wire(t) as i32,
-                })
-                .collect(),
-        },
-        Err(e) => proto::SeriesTypesResp {
-            status: Some(e.status()),
-            series: Vec::new(),
-        },
-    }
-}
-
-/// A status of an IoTDB code Fencepost may not name (e.g. 801, 300).
-fn too_many(what: &str, n: usize, max: usize) -> Option<proto::Status> {
-    (n > max).then(|| {
-        status(
-            StatusCode::IllegalParameter,
-            format!("{n} {what} in one request; the limit is {max}"),
-        )
-    })
 }
 
 #[tonic::async_trait]
@@ -397,62 +239,19 @@ impl SessionService for SessionServiceImpl {
         &self,
         request: Request<proto::SchemaStatementReq>,
     ) -> RpcResult<proto::Status> {
-        use proto::schema_statement_req::Statement;
-        let Some(statement) = request.into_inner().statement else {
-            return Ok(Response::new(status(
-                StatusCode::IllegalParameter,
-                "no statement",
-            )));
-        };
-        // A DROP DATABASE / DELETE TIMESERIES / SET TTL waits until every DataNode acknowledged the
-        // invalidation or is fenced (fence + margin), then deletes through the regions' logs:
-        // the ConfigNode gives it fence + margin + 60 s before it answers "still in progress".
-        // A shorter deadline here would re-send the statement while the first still runs.
-        let timeout = Duration::from_millis(self.shared.metadata.lease().fence_ms() * 2)
-            + crate::timing::SCHEMA_STATEMENT_SLACK;
-        let outcome = self
-            .shared
-            .confignode
-            .call(Some(timeout), |mut c| {
-                let statement = statement.clone();
-                async move {
-                    match statement {
-                        Statement::CreateDatabase(r) => c.create_database(r).await,
-                        Statement::DropDatabase(r) => c.drop_database(r).await,
-                        Statement::CreateTimeseries(r) => c.create_timeseries(r).await,
-                        Statement::DeleteTimeseries(r) => c.delete_timeseries(r).await,
-                        // Also a fence operation: answered once every DataNode dropped its
-                        // cached copy of the database (and so its TTL) or is fenced.
-                        Statement::SetTtl(r) => c.set_ttl(r).await,
-                        Statement::RemoveDataNode(r) => c.remove_data_node(r).await,
-                        Statement::CreateTable(r) => c.create_table(r).await,
-                        Statement::SetDeviceAttributes(r) => c.set_device_attributes(r).await,
-                        // A fence operation, as DELETE TIMESERIES.
-                        Statement::DropTable(r) => c.drop_table(r).await,
-                    }
-                }
-            })
-            .await;
-        Ok(Response::new(outcome.unwrap_or_else(|s| s)))
+        let statement = request.into_inner().statement;
+        Ok(Response::new(
+            ops::cluster::schema_statement(&self.shared, statement).await,
+        ))
     }
 
     async fn show_databases(
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowDatabasesResp> {
-        let outcome = self
-            .shared
-            .confignode
-            .call(None, |mut c| async move {
-                c.show_databases(proto::ShowDatabasesReq {}).await
-            })
-            .await;
-        Ok(Response::new(outcome.unwrap_or_else(|s| {
-            proto::ShowDatabasesResp {
-                status: Some(s),
-                ..Default::default()
-            }
-        })))
+        Ok(Response::new(
+            ops::cluster::show_databases(&self.shared).await,
+        ))
     }
 
     async fn show_timeseries(
@@ -460,26 +259,9 @@ impl SessionService for SessionServiceImpl {
         request: Request<proto::SessionShowTimeseriesReq>,
     ) -> RpcResult<proto::ShowTimeseriesResp> {
         let prefix = request.into_inner().prefix;
-        let outcome = self
-            .shared
-            .confignode
-            .call(None, |mut c| {
-                let prefix = prefix.clone();
-                async move {
-                    c.show_timeseries(proto::ShowTimeseriesReq {
-                        prefix,
-                        declared_codecs_only: false,
-                    })
-                    .await
-                }
-            })
-            .await;
-        Ok(Response::new(outcome.unwrap_or_else(|s| {
-            proto::ShowTimeseriesResp {
-                status: Some(s),
-                ..Default::default()
-            }
-        })))
+        Ok(Response::new(
+            ops::cluster::show_timeseries(&self.shared, prefix).await,
+        ))
     }
 
     async fn series_types(
@@ -495,76 +277,32 @@ impl SessionService for SessionServiceImpl {
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowClusterResp> {
-        let outcome = self
-            .shared
-            .confignode
-            .call(None, |mut c| async move {
-                c.show_cluster(proto::ShowClusterReq {}).await
-            })
-            .await;
-        Ok(Response::new(outcome.unwrap_or_else(|s| {
-            proto::ShowClusterResp {
-                status: Some(s),
-                ..Default::default()
-            }
-        })))
+        Ok(Response::new(
+            ops::cluster::show_cluster(&self.shared).await,
+        ))
     }
 
     async fn show_regions(
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowRegionsResp> {
-        let outcome = self
-            .shared
-            .confignode
-            .call(None, |mut c| async move {
-                c.show_regions(proto::ShowRegionsReq::default()).await
-            })
-            .await;
-        Ok(Response::new(outcome.unwrap_or_else(|s| {
-            proto::ShowRegionsResp {
-                status: Some(s),
-                ..Default::default()
-            }
-        })))
+        Ok(Response::new(
+            ops::cluster::show_regions(&self.shared).await,
+        ))
     }
 
     async fn show_leases(
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowLeasesResp> {
-        let outcome = self
-            .shared
-            .confignode
-            .call(None, |mut c| async move {
-                c.show_leases(proto::ShowLeasesReq {}).await
-            })
-            .await;
-        Ok(Response::new(outcome.unwrap_or_else(|s| {
-            proto::ShowLeasesResp {
-                status: Some(s),
-                ..Default::default()
-            }
-        })))
+        Ok(Response::new(ops::cluster::show_leases(&self.shared).await))
     }
 
     async fn show_local_lease(
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowLocalLeaseResp> {
-        let lease = self.shared.metadata.lease();
-        // `is_live` first: it moves a lapsed lease out of NORMAL, so the state read after it agrees.
-        let fenced = !lease.is_live();
-        Ok(Response::new(proto::ShowLocalLeaseResp {
-            status: Some(ok()),
-            data_node_id: self.shared.identity.node_id,
-            endpoint: self.shared.identity.rpc_address.clone(),
-            state: lease.state().name().to_string(),
-            incarnation: lease.incarnation(),
-            heartbeat_age_ms: lease.heartbeat_age_ms(),
-            fence_ms: lease.fence_ms(),
-            fenced,
-        }))
+        Ok(Response::new(ops::cluster::local_lease(&self.shared)))
     }
 
     async fn user_statement(
@@ -575,26 +313,10 @@ impl SessionService for SessionServiceImpl {
             Ok(user) => user,
             Err(s) => return Ok(Response::new(s)),
         };
-        let mut req = request.into_inner();
-        req.issuer = issuer;
-        use proto::user_statement_req::Statement;
-        let target = match &req.statement {
-            Some(Statement::CreateUser(r)) => r.username.clone(),
-            Some(Statement::DropUser(r)) => r.username.clone(),
-            Some(Statement::AlterPassword(r)) => r.username.clone(),
-            None => String::new(),
-        };
-        let outcome = self
-            .shared
-            .confignode
-            .call(None, |mut c| {
-                let req = req.clone();
-                async move { c.user_statement(req).await }
-            })
-            .await;
-        // Whatever the answer, this DataNode asks the ConfigNode about the user next time.
-        crate::auth::forget(&self.shared, &target);
-        Ok(Response::new(outcome.unwrap_or_else(|s| s)))
+        let statement = request.into_inner().statement;
+        Ok(Response::new(
+            ops::cluster::user_statement(&self.shared, issuer, statement).await,
+        ))
     }
 
     async fn insert_table_tablet(
@@ -630,9 +352,11 @@ impl SessionService for SessionServiceImpl {
                 ),
             )));
         };
-        let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user);
+        let backend = ops::sql::DataNodeBackend::new(self.shared.clone(), user);
         let decode = || tablet_from_wire(wire.clone());
-        let written = write_table(&self.shared, &backend, &req.database, &categories, decode).await;
+        let written =
+            ops::table::write_table(&self.shared, &backend, &req.database, &categories, decode)
+                .await;
         Ok(Response::new(written.unwrap_or_else(|e| {
             status(StatusCode::IllegalParameter, e.to_string())
         })))
@@ -652,7 +376,7 @@ impl SessionService for SessionServiceImpl {
             }
         };
         let req = request.into_inner();
-        let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user);
+        let backend = ops::sql::DataNodeBackend::new(self.shared.clone(), user);
         // Charged while it is built, so a result too large for memory is refused before it is
         // whole; the charge holds until the answer is encoded.
         let mut charge = self.shared.clients.results.charge();
@@ -667,7 +391,7 @@ impl SessionService for SessionServiceImpl {
                 Err(e) => Err(e.into()),
             }
         } else {
-            crate::client_rpc::run_statement(&backend, &req.statement, &mut charge).await
+            ops::sql::run_statement(&backend, &req.statement, &mut charge).await
         };
         let answer = match outcome {
             Ok(o) => proto::ExecuteStatementResp {
@@ -694,7 +418,7 @@ impl SessionService for SessionServiceImpl {
                     .collect(),
             },
             Err(e) => proto::ExecuteStatementResp {
-                status: Some(crate::client_rpc::exec_status(&e)),
+                status: Some(ops::sql::exec_status(&e)),
                 ..Default::default()
             },
         };
@@ -723,19 +447,7 @@ impl SessionService for SessionServiceImpl {
         &self,
         _r: Request<proto::ListUsersReq>,
     ) -> RpcResult<proto::ListUsersResp> {
-        let outcome = self
-            .shared
-            .confignode
-            .call(None, |mut c| async move {
-                c.list_users(proto::ListUsersReq {}).await
-            })
-            .await;
-        Ok(Response::new(outcome.unwrap_or_else(|s| {
-            proto::ListUsersResp {
-                status: Some(s),
-                ..Default::default()
-            }
-        })))
+        Ok(Response::new(ops::cluster::list_users(&self.shared).await))
     }
 
     async fn flush(&self, _r: Request<proto::SessionShowReq>) -> RpcResult<proto::Status> {
@@ -756,8 +468,8 @@ impl SessionService for SessionServiceImpl {
             Err(s) => return Ok(Response::new(s)),
         };
         let request = request.into_inner();
-        let backend = crate::client_rpc::DataNodeBackend::new(self.shared.clone(), user);
-        let outcome = crate::client_rpc::delete_data(
+        let backend = ops::sql::DataNodeBackend::new(self.shared.clone(), user);
+        let outcome = ops::sql::delete_data(
             &backend,
             &request.paths,
             request.start_time,
@@ -766,7 +478,7 @@ impl SessionService for SessionServiceImpl {
         .await;
         Ok(Response::new(match outcome {
             Ok(()) => ok(),
-            Err(e) => crate::client_rpc::exec_status(&e),
+            Err(e) => ops::sql::exec_status(&e),
         }))
     }
 

@@ -686,7 +686,18 @@ impl SnapshotTransfers {
     }
 }
 
-impl crate::region_state_machine::SnapshotFetch for SnapshotTransfers {
+/// Where a region's snapshot files come from when its restore finds them missing: the
+/// DataNode's transfers, which download them from the node that built them.
+pub trait SnapshotFetch: Send + Sync {
+    /// Starts downloading the streamed snapshot `descriptor` of `region` unless it is staged
+    /// or being downloaded already.
+    fn fetch(&self, region: u64, descriptor: &[u8]);
+    /// Learns that `region`'s snapshot at `index` is installed: an offer of it still in flight
+    /// goes to raft (which ignores it) rather than start a download.
+    fn installed(&self, region: u64, index: u64);
+}
+
+impl SnapshotFetch for SnapshotTransfers {
     fn fetch(&self, region: u64, descriptor: &[u8]) {
         // The restore runs on the raft thread, outside the runtime: the download joins it.
         let Some(this) = self.me.upgrade() else {

@@ -11,18 +11,18 @@
 //! because the 2.0.11 client sends swapped ids in fetches (§8); queries are keyed by the
 //! connection's own query ids. Closing the connection drops the session and its queries.
 //!
-//! Every write takes the session service's path (`session::insert_tablets`: the lease gate,
-//! the coordinator's relay when fenced and its retries of 536, atomic per region); statements
-//! run in the `sql` crate's executor over [`backend::DataNodeBackend`]. A malformed frame gets a
+//! An adapter over the application layer (`ops`): every write takes the gRPC session's path
+//! (`ops::write::insert_tablets`: the lease gate, the coordinator's relay when fenced and its
+//! retries of 536, atomic per region); statements run in the `sql` crate's executor over
+//! [`DataNodeBackend`]. A malformed frame gets a
 //! `TApplicationException` and the connection goes on when the frame boundary is intact (it is
 //! closed otherwise); it never touches another connection.
 
-mod backend;
 mod connection;
 mod inserts;
 mod results;
 
-pub(crate) use backend::{exec_status, DataNodeBackend};
+pub(crate) use crate::ops::sql::{delete_data, exec_status, run_statement, DataNodeBackend};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -218,30 +218,6 @@ struct CreateSpec {
     compressors: Vec<i32>,
     props: Vec<BTreeMap<String, String>>,
     meta: Vec<SeriesMeta>,
-}
-
-/// IoTDB's `deleteData`, over Thrift and gRPC: the points with `start <= t <= end` of the series
-/// `paths` (series paths or path patterns) name. An empty range deletes nothing.
-pub(crate) async fn delete_data(
-    backend: &DataNodeBackend,
-    paths: &[String],
-    start: i64,
-    end: i64,
-) -> Result<(), ExecError> {
-    let mut patterns = Vec::with_capacity(paths.len());
-    for path in paths {
-        let pattern = sql::PathPattern::parse(path).ok_or_else(|| {
-            ExecError::refused(
-                StatusCode::IllegalParameter,
-                format!("{path} is not a path like root.sg.d1.s1 or root.sg.d1.*"),
-            )
-        })?;
-        patterns.push(pattern);
-    }
-    if start > end {
-        return Ok(());
-    }
-    sql::delete_paths(backend, &patterns, start, end).await
 }
 
 /// A wire status as IoTDB's: a redirect only to a real endpoint (the client connects there).
@@ -636,7 +612,7 @@ impl Connection {
     }
 
     async fn write(&self, tablets: Vec<Tablet>) -> proto::Status {
-        crate::session::insert_tablets(&self.shared, tablets, Relay::WhenFenced).await
+        crate::ops::write::insert_tablets(&self.shared, tablets, Relay::WhenFenced).await
     }
 
     /// String rows of one device, typed by the series that exist (one lookup), then written.
@@ -789,7 +765,7 @@ impl Connection {
         // Decoded from the request's bytes for each attempt, so the local one needs no copy kept
         // for a relay.
         let decode = || inserts::tablet_of(&req);
-        let written = crate::session::write_table(
+        let written = crate::ops::table::write_table(
             &self.shared,
             &session.backend,
             &database,
@@ -876,38 +852,6 @@ impl Connection {
     }
 }
 
-/// Parses and runs the one statement of `text` over `backend` (IoTDB's clients and the gRPC
-/// session's ExecuteStatement alike), its result charged to `charge` as it is built.
-pub(crate) async fn run_statement(
-    backend: &DataNodeBackend,
-    text: &str,
-    charge: &mut sql::ResultCharge,
-) -> Result<sql::Outcome, ExecError> {
-    let mut parsed = sql::parse_script(text, sql::Position::START);
-    let statement = match (parsed.len(), parsed.pop()) {
-        (1, Some(p)) => p.result?,
-        (0, _) => {
-            return Err(ExecError::refused(
-                StatusCode::IllegalParameter,
-                "no statement",
-            ))
-        }
-        _ => {
-            return Err(ExecError::refused(
-                StatusCode::IllegalParameter,
-                "one statement per call",
-            ))
-        }
-    };
-    if statement == sql::Statement::Quit {
-        return Err(ExecError::Status {
-            code: 300,
-            message: "QUIT ends a CLI session; it is no statement for the server".into(),
-        });
-    }
-    sql::execute_charged(backend, &statement, charge).await
-}
-
 fn failed(status: Status) -> ExecuteStatementResp {
     ExecuteStatementResp {
         status,
@@ -990,7 +934,7 @@ mod tests {
             proto::status(StatusCode::Success, ""),
             proto::status(StatusCode::DataTypeMismatch, "type"),
         ]);
-        let e = backend::status_result(&aggregated).unwrap_err();
+        let e = crate::ops::sql::status_result(&aggregated).unwrap_err();
         let s = status_of(&e);
         assert_eq!(s.code, 302);
         assert_eq!(s.sub_status.map(|v| v.len()), Some(2));

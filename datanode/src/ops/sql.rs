@@ -1,23 +1,22 @@
-//! The `sql` executor's backend inside a DataNode: writes and reads go through the coordinator
-//! exactly as the session service's do (lease gate, relay when fenced, atomic per region), and
-//! schema statements and cluster views through the session service's own handlers, which
-//! forward them to the ConfigNode leader.
+//! The `sql` executor's backend inside a DataNode, and running a statement over it: writes and
+//! reads go through the coordinator exactly as the session service's do (lease gate, relay when
+//! fenced, atomic per region), schema statements and cluster views through `ops::cluster`, which
+//! forwards them to the ConfigNode leader. IoTDB's Thrift service, the gRPC session's
+//! ExecuteStatement and DeleteData, and a relayed table write all run here.
 
 use std::sync::Arc;
 
 use common::table::{DeviceAttributes, TableSchema, TableView};
 use common::{DataType, StatusCode, Tablet, Value};
-use proto::session_service_server::SessionService;
 use proto::statements;
 use proto::views::{
     ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
 };
 use sql::{Backend, ExecError, ExecResult};
-use tonic::Request;
 
 use crate::coordinator::{CoordinatorError, Relay, TableOrigin};
+use crate::ops::cluster;
 use crate::parts::Shared;
-use crate::session::SessionServiceImpl;
 
 /// Points one read of a series asks the coordinator for; a longer series is read in pages.
 const READ_PAGE_POINTS: u32 = 100_000;
@@ -25,7 +24,6 @@ const READ_PAGE_POINTS: u32 = 100_000;
 /// The executor's backend on a DataNode, for one logged-in user.
 pub(crate) struct DataNodeBackend {
     shared: Arc<Shared>,
-    service: SessionServiceImpl,
     user: String,
     /// Whether its writes may be relayed: a session's may, a relayed one's never again.
     relay: Relay,
@@ -34,7 +32,6 @@ pub(crate) struct DataNodeBackend {
 impl DataNodeBackend {
     pub(crate) fn new(shared: Arc<Shared>, user: String) -> DataNodeBackend {
         DataNodeBackend {
-            service: SessionServiceImpl::new(shared.clone()),
             shared,
             user,
             relay: Relay::WhenFenced,
@@ -55,36 +52,14 @@ impl DataNodeBackend {
         &self,
         statement: proto::user_statement_req::Statement,
     ) -> ExecResult<()> {
-        let mut request = Request::new(proto::UserStatementReq {
-            issuer: String::new(),
-            statement: Some(statement),
-        });
-        request
-            .extensions_mut()
-            .insert(crate::auth::User(self.user.clone()));
-        let answer = self
-            .service
-            .user_statement(request)
-            .await
-            .map(tonic::Response::into_inner);
-        answered(answer).map(drop)
+        let answer =
+            cluster::user_statement(&self.shared, self.user.clone(), Some(statement)).await;
+        status_result(&answer)
     }
 
-    /// Runs a schema statement through the session service (forwarded to the ConfigNode).
+    /// Runs a schema statement (forwarded to the ConfigNode).
     async fn schema(&self, statement: proto::schema_statement_req::Statement) -> ExecResult<()> {
-        let answer = self
-            .service
-            .execute_schema_statement(Request::new(proto::SchemaStatementReq {
-                session_id: 0,
-                statement: Some(statement),
-            }))
-            .await;
-        let status: proto::Status = checked(
-            answer.map(tonic::Response::into_inner),
-            |s: &proto::Status| Some(s.clone()),
-        )?;
-        drop(status);
-        Ok(())
+        status_result(&cluster::schema_statement(&self.shared, Some(statement)).await)
     }
 }
 
@@ -138,23 +113,11 @@ pub(crate) fn exec_status(e: &ExecError) -> proto::Status {
     s
 }
 
-/// An in-process status answer of the session service, checked.
-fn answered(answer: Result<proto::Status, tonic::Status>) -> ExecResult<proto::Status> {
-    checked(answer, |s: &proto::Status| Some(s.clone()))
-}
-
-/// An in-process answer of the session service, its `status` checked, as a `T`.
-fn checked<R, T>(
-    answer: Result<R, tonic::Status>,
-    status: impl FnOnce(&R) -> Option<proto::Status>,
-) -> ExecResult<T>
+/// An answer of `ops::cluster`, its `status` checked, as a `T`.
+fn checked<R, T>(reply: R, status: impl FnOnce(&R) -> Option<proto::Status>) -> ExecResult<T>
 where
     R: Into<T>,
 {
-    let reply = answer.map_err(|e| ExecError::Status {
-        code: StatusCode::InternalServerError.wire(),
-        message: e.message().to_string(),
-    })?;
     match status(&reply) {
         Some(s) => status_result(&s)?,
         None => {
@@ -189,10 +152,6 @@ fn split_path(path: &str) -> ExecResult<(String, String)> {
             format!("{path} is not a series path like root.sg.d1.s1"),
         )
     })
-}
-
-fn show() -> Request<proto::SessionShowReq> {
-    Request::new(proto::SessionShowReq { session_id: 0 })
 }
 
 impl Backend for DataNodeBackend {
@@ -264,7 +223,8 @@ impl Backend for DataNodeBackend {
     }
 
     async fn insert_tablet(&self, tablet: Tablet) -> ExecResult<()> {
-        let status = crate::session::insert_tablets(&self.shared, vec![tablet], self.relay).await;
+        let status =
+            crate::ops::write::insert_tablets(&self.shared, vec![tablet], self.relay).await;
         status_result(&status)
     }
 
@@ -281,14 +241,7 @@ impl Backend for DataNodeBackend {
     }
 
     async fn show_timeseries(&self, prefix: &str) -> ExecResult<Vec<TimeseriesView>> {
-        let answer = self
-            .service
-            .show_timeseries(Request::new(proto::SessionShowTimeseriesReq {
-                session_id: 0,
-                prefix: prefix.to_string(),
-            }))
-            .await
-            .map(tonic::Response::into_inner);
+        let answer = cluster::show_timeseries(&self.shared, prefix.to_string()).await;
         let reply: proto::ShowTimeseriesResp =
             checked(answer, |r: &proto::ShowTimeseriesResp| r.status.clone())?;
         reply
@@ -371,11 +324,7 @@ impl Backend for DataNodeBackend {
     }
 
     async fn show_databases(&self) -> ExecResult<Vec<DatabaseView>> {
-        let answer = self
-            .service
-            .show_databases(show())
-            .await
-            .map(tonic::Response::into_inner);
+        let answer = cluster::show_databases(&self.shared).await;
         let reply: proto::ShowDatabasesResp =
             checked(answer, |r: &proto::ShowDatabasesResp| r.status.clone())?;
         let ttls = &reply.ttl_ms;
@@ -395,40 +344,24 @@ impl Backend for DataNodeBackend {
     }
 
     async fn show_cluster(&self) -> ExecResult<ClusterView> {
-        let answer = self
-            .service
-            .show_cluster(show())
-            .await
-            .map(tonic::Response::into_inner);
+        let answer = cluster::show_cluster(&self.shared).await;
         checked(answer, |r: &proto::ShowClusterResp| r.status.clone())
     }
 
     async fn show_regions(&self) -> ExecResult<Vec<RegionView>> {
-        let answer = self
-            .service
-            .show_regions(show())
-            .await
-            .map(tonic::Response::into_inner);
+        let answer = cluster::show_regions(&self.shared).await;
         let reply: proto::ShowRegionsResp =
             checked(answer, |r: &proto::ShowRegionsResp| r.status.clone())?;
         Ok(reply.regions.into_iter().map(RegionView::from).collect())
     }
 
     async fn show_leases(&self) -> ExecResult<LeasesView> {
-        let answer = self
-            .service
-            .show_leases(show())
-            .await
-            .map(tonic::Response::into_inner);
+        let answer = cluster::show_leases(&self.shared).await;
         checked(answer, |r: &proto::ShowLeasesResp| r.status.clone())
     }
 
     async fn local_lease(&self) -> ExecResult<LocalLeaseView> {
-        let answer = self
-            .service
-            .show_local_lease(show())
-            .await
-            .map(tonic::Response::into_inner);
+        let answer = cluster::local_lease(&self.shared);
         checked(answer, |r: &proto::ShowLocalLeaseResp| r.status.clone())
     }
 
@@ -459,11 +392,7 @@ impl Backend for DataNodeBackend {
     }
 
     async fn list_users(&self) -> ExecResult<Vec<String>> {
-        let answer = self
-            .service
-            .list_users(Request::new(proto::ListUsersReq {}))
-            .await
-            .map(tonic::Response::into_inner);
+        let answer = cluster::list_users(&self.shared).await;
         let reply: proto::ListUsersResp =
             checked(answer, |r: &proto::ListUsersResp| r.status.clone())?;
         Ok(reply.users)
@@ -481,7 +410,7 @@ impl Backend for DataNodeBackend {
             table,
             created_version,
         };
-        let status = crate::session::insert_table_tablets(&self.shared, &origin, tablets).await;
+        let status = crate::ops::write::insert_table_tablets(&self.shared, &origin, tablets).await;
         status_result(&status)
     }
 
@@ -616,4 +545,60 @@ impl Backend for DataNodeBackend {
                 message,
             })
     }
+}
+
+/// IoTDB's `deleteData`, over Thrift and gRPC: the points with `start <= t <= end` of the series
+/// `paths` (series paths or path patterns) name. An empty range deletes nothing.
+pub(crate) async fn delete_data(
+    backend: &DataNodeBackend,
+    paths: &[String],
+    start: i64,
+    end: i64,
+) -> Result<(), ExecError> {
+    let mut patterns = Vec::with_capacity(paths.len());
+    for path in paths {
+        let pattern = sql::PathPattern::parse(path).ok_or_else(|| {
+            ExecError::refused(
+                StatusCode::IllegalParameter,
+                format!("{path} is not a path like root.sg.d1.s1 or root.sg.d1.*"),
+            )
+        })?;
+        patterns.push(pattern);
+    }
+    if start > end {
+        return Ok(());
+    }
+    sql::delete_paths(backend, &patterns, start, end).await
+}
+
+/// Parses and runs the one statement of `text` over `backend` (IoTDB's clients and the gRPC
+/// session's ExecuteStatement alike), its result charged to `charge` as it is built.
+pub(crate) async fn run_statement(
+    backend: &DataNodeBackend,
+    text: &str,
+    charge: &mut sql::ResultCharge,
+) -> Result<sql::Outcome, ExecError> {
+    let mut parsed = sql::parse_script(text, sql::Position::START);
+    let statement = match (parsed.len(), parsed.pop()) {
+        (1, Some(p)) => p.result?,
+        (0, _) => {
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                "no statement",
+            ))
+        }
+        _ => {
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                "one statement per call",
+            ))
+        }
+    };
+    if statement == sql::Statement::Quit {
+        return Err(ExecError::Status {
+            code: 300,
+            message: "QUIT ends a CLI session; it is no statement for the server".into(),
+        });
+    }
+    sql::execute_charged(backend, &statement, charge).await
 }

@@ -1,0 +1,123 @@
+//! Writes as the application asks for them, whatever protocol carried them: tablets one by one
+//! under the request's partition cap, a table write's device tablets under one pin, relayed
+//! writes decoded with the session's limits, series-type lookups.
+
+use std::sync::Arc;
+
+use common::{StatusCode, Tablet};
+
+use crate::convert::{ok, status, tablet_from_wire};
+use crate::coordinator::{aggregate, write_status, Relay, TableOrigin};
+use crate::parts::Shared;
+
+/// Tablets in one InsertTablets call and records in one InsertRecords call.
+pub(crate) const BATCH_ITEMS_MAX: usize = 10_000;
+
+/// Writes `tablets` one by one; a request spanning more partitions than one FetchPartitions may
+/// ask is refused whole (700) before any of them is written.
+pub(crate) async fn insert_tablets(
+    shared: &Arc<Shared>,
+    tablets: Vec<Tablet>,
+    relay: Relay,
+) -> proto::Status {
+    if let Err(e) = shared.coordinator.limits.check_request_partitions(&tablets) {
+        return e.status();
+    }
+    let mut statuses = Vec::with_capacity(tablets.len());
+    for tablet in tablets {
+        let outcome = shared.coordinator.insert_tablet(tablet, relay).await;
+        statuses.push(write_status(&outcome));
+    }
+    aggregate(statuses)
+}
+
+/// Writes the device tablets of one table write (`sql::insert_table`), derived from the table
+/// `origin` names, under one pin held until the last is answered: an invalidation (DROP TABLE)
+/// waits for the whole table write, and once it moved the caches the rest is refused. Stops at
+/// the first device refused and answers its status, so the client (or the Thrift layer's relay)
+/// retries the whole write, which is idempotent; a device tablet is never relayed on its own.
+pub(crate) async fn insert_table_tablets(
+    shared: &Arc<Shared>,
+    origin: &TableOrigin<'_>,
+    tablets: Vec<Tablet>,
+) -> proto::Status {
+    if let Err(e) = shared.coordinator.limits.check_request_partitions(&tablets) {
+        return e.status();
+    }
+    let pinned = shared.metadata.pin();
+    let mut redirect = None;
+    let devices = tablets.len();
+    for tablet in tablets {
+        match shared
+            .coordinator
+            .insert_table_device(&pinned, tablet, origin)
+            .await
+        {
+            Ok(written) => redirect = written.redirect.or(redirect),
+            Err(e) => return e.status(),
+        }
+    }
+    // A hint is about one device.
+    let written = crate::coordinator::Written {
+        redirect: redirect.filter(|_| devices == 1),
+    };
+    written.status()
+}
+
+/// Decodes and writes wire tablets (a relayed write), with the session's limits.
+pub(crate) async fn insert_wire_tablets(
+    shared: &Arc<Shared>,
+    wire: Vec<proto::Tablet>,
+    relay: Relay,
+) -> proto::Status {
+    if let Some(s) = too_many("tablets", wire.len(), BATCH_ITEMS_MAX) {
+        return s;
+    }
+    let mut tablets = Vec::with_capacity(wire.len());
+    for t in wire {
+        match tablet_from_wire(t) {
+            Ok(t) => tablets.push(t),
+            Err(e) => return status(StatusCode::IllegalParameter, e.to_string()),
+        }
+    }
+    insert_tablets(shared, tablets, relay).await
+}
+
+/// Answers a series-type lookup ([`crate::coordinator::series_types`]) on the wire: the
+/// session's, or one a fenced peer relayed here (`relay` = [`Relay::Never`]).
+pub(crate) async fn answer_series_types(
+    shared: &Arc<Shared>,
+    req: proto::SeriesTypesReq,
+    relay: Relay,
+) -> proto::SeriesTypesResp {
+    let outcome = shared
+        .coordinator
+        .series_types(&req.device, &req.measurements, relay)
+        .await;
+    match outcome {
+        Ok(series) => proto::SeriesTypesResp {
+            status: Some(ok()),
+            series: series
+                .into_iter()
+                .map(|(name, t)| proto::MeasurementSchema {
+                    name,
+                    data_type: proto::data_type_to_wire(t) as i32,
+                })
+                .collect(),
+        },
+        Err(e) => proto::SeriesTypesResp {
+            status: Some(e.status()),
+            series: Vec::new(),
+        },
+    }
+}
+
+/// A status of an IoTDB code Fencepost may not name (e.g. 801, 300).
+pub(crate) fn too_many(what: &str, n: usize, max: usize) -> Option<proto::Status> {
+    (n > max).then(|| {
+        status(
+            StatusCode::IllegalParameter,
+            format!("{n} {what} in one request; the limit is {max}"),
+        )
+    })
+}
