@@ -444,17 +444,7 @@ impl MetadataState {
             Command::SetDataNodeStatus {
                 data_node_id,
                 status,
-            } => {
-                let node = self
-                    .data_nodes
-                    .get_mut(data_node_id)
-                    .ok_or(MetadataError::DataNodeNotFound(*data_node_id))?;
-                if node.status != *status {
-                    node.status = *status;
-                    self.bump();
-                }
-                Ok(CommandResult::Done)
-            }
+            } => self.set_data_node_status(data_node_id, status),
             Command::CreateDatabase { database } => {
                 self.create_database(database)?;
                 Ok(CommandResult::Done)
@@ -478,164 +468,28 @@ impl MetadataState {
             ),
             Command::BeginDeleteTimeseries { series } => self.begin_delete_timeseries(series),
             Command::BeginDropTable { database, table } => self.begin_drop_table(database, table),
-            Command::BeginDropDatabase { database } => {
-                self.check_operations_limit()?;
-                match self.databases.get_mut(database) {
-                    None => return Err(MetadataError::DatabaseNotFound(database.clone())),
-                    Some(true) => return Err(MetadataError::PendingDelete(database.clone())),
-                    Some(pending) => *pending = true,
-                }
-                Ok(self.begin_operation(OperationKind::DropDatabase(database.clone())))
-            }
-            Command::BeginSetTtl { database, ttl_ms } => {
-                self.check_operations_limit()?;
-                self.check_live_database(database)?;
-                match ttl_ms {
-                    Some(t) if *t <= 0 => return Err(MetadataError::IllegalTtl(*t)),
-                    Some(t) => self.ttls.insert(database.clone(), *t),
-                    None => self.ttls.remove(database),
-                };
-                Ok(self.begin_operation(OperationKind::SetTtl(database.clone())))
-            }
+            Command::BeginDropDatabase { database } => self.begin_drop_database(database),
+            Command::BeginSetTtl { database, ttl_ms } => self.begin_set_ttl(database, ttl_ms),
             Command::BeginRegionMigration {
                 region_id,
                 from,
                 to,
-            } => {
-                let refuse = |reason: String| {
-                    Err(MetadataError::MigrationRefused {
-                        region_id: *region_id,
-                        reason,
-                    })
-                };
-                let Some(region) = self.regions.get(region_id) else {
-                    return refuse("no such region".into());
-                };
-                if let Some(&(f, t)) = self.migrations.get(region_id) {
-                    // Only a retarget: same `from`, and the target lost its data since.
-                    if f != *from || self.superseding(t) != Some(*to) {
-                        return refuse(format!("moving from {f} to {t} already"));
-                    }
-                }
-                if !region.replicas.contains(from) {
-                    return refuse(format!("DataNode {from} holds no replica"));
-                }
-                if region.replicas.contains(to) {
-                    return refuse(format!("DataNode {to} holds a replica already"));
-                }
-                match self.data_nodes.get(to) {
-                    Some(n) if n.status == NodeStatus::Running => {}
-                    Some(n) => {
-                        return refuse(format!("DataNode {to} is {}", n.status.name()));
-                    }
-                    None => return Err(MetadataError::DataNodeNotFound(*to)),
-                }
-                self.migrations.insert(*region_id, (*from, *to));
-                self.bump();
-                Ok(CommandResult::Done)
-            }
-            Command::RemoveDataNode { data_node_id } => {
-                let node = self
-                    .data_nodes
-                    .get(data_node_id)
-                    .ok_or(MetadataError::DataNodeNotFound(*data_node_id))?;
-                if node.status == NodeStatus::Removing {
-                    return Ok(CommandResult::Done);
-                }
-                let running: Vec<u64> = self
-                    .data_nodes
-                    .values()
-                    .filter(|n| n.status == NodeStatus::Running && n.id != *data_node_id)
-                    .map(|n| n.id)
-                    .collect();
-                for r in self.regions.values() {
-                    if r.replicas.contains(data_node_id)
-                        && running.iter().all(|n| r.replicas.contains(n))
-                    {
-                        return Err(MetadataError::MigrationRefused {
-                            region_id: r.id,
-                            reason: format!(
-                                "DataNode {data_node_id} cannot be removed: each of the {} other \
-                                 Running DataNodes holds a replica of the region already; add a \
-                                 DataNode first",
-                                running.len()
-                            ),
-                        });
-                    }
-                }
-                self.data_nodes
-                    .get_mut(data_node_id)
-                    .expect("looked up above")
-                    .status = NodeStatus::Removing;
-                self.bump();
-                Ok(CommandResult::Done)
-            }
+            } => self.begin_region_migration(region_id, from, to),
+            Command::RemoveDataNode { data_node_id } => self.remove_data_node(data_node_id),
             Command::FinishRegionMigration {
                 region_id,
                 from,
                 to,
-            } => {
-                if self.migrations.get(region_id) != Some(&(*from, *to)) {
-                    return Err(MetadataError::MigrationRefused {
-                        region_id: *region_id,
-                        reason: format!("no migration from {from} to {to} in progress"),
-                    });
-                }
-                self.migrations.remove(region_id);
-                let region = self
-                    .regions
-                    .get_mut(region_id)
-                    .expect("a migrating region exists (a drop removes its migration)");
-                for replica in region.replicas.iter_mut() {
-                    if replica == from {
-                        *replica = *to;
-                    }
-                }
-                if region.preferred_leader == *from {
-                    region.preferred_leader = *to;
-                }
-                self.bump();
-                Ok(CommandResult::Done)
-            }
+            } => self.finish_region_migration(region_id, from, to),
             Command::CreateUser {
                 username,
                 password_hash,
-            } => {
-                check_user(username, Some(password_hash))?;
-                if self.user_exists(username) {
-                    return Err(MetadataError::UserExists(username.clone()));
-                }
-                // root counts though absent from the table until its password is set.
-                let users = self.users.len() + usize::from(!self.users.contains_key(ROOT_USER));
-                if users >= USERS_MAX {
-                    return Err(MetadataError::Limit(format!("{USERS_MAX} users")));
-                }
-                self.users.insert(username.clone(), password_hash.clone());
-                Ok(CommandResult::Done)
-            }
-            Command::DropUser { username } => {
-                check_user(username, None)?;
-                if username == ROOT_USER {
-                    return Err(MetadataError::NoPermission(
-                        "the root user cannot be dropped".into(),
-                    ));
-                }
-                self.users
-                    .remove(username)
-                    .ok_or_else(|| MetadataError::UserNotFound(username.clone()))?;
-                Ok(CommandResult::Done)
-            }
+            } => self.create_user(username, password_hash),
+            Command::DropUser { username } => self.drop_user(username),
             Command::SetUserPassword {
                 username,
                 password_hash,
-            } => {
-                check_user(username, Some(password_hash))?;
-                if !self.user_exists(username) {
-                    return Err(MetadataError::UserNotFound(username.clone()));
-                }
-                self.users.insert(username.clone(), password_hash.clone());
-                Ok(CommandResult::Done)
-            }
+            } => self.set_user_password(username, password_hash),
             Command::CreateTable {
                 database,
                 table,
@@ -657,53 +511,7 @@ impl MetadataState {
             Command::CreateTableSeries { origin, series } => {
                 self.create_table_series(origin, series)
             }
-            Command::FinishOperation { operation_id } => {
-                let kind = self
-                    .operations
-                    .remove(operation_id)
-                    .ok_or(MetadataError::OperationNotFound(*operation_id))?;
-                match kind {
-                    OperationKind::DeleteTimeseries(series)
-                    | OperationKind::DropTable { series, .. } => {
-                        // Only series still its own are listed (a finished DROP DATABASE took
-                        // the others out), so each one is here and pending.
-                        for key in series {
-                            let removed = self.series.remove(&key);
-                            self.declared_codecs.remove(&key);
-                            self.series_meta.remove(&key);
-                            assert!(
-                                removed.is_some_and(|r| r.pending_delete),
-                                "series {key:?} of operation {operation_id} was not pending delete"
-                            );
-                        }
-                    }
-                    OperationKind::DropDatabase(database) => {
-                        let pending = self.databases.remove(&database);
-                        assert_eq!(
-                            pending,
-                            Some(true),
-                            "database {database} of operation {operation_id} was not pending"
-                        );
-                        self.series
-                            .retain(|(device, _), _| !is_under(device, &database));
-                        self.declared_codecs
-                            .retain(|(device, _)| !is_under(device, &database));
-                        self.series_meta
-                            .retain(|(device, _), _| !is_under(device, &database));
-                        self.forget_vanished_deletions();
-                        self.partitions.retain(|(db, _, _), _| *db != database);
-                        self.regions.retain(|_, r| r.database != database);
-                        let regions = &self.regions;
-                        self.migrations.retain(|id, _| regions.contains_key(id));
-                        self.index.drop_database(&database);
-                        self.ttls.remove(&database);
-                        self.tables.retain(|(db, _), _| *db != database);
-                    }
-                    OperationKind::SetTtl(_) => {}
-                }
-                self.bump();
-                Ok(CommandResult::Done)
-            }
+            Command::FinishOperation { operation_id } => self.finish_operation(operation_id),
         }
     }
 

@@ -4,6 +4,55 @@
 use super::*;
 
 impl MetadataState {
+    /// Applies `Command::CreateUser`.
+    pub(super) fn create_user(
+        &mut self,
+        username: &str,
+        password_hash: &str,
+    ) -> Result<CommandResult, MetadataError> {
+        check_user(username, Some(password_hash))?;
+        if self.user_exists(username) {
+            return Err(MetadataError::UserExists(username.to_string()));
+        }
+        // root counts though absent from the table until its password is set.
+        let users = self.users.len() + usize::from(!self.users.contains_key(ROOT_USER));
+        if users >= USERS_MAX {
+            return Err(MetadataError::Limit(format!("{USERS_MAX} users")));
+        }
+        self.users
+            .insert(username.to_string(), password_hash.to_string());
+        Ok(CommandResult::Done)
+    }
+
+    /// Applies `Command::DropUser`.
+    pub(super) fn drop_user(&mut self, username: &str) -> Result<CommandResult, MetadataError> {
+        check_user(username, None)?;
+        if username == ROOT_USER {
+            return Err(MetadataError::NoPermission(
+                "the root user cannot be dropped".into(),
+            ));
+        }
+        self.users
+            .remove(username)
+            .ok_or_else(|| MetadataError::UserNotFound(username.to_string()))?;
+        Ok(CommandResult::Done)
+    }
+
+    /// Applies `Command::SetUserPassword`.
+    pub(super) fn set_user_password(
+        &mut self,
+        username: &str,
+        password_hash: &str,
+    ) -> Result<CommandResult, MetadataError> {
+        check_user(username, Some(password_hash))?;
+        if !self.user_exists(username) {
+            return Err(MetadataError::UserNotFound(username.to_string()));
+        }
+        self.users
+            .insert(username.to_string(), password_hash.to_string());
+        Ok(CommandResult::Done)
+    }
+
     /// Whether `username` is a user (root always is).
     pub fn user_exists(&self, username: &str) -> bool {
         username == ROOT_USER || self.users.contains_key(username)

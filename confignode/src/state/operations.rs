@@ -4,6 +4,87 @@
 use super::*;
 
 impl MetadataState {
+    /// Applies `Command::BeginDropDatabase`.
+    pub(super) fn begin_drop_database(
+        &mut self,
+        database: &str,
+    ) -> Result<CommandResult, MetadataError> {
+        self.check_operations_limit()?;
+        match self.databases.get_mut(database) {
+            None => return Err(MetadataError::DatabaseNotFound(database.to_string())),
+            Some(true) => return Err(MetadataError::PendingDelete(database.to_string())),
+            Some(pending) => *pending = true,
+        }
+        Ok(self.begin_operation(OperationKind::DropDatabase(database.to_string())))
+    }
+
+    /// Applies `Command::BeginSetTtl`.
+    pub(super) fn begin_set_ttl(
+        &mut self,
+        database: &str,
+        ttl_ms: &Option<i64>,
+    ) -> Result<CommandResult, MetadataError> {
+        self.check_operations_limit()?;
+        self.check_live_database(database)?;
+        match ttl_ms {
+            Some(t) if *t <= 0 => return Err(MetadataError::IllegalTtl(*t)),
+            Some(t) => self.ttls.insert(database.to_string(), *t),
+            None => self.ttls.remove(database),
+        };
+        Ok(self.begin_operation(OperationKind::SetTtl(database.to_string())))
+    }
+
+    /// Applies `Command::FinishOperation`.
+    pub(super) fn finish_operation(
+        &mut self,
+        operation_id: &u64,
+    ) -> Result<CommandResult, MetadataError> {
+        let kind = self
+            .operations
+            .remove(operation_id)
+            .ok_or(MetadataError::OperationNotFound(*operation_id))?;
+        match kind {
+            OperationKind::DeleteTimeseries(series) | OperationKind::DropTable { series, .. } => {
+                // Only series still its own are listed (a finished DROP DATABASE took
+                // the others out), so each one is here and pending.
+                for key in series {
+                    let removed = self.series.remove(&key);
+                    self.declared_codecs.remove(&key);
+                    self.series_meta.remove(&key);
+                    assert!(
+                        removed.is_some_and(|r| r.pending_delete),
+                        "series {key:?} of operation {operation_id} was not pending delete"
+                    );
+                }
+            }
+            OperationKind::DropDatabase(database) => {
+                let pending = self.databases.remove(&database);
+                assert_eq!(
+                    pending,
+                    Some(true),
+                    "database {database} of operation {operation_id} was not pending"
+                );
+                self.series
+                    .retain(|(device, _), _| !is_under(device, &database));
+                self.declared_codecs
+                    .retain(|(device, _)| !is_under(device, &database));
+                self.series_meta
+                    .retain(|(device, _), _| !is_under(device, &database));
+                self.forget_vanished_deletions();
+                self.partitions.retain(|(db, _, _), _| *db != database);
+                self.regions.retain(|_, r| r.database != database);
+                let regions = &self.regions;
+                self.migrations.retain(|id, _| regions.contains_key(id));
+                self.index.drop_database(&database);
+                self.ttls.remove(&database);
+                self.tables.retain(|(db, _), _| *db != database);
+            }
+            OperationKind::SetTtl(_) => {}
+        }
+        self.bump();
+        Ok(CommandResult::Done)
+    }
+
     /// Pending fence operations.
     pub fn operations(&self) -> impl Iterator<Item = (u64, &OperationKind)> {
         self.operations.iter().map(|(id, k)| (*id, k))

@@ -4,6 +4,76 @@
 use super::*;
 
 impl MetadataState {
+    /// Applies `Command::BeginRegionMigration`.
+    pub(super) fn begin_region_migration(
+        &mut self,
+        region_id: &u64,
+        from: &u64,
+        to: &u64,
+    ) -> Result<CommandResult, MetadataError> {
+        let refuse = |reason: String| {
+            Err(MetadataError::MigrationRefused {
+                region_id: *region_id,
+                reason,
+            })
+        };
+        let Some(region) = self.regions.get(region_id) else {
+            return refuse("no such region".into());
+        };
+        if let Some(&(f, t)) = self.migrations.get(region_id) {
+            // Only a retarget: same `from`, and the target lost its data since.
+            if f != *from || self.superseding(t) != Some(*to) {
+                return refuse(format!("moving from {f} to {t} already"));
+            }
+        }
+        if !region.replicas.contains(from) {
+            return refuse(format!("DataNode {from} holds no replica"));
+        }
+        if region.replicas.contains(to) {
+            return refuse(format!("DataNode {to} holds a replica already"));
+        }
+        match self.data_nodes.get(to) {
+            Some(n) if n.status == NodeStatus::Running => {}
+            Some(n) => {
+                return refuse(format!("DataNode {to} is {}", n.status.name()));
+            }
+            None => return Err(MetadataError::DataNodeNotFound(*to)),
+        }
+        self.migrations.insert(*region_id, (*from, *to));
+        self.bump();
+        Ok(CommandResult::Done)
+    }
+
+    /// Applies `Command::FinishRegionMigration`.
+    pub(super) fn finish_region_migration(
+        &mut self,
+        region_id: &u64,
+        from: &u64,
+        to: &u64,
+    ) -> Result<CommandResult, MetadataError> {
+        if self.migrations.get(region_id) != Some(&(*from, *to)) {
+            return Err(MetadataError::MigrationRefused {
+                region_id: *region_id,
+                reason: format!("no migration from {from} to {to} in progress"),
+            });
+        }
+        self.migrations.remove(region_id);
+        let region = self
+            .regions
+            .get_mut(region_id)
+            .expect("a migrating region exists (a drop removes its migration)");
+        for replica in region.replicas.iter_mut() {
+            if replica == from {
+                *replica = *to;
+            }
+        }
+        if region.preferred_leader == *from {
+            region.preferred_leader = *to;
+        }
+        self.bump();
+        Ok(CommandResult::Done)
+    }
+
     /// The region a partition slot maps to.
     pub fn partition(&self, database: &str, series_slot: u32, time_slot: i64) -> Option<u64> {
         self.partitions

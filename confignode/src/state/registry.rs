@@ -28,6 +28,62 @@ use crate::command::CommandResult;
 use crate::error::{DecodeError, MetadataError};
 
 impl MetadataState {
+    /// Applies `Command::SetDataNodeStatus`.
+    pub(super) fn set_data_node_status(
+        &mut self,
+        data_node_id: &u64,
+        status: &NodeStatus,
+    ) -> Result<CommandResult, MetadataError> {
+        let node = self
+            .data_nodes
+            .get_mut(data_node_id)
+            .ok_or(MetadataError::DataNodeNotFound(*data_node_id))?;
+        if node.status != *status {
+            node.status = *status;
+            self.bump();
+        }
+        Ok(CommandResult::Done)
+    }
+
+    /// Applies `Command::RemoveDataNode`.
+    pub(super) fn remove_data_node(
+        &mut self,
+        data_node_id: &u64,
+    ) -> Result<CommandResult, MetadataError> {
+        let node = self
+            .data_nodes
+            .get(data_node_id)
+            .ok_or(MetadataError::DataNodeNotFound(*data_node_id))?;
+        if node.status == NodeStatus::Removing {
+            return Ok(CommandResult::Done);
+        }
+        let running: Vec<u64> = self
+            .data_nodes
+            .values()
+            .filter(|n| n.status == NodeStatus::Running && n.id != *data_node_id)
+            .map(|n| n.id)
+            .collect();
+        for r in self.regions.values() {
+            if r.replicas.contains(data_node_id) && running.iter().all(|n| r.replicas.contains(n)) {
+                return Err(MetadataError::MigrationRefused {
+                    region_id: r.id,
+                    reason: format!(
+                        "DataNode {data_node_id} cannot be removed: each of the {} other \
+                         Running DataNodes holds a replica of the region already; add a \
+                         DataNode first",
+                        running.len()
+                    ),
+                });
+            }
+        }
+        self.data_nodes
+            .get_mut(data_node_id)
+            .expect("looked up above")
+            .status = NodeStatus::Removing;
+        self.bump();
+        Ok(CommandResult::Done)
+    }
+
     /// Registers a DataNode under `data_node_id` (0: a new one; with `reuse_by_address`, the
     /// id of a known internal address, as entries written before `RegisterNewDataNode` did) and
     /// mints its next incarnation, above `epoch_floor` too.
