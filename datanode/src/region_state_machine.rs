@@ -68,7 +68,6 @@ pub struct DataRegionStateMachine {
     streamed: Option<Streamed>,
 }
 
-
 /// How a state machine with streamed snapshots builds and finds them.
 struct Streamed {
     node_id: u64,

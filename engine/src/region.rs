@@ -348,6 +348,9 @@ pub struct DataRegion {
     memory: AtomicUsize,
 }
 
+/// A sealed file a flush wrote: its manifest entry, the open file, the memtable it holds.
+type NewFile = (FileEntry, Arc<SealedFile>, Arc<FrozenMemTable>);
+
 impl DataRegion {
     /// Opens (or creates) the region stored in `dir` with a descriptor cache of its own; see
     /// [`DataRegion::open_with`].
@@ -460,26 +463,9 @@ impl DataRegion {
             {
                 Ok(ApplyOutcome::Deleted { series: 0 })
             }
-            RegionCommand::DeleteSeries { series, deletion } => {
-                let mut dropped = 0;
-                for (device, measurement) in series {
-                    let version = deletion.metadata_version;
-                    if state.fences.supersedes(device, Some(measurement), version) {
-                        continue;
-                    }
-                    dropped += delete(&mut state, index, |d, m| d == device && m == measurement);
-                    record_tombstone(
-                        &mut state,
-                        Tombstone::Series {
-                            device: device.clone(),
-                            measurement: measurement.clone(),
-                            index,
-                            deletion: *deletion,
-                        },
-                    );
-                }
-                Ok(ApplyOutcome::Deleted { series: dropped })
-            }
+            RegionCommand::DeleteSeries { series, deletion } => Ok(ApplyOutcome::Deleted {
+                series: delete_series(&mut state, index, series, *deletion),
+            }),
             RegionCommand::DeleteDatabase { deletion, database }
                 if state
                     .fences
@@ -918,6 +904,39 @@ impl DataRegion {
         remove_replaced(&sealed_dir, &replaced, &installed.file_names())
     }
 
+    /// Writes each frozen memtable as a sealed file (named by a new sequence number) and syncs
+    /// the directory: the files a flush's manifest will name, with the memtables they hold.
+    fn write_frozen(
+        &self,
+        frozen: &[(i64, u64, Arc<FrozenMemTable>)],
+    ) -> Result<Vec<NewFile>> {
+        let sealed_dir = self.dir.join(SEALED_DIR);
+        let mut new_files = Vec::with_capacity(frozen.len());
+        for (slot, frozen_at, snapshot) in frozen {
+            let entry = FileEntry {
+                time_slot: *slot,
+                sequence: self.sequences.fetch_add(1, Ordering::Relaxed),
+                checkpoint: *frozen_at,
+            };
+            let path = sealed_dir.join(entry.file_name());
+            let header = Header {
+                time_slot: *slot,
+                checkpoint: *frozen_at,
+            };
+            let file = sealed::write(
+                &path,
+                snapshot,
+                header,
+                &self.config.sealed,
+                &self.series_codecs(),
+                &self.files,
+            )?;
+            new_files.push((entry, Arc::new(file), snapshot.clone()));
+        }
+        sync_dir(&sealed_dir)?;
+        Ok(new_files)
+    }
+
     fn flush_locked(&self) -> Result<u64> {
         let (checkpoint, frozen, mut manifest) = {
             let mut state = self.state.write();
@@ -958,30 +977,7 @@ impl DataRegion {
             (checkpoint, frozen, manifest)
         };
 
-        let sealed_dir = self.dir.join(SEALED_DIR);
-        let mut new_files = Vec::with_capacity(frozen.len());
-        for (slot, frozen_at, snapshot) in &frozen {
-            let entry = FileEntry {
-                time_slot: *slot,
-                sequence: self.sequences.fetch_add(1, Ordering::Relaxed),
-                checkpoint: *frozen_at,
-            };
-            let path = sealed_dir.join(entry.file_name());
-            let header = Header {
-                time_slot: *slot,
-                checkpoint: *frozen_at,
-            };
-            let file = sealed::write(
-                &path,
-                snapshot,
-                header,
-                &self.config.sealed,
-                &self.series_codecs(),
-                &self.files,
-            )?;
-            new_files.push((entry, Arc::new(file), snapshot.clone()));
-        }
-        sync_dir(&sealed_dir)?;
+        let new_files = self.write_frozen(&frozen)?;
         fail::fail_point!("storage::flush::before_manifest", |_| Err(
             StorageError::Injected("storage::flush::before_manifest")
         ));
@@ -1163,6 +1159,35 @@ pub(crate) fn in_ranges(ranges: &[(i64, i64)], t: i64) -> bool {
 /// page's): some of their points may be deleted.
 pub(crate) fn overlaps((start, end): (i64, i64), min: i64, max: i64) -> bool {
     start <= max && min <= end
+}
+
+/// Applies a DELETE TIMESERIES at `index`: each series not deleted since at a version as new
+/// (`Fences::supersedes`) is removed from memory and masked, and fenced, by a tombstone. The
+/// series dropped from memory.
+fn delete_series(
+    state: &mut RegionState,
+    index: u64,
+    series: &[(String, String)],
+    deletion: crate::Deletion,
+) -> usize {
+    let mut dropped = 0;
+    for (device, measurement) in series {
+        let version = deletion.metadata_version;
+        if state.fences.supersedes(device, Some(measurement), version) {
+            continue;
+        }
+        dropped += delete(state, index, |d, m| d == device && m == measurement);
+        record_tombstone(
+            state,
+            Tombstone::Series {
+                device: device.clone(),
+                measurement: measurement.clone(),
+                index,
+                deletion,
+            },
+        );
+    }
+    dropped
 }
 
 /// Records an applied deletion: it masks older sources and fences older inserts.

@@ -17,7 +17,36 @@ use std::sync::{Arc, OnceLock};
 use engine::{Deletion, RegionCommand};
 
 use super::{Coordinator, CoordinatorError, Outcome, Relay, RelayCall, Tokens};
+use crate::cache::DeviceSchema;
 use crate::metrics::inc;
+
+/// The series of `paths` that exist (an alias names its series), by database, and the token: the
+/// oldest metadata version their schemas were resolved against.
+fn existing_series(
+    paths: &[proto::SeriesPath],
+    schemas: &BTreeMap<String, DeviceSchema>,
+) -> (BTreeMap<String, Vec<proto::SeriesPath>>, u64) {
+    let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
+    let mut metadata_version = u64::MAX;
+    for path in paths {
+        let Some(schema) = schemas.get(&path.device) else {
+            continue;
+        };
+        // A series named by its alias loses the points of that series.
+        let measurement = schema.series_name(&path.measurement);
+        if schema.types.contains_key(measurement) {
+            metadata_version = metadata_version.min(schema.version);
+            by_database
+                .entry(schema.database.clone())
+                .or_default()
+                .push(proto::SeriesPath {
+                    device: path.device.clone(),
+                    measurement: measurement.to_string(),
+                });
+        }
+    }
+    (by_database, metadata_version)
+}
 
 /// A new `deleteData` operation id: never 0, and unique across processes with overwhelming
 /// likelihood (a per-process random seed, a counter, mixed).
@@ -71,27 +100,7 @@ impl Coordinator {
             Err(e) => return Err(e),
         };
         // `paths` stays whole for a relay should the ConfigNode stop answering below.
-        let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
-        // The token: the oldest metadata the series list was resolved against.
-        let mut metadata_version = u64::MAX;
-        for path in &paths {
-            let Some(schema) = schemas.get(&path.device) else {
-                continue;
-            };
-            // A series named by its alias loses the points of that series.
-            let measurement = schema.series_name(&path.measurement);
-            if schema.types.contains_key(measurement) {
-                metadata_version = metadata_version.min(schema.version);
-                by_database
-                    .entry(schema.database.clone())
-                    .or_default()
-                    .push(proto::SeriesPath {
-                        device: path.device.clone(),
-                        measurement: measurement.to_string(),
-                    });
-            }
-        }
-        let mut parts = tokio::task::JoinSet::new();
+        let (by_database, metadata_version) = existing_series(&paths, &schemas);
         let mut by_database_region = Vec::with_capacity(by_database.len());
         for (database, database_paths) in by_database {
             match self
@@ -106,6 +115,7 @@ impl Coordinator {
                 Err(e) => return Err(e),
             }
         }
+        let mut parts = tokio::task::JoinSet::new();
         let tokens = Tokens {
             metadata_version,
             table_version: 0,
