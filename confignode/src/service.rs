@@ -386,36 +386,10 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             );
         }
         if req.auto_create {
-            let mut missing = Vec::new();
-            {
-                let state = self.shared.group.state();
-                for d in &req.devices {
-                    for m in &d.measurements {
-                        // A write by a series' alias writes to that series: nothing to create.
-                        if state.series(&d.device, &m.name).is_none()
-                            && state.aliased(&d.device, &m.name).is_none()
-                        {
-                            let data_type = try_status!(
-                                proto::data_type(m.data_type).map_err(|e| {
-                                    MetadataError::IllegalPath {
-                                        path: format!("{}.{}: {e}", d.device, m.name),
-                                        reason: "unknown data type",
-                                    }
-                                }),
-                                empty
-                            );
-                            // Auto-created: nothing declared (the write path has no names).
-                            missing.push(SeriesSpec {
-                                device: d.device.clone(),
-                                measurement: m.name.clone(),
-                                data_type,
-                                codec: SeriesCodec::default(),
-                                meta: SeriesMeta::default(),
-                            });
-                        }
-                    }
-                }
-            }
+            let missing = try_status!(
+                missing_series(&self.shared.group.state(), &req.devices),
+                empty
+            );
             if !missing.is_empty() {
                 let command = match origin {
                     Some(origin) => Command::CreateTableSeries {
@@ -448,41 +422,7 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         let devices = req
             .devices
             .iter()
-            .map(|d| {
-                let requested = |name: &str| {
-                    d.measurements.is_empty() || d.measurements.iter().any(|w| w.name == name)
-                };
-                let usable = state.usable_series_of(&d.device);
-                let aliases: Vec<proto::SeriesAlias> = state
-                    .series_meta_of(&d.device)
-                    .filter_map(|(measurement, meta)| {
-                        let alias = meta.alias.as_ref()?;
-                        (requested(alias) && usable.iter().any(|(m, _)| m == measurement)).then(
-                            || proto::SeriesAlias {
-                                alias: alias.clone(),
-                                measurement: measurement.to_string(),
-                            },
-                        )
-                    })
-                    .collect();
-                let database = state.database_of(&d.device).map(|(db, _)| db);
-                proto::DeviceSchema {
-                    device: d.device.clone(),
-                    database: database.unwrap_or_default().to_string(),
-                    ttl_ms: database.and_then(|db| state.ttl_ms(db)).unwrap_or(0),
-                    measurements: usable
-                        .into_iter()
-                        .filter(|(m, _)| {
-                            requested(m) || aliases.iter().any(|a| a.measurement == *m)
-                        })
-                        .map(|(name, t)| proto::MeasurementSchema {
-                            name,
-                            data_type: proto::data_type_to_wire(t) as i32,
-                        })
-                        .collect(),
-                    aliases,
-                }
-            })
+            .map(|d| device_schema(&state, d))
             .collect();
         Ok(Response::new(proto::FetchSchemaResp {
             status: Some(status_ok()),
@@ -1315,6 +1255,73 @@ impl ConfigNodeServiceImpl {
             metadata_version: state.metadata_version(),
             device_regions,
         }
+    }
+}
+
+/// The series of `devices` a FetchSchema with auto-create must create: neither a series nor a
+/// series' alias yet (a write by an alias writes to its series). Auto-created series declare
+/// nothing (the write path has no names).
+fn missing_series(
+    state: &MetadataState,
+    devices: &[proto::DeviceSchemaRequest],
+) -> Result<Vec<SeriesSpec>, MetadataError> {
+    let mut missing = Vec::new();
+    for d in devices {
+        for m in &d.measurements {
+            if state.series(&d.device, &m.name).is_some()
+                || state.aliased(&d.device, &m.name).is_some()
+            {
+                continue;
+            }
+            let data_type =
+                proto::data_type(m.data_type).map_err(|e| MetadataError::IllegalPath {
+                    path: format!("{}.{}: {e}", d.device, m.name),
+                    reason: "unknown data type",
+                })?;
+            missing.push(SeriesSpec {
+                device: d.device.clone(),
+                measurement: m.name.clone(),
+                data_type,
+                codec: SeriesCodec::default(),
+                meta: SeriesMeta::default(),
+            });
+        }
+    }
+    Ok(missing)
+}
+
+/// What FetchSchema answers for device `d`: its usable series among those asked (all when none
+/// was), the aliases asked for, its database and TTL.
+fn device_schema(state: &MetadataState, d: &proto::DeviceSchemaRequest) -> proto::DeviceSchema {
+    let requested =
+        |name: &str| d.measurements.is_empty() || d.measurements.iter().any(|w| w.name == name);
+    let usable = state.usable_series_of(&d.device);
+    let aliases: Vec<proto::SeriesAlias> = state
+        .series_meta_of(&d.device)
+        .filter_map(|(measurement, meta)| {
+            let alias = meta.alias.as_ref()?;
+            (requested(alias) && usable.iter().any(|(m, _)| m == measurement)).then(|| {
+                proto::SeriesAlias {
+                    alias: alias.clone(),
+                    measurement: measurement.to_string(),
+                }
+            })
+        })
+        .collect();
+    let database = state.database_of(&d.device).map(|(db, _)| db);
+    proto::DeviceSchema {
+        device: d.device.clone(),
+        database: database.unwrap_or_default().to_string(),
+        ttl_ms: database.and_then(|db| state.ttl_ms(db)).unwrap_or(0),
+        measurements: usable
+            .into_iter()
+            .filter(|(m, _)| requested(m) || aliases.iter().any(|a| a.measurement == *m))
+            .map(|(name, t)| proto::MeasurementSchema {
+                name,
+                data_type: proto::data_type_to_wire(t) as i32,
+            })
+            .collect(),
+        aliases,
     }
 }
 
