@@ -7,6 +7,20 @@
 #   scripts/bench.sh --storage [--points N] [--no-record] [--no-build]
 #   scripts/bench.sh --soak [--duration-s 1800] [--ttl-ms 300000] [--no-record] [--no-build]
 #   scripts/bench.sh --protocols [--duration-s 20] [--no-record] [--no-build]
+#   scripts/bench.sh --hostile [--connections 10000] [--hold-s 36] [--wide-rows 100000] [--no-record] [--no-build]
+#
+# --hostile: what hostile clients do to one DataNode (issue 38). 1 ConfigNode + 1 DataNode (RF=1)
+# are started from a subshell whose soft open-files limit is 1,024, as the issue's repro was (the
+# nodes raise theirs to the hard limit at start). `hostile` (benches/src/bin/hostile/main.rs) then runs,
+# against the real process, while a Thrift and a gRPC client each write a 10-row tablet every
+# 10 ms: 5 s baseline; 32 connections announcing a 64 MiB openSession frame; 4 that send 4 bytes
+# of a frame and go quiet; a flood of --connections that send one byte and hold --hold-s seconds,
+# with a new Thrift and a new gRPC client logging in and writing during it; 2,000 DOUBLE
+# measurements × --wide-rows rows written to root.hostile.wide and a `select * from` it over
+# Thrift; 5 s after. One row per phase: the DataNode's RSS and descriptors (before / max / after,
+# sampled every 200 ms), both victims' p50/p99/max write latency, and what happened; then every
+# acknowledged row is read back. Appends the table and the DataNode's session-port counters to
+# benches/RESULTS.md unless --no-record. The default run took 80 s after the build on the 2-core box.
 #
 # --protocols: what IoTDB's client RPC costs against gRPC (issue 19). 1 ConfigNode + 1 DataNode
 # (RF=1) take the same generated points (100 devices × 10 DOUBLE measurements, 1000-row tablets,
@@ -78,8 +92,8 @@ cd "$(dirname "$0")/.."
 
 mode=${1:---micro}
 case "$mode" in
-    --micro | --e2e | --storage | --soak | --protocols) shift || true ;;
-    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build] | --soak [--duration-s N] [--ttl-ms N] [--no-record] [--no-build] | --protocols [--duration-s N] [--no-record] [--no-build]" >&2; exit 2 ;;
+    --micro | --e2e | --storage | --soak | --protocols | --hostile) shift || true ;;
+    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build] | --soak [--duration-s N] [--ttl-ms N] [--no-record] [--no-build] | --protocols [--duration-s N] [--no-record] [--no-build] | --hostile [--connections N] [--hold-s N] [--wide-rows N] [--no-record] [--no-build]" >&2; exit 2 ;;
 esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-bench.XXXXXX")
@@ -283,6 +297,73 @@ if [ "$mode" = --protocols ]; then
         echo "== appended to benches/RESULTS.md"
     fi
     exit 0
+fi
+
+# ---------------------------------------------------------------------------------------------
+# --hostile: hostile clients against one DataNode (see the header).
+if [ "$mode" = --hostile ]; then
+    connections=10000 hold_s=36 wide_rows=100000 record=1 build=1
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --connections) connections=$2; shift 2 ;;
+            --hold-s) hold_s=$2; shift 2 ;;
+            --wide-rows) wide_rows=$2; shift 2 ;;
+            --no-record) record=0; shift ;;
+            --no-build) build=0; shift ;;
+            *) echo "unknown flag $1" >&2; exit 2 ;;
+        esac
+    done
+    command_line="scripts/bench.sh --hostile --connections $connections --hold-s $hold_s --wide-rows $wide_rows"
+    require_free_ports 6667 10710 10730 9100 9200
+    if [ $build = 1 ]; then
+        echo "== building release binaries"
+        cargo build --release -q -p confignode -p datanode -p fencepost-cli
+        # Separate: `--bin hostile` would filter the targets of the other packages too.
+        cargo build --release -q -p fencepost-benches --bin hostile
+    fi
+    base="$tmp/hostile"
+    # Registered here: the subshell's own registration is lost with it.
+    cluster_bases+=("$base")
+    # As the issue's repro: a shell with the usual soft limit of 1,024 descriptors.
+    (ulimit -Sn 1024 && start_rf1_cluster "$base")
+    dn_pid=$(cat "$base/dn1.pid")
+    nofile=$(awk '/Max open files/ {print $4 " soft, " $5 " hard"}' "/proc/$dn_pid/limits")
+    echo "== machine: $(machine_facts), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "== DataNode pid $dn_pid, started with a soft open-files limit of 1024; in force: $nofile"
+    rc=0
+    "$bin/hostile" --address 127.0.0.1:6667 --pid "$dn_pid" --connections "$connections" \
+        --hold-s "$hold_s" --wide-rows "$wide_rows" | tee "$tmp/hostile.md" || rc=$?
+    counters=$(curl -s --max-time 2 http://127.0.0.1:9100/metrics \
+        | grep -E '^(session_|query_results_)' | sed 's/^/    /' || true)
+    echo "== the DataNode's session-port counters afterwards:"
+    echo "$counters"
+    if [ $rc = 2 ]; then
+        echo "hostile failed (exit 2, see above); nothing recorded; logs under $base" >&2
+        exit 1
+    fi
+    [ $rc = 0 ] || echo "   some acknowledged rows did not read back (exit $rc)" >&2
+    if [ $record = 1 ]; then
+        {
+            echo
+            echo "## $(date -u +%Y-%m-%d) hostile clients against one DataNode, RF=1 (issue 38)"
+            echo
+            echo "\`$command_line\` — $(machine_facts). The cluster was started from a shell with a"
+            echo "soft open-files limit of 1024; the DataNode's in force: $nofile. Victims: a Thrift"
+            echo "client and a gRPC session, each a 10 rows × 10 DOUBLE tablet every 10 ms to its own device."
+            echo "RSS and descriptors are the DataNode's, sampled every 200 ms; latencies are of the calls"
+            echo "that started within the phase."
+            echo
+            cat "$tmp/hostile.md"
+            echo
+            echo "The DataNode's counters afterwards:"
+            echo
+            echo '```'
+            echo "$counters" | sed 's/^    //'
+            echo '```'
+        } >> benches/RESULTS.md
+        echo "== appended to benches/RESULTS.md"
+    fi
+    exit "$rc"
 fi
 
 # ---------------------------------------------------------------------------------------------

@@ -29,8 +29,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use common::{Column, Tablet};
+use fencepost_benches::thrift::{insert_tablet_req, ThriftConnection};
 use fencepost_cli::loadgen::{self, LoadArgs, Sink, WriteFailure};
-use thrift_codec::{MessageType, Protocol, Reader, TType, Writer};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -465,109 +465,6 @@ async fn run_file(cli: Cli, spec: loadgen::LoadSpec) -> anyhow::Result<u8> {
     print_report(&report, cli.json)
 }
 
-/// One Thrift connection to a DataNode, logged in.
-struct ThriftConnection {
-    stream: TcpStream,
-    session_id: i64,
-    frame: Vec<u8>,
-}
-
-impl ThriftConnection {
-    async fn connect(address: &str) -> anyhow::Result<ThriftConnection> {
-        let stream = TcpStream::connect(address)
-            .await
-            .with_context(|| format!("connecting to {address}"))?;
-        stream.set_nodelay(true)?;
-        let mut c = ThriftConnection {
-            stream,
-            session_id: 0,
-            frame: Vec::new(),
-        };
-        let open = iotdb_rpc::messages::OpenSessionReq {
-            client_protocol: 2,
-            zone_id: "UTC".into(),
-            username: "root".into(),
-            password: Some("root".into()),
-            configuration: [("sql_dialect".to_string(), "tree".to_string())].into(),
-        };
-        c.call("openSession", |w| open.write(w)).await?;
-        let (status, session_id) = {
-            let mut r = Reader::new(&c.frame, Protocol::Binary);
-            r.message_begin()?;
-            let mut out = (iotdb_rpc::messages::Status::default(), 0);
-            iotdb_rpc::messages::read_struct(&mut r, |r, h| {
-                if h.id != 0 {
-                    return Ok(false);
-                }
-                iotdb_rpc::messages::read_struct(r, |r, h| match (h.id, h.ttype) {
-                    (1, TType::Struct) => {
-                        out.0 = iotdb_rpc::messages::read_status(r)?;
-                        Ok(true)
-                    }
-                    (3, TType::I64) => {
-                        out.1 = r.i64()?;
-                        Ok(true)
-                    }
-                    _ => Ok(false),
-                })?;
-                Ok(true)
-            })?;
-            out
-        };
-        anyhow::ensure!(
-            status.code == 200,
-            "openSession on {address}: {} {}",
-            status.code,
-            status.message.unwrap_or_default()
-        );
-        c.session_id = session_id;
-        Ok(c)
-    }
-
-    /// Sends one call (its `_args` struct's field 1 written by `request`) and reads the reply
-    /// frame into `self.frame`.
-    async fn call(
-        &mut self,
-        method: &str,
-        request: impl FnOnce(&mut Writer),
-    ) -> std::io::Result<()> {
-        let mut w = Writer::new(Protocol::Binary);
-        w.message_begin(method, MessageType::Call, 0);
-        w.struct_begin();
-        w.field_begin(TType::Struct, 1);
-        request(&mut w);
-        w.field_stop();
-        w.struct_end();
-        let frame = thrift_codec::frame(&w.into_bytes()).map_err(std::io::Error::other)?;
-        self.stream.write_all(&frame).await?;
-        let mut prefix = [0u8; 4];
-        self.stream.read_exact(&mut prefix).await?;
-        self.frame.resize(u32::from_be_bytes(prefix) as usize, 0);
-        self.stream.read_exact(&mut self.frame).await?;
-        Ok(())
-    }
-
-    /// The status in a reply of a call that returns a `TSStatus`.
-    fn reply_status(&self) -> anyhow::Result<iotdb_rpc::messages::Status> {
-        let mut r = Reader::new(&self.frame, Protocol::Binary);
-        let header = r.message_begin()?;
-        anyhow::ensure!(
-            header.kind == MessageType::Reply,
-            "{}: a Thrift exception",
-            header.name
-        );
-        let mut status = None;
-        iotdb_rpc::messages::read_struct(&mut r, |r, h| {
-            if h.id == 0 && h.ttype == TType::Struct {
-                status = Some(iotdb_rpc::messages::read_status(r)?);
-                return Ok(true);
-            }
-            Ok(false)
-        })?;
-        status.context("a reply without a status")
-    }
-}
-
 /// Fencepost over IoTDB's client RPC: a connection per DataNode, tablets sent where the last
 /// redirect hint for their device points.
 struct ThriftSink {
@@ -598,22 +495,7 @@ impl Sink for ThriftSink {
             .connections
             .get_mut(&endpoint)
             .expect("connected above");
-        let req = iotdb_rpc::messages::InsertTabletReq {
-            session_id: c.session_id,
-            prefix_path: tablet.device.clone(),
-            measurements: tablet.measurements.clone(),
-            values: iotdb_rpc::values::encode_tablet_columns(&tablet.columns, &tablet.bitmaps),
-            timestamps: iotdb_rpc::values::encode_timestamps(&tablet.timestamps),
-            types: tablet
-                .data_types
-                .iter()
-                .map(|t| i32::from(t.code()))
-                .collect(),
-            size: tablet.timestamps.len() as i32,
-            is_aligned: false,
-            write_to_table: false,
-            column_categories: Vec::new(),
-        };
+        let req = insert_tablet_req(c.session_id, tablet);
         if let Err(e) = c.call("insertTablet", |w| req.write(w)).await {
             self.connections.remove(&endpoint);
             return Err(failure("io", e.to_string()));
@@ -647,27 +529,11 @@ async fn run_thrift(cli: Cli, spec: loadgen::LoadSpec) -> anyhow::Result<u8> {
         .address
         .clone()
         .expect("clap requires --address with --target iotdb");
-    // The database first, as `fencepost bench` creates it (an existing one is fine).
+    // The database first, as `fencepost bench` creates it; its status is not looked at (an
+    // existing database answers an error, and is fine).
     let mut c = ThriftConnection::connect(&first).await?;
-    let create = iotdb_rpc::messages::ExecuteStatementReq {
-        session_id: c.session_id,
-        statement: format!("CREATE DATABASE {}", spec.database),
-        statement_id: 1,
-        fetch_size: 0,
-        timeout_ms: 0,
-    };
-    c.call("executeUpdateStatementV2", |w| {
-        w.struct_begin();
-        w.field_begin(TType::I64, 1);
-        w.i64(create.session_id);
-        w.field_begin(TType::String, 2);
-        w.string(&create.statement);
-        w.field_begin(TType::I64, 3);
-        w.i64(create.statement_id);
-        w.field_stop();
-        w.struct_end();
-    })
-    .await?;
+    c.execute_update(&format!("CREATE DATABASE {}", spec.database))
+        .await?;
     let first = first.as_str();
     let report = loadgen::drive(cli.target.name(), spec, |_client| async move {
         Ok(ThriftSink {
