@@ -906,10 +906,7 @@ impl DataRegion {
 
     /// Writes each frozen memtable as a sealed file (named by a new sequence number) and syncs
     /// the directory: the files a flush's manifest will name, with the memtables they hold.
-    fn write_frozen(
-        &self,
-        frozen: &[(i64, u64, Arc<FrozenMemTable>)],
-    ) -> Result<Vec<NewFile>> {
+    fn write_frozen(&self, frozen: &[(i64, u64, Arc<FrozenMemTable>)]) -> Result<Vec<NewFile>> {
         let sealed_dir = self.dir.join(SEALED_DIR);
         let mut new_files = Vec::with_capacity(frozen.len());
         for (slot, frozen_at, snapshot) in frozen {

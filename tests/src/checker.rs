@@ -727,6 +727,82 @@ fn region_contents(
     Ok(out)
 }
 
+/// How long one DataNode may take to digest all its replicas.
+const DIGEST_WITHIN: Duration = Duration::from_secs(120);
+
+/// Ok when every region's replicas report one applied index (no digest is computed), else what
+/// differs.
+fn applied_indexes_agree(cluster: &Cluster, session: &Session) -> std::result::Result<(), String> {
+    let mut applied: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    for j in 0..cluster.data_nodes.len() {
+        let replicas = cluster
+            .replicas(session, j)
+            .map_err(|e| format!("datanode-{}: {e}", j + 1))?;
+        for r in replicas {
+            applied
+                .entry(r.region_id)
+                .or_default()
+                .insert(r.applied_index);
+        }
+    }
+    match applied.iter().find(|(_, a)| a.len() != 1) {
+        Some((region, indexes)) => Err(format!(
+            "region {region}: replicas at applied indexes {indexes:?}"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Waits until every region's replicas share an applied index (a replica that fell behind has
+/// caught up), without digests.
+pub fn wait_common_applied_index(
+    cluster: &Cluster,
+    session: &Session,
+    within: Duration,
+) -> Result<()> {
+    let mut last = String::new();
+    wait_for(
+        "region replicas at a common applied index",
+        within,
+        Duration::from_millis(200),
+        || match applied_indexes_agree(cluster, session) {
+            Ok(()) => Some(()),
+            Err(e) => {
+                last = e;
+                None
+            }
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("{e}; last: {last}"))
+}
+
+/// The outputs of `futures`, run concurrently on the caller's task.
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *output = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|o| o.expect("every future finished"))
+        .collect()
+}
+
 /// Waits until the replicas of every region report the same applied index, then compares their
 /// digests; returns the number of regions compared.
 pub fn converged_digests(cluster: &Cluster, session: &Session) -> Result<usize> {
@@ -758,30 +834,23 @@ pub fn converged_digests(cluster: &Cluster, session: &Session) -> Result<usize> 
         || {
             // First the cheap view (no digests) until every region's replicas share an applied
             // index; only then the digests, which read every point.
-            let mut applied: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
-            for j in 0..cluster.data_nodes.len() {
-                match cluster.replicas(session, j) {
-                    Ok(rs) => {
-                        for r in rs {
-                            applied
-                                .entry(r.region_id)
-                                .or_default()
-                                .insert(r.applied_index);
-                        }
-                    }
-                    Err(e) => {
-                        last = format!("datanode-{}: {e}", j + 1);
-                        return None;
-                    }
-                }
-            }
-            if let Some((region, indexes)) = applied.iter().find(|(_, a)| a.len() != 1) {
-                last = format!("region {region}: replicas at applied indexes {indexes:?}");
+            if let Err(e) = applied_indexes_agree(cluster, session) {
+                last = e;
                 return None;
             }
             let mut regions: BTreeMap<u64, Vec<(u64, u64, u64)>> = BTreeMap::new();
-            for j in 0..cluster.data_nodes.len() {
-                match cluster.digests(session, j) {
+            // Every DataNode digests its replicas at once: each reads every point it holds.
+            let endpoints: Vec<String> = (0..cluster.data_nodes.len())
+                .map(|j| cluster.dn_endpoint(j))
+                .collect();
+            let all = cluster.runtime.block_on(join_all(
+                endpoints
+                    .iter()
+                    .map(|e| session.region_digests_within(e, DIGEST_WITHIN))
+                    .collect(),
+            ));
+            for (j, answer) in all.into_iter().enumerate() {
+                match answer {
                     Ok(ds) => {
                         for d in ds {
                             regions.entry(d.region_id).or_default().push((

@@ -6,6 +6,7 @@ use common::Value;
 use super::{in_ranges, DataRegion, Partition, RegionDigest, RegionState};
 use crate::digest::DigestBuilder;
 use crate::error::Result;
+use crate::sealed::SealedFile;
 
 impl DataRegion {
     /// [`DataRegion::digest`] of the points at or after `from` only: with `from` a TTL's read
@@ -32,6 +33,24 @@ impl DataRegion {
             }
             let mut started = false;
             for partition in state.partitions.values() {
+                if let Some(file) = lone_sealed(&state, partition, device, measurement) {
+                    // The usual case once compaction merged a partition: hashed straight from
+                    // the decoded columns, as `merged_points` would return them.
+                    let Some((timestamps, values)) =
+                        file.read_range(device, measurement, i64::MIN, i64::MAX)?
+                    else {
+                        continue;
+                    };
+                    let first = timestamps.partition_point(|t| *t < from);
+                    if first < timestamps.len() && !started {
+                        digest.series(device, measurement, data_type);
+                        started = true;
+                    }
+                    for (i, t) in timestamps.iter().enumerate().skip(first) {
+                        digest.point(*t, &values.value(i));
+                    }
+                    continue;
+                }
                 let merged = merged_points(&state, partition, device, measurement)?;
                 let first = merged.partition_point(|(t, _)| *t < from);
                 let visible = &merged[first..];
@@ -46,6 +65,34 @@ impl DataRegion {
         }
         Ok(Some(digest.finish(state.applied_index)))
     }
+}
+
+/// The one source of a series in `partition` when it is a sealed file with nothing deleted from
+/// it: no memtable holds the series, and no other unmasked file does.
+fn lone_sealed<'a>(
+    state: &RegionState,
+    partition: &'a Partition,
+    device: &str,
+    measurement: &str,
+) -> Option<&'a SealedFile> {
+    if partition.working.series_type(device, measurement).is_some()
+        || partition.flushing.iter().any(|(checkpoint, frozen)| {
+            !state.masked(device, measurement, *checkpoint)
+                && frozen.series_type(device, measurement).is_some()
+        })
+    {
+        return None;
+    }
+    let mut holding = partition.sealed.iter().filter(|file| {
+        !state.masked(device, measurement, file.checkpoint)
+            && file.chunk(device, measurement).is_some()
+    });
+    let file = holding.next()?;
+    let alone = holding.next().is_none()
+        && state
+            .deleted_ranges(device, measurement, file.checkpoint)
+            .is_empty();
+    alone.then_some(file.as_ref())
 }
 
 /// One series' points in one partition, sorted by time, a newer source's point winning: what

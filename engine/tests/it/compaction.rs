@@ -621,3 +621,48 @@ fn a_digest_from_a_ttl_cutoff_is_that_of_the_points_at_or_after_it() {
     assert_eq!(cut, late.region.digest().unwrap());
     assert_eq!(all.region.digest_visible_from(i64::MIN).unwrap(), full);
 }
+
+#[test]
+fn a_digest_is_the_same_whatever_the_sources_of_its_points() {
+    // One replica keeps everything in memory; the other flushes after every write (several
+    // files per partition), then compacts (one file each: the digest's lone-file path), with a
+    // time range deleted from one file and a series in a file and a memtable at once.
+    let dir = tempfile::tempdir().unwrap();
+    let memory = LoggedRegion::open(&dir.path().join("memory"));
+    let files = LoggedRegion::open(&dir.path().join("files"));
+    let commands = [
+        RegionCommand::insert(tablet("root.sg.d1", &[1, 2, 3, 11, 12], 0.5)),
+        RegionCommand::insert(tablet("root.sg.d2", &[4, 5, 13], 1.5)),
+        RegionCommand::insert(tablet("root.sg.d1", &[2, 6, 14], 2.5)),
+        RegionCommand::DeleteData {
+            series: vec![("root.sg.d2".into(), "s1".into())],
+            start: 5,
+            end: 5,
+            deletion: engine::Deletion::default(),
+        },
+        RegionCommand::insert(tablet("root.sg.d2", &[7, 15], 3.5)),
+    ];
+    for (i, command) in commands.iter().enumerate() {
+        memory.write(command, &OpenGate).unwrap();
+        files.write(command, &OpenGate).unwrap();
+        if i + 1 < commands.len() {
+            files.flush();
+        }
+        assert_eq!(
+            memory.region.digest().unwrap().hash,
+            files.region.digest().unwrap().hash,
+            "after command {i}"
+        );
+    }
+    files.flush();
+    files.region.compact_all().unwrap();
+    assert_eq!(files.region.storage_stats().pending_compactions, 0);
+    assert_eq!(
+        memory.region.digest().unwrap().hash,
+        files.region.digest().unwrap().hash
+    );
+    assert_eq!(
+        memory.region.digest_visible_from(6).unwrap().hash,
+        files.region.digest_visible_from(6).unwrap().hash
+    );
+}

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencepost_tests::checker::{check, converged_digests, Report};
+use fencepost_tests::checker::{check, converged_digests, wait_common_applied_index, Report};
 use fencepost_tests::cluster::{Cluster, ClusterConfig, LeaderWatch, HEARTBEAT_STALL};
 use fencepost_tests::tables;
 use fencepost_tests::workload::{
@@ -1080,6 +1080,13 @@ fn a_fenced_data_node_stays_in_bounded_memory_under_load() {
     // stops first (its writes would keep the replicas' applied indexes apart).
     if let Some(w) = run.writers.take() {
         w.stop(&run.cluster.runtime);
+    }
+    match wait_common_applied_index(&run.cluster, &run.session, Duration::from_secs(600)) {
+        Ok(()) => run.cluster.note(format!(
+            "every region's replicas at one applied index {:.1} s after the heal",
+            healed.elapsed().as_secs_f64()
+        )),
+        Err(e) => failures.push(format!("no catch-up after the heal: {e:#}")),
     }
     match converged_digests(&run.cluster, &run.session) {
         Ok(regions) => {
