@@ -355,230 +355,120 @@ mod kind {
     pub const SET_TABLE_DEVICE_ATTRIBUTES: u8 = 25;
 }
 
+mod kinds;
+
 impl Command {
-    /// The version-2 encoding.
+    /// The version-2 encoding: the version byte, then the kind's layout (module `kinds`).
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new();
-        w.u8(COMMAND_VERSION);
+        let mut writer = Writer::new();
+        writer.u8(COMMAND_VERSION);
+        let w = &mut writer;
+        // One arm per variant, so as long as the enum (a pattern puts each field on a line of
+        // its own): each hands its fields to its kind's encoder, which writes the kind byte and
+        // the fields.
         match self {
             Command::RegisterDataNode {
                 data_node_id,
                 internal_address,
                 rpc_address,
-            } => {
-                w.u8(kind::REGISTER_DATA_NODE);
-                w.u64(*data_node_id);
-                w.str16(internal_address);
-                w.str16(rpc_address);
-            }
+            } => kinds::encode_register_data_node(w, *data_node_id, internal_address, rpc_address),
             Command::RegisterNewDataNode {
                 internal_address,
                 rpc_address,
-            } => {
-                w.u8(kind::REGISTER_NEW_DATA_NODE);
-                w.str16(internal_address);
-                w.str16(rpc_address);
-            }
+            } => kinds::encode_register_new_data_node(w, internal_address, rpc_address),
             Command::ReregisterDataNode {
                 data_node_id,
                 stored_epoch,
                 internal_address,
                 rpc_address,
-            } => {
-                w.u8(kind::REREGISTER_DATA_NODE);
-                w.u64(*data_node_id);
-                w.u64(*stored_epoch);
-                w.str16(internal_address);
-                w.str16(rpc_address);
-            }
+            } => kinds::encode_reregister(
+                w,
+                *data_node_id,
+                *stored_epoch,
+                internal_address,
+                rpc_address,
+            ),
             Command::ConfirmIncarnation {
                 data_node_id,
                 incarnation_epoch,
-            } => {
-                w.u8(kind::CONFIRM_INCARNATION);
-                w.u64(*data_node_id);
-                w.u64(*incarnation_epoch);
-            }
+            } => kinds::encode_confirm_incarnation(w, *data_node_id, *incarnation_epoch),
             Command::SetDataNodeStatus {
                 data_node_id,
                 status,
-            } => {
-                w.u8(kind::SET_DATA_NODE_STATUS);
-                w.u64(*data_node_id);
-                w.u8(status.code());
+            } => kinds::encode_set_data_node_status(w, *data_node_id, *status),
+            Command::RemoveDataNode { data_node_id } => {
+                kinds::encode_remove_data_node(w, *data_node_id)
             }
-            Command::CreateDatabase { database } => {
-                w.u8(kind::CREATE_DATABASE);
-                w.str16(database);
-            }
+            Command::CreateDatabase { database } => kinds::encode_create_database(w, database),
             Command::CreateTimeseries {
                 series,
                 auto_create,
-            } => {
-                let meta = series.iter().any(|s| !s.meta.is_empty());
-                let codecs = meta || series.iter().any(|s| s.codec.is_declared());
-                w.u8(if meta {
-                    kind::CREATE_TIMESERIES_WITH_META
-                } else if codecs {
-                    kind::CREATE_TIMESERIES_WITH_CODECS
-                } else {
-                    kind::CREATE_TIMESERIES
-                });
-                w.bool(*auto_create);
-                w.len32(series.len());
-                for s in series {
-                    w.str16(&s.device);
-                    w.str16(&s.measurement);
-                    w.u8(s.data_type.code());
-                    if codecs {
-                        w.str16(s.codec.encoding_name());
-                        w.str16(s.codec.compressor_name());
-                    }
-                    if meta {
-                        encode_meta(&mut w, &s.meta);
-                    }
-                }
-            }
+            } => kinds::encode_create_timeseries(w, series, *auto_create),
             Command::AllocatePartitions {
                 database,
                 slots,
                 replication_factor,
                 region_groups_max,
                 database_partitions_max,
-            } => {
-                w.u8(kind::ALLOCATE_PARTITIONS);
-                w.str16(database);
-                w.u32(*replication_factor);
-                w.u32(*region_groups_max);
-                w.u64(*database_partitions_max);
-                w.len32(slots.len());
-                for (series_slot, time_slot) in slots {
-                    w.u32(*series_slot);
-                    w.i64(*time_slot);
-                }
-            }
-            Command::BeginDeleteTimeseries { series } => {
-                w.u8(kind::BEGIN_DELETE_TIMESERIES);
-                encode_series_keys(&mut w, series);
-            }
-            Command::BeginDropDatabase { database } => {
-                w.u8(kind::BEGIN_DROP_DATABASE);
-                w.str16(database);
-            }
-            Command::FinishOperation { operation_id } => {
-                w.u8(kind::FINISH_OPERATION);
-                w.u64(*operation_id);
-            }
-            Command::BeginSetTtl { database, ttl_ms } => {
-                assert!(
-                    ttl_ms.is_none_or(|t| t != 0),
-                    "a TTL of 0 would decode as UNSET"
-                );
-                w.u8(kind::BEGIN_SET_TTL);
-                w.str16(database);
-                w.i64(ttl_ms.unwrap_or(0));
-            }
+            } => kinds::encode_allocate_partitions(
+                w,
+                database,
+                slots,
+                *replication_factor,
+                *region_groups_max,
+                *database_partitions_max,
+            ),
             Command::BeginRegionMigration {
                 region_id,
                 from,
                 to,
-            } => {
-                w.u8(kind::BEGIN_REGION_MIGRATION);
-                w.u64(*region_id);
-                w.u64(*from);
-                w.u64(*to);
-            }
-            Command::RemoveDataNode { data_node_id } => {
-                w.u8(kind::REMOVE_DATA_NODE);
-                w.u64(*data_node_id);
-            }
+            } => kinds::encode_begin_region_migration(w, *region_id, *from, *to),
             Command::FinishRegionMigration {
                 region_id,
                 from,
                 to,
-            } => {
-                w.u8(kind::FINISH_REGION_MIGRATION);
-                w.u64(*region_id);
-                w.u64(*from);
-                w.u64(*to);
+            } => kinds::encode_finish_region_migration(w, *region_id, *from, *to),
+            Command::BeginDeleteTimeseries { series } => {
+                kinds::encode_begin_delete_timeseries(w, series)
+            }
+            Command::BeginDropDatabase { database } => {
+                kinds::encode_begin_drop_database(w, database)
+            }
+            Command::BeginSetTtl { database, ttl_ms } => {
+                kinds::encode_begin_set_ttl(w, database, *ttl_ms)
+            }
+            Command::FinishOperation { operation_id } => {
+                kinds::encode_finish_operation(w, *operation_id)
             }
             Command::CreateUser {
                 username,
                 password_hash,
-            } => {
-                w.u8(kind::CREATE_USER);
-                w.str16(username);
-                w.str16(password_hash);
-            }
-            Command::DropUser { username } => {
-                w.u8(kind::DROP_USER);
-                w.str16(username);
-            }
+            } => kinds::encode_create_user(w, username, password_hash),
+            Command::DropUser { username } => kinds::encode_drop_user(w, username),
             Command::SetUserPassword {
                 username,
                 password_hash,
-            } => {
-                w.u8(kind::SET_USER_PASSWORD);
-                w.str16(username);
-                w.str16(password_hash);
-            }
+            } => kinds::encode_set_user_password(w, username, password_hash),
             Command::CreateTable {
                 database,
                 table,
                 if_not_exists,
                 extend,
-            } => {
-                w.u8(kind::CREATE_TABLE);
-                w.str16(database);
-                w.str16(&table.name);
-                w.i64(table.ttl_ms.unwrap_or(0));
-                w.u8(u8::from(*if_not_exists) | u8::from(*extend) << 1);
-                encode_table_columns(&mut w, &table.columns);
-            }
+            } => kinds::encode_create_table(w, database, table, *if_not_exists, *extend),
             Command::BeginDropTable { database, table } => {
-                w.u8(kind::BEGIN_DROP_TABLE);
-                w.str16(database);
-                w.str16(table);
+                kinds::encode_begin_drop_table(w, database, table)
             }
             Command::SetDeviceAttributes {
                 database,
                 table,
                 table_version,
                 devices,
-            } => {
-                if *table_version == 0 {
-                    w.u8(kind::SET_DEVICE_ATTRIBUTES);
-                } else {
-                    w.u8(kind::SET_TABLE_DEVICE_ATTRIBUTES);
-                    w.u64(*table_version);
-                }
-                w.str16(database);
-                w.str16(table);
-                w.len32(devices.len());
-                for (tags, attributes) in devices {
-                    encode_device(&mut w, tags, attributes);
-                }
-            }
+            } => kinds::encode_set_device_attributes(w, database, table, *table_version, devices),
             Command::CreateTableSeries { origin, series } => {
-                w.u8(kind::CREATE_TABLE_SERIES);
-                w.str16(&origin.database);
-                w.str16(&origin.table);
-                w.u64(origin.created_version);
-                w.len32(series.len());
-                for s in series {
-                    assert!(
-                        !s.codec.is_declared() && s.meta.is_empty(),
-                        "a table write's series {}.{} declares nothing",
-                        s.device,
-                        s.measurement
-                    );
-                    w.str16(&s.device);
-                    w.str16(&s.measurement);
-                    w.u8(s.data_type.code());
-                }
+                kinds::encode_create_table_series(w, origin, series)
             }
         }
-        let bytes = w.into_bytes();
+        let bytes = writer.into_bytes();
         debug_assert_eq!(
             Command::decode(&bytes).as_ref(),
             Ok(self),
@@ -596,206 +486,32 @@ impl Command {
             return r.error(format!("command version {version}"));
         }
         let command = match r.u8()? {
-            kind::REGISTER_DATA_NODE => Command::RegisterDataNode {
-                data_node_id: r.u64()?,
-                internal_address: r.str16()?,
-                rpc_address: r.str16()?,
-            },
-            kind::REGISTER_NEW_DATA_NODE => Command::RegisterNewDataNode {
-                internal_address: r.str16()?,
-                rpc_address: r.str16()?,
-            },
-            kind::REREGISTER_DATA_NODE => Command::ReregisterDataNode {
-                data_node_id: r.u64()?,
-                stored_epoch: r.u64()?,
-                internal_address: r.str16()?,
-                rpc_address: r.str16()?,
-            },
-            kind::CONFIRM_INCARNATION => Command::ConfirmIncarnation {
-                data_node_id: r.u64()?,
-                incarnation_epoch: r.u64()?,
-            },
-            kind::SET_DATA_NODE_STATUS => {
-                let data_node_id = r.u64()?;
-                let code = r.u8()?;
-                let Some(status) = NodeStatus::from_code(code) else {
-                    return r.error(format!("node status {code}"));
-                };
-                Command::SetDataNodeStatus {
-                    data_node_id,
-                    status,
-                }
-            }
-            kind::CREATE_DATABASE => Command::CreateDatabase {
-                database: r.str16()?,
-            },
+            kind::REGISTER_DATA_NODE => kinds::decode_register_data_node(&mut r)?,
+            kind::REGISTER_NEW_DATA_NODE => kinds::decode_register_new_data_node(&mut r)?,
+            kind::REREGISTER_DATA_NODE => kinds::decode_reregister(&mut r)?,
+            kind::CONFIRM_INCARNATION => kinds::decode_confirm_incarnation(&mut r)?,
+            kind::SET_DATA_NODE_STATUS => kinds::decode_set_data_node_status(&mut r)?,
+            kind::REMOVE_DATA_NODE => kinds::decode_remove_data_node(&mut r)?,
+            kind::CREATE_DATABASE => kinds::decode_create_database(&mut r)?,
             k @ (kind::CREATE_TIMESERIES
             | kind::CREATE_TIMESERIES_WITH_CODECS
-            | kind::CREATE_TIMESERIES_WITH_META) => {
-                let auto_create = r.bool()?;
-                let n = r.count(5)?;
-                let mut series = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let device = r.str16()?;
-                    let measurement = r.str16()?;
-                    let data_type = r.data_type()?;
-                    let codec = if k != kind::CREATE_TIMESERIES {
-                        let encoding = r.str16()?;
-                        let compressor = r.str16()?;
-                        match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
-                            Ok(codec) => codec,
-                            Err(e) => return r.error(e),
-                        }
-                    } else {
-                        SeriesCodec::default()
-                    };
-                    let meta = if k == kind::CREATE_TIMESERIES_WITH_META {
-                        decode_meta(&mut r)?
-                    } else {
-                        SeriesMeta::default()
-                    };
-                    series.push(SeriesSpec {
-                        device,
-                        measurement,
-                        data_type,
-                        codec,
-                        meta,
-                    });
-                }
-                Command::CreateTimeseries {
-                    series,
-                    auto_create,
-                }
-            }
-            kind::ALLOCATE_PARTITIONS => {
-                let database = r.str16()?;
-                let replication_factor = r.u32()?;
-                let region_groups_max = r.u32()?;
-                let database_partitions_max = if version == COMMAND_VERSION {
-                    r.u64()?
-                } else {
-                    u64::MAX
-                };
-                let n = r.count(12)?;
-                let mut slots = Vec::with_capacity(n);
-                for _ in 0..n {
-                    slots.push((r.u32()?, r.i64()?));
-                }
-                Command::AllocatePartitions {
-                    database,
-                    slots,
-                    replication_factor,
-                    region_groups_max,
-                    database_partitions_max,
-                }
-            }
-            kind::BEGIN_DELETE_TIMESERIES => Command::BeginDeleteTimeseries {
-                series: decode_series_keys(&mut r)?,
-            },
-            kind::BEGIN_DROP_DATABASE => Command::BeginDropDatabase {
-                database: r.str16()?,
-            },
-            kind::FINISH_OPERATION => Command::FinishOperation {
-                operation_id: r.u64()?,
-            },
-            kind::BEGIN_SET_TTL => {
-                let database = r.str16()?;
-                let ttl_ms = r.i64()?;
-                Command::BeginSetTtl {
-                    database,
-                    ttl_ms: (ttl_ms != 0).then_some(ttl_ms),
-                }
-            }
-            kind::BEGIN_REGION_MIGRATION => Command::BeginRegionMigration {
-                region_id: r.u64()?,
-                from: r.u64()?,
-                to: r.u64()?,
-            },
-            kind::REMOVE_DATA_NODE => Command::RemoveDataNode {
-                data_node_id: r.u64()?,
-            },
-            kind::FINISH_REGION_MIGRATION => Command::FinishRegionMigration {
-                region_id: r.u64()?,
-                from: r.u64()?,
-                to: r.u64()?,
-            },
-            kind::CREATE_USER => Command::CreateUser {
-                username: r.str16()?,
-                password_hash: r.str16()?,
-            },
-            kind::DROP_USER => Command::DropUser {
-                username: r.str16()?,
-            },
-            kind::SET_USER_PASSWORD => Command::SetUserPassword {
-                username: r.str16()?,
-                password_hash: r.str16()?,
-            },
-            kind::CREATE_TABLE => {
-                let database = r.str16()?;
-                let name = r.str16()?;
-                let ttl_ms = r.i64()?;
-                let flags = r.u8()?;
-                if flags > 3 {
-                    return r.error(format!("CREATE TABLE flags {flags}"));
-                }
-                let columns = decode_table_columns(&mut r)?;
-                Command::CreateTable {
-                    database,
-                    table: TableSchema {
-                        name,
-                        columns,
-                        ttl_ms: (ttl_ms != 0).then_some(ttl_ms),
-                    },
-                    if_not_exists: flags & 1 != 0,
-                    extend: flags & 2 != 0,
-                }
-            }
-            kind::BEGIN_DROP_TABLE => Command::BeginDropTable {
-                database: r.str16()?,
-                table: r.str16()?,
-            },
+            | kind::CREATE_TIMESERIES_WITH_META) => kinds::decode_create_timeseries(&mut r, k)?,
+            kind::ALLOCATE_PARTITIONS => kinds::decode_allocate_partitions(&mut r, version)?,
+            kind::BEGIN_REGION_MIGRATION => kinds::decode_begin_region_migration(&mut r)?,
+            kind::FINISH_REGION_MIGRATION => kinds::decode_finish_region_migration(&mut r)?,
+            kind::BEGIN_DELETE_TIMESERIES => kinds::decode_begin_delete_timeseries(&mut r)?,
+            kind::BEGIN_DROP_DATABASE => kinds::decode_begin_drop_database(&mut r)?,
+            kind::BEGIN_SET_TTL => kinds::decode_begin_set_ttl(&mut r)?,
+            kind::FINISH_OPERATION => kinds::decode_finish_operation(&mut r)?,
+            kind::CREATE_USER => kinds::decode_create_user(&mut r)?,
+            kind::DROP_USER => kinds::decode_drop_user(&mut r)?,
+            kind::SET_USER_PASSWORD => kinds::decode_set_user_password(&mut r)?,
+            kind::CREATE_TABLE => kinds::decode_create_table(&mut r)?,
+            kind::BEGIN_DROP_TABLE => kinds::decode_begin_drop_table(&mut r)?,
             k @ (kind::SET_DEVICE_ATTRIBUTES | kind::SET_TABLE_DEVICE_ATTRIBUTES) => {
-                let table_version = if k == kind::SET_TABLE_DEVICE_ATTRIBUTES {
-                    match r.u64()? {
-                        0 => return r.error("SET_TABLE_DEVICE_ATTRIBUTES of table version 0"),
-                        v => v,
-                    }
-                } else {
-                    0
-                };
-                let database = r.str16()?;
-                let table = r.str16()?;
-                let n = r.count(8)?;
-                let mut devices = Vec::with_capacity(n);
-                for _ in 0..n {
-                    devices.push(decode_device(&mut r)?);
-                }
-                Command::SetDeviceAttributes {
-                    database,
-                    table,
-                    table_version,
-                    devices,
-                }
+                kinds::decode_set_device_attributes(&mut r, k)?
             }
-            kind::CREATE_TABLE_SERIES => {
-                let origin = TableOrigin {
-                    database: r.str16()?,
-                    table: r.str16()?,
-                    created_version: r.u64()?,
-                };
-                let n = r.count(5)?;
-                let mut series = Vec::with_capacity(n);
-                for _ in 0..n {
-                    series.push(SeriesSpec {
-                        device: r.str16()?,
-                        measurement: r.str16()?,
-                        data_type: r.data_type()?,
-                        codec: SeriesCodec::default(),
-                        meta: SeriesMeta::default(),
-                    });
-                }
-                Command::CreateTableSeries { origin, series }
-            }
+            kind::CREATE_TABLE_SERIES => kinds::decode_create_table_series(&mut r)?,
             other => return r.error(format!("command kind {other}")),
         };
         r.finish()?;

@@ -77,6 +77,8 @@ fn version_1_vectors() -> Vec<(Command, Vec<u8>)> {
     ]
 }
 
+/// Pins the bytes of every kind and layout variant, one `golden` call each: as long as the list
+/// of kinds, and read as a table of them.
 #[test]
 fn golden_vectors() {
     // Version 2 changed only AllocatePartitions: every other kind is its version-1 bytes
@@ -343,6 +345,7 @@ fn refuses_bad_input() {
     assert!(Command::decode(&[1, 2, 2, 0, 0, 0, 0, 0, 0, 0, 9]).is_err());
 }
 
+/// Any command: one strategy per kind in one `prop_oneof!`, so as long as the list of kinds.
 pub(crate) fn arb_command() -> impl Strategy<Value = Command> {
     let name = "[a-c]{1,2}";
     let dtype = (0u8..6).prop_map(|c| DataType::from_code(c).unwrap());

@@ -1,6 +1,8 @@
 //! The replicated state as a snapshot: encoded at the newest version, decoded from every
 //! version a ConfigNode may have written.
 
+use common::codec::{DecodeResult, Reader};
+
 use super::*;
 
 impl MetadataState {
@@ -21,6 +23,17 @@ impl MetadataState {
     pub const SNAPSHOT_MAGIC_V2: &'static [u8; 8] = b"FPCNSNP2";
     /// Magic of version 1, still read: no TTL table, no operation kind 3.
     pub const SNAPSHOT_MAGIC_V1: &'static [u8; 8] = b"FPCNSNP1";
+    /// Every magic still read, newest first: the one at index `i` is version `8 - i`.
+    const SNAPSHOT_MAGICS: [&'static [u8; 8]; 8] = [
+        Self::SNAPSHOT_MAGIC,
+        Self::SNAPSHOT_MAGIC_V7,
+        Self::SNAPSHOT_MAGIC_V6,
+        Self::SNAPSHOT_MAGIC_V5,
+        Self::SNAPSHOT_MAGIC_V4,
+        Self::SNAPSHOT_MAGIC_V3,
+        Self::SNAPSHOT_MAGIC_V2,
+        Self::SNAPSHOT_MAGIC_V1,
+    ];
 
     /// The snapshot encoding, version 8: version 7 with each table's incarnation (`u64
     /// created_version`) after its name, followed by the DataNodes' confirmed incarnations
@@ -59,12 +72,91 @@ impl MetadataState {
         envelope::seal(Self::SNAPSHOT_MAGIC, |w| self.encode_snapshot_body(w))
     }
 
+    /// The body between magic and CRC: the header, then the sections in the order the
+    /// versions added them, each a u32 count then items.
     pub(super) fn encode_snapshot_body(&self, w: &mut Writer) {
         w.u64(self.applied_index);
         w.u64(self.metadata_version);
         w.u64(self.next_data_node_id);
         w.u64(self.next_region_id);
         w.u64(self.next_operation_id);
+        self.encode_data_nodes(w);
+        self.encode_databases(w);
+        self.encode_series(w);
+        self.encode_partitions(w);
+        self.encode_regions(w);
+        self.encode_operations(w);
+        self.encode_ttls(w);
+        self.encode_migrations(w);
+        self.encode_users(w);
+        self.encode_series_meta(w);
+        self.encode_tables(w);
+        registry::encode_confirmed(w, &self.data_nodes);
+    }
+
+    /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
+    pub fn decode_snapshot(bytes: &[u8]) -> Result<MetadataState, DecodeError> {
+        let (magic, mut r) =
+            envelope::open(bytes, &Self::SNAPSHOT_MAGICS).map_err(|e| DecodeError {
+                reason: format!("ConfigNode snapshot: {}", e.reason),
+                ..e
+            })?;
+        let version = Self::SNAPSHOT_MAGICS.len() - magic;
+        debug_assert!((1..=8).contains(&version), "snapshot version {version}");
+        let mut s = MetadataState {
+            applied_index: r.u64()?,
+            metadata_version: r.u64()?,
+            next_data_node_id: r.u64()?,
+            next_region_id: r.u64()?,
+            next_operation_id: r.u64()?,
+            ..MetadataState::default()
+        };
+        debug_assert_eq!(r.position(), 5 * 8, "the header is five u64");
+        s.decode_data_nodes(&mut r)?;
+        s.decode_databases(&mut r)?;
+        s.decode_series(&mut r, version)?;
+        s.decode_partitions(&mut r)?;
+        s.decode_regions(&mut r)?;
+        s.decode_operations(&mut r, version)?;
+        // Each later section came with a version; an older snapshot has none of it.
+        if version >= 2 {
+            s.decode_ttls(&mut r)?;
+        }
+        if version >= 4 {
+            s.decode_migrations(&mut r)?;
+        }
+        // Versions before 5 knew no users: root alone, with its initial password.
+        if version >= 5 {
+            s.decode_users(&mut r)?;
+        }
+        if version >= 6 {
+            s.decode_series_meta(&mut r)?;
+        }
+        if version >= 7 {
+            s.decode_tables(&mut r, version)?;
+        }
+        if version >= 8 {
+            registry::decode_confirmed(&mut r, &mut s.data_nodes)?;
+        }
+        r.finish()?;
+        // The allocation index is derived, so it is rebuilt here, never read from the bytes.
+        s.index = match PartitionIndex::build(&s.partitions, &s.regions) {
+            Ok(index) => index,
+            Err(e) => return r.error(format!("partition table: {e}")),
+        };
+        // Earlier versions left an overtaken delete's removed series in its list.
+        s.forget_vanished_deletions();
+        if let Err(e) = s.check_operations() {
+            return r.error(format!("pending operations: {e}"));
+        }
+        Ok(s)
+    }
+
+    // The sections, each encoder beside its decoder.
+
+    /// `u64 id, str16 internal, str16 rpc, u64 incarnation epoch, u8 status` by id (the
+    /// confirmed incarnations follow at the end, version 8).
+    fn encode_data_nodes(&self, w: &mut Writer) {
         w.len32(self.data_nodes.len());
         for n in self.data_nodes.values() {
             w.u64(n.id);
@@ -73,11 +165,53 @@ impl MetadataState {
             w.u64(n.incarnation_epoch);
             w.u8(n.status.code());
         }
+    }
+
+    fn decode_data_nodes(&mut self, r: &mut Reader<'_>) -> DecodeResult<()> {
+        for_each_item(r, 21, |r| {
+            let id = r.u64()?;
+            let internal_address = r.str16()?;
+            let rpc_address = r.str16()?;
+            let incarnation_epoch = r.u64()?;
+            let code = r.u8()?;
+            let Some(status) = NodeStatus::from_code(code) else {
+                return r.error(format!("node status {code}"));
+            };
+            self.data_nodes.insert(
+                id,
+                DataNodeRecord {
+                    id,
+                    internal_address,
+                    rpc_address,
+                    incarnation_epoch,
+                    confirmed_epoch: 0,
+                    status,
+                },
+            );
+            Ok(())
+        })
+    }
+
+    /// `str16 database, bool pending delete`.
+    fn encode_databases(&self, w: &mut Writer) {
         w.len32(self.databases.len());
         for (db, pending) in &self.databases {
             w.str16(db);
             w.bool(*pending);
         }
+    }
+
+    fn decode_databases(&mut self, r: &mut Reader<'_>) -> DecodeResult<()> {
+        for_each_item(r, 3, |r| {
+            let db = r.str16()?;
+            self.databases.insert(db, r.bool()?);
+            Ok(())
+        })
+    }
+
+    /// `str16 device, str16 measurement, u8 type, bool pending delete, str16 encoding, str16
+    /// compressor` in path order, the names empty when undeclared (version 3; before, no names).
+    fn encode_series(&self, w: &mut Writer) {
         w.len32(self.series.len());
         for ((device, measurement), r) in &self.series {
             w.str16(device);
@@ -87,6 +221,40 @@ impl MetadataState {
             w.str16(r.codec.encoding_name());
             w.str16(r.codec.compressor_name());
         }
+    }
+
+    fn decode_series(&mut self, r: &mut Reader<'_>, version: usize) -> DecodeResult<()> {
+        for_each_item(r, 6, |r| {
+            let key = (r.str16()?, r.str16()?);
+            let data_type = r.data_type()?;
+            let pending_delete = r.bool()?;
+            let codec = if version >= 3 {
+                let encoding = r.str16()?;
+                let compressor = r.str16()?;
+                match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
+                    Ok(codec) => codec,
+                    Err(e) => return r.error(format!("series {}.{}: {e}", key.0, key.1)),
+                }
+            } else {
+                SeriesCodec::default()
+            };
+            if codec.is_declared() {
+                self.declared_codecs.insert(key.clone());
+            }
+            self.series.insert(
+                key,
+                SeriesRecord {
+                    data_type,
+                    pending_delete,
+                    codec,
+                },
+            );
+            Ok(())
+        })
+    }
+
+    /// `str16 database, u32 series slot, i64 time slot, u64 region`.
+    fn encode_partitions(&self, w: &mut Writer) {
         w.len32(self.partitions.len());
         for ((db, s, t), r) in &self.partitions {
             w.str16(db);
@@ -94,6 +262,18 @@ impl MetadataState {
             w.i64(*t);
             w.u64(*r);
         }
+    }
+
+    fn decode_partitions(&mut self, r: &mut Reader<'_>) -> DecodeResult<()> {
+        for_each_item(r, 22, |r| {
+            let key = (r.str16()?, r.u32()?, r.i64()?);
+            self.partitions.insert(key, r.u64()?);
+            Ok(())
+        })
+    }
+
+    /// `u64 id, str16 database, u32 replicas × u64, u64 preferred leader`.
+    fn encode_regions(&self, w: &mut Writer) {
         w.len32(self.regions.len());
         for r in self.regions.values() {
             w.u64(r.id);
@@ -102,6 +282,35 @@ impl MetadataState {
             r.replicas.iter().for_each(|n| w.u64(*n));
             w.u64(r.preferred_leader);
         }
+    }
+
+    fn decode_regions(&mut self, r: &mut Reader<'_>) -> DecodeResult<()> {
+        for_each_item(r, 22, |r| {
+            let id = r.u64()?;
+            let database = r.str16()?;
+            let n = r.count(8)?;
+            let mut replicas = Vec::with_capacity(n);
+            for _ in 0..n {
+                replicas.push(r.u64()?);
+            }
+            let preferred_leader = r.u64()?;
+            self.regions.insert(
+                id,
+                RegionGroup {
+                    id,
+                    database,
+                    replicas,
+                    preferred_leader,
+                },
+            );
+            Ok(())
+        })
+    }
+
+    /// `u64 id, u8 kind`, then the kind's fields: 1 DeleteTimeseries (the series keys), 2
+    /// DropDatabase (`str16 database`), 3 SetTtl (the same; version 2), 4 DropTable (`str16
+    /// database, str16 table`, the series keys; version 7).
+    fn encode_operations(&self, w: &mut Writer) {
         w.len32(self.operations.len());
         for (id, kind) in &self.operations {
             w.u64(*id);
@@ -130,18 +339,74 @@ impl MetadataState {
                 }
             }
         }
+    }
+
+    fn decode_operations(&mut self, r: &mut Reader<'_>, version: usize) -> DecodeResult<()> {
+        for_each_item(r, 11, |r| {
+            let id = r.u64()?;
+            let kind = match r.u8()? {
+                1 => OperationKind::DeleteTimeseries(decode_series_keys(r)?),
+                2 => OperationKind::DropDatabase(r.str16()?),
+                3 if version >= 2 => OperationKind::SetTtl(r.str16()?),
+                4 if version >= 7 => OperationKind::DropTable {
+                    database: r.str16()?,
+                    table: r.str16()?,
+                    series: decode_series_keys(r)?,
+                },
+                tag => return r.error(format!("operation kind {tag}")),
+            };
+            self.operations.insert(id, kind);
+            Ok(())
+        })
+    }
+
+    /// `str16 database, i64 ttl_ms` (version 2).
+    fn encode_ttls(&self, w: &mut Writer) {
         w.len32(self.ttls.len());
         for (db, ttl_ms) in &self.ttls {
             assert!(*ttl_ms > 0, "TTL {ttl_ms} of {db} in the state");
             w.str16(db);
             w.i64(*ttl_ms);
         }
+    }
+
+    fn decode_ttls(&mut self, r: &mut Reader<'_>) -> DecodeResult<()> {
+        for_each_item(r, 10, |r| {
+            let db = r.str16()?;
+            let ttl_ms = r.i64()?;
+            if ttl_ms <= 0 || !self.databases.contains_key(&db) {
+                return r.error(format!("TTL {ttl_ms} of database {db:?}"));
+            }
+            self.ttls.insert(db, ttl_ms);
+            Ok(())
+        })
+    }
+
+    /// `u64 region, u64 from, u64 to` (version 4).
+    fn encode_migrations(&self, w: &mut Writer) {
         w.len32(self.migrations.len());
         for (region, (from, to)) in &self.migrations {
             w.u64(*region);
             w.u64(*from);
             w.u64(*to);
         }
+    }
+
+    fn decode_migrations(&mut self, r: &mut Reader<'_>) -> DecodeResult<()> {
+        for_each_item(r, 24, |r| {
+            let region = r.u64()?;
+            let (from, to) = (r.u64()?, r.u64()?);
+            if !self.regions.contains_key(&region) {
+                return r.error(format!("migration of unknown region {region}"));
+            }
+            self.migrations.insert(region, (from, to));
+            Ok(())
+        })
+    }
+
+    /// `str16 user, str16 password hash` by name; root only once its password was set
+    /// (version 5).
+    fn encode_users(&self, w: &mut Writer) {
         w.len32(self.users.len());
         for (username, hash) in &self.users {
             assert!(
@@ -151,12 +416,56 @@ impl MetadataState {
             w.str16(username);
             w.str16(hash);
         }
+    }
+
+    fn decode_users(&mut self, r: &mut Reader<'_>) -> DecodeResult<()> {
+        for_each_item(r, 4, |r| {
+            let username = r.str16()?;
+            let hash = r.str16()?;
+            if let Err(e) = check_user(&username, Some(&hash)) {
+                return r.error(format!("user {username:?}: {e}"));
+            }
+            if self.users.insert(username.clone(), hash).is_some() {
+                return r.error(format!("user {username:?} appears twice"));
+            }
+            Ok(())
+        })?;
+        if self.users.len() > USERS_MAX {
+            return r.error(format!("{} users; at most {USERS_MAX}", self.users.len()));
+        }
+        Ok(())
+    }
+
+    /// `str16 device, str16 measurement`, then the meta (`str16 alias (empty: none), u32 tags ×
+    /// { str16 key, str16 value }, u32 attributes × { same }`), in path order; only series
+    /// that declared any (version 6).
+    fn encode_series_meta(&self, w: &mut Writer) {
         w.len32(self.series_meta.len());
         for ((device, measurement), meta) in &self.series_meta {
             w.str16(device);
             w.str16(measurement);
             crate::command::encode_meta(w, meta);
         }
+    }
+
+    fn decode_series_meta(&mut self, r: &mut Reader<'_>) -> DecodeResult<()> {
+        for_each_item(r, 14, |r| {
+            let key = (r.str16()?, r.str16()?);
+            let meta = crate::command::decode_meta(r)?;
+            if !self.series.contains_key(&key) || meta.is_empty() {
+                return r.error(format!(
+                    "meta of {}.{}: no such series, or empty",
+                    key.0, key.1
+                ));
+            }
+            self.series_meta.insert(key, meta);
+            Ok(())
+        })
+    }
+
+    /// `str16 database, str16 table, u64 created_version (version 8), i64 ttl_ms (0: none)`,
+    /// the columns, `u32 devices ×` device, by database and name (version 7).
+    fn encode_tables(&self, w: &mut Writer) {
         w.len32(self.tables.len());
         for ((db, name), t) in &self.tables {
             w.str16(db);
@@ -169,228 +478,63 @@ impl MetadataState {
                 crate::command::encode_device(w, tags, attributes);
             }
         }
-        registry::encode_confirmed(w, &self.data_nodes);
     }
 
-    /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
-    pub fn decode_snapshot(bytes: &[u8]) -> Result<MetadataState, DecodeError> {
-        let (magic, mut r) = envelope::open(
-            bytes,
-            &[
-                Self::SNAPSHOT_MAGIC,
-                Self::SNAPSHOT_MAGIC_V7,
-                Self::SNAPSHOT_MAGIC_V6,
-                Self::SNAPSHOT_MAGIC_V5,
-                Self::SNAPSHOT_MAGIC_V4,
-                Self::SNAPSHOT_MAGIC_V3,
-                Self::SNAPSHOT_MAGIC_V2,
-                Self::SNAPSHOT_MAGIC_V1,
-            ],
-        )
-        .map_err(|e| DecodeError {
-            reason: format!("ConfigNode snapshot: {}", e.reason),
-            ..e
-        })?;
-        let mut s = MetadataState {
-            applied_index: r.u64()?,
-            metadata_version: r.u64()?,
-            next_data_node_id: r.u64()?,
-            next_region_id: r.u64()?,
-            next_operation_id: r.u64()?,
-            ..MetadataState::default()
-        };
-        for _ in 0..r.count(21)? {
-            let id = r.u64()?;
-            let internal_address = r.str16()?;
-            let rpc_address = r.str16()?;
-            let incarnation_epoch = r.u64()?;
-            let code = r.u8()?;
-            let Some(status) = NodeStatus::from_code(code) else {
-                return r.error(format!("node status {code}"));
-            };
-            s.data_nodes.insert(
-                id,
-                DataNodeRecord {
-                    id,
-                    internal_address,
-                    rpc_address,
-                    incarnation_epoch,
-                    confirmed_epoch: 0,
-                    status,
-                },
-            );
-        }
-        for _ in 0..r.count(3)? {
-            let db = r.str16()?;
-            s.databases.insert(db, r.bool()?);
-        }
-        for _ in 0..r.count(6)? {
+    /// Version 7 knew no incarnations: they read as 0.
+    fn decode_tables(&mut self, r: &mut Reader<'_>, version: usize) -> DecodeResult<()> {
+        for_each_item(r, 20, |r| {
             let key = (r.str16()?, r.str16()?);
-            let data_type = r.data_type()?;
-            let pending_delete = r.bool()?;
-            let codec = if magic <= 5 {
-                let encoding = r.str16()?;
-                let compressor = r.str16()?;
-                match SeriesCodec::parse(data_type, Some(&encoding), Some(&compressor)) {
-                    Ok(codec) => codec,
-                    Err(e) => return r.error(format!("series {}.{}: {e}", key.0, key.1)),
-                }
-            } else {
-                SeriesCodec::default()
-            };
-            if codec.is_declared() {
-                s.declared_codecs.insert(key.clone());
+            let created_version = if version >= 8 { r.u64()? } else { 0 };
+            if created_version > self.metadata_version {
+                return r.error(format!(
+                    "table {}.{} created at version {created_version}, after the state's {}",
+                    key.0, key.1, self.metadata_version
+                ));
             }
-            s.series.insert(
+            let ttl_ms = r.i64()?;
+            let columns = crate::command::decode_table_columns(r)?;
+            let mut devices = BTreeMap::new();
+            for _ in 0..r.count(8)? {
+                let (tags, attributes) = crate::command::decode_device(r)?;
+                devices.insert(tags, attributes);
+            }
+            if !self.databases.contains_key(&key.0) {
+                return r.error(format!("table {}.{} of no database", key.0, key.1));
+            }
+            let schema = TableSchema {
+                name: key.1.clone(),
+                columns,
+                ttl_ms: (ttl_ms != 0).then_some(ttl_ms),
+            };
+            self.tables.insert(
                 key,
-                SeriesRecord {
-                    data_type,
-                    pending_delete,
-                    codec,
+                TableRecord {
+                    schema,
+                    created_version,
+                    devices,
                 },
             );
-        }
-        for _ in 0..r.count(22)? {
-            let key = (r.str16()?, r.u32()?, r.i64()?);
-            s.partitions.insert(key, r.u64()?);
-        }
-        for _ in 0..r.count(22)? {
-            let id = r.u64()?;
-            let database = r.str16()?;
-            let n = r.count(8)?;
-            let mut replicas = Vec::with_capacity(n);
-            for _ in 0..n {
-                replicas.push(r.u64()?);
-            }
-            let preferred_leader = r.u64()?;
-            s.regions.insert(
-                id,
-                RegionGroup {
-                    id,
-                    database,
-                    replicas,
-                    preferred_leader,
-                },
-            );
-        }
-        for _ in 0..r.count(11)? {
-            let id = r.u64()?;
-            let kind = match r.u8()? {
-                1 => OperationKind::DeleteTimeseries(decode_series_keys(&mut r)?),
-                2 => OperationKind::DropDatabase(r.str16()?),
-                3 if magic <= 6 => OperationKind::SetTtl(r.str16()?),
-                4 if magic <= 1 => OperationKind::DropTable {
-                    database: r.str16()?,
-                    table: r.str16()?,
-                    series: decode_series_keys(&mut r)?,
-                },
-                tag => return r.error(format!("operation kind {tag}")),
-            };
-            s.operations.insert(id, kind);
-        }
-        // Magic 0 is version 8, 1 version 7, 2 version 6, 3 version 5, 4 version 4, 5 version 3,
-        // 6 version 2; version 1 has no TTL table.
-        if magic <= 6 {
-            for _ in 0..r.count(10)? {
-                let db = r.str16()?;
-                let ttl_ms = r.i64()?;
-                if ttl_ms <= 0 || !s.databases.contains_key(&db) {
-                    return r.error(format!("TTL {ttl_ms} of database {db:?}"));
-                }
-                s.ttls.insert(db, ttl_ms);
-            }
-        }
-        if magic <= 4 {
-            for _ in 0..r.count(24)? {
-                let region = r.u64()?;
-                let (from, to) = (r.u64()?, r.u64()?);
-                if !s.regions.contains_key(&region) {
-                    return r.error(format!("migration of unknown region {region}"));
-                }
-                s.migrations.insert(region, (from, to));
-            }
-        }
-        // Versions before 5 knew no users: root alone, with its initial password.
-        if magic <= 3 {
-            for _ in 0..r.count(4)? {
-                let username = r.str16()?;
-                let hash = r.str16()?;
-                if let Err(e) = check_user(&username, Some(&hash)) {
-                    return r.error(format!("user {username:?}: {e}"));
-                }
-                if s.users.insert(username.clone(), hash).is_some() {
-                    return r.error(format!("user {username:?} appears twice"));
-                }
-            }
-            if s.users.len() > USERS_MAX {
-                return r.error(format!("{} users; at most {USERS_MAX}", s.users.len()));
-            }
-        }
-        // Versions before 6 knew no aliases, tags or attributes.
-        if magic <= 2 {
-            for _ in 0..r.count(14)? {
-                let key = (r.str16()?, r.str16()?);
-                let meta = crate::command::decode_meta(&mut r)?;
-                if !s.series.contains_key(&key) || meta.is_empty() {
-                    return r.error(format!(
-                        "meta of {}.{}: no such series, or empty",
-                        key.0, key.1
-                    ));
-                }
-                s.series_meta.insert(key, meta);
-            }
-        }
-        // Versions before 7 knew no tables, version 7 no incarnations (read as 0).
-        if magic <= 1 {
-            for _ in 0..r.count(20)? {
-                let key = (r.str16()?, r.str16()?);
-                let created_version = if magic == 0 { r.u64()? } else { 0 };
-                if created_version > s.metadata_version {
-                    return r.error(format!(
-                        "table {}.{} created at version {created_version}, after the state's {}",
-                        key.0, key.1, s.metadata_version
-                    ));
-                }
-                let ttl_ms = r.i64()?;
-                let columns = crate::command::decode_table_columns(&mut r)?;
-                let mut devices = BTreeMap::new();
-                for _ in 0..r.count(8)? {
-                    let (tags, attributes) = crate::command::decode_device(&mut r)?;
-                    devices.insert(tags, attributes);
-                }
-                if !s.databases.contains_key(&key.0) {
-                    return r.error(format!("table {}.{} of no database", key.0, key.1));
-                }
-                let schema = TableSchema {
-                    name: key.1.clone(),
-                    columns,
-                    ttl_ms: (ttl_ms != 0).then_some(ttl_ms),
-                };
-                s.tables.insert(
-                    key,
-                    TableRecord {
-                        schema,
-                        created_version,
-                        devices,
-                    },
-                );
-            }
-        }
-        // Versions before 8 knew no confirmed incarnations.
-        if magic == 0 {
-            registry::decode_confirmed(&mut r, &mut s.data_nodes)?;
-        }
-        r.finish()?;
-        // The allocation index is derived, so it is rebuilt here, never read from the bytes.
-        s.index = match PartitionIndex::build(&s.partitions, &s.regions) {
-            Ok(index) => index,
-            Err(e) => return r.error(format!("partition table: {e}")),
-        };
-        // Earlier versions left an overtaken delete's removed series in its list.
-        s.forget_vanished_deletions();
-        if let Err(e) = s.check_operations() {
-            return r.error(format!("pending operations: {e}"));
-        }
-        Ok(s)
+            Ok(())
+        })
     }
+}
+
+/// A section's items: a u32 count, then each item read by `item`. [`Reader::count`] refuses a
+/// count the bytes left cannot hold at `item_bytes_min` bytes an item; that every item is at
+/// least as long as the bound says is checked here, in debug builds.
+fn for_each_item<'a>(
+    r: &mut Reader<'a>,
+    item_bytes_min: usize,
+    mut item: impl FnMut(&mut Reader<'a>) -> DecodeResult<()>,
+) -> DecodeResult<()> {
+    for _ in 0..r.count(item_bytes_min)? {
+        let start = r.position();
+        item(r)?;
+        debug_assert!(
+            r.position() - start >= item_bytes_min,
+            "an item of {} bytes, below the {item_bytes_min} its count was checked against",
+            r.position() - start
+        );
+    }
+    Ok(())
 }
