@@ -59,6 +59,13 @@ runtime::node_config! {
         /// answers an invalidation (sent in the request); the ConfigNode waits that long plus 2 s
         /// for the answer. Default 10000.
         invalidation_drain_timeout_ms: u64 = 10_000,
+        /// Milliseconds between two fence-floor rounds (REVIEW N9): after a fence operation
+        /// deleted something, and while none is pending, the leader has every DataNode re-stamp
+        /// its cached schemas with the current metadata version and then raises every region's
+        /// floor to it, so regions drop the series deletions below it once no older file holds
+        /// the series. A round costs one invalidation per DataNode and one log entry per region.
+        /// 0 turns rounds off (deletions are then kept for good). Default 60000.
+        fence_floor_interval_ms: u64 = 60_000,
         /// Replicas per data region group. Default 1.
         data_replication_factor: u32 = 1,
         /// Data region groups per database. Default 2.

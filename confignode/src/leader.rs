@@ -21,6 +21,19 @@ use crate::state::{MetadataState, NodeStatus, OperationKind};
 use crate::tracker::{ContactTracker, LeaseTimings};
 use crate::wire::{location, replica_set};
 
+mod floor;
+
+use floor::FloorRounds;
+
+/// The fence work running under this leader.
+#[derive(Debug, Default)]
+struct FenceWork {
+    /// Fence operations running here.
+    operations: Mutex<BTreeSet<u64>>,
+    /// The fence-floor rounds (`floor.rs`).
+    floor: FloorRounds,
+}
+
 /// The leader's duties over the group; idle (each round returns at once) while not leading.
 pub(crate) struct Leadership {
     config: ConfigNodeConfig,
@@ -37,7 +50,7 @@ pub(crate) struct Leadership {
     region_memberships: Mutex<BTreeMap<u64, (Vec<u64>, bool)>>,
     /// The term this node leads in, as the leader loop last saw it.
     leader_term: Mutex<Option<u64>>,
-    running_operations: Mutex<BTreeSet<u64>>,
+    fence_work: FenceWork,
     heartbeat_sequence: AtomicU64,
     /// Per DataNode, the incarnation whose confirmation this node proposed (REVIEW H3): one
     /// proposal per new incarnation, not one per heartbeat reply until it commits.
@@ -71,7 +84,7 @@ impl Leadership {
             region_leaders: Mutex::new(BTreeMap::new()),
             region_memberships: Mutex::new(BTreeMap::new()),
             leader_term: Mutex::new(None),
-            running_operations: Mutex::new(BTreeSet::new()),
+            fence_work: FenceWork::default(),
             heartbeat_sequence: AtomicU64::new(0),
             confirming: Mutex::new(BTreeMap::new()),
         }
@@ -87,7 +100,7 @@ impl Leadership {
 
     /// Starts fence operation `operation_id` unless it already runs here; returns at once.
     pub(crate) fn spawn_operation(self: &Arc<Self>, operation_id: u64) {
-        if !self.running_operations.lock().insert(operation_id) {
+        if !self.fence_work.operations.lock().insert(operation_id) {
             return;
         }
         let shared = self.clone();
@@ -95,7 +108,7 @@ impl Leadership {
             if let Err(e) = shared.run_operation(operation_id).await {
                 tracing::warn!(operation_id, "fence operation not finished yet: {e}");
             }
-            shared.running_operations.lock().remove(&operation_id);
+            shared.fence_work.operations.lock().remove(&operation_id);
         });
     }
 
@@ -192,7 +205,14 @@ impl Leadership {
         self.group
             .propose(Command::FinishOperation { operation_id })
             .await?;
+        // Its deletions can go once a floor passes them.
+        self.fence_work.floor.note_deletions();
         Ok(())
+    }
+
+    /// The fence-floor rounds under this leader (for the metrics).
+    pub(crate) fn floor_rounds(&self) -> &FloorRounds {
+        &self.fence_work.floor
     }
 
     /// What operation `operation_id` is, as the replicated state holds it now: its kind, every
@@ -247,6 +267,15 @@ impl Leadership {
                 }
             }
         }
+        self.region_targets(state, ids)
+    }
+
+    /// Regions `ids` and where their replicas are, known leader first.
+    fn region_targets(
+        &self,
+        state: &MetadataState,
+        ids: impl IntoIterator<Item = u64>,
+    ) -> Vec<RegionTarget> {
         let leaders = self.region_leaders.lock().clone();
         ids.into_iter()
             .filter_map(|id| state.region(id))
@@ -282,6 +311,8 @@ impl Leadership {
                 tracing::info!(node = self.config.cn_node_id, term, "ConfigNode leader");
                 tracker.become_leader(term, now_ms);
                 self.region_leaders.lock().clear();
+                // A new leader does not know what was deleted since the last floor.
+                self.fence_work.floor.on_leadership(now_ms);
             }
             None => tracker.step_down(),
         }
@@ -376,6 +407,7 @@ impl Leadership {
         for operation_id in pending {
             self.spawn_operation(operation_id);
         }
+        self.spawn_floor_round(term, now);
         self.drive_migrations();
     }
 
@@ -605,6 +637,7 @@ fn invalidation_request(
         tables,
         // Filled per target by the propagator.
         drain_timeout_ms: 0,
+        fence_floor: 0,
     };
     (request, series)
 }

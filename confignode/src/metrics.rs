@@ -78,6 +78,19 @@ pub(crate) fn render(shared: &Shared) -> String {
                 .map(|id| (label(*id), u64::from(tracker.is_fenced(*id, now))))
                 .collect(),
         );
+        let floor = shared.leader.floor_rounds();
+        gauge(
+            "confignode_fence_floor",
+            "The fence floor of the last round every region confirmed under this leader \
+             (0: none yet).",
+            vec![(String::new(), floor.raised())],
+        );
+        page.samples(
+            "confignode_fence_floor_rounds_total",
+            "counter",
+            "Fence-floor rounds every region confirmed.",
+            vec![(String::new(), floor.completed())],
+        );
     }
     drop(state);
     page.into_string()

@@ -87,6 +87,9 @@ struct Inner {
     /// an entry that covers a tablet's columns is true until DROP DATABASE or DROP TABLE
     /// invalidates it.
     tables: HashMap<(String, String), TableView>,
+    /// The fence floor of the last re-stamp ([`MetadataCache::restamp`]): a schema stored
+    /// since is stamped at least this.
+    restamped_to: u64,
 }
 
 /// Everything a recovery pulls from the ConfigNode before the lease returns to NORMAL.
@@ -102,6 +105,10 @@ pub struct PulledMetadata {
 pub struct MetadataCache {
     lease: Arc<MetadataLeaseManager>,
     generation: AtomicU64,
+    /// Rises with the generation and at every re-stamp ([`MetadataCache::restamp`]): what the
+    /// in-flight guard counts operations by, so a drain waits for those that read the old
+    /// entries or stamps.
+    epoch: AtomicU64,
     entries_max: usize,
     inner: RwLock<Inner>,
 }
@@ -113,6 +120,7 @@ impl MetadataCache {
         MetadataCache {
             lease,
             generation: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
             entries_max,
             inner: RwLock::new(Inner::default()),
         }
@@ -121,6 +129,11 @@ impl MetadataCache {
     /// The current generation; pass it back to the `put_*` calls.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// The current epoch (see the field).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
     }
 
     fn check(&self) -> Result<(), LeaseFenced> {
@@ -247,8 +260,9 @@ impl MetadataCache {
     }
 
     /// Stores a device's schema fetched at `generation`; false if the caches moved on since.
-    pub fn put_schema(&self, generation: u64, device: &str, schema: DeviceSchema) -> bool {
+    pub fn put_schema(&self, generation: u64, device: &str, mut schema: DeviceSchema) -> bool {
         self.put(generation, |inner| {
+            schema.version = schema.version.max(inner.restamped_to);
             inner.schemas.insert(device.to_string(), schema);
         })
     }
@@ -297,6 +311,7 @@ impl MetadataCache {
     pub fn clear(&self) {
         let mut inner = self.inner.write();
         self.generation.fetch_add(1, Ordering::AcqRel);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
         *inner = Inner::default();
     }
 
@@ -305,6 +320,25 @@ impl MetadataCache {
         let mut inner = self.inner.write();
         inner.regions = pulled.regions;
         inner.nodes = pulled.nodes;
+    }
+
+    /// Re-stamps every cached schema fetched at a version below `floor` with it, and every one
+    /// stored from now on (a fence-floor round, REVIEW N9). The ConfigNode sends it only while
+    /// no fence operation is pending, once every one at or below `floor` has completed: each
+    /// was invalidated here (or this node was fenced, and a recovery clears everything before
+    /// the cache is trusted again), and a fetch that started before one of those invalidations
+    /// is never stored (the generation moved), so whatever is cached, or stored later from a
+    /// fetch no invalidation overtook, holds as of `floor`. A write validated from now on
+    /// carries a token at or above it, which the regions' floor admits. Nothing is removed, so
+    /// the generation stays (running writes go on); the epoch rises, so the drain waits for
+    /// the operations that read the old stamps.
+    pub fn restamp(&self, floor: u64) {
+        let mut inner = self.inner.write();
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        inner.restamped_to = inner.restamped_to.max(floor);
+        for schema in inner.schemas.values_mut() {
+            schema.version = schema.version.max(floor);
+        }
     }
 
     /// Removes the schemas and partitions of `databases` and of the devices of `series`, and
@@ -319,6 +353,7 @@ impl MetadataCache {
     ) {
         let mut inner = self.inner.write();
         self.generation.fetch_add(1, Ordering::AcqRel);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
         let prefixes: Vec<String> = tables.iter().map(|(db, t)| format!("{db}.{t}")).collect();
         let in_database = |device: &str| {
             databases.iter().any(|db| device_in(device, db))
@@ -482,5 +517,49 @@ mod tests {
         assert_eq!(left.types.keys().collect::<Vec<_>>(), ["s2"]);
         assert!(device_in("root.sg.d1", "root.sg"));
         assert!(!device_in("root.sgx.d1", "root.sg"));
+    }
+
+    #[test]
+    fn a_fence_floor_restamps_cached_and_later_schemas_without_moving_the_generation() {
+        let (cache, _lease, _clock) = live_cache();
+        let g = cache.generation();
+        let schema = |version| DeviceSchema {
+            database: "root.sg".into(),
+            types: [("s1".to_string(), DataType::Int64)].into(),
+            aliases: BTreeMap::new(),
+            version,
+            ttl_ms: None,
+        };
+        assert!(cache.put_schema(g, "root.sg.old", schema(3)));
+        assert!(cache.put_schema(g, "root.sg.new", schema(12)));
+        let epoch = cache.epoch();
+        cache.restamp(10);
+        assert!(
+            cache.epoch() > epoch,
+            "the drain waits for readers of the old stamps"
+        );
+        assert_eq!(
+            cache.generation(),
+            g,
+            "nothing removed: running writes go on"
+        );
+        let version = |device| cache.schema(device).unwrap().unwrap().version;
+        assert_eq!(version("root.sg.old"), 10, "re-stamped with the floor");
+        assert_eq!(
+            version("root.sg.new"),
+            12,
+            "a newer fetch keeps its version"
+        );
+        assert!(cache.put_schema(g, "root.sg.late", schema(4)));
+        assert_eq!(
+            version("root.sg.late"),
+            10,
+            "stored after the round: re-stamped too"
+        );
+        cache.invalidate(&["root.sg".into()], &[], &[]);
+        assert!(
+            !cache.put_schema(g, "root.sg.late", schema(4)),
+            "a fetch an invalidation overtook is never stored"
+        );
     }
 }

@@ -528,7 +528,11 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
         page.samples(name, kind, help, [(String::new(), value)]);
     };
     let mut totals = engine::StorageStats::default();
+    let (mut deletions, mut floor_min) = (0, None::<u64>);
     for (_, region) in shared.host.regions() {
+        deletions += region.deletions_kept() as u64;
+        let floor = region.fence_floor();
+        floor_min = Some(floor_min.map_or(floor, |f| f.min(floor)));
         let stats = region.storage_summary();
         totals.partitions += stats.partitions;
         totals.sealed_files += stats.sealed_files;
@@ -567,6 +571,18 @@ fn storage_metrics(page: &mut Page, shared: &Shared) {
         "gauge",
         "Bytes of sealed files over all regions.",
         totals.sealed_bytes,
+    );
+    line(
+        "region_deletions_kept",
+        "gauge",
+        "Series, path-prefix and time-range deletions the regions keep (REVIEW N9).",
+        deletions,
+    );
+    line(
+        "region_fence_floor_min",
+        "gauge",
+        "The lowest fence floor among the regions (0: some region has none).",
+        floor_min.unwrap_or(0),
     );
     let m = &shared.metrics;
     for (name, help, counter) in [

@@ -239,28 +239,40 @@ impl DataNodeInternalService for InternalService {
             .iter()
             .map(|t| (t.database.clone(), t.table.clone()))
             .collect();
-        let generation = shared.metadata.invalidate(&req.databases, &series, &tables);
-        // Operations started before the bump may have read the old entries: wait for them.
-        // Operations started after it cannot see the entries, and the coordinator re-checks the
-        // generation before each dispatch (and wakes from its backoff when it moves), so the
-        // wait is short. New requests are not held up meanwhile.
+        // A fence-floor round removes nothing: it re-stamps, and running writes go on.
+        let floor_only = req.fence_floor > 0
+            && req.databases.is_empty()
+            && series.is_empty()
+            && tables.is_empty();
+        let mut epoch = 0;
+        if !floor_only {
+            epoch = shared.metadata.invalidate(&req.databases, &series, &tables);
+        }
+        if req.fence_floor > 0 {
+            epoch = shared.metadata.restamp(req.fence_floor);
+        }
+        // Operations started before the bump may have read the old entries (or stamps): wait
+        // for them. Operations started after it cannot see them, and the coordinator re-checks
+        // the generation before each dispatch (and wakes from its backoff when it moves), so
+        // the wait is short. New requests are not held up meanwhile.
         let drain_ms = match req.drain_timeout_ms {
             0 => crate::timing::INVALIDATION_DRAIN_MS,
             ms => ms.min(crate::timing::INVALIDATION_DRAIN_MAX_MS),
         };
         if !shared
             .metadata
-            .drain(generation, Duration::from_millis(drain_ms))
+            .drain(epoch, Duration::from_millis(drain_ms))
             .await
         {
             return Ok(Response::new(reply(status(
                 StatusCode::InternalRequestTimeOut,
                 format!(
                     "{} operations that read the old metadata are still running after {drain_ms} ms",
-                    shared.metadata.pinned_before(generation)
+                    shared.metadata.pinned_before(epoch)
                 ),
             ))));
         }
+        shared.metadata.announce_floor(req.fence_floor);
         inc(&shared.metrics.invalidations);
         Ok(Response::new(reply(ok())))
     }
@@ -379,6 +391,27 @@ impl DataNodeInternalService for InternalService {
                 end: d.end_time,
                 deletion,
             },
+            Some(proto::region_write_req::Command::RaiseFenceFloor(_)) => {
+                // Only a floor whose round this node acknowledged: a round that went ahead
+                // without it is retried by the ConfigNode, and a forged one changes nothing.
+                let announced = shared.metadata.announced_floor();
+                if req.metadata_version > announced {
+                    return reply(
+                        status(
+                            StatusCode::IllegalParameter,
+                            format!(
+                                "fence floor {} is above {announced}, the highest this node \
+                                 acknowledged a round of",
+                                req.metadata_version
+                            ),
+                        ),
+                        0,
+                    );
+                }
+                RegionCommand::RaiseFenceFloor {
+                    version: req.metadata_version,
+                }
+            }
             None => return reply(status(StatusCode::IllegalParameter, "no command"), 0),
         };
         let (s, index) = shared.host.admit_forwarded(req.region_id, &command).await;

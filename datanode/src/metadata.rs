@@ -7,7 +7,7 @@
 //! guard. Code holding a `MetadataView` cannot read a cached schema or partition without it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +39,9 @@ pub(crate) struct MetadataView {
     /// Newest `(config_node_term, sequence)` of a processed heartbeat.
     heartbeat_order: Mutex<(u64, u64)>,
     recovering: AtomicBool,
+    /// The highest fence floor whose round this node acknowledged: a region here raises its
+    /// floor to no higher one (REVIEW N9; a forged floor would refuse every write).
+    announced_floor: AtomicU64,
 }
 
 /// One operation's hold on the metadata: counted by the in-flight guard from creation to drop,
@@ -63,7 +66,19 @@ impl MetadataView {
             lease_holders: Mutex::new(Vec::new()),
             heartbeat_order: Mutex::new((0, 0)),
             recovering: AtomicBool::new(false),
+            announced_floor: AtomicU64::new(0),
         }
+    }
+
+    /// Records that this node acknowledged the fence-floor round of `floor` (its caches
+    /// re-stamped, the older operations drained).
+    pub(crate) fn announce_floor(&self, floor: u64) {
+        self.announced_floor.fetch_max(floor, Ordering::AcqRel);
+    }
+
+    /// The highest fence floor this node acknowledged a round of.
+    pub(crate) fn announced_floor(&self) -> u64 {
+        self.announced_floor.load(Ordering::Acquire)
     }
 
     pub(crate) fn lease(&self) -> &Arc<MetadataLeaseManager> {
@@ -121,8 +136,8 @@ impl MetadataView {
         self.cache.forget_table(database, table);
     }
 
-    /// Removes the entries of `databases`, `series` and `tables`; the generation the drain
-    /// waits below.
+    /// Removes the entries of `databases`, `series` and `tables`; the epoch the drain waits
+    /// below.
     pub(crate) fn invalidate(
         &self,
         databases: &[String],
@@ -130,17 +145,24 @@ impl MetadataView {
         tables: &[(String, String)],
     ) -> u64 {
         self.cache.invalidate(databases, series, tables);
-        self.cache.generation()
+        self.cache.epoch()
     }
 
-    /// Waits until no operation pinned before `generation` runs; false after `timeout`.
-    pub(crate) async fn drain(&self, generation: u64, timeout: Duration) -> bool {
-        self.in_flight.drain(generation, timeout).await
+    /// Re-stamps the cached schemas older than fence floor `floor` with it
+    /// ([`MetadataCache::restamp`]); the epoch the drain waits below.
+    pub(crate) fn restamp(&self, floor: u64) -> u64 {
+        self.cache.restamp(floor);
+        self.cache.epoch()
     }
 
-    /// Operations pinned before `generation` still running.
-    pub(crate) fn pinned_before(&self, generation: u64) -> usize {
-        self.in_flight.older_than(generation)
+    /// Waits until no operation pinned before `epoch` runs; false after `timeout`.
+    pub(crate) async fn drain(&self, epoch: u64, timeout: Duration) -> bool {
+        self.in_flight.drain(epoch, timeout).await
+    }
+
+    /// Operations pinned before `epoch` still running.
+    pub(crate) fn pinned_before(&self, epoch: u64) -> usize {
+        self.in_flight.older_than(epoch)
     }
 
     /// Starts a lease recovery (design §4); `None` while another one runs.

@@ -397,12 +397,13 @@ fn apply_delay_failpoint(_index: u64) -> Option<ApplyError> {
 }
 
 /// The bytes a leader answers a proposer with: `u8 kind (1 inserted, 2 deleted, 3 already
-/// applied), u64 count` (little-endian).
+/// applied, 4 fence floor raised), u64 count` (little-endian).
 pub fn encode_outcome(outcome: ApplyOutcome) -> Vec<u8> {
     let (kind, count) = match outcome {
         ApplyOutcome::Inserted { points } => (1u8, points as u64),
         ApplyOutcome::Deleted { series } => (2, series as u64),
         ApplyOutcome::AlreadyApplied => (3, 0),
+        ApplyOutcome::FloorRaised => (4, 0),
     };
     let mut out = Vec::with_capacity(9);
     out.push(kind);
@@ -418,30 +419,33 @@ pub fn decode_outcome(bytes: &[u8]) -> Option<ApplyOutcome> {
         1 => Some(ApplyOutcome::Inserted { points: count }),
         2 => Some(ApplyOutcome::Deleted { series: count }),
         3 if count == 0 => Some(ApplyOutcome::AlreadyApplied),
+        4 if count == 0 => Some(ApplyOutcome::FloorRaised),
         _ => None,
     }
 }
 
-const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP5";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"FPRSNAP6";
+const SNAPSHOT_MAGIC_WITHOUT_FLOOR: &[u8; 8] = b"FPRSNAP5";
 const SNAPSHOT_MAGIC_WITHOUT_OPERATIONS: &[u8; 8] = b"FPRSNAP4";
 const SNAPSHOT_MAGIC_WITHOUT_RANGES: &[u8; 8] = b"FPRSNAP2";
 const SNAPSHOT_MAGIC_WITHOUT_DELETIONS: &[u8; 8] = b"FPRSNAP1";
 
-/// Snapshot body (little-endian): `magic "FPRSNAP5" (`FPRSNAP3` is the streamed snapshot's
+/// Snapshot body (little-endian): `magic "FPRSNAP6" (`FPRSNAP3` is the streamed snapshot's
 /// descriptor, `crate::snapshot`), u64 applied index, u32 tablets, tablets ×
 /// { u32 length, InsertTablet command bytes }, u32 deletions, deletions × { u64 log index, u32
 /// length, DeleteSeries (one series), DeleteDatabase or DeleteData (one series) command bytes,
 /// [DeleteData: u8 the series' type] }, u32 operations × { u64 log index, u64 operation id },
-/// u32 CRC32 of everything before it`. The deletions are part of the replicated state: their
+/// u64 fence floor, u32 CRC32 of everything before it`. The deletions are part of the replicated state: their
 /// fencing tokens decide later inserts, and a `deleteData` keeps its series' type; so are the
-/// `deleteData` operations remembered (a redelivery of one is a no-op). `FPRSNAP4` (no
-/// operations), `FPRSNAP2` (no DeleteData) and `FPRSNAP1` (no deletions) still decode.
+/// `deleteData` operations remembered (a redelivery of one is a no-op), and the fence floor.
+/// `FPRSNAP5` (no floor), `FPRSNAP4` (no operations), `FPRSNAP2` (no DeleteData) and `FPRSNAP1` (no deletions) still decode.
 pub fn encode_snapshot(content: &RegionContent) -> Vec<u8> {
     let RegionContent {
         applied_index: index,
         tablets,
         tombstones,
         delete_operations,
+        fence_floor,
     } = content;
     envelope::seal(SNAPSHOT_MAGIC, |w| {
         w.u64(*index);
@@ -491,6 +495,7 @@ pub fn encode_snapshot(content: &RegionContent) -> Vec<u8> {
             w.u64(*index);
             w.u64(*operation);
         }
+        w.u64(*fence_floor);
     })
 }
 
@@ -500,6 +505,7 @@ pub fn decode_snapshot(bytes: &[u8], limits: &TabletLimits) -> Result<RegionCont
         bytes,
         &[
             SNAPSHOT_MAGIC,
+            SNAPSHOT_MAGIC_WITHOUT_FLOOR,
             SNAPSHOT_MAGIC_WITHOUT_OPERATIONS,
             SNAPSHOT_MAGIC_WITHOUT_RANGES,
             SNAPSHOT_MAGIC_WITHOUT_DELETIONS,
@@ -509,9 +515,10 @@ pub fn decode_snapshot(bytes: &[u8], limits: &TabletLimits) -> Result<RegionCont
         reason: format!("region snapshot: {}", e.reason),
         ..e
     })?;
-    let with_operations = magic == 0;
-    let with_ranges = magic <= 1;
-    let with_deletions = magic <= 2;
+    let with_floor = magic == 0;
+    let with_operations = magic <= 1;
+    let with_ranges = magic <= 2;
+    let with_deletions = magic <= 3;
     // A command's errors report offsets in the whole snapshot.
     let command_at = |start: usize, bytes: &[u8]| {
         RegionCommand::decode(bytes, limits).map_err(|e| DecodeError {
@@ -599,11 +606,13 @@ pub fn decode_snapshot(bytes: &[u8], limits: &TabletLimits) -> Result<RegionCont
             delete_operations.push((log_index, operation));
         }
     }
+    let fence_floor = if with_floor { r.u64()? } else { 0 };
     r.finish()?;
     Ok(RegionContent {
         applied_index: index,
         tablets,
         tombstones,
         delete_operations,
+        fence_floor,
     })
 }

@@ -830,6 +830,7 @@ mod tests {
                 },
             }],
             delete_operations: vec![(40, 77)],
+            fence_floor: 0,
         };
         let files = manifest
             .files

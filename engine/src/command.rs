@@ -19,6 +19,7 @@
 //!                       u32 count, count × { str16 device, str16 measurement }
 //! kind 5 InsertTableTablet: u64 metadata_version, u64 table_version, tablet
 //! kind 6 DeleteDataFenced:  u64 metadata_version, u64 operation_id, then kind 4's fields
+//! kind 7 RaiseFenceFloor:   u64 version
 //! tablet:               str16 device, u32 rows M, u32 columns N, i64 × M timestamps,
 //!                       N × { str16 measurement, u8 type, u8 has_bitmap,
 //!                             [u64 × ceil(M/64) null bitmap], values }
@@ -28,7 +29,7 @@
 //! ```
 //!
 //! Version 1 (before the token) is the same without the u64 fields; it still decodes, with
-//! version and operation 0. Kinds 5 and 6 were added within version 2 (they change no byte of
+//! version and operation 0. Kinds 5, 6 and 7 were added within version 2 (they change no byte of
 //! an existing kind): an insert derived from a table of the table model is written as kind 5,
 //! any other as kind 1; a `deleteData` with a token or an operation id as kind 6, else as
 //! kind 4 (so entries written before decode as they did, with no token).
@@ -45,6 +46,7 @@ const KIND_DELETE_DATABASE: u8 = 3;
 const KIND_DELETE_DATA: u8 = 4;
 const KIND_INSERT_TABLE_TABLET: u8 = 5;
 const KIND_DELETE_DATA_FENCED: u8 = 6;
+const KIND_RAISE_FENCE_FLOOR: u8 = 7;
 
 /// What ordered a deletion: its fencing token.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,6 +108,16 @@ pub enum RegionCommand {
         end: i64,
         /// Its token and operation id (zeroes: none, as entries written before them).
         deletion: Deletion,
+    },
+    /// The ConfigNode's fence floor (REVIEW N9): no DataNode validates against metadata older
+    /// than `version` any more, and every fence operation below it has completed. From here on
+    /// the region refuses an insert or a `deleteData` whose token is older (only a late
+    /// delivery can carry one), and takes a series or prefix deletion older than it for the
+    /// repeat it must be. Its series deletions below it therefore fence nothing the floor does
+    /// not, and go once they mask no data. Raises only: a lower version changes nothing.
+    RaiseFenceFloor {
+        /// The floor: a ConfigNode metadata version.
+        version: u64,
     },
 }
 
@@ -184,6 +196,10 @@ impl RegionCommand {
                 w.i64(*start);
                 w.i64(*end);
                 encode_series(&mut w, series);
+            }
+            RegionCommand::RaiseFenceFloor { version } => {
+                w.u8(KIND_RAISE_FENCE_FLOOR);
+                w.u64(*version);
             }
         }
         w.into_bytes()
@@ -275,6 +291,9 @@ impl RegionCommand {
                     database: r.str16()?,
                     deletion,
                 }
+            }
+            KIND_RAISE_FENCE_FLOOR if tokens => {
+                RegionCommand::RaiseFenceFloor { version: r.u64()? }
             }
             kind => return r.error(format!("unknown command kind {kind}")),
         };
@@ -522,6 +541,24 @@ mod tests {
         ];
         assert_eq!(command.encode(), golden);
         assert_eq!(RegionCommand::decode(&golden, &limits).unwrap(), command);
+    }
+
+    #[test]
+    fn golden_fence_floor() {
+        let limits = TabletLimits::default();
+        let command = RegionCommand::RaiseFenceFloor { version: 0x0102 };
+        #[rustfmt::skip]
+        let golden = [
+            2, 7,                                   // version, kind RaiseFenceFloor
+            0x02, 0x01, 0, 0, 0, 0, 0, 0,           // the floor
+        ];
+        assert_eq!(command.encode(), golden);
+        assert_eq!(RegionCommand::decode(&golden, &limits).unwrap(), command);
+        let without_token = [1, 7, 0x02, 0x01, 0, 0, 0, 0, 0, 0];
+        assert!(
+            RegionCommand::decode(&without_token, &limits).is_err(),
+            "format 1 never had a floor"
+        );
     }
 
     #[test]

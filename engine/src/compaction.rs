@@ -600,7 +600,7 @@ impl DataRegion {
             state.partitions.remove(&job.time_slot);
         }
         state.manifest = manifest;
-        if prune_range_tombstones(&mut state) {
+        if state.prune_tombstones() {
             state.manifest.store(&self.dir)?;
         }
         Ok(true)

@@ -2,10 +2,10 @@
 //! it), and the deletions that mask older data. Replaced atomically (write temp, fsync, rename,
 //! fsync directory), so a crash leaves either the old or the new manifest.
 //!
-//! Layout (all integers little-endian), format version 4:
+//! Layout (all integers little-endian), format version 5:
 //!
 //! ```text
-//! magic "FPMANIF1" (8), u32 version = 4, u64 checkpoint index, u64 next file sequence,
+//! magic "FPMANIF1" (8), u32 version = 5, u64 checkpoint index, u64 next file sequence,
 //! u32 files, files × { i64 time slot, u64 sequence, u64 checkpoint },
 //! u32 tombstones, tombstones × { u8 kind (1 series, 2 database, 3 time range),
 //!                                str16 device or database,
@@ -13,17 +13,22 @@
 //!                                u64 metadata version, u64 operation id,
 //!                                [kind 3: i64 start, i64 end, u8 series type] },
 //! u32 operations, operations × { u64 index, u64 operation id },
+//! u64 fence floor,
 //! u32 CRC32 of everything before it
 //! ```
 //!
 //! (the magic and the CRC are `common::envelope`'s).
 //!
 //! The operations are the `deleteData` operations applied at or below the checkpoint, the
-//! newest [`DELETE_OPERATIONS_KEPT`] of them: a second delivery of one is a no-op. Version 3
-//! has no operations, version 2 no kind 3 either and version 1 also lacks the token fields;
-//! all still load, with nothing or zeroes there. Series and database tombstones are never dropped: besides masking older data
-//! they are the region's record of deletions for the fencing token (an insert validated before
-//! a deletion of its target is refused, [`Tombstone::fences`]). A time-range tombstone carries no
+//! newest [`DELETE_OPERATIONS_KEPT`] of them: a second delivery of one is a no-op. The fence
+//! floor is the region's as of the checkpoint (`RegionCommand::RaiseFenceFloor`). Version 4 has
+//! no floor, version 3 no operations either, version 2 no kind 3 either and version 1 also lacks
+//! the token fields; all still load, with nothing or zeroes there. Besides masking older data,
+//! series and database tombstones are the region's record of deletions for the fencing token
+//! (an insert validated before a deletion of its target is refused, [`Tombstone::fences`]). A
+//! series tombstone older than the fence floor fences nothing the floor does not, and is dropped
+//! once it masks no live file; a database (path-prefix) tombstone is kept, one per prefix. A
+//! time-range tombstone carries no
 //! token; it also records its series' type (a series whose points a deletion removed keeps
 //! its type, as in IoTDB). It is dropped once no live file it masks is left and a live file holds
 //! the series (which then records the type).
@@ -39,7 +44,8 @@ use crate::command::Deletion;
 use crate::error::{Result, StorageError};
 
 const MAGIC: &[u8; 8] = b"FPMANIF1";
-const FORMAT_VERSION: u32 = 4;
+const FORMAT_VERSION: u32 = 5;
+const FORMAT_VERSION_WITHOUT_FLOOR: u32 = 4;
 const FORMAT_VERSION_WITHOUT_OPERATIONS: u32 = 3;
 const FORMAT_VERSION_WITHOUT_RANGES: u32 = 2;
 const FORMAT_VERSION_WITHOUT_TOKENS: u32 = 1;
@@ -203,6 +209,8 @@ pub struct Manifest {
     /// `(log index, operation id)` of the newest `deleteData` operations applied at or below
     /// the checkpoint, oldest first, at most [`DELETE_OPERATIONS_KEPT`].
     pub delete_operations: Vec<(u64, u64)>,
+    /// The fence floor raised at or below the checkpoint (0: none).
+    pub fence_floor: u64,
 }
 
 impl Manifest {
@@ -275,6 +283,7 @@ impl Manifest {
                 w.u64(*index);
                 w.u64(*operation);
             }
+            w.u64(self.fence_floor);
         })
     }
 
@@ -288,6 +297,7 @@ impl Manifest {
         if !matches!(
             version,
             FORMAT_VERSION
+                | FORMAT_VERSION_WITHOUT_FLOOR
                 | FORMAT_VERSION_WITHOUT_OPERATIONS
                 | FORMAT_VERSION_WITHOUT_RANGES
                 | FORMAT_VERSION_WITHOUT_TOKENS
@@ -344,7 +354,7 @@ impl Manifest {
                 k => return r.error(format!("unknown tombstone kind {k}")),
             });
         }
-        if version == FORMAT_VERSION {
+        if version >= FORMAT_VERSION_WITHOUT_FLOOR {
             let operations = r.count(16)?;
             if operations > DELETE_OPERATIONS_KEPT {
                 return r.error(format!(
@@ -354,6 +364,9 @@ impl Manifest {
             for _ in 0..operations {
                 m.delete_operations.push((r.u64()?, r.u64()?));
             }
+        }
+        if version == FORMAT_VERSION {
+            m.fence_floor = r.u64()?;
         }
         r.finish()?;
         Ok(m)
@@ -431,6 +444,7 @@ mod tests {
                 },
             ],
             delete_operations: vec![(6, 0x0a0b)],
+            fence_floor: 0x0c0d,
         }
     }
 
@@ -439,7 +453,7 @@ mod tests {
         let bytes = sample().encode();
         #[rustfmt::skip]
         let golden: Vec<u8> = [
-            &b"FPMANIF1"[..], &[4, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0],
+            &b"FPMANIF1"[..], &[5, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0],
             &[1, 0, 0, 0], &[0xff; 8], &[1, 0, 0, 0, 0, 0, 0, 0], &[7, 0, 0, 0, 0, 0, 0, 0],
             &[3, 0, 0, 0],
             &[1, 8, 0], b"root.a.b", &[1, 0], b"s", &[3, 0, 0, 0, 0, 0, 0, 0],
@@ -450,6 +464,7 @@ mod tests {
             &[0; 8], &[0; 8], &[0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
             &[2, 1, 0, 0, 0, 0, 0, 0], &[DataType::Double.code()],
             &[1, 0, 0, 0], &[6, 0, 0, 0, 0, 0, 0, 0], &[0x0b, 0x0a, 0, 0, 0, 0, 0, 0],
+            &[0x0d, 0x0c, 0, 0, 0, 0, 0, 0],
         ].concat();
         assert_eq!(&bytes[..golden.len()], &golden[..]);
         assert_eq!(
@@ -457,14 +472,24 @@ mod tests {
             &crc32fast::hash(&golden).to_le_bytes()
         );
         assert_eq!(Manifest::decode(&bytes).unwrap(), sample());
+        // Version 4: the same without the floor.
+        let mut v4 = golden.clone();
+        v4[8] = 4;
+        v4.truncate(golden.len() - 8);
+        let v4 = [v4.clone(), crc32fast::hash(&v4).to_le_bytes().to_vec()].concat();
+        let without_floor = Manifest {
+            fence_floor: 0,
+            ..sample()
+        };
+        assert_eq!(Manifest::decode(&v4).unwrap(), without_floor);
         // Version 3: the same without the operations.
         let mut v3 = golden.clone();
         v3[8] = 3;
-        v3.truncate(golden.len() - 20);
+        v3.truncate(golden.len() - 28);
         let v3 = [v3.clone(), crc32fast::hash(&v3).to_le_bytes().to_vec()].concat();
         let without = Manifest {
             delete_operations: Vec::new(),
-            ..sample()
+            ..without_floor
         };
         assert_eq!(Manifest::decode(&v3).unwrap(), without);
         for i in 0..bytes.len() {

@@ -95,6 +95,8 @@ pub enum ApplyOutcome {
     },
     /// The entry was at or below the applied index (a replay after a flush); nothing changed.
     AlreadyApplied,
+    /// The fence floor was raised (or already as high).
+    FloorRaised,
 }
 
 /// A region's whole logical content ([`DataRegion::export`], [`DataRegion::reset_to`]): the body
@@ -109,6 +111,8 @@ pub struct RegionContent {
     pub tombstones: Vec<Tombstone>,
     /// `(log index, operation id)` of the newest `deleteData` operations applied, oldest first.
     pub delete_operations: Vec<(u64, u64)>,
+    /// The fence floor (0: none).
+    pub fence_floor: u64,
 }
 
 /// A region's logical content in one number, the same on every replica holding the same data,
@@ -184,6 +188,36 @@ pub(crate) struct RegionState {
 }
 
 impl RegionState {
+    /// Drops from the manifest the deletions that decide nothing any more, after a flush or a
+    /// compaction's install: time ranges no older file holds points in
+    /// ([`crate::compaction::prune_range_tombstones`]), and series deletions below the
+    /// manifest's fence floor that no older source holds the series of
+    /// ([`fences::prune_below_floor`]). True when some were dropped (the caller stores the
+    /// manifest; a crash before that keeps them, which is harmless).
+    pub(crate) fn prune_tombstones(&mut self) -> bool {
+        let ranges = crate::compaction::prune_range_tombstones(self);
+        let partitions = &self.partitions;
+        let older_source_holds = |device: &str, measurement: &str, index: u64| {
+            partitions.values().any(|p| {
+                p.sealed
+                    .iter()
+                    .any(|f| f.checkpoint < index && f.chunk(device, measurement).is_some())
+                    || p.flushing.iter().any(|(checkpoint, frozen)| {
+                        *checkpoint < index && frozen.series_type(device, measurement).is_some()
+                    })
+            })
+        };
+        let floor = self.manifest.fence_floor;
+        let series =
+            fences::prune_below_floor(&mut self.manifest.tombstones, floor, older_source_holds);
+        if series {
+            let (floor, raised_at) = self.fences.floor();
+            let fences = Fences::new(self.tombstones(), floor, raised_at);
+            self.fences = fences;
+        }
+        ranges || series
+    }
+
     pub(crate) fn tombstones(&self) -> impl Iterator<Item = &Tombstone> {
         self.manifest
             .tombstones
@@ -419,6 +453,17 @@ impl DataRegion {
         state.applied_index = state.applied_index.max(index);
     }
 
+    /// The fence floor (0: none; `RegionCommand::RaiseFenceFloor`).
+    pub fn fence_floor(&self) -> u64 {
+        self.state.read().fences.floor().0
+    }
+
+    /// How many series, prefix and time-range deletions the region keeps (the manifest's and
+    /// those applied since its checkpoint): what every flush writes and every open reads.
+    pub fn deletions_kept(&self) -> usize {
+        self.state.read().tombstones().count()
+    }
+
     /// Index up to which sealed files hold everything: the log may be truncated up to here.
     pub fn checkpoint_index(&self) -> u64 {
         self.state.read().manifest.checkpoint
@@ -506,6 +551,10 @@ impl DataRegion {
                     Ok(ApplyOutcome::Deleted { series: deleted })
                 }
             },
+            RegionCommand::RaiseFenceFloor { version } => {
+                state.fences.raise_floor(*version, index);
+                Ok(ApplyOutcome::FloorRaised)
+            }
         };
         match &outcome {
             Err(e) if e.is_recoverable() => {}
@@ -727,14 +776,18 @@ impl DataRegion {
             }
             tablets.push(tablet);
         }
-        // All applied, so all may be coalesced: the receiver's checkpoint is this applied index.
+        // All applied, so all may be coalesced, and the series deletions below the floor go:
+        // the receiver's sources are all at this applied index, so they mask nothing there.
         let mut tombstones: Vec<Tombstone> = state.tombstones().cloned().collect();
         fences::coalesce(&mut tombstones);
+        let (fence_floor, _) = state.fences.floor();
+        fences::prune_below_floor(&mut tombstones, fence_floor, |_, _, _| false);
         Ok(RegionContent {
             applied_index: state.applied_index,
             tablets,
             tombstones,
             delete_operations: state.delete_operations.iter().copied().collect(),
+            fence_floor,
         })
     }
 
@@ -747,6 +800,7 @@ impl DataRegion {
             tablets,
             tombstones,
             delete_operations,
+            fence_floor,
         } = content;
         let index = *index;
         assert!(
@@ -771,9 +825,10 @@ impl DataRegion {
             // Every restored source is at checkpoint `index`, so these mask nothing restored;
             // they are kept for their fencing tokens.
             state.manifest.tombstones = tombstones.to_vec();
-            state.fences = Fences::from_tombstones(tombstones.iter());
+            state.fences = Fences::new(tombstones.iter(), *fence_floor, index);
             state.delete_operations = delete_operations.iter().copied().collect();
             state.manifest.delete_operations = delete_operations.clone();
+            state.manifest.fence_floor = *fence_floor;
             state.applied_index = index;
             state.dirty_since = None;
             let limits = self.config.restore_limits();
@@ -876,6 +931,7 @@ impl DataRegion {
             files: Vec::with_capacity(manifest.files.len()),
             tombstones: manifest.tombstones.clone(),
             delete_operations: manifest.delete_operations.clone(),
+            fence_floor: manifest.fence_floor,
         };
         for entry in &manifest.files {
             let local = FileEntry {
@@ -971,6 +1027,11 @@ impl DataRegion {
             fences::coalesce(&mut manifest.tombstones);
             // The operations as of the checkpoint: every one applied up to here.
             manifest.delete_operations = state.delete_operations.iter().copied().collect();
+            // The floor as of the checkpoint; one raised after it is replayed from the log.
+            let (floor, raised_at) = state.fences.floor();
+            if raised_at <= checkpoint {
+                manifest.fence_floor = floor;
+            }
             (checkpoint, frozen, manifest)
         };
 
@@ -1001,9 +1062,10 @@ impl DataRegion {
         }
         state.recent_tombstones.retain(|t| t.index() > checkpoint);
         state.manifest = manifest;
-        // A time range that held no point of an older file masks nothing from the start: it
-        // goes now rather than at the next compaction (every read scans the tombstones).
-        if crate::compaction::prune_range_tombstones(&mut state) {
+        // A time range that held no point of an older file masks nothing from the start, nor
+        // does a series deletion below the floor whose older files are gone: they go now
+        // rather than at the next compaction.
+        if state.prune_tombstones() {
             state.manifest.store(&self.dir)?;
         }
         self.memory.store(state.memory_bytes(), Ordering::Relaxed);
@@ -1033,7 +1095,12 @@ fn load_state(
         fences: Fences::default(),
         delete_operations: VecDeque::new(),
     };
-    state.fences = Fences::from_tombstones(state.manifest.tombstones.iter());
+    // The manifest's floor was raised at or below its checkpoint.
+    state.fences = Fences::new(
+        state.manifest.tombstones.iter(),
+        state.manifest.fence_floor,
+        state.manifest.checkpoint,
+    );
     state.delete_operations = state.manifest.delete_operations.iter().copied().collect();
     for entry in state.manifest.files.clone() {
         let path = sealed_dir.join(entry.file_name());

@@ -224,6 +224,9 @@ impl Cluster {
                     config.fence_ms.to_string(),
                 ),
                 ("--invalidation-retry-interval-ms", "300".to_string()),
+                // Fence-floor rounds far more often than in production, so that every scenario
+                // and the nemesis run them under their faults (REVIEW N9).
+                ("--fence-floor-interval-ms", "3000".to_string()),
                 ("--data-replication-factor", config.replication.to_string()),
                 (
                     "--data-region-group-num-per-database",
@@ -424,6 +427,12 @@ impl Cluster {
             m.get("confignode_is_leader")? == &1.0,
             *m.get("confignode_raft_term")? as u64,
         ))
+    }
+
+    /// One metric of ConfigNode `i` (`None` when unreachable or absent).
+    pub fn cn_metric(&self, i: usize, name: &str) -> Option<f64> {
+        let text = http(self.cn_metrics_address(i), "GET", "/metrics", "").ok()?;
+        parse_metrics(&text).get(name).copied()
     }
 
     /// The ConfigNode that reports itself leader, if exactly one does.

@@ -357,3 +357,159 @@ async fn a_delete_overtaken_by_a_drop_of_its_database_is_answered_success() {
     node.await.unwrap().unwrap();
     dn_server.abort();
 }
+
+/// A fence-floor round (REVIEW N9): after DROP DATABASE of `root.sg` finishes, and while no
+/// operation is pending, the leader re-stamps the DataNode's cache with the current metadata
+/// version (an invalidation naming nothing but the floor) and only then orders
+/// `RaiseFenceFloor` at that version through the region of `root.other`. No new deletion, no
+/// new round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_drop_is_followed_by_one_fence_floor_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeDataNode::default();
+    let dn_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dn_address = dn_listener.local_addr().unwrap().to_string();
+    let dn_server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(fake.server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(dn_listener)),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let config = ConfigNodeConfig {
+        cn_internal_address: address.clone(),
+        cn_data_dir: dir.path().to_path_buf(),
+        cn_metrics_address: "127.0.0.1:0".into(),
+        cn_raft_tick_ms: 20,
+        heartbeat_interval_ms: 100,
+        metadata_lease_fence_ms: FENCE_MS,
+        lease_proceed_margin_ms: MARGIN_MS,
+        failure_detector_threshold_ms: FENCE_MS,
+        invalidation_retry_interval_ms: 100,
+        fence_floor_interval_ms: 300,
+        ..ConfigNodeConfig::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let node = tokio::spawn(confignode::run_with_listener(
+        config,
+        listener,
+        Arc::new(GrpcDataNodeClient::new(
+            Duration::from_millis(500),
+            Duration::from_millis(200),
+        )),
+        async move {
+            drop(stopped.await);
+        },
+    ));
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        .unwrap()
+        .timeout(Duration::from_secs(30))
+        .connect_lazy();
+    let mut cn = ConfigNodeServiceClient::new(channel);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let live = loop {
+        let request = proto::RegisterDataNodeReq {
+            data_node_id: 0,
+            internal_endpoint: proto::parse_endpoint(&dn_address).ok(),
+            rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
+            ..Default::default()
+        };
+        if let Ok(resp) = cn.register_data_node(request).await {
+            let resp = resp.into_inner();
+            if resp.status.as_ref().is_some_and(|s| s.code == 200) {
+                break resp;
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    *fake.epoch.lock() = live.incarnation_epoch;
+    for device in ["root.sg.d1", "root.other.d1"] {
+        let partitions = cn
+            .fetch_partitions(proto::FetchPartitionsReq {
+                requests: vec![proto::DeviceTimeSlots {
+                    device: device.into(),
+                    time_slots: vec![0],
+                    every_time_slot: false,
+                }],
+                auto_create: true,
+                caller: None,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(partitions.partitions.len(), 1, "{partitions:?}");
+    }
+    let dropped = cn
+        .drop_database(proto::DropDatabaseReq {
+            database: "root.sg".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(dropped.code, 200, "{dropped:?}");
+
+    let is_floor = |w: &proto::RegionWriteReq| {
+        matches!(
+            w.command,
+            Some(proto::region_write_req::Command::RaiseFenceFloor(_))
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let floor = loop {
+        if let Some(w) = fake.region_writes.lock().iter().find(|w| is_floor(w)) {
+            break w.clone();
+        }
+        assert!(Instant::now() < deadline, "no fence-floor round");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let invalidations = fake.invalidations.lock().clone();
+    let rounds: Vec<&proto::InvalidateCacheReq> =
+        invalidations.iter().filter(|i| i.fence_floor > 0).collect();
+    assert_eq!(rounds.len(), 1, "{invalidations:?}");
+    let round = rounds[0];
+    assert!(
+        round.databases.is_empty() && round.series.is_empty() && round.tables.is_empty(),
+        "a floor round names nothing to remove: {round:?}"
+    );
+    assert_eq!(floor.metadata_version, round.fence_floor);
+    let drop_invalidation = invalidations
+        .iter()
+        .find(|i| i.databases == ["root.sg"])
+        .expect("the drop's invalidation");
+    assert!(
+        round.fence_floor > drop_invalidation.metadata_version,
+        "the floor passes the drop"
+    );
+    assert_eq!(floor.region_id, {
+        let regions = cn
+            .show_regions(proto::ShowRegionsReq::default())
+            .await
+            .unwrap()
+            .into_inner();
+        regions
+            .regions
+            .iter()
+            .filter_map(|r| r.replica_set.as_ref())
+            .find(|r| r.database == "root.other")
+            .map(|r| r.region_id)
+            .expect("the region of root.other")
+    });
+
+    // Nothing deleted since: the next intervals pass without a round.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let later = fake.invalidations.lock().clone();
+    assert_eq!(later.iter().filter(|i| i.fence_floor > 0).count(), 1);
+    assert_eq!(
+        fake.region_writes
+            .lock()
+            .iter()
+            .filter(|w| is_floor(w))
+            .count(),
+        1
+    );
+
+    stop.send(()).expect("the node is still running");
+    node.await.unwrap().unwrap();
+    dn_server.abort();
+}

@@ -595,12 +595,12 @@ async fn an_invalidation_waits_for_a_write_in_flight() {
     while h.peers.calls().len() < 2 {
         tokio::task::yield_now().await;
     }
-    let generation = h.metadata.invalidate(&[DB.to_string()], &[], &[]);
-    assert!(!h.metadata.drain(generation, Duration::from_secs(1)).await);
-    assert_eq!(h.metadata.pinned_before(generation), 1);
+    let epoch = h.metadata.invalidate(&[DB.to_string()], &[], &[]);
+    assert!(!h.metadata.drain(epoch, Duration::from_secs(1)).await);
+    assert_eq!(h.metadata.pinned_before(epoch), 1);
     drop(held);
     assert!(write.await.unwrap().is_ok());
-    assert!(h.metadata.drain(generation, Duration::from_secs(1)).await);
+    assert!(h.metadata.drain(epoch, Duration::from_secs(1)).await);
 }
 
 #[tokio::test(start_paused = true)]
@@ -625,12 +625,12 @@ async fn an_invalidation_cancels_a_write_backing_off() {
     while h.peers.calls().is_empty() {
         tokio::task::yield_now().await;
     }
-    let generation = h.metadata.invalidate(&[DB.to_string()], &[], &[]);
+    let epoch = h.metadata.invalidate(&[DB.to_string()], &[], &[]);
     let e = write.await.unwrap().unwrap_err();
     assert!(matches!(e, CoordinatorError::Parts(_)), "{e:?}");
     let s = e.status();
     assert_eq!((s.code, s.need_retry), (536, true), "{s:?}");
-    assert!(h.metadata.drain(generation, Duration::from_secs(1)).await);
+    assert!(h.metadata.drain(epoch, Duration::from_secs(1)).await);
 }
 
 fn region_series(timestamps: &[i64]) -> proto::RegionSeries {

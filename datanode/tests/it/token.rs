@@ -187,10 +187,10 @@ fn a_snapshot_carries_the_deletions_and_their_tokens() {
     assert!(stale(target.region.apply(index + 1, &late, &OpenGate)));
 }
 
-/// The inline region snapshot's bytes (`FPRSNAP5`): the envelope, the applied index, each tablet and
+/// The inline region snapshot's bytes (`FPRSNAP6`): the envelope, the applied index, each tablet and
 /// each deletion as a length-prefixed region command (whose own bytes `command.rs` pins; a
-/// `deleteData` followed by its series' type), the `deleteData` operations remembered, the CRC.
-/// Older `FPRSNAP4` (no operations), `FPRSNAP2` (no `deleteData`) and `FPRSNAP1` (no deletions)
+/// `deleteData` followed by its series' type), the `deleteData` operations remembered, the fence
+/// floor, the CRC. Older `FPRSNAP5` (no floor), `FPRSNAP4` (no operations), `FPRSNAP2` (no `deleteData`) and `FPRSNAP1` (no deletions)
 /// snapshots still decode.
 #[test]
 fn golden_region_snapshot() {
@@ -220,6 +220,7 @@ fn golden_region_snapshot() {
         tablets: vec![t.clone()],
         tombstones: both.to_vec(),
         delete_operations: vec![(8, 0x0102)],
+        fence_floor: 0x0304,
     };
     let bytes = encode_snapshot(&content);
     assert!(
@@ -247,11 +248,14 @@ fn golden_region_snapshot() {
         &2u32.to_le_bytes(), &3u64.to_le_bytes(), &len(&delete), &delete,
         &8u64.to_le_bytes(), &len(&delete_data), &delete_data, &[common::DataType::Double.code()],
     ].concat();
-    let mut golden = v4.clone();
-    golden[..8].copy_from_slice(b"FPRSNAP5");
-    golden.extend_from_slice(&1u32.to_le_bytes());
-    golden.extend_from_slice(&8u64.to_le_bytes());
-    golden.extend_from_slice(&0x0102u64.to_le_bytes());
+    let mut v5 = v4.clone();
+    v5[..8].copy_from_slice(b"FPRSNAP5");
+    v5.extend_from_slice(&1u32.to_le_bytes());
+    v5.extend_from_slice(&8u64.to_le_bytes());
+    v5.extend_from_slice(&0x0102u64.to_le_bytes());
+    let mut golden = v5.clone();
+    golden[..8].copy_from_slice(b"FPRSNAP6");
+    golden.extend_from_slice(&0x0304u64.to_le_bytes());
     assert_eq!(&bytes[..golden.len()], &golden[..]);
     assert_eq!(
         &bytes[golden.len()..],
@@ -262,6 +266,17 @@ fn golden_region_snapshot() {
         content
     );
 
+    let mut v5_bytes = v5.clone();
+    v5_bytes.extend_from_slice(&crc32fast::hash(&v5).to_le_bytes());
+    let old = decode_snapshot(&v5_bytes, &config().tablet_limits).unwrap();
+    assert_eq!(
+        old,
+        RegionContent {
+            fence_floor: 0,
+            ..content.clone()
+        }
+    );
+
     let mut v4_bytes = v4.clone();
     v4_bytes.extend_from_slice(&crc32fast::hash(&v4).to_le_bytes());
     let old = decode_snapshot(&v4_bytes, &config().tablet_limits).unwrap();
@@ -269,6 +284,7 @@ fn golden_region_snapshot() {
         old,
         RegionContent {
             delete_operations: Vec::new(),
+            fence_floor: 0,
             ..content.clone()
         }
     );

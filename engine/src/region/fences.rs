@@ -1,5 +1,13 @@
 //! The region's deletions of series and path prefixes, indexed by target for the insert check
-//! (the fencing token, design §4) and for masking (REVIEW N9).
+//! (the fencing token, design §4) and for masking, and the region's fence floor (REVIEW N9).
+//!
+//! The floor is a ConfigNode metadata version every DataNode has moved past
+//! (`RegionCommand::RaiseFenceFloor`): an insert or a `deleteData` whose token is older is
+//! refused (only a late delivery can carry one), and a series or prefix deletion older than it
+//! is taken for the repeat it must be (the ConfigNode raises the floor only while no fence
+//! operation is pending, so every deletion below it is complete). A series deletion below the
+//! floor then decides nothing the floor does not: it stays only while it masks older data
+//! ([`prune_below_floor`]).
 
 use std::collections::HashMap;
 
@@ -18,6 +26,8 @@ use crate::manifest::Tombstone;
 pub(super) struct Fences {
     series: HashMap<String, HashMap<String, Newest>>,
     databases: HashMap<String, Newest>,
+    /// The fence floor and the log index that raised it.
+    floor: Newest,
 }
 
 /// The newest deletion of one target: its fencing token (0: none had one) and log index.
@@ -28,12 +38,45 @@ pub(super) struct Newest {
 }
 
 impl Fences {
-    pub(super) fn from_tombstones<'a>(tombstones: impl Iterator<Item = &'a Tombstone>) -> Fences {
-        let mut fences = Fences::default();
+    /// The index of `tombstones` under the floor `floor`, raised at log index `floor_index`.
+    pub(super) fn new<'a>(
+        tombstones: impl Iterator<Item = &'a Tombstone>,
+        floor: u64,
+        floor_index: u64,
+    ) -> Fences {
+        let mut fences = Fences {
+            floor: Newest {
+                version: floor,
+                index: floor_index,
+            },
+            ..Fences::default()
+        };
         for t in tombstones {
             fences.add(t);
         }
         fences
+    }
+
+    /// The fence floor (0: none) and the log index that raised it.
+    pub(super) fn floor(&self) -> (u64, u64) {
+        (self.floor.version, self.floor.index)
+    }
+
+    /// Applies `RegionCommand::RaiseFenceFloor` at log index `index`: the floor only rises.
+    pub(super) fn raise_floor(&mut self, version: u64, index: u64) {
+        if version > self.floor.version {
+            debug_assert!(index >= self.floor.index, "floors are raised in log order");
+            self.floor = Newest { version, index };
+        }
+    }
+
+    /// The floor's refusal of a command whose token is `metadata_version`.
+    fn below_floor(&self, metadata_version: u64) -> Option<StorageError> {
+        (metadata_version < self.floor.version).then(|| StorageError::StaleMetadata {
+            target: "the region's fence floor".to_string(),
+            validated: metadata_version,
+            deleted: self.floor.version,
+        })
     }
 
     pub(super) fn add(&mut self, tombstone: &Tombstone) {
@@ -86,6 +129,9 @@ impl Fences {
         metadata_version: u64,
         table_version: u64,
     ) -> Option<StorageError> {
+        if let Some(refusal) = self.below_floor(metadata_version) {
+            return Some(refusal);
+        }
         if self.series.is_empty() && self.databases.is_empty() {
             return None;
         }
@@ -145,6 +191,9 @@ impl Fences {
         if metadata_version == 0 {
             return None;
         }
+        if let Some(refusal) = self.below_floor(metadata_version) {
+            return Some(refusal);
+        }
         for (device, measurement) in series {
             if let Some(refusal) = self.prefix_refusal(device, metadata_version) {
                 return Some(refusal);
@@ -168,11 +217,15 @@ impl Fences {
     /// again, so nothing can be deleted again before its deletion is in every region's log), so
     /// such a delivery is a repeat of one already applied, or comes after a deletion that
     /// removed all it could and fences every insert it would; it is a no-op. This is what lets
-    /// [`coalesce`] forget an older deletion's operation id. A deletion without a token (0) is
-    /// never superseded.
+    /// [`coalesce`] forget an older deletion's operation id. A deletion below the fence floor is
+    /// superseded too (every deletion below it is complete, so it is a repeat). A deletion
+    /// without a token (0) is never superseded.
     pub(super) fn supersedes(&self, device: &str, measurement: Option<&str>, version: u64) -> bool {
         if version == 0 {
             return false;
+        }
+        if version < self.floor.version {
+            return true;
         }
         let series = measurement.is_some_and(|m| {
             self.series
@@ -217,6 +270,30 @@ pub(crate) fn coalesce(tombstones: &mut Vec<Tombstone>) {
     }
     let mut keep = keep.into_iter();
     tombstones.retain(|_| keep.next().expect("one flag per tombstone"));
+}
+
+/// Drops from `tombstones` (a manifest's, at or below its checkpoint) the series deletions below
+/// `floor` (the manifest's floor, raised at or below the same checkpoint, so replay meets it)
+/// for which `masks_data` finds no older source holding the series: such a deletion refuses
+/// no insert and no `deleteData` the floor does not, and its repeat is a no-op under the floor
+/// alike. A path-prefix deletion is kept: a table write is judged against it by the table's
+/// creation version, which no floor bounds. True when some were dropped.
+pub(crate) fn prune_below_floor(
+    tombstones: &mut Vec<Tombstone>,
+    floor: u64,
+    masks_data: impl Fn(&str, &str, u64) -> bool,
+) -> bool {
+    let before = tombstones.len();
+    tombstones.retain(|t| match t {
+        Tombstone::Series {
+            device,
+            measurement,
+            index,
+            deletion,
+        } => deletion.metadata_version >= floor || masks_data(device, measurement, *index),
+        Tombstone::Database { .. } | Tombstone::Range { .. } => true,
+    });
+    tombstones.len() < before
 }
 
 /// `device` and its proper prefixes ending before a '.': the paths a prefix deletion of it may

@@ -157,6 +157,8 @@ fn apply_command(model: &mut Model, command: &RegionCommand) {
             }
             model.retain(|_, points| !points.is_empty());
         }
+        // Changes no point (the generated commands carry no stale token).
+        RegionCommand::RaiseFenceFloor { .. } => {}
     }
 }
 

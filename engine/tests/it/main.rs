@@ -7,6 +7,7 @@
 mod compaction;
 mod crash;
 mod fence;
+mod floor;
 mod model;
 mod support;
 mod tombstones;

@@ -179,3 +179,124 @@ fn quietest_leader(run: &Run) -> usize {
         })
         .expect("a DataNode")
 }
+
+/// Scenario 8e (REVIEW N9): series deleted one by one leave no deletion behind in any region
+/// once a fence-floor round passes them. Twenty new series are written and deleted (DELETE
+/// TIMESERIES each, while the workload writes on); the ConfigNode then raises every region's
+/// floor past the deletions, and a flush on every DataNode drops them (the series were never in
+/// a sealed file). Before the floor every region kept every deletion for good. One deleted
+/// series is written again afterwards; the checker finds every acknowledged point.
+#[test]
+fn series_deleted_below_the_fence_floor_leave_every_region() {
+    const SERIES: usize = 20;
+    let _serial = serial();
+    if !require_namespaces("series_deleted_below_the_fence_floor_leave_every_region") {
+        return;
+    }
+    let mut run = Run::start("8e-fence-floor", ClusterConfig::default());
+    let interval = run.cluster.config.time_partition_ms;
+    let all: Vec<usize> = (0..run.cluster.data_nodes.len()).collect();
+    let kept = |run: &Run| -> f64 {
+        all.iter()
+            .map(|&j| {
+                run.cluster
+                    .dn_metric(j, "region_deletions_kept")
+                    .unwrap_or(0.0)
+            })
+            .sum()
+    };
+    let kept_before = kept(&run);
+    let devices: Vec<String> = (0..SERIES)
+        .map(|i| format!("{DATABASE}.floor{i}"))
+        .collect();
+    for device in &devices {
+        let outcome = run.cluster.runtime.block_on(write_recorded(
+            &run.session,
+            &run.history,
+            "8e",
+            device,
+            interval,
+        ));
+        assert_eq!(outcome, Outcome::Ok, "writing {device}");
+    }
+    run.fault(&format!("DELETE TIMESERIES of {SERIES} series, one by one"));
+    let ddl = run.ddl_on(&all);
+    for device in &devices {
+        let target = DropTarget::Series {
+            device: device.clone(),
+            measurement: "s1".into(),
+        };
+        let index = run.cluster.runtime.block_on(drop_recorded(
+            &DropVia::Session(ddl.clone()),
+            &run.cluster.cn_endpoints(),
+            &run.history,
+            target,
+        ));
+        let dropped = run.history.drops.lock().expect("history")[index].clone();
+        assert!(
+            dropped.outcome.is_ok(),
+            "DELETE TIMESERIES {device}.s1: {dropped:?}"
+        );
+    }
+    let kept_after_drops = kept(&run);
+    let leader = run.cluster.cn_leader().expect("a ConfigNode leader");
+    let version = run
+        .cluster
+        .cn_metric(leader, "confignode_metadata_version")
+        .expect("the metadata version");
+    let deleted_at = Instant::now();
+    wait_for("a fence floor past the deletions", WAIT, POLL, || {
+        let floor = run.cluster.cn_metric(leader, "confignode_fence_floor")?;
+        (floor >= version).then_some(())
+    })
+    .expect("a fence-floor round");
+    let raised_after = deleted_at.elapsed();
+    // Followers apply the floor a moment after the leaders confirmed it: flush until every
+    // replica's manifest holds it (a flush before that keeps the deletions, harmlessly).
+    let mut flushes = 0;
+    loop {
+        flushes += 1;
+        for &j in &all {
+            run.cluster
+                .runtime
+                .block_on(run.single(j).flush())
+                .unwrap_or_else(|e| panic!("FLUSH on datanode-{}: {e}", j + 1));
+        }
+        if kept(&run) <= kept_before || flushes == 20 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let kept_after_floor = kept(&run);
+    run.cluster.note(format!(
+        "deletions kept: {kept_before} before, {kept_after_drops} after {SERIES} deletions, \
+         {kept_after_floor} after the floor ({version} raised {:.1} s after the last deletion) \
+         and {flushes} flush rounds",
+        raised_after.as_secs_f64()
+    ));
+    let mut failures = Vec::new();
+    if kept_after_drops < kept_before + SERIES as f64 {
+        failures.push(format!(
+            "{SERIES} deletions did not show in region_deletions_kept ({kept_before} → \
+             {kept_after_drops})"
+        ));
+    }
+    if kept_after_floor > kept_before {
+        failures.push(format!(
+            "the regions keep {kept_after_floor} deletions after the floor passed them (before \
+             the deletions: {kept_before})"
+        ));
+    }
+    // A deleted series written again after the floor: acknowledged, and the checker reads it.
+    let outcome = run.cluster.runtime.block_on(write_recorded(
+        &run.session,
+        &run.history,
+        "8e-again",
+        &devices[0],
+        interval,
+    ));
+    if outcome != Outcome::Ok {
+        failures.push(format!("writing {} again: {outcome:?}", devices[0]));
+    }
+    run.finish_with(failures);
+}
