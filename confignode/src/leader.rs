@@ -226,16 +226,13 @@ impl Leadership {
         let state = self.group.state();
         let (_, kind) = state.operations().find(|(id, _)| *id == operation_id)?;
         let kind = kind.clone();
-        let targets: Vec<Target> = state
-            .data_nodes()
-            .map(|n| Target {
-                id: n.id,
-                incarnation_epoch: n.incarnation_epoch,
-                address: n.internal_address.clone(),
-            })
-            .collect();
         let regions = self.affected_regions(&state, &kind);
-        Some((kind, targets, state.metadata_version(), regions))
+        Some((
+            kind,
+            invalidation_targets(&state),
+            state.metadata_version(),
+            regions,
+        ))
     }
 
     /// Resolves once this node no longer leads in `term` (or its raft driver stopped).
@@ -594,6 +591,19 @@ impl Leadership {
             }
         }
     }
+}
+
+/// Every registered DataNode: the targets of an invalidation (a fence operation's or a
+/// fence-floor round's).
+fn invalidation_targets(state: &MetadataState) -> Vec<Target> {
+    state
+        .data_nodes()
+        .map(|n| Target {
+            id: n.id,
+            incarnation_epoch: n.incarnation_epoch,
+            address: n.internal_address.clone(),
+        })
+        .collect()
 }
 
 /// The invalidation of operation `operation_id` (per-target fields filled by the propagator),

@@ -25,9 +25,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::Leadership;
+use super::{invalidation_targets, Leadership};
 use crate::error::{Error, Result};
-use crate::propagator::Target;
 
 /// The leader's volatile record of fence-floor rounds.
 #[derive(Debug, Default)]
@@ -122,16 +121,12 @@ impl Leadership {
             if version <= floor.raised() {
                 return Ok(None);
             }
-            let targets: Vec<Target> = state
-                .data_nodes()
-                .map(|n| Target {
-                    id: n.id,
-                    incarnation_epoch: n.incarnation_epoch,
-                    address: n.internal_address.clone(),
-                })
-                .collect();
             let ids: Vec<u64> = state.regions().map(|r| r.id).collect();
-            (version, targets, self.region_targets(&state, ids))
+            (
+                version,
+                invalidation_targets(&state),
+                self.region_targets(&state, ids),
+            )
         };
         // A deletion that finishes from here on is above `version`: it needs a round of its own.
         floor.deletions_since.store(false, Ordering::Release);
