@@ -9,6 +9,7 @@
 //! file I/O is [`durable`]); the client (`session`) may depend on it.
 #![deny(missing_docs)]
 
+mod batch;
 pub mod codec;
 pub mod date;
 pub mod durable;
@@ -21,6 +22,7 @@ pub mod table;
 mod tablet;
 pub mod views;
 
+pub use batch::{merge as merge_batches, SeriesBatch, SeriesPath};
 pub use partition::{series_slot, time_slot, PartitionConfig, FETCH_PARTITIONS_SLOTS_MAX};
 pub use status::{LeaseFencedRetryPolicy, Status, StatusCode};
 pub use tablet::{

@@ -8,6 +8,8 @@ use std::fmt;
 pub enum StatusCode {
     /// 200: the operation succeeded.
     Success = 200,
+    /// 300: the statement or call is one this server does not run.
+    UnsupportedOperation = 300,
     /// 302: several sub-operations failed; the sub-statuses say which.
     MultipleError = 302,
     /// 305: a bug or an unexpected failure inside the server.
@@ -54,8 +56,9 @@ pub enum StatusCode {
 
 impl StatusCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [StatusCode; 22] = [
+    pub const ALL: [StatusCode; 23] = [
         StatusCode::Success,
+        StatusCode::UnsupportedOperation,
         StatusCode::MultipleError,
         StatusCode::InternalServerError,
         StatusCode::RedirectionRecommend,
@@ -119,6 +122,7 @@ impl StatusCode {
     pub fn name(self) -> &'static str {
         match self {
             StatusCode::Success => "SUCCESS_STATUS",
+            StatusCode::UnsupportedOperation => "UNSUPPORTED_OPERATION",
             StatusCode::MultipleError => "MULTIPLE_ERROR",
             StatusCode::InternalServerError => "INTERNAL_SERVER_ERROR",
             StatusCode::RedirectionRecommend => "REDIRECTION_RECOMMEND",
@@ -171,13 +175,21 @@ impl LeaseFencedRetryPolicy {
     }
 }
 
-/// A status code with a human-readable message.
+/// A status code with a human-readable message, and what a caller may do next: retry, go to
+/// another node, or read the outcome of each part.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
     /// The code.
     pub code: StatusCode,
     /// What happened, for a person.
     pub message: String,
+    /// The answering node judges the request worth retrying (536, a leader change, a lost
+    /// connection, a deadline).
+    pub need_retry: bool,
+    /// `host:port` to go to instead: the leader, with 400 REDIRECTION_RECOMMEND or 905.
+    pub redirect: Option<String>,
+    /// With 302 MULTIPLE_ERROR: the outcome of each part, in request order.
+    pub parts: Vec<Status>,
 }
 
 impl Status {
@@ -186,6 +198,9 @@ impl Status {
         Status {
             code,
             message: message.into(),
+            need_retry: false,
+            redirect: None,
+            parts: Vec::new(),
         }
     }
 
@@ -194,9 +209,25 @@ impl Status {
         Status::new(StatusCode::Success, "")
     }
 
+    /// The same status, marked worth retrying.
+    pub fn retry(mut self) -> Status {
+        self.need_retry = true;
+        self
+    }
+
     /// True for 200.
     pub fn is_ok(&self) -> bool {
         self.code == StatusCode::Success
+    }
+
+    /// Whether the status carries `code`.
+    pub fn is(&self, code: StatusCode) -> bool {
+        self.code == code
+    }
+
+    /// Whether the code is one of [`StatusCode::RETRYABLE`].
+    pub fn is_retryable(&self) -> bool {
+        self.code.is_retryable()
     }
 }
 

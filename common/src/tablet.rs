@@ -306,6 +306,24 @@ impl Column {
         }
     }
 
+    /// Appends the rows of `other`; returns `false` (and appends nothing) when its type differs.
+    pub fn extend_from(&mut self, other: &Column) -> bool {
+        match (self, other) {
+            (Column::Boolean(c), Column::Boolean(v)) => c.extend_from_slice(v),
+            (Column::Int32(c), Column::Int32(v)) => c.extend_from_slice(v),
+            (Column::Int64(c), Column::Int64(v)) => c.extend_from_slice(v),
+            (Column::Float(c), Column::Float(v)) => c.extend_from_slice(v),
+            (Column::Double(c), Column::Double(v)) => c.extend_from_slice(v),
+            (Column::Text(c), Column::Text(v)) => c.extend_from_slice(v),
+            (Column::Timestamp(c), Column::Timestamp(v)) => c.extend_from_slice(v),
+            (Column::Date(c), Column::Date(v)) => c.extend_from_slice(v),
+            (Column::Blob(c), Column::Blob(v)) => c.extend_from_slice(v),
+            (Column::String(c), Column::String(v)) => c.extend_from_slice(v),
+            _ => return false,
+        }
+        true
+    }
+
     /// Removes the first `rows` rows. Panics when there are fewer.
     pub fn drain_front(&mut self, rows: usize) {
         match self {

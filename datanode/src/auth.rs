@@ -80,7 +80,7 @@ pub(crate) async fn login(
             status
         }
         Err(_) if shared.clients.logins.fresh(user, password) => crate::convert::ok(),
-        Err(unreachable) => unreachable,
+        Err(unreachable) => unreachable.status().into(),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Hand conversions between wire messages (`proto`) and internal types (`common`). Wire types stay
 //! at the edge: everything behind the services works on `common::Tablet` and `common::Value`.
 
-use common::{Column, DataType, StatusCode, Tablet, Value};
+use common::{Column, DataType, SeriesBatch, SeriesPath, StatusCode, Tablet, Value};
+
+use crate::region_read::{ReadKind, RegionRead, RegionSeries};
 
 pub use proto::{bitmap_to_words, column_to_wire, tablet_to_wire, value_from_wire, value_to_wire};
 
@@ -51,6 +53,61 @@ pub fn column_of(data_type: DataType, values: impl IntoIterator<Item = Value>) -
         assert!(column.push(v), "value of type {t} in a {data_type} column");
     }
     column
+}
+
+/// The wire form of a region read.
+pub(crate) fn region_read_to_wire(read: &RegionRead) -> proto::RegionReadReq {
+    proto::RegionReadReq {
+        region_id: read.region,
+        paths: read.paths.iter().cloned().map(Into::into).collect(),
+        start_time: read.range.start,
+        end_time: read.range.end,
+        points_limit: read.points_limit,
+        last: read.kind == ReadKind::Last,
+    }
+}
+
+/// The region read of a wire request.
+pub(crate) fn region_read_from_wire(req: proto::RegionReadReq) -> RegionRead {
+    RegionRead {
+        region: req.region_id,
+        paths: req.paths.into_iter().map(Into::into).collect(),
+        range: req.start_time..req.end_time,
+        points_limit: req.points_limit,
+        kind: if req.last {
+            ReadKind::Last
+        } else {
+            ReadKind::Range
+        },
+    }
+}
+
+/// The wire form of one series' answer: its columns as they are.
+pub(crate) fn region_series_to_wire((path, batch): RegionSeries) -> proto::RegionSeries {
+    let data_type = proto::data_type_to_wire(batch.data_type()) as i32;
+    let (timestamps, values) = batch.into_columns();
+    proto::RegionSeries {
+        path: Some(path.into()),
+        data_type,
+        values: Some(column_to_wire(&values, None)),
+        timestamps,
+    }
+}
+
+/// One series of a peer's answer, or what is malformed in it.
+pub(crate) fn region_series_from_wire(wire: proto::RegionSeries) -> Result<RegionSeries, String> {
+    let path: SeriesPath = wire.path.ok_or("a series without a path")?.into();
+    let data_type = proto::data_type(wire.data_type).map_err(|e| format!("{path}: {e}"))?;
+    let column = wire.values.ok_or_else(|| format!("{path}: no values"))?;
+    let rows = wire.timestamps.len();
+    let (values, nulls) =
+        proto::column_from_wire(column, data_type, rows).map_err(|e| format!("{path}: {e}"))?;
+    if nulls.is_some_and(|n| n.count_ones() > 0) {
+        return Err(format!("{path}: null values"));
+    }
+    let batch = SeriesBatch::from_columns(wire.timestamps, values)
+        .ok_or_else(|| format!("{path}: timestamps not strictly increasing"))?;
+    Ok((path, batch))
 }
 
 /// A status with a code and message.

@@ -21,14 +21,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    DataType, LeaseFencedRetryPolicy, PartitionConfig, StatusCode, Tablet, TabletLimits,
+    DataType, LeaseFencedRetryPolicy, PartitionConfig, Status, StatusCode, Tablet, TabletLimits,
     FETCH_PARTITIONS_SLOTS_MAX,
 };
 
 use crate::cache::{DeviceSchema, RegionRoute};
-use crate::convert::{ok, status, tablet_to_wire};
+use crate::convert::tablet_to_wire;
 use crate::host::LocalReplicas;
-use crate::metadata::{check_status, node_addresses, MetadataSource, MetadataView, Pinned};
+use crate::metadata::{
+    check_status, node_addresses, LinkError, MetadataSource, MetadataView, Pinned,
+};
 use crate::metrics::{add, inc, Metrics};
 use crate::peers::Peers;
 use crate::timing::{INVALIDATION_POLL, WRITE_BACKOFF_MAX, WRITE_BACKOFF_MIN};
@@ -63,15 +65,15 @@ pub(crate) enum CoordinatorError {
     #[error("{0}")]
     Metadata(String),
     /// The ConfigNode did not answer in time (712 with `need_retry`) or refused.
-    #[error("ConfigNode: {} {}", .0.code, .0.message)]
-    ConfigNode(proto::Status),
+    #[error("ConfigNode: {0}")]
+    ConfigNode(LinkError),
     /// Parts of one request failed: their statuses, in request order (302 with sub-statuses;
     /// one part's status as it is).
     #[error("{} parts, some failed", .0.len())]
-    Parts(Vec<proto::Status>),
+    Parts(Vec<Status>),
     /// A replica, a peer or the local raft group answered this.
     #[error("{} {}", .0.code, .0.message)]
-    Remote(proto::Status),
+    Remote(Status),
     /// A bug or a task failure here (305 INTERNAL_SERVER_ERROR).
     #[error("{0}")]
     Internal(String),
@@ -79,37 +81,36 @@ pub(crate) enum CoordinatorError {
 
 impl CoordinatorError {
     /// The wire status of this error.
-    pub(crate) fn status(&self) -> proto::Status {
-        let retry = |mut s: proto::Status| {
-            s.need_retry = true;
-            s
-        };
+    pub(crate) fn status(&self) -> Status {
         match self {
-            CoordinatorError::Fenced { write: true, .. } => retry(status(
-                StatusCode::MetadataLeaseFencedRetryRequired,
-                self.to_string(),
-            )),
-            CoordinatorError::Fenced { write: false, .. } => {
-                status(StatusCode::MetadataLeaseFenced, self.to_string())
+            CoordinatorError::Fenced { write: true, .. } | CoordinatorError::MetadataChanged => {
+                Status::new(
+                    StatusCode::MetadataLeaseFencedRetryRequired,
+                    self.to_string(),
+                )
+                .retry()
             }
-            CoordinatorError::MetadataChanged => retry(status(
-                StatusCode::MetadataLeaseFencedRetryRequired,
-                self.to_string(),
-            )),
-            CoordinatorError::Invalid(m) => status(StatusCode::IllegalParameter, m.clone()),
-            CoordinatorError::TypeMismatch(m) => status(StatusCode::DataTypeMismatch, m.clone()),
-            CoordinatorError::Metadata(m) => status(StatusCode::MetadataError, m.clone()),
-            CoordinatorError::ConfigNode(s) | CoordinatorError::Remote(s) => s.clone(),
+            CoordinatorError::Fenced { write: false, .. } => {
+                Status::new(StatusCode::MetadataLeaseFenced, self.to_string())
+            }
+            CoordinatorError::Invalid(m) => Status::new(StatusCode::IllegalParameter, m.clone()),
+            CoordinatorError::TypeMismatch(m) => {
+                Status::new(StatusCode::DataTypeMismatch, m.clone())
+            }
+            CoordinatorError::Metadata(m) => Status::new(StatusCode::MetadataError, m.clone()),
+            CoordinatorError::ConfigNode(e) => e.status(),
+            CoordinatorError::Remote(s) => s.clone(),
             CoordinatorError::Parts(statuses) => aggregate(statuses.clone()),
-            CoordinatorError::Internal(m) => status(StatusCode::InternalServerError, m.clone()),
+            CoordinatorError::Internal(m) => {
+                Status::new(StatusCode::InternalServerError, m.clone())
+            }
         }
     }
 
     /// A ConfigNode request ran out of its deadline ([`crate::metadata::ConfigNodeLink::call`]):
     /// a coordinator that may relay hands the request to a peer.
     fn confignode_unreachable(&self) -> bool {
-        matches!(self, CoordinatorError::ConfigNode(s)
-            if s.is(StatusCode::InternalRequestTimeOut) && s.need_retry)
+        matches!(self, CoordinatorError::ConfigNode(e) if e.is_unreachable())
     }
 }
 
@@ -119,25 +120,30 @@ type Outcome<T> = Result<T, CoordinatorError>;
 /// another DataNode leads it (IoTDB's REDIRECTION_RECOMMEND, 400).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Written {
-    pub redirect: Option<proto::Endpoint>,
+    /// `host:port`.
+    pub redirect: Option<String>,
 }
 
 impl Written {
     /// 200, or 400 with the redirect.
-    pub(crate) fn status(&self) -> proto::Status {
+    pub(crate) fn status(&self) -> Status {
         match &self.redirect {
-            None => ok(),
-            Some(leader) => proto::status_with_redirect(
-                StatusCode::RedirectionRecommend,
-                "written; the leader of the device's newest region is elsewhere",
-                Some(leader.clone()),
-            ),
+            None => Status::ok(),
+            Some(leader) => {
+                let mut s = Status::new(
+                    StatusCode::RedirectionRecommend,
+                    "written; the leader of the device's newest region is elsewhere",
+                )
+                .retry();
+                s.redirect = Some(leader.clone());
+                s
+            }
         }
     }
 }
 
 /// The wire status of a write's outcome.
-pub(crate) fn write_status(outcome: &Outcome<Written>) -> proto::Status {
+pub(crate) fn write_status(outcome: &Outcome<Written>) -> Status {
     match outcome {
         Ok(written) => written.status(),
         Err(e) => e.status(),
@@ -151,7 +157,7 @@ fn backoff(attempt: u32) -> Duration {
 }
 
 /// True for 200 and for 400 REDIRECTION_RECOMMEND (written, with a hint for next time).
-fn written(s: &proto::Status) -> bool {
+fn written(s: &Status) -> bool {
     s.is(StatusCode::Success) || s.is(StatusCode::RedirectionRecommend)
 }
 
@@ -159,21 +165,21 @@ fn written(s: &proto::Status) -> bool {
 ///
 /// A 400 REDIRECTION_RECOMMEND counts as success. It survives only as the answer of a single part:
 /// a hint is about one device, and a request of several parts has no one device to redirect.
-pub(crate) fn aggregate(statuses: Vec<proto::Status>) -> proto::Status {
+pub(crate) fn aggregate(statuses: Vec<Status>) -> Status {
     if statuses.len() == 1 {
         return statuses.into_iter().next().expect("one status");
     }
     if statuses.iter().all(written) {
-        return ok();
+        return Status::ok();
     }
     let need_retry = statuses.iter().any(|s| !written(s) && s.need_retry);
     let failed = statuses.iter().filter(|s| !written(s)).count();
-    let mut s = status(
+    let mut s = Status::new(
         StatusCode::MultipleError,
         format!("{failed} of {} parts failed", statuses.len()),
     );
     s.need_retry = need_retry;
-    s.sub_status = statuses;
+    s.parts = statuses;
     s
 }
 
@@ -522,7 +528,7 @@ impl Coordinator {
         routes: &BTreeMap<u64, RegionRoute>,
         generation: u64,
         tokens: Tokens,
-    ) -> Vec<proto::Status> {
+    ) -> Vec<Status> {
         let mut parts = tokio::task::JoinSet::new();
         for (index, (region, part)) in split.into_iter().enumerate() {
             let route = routes.get(&region).cloned().unwrap_or_default();
@@ -538,7 +544,7 @@ impl Coordinator {
                 let s = coordinator
                     .write_region(region, route, (command, wire), generation, tokens)
                     .await;
-                if s.is_success() {
+                if s.is_ok() {
                     add(&coordinator.metrics.write_points, points);
                     inc(&coordinator.metrics.write_requests);
                 }
@@ -573,7 +579,7 @@ impl Coordinator {
                     from_data_node_id: self.node_id,
                 };
                 async move {
-                    let s = rpc.relay_insert(&address, request).await?;
+                    let s: Status = rpc.relay_insert(&address, request).await?.into();
                     Ok(if written(&s) { Ok(s) } else { Err(s) })
                 }
             })
@@ -605,8 +611,8 @@ impl Coordinator {
                 from_data_node_id: self.node_id,
             };
             async move {
-                let s = rpc.relay_table_insert(&address, request).await?;
-                Ok(if s.is_success() { Ok(()) } else { Err(s) })
+                let s: Status = rpc.relay_table_insert(&address, request).await?.into();
+                Ok(if s.is_ok() { Ok(()) } else { Err(s) })
             }
         })
         .await?;
@@ -623,14 +629,14 @@ impl Coordinator {
     async fn relay<T, F, Fut>(&self, what: &str, kind: RelayCall, mut call: F) -> Outcome<T>
     where
         F: FnMut(String) -> Fut,
-        Fut: std::future::Future<Output = Result<Result<T, proto::Status>, tonic::Status>>,
+        Fut: std::future::Future<Output = Result<Result<T, Status>, tonic::Status>>,
     {
         let budget = match kind {
             RelayCall::Write => self.limits.write_timeout,
             RelayCall::Lookup => self.limits.rpc_timeout,
         };
         let deadline = Instant::now() + budget;
-        let mut last: Option<proto::Status> = None;
+        let mut last: Option<Status> = None;
         for (node, address) in self.relay_peers() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -639,13 +645,13 @@ impl Coordinator {
             let s = match tokio::time::timeout(left, call(address.clone())).await {
                 Ok(Ok(Ok(answer))) => return Ok(answer),
                 Ok(Ok(Err(refused))) => refused,
-                Ok(Err(e)) => status(
+                Ok(Err(e)) => Status::new(
                     StatusCode::CanNotConnectDatanode,
                     format!("{address}: {}", e.message()),
                 ),
                 Err(_) if kind == RelayCall::Write => {
                     inc(&self.metrics.relay_timeouts);
-                    let mut s = status(
+                    let s = Status::new(
                         StatusCode::InternalRequestTimeOut,
                         format!(
                             "DataNode {} is fenced and relayed the request to {address}, which \
@@ -654,10 +660,9 @@ impl Coordinator {
                             budget.as_millis()
                         ),
                     );
-                    s.need_retry = true;
-                    return Err(CoordinatorError::Remote(s));
+                    return Err(CoordinatorError::Remote(s.retry()));
                 }
-                Err(_) => status(
+                Err(_) => Status::new(
                     StatusCode::InternalRequestTimeOut,
                     format!("{address}: no answer within {} ms", budget.as_millis()),
                 ),
@@ -784,7 +789,7 @@ impl Coordinator {
                 async move {
                     let resp = rpc.relay_series_types(&address, request).await?;
                     Ok(match resp.status {
-                        Some(s) if !s.is_success() => Err(s),
+                        Some(s) if !s.is_success() => Err(s.into()),
                         _ => series_from_wire(resp.series).map_err(|e| e.status()),
                     })
                 }
@@ -797,7 +802,7 @@ impl Coordinator {
     /// IoTDB's REDIRECTION_RECOMMEND hint: the session address of `region`'s leader when another
     /// DataNode leads it, so the session sends the device's next writes there and saves a
     /// forward. `None` when this node leads it or the leader or its session address is unknown.
-    fn redirect_hint(&self, pinned: &Pinned<'_>, region: u64) -> Option<proto::Endpoint> {
+    fn redirect_hint(&self, pinned: &Pinned<'_>, region: u64) -> Option<String> {
         if self.local.leads(region) {
             return None;
         }
@@ -810,7 +815,8 @@ impl Coordinator {
             return None;
         }
         let node = pinned.node(leader).ok()??;
-        proto::parse_endpoint(&node.rpc).ok()
+        // Only an address a client can dial.
+        proto::parse_endpoint(&node.rpc).ok().map(|_| node.rpc)
     }
 
     async fn resolve_schema(
@@ -880,7 +886,9 @@ impl Coordinator {
             .as_ref()
             .filter(|s| s.is(StatusCode::TableNotExists))
         {
-            return Err(CoordinatorError::ConfigNode(s.clone()));
+            return Err(CoordinatorError::ConfigNode(LinkError::Refused(
+                s.clone().into(),
+            )));
         }
         check_status(resp.status.as_ref())
             .map_err(|e| CoordinatorError::Metadata(format!("FetchSchema: {e}")))?;
@@ -1004,7 +1012,9 @@ impl Coordinator {
             .as_ref()
             .filter(|s| s.is(StatusCode::IllegalParameter))
         {
-            return Err(CoordinatorError::ConfigNode(s.clone()));
+            return Err(CoordinatorError::ConfigNode(LinkError::Refused(
+                s.clone().into(),
+            )));
         }
         check_status(resp.status.as_ref())
             .map_err(|e| CoordinatorError::Metadata(format!("FetchPartitions: {e}")))?;
@@ -1062,7 +1072,7 @@ impl Coordinator {
         (command, wire): (RegionCommand, proto::region_write_req::Command),
         generation: u64,
         tokens: Tokens,
-    ) -> proto::Status {
+    ) -> Status {
         let deadline = Instant::now() + self.limits.remote_write_retry;
         let mut targets = Targets::new(self, region, &route);
         let mut attempt = 0u32;
@@ -1076,13 +1086,13 @@ impl Coordinator {
                 return self.fenced_write().status();
             }
             let last = match targets.next() {
-                None => status(
+                None => Status::new(
                     StatusCode::CanNotConnectDatanode,
                     format!("no known replica of region {region}"),
                 ),
                 Some(address) => self.deliver(region, address, &command, &wire, tokens).await,
             };
-            if last.is_success() || !last.is_retryable() {
+            if last.is_ok() || !last.is_retryable() {
                 return last;
             }
             targets.redirected(&last);
@@ -1270,8 +1280,8 @@ impl<'a> Targets<'a> {
         self.coordinator.peers.address(node)
     }
 
-    fn redirected(&mut self, status: &proto::Status) {
-        self.redirect = status.redirect.as_ref().map(proto::endpoint);
+    fn redirected(&mut self, status: &Status) {
+        self.redirect = status.redirect.clone();
     }
 }
 

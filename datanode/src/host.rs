@@ -7,16 +7,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::{LeaseFencedRetryPolicy, StatusCode};
+use common::{LeaseFencedRetryPolicy, SeriesBatch, Status, StatusCode};
 use consensus::{Clock, GroupStatus, StateRole};
 use parking_lot::RwLock;
 use runtime::{GrpcTransport, RaftDriver};
 
-use crate::convert::{ok, status, value_to_wire};
 use crate::error::{Error, Result};
 use crate::lease::MetadataLeaseManager;
 use crate::metrics::{inc, Metrics};
 use crate::peers::Peers;
+use crate::region_read::{ReadKind, RegionRead, RegionSeries};
 use crate::region_state_machine::{
     DataRegionStateMachine, RegionRetryConfig, RegionStateMachineMetrics,
 };
@@ -89,13 +89,14 @@ pub(crate) trait LocalReplicas: Send + Sync {
     fn leader(&self, region: u64) -> Option<u64>;
     /// True when this node leads `region` now.
     fn leads(&self, region: u64) -> bool;
-    /// Proposes `command` to `region` led here: the outcome's status.
-    async fn propose(&self, region: u64, command: &RegionCommand) -> proto::Status;
-    /// A linearizable read of a region led here.
-    async fn read(
+    /// Proposes `command` to `region` led here: applied, or why not.
+    async fn propose(
         &self,
-        request: &proto::RegionReadReq,
-    ) -> (proto::Status, Vec<proto::RegionSeries>);
+        region: u64,
+        command: &RegionCommand,
+    ) -> std::result::Result<(), Status>;
+    /// A linearizable read of a region led here.
+    async fn read(&self, read: &RegionRead) -> std::result::Result<Vec<RegionSeries>, Status>;
 }
 
 impl RegionHost {
@@ -188,7 +189,7 @@ impl RegionHost {
     /// `memtable_budget_bytes` or more: writes wait for flushes instead of growing memory without
     /// bound. Deletions pass (they free memory). Checked by the leader before proposing, so
     /// every replica still applies every committed entry.
-    fn over_memory_budget(&self, command: &RegionCommand) -> Option<proto::Status> {
+    fn over_memory_budget(&self, command: &RegionCommand) -> Option<Status> {
         if !matches!(command, RegionCommand::InsertTablet { .. }) {
             return None;
         }
@@ -200,7 +201,7 @@ impl RegionHost {
         self.metrics
             .budget_rejections
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut s = status(
+        let refusal = Status::new(
             StatusCode::WriteProcessReject,
             format!(
                 "node {}: memtables hold {used} bytes, at the memtable_budget_bytes of {budget}; \
@@ -208,8 +209,7 @@ impl RegionHost {
                 self.node_id
             ),
         );
-        s.need_retry = true;
-        Some(s)
+        Some(refusal.retry())
     }
 
     /// How many regions are hosted here.
@@ -509,14 +509,14 @@ impl RegionHost {
             .store(pinned, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Proposes `command` to a region led here; the status of the outcome and the log index.
+    /// Proposes `command` to a region led here: the log index it applied at, or why not.
     pub(crate) async fn propose_command(
         &self,
         region_id: u64,
         command: &RegionCommand,
-    ) -> (proto::Status, u64) {
+    ) -> std::result::Result<u64, Status> {
         if let Some(refusal) = self.over_memory_budget(command) {
-            return (refusal, 0);
+            return Err(refusal);
         }
         match self
             .driver
@@ -534,14 +534,14 @@ impl RegionHost {
                         "insert applied here as leader"
                     );
                 }
-                (ok(), applied)
+                Ok(applied)
             }
-            Err(e) => (self.driver_error_status(region_id, &e), 0),
+            Err(e) => Err(self.driver_error_status(region_id, &e)),
         }
     }
 
     /// The status for a failed driver call, with a redirect to the leader when one is known.
-    pub(crate) fn driver_error_status(&self, region_id: u64, e: &runtime::Error) -> proto::Status {
+    pub(crate) fn driver_error_status(&self, region_id: u64, e: &runtime::Error) -> Status {
         // A request the removal of its region stopped (or that raced it): not hosted here.
         if !self.regions.read().contains_key(&region_id) && self.removed.read().contains(&region_id)
         {
@@ -569,11 +569,9 @@ impl RegionHost {
                 .and_then(|s| s.leader)
                 .filter(|l| *l != self.node_id)
         });
-        let mut status = proto::status(code, format!("region {region_id}: {e}"));
+        let mut status = Status::new(code, format!("region {region_id}: {e}"));
         if code == StatusCode::RegionLeaderChangeError {
-            if let Some(address) = leader.and_then(|l| self.peers.address(l)) {
-                status.redirect = proto::parse_endpoint(&address).ok();
-            }
+            status.redirect = leader.and_then(|l| self.peers.address(l));
         }
         status.need_retry = matches!(
             code,
@@ -597,13 +595,12 @@ impl RegionHost {
     }
 
     /// 905 with `need_retry`: `region_id` has no replica here.
-    fn not_hosted(&self, region_id: u64) -> proto::Status {
-        let mut s = status(
+    fn not_hosted(&self, region_id: u64) -> Status {
+        Status::new(
             StatusCode::RegionLeaderChangeError,
             format!("region {region_id} has no replica on node {}", self.node_id),
-        );
-        s.need_retry = true;
-        s
+        )
+        .retry()
     }
 
     /// The region admission gate (design §5 step 2) for a write forwarded here: 536 with
@@ -612,17 +609,16 @@ impl RegionHost {
         &self,
         region_id: u64,
         command: &RegionCommand,
-    ) -> (proto::Status, u64) {
+    ) -> std::result::Result<u64, Status> {
         if let Err(e) = self.lease.check(LeaseFencedRetryPolicy::RetryUntilSuccess) {
-            let mut s = status(
+            let fenced = Status::new(
                 e.policy.status_code(),
                 format!("node {} is fenced", self.node_id),
             );
-            s.need_retry = true;
-            return (s, 0);
+            return Err(fenced.retry());
         }
         if self.local_region(region_id).is_none() {
-            return (self.not_hosted(region_id), 0);
+            return Err(self.not_hosted(region_id));
         }
         self.propose_command(region_id, command).await
     }
@@ -631,32 +627,26 @@ impl RegionHost {
     /// fenced, 905 (with a redirect when known) when this node does not lead the region.
     pub(crate) async fn read_local(
         &self,
-        req: &proto::RegionReadReq,
-    ) -> (proto::Status, Vec<proto::RegionSeries>) {
+        read: &RegionRead,
+    ) -> std::result::Result<Vec<RegionSeries>, Status> {
         if let Err(e) = self.lease.check(LeaseFencedRetryPolicy::None) {
             inc(&self.metrics.fenced_reads);
-            return (
-                status(
-                    e.policy.status_code(),
-                    format!("node {} is fenced", self.node_id),
-                ),
-                Vec::new(),
-            );
+            return Err(Status::new(
+                e.policy.status_code(),
+                format!("node {} is fenced", self.node_id),
+            ));
         }
-        let Some(region) = self.local_region(req.region_id) else {
-            return (self.not_hosted(req.region_id), Vec::new());
+        let Some(region) = self.local_region(read.region) else {
+            return Err(self.not_hosted(read.region));
         };
         if let Err(e) = self
             .driver
-            .read_index(req.region_id, self.config.write_timeout)
+            .read_index(read.region, self.config.write_timeout)
             .await
         {
-            return (self.driver_error_status(req.region_id, &e), Vec::new());
+            return Err(self.driver_error_status(read.region, &e));
         }
-        match read_series(&region, req, self.region_points_limit(req.points_limit)) {
-            Ok(series) => (ok(), series),
-            Err(s) => (s, Vec::new()),
-        }
+        read_series(&region, read, self.region_points_limit(read.points_limit))
     }
 }
 
@@ -719,13 +709,13 @@ fn retire_released<T: consensus::Transport>(
     retired
 }
 
-/// The points of `req`'s paths in one region (the newest one each, with `last`), at most
-/// `limit` per series; series that do not exist or hold no point are absent.
+/// The points of `read`'s paths in one region (the newest one each, with [`ReadKind::Last`]), at
+/// most `limit` per series; series that do not exist or hold no point are absent.
 fn read_series(
     region: &DataRegion,
-    req: &proto::RegionReadReq,
+    read: &RegionRead,
     limit: u32,
-) -> std::result::Result<Vec<proto::RegionSeries>, proto::Status> {
+) -> std::result::Result<Vec<RegionSeries>, Status> {
     let types: HashMap<(String, String), common::DataType> = region
         .series()
         .into_iter()
@@ -733,45 +723,34 @@ fn read_series(
         .collect();
     let limit = limit as usize;
     let mut out = Vec::new();
-    for path in &req.paths {
-        let Some(data_type) = types.get(&(path.device.clone(), path.measurement.clone())) else {
+    for path in &read.paths {
+        let key = (path.device.clone(), path.measurement.clone());
+        let Some(data_type) = types.get(&key) else {
             continue;
         };
-        let points = if req.last {
-            region
+        let points = match read.kind {
+            ReadKind::Last => region
                 .last(&path.device, &path.measurement)
                 // The coordinator's TTL cutoff: the newest point older than it means the
                 // whole series expired.
                 .map(|p| {
                     p.into_iter()
-                        .filter(|(t, _)| *t >= req.start_time)
+                        .filter(|(t, _)| *t >= read.range.start)
                         .collect()
-                })
-        } else {
-            region.query(
+                }),
+            ReadKind::Range => region.query(
                 &path.device,
                 &path.measurement,
-                req.start_time,
-                req.end_time,
-            )
+                read.range.start,
+                read.range.end,
+            ),
         };
-        let points: Vec<(i64, common::Value)> = points.map_err(|e| {
-            let s = e.status();
-            status(s.code, s.message)
-        })?;
+        let points: Vec<(i64, common::Value)> = points.map_err(|e| e.status())?;
         if points.is_empty() {
             continue;
         }
-        out.push(proto::RegionSeries {
-            path: Some(path.clone()),
-            data_type: proto::data_type_to_wire(*data_type) as i32,
-            timestamps: points.iter().take(limit).map(|(t, _)| *t).collect(),
-            values: points
-                .iter()
-                .take(limit)
-                .map(|(_, v)| value_to_wire(v))
-                .collect(),
-        });
+        let batch = SeriesBatch::from_points(*data_type, points.into_iter().take(limit));
+        out.push((path.clone(), batch));
     }
     Ok(out)
 }
@@ -792,14 +771,15 @@ impl LocalReplicas for RegionHost {
             .is_some_and(|s| s.role == StateRole::Leader)
     }
 
-    async fn propose(&self, region: u64, command: &RegionCommand) -> proto::Status {
-        self.propose_command(region, command).await.0
+    async fn propose(
+        &self,
+        region: u64,
+        command: &RegionCommand,
+    ) -> std::result::Result<(), Status> {
+        self.propose_command(region, command).await.map(drop)
     }
 
-    async fn read(
-        &self,
-        request: &proto::RegionReadReq,
-    ) -> (proto::Status, Vec<proto::RegionSeries>) {
-        self.read_local(request).await
+    async fn read(&self, read: &RegionRead) -> std::result::Result<Vec<RegionSeries>, Status> {
+        self.read_local(read).await
     }
 }

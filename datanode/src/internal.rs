@@ -15,9 +15,8 @@ use common::StatusCode;
 use proto::data_node_internal_service_server::DataNodeInternalService;
 use tonic::{Request, Response};
 
-use crate::convert::{ok, status, tablet_from_wire};
+use crate::convert::{ok, region_read_from_wire, region_series_to_wire, status, tablet_from_wire};
 use crate::coordinator::Relay;
-use crate::host::LocalReplicas;
 use crate::metrics::inc;
 use crate::parts::Shared;
 use crate::snapshot;
@@ -355,7 +354,7 @@ impl DataNodeInternalService for InternalService {
                     // tablet is; never at apply, whose verdict must not depend on a node's
                     // configuration (REVIEW L6).
                     if let Err(e) = shared.coordinator.limits.time_slots(&tablet) {
-                        return reply(e.status(), 0);
+                        return reply(e.status().into(), 0);
                     }
                     RegionCommand::InsertTablet {
                         tablet,
@@ -414,8 +413,10 @@ impl DataNodeInternalService for InternalService {
             }
             None => return reply(status(StatusCode::IllegalParameter, "no command"), 0),
         };
-        let (s, index) = shared.host.admit_forwarded(req.region_id, &command).await;
-        reply(s, index)
+        match shared.host.admit_forwarded(req.region_id, &command).await {
+            Ok(index) => reply(ok(), index),
+            Err(refused) => reply(refused.into(), 0),
+        }
     }
 
     async fn create_region(
@@ -476,7 +477,9 @@ impl DataNodeInternalService for InternalService {
             "relayed write"
         );
         Ok(Response::new(
-            crate::ops::write::insert_wire_tablets(&self.shared, req.tablets, Relay::Never).await,
+            crate::ops::write::insert_wire_tablets(&self.shared, req.tablets, Relay::Never)
+                .await
+                .into(),
         ))
     }
 
@@ -493,11 +496,16 @@ impl DataNodeInternalService for InternalService {
         let outcome = self
             .shared
             .coordinator
-            .delete_data(req.paths, req.start_time, req.end_time, Relay::Never)
+            .delete_data(
+                req.paths.into_iter().map(Into::into).collect(),
+                req.start_time,
+                req.end_time,
+                Relay::Never,
+            )
             .await;
         Ok(Response::new(match outcome {
             Ok(()) => ok(),
-            Err(e) => e.status(),
+            Err(e) => e.status().into(),
         }))
     }
 
@@ -560,12 +568,19 @@ impl DataNodeInternalService for InternalService {
         &self,
         request: Request<proto::RegionReadReq>,
     ) -> RpcResult<proto::RegionReadResp> {
-        let req = request.into_inner();
-        let (s, series) = self.shared.host.read(&req).await;
-        Ok(Response::new(proto::RegionReadResp {
-            status: Some(s),
-            series,
-        }))
+        let read = region_read_from_wire(request.into_inner());
+        Ok(Response::new(
+            match self.shared.host.read_local(&read).await {
+                Ok(series) => proto::RegionReadResp {
+                    status: Some(ok()),
+                    series: series.into_iter().map(region_series_to_wire).collect(),
+                },
+                Err(refused) => proto::RegionReadResp {
+                    status: Some(refused.into()),
+                    series: Vec::new(),
+                },
+            },
+        ))
     }
 }
 

@@ -27,6 +27,7 @@ mod ops;
 mod parts;
 mod peers;
 mod recovery;
+mod region_read;
 pub mod region_state_machine;
 mod session;
 mod snapshot;

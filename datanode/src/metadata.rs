@@ -13,17 +13,51 @@ use std::time::Duration;
 
 use common::path::DevicePath;
 use common::table::TableView;
-use common::StatusCode;
+use common::{Status, StatusCode};
 use parking_lot::Mutex;
 use proto::config_node_service_client::ConfigNodeServiceClient;
 use runtime::ConfigNodeClient;
 
 use crate::cache::{DeviceSchema, MetadataCache, NodeAddresses, PulledMetadata, RegionRoute};
-use crate::convert::status;
 use crate::in_flight::{InFlight, InFlightGuard};
 use crate::lease::{LeaseState, MetadataLeaseManager};
 use crate::metrics::{inc, Metrics};
 use engine::LeaseFenced;
+
+/// Why a call to the ConfigNode leader gave no answer this DataNode can use.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub(crate) enum LinkError {
+    /// No answer within the deadline, or no connection: 712 with `need_retry`, since another
+    /// DataNode may reach the ConfigNode.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The ConfigNode answered, and refused.
+    #[error("{} {}", .0.code.code(), .0.message)]
+    Refused(Status),
+    /// The answer makes no sense (no status, fields that disagree, a value that does not parse).
+    #[error("{0}")]
+    Malformed(String),
+}
+
+impl LinkError {
+    /// The status a client is answered with.
+    pub(crate) fn status(&self) -> Status {
+        match self {
+            LinkError::Unreachable(m) => {
+                Status::new(StatusCode::InternalRequestTimeOut, m.clone()).retry()
+            }
+            LinkError::Refused(s) => s.clone(),
+            LinkError::Malformed(m) => {
+                Status::new(StatusCode::InternalServerError, format!("ConfigNode: {m}"))
+            }
+        }
+    }
+
+    /// No answer in time: the request may go to another DataNode.
+    pub(crate) fn is_unreachable(&self) -> bool {
+        matches!(self, LinkError::Unreachable(_))
+    }
+}
 
 /// The lease, the caches it gates, and the heartbeat bookkeeping.
 pub(crate) struct MetadataView {
@@ -182,14 +216,14 @@ impl Recovery<'_> {
     /// NORMAL only if it is still fresh by then.
     pub(crate) fn finish(
         self,
-        pulled: Result<PulledMetadata, String>,
+        pulled: Result<PulledMetadata, LinkError>,
         install: impl FnOnce(&PulledMetadata),
     ) -> Result<LeaseState, String> {
         let view = self.view;
         view.lease.recover(
             || view.cache.clear(),
             || {
-                let pulled = pulled?;
+                let pulled = pulled.map_err(|e| e.to_string())?;
                 install(&pulled);
                 view.cache.install(pulled);
                 Ok(())
@@ -284,11 +318,11 @@ pub(crate) trait MetadataSource: Send + Sync {
     async fn fetch_schema(
         &self,
         request: proto::FetchSchemaReq,
-    ) -> Result<proto::FetchSchemaResp, proto::Status>;
+    ) -> Result<proto::FetchSchemaResp, LinkError>;
     async fn fetch_partitions(
         &self,
         request: proto::FetchPartitionsReq,
-    ) -> Result<proto::FetchPartitionsResp, proto::Status>;
+    ) -> Result<proto::FetchPartitionsResp, LinkError>;
 }
 
 /// The ConfigNode leader as this DataNode calls it: every call bounded by a deadline, so a
@@ -332,7 +366,7 @@ impl ConfigNodeLink {
         &self,
         long: Option<Duration>,
         call: F,
-    ) -> Result<T, proto::Status>
+    ) -> Result<T, LinkError>
     where
         T: runtime::HasStatus,
         F: Fn(ConfigNodeServiceClient<runtime::PooledChannel>) -> Fut,
@@ -356,10 +390,10 @@ impl ConfigNodeLink {
         .await
         {
             Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => Err(unreachable(e.to_string())),
+            Ok(Err(e)) => Err(LinkError::Unreachable(e.to_string())),
             Err(_) => {
                 inc(&self.metrics.confignode_deadlines);
-                Err(unreachable(format!(
+                Err(LinkError::Unreachable(format!(
                     "DataNode {} got no answer from the ConfigNode within {} ms (metadata \
                      lease {}); retry on another DataNode",
                     self.node_id,
@@ -371,19 +405,19 @@ impl ConfigNodeLink {
     }
 
     /// The regions the ConfigNode knows, with their replica sets.
-    pub(crate) async fn assigned_regions(&self) -> Result<BTreeMap<u64, RegionRoute>, String> {
+    pub(crate) async fn assigned_regions(&self) -> Result<BTreeMap<u64, RegionRoute>, LinkError> {
         let regions = self
             .client
             .call(|mut c| async move { c.show_regions(proto::ShowRegionsReq::default()).await })
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| LinkError::Unreachable(e.to_string()))?;
         check_status(regions.status.as_ref())?;
         Ok(region_routes(regions.regions))
     }
 
     /// The reconciler's question: every region the ConfigNode leader knows, and which of
     /// `hosted` (the regions this node hosts) it positively records as dropped.
-    pub(crate) async fn survey_regions(&self, hosted: &[u64]) -> Result<RegionSurvey, String> {
+    pub(crate) async fn survey_regions(&self, hosted: &[u64]) -> Result<RegionSurvey, LinkError> {
         let request = proto::ShowRegionsReq {
             region_ids: hosted.to_vec(),
             data_node_id: self.node_id,
@@ -395,22 +429,24 @@ impl ConfigNodeLink {
                 async move { c.show_regions(request).await }
             })
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| LinkError::Unreachable(e.to_string()))?;
         RegionSurvey::from_answer(hosted, answer)
     }
 
     /// Every database's time to live in ms (databases without one are absent), from the
     /// ConfigNode leader, with its wall clock when it answered: what the compaction loop removes
     /// expired points by.
-    pub(crate) async fn database_ttls(&self) -> Result<(BTreeMap<String, i64>, i64), String> {
+    pub(crate) async fn database_ttls(&self) -> Result<(BTreeMap<String, i64>, i64), LinkError> {
         let answer = self
             .client
             .call(|mut c| async move { c.show_databases(proto::ShowDatabasesReq {}).await })
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| LinkError::Unreachable(e.to_string()))?;
         check_status(answer.status.as_ref())?;
         if answer.ttl_ms.len() != answer.databases.len() {
-            return Err("ShowDatabases answered TTLs not parallel to its databases".into());
+            return Err(LinkError::Malformed(
+                "ShowDatabases answered TTLs not parallel to its databases".into(),
+            ));
         }
         let ttls = answer
             .databases
@@ -424,7 +460,7 @@ impl ConfigNodeLink {
     /// The series that declared an encoding or compressor, as the ConfigNode leader has them
     /// now (flushes and compactions write those series so). A declaration that no longer
     /// parses is refused here like a malformed answer.
-    pub(crate) async fn series_codecs(&self) -> Result<engine::SeriesCodecs, String> {
+    pub(crate) async fn series_codecs(&self) -> Result<engine::SeriesCodecs, LinkError> {
         let answer = self
             .client
             .call(|mut c| async move {
@@ -435,21 +471,24 @@ impl ConfigNodeLink {
                 .await
             })
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| LinkError::Unreachable(e.to_string()))?;
         check_status(answer.status.as_ref())?;
         let mut codecs = engine::SeriesCodecs::default();
         for s in answer.series {
-            let data_type = proto::data_type(s.data_type).map_err(|e| e.to_string())?;
+            let malformed = |e: String| {
+                LinkError::Malformed(format!("series {}.{}: {e}", s.device, s.measurement))
+            };
+            let data_type = proto::data_type(s.data_type).map_err(|e| malformed(e.to_string()))?;
             let codec =
                 engine::SeriesCodec::parse(data_type, Some(&s.encoding), Some(&s.compressor))
-                    .map_err(|e| format!("series {}.{}: {e}", s.device, s.measurement))?;
+                    .map_err(|e| malformed(e.to_string()))?;
             codecs.insert(&s.device, &s.measurement, codec);
         }
         Ok(codecs)
     }
 
     /// Everything a lease recovery installs: every DataNode's addresses, every region's route.
-    pub(crate) async fn pull_metadata(&self) -> Result<PulledMetadata, String> {
+    pub(crate) async fn pull_metadata(&self) -> Result<PulledMetadata, LinkError> {
         let nodes = self.data_node_addresses().await?;
         Ok(PulledMetadata {
             regions: self.assigned_regions().await?,
@@ -458,12 +497,14 @@ impl ConfigNodeLink {
     }
 
     /// Every registered DataNode's addresses (SHOW CLUSTER).
-    pub(crate) async fn data_node_addresses(&self) -> Result<BTreeMap<u64, NodeAddresses>, String> {
+    pub(crate) async fn data_node_addresses(
+        &self,
+    ) -> Result<BTreeMap<u64, NodeAddresses>, LinkError> {
         let cluster = self
             .client
             .call(|mut c| async move { c.show_cluster(proto::ShowClusterReq {}).await })
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| LinkError::Unreachable(e.to_string()))?;
         check_status(cluster.status.as_ref())?;
         Ok(cluster
             .data_nodes
@@ -475,18 +516,12 @@ impl ConfigNodeLink {
 }
 
 /// 712 with `need_retry`: the ConfigNode did not answer in time.
-fn unreachable(message: String) -> proto::Status {
-    let mut s = status(StatusCode::InternalRequestTimeOut, message);
-    s.need_retry = true;
-    s
-}
-
 #[tonic::async_trait]
 impl MetadataSource for ConfigNodeLink {
     async fn fetch_schema(
         &self,
         request: proto::FetchSchemaReq,
-    ) -> Result<proto::FetchSchemaResp, proto::Status> {
+    ) -> Result<proto::FetchSchemaResp, LinkError> {
         self.call(None, |mut c| {
             let request = request.clone();
             async move { c.fetch_schema(request).await }
@@ -497,7 +532,7 @@ impl MetadataSource for ConfigNodeLink {
     async fn fetch_partitions(
         &self,
         request: proto::FetchPartitionsReq,
-    ) -> Result<proto::FetchPartitionsResp, proto::Status> {
+    ) -> Result<proto::FetchPartitionsResp, LinkError> {
         self.call(None, |mut c| {
             let request = request.clone();
             async move { c.fetch_partitions(request).await }
@@ -539,7 +574,7 @@ impl RegionSurvey {
     pub(crate) fn from_answer(
         asked: &[u64],
         answer: proto::ShowRegionsResp,
-    ) -> Result<RegionSurvey, String> {
+    ) -> Result<RegionSurvey, LinkError> {
         check_status(answer.status.as_ref())?;
         let asked: BTreeSet<u64> = asked.iter().copied().collect();
         let dropped: BTreeSet<u64> = answer
@@ -554,9 +589,9 @@ impl RegionSurvey {
             .collect();
         let assigned = region_routes(answer.regions);
         if let Some(both) = dropped.iter().find(|id| assigned.contains_key(id)) {
-            return Err(format!(
+            return Err(LinkError::Malformed(format!(
                 "the ConfigNode answered region {both} both live and dropped"
-            ));
+            )));
         }
         Ok(RegionSurvey {
             assigned,
@@ -602,12 +637,12 @@ pub(crate) fn node_addresses(location: &proto::DataNodeLocation) -> NodeAddresse
     }
 }
 
-/// `Err(description)` unless the status is 200.
-pub(crate) fn check_status(status: Option<&proto::Status>) -> Result<(), String> {
+/// A refusal unless the status is 200.
+pub(crate) fn check_status(status: Option<&proto::Status>) -> Result<(), LinkError> {
     match status {
         Some(s) if s.is_success() => Ok(()),
-        Some(s) => Err(format!("{} {}", s.code, s.message)),
-        None => Err("response without a status".into()),
+        Some(s) => Err(LinkError::Refused(s.clone().into())),
+        None => Err(LinkError::Malformed("response without a status".into())),
     }
 }
 

@@ -666,9 +666,9 @@ async fn register(
                 // The registry refused this node (a data directory restored from an older
                 // backup, too many DataNodes, a bad address): asking again changes nothing.
                 Err(e) if resp.status.as_ref().is_some_and(|s| s.is(REFUSED)) => {
-                    return Err(Error::Registration(e))
+                    return Err(Error::Registration(e.to_string()))
                 }
-                Err(e) => last = e,
+                Err(e) => last = e.to_string(),
             },
             Err(e) => last = e.to_string(),
         }

@@ -2,8 +2,12 @@
 //! and the calls a coordinator makes of them, over a bounded channel cache
 //! (`runtime::ChannelPool`, at most `POOL_ADDRESSES_MAX` addresses).
 
+use common::{Status, StatusCode};
 use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
 use runtime::PooledChannel;
+
+use crate::convert::{region_read_to_wire, region_series_from_wire};
+use crate::region_read::{RegionRead, RegionSeries};
 
 /// The calls a coordinator makes of another DataNode's internal service, by internal address.
 /// A trait so the coordinator can be tested against fake peers.
@@ -15,12 +19,12 @@ pub(crate) trait PeerRpc: Send + Sync {
         address: &str,
         request: proto::RegionWriteReq,
     ) -> Result<proto::Status, tonic::Status>;
-    /// `ReadRegion`.
+    /// `ReadRegion`: the series, or the region's refusal (a connection failure is 1007).
     async fn read_region(
         &self,
         address: &str,
-        request: proto::RegionReadReq,
-    ) -> Result<proto::RegionReadResp, tonic::Status>;
+        read: &RegionRead,
+    ) -> Result<Vec<RegionSeries>, Status>;
     /// `RelayInsert`.
     async fn relay_insert(
         &self,
@@ -153,13 +157,34 @@ impl PeerRpc for GrpcPeers {
     async fn read_region(
         &self,
         address: &str,
-        request: proto::RegionReadReq,
-    ) -> Result<proto::RegionReadResp, tonic::Status> {
-        Ok(self
-            .client(address)?
-            .read_region(request)
-            .await?
-            .into_inner())
+        read: &RegionRead,
+    ) -> Result<Vec<RegionSeries>, Status> {
+        let unreachable = |e: tonic::Status| {
+            Status::new(
+                StatusCode::CanNotConnectDatanode,
+                format!("{address}: {}", e.message()),
+            )
+        };
+        let mut client = self.client(address).map_err(unreachable)?;
+        let resp = client
+            .read_region(region_read_to_wire(read))
+            .await
+            .map_err(unreachable)?
+            .into_inner();
+        let status: Status = resp.status.unwrap_or_else(crate::convert::no_status).into();
+        if !status.is_ok() {
+            return Err(status);
+        }
+        resp.series
+            .into_iter()
+            .map(region_series_from_wire)
+            .collect::<Result<_, String>>()
+            .map_err(|e| {
+                Status::new(
+                    StatusCode::InternalServerError,
+                    format!("{address} answered region {} malformed: {e}", read.region),
+                )
+            })
     }
 
     async fn relay_insert(

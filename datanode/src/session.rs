@@ -5,11 +5,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use common::{DataType, StatusCode, Tablet};
+use common::{DataType, SeriesPath, StatusCode, Tablet};
 use proto::session_service_server::SessionService;
 use tonic::{Request, Response};
 
-use crate::convert::{column_of, ok, status, tablet_from_wire, value_from_wire, value_to_wire};
+use crate::convert::{ok, status, tablet_from_wire, value_from_wire, value_to_wire};
 use crate::coordinator::Relay;
 use crate::host::LocalReplicas;
 use crate::ops;
@@ -34,7 +34,9 @@ impl SessionServiceImpl {
     /// Each tablet counts as its own in-flight operation (`coordinator::insert_tablet`), so an
     /// invalidation waits for the tablet being written, not for a whole batch.
     async fn insert_all(&self, tablets: Vec<Tablet>) -> proto::Status {
-        insert_tablets(&self.shared, tablets, Relay::WhenFenced).await
+        insert_tablets(&self.shared, tablets, Relay::WhenFenced)
+            .await
+            .into()
     }
 }
 
@@ -160,15 +162,15 @@ impl SessionService for SessionServiceImpl {
             }));
         }
         let pinned = self.shared.metadata.pin();
+        let paths: Vec<SeriesPath> = req.paths.into_iter().map(Into::into).collect();
         let outcome = self
             .shared
             .coordinator
-            .read(
+            .read_range(
                 &pinned,
-                &req.paths,
+                &paths,
                 req.start_time..req.end_time,
                 req.points_limit,
-                false,
             )
             .await;
         Ok(Response::new(match outcome {
@@ -178,18 +180,15 @@ impl SessionService for SessionServiceImpl {
                     .into_iter()
                     .map(|s| proto::SeriesData {
                         truncated: s.truncated,
-                        path: Some(s.path),
-                        data_type: proto::data_type_to_wire(s.data_type) as i32,
-                        timestamps: s.points.keys().copied().collect(),
-                        values: Some(crate::convert::column_to_wire(
-                            &column_of(s.data_type, s.points.into_values()),
-                            None,
-                        )),
+                        path: Some(s.path.into()),
+                        data_type: proto::data_type_to_wire(s.batch.data_type()) as i32,
+                        values: Some(crate::convert::column_to_wire(s.batch.values(), None)),
+                        timestamps: s.batch.into_columns().0,
                     })
                     .collect(),
             },
             Err(e) => proto::QueryRawResp {
-                status: Some(e.status()),
+                status: Some(e.status().into()),
                 series: Vec::new(),
             },
         }))
@@ -207,29 +206,23 @@ impl SessionService for SessionServiceImpl {
             }));
         }
         let pinned = self.shared.metadata.pin();
-        let outcome = self
-            .shared
-            .coordinator
-            .read(&pinned, &req.paths, i64::MIN..i64::MAX, 0, true)
-            .await;
+        let paths: Vec<SeriesPath> = req.paths.into_iter().map(Into::into).collect();
+        let outcome = self.shared.coordinator.read_last(&pinned, &paths).await;
         Ok(Response::new(match outcome {
             Ok(series) => proto::QueryLastResp {
                 status: Some(ok()),
                 points: series
                     .into_iter()
-                    .filter_map(|s| {
-                        let (t, v) = s.points.into_iter().next_back()?;
-                        Some(proto::LastPoint {
-                            path: Some(s.path),
-                            data_type: proto::data_type_to_wire(s.data_type) as i32,
-                            timestamp: t,
-                            value: Some(value_to_wire(&v)),
-                        })
+                    .map(|s| proto::LastPoint {
+                        path: Some(s.path.into()),
+                        data_type: proto::data_type_to_wire(s.data_type) as i32,
+                        timestamp: s.time,
+                        value: Some(value_to_wire(&s.value)),
                     })
                     .collect(),
             },
             Err(e) => proto::QueryLastResp {
-                status: Some(e.status()),
+                status: Some(e.status().into()),
                 points: Vec::new(),
             },
         }))

@@ -894,9 +894,12 @@ mod tests {
         async fn read_region(
             &self,
             _: &str,
-            _: proto::RegionReadReq,
-        ) -> Result<proto::RegionReadResp, tonic::Status> {
-            Err(tonic::Status::unimplemented("no peers"))
+            _: &crate::region_read::RegionRead,
+        ) -> Result<Vec<crate::region_read::RegionSeries>, common::Status> {
+            Err(common::Status::new(
+                common::StatusCode::CanNotConnectDatanode,
+                "no peers",
+            ))
         }
         async fn relay_insert(
             &self,

@@ -31,6 +31,59 @@ pub fn status(code: common::StatusCode, message: impl Into<String>) -> wire::Sta
     }
 }
 
+impl From<common::Status> for wire::Status {
+    fn from(s: common::Status) -> wire::Status {
+        wire::Status {
+            code: s.code.wire(),
+            message: s.message,
+            sub_status: s.parts.into_iter().map(wire::Status::from).collect(),
+            // An address the node itself produced; one that does not parse is dropped, as a
+            // hint the caller can do without.
+            redirect: s.redirect.as_deref().and_then(|a| parse_endpoint(a).ok()),
+            need_retry: s.need_retry,
+        }
+    }
+}
+
+impl From<wire::Status> for common::Status {
+    /// A code outside [`common::StatusCode`] becomes 305 naming it: only a peer of another
+    /// version sends one.
+    fn from(s: wire::Status) -> common::Status {
+        let (code, message) = match common::StatusCode::from_wire(s.code) {
+            Some(code) => (code, s.message),
+            None => (
+                common::StatusCode::InternalServerError,
+                format!("unknown status code {}: {}", s.code, s.message),
+            ),
+        };
+        common::Status {
+            code,
+            message,
+            need_retry: s.need_retry,
+            redirect: s.redirect.as_ref().map(endpoint),
+            parts: s.sub_status.into_iter().map(common::Status::from).collect(),
+        }
+    }
+}
+
+impl From<common::SeriesPath> for wire::SeriesPath {
+    fn from(p: common::SeriesPath) -> wire::SeriesPath {
+        wire::SeriesPath {
+            device: p.device,
+            measurement: p.measurement,
+        }
+    }
+}
+
+impl From<wire::SeriesPath> for common::SeriesPath {
+    fn from(p: wire::SeriesPath) -> common::SeriesPath {
+        common::SeriesPath {
+            device: p.device,
+            measurement: p.measurement,
+        }
+    }
+}
+
 /// A wire status that points the caller at another node.
 pub fn status_with_redirect(
     code: common::StatusCode,
@@ -149,6 +202,28 @@ mod tests {
             assert_eq!(data_type(code), Err(Error::UnknownDataType(code)));
         }
         assert_eq!(data_type(-1), Err(Error::UnknownDataType(-1)));
+    }
+
+    #[test]
+    fn statuses_cross_the_wire_whole() {
+        let mut part = common::Status::new(common::StatusCode::RegionLeaderChangeError, "moved");
+        part.redirect = Some("10.0.0.2:6667".into());
+        let mut s = common::Status::new(common::StatusCode::MultipleError, "1 of 2").retry();
+        s.parts = vec![common::Status::ok(), part.retry()];
+        let wire = wire::Status::from(s.clone());
+        assert_eq!(wire.sub_status.len(), 2);
+        assert_eq!(
+            wire.sub_status[1].redirect.as_ref().map(endpoint).unwrap(),
+            "10.0.0.2:6667"
+        );
+        assert_eq!(common::Status::from(wire), s);
+        let odd = wire::Status {
+            code: 4242,
+            ..status(common::StatusCode::Success, "new")
+        };
+        let back = common::Status::from(odd);
+        assert_eq!(back.code, common::StatusCode::InternalServerError);
+        assert_eq!(back.message, "unknown status code 4242: new");
     }
 
     #[test]

@@ -321,21 +321,17 @@ pub async fn read_region(
     let mut out = BTreeMap::new();
     for s in resp.series {
         let path = s.path.context("a RegionSeries without a path")?;
-        if s.timestamps.len() != s.values.len() {
-            bail!(
-                "region {region_id}: {} timestamps, {} values for {}.{}",
-                s.timestamps.len(),
-                s.values.len(),
-                path.device,
-                path.measurement
-            );
-        }
-        let mut points = BTreeMap::new();
-        for (t, v) in s.timestamps.iter().zip(&s.values) {
-            let v = proto::value_from_wire(v)
-                .with_context(|| format!("region {region_id}: an empty value at {t}"))?;
-            points.insert(*t, v);
-        }
+        let what = || format!("region {region_id}: {}.{}", path.device, path.measurement);
+        let data_type = proto::data_type(s.data_type).with_context(what)?;
+        let column = s.values.with_context(|| format!("{}: no values", what()))?;
+        let (values, _) = proto::column_from_wire(column, data_type, s.timestamps.len())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", what()))?;
+        let points = s
+            .timestamps
+            .iter()
+            .enumerate()
+            .map(|(row, t)| (*t, values.value(row)))
+            .collect();
         out.insert((path.device, path.measurement), points);
     }
     Ok(out)

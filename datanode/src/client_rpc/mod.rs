@@ -612,7 +612,9 @@ impl Connection {
     }
 
     async fn write(&self, tablets: Vec<Tablet>) -> proto::Status {
-        crate::ops::write::insert_tablets(&self.shared, tablets, Relay::WhenFenced).await
+        crate::ops::write::insert_tablets(&self.shared, tablets, Relay::WhenFenced)
+            .await
+            .into()
     }
 
     /// String rows of one device, typed by the series that exist (one lookup), then written.
@@ -931,8 +933,8 @@ mod tests {
         assert_eq!(s.sub_status.map(|v| v.len()), Some(1));
         // And a wire status of a coordinator's aggregate keeps its parts through the backend.
         let aggregated = crate::coordinator::aggregate(vec![
-            proto::status(StatusCode::Success, ""),
-            proto::status(StatusCode::DataTypeMismatch, "type"),
+            common::Status::ok(),
+            common::Status::new(StatusCode::DataTypeMismatch, "type"),
         ]);
         let e = crate::ops::sql::status_result(&aggregated).unwrap_err();
         let s = status_of(&e);

@@ -14,6 +14,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use common::{SeriesPath, Status};
 use engine::{Deletion, RegionCommand};
 
 use super::{Coordinator, CoordinatorError, Outcome, Relay, RelayCall, Tokens};
@@ -23,10 +24,10 @@ use crate::metrics::inc;
 /// The series of `paths` that exist (an alias names its series), by database, and the token: the
 /// oldest metadata version their schemas were resolved against.
 fn existing_series(
-    paths: &[proto::SeriesPath],
+    paths: &[SeriesPath],
     schemas: &BTreeMap<String, DeviceSchema>,
-) -> (BTreeMap<String, Vec<proto::SeriesPath>>, u64) {
-    let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
+) -> (BTreeMap<String, Vec<SeriesPath>>, u64) {
+    let mut by_database: BTreeMap<String, Vec<SeriesPath>> = BTreeMap::new();
     let mut metadata_version = u64::MAX;
     for path in paths {
         let Some(schema) = schemas.get(&path.device) else {
@@ -39,10 +40,7 @@ fn existing_series(
             by_database
                 .entry(schema.database.clone())
                 .or_default()
-                .push(proto::SeriesPath {
-                    device: path.device.clone(),
-                    measurement: measurement.to_string(),
-                });
+                .push(SeriesPath::new(path.device.clone(), measurement));
         }
     }
     (by_database, metadata_version)
@@ -73,7 +71,7 @@ impl Coordinator {
     /// them. A path that names no existing series is passed over, as IoTDB does.
     pub(crate) async fn delete_data(
         self: &Arc<Self>,
-        paths: Vec<proto::SeriesPath>,
+        paths: Vec<SeriesPath>,
         start: i64,
         end: i64,
         relay: Relay,
@@ -140,7 +138,7 @@ impl Coordinator {
                     },
                 };
                 let wire = proto::region_write_req::Command::DeleteData(proto::DeleteDataCommand {
-                    series: paths,
+                    series: paths.into_iter().map(Into::into).collect(),
                     start_time: start,
                     end_time: end,
                 });
@@ -159,7 +157,7 @@ impl Coordinator {
                 CoordinatorError::Internal(format!("region deletion task: {e}")).status()
             }));
         }
-        if statuses.iter().all(|s| s.is_success()) {
+        if statuses.iter().all(Status::is_ok) {
             Ok(())
         } else {
             Err(CoordinatorError::Parts(statuses))
@@ -169,23 +167,18 @@ impl Coordinator {
     /// Hands the deletion to a DataNode that holds its lease, which resolves and deletes it
     /// itself, as [`Coordinator::relay_tablet`] does an insert. 536 with `need_retry` when no
     /// peer takes it.
-    async fn relay_delete_data(
-        &self,
-        paths: Vec<proto::SeriesPath>,
-        start: i64,
-        end: i64,
-    ) -> Outcome<()> {
+    async fn relay_delete_data(&self, paths: Vec<SeriesPath>, start: i64, end: i64) -> Outcome<()> {
         let rpc = self.peers.rpc();
         self.relay("took the deletion", RelayCall::Write, |address| {
             let request = proto::RelayDeleteDataReq {
-                paths: paths.clone(),
+                paths: paths.iter().cloned().map(Into::into).collect(),
                 start_time: start,
                 end_time: end,
                 from_data_node_id: self.node_id,
             };
             async move {
-                let s = rpc.relay_delete_data(&address, request).await?;
-                Ok(if s.is_success() { Ok(()) } else { Err(s) })
+                let s: Status = rpc.relay_delete_data(&address, request).await?.into();
+                Ok(if s.is_ok() { Ok(()) } else { Err(s) })
             }
         })
         .await?;

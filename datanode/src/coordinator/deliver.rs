@@ -11,11 +11,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::StatusCode;
+use common::{Status, StatusCode};
 use engine::RegionCommand;
 
 use super::{Coordinator, Tokens};
-use crate::convert::status;
 use crate::metrics::inc;
 
 impl Coordinator {
@@ -27,7 +26,7 @@ impl Coordinator {
         command: &RegionCommand,
         wire: &proto::region_write_req::Command,
         tokens: Tokens,
-    ) -> proto::Status {
+    ) -> Status {
         let Some(late) = late_delivery(command) else {
             return self
                 .deliver_now(region, &address, command, wire, tokens)
@@ -43,13 +42,13 @@ impl Coordinator {
                 .await;
             tracing::warn!(
                 region,
-                code = s.code,
+                code = s.code.code(),
                 "failpoint: late region write answered"
             );
             s
         });
         delivery.await.unwrap_or_else(|e| {
-            status(
+            Status::new(
                 StatusCode::InternalServerError,
                 format!("late delivery task: {e}"),
             )
@@ -63,12 +62,15 @@ impl Coordinator {
         command: &RegionCommand,
         wire: &proto::region_write_req::Command,
         tokens: Tokens,
-    ) -> proto::Status {
+    ) -> Status {
         if address == self.internal_address {
             return if self.local.hosts(region) {
-                self.local.propose(region, command).await
+                match self.local.propose(region, command).await {
+                    Ok(()) => Status::ok(),
+                    Err(refused) => refused,
+                }
             } else {
-                status(StatusCode::RegionLeaderChangeError, "no local replica")
+                Status::new(StatusCode::RegionLeaderChangeError, "no local replica")
             };
         }
         inc(&self.metrics.forwarded_writes);
@@ -85,8 +87,8 @@ impl Coordinator {
             .forward_region_write(address, request)
             .await
         {
-            Ok(s) => s,
-            Err(e) => status(
+            Ok(s) => s.into(),
+            Err(e) => Status::new(
                 StatusCode::CanNotConnectDatanode,
                 format!("{address}: {}", e.message()),
             ),

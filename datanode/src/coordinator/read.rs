@@ -5,36 +5,70 @@
 //! `query_points_max`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::{DataType, StatusCode, Value};
+use common::{DataType, SeriesBatch, SeriesPath, Status, StatusCode, Value};
 
 use super::{backoff, Coordinator, CoordinatorError, Outcome, Targets};
 use crate::cache::{DeviceSchema, RegionRoute};
-use crate::convert::{status, value_from_wire};
 use crate::metadata::Pinned;
 use crate::metrics::inc;
+use crate::region_read::{ReadKind, RegionRead, RegionSeries};
 use crate::timing::READ_RETRY;
 use common::path::DevicePath;
 
-/// Points of one series gathered from every region.
-pub(crate) struct SeriesPoints {
-    pub path: proto::SeriesPath,
-    pub data_type: DataType,
-    pub points: BTreeMap<i64, Value>,
-    /// The points limit cut the series short.
+/// The points of one asked series in a range, gathered from every region holding it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SeriesRange {
+    /// As asked (an alias stays an alias).
+    pub path: SeriesPath,
+    /// Never empty.
+    pub batch: SeriesBatch,
+    /// The points limit cut the series short: more lie after the batch's last point.
     pub truncated: bool,
 }
 
+/// The newest point of one asked series.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SeriesLast {
+    /// As asked.
+    pub path: SeriesPath,
+    pub data_type: DataType,
+    pub time: i64,
+    pub value: Value,
+}
+
+/// A read's paths resolved against their schemas: by database, with the TTL cutoff of each.
+#[derive(Default)]
+struct ResolvedPaths {
+    /// Database → the series' own paths (an alias resolved).
+    by_database: BTreeMap<String, BTreeSet<SeriesPath>>,
+    /// Database → the oldest timestamp a TTL leaves visible.
+    cutoffs: BTreeMap<String, i64>,
+    /// Asked path → its type; a path absent here names no series.
+    types: BTreeMap<SeriesPath, DataType>,
+    /// Asked path → the series' own path, where they differ (an alias).
+    aliased: BTreeMap<SeriesPath, SeriesPath>,
+}
+
+impl ResolvedPaths {
+    /// The series an asked path names.
+    fn series<'a>(&'a self, asked: &'a SeriesPath) -> &'a SeriesPath {
+        self.aliased.get(asked).unwrap_or(asked)
+    }
+}
+
 impl Coordinator {
-    /// Reads `paths` (all of one database) from one region's leader.
+    /// Reads one region on its leader, here or on a peer, retried on leader changes within
+    /// [`READ_RETRY`].
     async fn read_region(
         &self,
-        region: u64,
         route: &RegionRoute,
-        request: proto::RegionReadReq,
-    ) -> Outcome<Vec<proto::RegionSeries>> {
+        read: RegionRead,
+    ) -> Outcome<Vec<RegionSeries>> {
+        let region = read.region;
         let deadline = Instant::now() + READ_RETRY;
         let mut targets = Targets::new(self, region, route);
         let mut attempt = 0u32;
@@ -42,41 +76,18 @@ impl Coordinator {
             if !self.read_gate() {
                 return Err(self.fenced_read());
             }
-            let (s, series) = match targets.next() {
-                None => (
-                    status(
-                        StatusCode::CanNotConnectDatanode,
-                        format!("no known replica of region {region}"),
-                    ),
-                    Vec::new(),
-                ),
-                Some(address) if address == self.internal_address => {
-                    self.local.read(&request).await
-                }
-                Some(address) => {
-                    match self
-                        .peers
-                        .rpc()
-                        .read_region(&address, request.clone())
-                        .await
-                    {
-                        Ok(resp) => (
-                            resp.status.unwrap_or_else(crate::convert::no_status),
-                            resp.series,
-                        ),
-                        Err(e) => (
-                            status(
-                                StatusCode::CanNotConnectDatanode,
-                                format!("{address}: {}", e.message()),
-                            ),
-                            Vec::new(),
-                        ),
-                    }
-                }
+            let answer = match targets.next() {
+                None => Err(Status::new(
+                    StatusCode::CanNotConnectDatanode,
+                    format!("no known replica of region {region}"),
+                )),
+                Some(address) if address == self.internal_address => self.local.read(&read).await,
+                Some(address) => self.peers.rpc().read_region(&address, &read).await,
             };
-            if s.is_success() {
-                return Ok(series);
-            }
+            let s = match answer {
+                Ok(series) => return Ok(series),
+                Err(s) => s,
+            };
             // A fenced replica (535) is not the place to read; another may be.
             if !s.is_retryable() && !s.is(StatusCode::MetadataLeaseFenced) {
                 return Err(CoordinatorError::Remote(s));
@@ -100,93 +111,155 @@ impl Coordinator {
         }
     }
 
-    /// Reads `paths` in `[start, end)` (or, with `last`, the newest point) through the region
-    /// leaders, under `pinned` (the caller's hold on the metadata, so an invalidation waits for
-    /// the read). Series that do not exist or hold no point are absent.
-    pub(crate) async fn read(
+    /// The points of `paths` in `range` through the region leaders, at most `points_limit` per
+    /// series (0: `query_points_max`), under `pinned` (the caller's hold on the metadata, so an
+    /// invalidation waits for the read). Series that do not exist or hold no point in the range
+    /// are absent; the rest come in the order asked.
+    pub(crate) async fn read_range(
         self: &Arc<Self>,
         pinned: &Pinned<'_>,
-        paths: &[proto::SeriesPath],
-        range: std::ops::Range<i64>,
+        paths: &[SeriesPath],
+        range: Range<i64>,
         points_limit: u32,
-        last: bool,
-    ) -> Outcome<Vec<SeriesPoints>> {
+    ) -> Outcome<Vec<SeriesRange>> {
+        let limit = self.points_limit(points_limit);
+        // One more than answered: a region holding more tells the merge it was cut.
+        let (resolved, mut merged) = self
+            .read_regions(
+                pinned,
+                paths,
+                range,
+                limit.saturating_add(1),
+                ReadKind::Range,
+            )
+            .await?;
+        let limit = limit as usize;
+        let mut out = Vec::new();
+        for asked in paths {
+            let Some(batch) = merged.remove(resolved.series(asked)) else {
+                continue;
+            };
+            let truncated = batch.len() > limit;
+            let batch = if truncated { batch.head(limit) } else { batch };
+            debug_assert!(!batch.is_empty() && batch.len() <= limit);
+            out.push(SeriesRange {
+                path: asked.clone(),
+                batch,
+                truncated,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The newest point of each of `paths` through the region leaders, under `pinned`. Series
+    /// that do not exist, hold no point or whose newest point expired are absent; the rest come
+    /// in the order asked.
+    pub(crate) async fn read_last(
+        self: &Arc<Self>,
+        pinned: &Pinned<'_>,
+        paths: &[SeriesPath],
+    ) -> Outcome<Vec<SeriesLast>> {
+        let (resolved, merged) = self
+            .read_regions(pinned, paths, i64::MIN..i64::MAX, 1, ReadKind::Last)
+            .await?;
+        let mut out = Vec::new();
+        for asked in paths {
+            let newest = merged
+                .get(resolved.series(asked))
+                .and_then(SeriesBatch::last);
+            let (Some((time, value)), Some(data_type)) = (newest, resolved.types.get(asked)) else {
+                continue;
+            };
+            out.push(SeriesLast {
+                path: asked.clone(),
+                data_type: *data_type,
+                time,
+                value,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Resolves `paths` and reads them from every region holding them (each database's regions
+    /// at once): each series' batches from its regions merged into one.
+    async fn read_regions(
+        self: &Arc<Self>,
+        pinned: &Pinned<'_>,
+        paths: &[SeriesPath],
+        range: Range<i64>,
+        points_limit: u32,
+        kind: ReadKind,
+    ) -> Outcome<(ResolvedPaths, BTreeMap<SeriesPath, SeriesBatch>)> {
         if !self.read_gate() {
             return Err(self.fenced_read());
         }
-        let points_limit = self.points_limit(points_limit);
+        let resolved = self.resolve_paths(pinned, paths).await?;
+        let mut parts: BTreeMap<SeriesPath, Vec<SeriesBatch>> = BTreeMap::new();
+        for (database, db_paths) in &resolved.by_database {
+            // Expired points (older than the TTL's cutoff) are invisible; the region applies
+            // the same bound to the newest point.
+            let cutoff = resolved.cutoffs.get(database).copied().unwrap_or(i64::MIN);
+            let start = range.start.max(cutoff);
+            if start >= range.end {
+                continue;
+            }
+            let read = RegionRead {
+                region: 0,
+                paths: db_paths.iter().cloned().collect(),
+                range: start..range.end,
+                points_limit,
+                kind,
+            };
+            for (path, batch) in self.read_database(pinned, database, read).await? {
+                parts.entry(path).or_default().push(batch);
+            }
+        }
+        let merged = parts
+            .into_iter()
+            .filter_map(|(path, batches)| Some((path, common::merge_batches(batches)?)))
+            .collect();
+        Ok((resolved, merged))
+    }
+
+    /// `paths` by database with their types, aliases and TTL cutoffs; a path naming no series
+    /// is left out.
+    async fn resolve_paths(
+        &self,
+        pinned: &Pinned<'_>,
+        paths: &[SeriesPath],
+    ) -> Outcome<ResolvedPaths> {
         let schemas = self.read_schemas(pinned, paths).await?;
-        // Paths by database, and the type of each.
-        let mut by_database: BTreeMap<String, Vec<proto::SeriesPath>> = BTreeMap::new();
-        // Per database, the oldest timestamp a TTL leaves visible: the strictest TTL its
-        // schemas carry (they differ only between a SET TTL's commit and its acknowledgement).
-        let mut cutoffs: BTreeMap<String, i64> = BTreeMap::new();
         // Wall-clock, read once per request, so every region and series of it cut alike.
         let now_ms = wall_clock_ms();
-        let mut types = BTreeMap::new();
-        // An asked path that names a series by its alias → the series' own path.
-        let mut aliased = BTreeMap::new();
-        for p in paths {
-            let Some(schema) = schemas.get(&p.device) else {
+        let mut resolved = ResolvedPaths::default();
+        for asked in paths {
+            let Some(schema) = schemas.get(&asked.device) else {
                 continue;
             };
-            let measurement = schema.series_name(&p.measurement);
+            let measurement = schema.series_name(&asked.measurement);
             let Some(t) = schema.types.get(measurement) else {
                 continue;
             };
-            let asked = (p.device.clone(), p.measurement.clone());
-            types.insert(asked.clone(), *t);
-            let p = &proto::SeriesPath {
-                device: p.device.clone(),
-                measurement: measurement.to_string(),
-            };
-            if measurement != asked.1 {
-                aliased.insert(asked, (p.device.clone(), p.measurement.clone()));
+            resolved.types.insert(asked.clone(), *t);
+            let series = SeriesPath::new(asked.device.clone(), measurement);
+            if series != *asked {
+                resolved.aliased.insert(asked.clone(), series.clone());
             }
+            // The strictest TTL the database's schemas carry (they differ only between a
+            // SET TTL's commit and its acknowledgement).
             let cutoff = ttl_cutoff_ms(now_ms, schema.ttl_ms);
-            let entry = cutoffs.entry(schema.database.clone()).or_insert(cutoff);
+            let entry = resolved
+                .cutoffs
+                .entry(schema.database.clone())
+                .or_insert(cutoff);
             *entry = (*entry).max(cutoff);
-            by_database
+            resolved
+                .by_database
                 .entry(schema.database.clone())
                 .or_default()
-                .push(p.clone());
+                .insert(series);
         }
-        let mut merged: BTreeMap<(String, String), BTreeMap<i64, Value>> = BTreeMap::new();
-        for (database, db_paths) in by_database {
-            let cutoff = cutoffs.get(&database).copied().unwrap_or(i64::MIN);
-            let start_time = range.start.max(cutoff);
-            if start_time >= range.end {
-                continue;
-            }
-            let request = proto::RegionReadReq {
-                region_id: 0,
-                paths: db_paths,
-                // Expired points (older than the TTL's cutoff) are invisible; the region
-                // applies the same bound to `last`.
-                start_time,
-                end_time: range.end,
-                // One more than answered: a region holding more tells the merge it was cut.
-                points_limit: points_limit.saturating_add(1),
-                last,
-            };
-            for s in self.read_database(pinned, &database, request).await? {
-                let Some(path) = s.path else { continue };
-                let points = merged.entry((path.device, path.measurement)).or_default();
-                for (t, v) in s.timestamps.iter().zip(&s.values) {
-                    if let Some(v) = value_from_wire(v) {
-                        points.insert(*t, v);
-                    }
-                }
-            }
-        }
-        Ok(answer_series(
-            paths,
-            &merged,
-            &types,
-            &aliased,
-            points_limit as usize,
-            last,
-        ))
+        Ok(resolved)
     }
 
     /// The schemas of the devices of `paths`, through the cache (a miss asks the ConfigNode,
@@ -194,7 +267,7 @@ impl Coordinator {
     pub(super) async fn read_schemas(
         &self,
         pinned: &Pinned<'_>,
-        paths: &[proto::SeriesPath],
+        paths: &[SeriesPath],
     ) -> Outcome<BTreeMap<String, DeviceSchema>> {
         let devices: BTreeSet<&str> = paths.iter().map(|p| p.device.as_str()).collect();
         let mut schemas = BTreeMap::new();
@@ -244,28 +317,26 @@ impl Coordinator {
         Ok(schemas)
     }
 
-    /// `request` on the regions holding its paths (each region asked for its own paths), at
+    /// `read` on the regions holding its paths (each region asked for its own paths), at
     /// once.
     async fn read_database(
         self: &Arc<Self>,
         pinned: &Pinned<'_>,
         database: &str,
-        request: proto::RegionReadReq,
-    ) -> Outcome<Vec<proto::RegionSeries>> {
-        let by_region = self
-            .regions_of_paths(pinned, database, &request.paths)
-            .await?;
+        read: RegionRead,
+    ) -> Outcome<Vec<RegionSeries>> {
+        let by_region = self.regions_of_paths(pinned, database, &read.paths).await?;
         let fenced = |_| self.fenced_read();
         let mut reads = tokio::task::JoinSet::new();
         for (region, paths) in by_region {
             let route = pinned.region(region).map_err(fenced)?.unwrap_or_default();
-            let request = proto::RegionReadReq {
-                region_id: region,
+            let read = RegionRead {
+                region,
                 paths,
-                ..request.clone()
+                ..read.clone()
             };
             let coordinator = self.clone();
-            reads.spawn(async move { coordinator.read_region(region, &route, request).await });
+            reads.spawn(async move { coordinator.read_region(&route, read).await });
         }
         let mut series = Vec::new();
         while let Some(joined) = reads.join_next().await {
@@ -287,10 +358,10 @@ impl Coordinator {
         &self,
         pinned: &Pinned<'_>,
         database: &str,
-        paths: &[proto::SeriesPath],
-    ) -> Outcome<BTreeMap<u64, Vec<proto::SeriesPath>>> {
+        paths: &[SeriesPath],
+    ) -> Outcome<BTreeMap<u64, Vec<SeriesPath>>> {
         let fenced = |_| self.fenced_read();
-        let mut by_slot: BTreeMap<u32, Vec<&proto::SeriesPath>> = BTreeMap::new();
+        let mut by_slot: BTreeMap<u32, Vec<&SeriesPath>> = BTreeMap::new();
         for p in paths {
             by_slot
                 .entry(self.limits.partition.series_slot(&p.device))
@@ -335,7 +406,7 @@ impl Coordinator {
                 }
             }
         }
-        let mut by_region: BTreeMap<u64, Vec<proto::SeriesPath>> = BTreeMap::new();
+        let mut by_region: BTreeMap<u64, Vec<SeriesPath>> = BTreeMap::new();
         for (slot, regions) in held {
             for region in regions {
                 by_region
@@ -377,52 +448,4 @@ pub(crate) fn ttl_cutoff_ms(now_ms: i64, ttl_ms: Option<i64>) -> i64 {
         Some(ttl) => now_ms.saturating_sub(ttl),
         None => i64::MIN,
     }
-}
-
-/// The merged points of each asked path, in the request's order, cut at `limit` points (the
-/// newest one each, with `last`); a path by an alias (`aliased`: asked → series) has its series'.
-fn answer_series(
-    paths: &[proto::SeriesPath],
-    merged: &BTreeMap<(String, String), BTreeMap<i64, Value>>,
-    types: &BTreeMap<(String, String), DataType>,
-    aliased: &BTreeMap<(String, String), (String, String)>,
-    limit: usize,
-    last: bool,
-) -> Vec<SeriesPoints> {
-    let mut out = Vec::new();
-    for p in paths {
-        let key = (p.device.clone(), p.measurement.clone());
-        let series = aliased.get(&key).unwrap_or(&key);
-        let (Some(points), Some(t)) = (merged.get(series), types.get(&key)) else {
-            continue;
-        };
-        let kept: BTreeMap<i64, Value> = if last {
-            points
-                .iter()
-                .next_back()
-                .map(|(t, v)| (*t, v.clone()))
-                .into_iter()
-                .collect()
-        } else {
-            points
-                .iter()
-                .take(limit)
-                .map(|(t, v)| (*t, v.clone()))
-                .collect()
-        };
-        if kept.is_empty() {
-            continue;
-        }
-        debug_assert!(
-            kept.len() <= limit.max(1),
-            "at most the limit, or the one newest point"
-        );
-        out.push(SeriesPoints {
-            path: p.clone(),
-            data_type: *t,
-            truncated: !last && kept.len() < points.len(),
-            points: kept,
-        });
-    }
-    out
 }

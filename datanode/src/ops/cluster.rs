@@ -46,7 +46,7 @@ pub(crate) async fn schema_statement(
             }
         })
         .await;
-    outcome.unwrap_or_else(|s| s)
+    outcome.unwrap_or_else(|e| e.status().into())
 }
 
 /// A user statement issued by `issuer`. Whatever the answer, this DataNode asks the ConfigNode
@@ -72,7 +72,7 @@ pub(crate) async fn user_statement(
         })
         .await;
     crate::auth::forget(shared, &target);
-    outcome.unwrap_or_else(|s| s)
+    outcome.unwrap_or_else(|e| e.status().into())
 }
 
 /// Calls the ConfigNode leader with `call` (no argument to copy); the link's failure becomes
@@ -83,7 +83,7 @@ macro_rules! view {
             .confignode
             .call(None, |mut $c| async move { $call.await })
             .await;
-        outcome.unwrap_or_else(|s| <$resp>::failed(s))
+        outcome.unwrap_or_else(|e| <$resp>::failed(e.status().into()))
     }};
 }
 
@@ -134,7 +134,7 @@ pub(crate) async fn show_timeseries(shared: &Shared, prefix: String) -> proto::S
             }
         })
         .await;
-    outcome.unwrap_or_else(proto::ShowTimeseriesResp::failed)
+    outcome.unwrap_or_else(|e| proto::ShowTimeseriesResp::failed(e.status().into()))
 }
 
 pub(crate) async fn show_cluster(shared: &Shared) -> proto::ShowClusterResp {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use common::table::{DeviceAttributes, TableSchema, TableView};
-use common::{DataType, StatusCode, Tablet, Value};
+use common::{DataType, SeriesPath, Status, StatusCode, Tablet, Value};
 use proto::statements;
 use proto::views::{
     ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
@@ -54,26 +54,30 @@ impl DataNodeBackend {
     ) -> ExecResult<()> {
         let answer =
             cluster::user_statement(&self.shared, self.user.clone(), Some(statement)).await;
-        status_result(&answer)
+        status_result(&answer.into())
     }
 
     /// Runs a schema statement (forwarded to the ConfigNode).
     async fn schema(&self, statement: proto::schema_statement_req::Statement) -> ExecResult<()> {
-        status_result(&cluster::schema_statement(&self.shared, Some(statement)).await)
+        status_result(
+            &cluster::schema_statement(&self.shared, Some(statement))
+                .await
+                .into(),
+        )
     }
 }
 
 /// The success of a wire status, or the status as an [`ExecError`]. 400 is a success: the
 /// write happened, with a hint.
-pub(crate) fn status_result(status: &proto::Status) -> ExecResult<()> {
+pub(crate) fn status_result(status: &Status) -> ExecResult<()> {
     if status.is(StatusCode::Success) || status.is(StatusCode::RedirectionRecommend) {
         Ok(())
     } else if status.is(StatusCode::MultipleError) {
         // Every 302 keeps its parts: IoTDB's clients read a 302 through its `subStatus`.
         let mut parts: Vec<(i32, String)> = status
-            .sub_status
+            .parts
             .iter()
-            .map(|s| (s.code, s.message.clone()))
+            .map(|s| (s.code.wire(), s.message.clone()))
             .collect();
         if parts.is_empty() {
             parts.push((
@@ -87,7 +91,7 @@ pub(crate) fn status_result(status: &proto::Status) -> ExecResult<()> {
         })
     } else {
         Err(ExecError::Status {
-            code: status.code,
+            code: status.code.wire(),
             message: status.message.clone(),
         })
     }
@@ -119,7 +123,7 @@ where
     R: Into<T>,
 {
     match status(&reply) {
-        Some(s) => status_result(&s)?,
+        Some(s) => status_result(&s.into())?,
         None => {
             return Err(ExecError::Status {
                 code: StatusCode::InternalServerError.wire(),
@@ -133,15 +137,8 @@ where
 fn coordinator_error(e: CoordinatorError) -> ExecError {
     let status = e.status();
     ExecError::Status {
-        code: status.code,
+        code: status.code.wire(),
         message: status.message,
-    }
-}
-
-fn series_path(device: &str, measurement: &str) -> proto::SeriesPath {
-    proto::SeriesPath {
-        device: device.to_string(),
-        measurement: measurement.to_string(),
     }
 }
 
@@ -214,7 +211,7 @@ impl Backend for DataNodeBackend {
         start: i64,
         end: i64,
     ) -> ExecResult<()> {
-        let paths = series.iter().map(|(d, m)| series_path(d, m)).collect();
+        let paths = series.iter().map(|(d, m)| SeriesPath::new(d, m)).collect();
         self.shared
             .coordinator
             .delete_data(paths, start, end, self.relay)
@@ -265,7 +262,7 @@ impl Backend for DataNodeBackend {
         to: i64,
         limit: usize,
     ) -> ExecResult<Vec<(i64, Value)>> {
-        let path = series_path(device, measurement);
+        let path = SeriesPath::new(device, measurement);
         let mut points = Vec::new();
         let mut start = from;
         while points.len() < limit {
@@ -275,20 +272,14 @@ impl Backend for DataNodeBackend {
             let series = self
                 .shared
                 .coordinator
-                .read(
-                    &pinned,
-                    std::slice::from_ref(&path),
-                    start..to,
-                    page_points,
-                    false,
-                )
+                .read_range(&pinned, std::slice::from_ref(&path), start..to, page_points)
                 .await
                 .map_err(coordinator_error)?;
             let Some(page) = series.into_iter().find(|s| s.path == path) else {
                 return Ok(points);
             };
-            let last = page.points.keys().next_back().copied();
-            points.extend(page.points);
+            let last = page.batch.last().map(|(t, _)| t);
+            points.extend(page.batch.points());
             match last {
                 Some(t) if page.truncated && t < i64::MAX => start = t + 1,
                 _ => return Ok(points),
@@ -303,24 +294,18 @@ impl Backend for DataNodeBackend {
         device: &str,
         measurement: &str,
     ) -> ExecResult<Option<(i64, Value)>> {
-        let path = series_path(device, measurement);
+        let path = SeriesPath::new(device, measurement);
         let pinned = self.shared.metadata.pin();
         let series = self
             .shared
             .coordinator
-            .read(
-                &pinned,
-                std::slice::from_ref(&path),
-                i64::MIN..i64::MAX,
-                0,
-                true,
-            )
+            .read_last(&pinned, std::slice::from_ref(&path))
             .await
             .map_err(coordinator_error)?;
         Ok(series
             .into_iter()
             .find(|s| s.path == path)
-            .and_then(|s| s.points.into_iter().next_back()))
+            .map(|s| (s.time, s.value)))
     }
 
     async fn show_databases(&self) -> ExecResult<Vec<DatabaseView>> {
@@ -459,15 +444,16 @@ impl Backend for DataNodeBackend {
             .await;
         let reply = match answer {
             Ok(reply) => reply,
-            Err(status) => {
+            Err(e) => {
+                let status = e.status();
                 return Err(ExecError::Status {
-                    code: status.code,
+                    code: status.code.wire(),
                     message: status.message,
-                })
+                });
             }
         };
         if let Some(status) = &reply.status {
-            status_result(status)?;
+            status_result(&status.clone().into())?;
         }
         reply
             .tables

@@ -41,7 +41,7 @@ pub(crate) async fn write_table<E>(
             .await
         {
             Ok(()) => ok(),
-            Err(e) => e.status(),
+            Err(e) => e.status().into(),
         },
     )
 }

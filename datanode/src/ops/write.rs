@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use common::{StatusCode, Tablet};
+use common::{Status, StatusCode, Tablet};
 
 use crate::convert::{ok, status, tablet_from_wire};
 use crate::coordinator::{aggregate, write_status, Relay, TableOrigin};
@@ -19,7 +19,7 @@ pub(crate) async fn insert_tablets(
     shared: &Arc<Shared>,
     tablets: Vec<Tablet>,
     relay: Relay,
-) -> proto::Status {
+) -> Status {
     if let Err(e) = shared.coordinator.limits.check_request_partitions(&tablets) {
         return e.status();
     }
@@ -40,7 +40,7 @@ pub(crate) async fn insert_table_tablets(
     shared: &Arc<Shared>,
     origin: &TableOrigin<'_>,
     tablets: Vec<Tablet>,
-) -> proto::Status {
+) -> Status {
     if let Err(e) = shared.coordinator.limits.check_request_partitions(&tablets) {
         return e.status();
     }
@@ -69,15 +69,21 @@ pub(crate) async fn insert_wire_tablets(
     shared: &Arc<Shared>,
     wire: Vec<proto::Tablet>,
     relay: Relay,
-) -> proto::Status {
-    if let Some(s) = too_many("tablets", wire.len(), BATCH_ITEMS_MAX) {
-        return s;
+) -> Status {
+    if wire.len() > BATCH_ITEMS_MAX {
+        return Status::new(
+            StatusCode::IllegalParameter,
+            format!(
+                "{} tablets in one request; the limit is {BATCH_ITEMS_MAX}",
+                wire.len()
+            ),
+        );
     }
     let mut tablets = Vec::with_capacity(wire.len());
     for t in wire {
         match tablet_from_wire(t) {
             Ok(t) => tablets.push(t),
-            Err(e) => return status(StatusCode::IllegalParameter, e.to_string()),
+            Err(e) => return Status::new(StatusCode::IllegalParameter, e.to_string()),
         }
     }
     insert_tablets(shared, tablets, relay).await
@@ -106,7 +112,7 @@ pub(crate) async fn answer_series_types(
                 .collect(),
         },
         Err(e) => proto::SeriesTypesResp {
-            status: Some(e.status()),
+            status: Some(e.status().into()),
             series: Vec::new(),
         },
     }
