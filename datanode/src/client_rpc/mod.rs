@@ -20,6 +20,7 @@
 
 mod connection;
 mod inserts;
+mod request;
 mod results;
 
 pub(crate) use crate::ops::sql::{delete_data, exec_status, run_statement, DataNodeBackend};
@@ -31,12 +32,8 @@ use common::table::Category;
 use common::views::SeriesMeta;
 use common::{StatusCode, Tablet};
 use iotdb_rpc::messages::{
-    self, CloseOperationReq, CreateAlignedTimeseriesReq, CreateMultiTimeseriesReq,
-    CreateTimeseriesReq, ExecuteStatementReq, ExecuteStatementResp, FetchResultsReq,
-    FetchResultsResp, GetTimeZoneResp, InsertRecordReq, InsertRecordsOfOneDeviceReq,
-    InsertRecordsReq, InsertStringRecordReq, InsertStringRecordsOfOneDeviceReq, InsertTabletReq,
-    InsertTabletsReq, LastDataQueryReq, OpenSessionReq, OpenSessionResp, RawDataQueryReq,
-    SessionArgs, SetTimeZoneReq, Status,
+    self, CreateTimeseriesReq, ExecuteStatementReq, ExecuteStatementResp, FetchResultsReq,
+    FetchResultsResp, GetTimeZoneResp, InsertTabletReq, OpenSessionResp, Status,
 };
 use runtime::ThriftConnection;
 use sql::{Backend, ExecError, OutcomeKind, TimeRange};
@@ -45,6 +42,7 @@ use thrift_codec::{ApplicationError, MessageType, Protocol, Reader, TType, Write
 use crate::coordinator::Relay;
 use crate::parts::Shared;
 use inserts::BadRequest;
+use request::{InsertCall, QueryCall, Request, SchemaCall, SessionCall};
 use results::Pending;
 
 /// IoTDB's `IOTDB_SERVICE_PROTOCOL_V3`, the only client protocol version served.
@@ -254,28 +252,6 @@ fn multi_device_status(s: proto::Status) -> Status {
     thrift_status(s)
 }
 
-/// Reads `_args { 1: Req req }` with `read`.
-fn request<T>(
-    r: &mut Reader,
-    read: impl FnOnce(&mut Reader) -> thrift_codec::Result<T>,
-) -> Result<T, Refusal> {
-    let mut read = Some(read);
-    let mut out = None;
-    messages::read_struct(r, |r, header| {
-        if header.id == 1 && header.ttype == TType::Struct {
-            if let Some(read) = read.take() {
-                out = Some(read(r)?);
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    })?;
-    out.ok_or_else(|| Refusal {
-        kind: ApplicationError::ProtocolError,
-        message: "the call's request (field 1) is missing".into(),
-    })
-}
-
 impl Connection {
     fn new(shared: Arc<Shared>, handshake: runtime::Handshake) -> Connection {
         Connection {
@@ -352,76 +328,58 @@ impl Connection {
 
     async fn call(&mut self, method: &str, r: &mut Reader<'_>) -> Result<Answer, Refusal> {
         if !METHODS.contains(&method) {
-            return Err(Refusal {
-                kind: ApplicationError::UnknownMethod,
-                message: format!("Fencepost does not serve the method {method}"),
-            });
+            return Err(request::unknown(method));
         }
-        match method {
-            "openSession" => {
-                let req = request(r, OpenSessionReq::read)?;
-                return Ok(Answer::OpenSession(self.open_session(req).await));
-            }
-            "closeSession" => {
-                self.session = None;
-                return Ok(Answer::Status(Status::ok()));
-            }
-            _ => {}
-        }
-        if self.session.is_none() {
+        if self.session.is_none() && !Request::before_login(method) {
             return self.not_logged_in(method);
         }
-        if method.starts_with("insert") || method.starts_with("testInsert") {
-            return self.call_insert(method, r).await;
-        }
-        let query = ["execute", "fetchResults", "closeOperation"];
-        if query.iter().any(|prefix| method.starts_with(prefix)) {
-            return self.call_query(method, r).await;
-        }
-        self.call_schema(method, r).await
-    }
-
-    /// A logged-in call about the session or the schema.
-    async fn call_schema(&mut self, method: &str, r: &mut Reader<'_>) -> Result<Answer, Refusal> {
-        match method {
-            "requestStatementId" => {
-                let _ = SessionArgs::read(r)?;
-                let session = self.session.as_mut().expect("logged in");
-                session.statement_id += 1;
-                Ok(Answer::I64(session.statement_id))
-            }
-            "setTimeZone" => {
-                let req = request(r, SetTimeZoneReq::read)?;
-                self.session.as_mut().expect("logged in").time_zone = req.time_zone;
+        match Request::read(method, r)? {
+            Request::OpenSession(req) => Ok(Answer::OpenSession(self.open_session(req).await)),
+            Request::CloseSession => {
+                self.session = None;
                 Ok(Answer::Status(Status::ok()))
             }
-            "getTimeZone" => {
-                let _ = SessionArgs::read(r)?;
-                Ok(Answer::TimeZone(GetTimeZoneResp {
-                    status: Status::ok(),
-                    time_zone: self.session.as_ref().expect("logged in").time_zone.clone(),
-                }))
+            Request::Session(call) => Ok(self.call_session(call)),
+            Request::Schema(call) => Ok(Answer::Status(self.call_schema(call).await)),
+            Request::Insert(call) => Ok(Answer::Status(self.call_insert(call).await)),
+            Request::Query(call) => Ok(self.call_query(call).await),
+        }
+    }
+
+    /// A logged-in call about the session itself.
+    fn call_session(&mut self, call: SessionCall) -> Answer {
+        let session = self.session.as_mut().expect("logged in");
+        match call {
+            SessionCall::RequestStatementId => {
+                session.statement_id += 1;
+                Answer::I64(session.statement_id)
             }
-            "setStorageGroup" => {
-                let args = SessionArgs::read(r)?;
-                Ok(Answer::Status(
-                    self.done(self.backend().create_database(&args.name).await),
-                ))
+            SessionCall::SetTimeZone(req) => {
+                session.time_zone = req.time_zone;
+                Answer::Status(Status::ok())
             }
-            "deleteStorageGroups" => {
-                let args = SessionArgs::read(r)?;
+            SessionCall::GetTimeZone => Answer::TimeZone(GetTimeZoneResp {
+                status: Status::ok(),
+                time_zone: session.time_zone.clone(),
+            }),
+        }
+    }
+
+    /// A logged-in call about the schema.
+    async fn call_schema(&mut self, call: SchemaCall) -> Status {
+        match call {
+            SchemaCall::SetStorageGroup(database) => {
+                self.done(self.backend().create_database(&database).await)
+            }
+            SchemaCall::DeleteStorageGroups(databases) => {
                 let mut statuses = Vec::new();
-                for database in &args.names {
+                for database in &databases {
                     statuses.push(self.done(self.backend().drop_database(database).await));
                 }
-                Ok(Answer::Status(combined(statuses)))
+                combined(statuses)
             }
-            "createTimeseries" => {
-                let req = request(r, CreateTimeseriesReq::read)?;
-                Ok(Answer::Status(self.create_timeseries(req).await))
-            }
-            "createAlignedTimeseries" => {
-                let req = request(r, CreateAlignedTimeseriesReq::read)?;
+            SchemaCall::CreateTimeseries(req) => self.create_timeseries(req).await,
+            SchemaCall::CreateAlignedTimeseries(req) => {
                 let paths = req
                     .measurements
                     .iter()
@@ -435,10 +393,9 @@ impl Connection {
                     props: Vec::new(),
                     meta: Vec::new(),
                 };
-                Ok(Answer::Status(self.create_many(spec).await))
+                self.create_many(spec).await
             }
-            "createMultiTimeseries" => {
-                let req = request(r, CreateMultiTimeseriesReq::read)?;
+            SchemaCall::CreateMultiTimeseries(req) => {
                 let n = req.paths.len();
                 let mut meta: Vec<SeriesMeta> = vec![SeriesMeta::default(); n];
                 for (i, m) in meta.iter_mut().enumerate() {
@@ -454,105 +411,62 @@ impl Connection {
                     props: req.props_list,
                     meta,
                 };
-                Ok(Answer::Status(self.create_many(spec).await))
+                self.create_many(spec).await
             }
-            "deleteTimeseries" => {
-                let args = SessionArgs::read(r)?;
+            SchemaCall::DeleteTimeseries(paths) => {
                 let mut statuses = Vec::new();
-                for path in &args.names {
+                for path in &paths {
                     statuses.push(self.done(self.backend().delete_timeseries(path).await));
                 }
-                Ok(Answer::Status(combined(statuses)))
+                combined(statuses)
             }
-            "deleteData" => {
-                let req = request(r, messages::DeleteDataReq::read)?;
-                Ok(Answer::Status(self.delete_data(req).await))
-            }
-            other => unreachable!("{other} is in METHODS but has no handler"),
+            SchemaCall::DeleteData(req) => self.delete_data(req).await,
         }
     }
 
-    /// A logged-in insert call.
-    async fn call_insert(&mut self, method: &str, r: &mut Reader<'_>) -> Result<Answer, Refusal> {
-        match method {
-            "insertTablet" => {
-                let req = request(r, InsertTabletReq::read)?;
-                if req.write_to_table {
-                    return Ok(Answer::Status(self.insert_table(req).await));
-                }
-                Ok(Answer::Status(match inserts::from_tablet(req) {
-                    Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
-                    Err(e) => bad_request(e),
-                }))
-            }
-            "insertTablets" => {
-                let req = request(r, InsertTabletsReq::read)?;
-                Ok(Answer::Status(match inserts::from_tablets(req) {
-                    Ok(tablets) => multi_device_status(self.write(tablets).await),
-                    Err(e) => bad_request(e),
-                }))
-            }
-            "insertRecord" => {
-                let req = request(r, InsertRecordReq::read)?;
-                Ok(Answer::Status(match inserts::from_record(req) {
-                    Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
-                    Err(e) => bad_request(e),
-                }))
-            }
-            "insertRecords" => {
-                let req = request(r, InsertRecordsReq::read)?;
-                Ok(Answer::Status(match inserts::from_records(req) {
-                    Ok(tablets) => multi_device_status(self.write(tablets).await),
-                    Err(e) => bad_request(e),
-                }))
-            }
-            "insertRecordsOfOneDevice" => {
-                let req = request(r, InsertRecordsOfOneDeviceReq::read)?;
-                Ok(Answer::Status(
-                    match inserts::from_records_of_one_device(req) {
-                        Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
-                        Err(e) => bad_request(e),
-                    },
-                ))
-            }
-            "insertStringRecord" => {
-                let req = request(r, InsertStringRecordReq::read)?;
+    /// A logged-in insert.
+    async fn call_insert(&mut self, call: InsertCall) -> Status {
+        match call {
+            InsertCall::Tablet(req) if req.write_to_table => self.insert_table(req).await,
+            InsertCall::Tablet(req) => match inserts::from_tablet(req) {
+                Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
+                Err(e) => bad_request(e),
+            },
+            InsertCall::Tablets(req) => match inserts::from_tablets(req) {
+                Ok(tablets) => multi_device_status(self.write(tablets).await),
+                Err(e) => bad_request(e),
+            },
+            InsertCall::Record(req) => match inserts::from_record(req) {
+                Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
+                Err(e) => bad_request(e),
+            },
+            InsertCall::Records(req) => match inserts::from_records(req) {
+                Ok(tablets) => multi_device_status(self.write(tablets).await),
+                Err(e) => bad_request(e),
+            },
+            InsertCall::RecordsOfOneDevice(req) => match inserts::from_records_of_one_device(req) {
+                Ok(tablet) => thrift_status(self.write(vec![tablet]).await),
+                Err(e) => bad_request(e),
+            },
+            InsertCall::StringRecord(req) => {
                 let (device, rows) = inserts::string_record_rows(req);
-                Ok(Answer::Status(self.write_strings(device, rows).await))
+                self.write_strings(device, rows).await
             }
-            "insertStringRecordsOfOneDevice" => {
-                let req = request(r, InsertStringRecordsOfOneDeviceReq::read)?;
-                Ok(Answer::Status(
-                    match inserts::string_records_of_one_device_rows(req) {
-                        Ok((device, rows)) => self.write_strings(device, rows).await,
-                        Err(e) => bad_request(e),
-                    },
-                ))
+            InsertCall::StringRecordsOfOneDevice(req) => {
+                match inserts::string_records_of_one_device_rows(req) {
+                    Ok((device, rows)) => self.write_strings(device, rows).await,
+                    Err(e) => bad_request(e),
+                }
             }
-            "testInsertTablet"
-            | "testInsertTablets"
-            | "testInsertRecord"
-            | "testInsertRecords"
-            | "testInsertStringRecord"
-            | "testInsertStringRecords" => Ok(Answer::Status(Status::ok())),
-            other => unreachable!("{other} is in METHODS but has no handler"),
+            InsertCall::Test => Status::ok(),
         }
     }
 
-    /// A logged-in query call: a statement, a raw or last data query, a fetch, a close.
-    async fn call_query(&mut self, method: &str, r: &mut Reader<'_>) -> Result<Answer, Refusal> {
-        match method {
-            "executeStatementV2"
-            | "executeQueryStatementV2"
-            | "executeUpdateStatementV2"
-            | "executeStatement"
-            | "executeQueryStatement"
-            | "executeUpdateStatement" => {
-                let req = request(r, ExecuteStatementReq::read)?;
-                Ok(Answer::Execute(self.execute(req).await))
-            }
-            "executeRawDataQueryV2" | "executeRawDataQuery" => {
-                let req = request(r, RawDataQueryReq::read)?;
+    /// A logged-in statement, raw or last data query, fetch or close.
+    async fn call_query(&mut self, call: QueryCall) -> Answer {
+        match call {
+            QueryCall::Statement(req) => Answer::Execute(self.execute(req).await),
+            QueryCall::RawData(req) => {
                 let range = TimeRange {
                     from: req.start_time,
                     to: req.end_time,
@@ -560,36 +474,22 @@ impl Connection {
                 let mut charge = self.shared.clients.results.charge();
                 let outcome =
                     sql::exec::raw_paths(self.backend(), &req.paths, range, &mut charge).await;
-                Ok(Answer::Execute(self.result(
-                    outcome,
-                    charge,
-                    req.fetch_size,
-                )))
+                Answer::Execute(self.result(outcome, charge, req.fetch_size))
             }
-            "executeLastDataQueryV2" | "executeLastDataQuery" => {
-                let req = request(r, LastDataQueryReq::read)?;
+            QueryCall::LastData(req) => {
                 let mut charge = self.shared.clients.results.charge();
                 let outcome =
                     sql::exec::last_paths(self.backend(), &req.paths, req.time, &mut charge).await;
-                Ok(Answer::Execute(self.result(
-                    outcome,
-                    charge,
-                    req.fetch_size,
-                )))
+                Answer::Execute(self.result(outcome, charge, req.fetch_size))
             }
-            "fetchResultsV2" | "fetchResults" => {
-                let req = request(r, FetchResultsReq::read)?;
-                Ok(Answer::Fetch(self.fetch(req)))
-            }
-            "closeOperation" => {
-                let req = request(r, CloseOperationReq::read)?;
+            QueryCall::Fetch(req) => Answer::Fetch(self.fetch(req)),
+            QueryCall::CloseOperation(req) => {
                 if let Some(query_id) = req.query_id {
                     let session = self.session.as_mut().expect("logged in");
                     session.queries.remove(&query_id);
                 }
-                Ok(Answer::Status(Status::ok()))
+                Answer::Status(Status::ok())
             }
-            other => unreachable!("{other} is in METHODS but has no handler"),
         }
     }
 

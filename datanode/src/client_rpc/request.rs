@@ -1,0 +1,236 @@
+//! Every call of IoTDB's client this server takes, read whole from its frame into one typed
+//! [`Request`] before anything runs, grouped by the area that answers it: the session, the
+//! schema, inserts and queries (as mini-redis reads a frame into a `Command` and applies it).
+//! A method outside [`super::METHODS`] is refused here with UNKNOWN_METHOD.
+
+use iotdb_rpc::messages::{
+    self, CloseOperationReq, CreateAlignedTimeseriesReq, CreateMultiTimeseriesReq,
+    CreateTimeseriesReq, ExecuteStatementReq, FetchResultsReq, InsertRecordReq,
+    InsertRecordsOfOneDeviceReq, InsertRecordsReq, InsertStringRecordReq,
+    InsertStringRecordsOfOneDeviceReq, InsertTabletReq, InsertTabletsReq, LastDataQueryReq,
+    OpenSessionReq, RawDataQueryReq, SessionArgs, SetTimeZoneReq,
+};
+use thrift_codec::{ApplicationError, Reader, TType};
+
+use super::Refusal;
+
+/// One call, its arguments read.
+pub(super) enum Request {
+    OpenSession(OpenSessionReq),
+    CloseSession,
+    Session(SessionCall),
+    Schema(SchemaCall),
+    Insert(InsertCall),
+    Query(QueryCall),
+}
+
+/// A logged-in call about the session itself.
+pub(super) enum SessionCall {
+    RequestStatementId,
+    SetTimeZone(SetTimeZoneReq),
+    GetTimeZone,
+}
+
+/// A logged-in call about the schema.
+pub(super) enum SchemaCall {
+    SetStorageGroup(String),
+    DeleteStorageGroups(Vec<String>),
+    CreateTimeseries(CreateTimeseriesReq),
+    CreateAlignedTimeseries(CreateAlignedTimeseriesReq),
+    CreateMultiTimeseries(CreateMultiTimeseriesReq),
+    DeleteTimeseries(Vec<String>),
+    DeleteData(messages::DeleteDataReq),
+}
+
+/// A logged-in insert.
+pub(super) enum InsertCall {
+    Tablet(InsertTabletReq),
+    Tablets(InsertTabletsReq),
+    Record(InsertRecordReq),
+    Records(InsertRecordsReq),
+    RecordsOfOneDevice(InsertRecordsOfOneDeviceReq),
+    StringRecord(InsertStringRecordReq),
+    StringRecordsOfOneDevice(InsertStringRecordsOfOneDeviceReq),
+    /// `testInsert*`: the client's connectivity probes, answered 200 unread.
+    Test,
+}
+
+/// A logged-in statement, data query, fetch or close.
+pub(super) enum QueryCall {
+    /// `executeStatement`, `executeQueryStatement`, `executeUpdateStatement` (V1 and V2).
+    Statement(ExecuteStatementReq),
+    RawData(RawDataQueryReq),
+    LastData(LastDataQueryReq),
+    Fetch(FetchResultsReq),
+    CloseOperation(CloseOperationReq),
+}
+
+impl Request {
+    /// Whether `method` may be called before `openSession`.
+    pub(super) fn before_login(method: &str) -> bool {
+        matches!(method, "openSession" | "closeSession")
+    }
+
+    /// The call `method` with its arguments read from `r`.
+    pub(super) fn read(method: &str, r: &mut Reader<'_>) -> Result<Request, Refusal> {
+        Ok(match method {
+            "openSession" => Request::OpenSession(request(r, OpenSessionReq::read)?),
+            "closeSession" => Request::CloseSession,
+            "requestStatementId" | "setTimeZone" | "getTimeZone" => {
+                Request::Session(read_session(method, r)?)
+            }
+            m if m.starts_with("insert") || m.starts_with("testInsert") => {
+                Request::Insert(read_insert(m, r)?)
+            }
+            m if ["execute", "fetchResults", "closeOperation"]
+                .iter()
+                .any(|prefix| m.starts_with(prefix)) =>
+            {
+                Request::Query(read_query(m, r)?)
+            }
+            m => Request::Schema(read_schema(m, r)?),
+        })
+    }
+}
+
+fn read_session(method: &str, r: &mut Reader<'_>) -> Result<SessionCall, Refusal> {
+    Ok(match method {
+        "requestStatementId" => {
+            SessionArgs::read(r)?;
+            SessionCall::RequestStatementId
+        }
+        "setTimeZone" => SessionCall::SetTimeZone(request(r, SetTimeZoneReq::read)?),
+        "getTimeZone" => {
+            SessionArgs::read(r)?;
+            SessionCall::GetTimeZone
+        }
+        other => return Err(unknown(other)),
+    })
+}
+
+fn read_schema(method: &str, r: &mut Reader<'_>) -> Result<SchemaCall, Refusal> {
+    Ok(match method {
+        "setStorageGroup" => SchemaCall::SetStorageGroup(SessionArgs::read(r)?.name),
+        "deleteStorageGroups" => SchemaCall::DeleteStorageGroups(SessionArgs::read(r)?.names),
+        "createTimeseries" => SchemaCall::CreateTimeseries(request(r, CreateTimeseriesReq::read)?),
+        "createAlignedTimeseries" => {
+            SchemaCall::CreateAlignedTimeseries(request(r, CreateAlignedTimeseriesReq::read)?)
+        }
+        "createMultiTimeseries" => {
+            SchemaCall::CreateMultiTimeseries(request(r, CreateMultiTimeseriesReq::read)?)
+        }
+        "deleteTimeseries" => SchemaCall::DeleteTimeseries(SessionArgs::read(r)?.names),
+        "deleteData" => SchemaCall::DeleteData(request(r, messages::DeleteDataReq::read)?),
+        other => return Err(unknown(other)),
+    })
+}
+
+fn read_insert(method: &str, r: &mut Reader<'_>) -> Result<InsertCall, Refusal> {
+    Ok(match method {
+        "insertTablet" => InsertCall::Tablet(request(r, InsertTabletReq::read)?),
+        "insertTablets" => InsertCall::Tablets(request(r, InsertTabletsReq::read)?),
+        "insertRecord" => InsertCall::Record(request(r, InsertRecordReq::read)?),
+        "insertRecords" => InsertCall::Records(request(r, InsertRecordsReq::read)?),
+        "insertRecordsOfOneDevice" => {
+            InsertCall::RecordsOfOneDevice(request(r, InsertRecordsOfOneDeviceReq::read)?)
+        }
+        "insertStringRecord" => InsertCall::StringRecord(request(r, InsertStringRecordReq::read)?),
+        "insertStringRecordsOfOneDevice" => InsertCall::StringRecordsOfOneDevice(request(
+            r,
+            InsertStringRecordsOfOneDeviceReq::read,
+        )?),
+        "testInsertTablet"
+        | "testInsertTablets"
+        | "testInsertRecord"
+        | "testInsertRecords"
+        | "testInsertStringRecord"
+        | "testInsertStringRecords" => InsertCall::Test,
+        other => return Err(unknown(other)),
+    })
+}
+
+fn read_query(method: &str, r: &mut Reader<'_>) -> Result<QueryCall, Refusal> {
+    Ok(match method {
+        "executeStatementV2"
+        | "executeQueryStatementV2"
+        | "executeUpdateStatementV2"
+        | "executeStatement"
+        | "executeQueryStatement"
+        | "executeUpdateStatement" => QueryCall::Statement(request(r, ExecuteStatementReq::read)?),
+        "executeRawDataQueryV2" | "executeRawDataQuery" => {
+            QueryCall::RawData(request(r, RawDataQueryReq::read)?)
+        }
+        "executeLastDataQueryV2" | "executeLastDataQuery" => {
+            QueryCall::LastData(request(r, LastDataQueryReq::read)?)
+        }
+        "fetchResultsV2" | "fetchResults" => QueryCall::Fetch(request(r, FetchResultsReq::read)?),
+        "closeOperation" => QueryCall::CloseOperation(request(r, CloseOperationReq::read)?),
+        other => return Err(unknown(other)),
+    })
+}
+
+/// UNKNOWN_METHOD.
+pub(super) fn unknown(method: &str) -> Refusal {
+    Refusal {
+        kind: ApplicationError::UnknownMethod,
+        message: format!("Fencepost does not serve the method {method}"),
+    }
+}
+
+/// Reads `_args { 1: Req req }` with `read`.
+fn request<T>(
+    r: &mut Reader,
+    read: impl FnOnce(&mut Reader) -> thrift_codec::Result<T>,
+) -> Result<T, Refusal> {
+    let mut read = Some(read);
+    let mut out = None;
+    messages::read_struct(r, |r, header| {
+        if header.id == 1 && header.ttype == TType::Struct {
+            if let Some(read) = read.take() {
+                out = Some(read(r)?);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    })?;
+    out.ok_or_else(|| Refusal {
+        kind: ApplicationError::ProtocolError,
+        message: "the call's request (field 1) is missing".into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use thrift_codec::{Protocol, Writer};
+
+    use super::*;
+
+    /// Every method served reads into a request of its own (an empty argument struct is a
+    /// protocol error or a request, never UNKNOWN_METHOD), and no other method does.
+    #[test]
+    fn every_served_method_reads_and_no_other() {
+        for protocol in [Protocol::Binary, Protocol::Compact] {
+            let mut w = Writer::new(protocol);
+            w.struct_begin();
+            w.field_stop();
+            w.struct_end();
+            let empty = w.into_bytes();
+            for method in super::super::METHODS {
+                let mut r = Reader::new(&empty, protocol);
+                if let Err(refusal) = Request::read(method, &mut r) {
+                    assert_ne!(refusal.kind, ApplicationError::UnknownMethod, "{method}");
+                }
+            }
+            for method in [
+                "insertTabletX",
+                "executeBatchStatement",
+                "fetchMetadata",
+                "",
+            ] {
+                let mut r = Reader::new(&empty, protocol);
+                let refused = Request::read(method, &mut r).err().map(|e| e.kind);
+                assert_eq!(refused, Some(ApplicationError::UnknownMethod), "{method}");
+            }
+        }
+    }
+}
