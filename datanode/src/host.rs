@@ -54,13 +54,10 @@ pub(crate) struct RegionHostConfig {
     pub snapshots: crate::snapshot::TransferConfig,
 }
 
-/// The raft driver and the region replicas on this DataNode.
-pub(crate) struct RegionHost {
-    node_id: u64,
-    config: RegionHostConfig,
-    driver: RaftDriver<GrpcTransport>,
-    raft_metrics: OnceLock<Arc<consensus::Metrics>>,
-    regions: RwLock<BTreeMap<u64, LocalRegion>>,
+/// The region replicas on this DataNode and the guards of their lifecycle.
+#[derive(Default)]
+struct Replicas {
+    hosted: RwLock<BTreeMap<u64, LocalRegion>>,
     /// Held while a region is created or removed: one change to the set of regions at a time.
     creating: tokio::sync::Mutex<()>,
     /// Regions removed in this run (the ConfigNode said they were dropped): never created again,
@@ -68,6 +65,15 @@ pub(crate) struct RegionHost {
     /// this node hosted, bounded by the regions it ever hosted. A restart forgets it; by then
     /// the replica files are gone and the ConfigNode no longer lists the regions.
     removed: RwLock<BTreeSet<u64>>,
+}
+
+/// The raft driver and the region replicas on this DataNode.
+pub(crate) struct RegionHost {
+    node_id: u64,
+    config: RegionHostConfig,
+    driver: RaftDriver<GrpcTransport>,
+    raft_metrics: OnceLock<Arc<consensus::Metrics>>,
+    replicas: Replicas,
     /// The declared encodings last fetched from the ConfigNode: every region has them, one
     /// created later too (its first flush may come before the next fetch).
     series_codecs: RwLock<Arc<engine::SeriesCodecs>>,
@@ -122,9 +128,7 @@ impl RegionHost {
             config,
             driver,
             raft_metrics: OnceLock::new(),
-            regions: RwLock::new(BTreeMap::new()),
-            creating: tokio::sync::Mutex::new(()),
-            removed: RwLock::new(BTreeSet::new()),
+            replicas: Replicas::default(),
             series_codecs: RwLock::new(Arc::new(engine::SeriesCodecs::default())),
             lease,
             clock,
@@ -155,7 +159,11 @@ impl RegionHost {
 
     /// The replica of `region` hosted here.
     pub(crate) fn region(&self, region: u64) -> Option<Arc<DataRegion>> {
-        self.regions.read().get(&region).map(|r| r.region.clone())
+        self.replicas
+            .hosted
+            .read()
+            .get(&region)
+            .map(|r| r.region.clone())
     }
 
     pub(crate) fn raft_metrics(&self) -> Option<&Arc<consensus::Metrics>> {
@@ -168,7 +176,7 @@ impl RegionHost {
 
     /// Ids of the regions hosted here.
     pub(crate) fn region_ids(&self) -> Vec<u64> {
-        self.regions.read().keys().copied().collect()
+        self.replicas.hosted.read().keys().copied().collect()
     }
 
     /// The node's sealed-file descriptor cache.
@@ -178,7 +186,8 @@ impl RegionHost {
 
     /// Bytes held by the memtables (working and being flushed) of every region here.
     pub(crate) fn memtable_bytes(&self) -> usize {
-        self.regions
+        self.replicas
+            .hosted
             .read()
             .values()
             .map(|r| r.region.memory_bytes())
@@ -214,12 +223,13 @@ impl RegionHost {
 
     /// How many regions are hosted here.
     pub(crate) fn region_count(&self) -> usize {
-        self.regions.read().len()
+        self.replicas.hosted.read().len()
     }
 
     /// The regions hosted here, for the flush loop and digests.
     pub(crate) fn regions(&self) -> Vec<(u64, Arc<DataRegion>)> {
-        self.regions
+        self.replicas
+            .hosted
             .read()
             .iter()
             .map(|(id, r)| (*id, r.region.clone()))
@@ -228,7 +238,8 @@ impl RegionHost {
 
     /// Each hosted region with its database.
     pub(crate) fn regions_with_databases(&self) -> Vec<(u64, String, Arc<DataRegion>)> {
-        self.regions
+        self.replicas
+            .hosted
             .read()
             .iter()
             .map(|(id, r)| (*id, r.database.clone(), r.region.clone()))
@@ -238,7 +249,7 @@ impl RegionHost {
     /// Hands the declared encodings to every hosted region and to regions created from now on.
     pub(crate) fn set_series_codecs(&self, codecs: Arc<engine::SeriesCodecs>) {
         *self.series_codecs.write() = codecs.clone();
-        for r in self.regions.read().values() {
+        for r in self.replicas.hosted.read().values() {
             r.region.set_series_codecs(codecs.clone());
         }
     }
@@ -246,14 +257,15 @@ impl RegionHost {
     /// Stops every hosted region's compactions (running ones at their next series), for
     /// shutdown: a throttled merge of a large partition must not hold the process up.
     pub(crate) fn cancel_compactions(&self) {
-        for r in self.regions.read().values() {
+        for r in self.replicas.hosted.read().values() {
             r.region.cancel_compactions();
         }
     }
 
     /// Each hosted region's state-machine metrics.
     pub(crate) fn state_machine_metrics(&self) -> Vec<Arc<RegionStateMachineMetrics>> {
-        self.regions
+        self.replicas
+            .hosted
             .read()
             .values()
             .map(|r| r.metrics.clone())
@@ -262,7 +274,8 @@ impl RegionHost {
 
     /// A region hosted here.
     pub(crate) fn local_region(&self, region_id: u64) -> Option<Arc<DataRegion>> {
-        self.regions
+        self.replicas
+            .hosted
             .read()
             .get(&region_id)
             .map(|r| r.region.clone())
@@ -273,7 +286,7 @@ impl RegionHost {
         &self,
         regions: &'a BTreeMap<u64, crate::cache::RegionRoute>,
     ) -> Vec<(u64, &'a crate::cache::RegionRoute)> {
-        let hosted = self.regions.read();
+        let hosted = self.replicas.hosted.read();
         regions
             .iter()
             .filter(|(id, r)| {
@@ -320,11 +333,11 @@ impl RegionHost {
         peers: &[u64],
         preferred_leader: u64,
     ) -> Result<()> {
-        let _creating = self.creating.lock().await;
-        if self.regions.read().contains_key(&region_id) {
+        let _creating = self.replicas.creating.lock().await;
+        if self.replicas.hosted.read().contains_key(&region_id) {
             return Ok(());
         }
-        if self.removed.read().contains(&region_id) {
+        if self.replicas.removed.read().contains(&region_id) {
             return Err(Error::RegionRemoved(region_id));
         }
         let dir = self.config.regions_dir.clone();
@@ -371,7 +384,7 @@ impl RegionHost {
         if let Err(e) = created {
             return Err(Error::Runtime(runtime::Error::Consensus(e)));
         }
-        self.regions.write().insert(
+        self.replicas.hosted.write().insert(
             region_id,
             LocalRegion {
                 region,
@@ -411,9 +424,9 @@ impl RegionHost {
     }
 
     async fn remove_region_to_completion(&self, region_id: u64) -> Result<()> {
-        let _creating = self.creating.lock().await;
-        self.removed.write().insert(region_id);
-        let region = self.regions.write().remove(&region_id);
+        let _creating = self.replicas.creating.lock().await;
+        self.replicas.removed.write().insert(region_id);
+        let region = self.replicas.hosted.write().remove(&region_id);
         let dir = self.config.regions_dir.clone();
         let replicas = dir.join(format!("{region_id}.replicas"));
         match std::fs::remove_file(&replicas) {
@@ -543,7 +556,8 @@ impl RegionHost {
     /// The status for a failed driver call, with a redirect to the leader when one is known.
     pub(crate) fn driver_error_status(&self, region_id: u64, e: &runtime::Error) -> Status {
         // A request the removal of its region stopped (or that raced it): not hosted here.
-        if !self.regions.read().contains_key(&region_id) && self.removed.read().contains(&region_id)
+        if !self.replicas.hosted.read().contains_key(&region_id)
+            && self.replicas.removed.read().contains(&region_id)
         {
             return self.not_hosted(region_id);
         }
