@@ -198,6 +198,7 @@ impl RegionHost {
             return None;
         }
         self.metrics
+            .storage
             .budget_rejections
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut s = status(
@@ -634,7 +635,7 @@ impl RegionHost {
         req: &proto::RegionReadReq,
     ) -> (proto::Status, Vec<proto::RegionSeries>) {
         if let Err(e) = self.lease.check(LeaseFencedRetryPolicy::None) {
-            inc(&self.metrics.fenced_reads);
+            inc(&self.metrics.fencing.fenced_reads);
             return (
                 status(
                     e.policy.status_code(),

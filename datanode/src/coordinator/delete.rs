@@ -189,7 +189,7 @@ impl Coordinator {
             }
         })
         .await?;
-        inc(&self.metrics.relayed_deletes);
+        inc(&self.metrics.fencing.relayed_deletes);
         Ok(())
     }
 }

@@ -71,7 +71,7 @@ impl Coordinator {
                 status(StatusCode::RegionLeaderChangeError, "no local replica")
             };
         }
-        inc(&self.metrics.forwarded_writes);
+        inc(&self.metrics.writes.forwarded_writes);
         let request = proto::RegionWriteReq {
             region_id: region,
             command: Some(wire.clone()),
