@@ -64,7 +64,7 @@ impl GrpcDataNodeClient {
     }
 
     /// A client whose RPCs time out after `rpc_timeout`, with connections built by `channel`
-    /// (`ConfigNodeConfig::channel_config`).
+    /// (`crate::config::RpcSection::channel_config`).
     pub fn with_channel_config(rpc_timeout: Duration, channel: ChannelConfig) -> Self {
         GrpcDataNodeClient {
             channels: ChannelPool::new(channel, rpc_timeout),

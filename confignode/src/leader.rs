@@ -71,8 +71,8 @@ impl Leadership {
             client.clone(),
             tracker.clone(),
             clock.clone(),
-            config.invalidation_retry_interval_ms,
-            config.invalidation_drain_timeout_ms,
+            config.lease.invalidation_retry_interval_ms,
+            config.lease.invalidation_drain_timeout_ms,
         );
         Leadership {
             config,
@@ -92,9 +92,9 @@ impl Leadership {
 
     pub(crate) fn lease_timings(config: &ConfigNodeConfig) -> LeaseTimings {
         LeaseTimings {
-            fence_ms: config.metadata_lease_fence_ms,
-            proceed_margin_ms: config.lease_proceed_margin_ms,
-            failure_detector_ms: config.failure_detector_threshold_ms,
+            fence_ms: config.lease.metadata_lease_fence_ms,
+            proceed_margin_ms: config.lease.lease_proceed_margin_ms,
+            failure_detector_ms: config.lease.failure_detector_threshold_ms,
         }
     }
 
@@ -237,7 +237,7 @@ impl Leadership {
 
     /// Resolves once this node no longer leads in `term` (or its raft driver stopped).
     async fn lost_term(&self, term: u64) {
-        let interval = Duration::from_millis(self.config.heartbeat_interval_ms);
+        let interval = Duration::from_millis(self.config.lease.heartbeat_interval_ms);
         loop {
             if self.group.is_stopping() || self.group.check_leader().ok() != Some(term) {
                 return;
@@ -254,7 +254,7 @@ impl Leadership {
                 ids.extend(state.regions().filter(|r| r.database == *db).map(|r| r.id));
             }
             OperationKind::DeleteTimeseries(series) => {
-                let partition = self.config.partition_config();
+                let partition = self.config.partitioning.partition_config();
                 for (device, _) in series {
                     if let Some((db, _)) = state.database_of(device) {
                         // A series slot lives in one region group in every time slot.
@@ -305,7 +305,11 @@ impl Leadership {
         let mut tracker = self.tracker.lock();
         match leading_term {
             Some(term) => {
-                tracing::info!(node = self.config.cn_node_id, term, "ConfigNode leader");
+                tracing::info!(
+                    node = self.config.node.cn_node_id,
+                    term,
+                    "ConfigNode leader"
+                );
                 tracker.become_leader(term, now_ms);
                 self.region_leaders.lock().clear();
                 // A new leader does not know what was deleted since the last floor.
@@ -363,19 +367,19 @@ impl Leadership {
                 leader_id: *l,
             })
             .collect();
-        let timeout = Duration::from_millis(self.config.heartbeat_interval_ms);
+        let timeout = Duration::from_millis(self.config.lease.heartbeat_interval_ms);
         for (id, epoch, address, _, confirmed) in &registry {
             let request = proto::HeartbeatReq {
                 data_node_id: *id,
                 incarnation_epoch: *epoch,
                 metadata_version: version,
                 config_node_term: term,
-                config_node_id: self.config.cn_node_id,
+                config_node_id: self.config.node.cn_node_id,
                 lease_holder_ids: lease_holders.clone(),
                 region_leaders: region_leaders.clone(),
                 sequence: self.heartbeat_sequence.fetch_add(1, Ordering::Relaxed) + 1,
-                metadata_lease_fence_ms: self.config.metadata_lease_fence_ms,
-                lease_proceed_margin_ms: self.config.lease_proceed_margin_ms,
+                metadata_lease_fence_ms: self.config.lease.metadata_lease_fence_ms,
+                lease_proceed_margin_ms: self.config.lease.lease_proceed_margin_ms,
                 users_fingerprint,
             };
             let call = self.client.heartbeat(address, request);

@@ -63,7 +63,7 @@ fn load_snapshot(path: &std::path::Path) -> Result<MetadataState> {
 /// snapshot, write a new one durably, then let raft drop the log up to it. The file is written
 /// first, so after a crash at any point the snapshot plus the remaining log hold everything.
 async fn snapshot_loop(shared: Arc<Shared>, path: std::path::PathBuf, mut last_index: u64) {
-    let interval = shared.config.cn_snapshot_interval_entries;
+    let interval = shared.config.raft.cn_snapshot_interval_entries;
     loop {
         tokio::time::sleep(crate::timing::SNAPSHOT_CHECK_INTERVAL).await;
         let (index, bytes) = {
@@ -113,18 +113,18 @@ pub async fn run(
     config.validate()?;
     // Client connections, the raft log, the metrics port and its own connections to DataNodes.
     runtime::config::check_open_files(
-        u64::from(config.cn_rpc_max_connections) + 256,
+        u64::from(config.rpc.cn_rpc_max_connections) + 256,
         "cn_rpc_max_connections + 256 reserved",
     );
-    let listener = TcpListener::bind(&config.cn_internal_address)
+    let listener = TcpListener::bind(&config.node.cn_internal_address)
         .await
         .map_err(|source| Error::Io {
-            context: format!("binding {}", config.cn_internal_address),
+            context: format!("binding {}", config.node.cn_internal_address),
             source,
         })?;
     let client = GrpcDataNodeClient::with_channel_config(
         crate::timing::DATANODE_RPC_TIMEOUT,
-        config.channel_config(),
+        config.rpc.channel_config(),
     );
     run_with_listener(config, listener, Arc::new(client), shutdown).await
 }
@@ -136,21 +136,21 @@ fn open_raft(
     members: &[(u64, String)],
     state: Arc<RwLock<MetadataState>>,
 ) -> Result<RaftDriver<GrpcTransport>> {
-    let node_id = config.cn_node_id;
+    let node_id = config.node.cn_node_id;
     let addresses: runtime::AddressBook = Arc::new(RwLock::new(members.iter().cloned().collect()));
     let peers: Vec<u64> = members.iter().map(|(id, _)| *id).collect();
     let raft_host = RaftHostConfig {
         node_id,
         service: PeerService::ConfigNode,
         thread_name: format!("cn-raft-{node_id}"),
-        log_dir: config.cn_data_dir.join("raft"),
+        log_dir: config.node.cn_data_dir.join("raft"),
         segment_bytes: CN_RAFT_SEGMENT_BYTES,
-        tick_ms: config.cn_raft_tick_ms,
-        election_ticks: config.cn_raft_election_ticks as usize,
+        tick_ms: config.raft.cn_raft_tick_ms,
+        election_ticks: config.raft.cn_raft_election_ticks as usize,
         log_limits: runtime::RaftLogLimits::default(),
         transport: TransportConfig {
-            message_bytes_max: config.cn_rpc_max_message_bytes as usize,
-            channel: config.channel_config(),
+            message_bytes_max: config.rpc.cn_rpc_max_message_bytes as usize,
+            channel: config.rpc.channel_config(),
             ..TransportConfig::default()
         },
         step_queue_bytes_max: runtime::DriverConfig::default().step_queue_bytes_max,
@@ -173,8 +173,9 @@ fn open_raft(
 /// Every `heartbeat_interval_ms`, the leader's round (heartbeats, fencing, operations) until
 /// `stop` changes. A round that overruns delays the next rather than bunching them.
 async fn leader_loop(shared: Arc<Shared>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let mut ticker =
-        tokio::time::interval(Duration::from_millis(shared.config.heartbeat_interval_ms));
+    let mut ticker = tokio::time::interval(Duration::from_millis(
+        shared.config.lease.heartbeat_interval_ms,
+    ));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -196,16 +197,16 @@ pub async fn run_with_listener(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     config.validate()?;
-    let members = config.members()?;
-    let node_id = config.cn_node_id;
-    let snapshot_path = config.cn_data_dir.join("snapshot");
+    let members = config.node.members()?;
+    let node_id = config.node.cn_node_id;
+    let snapshot_path = config.node.cn_data_dir.join("snapshot");
     let state = Arc::new(RwLock::new(load_snapshot(&snapshot_path)?));
     let snapshot_index = state.read().applied_index();
     let driver = open_raft(&config, &members, state.clone())?;
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::default());
     let group = Arc::new(ConfigGroup::new(members, state, driver));
     let shared = Arc::new(Shared {
-        users: crate::users::Authenticator::new(config.login_limits(), clock.clone()),
+        users: crate::users::Authenticator::new(config.login.login_limits(), clock.clone()),
         leader: Arc::new(Leadership::new(
             config.clone(),
             group.clone(),
@@ -217,24 +218,27 @@ pub async fn run_with_listener(
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let leader_task = tokio::spawn(leader_loop(shared.clone(), stop_rx.clone()));
-    let metrics_listener = TcpListener::bind(&config.cn_metrics_address)
+    let metrics_listener = TcpListener::bind(&config.node.cn_metrics_address)
         .await
         .map_err(|source| Error::Io {
-            context: format!("binding cn_metrics_address {}", config.cn_metrics_address),
+            context: format!(
+                "binding cn_metrics_address {}",
+                config.node.cn_metrics_address
+            ),
             source,
         })?;
     let metrics_task = tokio::spawn(crate::metrics::serve(metrics_listener, shared.clone()));
     let snapshot_task = tokio::spawn(snapshot_loop(shared.clone(), snapshot_path, snapshot_index));
     tracing::info!(node_id, address = ?listener.local_addr().ok(), "ConfigNode serving");
-    let message_bytes_max = shared.config.cn_rpc_max_message_bytes as usize;
+    let message_bytes_max = shared.config.rpc.cn_rpc_max_message_bytes as usize;
     let (streams_stop_tx, streams_stop_rx) = tokio::sync::watch::channel(false);
     let service = crate::service::ConfigNodeServiceImpl::new(shared.clone(), streams_stop_rx);
     let mut stop = stop_rx;
     let stopping = shared.clone();
-    let net = shared.config.channel_config();
+    let net = shared.config.rpc.channel_config();
     let gate = runtime::ServerGate::new(runtime::ServerLimits {
-        connections_max: shared.config.cn_rpc_max_connections as usize,
-        requests_max: shared.config.cn_rpc_max_concurrent_requests as usize,
+        connections_max: shared.config.rpc.cn_rpc_max_connections as usize,
+        requests_max: shared.config.rpc.cn_rpc_max_concurrent_requests as usize,
     });
     let serve = runtime::server(&net)
         .add_service(

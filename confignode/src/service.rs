@@ -180,7 +180,7 @@ impl ConfigNodeServiceImpl {
         // Long enough for one unreachable DataNode to count as fenced, plus the deletions.
         let deadline = tokio::time::Instant::now()
             + Duration::from_millis(
-                config.metadata_lease_fence_ms + config.lease_proceed_margin_ms,
+                config.lease.metadata_lease_fence_ms + config.lease.lease_proceed_margin_ms,
             )
             + crate::timing::FENCE_OPERATION_SLACK;
         loop {
@@ -242,13 +242,13 @@ impl ConfigNodeServiceImpl {
             data_node_id,
             incarnation_epoch: epoch,
             parameters: Some(proto::ClusterParameters {
-                series_slot_num: config.series_slot_num,
-                time_partition_interval_ms: config.time_partition_interval_ms,
+                series_slot_num: config.partitioning.series_slot_num,
+                time_partition_interval_ms: config.partitioning.time_partition_interval_ms,
                 time_partition_origin_ms: 0,
-                metadata_lease_fence_ms: config.metadata_lease_fence_ms,
-                heartbeat_interval_ms: config.heartbeat_interval_ms,
-                data_replication_factor: config.data_replication_factor,
-                lease_proceed_margin_ms: config.lease_proceed_margin_ms,
+                metadata_lease_fence_ms: config.lease.metadata_lease_fence_ms,
+                heartbeat_interval_ms: config.lease.heartbeat_interval_ms,
+                data_replication_factor: config.partitioning.data_replication_factor,
+                lease_proceed_margin_ms: config.lease.lease_proceed_margin_ms,
             }),
             config_nodes: self
                 .shared
@@ -614,9 +614,9 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
             ttl_ms: shown.iter().map(|d| state.ttl_ms(d).unwrap_or(0)).collect(),
             databases: shown.into_iter().map(str::to_string).collect(),
             schema_replication_factor: self.shared.group.members().len() as u32,
-            data_replication_factor: config.data_replication_factor,
+            data_replication_factor: config.partitioning.data_replication_factor,
             time_partition_origin_ms: 0,
-            time_partition_interval_ms: config.time_partition_interval_ms,
+            time_partition_interval_ms: config.partitioning.time_partition_interval_ms,
             now_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64),
@@ -768,8 +768,8 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                     status: n.status.name().to_string(),
                 })
                 .collect(),
-            metadata_lease_fence_ms: self.shared.config.metadata_lease_fence_ms,
-            lease_proceed_margin_ms: self.shared.config.lease_proceed_margin_ms,
+            metadata_lease_fence_ms: self.shared.config.lease.metadata_lease_fence_ms,
+            lease_proceed_margin_ms: self.shared.config.lease.lease_proceed_margin_ms,
         }))
     }
 
@@ -1118,7 +1118,7 @@ impl ConfigNodeServiceImpl {
         &self,
         requests: &[proto::DeviceTimeSlots],
     ) -> std::result::Result<(), proto::Status> {
-        let partition = self.shared.config.partition_config();
+        let partition = self.shared.config.partitioning.partition_config();
         // Databases first (level 1, as schema auto-creation does), then missing slots.
         let missing_databases: BTreeSet<String> = {
             let state = self.shared.group.state();
@@ -1164,9 +1164,13 @@ impl ConfigNodeServiceImpl {
             let command = Command::AllocatePartitions {
                 database,
                 slots: slots.into_iter().collect(),
-                replication_factor: self.shared.config.data_replication_factor,
-                region_groups_max: self.shared.config.data_region_group_num_per_database,
-                database_partitions_max: self.shared.config.cn_database_partitions_max,
+                replication_factor: self.shared.config.partitioning.data_replication_factor,
+                region_groups_max: self
+                    .shared
+                    .config
+                    .partitioning
+                    .data_region_group_num_per_database,
+                database_partitions_max: self.shared.config.partitioning.cn_database_partitions_max,
             };
             let created = self
                 .shared
@@ -1187,7 +1191,7 @@ impl ConfigNodeServiceImpl {
     /// The partitions of `req`'s slots that exist, with their regions, leaders and every
     /// DataNode; a partial table under `auto_create` says why.
     fn partitions_answer(&self, req: &proto::FetchPartitionsReq) -> proto::FetchPartitionsResp {
-        let partition = self.shared.config.partition_config();
+        let partition = self.shared.config.partitioning.partition_config();
         let state = self.shared.group.state();
         let mut partitions = Vec::new();
         let mut device_regions = Vec::new();

@@ -338,9 +338,9 @@ impl Default for WritePlan {
 impl Coordinator {
     fn fenced(&self, write: bool) -> CoordinatorError {
         inc(if write {
-            &self.metrics.fenced_writes
+            &self.metrics.fencing.fenced_writes
         } else {
-            &self.metrics.fenced_reads
+            &self.metrics.fencing.fenced_reads
         });
         CoordinatorError::Fenced {
             node: self.node_id,
@@ -505,7 +505,7 @@ impl Coordinator {
             .write_parts(split, &plan.routes, pinned.generation(), plan.tokens)
             .await;
         add(
-            &self.metrics.write_latency_us_sum,
+            &self.metrics.writes.write_latency_us_sum,
             plan.started.elapsed().as_micros() as u64,
         );
         if !statuses.iter().all(written) {
@@ -515,7 +515,7 @@ impl Coordinator {
             .newest_region
             .and_then(|r| self.redirect_hint(pinned, r));
         if redirect.is_some() {
-            inc(&self.metrics.write_redirects);
+            inc(&self.metrics.writes.write_redirects);
         }
         Ok(Written { redirect })
     }
@@ -545,8 +545,8 @@ impl Coordinator {
                     .write_region(region, route, (command, wire), generation, tokens)
                     .await;
                 if s.is_ok() {
-                    add(&coordinator.metrics.write_points, points);
-                    inc(&coordinator.metrics.write_requests);
+                    add(&coordinator.metrics.writes.write_points, points);
+                    inc(&coordinator.metrics.writes.write_requests);
                 }
                 (index, s)
             });
@@ -584,7 +584,7 @@ impl Coordinator {
                 }
             })
             .await?;
-        inc(&self.metrics.relayed_writes);
+        inc(&self.metrics.fencing.relayed_writes);
         Ok(Written {
             redirect: outcome.redirect,
         })
@@ -616,7 +616,7 @@ impl Coordinator {
             }
         })
         .await?;
-        inc(&self.metrics.relayed_writes);
+        inc(&self.metrics.fencing.relayed_writes);
         Ok(())
     }
     /// Asks the peers [`Coordinator::relay_peers`] names in turn, all within one deadline
@@ -650,7 +650,7 @@ impl Coordinator {
                     format!("{address}: {}", e.message()),
                 ),
                 Err(_) if kind == RelayCall::Write => {
-                    inc(&self.metrics.relay_timeouts);
+                    inc(&self.metrics.fencing.relay_timeouts);
                     let s = Status::new(
                         StatusCode::InternalRequestTimeOut,
                         format!(
@@ -741,7 +741,7 @@ impl Coordinator {
             }
             Ok(_) => {}
         }
-        inc(&self.metrics.schema_fetches);
+        inc(&self.metrics.confignode.schema_fetches);
         let request = proto::FetchSchemaReq {
             devices: vec![proto::DeviceSchemaRequest {
                 device: device.to_string(),
@@ -795,7 +795,7 @@ impl Coordinator {
                 }
             })
             .await?;
-        inc(&self.metrics.relayed_lookups);
+        inc(&self.metrics.fencing.relayed_lookups);
         Ok(outcome)
     }
 
@@ -832,7 +832,7 @@ impl Coordinator {
                 return Ok(schema);
             }
         }
-        inc(&self.metrics.schema_fetches);
+        inc(&self.metrics.confignode.schema_fetches);
         let request = proto::FetchSchemaReq {
             devices: vec![proto::DeviceSchemaRequest {
                 device: tablet.device.clone(),
@@ -999,7 +999,7 @@ impl Coordinator {
         &self,
         request: proto::FetchPartitionsReq,
     ) -> Outcome<proto::FetchPartitionsResp> {
-        inc(&self.metrics.partition_fetches);
+        inc(&self.metrics.confignode.partition_fetches);
         let resp = self
             .source
             .fetch_partitions(request)
@@ -1108,7 +1108,7 @@ impl Coordinator {
                 last.need_retry = true;
                 return last;
             }
-            inc(&self.metrics.coordinator_retries);
+            inc(&self.metrics.writes.coordinator_retries);
             attempt += 1;
             tracing::debug!(
                 region,

@@ -208,6 +208,7 @@ impl RegionHost {
             return None;
         }
         self.metrics
+            .storage
             .budget_rejections
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let refusal = Status::new(
@@ -644,7 +645,7 @@ impl RegionHost {
         read: &RegionRead,
     ) -> std::result::Result<Vec<RegionSeries>, Status> {
         if let Err(e) = self.lease.check(LeaseFencedRetryPolicy::None) {
-            inc(&self.metrics.fenced_reads);
+            inc(&self.metrics.fencing.fenced_reads);
             return Err(Status::new(
                 e.policy.status_code(),
                 format!("node {} is fenced", self.node_id),

@@ -68,7 +68,7 @@ impl InternalService {
     }
 
     fn refuse_heartbeat(&self, req: &proto::HeartbeatReq, message: String) -> proto::HeartbeatResp {
-        inc(&self.shared.metrics.heartbeats_refused);
+        inc(&self.shared.metrics.confignode.heartbeats_refused);
         tracing::debug!(
             node = self.shared.identity.node_id,
             "heartbeat refused: {message}"
@@ -133,7 +133,7 @@ impl DataNodeInternalService for InternalService {
             Ok(needs) => needs,
             Err(e) => return Ok(Response::new(self.refuse_heartbeat(&req, e.to_string()))),
         };
-        inc(&shared.metrics.heartbeats);
+        inc(&shared.metrics.confignode.heartbeats);
         shared
             .clients
             .logins
@@ -272,7 +272,7 @@ impl DataNodeInternalService for InternalService {
             ))));
         }
         shared.metadata.announce_floor(req.fence_floor);
-        inc(&shared.metrics.invalidations);
+        inc(&shared.metrics.confignode.invalidations);
         Ok(Response::new(reply(ok())))
     }
 
@@ -334,7 +334,7 @@ impl DataNodeInternalService for InternalService {
         let shared = &self.shared;
         let reply = |s: proto::Status, log_index: u64| {
             if !s.is_success() {
-                inc(&shared.metrics.proxy_rejections);
+                inc(&shared.metrics.writes.proxy_rejections);
             }
             Ok(Response::new(proto::RegionWriteResp {
                 status: Some(s),
@@ -470,7 +470,7 @@ impl DataNodeInternalService for InternalService {
         request: Request<proto::RelayInsertReq>,
     ) -> RpcResult<proto::Status> {
         let req = request.into_inner();
-        inc(&self.shared.metrics.relayed_writes_received);
+        inc(&self.shared.metrics.fencing.relayed_writes_received);
         tracing::debug!(
             from = req.from_data_node_id,
             tablets = req.tablets.len(),
@@ -514,7 +514,7 @@ impl DataNodeInternalService for InternalService {
         request: Request<proto::RelayTableInsertReq>,
     ) -> RpcResult<proto::Status> {
         let req = request.into_inner();
-        inc(&self.shared.metrics.relayed_writes_received);
+        inc(&self.shared.metrics.fencing.relayed_writes_received);
         tracing::debug!(from = req.from_data_node_id, "relayed table write");
         let Some(wire) = req.tablet else {
             return Ok(Response::new(status(

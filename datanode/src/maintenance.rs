@@ -19,7 +19,7 @@ pub(crate) async fn flush_loop(shared: Arc<Shared>) {
         tokio::time::sleep(timing::FLUSH_CHECK_INTERVAL).await;
         let chosen = regions_to_flush(
             shared.host.regions(),
-            shared.config.memtable_budget_bytes as usize,
+            shared.config.storage.memtable_budget_bytes as usize,
         );
         // Failures are logged by `flush_regions`; the next round tries again.
         drop(flush_regions(&shared, chosen).await);
@@ -45,7 +45,7 @@ async fn flush_regions(
         first_failure.get_or_insert(message);
     };
     let mut flushes = tokio::task::JoinSet::new();
-    let nice = shared.config.flush_thread_nice;
+    let nice = shared.config.storage.flush_thread_nice;
     for (id, region) in regions {
         let flush = on_niced_thread(format!("flush-r{id}"), nice, move || region.flush());
         flushes.spawn(async move { (id, flush.await) });
@@ -129,9 +129,13 @@ pub(crate) async fn compaction_loop(shared: Arc<Shared>) {
     // the workers; a merge running on its thread stops at its next series once the host
     // cancelled compactions.
     let permits = Arc::new(tokio::sync::Semaphore::new(
-        shared.config.compaction_concurrency.max(1) as usize,
+        shared.config.compaction.compaction_concurrency.max(1) as usize,
     ));
-    let per_region = shared.config.compaction_workers_per_region.max(1) as usize;
+    let per_region = shared
+        .config
+        .compaction
+        .compaction_workers_per_region
+        .max(1) as usize;
     let workers: Arc<parking_lot::Mutex<HashMap<u64, usize>>> = Arc::default();
     let mut running = tokio::task::JoinSet::new();
     let mut removal_clock = RemovalClock::default();
@@ -152,6 +156,7 @@ pub(crate) async fn compaction_loop(shared: Arc<Shared>) {
             Ok(codecs) => {
                 shared
                     .metrics
+                    .confignode
                     .series_codecs_declared
                     .store(codecs.len() as u64, Ordering::Relaxed);
                 shared.host.set_series_codecs(Arc::new(codecs));
@@ -216,7 +221,7 @@ async fn compact_region(
 ) {
     // Counts the region's work for the metrics page (scrapes do not plan).
     region.storage_stats();
-    let nice = shared.config.compaction_thread_nice;
+    let nice = shared.config.compaction.compaction_thread_nice;
     loop {
         let Ok(_permit) = permits.acquire().await else {
             return;
@@ -241,7 +246,7 @@ async fn compact_region(
 fn compact_step(shared: &Shared, id: u64, region: &engine::DataRegion) -> bool {
     match region.compact_once() {
         Ok(Some(report)) => {
-            let m = &shared.metrics;
+            let m = &shared.metrics.storage;
             m.compactions.fetch_add(1, Ordering::Relaxed);
             m.compaction_input_bytes
                 .fetch_add(report.input_bytes, Ordering::Relaxed);

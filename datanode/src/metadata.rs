@@ -372,7 +372,7 @@ impl ConfigNodeLink {
         F: Fn(ConfigNodeServiceClient<runtime::PooledChannel>) -> Fut,
         Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        inc(&self.metrics.confignode_requests);
+        inc(&self.metrics.confignode.confignode_requests);
         let deadline = match long {
             Some(long) if self.lease.is_live() => long,
             _ => self.deadline,
@@ -392,7 +392,7 @@ impl ConfigNodeLink {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => Err(LinkError::Unreachable(e.to_string())),
             Err(_) => {
-                inc(&self.metrics.confignode_deadlines);
+                inc(&self.metrics.confignode.confignode_deadlines);
                 Err(LinkError::Unreachable(format!(
                     "DataNode {} got no answer from the ConfigNode within {} ms (metadata \
                      lease {}); retry on another DataNode",

@@ -159,26 +159,27 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
          dn_rpc_grpc_connections_max + dn_internal_max_connections + sealed_open_files_max + \
          256 reserved",
     );
-    std::fs::create_dir_all(&config.dn_data_dir).map_err(|e| {
+    std::fs::create_dir_all(&config.node.dn_data_dir).map_err(|e| {
         Error::io(
-            format!("creating dn_data_dir {}", config.dn_data_dir.display()),
+            format!("creating dn_data_dir {}", config.node.dn_data_dir.display()),
             e,
         )
     })?;
-    let rpc_listener = bind("dn_rpc_address", &config.dn_rpc_address).await?;
-    let internal_listener = bind("dn_internal_address", &config.dn_internal_address).await?;
-    let metrics_listener = bind("dn_metrics_address", &config.dn_metrics_address).await?;
+    let rpc_listener = bind("dn_rpc_address", &config.rpc.dn_rpc_address).await?;
+    let internal_listener =
+        bind("dn_internal_address", &config.internal.dn_internal_address).await?;
+    let metrics_listener = bind("dn_metrics_address", &config.node.dn_metrics_address).await?;
     let rpc_address = local_addr(&rpc_listener)?;
     let internal_address = local_addr(&internal_listener)?;
     let metrics_address = local_addr(&metrics_listener)?;
 
-    let rpc_timeout = Duration::from_millis(config.dn_rpc_timeout_ms);
-    let confignode = ConfigNodeClient::new(config.seed_config_nodes(), rpc_timeout, 10)
-        .with_channel_config(config.channel_config())
-        .with_message_bytes_max(config.dn_rpc_max_message_bytes as usize);
+    let rpc_timeout = Duration::from_millis(config.internal.dn_rpc_timeout_ms);
+    let confignode = ConfigNodeClient::new(config.internal.seed_config_nodes(), rpc_timeout, 10)
+        .with_channel_config(config.internal.channel_config())
+        .with_message_bytes_max(config.rpc.dn_rpc_max_message_bytes as usize);
     let (registration, parameters) = register_incarnation(
         &confignode,
-        &config.dn_data_dir.join("identity"),
+        &config.node.dn_data_dir.join("identity"),
         &internal_address.to_string(),
         &rpc_address.to_string(),
     )
@@ -209,7 +210,7 @@ pub async fn start(config: DataNodeConfig) -> Result<DataNodeHandle> {
     };
     let metadata = Arc::new(MetadataView::new(
         lease.clone(),
-        config.cache_entries_max as usize,
+        config.writes.cache_entries_max as usize,
         (
             parameters.metadata_lease_fence_ms,
             parameters.lease_proceed_margin_ms,
@@ -248,8 +249,8 @@ fn assemble(
     clock: Arc<dyn Clock>,
 ) -> Result<Arc<Shared>> {
     let node_id = identity.node_id;
-    let rpc_timeout = Duration::from_millis(config.dn_rpc_timeout_ms);
-    let message_bytes_max = config.dn_rpc_max_message_bytes as usize;
+    let rpc_timeout = Duration::from_millis(config.internal.dn_rpc_timeout_ms);
+    let message_bytes_max = config.rpc.dn_rpc_max_message_bytes as usize;
     let metrics = Arc::new(Metrics::default());
     let addresses: runtime::AddressBook = Arc::new(RwLock::new(BTreeMap::new()));
     addresses
@@ -259,29 +260,29 @@ fn assemble(
         node_id,
         service: PeerService::DataNode,
         thread_name: format!("dn-raft-{node_id}"),
-        log_dir: config.dn_data_dir.join("raft"),
-        segment_bytes: config.wal_segment_bytes,
-        tick_ms: config.dn_raft_tick_ms,
-        election_ticks: config.dn_raft_election_ticks as usize,
+        log_dir: config.node.dn_data_dir.join("raft"),
+        segment_bytes: config.raft.wal_segment_bytes,
+        tick_ms: config.raft.dn_raft_tick_ms,
+        election_ticks: config.raft.dn_raft_election_ticks as usize,
         log_limits: runtime::RaftLogLimits {
-            entry_cache_bytes_max: config.dn_raft_entry_cache_bytes as usize,
-            unapplied_bytes_max: config.dn_raft_unapplied_bytes_max,
-            lag_entries_max: config.dn_raft_log_lag_entries_max,
-            lag_bytes_max: config.dn_raft_log_lag_bytes_max,
-            snapshot_builds_max: config.dn_raft_snapshot_builds_max as usize,
+            entry_cache_bytes_max: config.raft.dn_raft_entry_cache_bytes as usize,
+            unapplied_bytes_max: config.raft.dn_raft_unapplied_bytes_max,
+            lag_entries_max: config.raft.dn_raft_log_lag_entries_max,
+            lag_bytes_max: config.raft.dn_raft_log_lag_bytes_max,
+            snapshot_builds_max: config.snapshot.dn_raft_snapshot_builds_max as usize,
         },
         transport: runtime::TransportConfig {
             message_bytes_max,
-            queue_bytes_max: config.dn_raft_transport_queue_bytes_max as usize,
-            channel: config.channel_config(),
+            queue_bytes_max: config.raft.dn_raft_transport_queue_bytes_max as usize,
+            channel: config.internal.channel_config(),
             ..runtime::TransportConfig::default()
         },
-        step_queue_bytes_max: config.dn_raft_step_queue_bytes_max as usize,
+        step_queue_bytes_max: config.raft.dn_raft_step_queue_bytes_max as usize,
     };
     // Regions are created later, as the ConfigNode assigns them.
     let (driver, raft_transport) =
         runtime::open_raft_host(&raft_host, addresses.clone(), clock.clone(), |_| Ok(()))?;
-    let pool = runtime::ChannelPool::new(config.channel_config(), rpc_timeout);
+    let pool = runtime::ChannelPool::new(config.internal.channel_config(), rpc_timeout);
     let peers = Arc::new(Peers::new(
         node_id,
         addresses,
@@ -289,12 +290,12 @@ fn assemble(
     ));
     let storage = StorageConfig {
         partition,
-        memtable_flush_bytes: config.memtable_flush_bytes as usize,
-        memtable_flush_age_ms: config.memtable_flush_age_ms,
+        memtable_flush_bytes: config.storage.memtable_flush_bytes as usize,
+        memtable_flush_age_ms: config.storage.memtable_flush_age_ms,
         compaction: CompactionConfig {
-            files_min: config.compaction_files_min as usize,
-            write_bytes_per_sec: config.compaction_write_bytes_per_sec,
-            cold_after_ms: config.compaction_cold_after_ms,
+            files_min: config.compaction.compaction_files_min as usize,
+            write_bytes_per_sec: config.compaction.compaction_write_bytes_per_sec,
+            cold_after_ms: config.compaction.compaction_cold_after_ms,
             ..CompactionConfig::default()
         },
         ..StorageConfig::default()
@@ -313,7 +314,7 @@ fn assemble(
         node_id,
         metadata.lease().clone(),
         metrics.clone(),
-        Duration::from_millis(config.dn_confignode_deadline_ms),
+        Duration::from_millis(config.internal.dn_confignode_deadline_ms),
         rpc_timeout,
     ));
     let coordinator = Arc::new(Coordinator {
@@ -328,7 +329,7 @@ fn assemble(
     });
     let clients = ClientLimits::new(&config);
     let internal = InternalLimits {
-        gate: runtime::ServerGate::new(config.internal_limits()),
+        gate: runtime::ServerGate::new(config.internal.server_limits()),
         raft_transport,
         digests: tokio::sync::Semaphore::new(1),
     };
@@ -349,35 +350,35 @@ fn assemble(
 
 fn region_host_config(config: &DataNodeConfig, storage: StorageConfig) -> RegionHostConfig {
     RegionHostConfig {
-        regions_dir: config.dn_data_dir.join("regions"),
+        regions_dir: config.node.dn_data_dir.join("regions"),
         storage,
-        files: FileCache::new(config.sealed_open_files_max as usize),
-        memtable_budget_bytes: config.memtable_budget_bytes as usize,
+        files: FileCache::new(config.storage.sealed_open_files_max as usize),
+        memtable_budget_bytes: config.storage.memtable_budget_bytes as usize,
         retry: RegionRetryConfig {
-            write_retry_max: config.data_region_write_retry_max,
-            write_retry_wait_ms: config.data_region_write_retry_wait_ms,
+            write_retry_max: config.writes.data_region_write_retry_max,
+            write_retry_wait_ms: config.writes.data_region_write_retry_wait_ms,
         },
-        write_timeout: Duration::from_millis(config.dn_write_timeout_ms),
-        query_points_max: config.query_points_max,
+        write_timeout: Duration::from_millis(config.writes.dn_write_timeout_ms),
+        query_points_max: config.query.query_points_max,
         snapshots: crate::snapshot::TransferConfig {
-            chunk_bytes: config.dn_snapshot_chunk_bytes as usize,
-            send_bytes_per_sec: config.dn_snapshot_send_bytes_per_sec,
-            receives_max: config.dn_snapshot_receives_max as usize,
-            keep: Duration::from_millis(config.dn_snapshot_keep_ms),
+            chunk_bytes: config.snapshot.dn_snapshot_chunk_bytes as usize,
+            send_bytes_per_sec: config.snapshot.dn_snapshot_send_bytes_per_sec,
+            receives_max: config.snapshot.dn_snapshot_receives_max as usize,
+            keep: Duration::from_millis(config.snapshot.dn_snapshot_keep_ms),
         },
     }
 }
 
 fn coordinator_limits(config: &DataNodeConfig, storage: &StorageConfig) -> CoordinatorLimits {
     CoordinatorLimits {
-        tablet_rows_max: config.tablet_rows_max as usize,
-        tablet_time_partitions_max: config.dn_tablet_time_partitions_max as usize,
+        tablet_rows_max: config.writes.tablet_rows_max as usize,
+        tablet_time_partitions_max: config.writes.dn_tablet_time_partitions_max as usize,
         tablet_limits: storage.tablet_limits,
         partition: storage.partition,
-        remote_write_retry: Duration::from_millis(config.remote_write_max_retry_ms),
-        write_timeout: Duration::from_millis(config.dn_write_timeout_ms),
-        rpc_timeout: Duration::from_millis(config.dn_rpc_timeout_ms),
-        query_points_max: config.query_points_max,
+        remote_write_retry: Duration::from_millis(config.writes.remote_write_max_retry_ms),
+        write_timeout: Duration::from_millis(config.writes.dn_write_timeout_ms),
+        rpc_timeout: Duration::from_millis(config.internal.dn_rpc_timeout_ms),
+        query_points_max: config.query.query_points_max,
     }
 }
 
@@ -488,8 +489,8 @@ async fn serve(
     let flush_task = tokio::spawn(flush_loop(shared.clone()));
     let compaction_task = tokio::spawn(compaction_loop(shared.clone()));
     let reconcile_task = tokio::spawn(region_reconciler(shared.clone()));
-    let message_bytes_max = shared.config.dn_rpc_max_message_bytes as usize;
-    let net = shared.config.channel_config();
+    let message_bytes_max = shared.config.rpc.dn_rpc_max_message_bytes as usize;
+    let net = shared.config.internal.channel_config();
     let internal = {
         let mut stop = stop.clone();
         let gate = &shared.internal.gate;
@@ -586,7 +587,7 @@ async fn lease_monitor(shared: Arc<Shared>) {
                 Ok(()) => {
                     raft_fenced = fenced;
                     if fenced {
-                        inc(&shared.metrics.raft_fenced_switches);
+                        inc(&shared.metrics.fencing.raft_fenced_switches);
                         tracing::warn!(
                             node = shared.identity.node_id,
                             "fenced: regions step aside"

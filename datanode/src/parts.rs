@@ -85,13 +85,13 @@ impl ClientLimits {
     /// The bounds `config` sets, nothing held yet.
     pub(crate) fn new(config: &DataNodeConfig) -> ClientLimits {
         ClientLimits {
-            session_gate: runtime::ServerGate::new(config.session_limits()),
-            port_gate: runtime::PortGate::new(config.port_limits()),
+            session_gate: runtime::ServerGate::new(config.rpc.session_limits()),
+            port_gate: runtime::PortGate::new(config.rpc.port_limits()),
             results: sql::ResultBudget::new(
-                config.query_result_bytes_max as usize,
-                config.query_results_bytes_max_per_node as usize,
+                config.query.query_result_bytes_max as usize,
+                config.query.query_results_bytes_max_per_node as usize,
             ),
-            logins: crate::logins::Logins::new(Duration::from_millis(config.dn_login_cache_ms)),
+            logins: crate::logins::Logins::new(Duration::from_millis(config.rpc.dn_login_cache_ms)),
             next_session: AtomicU64::new(1),
         }
     }

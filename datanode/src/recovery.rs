@@ -51,7 +51,7 @@ impl Shared {
         };
         for region_id in &survey.dropped {
             match self.host.remove_region(*region_id).await {
-                Ok(()) => inc(&self.metrics.regions_removed),
+                Ok(()) => inc(&self.metrics.storage.regions_removed),
                 Err(e) => tracing::warn!(node, region_id, "removing a dropped region: {e}"),
             }
         }
@@ -60,7 +60,7 @@ impl Shared {
         for region_id in &survey.left {
             match self.host.remove_region(*region_id).await {
                 Ok(()) => {
-                    inc(&self.metrics.regions_removed);
+                    inc(&self.metrics.storage.regions_removed);
                     tracing::info!(node, region_id, "removed a replica that migrated away");
                 }
                 Err(e) => tracing::warn!(node, region_id, "removing a region left: {e}"),
@@ -118,7 +118,7 @@ impl Shared {
             match stepped {
                 Ok(Ok(consensus::ReplacementStep::Waiting | consensus::ReplacementStep::Done)) => {}
                 Ok(Ok(step)) => {
-                    inc(&self.metrics.migration_steps);
+                    inc(&self.metrics.storage.migration_steps);
                     tracing::info!(node, region, from, to, ?step, "region migration step");
                 }
                 Ok(Err(e)) => tracing::debug!(node, region, "region migration step: {e}"),

@@ -417,7 +417,7 @@ impl SessionService for SessionServiceImpl {
         };
         // The whole result goes in one message: one over the limit would fail in the transport
         // with a message that names no cause, so it is refused here, saying what to do.
-        let limit = self.shared.config.dn_rpc_max_message_bytes as usize;
+        let limit = self.shared.config.rpc.dn_rpc_max_message_bytes as usize;
         let bytes = prost::Message::encoded_len(&answer);
         if bytes > limit {
             return Ok(Response::new(proto::ExecuteStatementResp {

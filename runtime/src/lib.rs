@@ -17,10 +17,13 @@
 //! - [`port`]: a port serving gRPC and IoTDB's Thrift clients at once, with a connection budget
 //!   per protocol and per stage (handshakes, gRPC connections, Thrift sessions).
 //! - [`metrics`]: the Prometheus page writer and the HTTP responder both servers' metrics
-//!   addresses serve.
+//!   addresses serve; a node declares each metric once, in an [`metrics::Area`] with its value.
 //! - [`config`]: what both servers' configurations share: [`node_config!`], which declares each
-//!   key once (doc, type, default) and generates the struct, its defaults, its flags and their
-//!   overlay; the key-naming error, TOML loading, address checks.
+//!   key once (doc, type, default), in sections, and generates the structs, their defaults, flat
+//!   TOML loading, the flags and their overlay, the keys' docs; the key-naming error, address
+//!   checks.
+//! - [`docs`]: the tables of keys and metrics generated into `docs/operating.md`, and the check
+//!   (or, with `FENCEPOST_BLESS=1`, the rewrite) that keeps them in sync.
 //!
 //! Architecture invariant: nothing here interprets raft entries or metadata; it moves bytes.
 #![deny(missing_docs)]
@@ -29,6 +32,7 @@ mod budget;
 pub mod channel;
 pub mod config;
 mod confignode_client;
+pub mod docs;
 mod driver;
 mod error;
 pub mod limits;

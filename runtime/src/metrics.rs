@@ -1,6 +1,9 @@
 //! The one metrics page writer and HTTP responder both nodes serve on their metrics address.
 //!
 //! [`Page`] writes the Prometheus text format (`# HELP`, `# TYPE`, samples with optional labels).
+//! A node declares each metric once as a [`MetricDoc`] (name, kind, help) in an [`Area`] that
+//! also reads its value: the page ([`render`]) is written from the node's list of areas, and so
+//! is the docs' table of metrics ([`metric_table`]).
 //! [`serve`] is a minimal HTTP/1.0 responder: one request per connection, at most
 //! [`REQUEST_BYTES_MAX`] bytes read (headers and an announced body), at most
 //! [`CONNECTIONS_MAX`] connections at once (more are closed at once rather than queued), and
@@ -39,6 +42,149 @@ pub fn get(counter: &AtomicU64) -> u64 {
     counter.load(Ordering::Relaxed)
 }
 
+/// What a metric counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricKind {
+    /// Only goes up (until the process restarts).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+}
+
+impl MetricKind {
+    /// The Prometheus `# TYPE`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
+        }
+    }
+}
+
+/// One metric as a node declares it: what the page prints and the docs' table lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricDoc {
+    /// The metric's name.
+    pub name: &'static str,
+    /// Counter or gauge.
+    pub kind: MetricKind,
+    /// The `# HELP` text.
+    pub help: &'static str,
+    /// The label that tells its samples apart (one sample per value), if any.
+    pub label: Option<&'static str>,
+}
+
+impl MetricDoc {
+    /// A counter without labels.
+    pub const fn counter(name: &'static str, help: &'static str) -> MetricDoc {
+        MetricDoc {
+            name,
+            kind: MetricKind::Counter,
+            help,
+            label: None,
+        }
+    }
+
+    /// A gauge without labels.
+    pub const fn gauge(name: &'static str, help: &'static str) -> MetricDoc {
+        MetricDoc {
+            name,
+            kind: MetricKind::Gauge,
+            help,
+            label: None,
+        }
+    }
+
+    /// This metric with one sample per value of `label`.
+    pub const fn labelled(self, label: &'static str) -> MetricDoc {
+        MetricDoc {
+            label: Some(label),
+            ..self
+        }
+    }
+}
+
+/// One area of a node's metrics page: its metrics, each declared once, and how the node's
+/// state `S` gives their values. A node lists its areas once; the page ([`render`]) and the
+/// docs' table ([`metric_table`]) are both written from that list, so neither can leave out a
+/// metric the other has.
+pub trait Area<S: ?Sized> {
+    /// The metrics, in page order.
+    fn docs(&self) -> &[MetricDoc];
+    /// Writes the metrics with their values now (or nothing, when the state has none).
+    fn write(&self, page: &mut Page, state: &S);
+}
+
+/// Unlabelled metrics whose values are read together.
+pub struct Values<S: ?Sized, const N: usize> {
+    /// The metrics.
+    pub docs: [MetricDoc; N],
+    /// Their values, in the order of `docs`; `None` leaves them off the page.
+    pub read: fn(&S) -> Option<[u64; N]>,
+}
+
+impl<S: ?Sized, const N: usize> Area<S> for Values<S, N> {
+    fn docs(&self) -> &[MetricDoc] {
+        &self.docs
+    }
+
+    fn write(&self, page: &mut Page, state: &S) {
+        if let Some(values) = (self.read)(state) {
+            page.metrics(&self.docs, values);
+        }
+    }
+}
+
+/// A value of the label of [`Labelled`] metrics, and each metric's value for it.
+pub type LabelledRow<const N: usize> = (u64, [u64; N]);
+
+/// Metrics with one sample per value of their label (each doc [`MetricDoc::labelled`]).
+pub struct Labelled<S: ?Sized, const N: usize> {
+    /// The metrics.
+    pub docs: [MetricDoc; N],
+    /// Per value of the label, the values in the order of `docs`; `None` leaves them off the
+    /// page.
+    pub read: fn(&S) -> Option<Vec<LabelledRow<N>>>,
+}
+
+impl<S: ?Sized, const N: usize> Area<S> for Labelled<S, N> {
+    fn docs(&self) -> &[MetricDoc] {
+        &self.docs
+    }
+
+    fn write(&self, page: &mut Page, state: &S) {
+        if let Some(rows) = (self.read)(state) {
+            for (i, doc) in self.docs.iter().enumerate() {
+                page.labelled(doc, rows.iter().map(|(label, values)| (label, values[i])));
+            }
+        }
+    }
+}
+
+/// The page of `areas`, in order, with `state`'s values.
+pub fn render<S: ?Sized>(areas: &[&dyn Area<S>], state: &S) -> String {
+    let mut page = Page::new();
+    for area in areas {
+        area.write(&mut page, state);
+    }
+    page.into_string()
+}
+
+/// The markdown table (`| metric | type | meaning |`) of the metrics of `areas`, in page order;
+/// a labelled metric is written `name{label}`.
+pub fn metric_table<S: ?Sized>(areas: &[&dyn Area<S>]) -> String {
+    crate::docs::markdown_table(
+        ["metric", "type", "meaning"],
+        areas.iter().flat_map(|area| area.docs()).map(|m| {
+            let name = match m.label {
+                Some(label) => format!("`{}{{{label}}}`", m.name),
+                None => format!("`{}`", m.name),
+            };
+            [name, m.kind.as_str().to_string(), m.help.to_string()]
+        }),
+    )
+}
+
 /// A Prometheus text page being written.
 #[derive(Default)]
 pub struct Page {
@@ -59,6 +205,39 @@ impl Page {
     /// A gauge without labels.
     pub fn gauge(&mut self, name: &str, help: &str, value: u64) {
         self.samples(name, "gauge", help, [(String::new(), value)]);
+    }
+
+    /// The unlabelled metric `doc` with `value`.
+    pub fn metric(&mut self, doc: &MetricDoc, value: u64) {
+        debug_assert_eq!(doc.label, None, "{} is labelled", doc.name);
+        self.samples(
+            doc.name,
+            doc.kind.as_str(),
+            doc.help,
+            [(String::new(), value)],
+        );
+    }
+
+    /// The unlabelled metrics `docs`, each with the value at its index in `values`.
+    pub fn metrics<const N: usize>(&mut self, docs: &[MetricDoc; N], values: [u64; N]) {
+        for (doc, value) in docs.iter().zip(values) {
+            self.metric(doc, value);
+        }
+    }
+
+    /// The labelled metric `doc` with one sample per `(label value, value)`.
+    pub fn labelled<L: std::fmt::Display>(
+        &mut self,
+        doc: &MetricDoc,
+        samples: impl IntoIterator<Item = (L, u64)>,
+    ) {
+        let label = doc
+            .label
+            .unwrap_or_else(|| panic!("{} has no label", doc.name));
+        let samples = samples
+            .into_iter()
+            .map(|(value_of_label, value)| (format!("{{{label}=\"{value_of_label}\"}}"), value));
+        self.samples(doc.name, doc.kind.as_str(), doc.help, samples);
     }
 
     /// A metric of `kind` (`counter` or `gauge`) with one sample per `(labels, value)`; labels
@@ -268,6 +447,51 @@ mod tests {
             page.into_string(),
             "# HELP a_total As.\n# TYPE a_total counter\na_total 3\n\
              # HELP b Bs.\n# TYPE b gauge\nb{n=\"1\"} 1\nb{n=\"2\"} 0\n"
+        );
+    }
+
+    #[test]
+    fn a_declared_metric_is_printed_and_tabled_alike() {
+        struct Node {
+            up: bool,
+            peers: Vec<u64>,
+        }
+        const STATE: Values<Node, 2> = Values {
+            docs: [
+                MetricDoc::counter("a_total", "As."),
+                MetricDoc::gauge("b", "Bs | more."),
+            ],
+            read: |node| Some([3, u64::from(node.up)]),
+        };
+        const PEERS: Labelled<Node, 1> = Labelled {
+            docs: [MetricDoc::gauge("c", "Cs.").labelled("peer")],
+            read: |node| {
+                node.up
+                    .then(|| node.peers.iter().map(|&p| (p, [p * 10])).collect())
+            },
+        };
+        const PAGE: &[&dyn Area<Node>] = &[&STATE, &PEERS];
+        let node = Node {
+            up: true,
+            peers: vec![1, 2],
+        };
+        assert_eq!(
+            render(PAGE, &node),
+            "# HELP a_total As.\n# TYPE a_total counter\na_total 3\n\
+             # HELP b Bs | more.\n# TYPE b gauge\nb 1\n\
+             # HELP c Cs.\n# TYPE c gauge\nc{peer=\"1\"} 10\nc{peer=\"2\"} 20\n"
+        );
+        let down = Node {
+            up: false,
+            peers: vec![1],
+        };
+        assert!(!render(PAGE, &down).contains("# HELP c "));
+        assert_eq!(
+            metric_table(PAGE),
+            "| metric | type | meaning |\n| --- | --- | --- |\n\
+             | `a_total` | counter | As. |\n\
+             | `b` | gauge | Bs \\| more. |\n\
+             | `c{peer}` | gauge | Cs. |\n"
         );
     }
 

@@ -42,20 +42,19 @@ pub struct Cluster {
 
 /// The DataNode settings of node `index` (short raft ticks, ports picked by the OS).
 pub fn datanode_config(dir: &std::path::Path, index: usize, cn_address: &str) -> DataNodeConfig {
-    DataNodeConfig {
-        dn_rpc_address: "127.0.0.1:0".into(),
-        dn_internal_address: "127.0.0.1:0".into(),
-        dn_metrics_address: "127.0.0.1:0".into(),
-        dn_seed_config_nodes: cn_address.to_string(),
-        dn_data_dir: dir.join(format!("dn{index}")),
-        data_region_write_retry_wait_ms: 100,
-        remote_write_max_retry_ms: 30_000,
-        dn_rpc_timeout_ms: 2000,
-        dn_raft_tick_ms: 20,
-        dn_raft_election_ticks: 10,
-        wal_segment_bytes: 1 << 20,
-        ..DataNodeConfig::default()
-    }
+    let mut c = DataNodeConfig::default();
+    c.rpc.dn_rpc_address = "127.0.0.1:0".into();
+    c.internal.dn_internal_address = "127.0.0.1:0".into();
+    c.node.dn_metrics_address = "127.0.0.1:0".into();
+    c.internal.dn_seed_config_nodes = cn_address.to_string();
+    c.node.dn_data_dir = dir.join(format!("dn{index}"));
+    c.writes.data_region_write_retry_wait_ms = 100;
+    c.writes.remote_write_max_retry_ms = 30_000;
+    c.internal.dn_rpc_timeout_ms = 2000;
+    c.raft.dn_raft_tick_ms = 20;
+    c.raft.dn_raft_election_ticks = 10;
+    c.raft.wal_segment_bytes = 1 << 20;
+    c
 }
 
 impl Cluster {
@@ -74,22 +73,20 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let cn_address = listener.local_addr().unwrap().to_string();
-        let config = ConfigNodeConfig {
-            cn_internal_address: cn_address.clone(),
-            cn_data_dir: dir.path().join("cn"),
-            cn_metrics_address: "127.0.0.1:0".into(),
-            cn_raft_tick_ms: 20,
-            cn_raft_election_ticks: 10,
-            heartbeat_interval_ms: 100,
-            metadata_lease_fence_ms: fence_ms,
-            lease_proceed_margin_ms: 1000,
-            failure_detector_threshold_ms: fence_ms,
-            invalidation_retry_interval_ms: 100,
-            data_replication_factor: replication,
-            data_region_group_num_per_database: 2,
-            time_partition_interval_ms: INTERVAL_MS,
-            ..ConfigNodeConfig::default()
-        };
+        let mut config = ConfigNodeConfig::default();
+        config.node.cn_internal_address = cn_address.clone();
+        config.node.cn_data_dir = dir.path().join("cn");
+        config.node.cn_metrics_address = "127.0.0.1:0".into();
+        config.raft.cn_raft_tick_ms = 20;
+        config.raft.cn_raft_election_ticks = 10;
+        config.lease.heartbeat_interval_ms = 100;
+        config.lease.metadata_lease_fence_ms = fence_ms;
+        config.lease.lease_proceed_margin_ms = 1000;
+        config.lease.failure_detector_threshold_ms = fence_ms;
+        config.lease.invalidation_retry_interval_ms = 100;
+        config.partitioning.data_replication_factor = replication;
+        config.partitioning.data_region_group_num_per_database = 2;
+        config.partitioning.time_partition_interval_ms = INTERVAL_MS;
         let (stop, stopped) = oneshot::channel::<()>();
         let client = Arc::new(GrpcDataNodeClient::new(
             Duration::from_secs(1),
@@ -184,9 +181,9 @@ where
 /// truncates, a replica more than two entries behind is not waited for, and snapshots stream in
 /// 4 KiB chunks.
 pub fn truncating_logs(config: &mut DataNodeConfig) {
-    config.memtable_flush_age_ms = 100;
-    config.dn_raft_log_lag_entries_max = 2;
-    config.dn_snapshot_chunk_bytes = 4096;
+    config.storage.memtable_flush_age_ms = 100;
+    config.raft.dn_raft_log_lag_entries_max = 2;
+    config.snapshot.dn_snapshot_chunk_bytes = 4096;
 }
 
 /// Every replica's (applied index, digest) per region, by node index (a node that does not
@@ -248,7 +245,7 @@ pub async fn restart_on(
 ) {
     let mut config = datanode_config(cluster.dir.path(), index, &cluster.cn_address);
     tweak(&mut config);
-    config.dn_internal_address = internal_address;
+    config.internal.dn_internal_address = internal_address;
     cluster.nodes.insert(
         index,
         datanode::start(config).await.expect("DataNode restarts"),

@@ -90,7 +90,7 @@ impl Leadership {
     /// Starts a fence-floor round when one is due (see the module docs); returns at once.
     pub(crate) fn spawn_floor_round(self: &Arc<Self>, term: u64, now_ms: u64) {
         let floor = &self.fence_work.floor;
-        if !floor.claim(now_ms, self.config.fence_floor_interval_ms) {
+        if !floor.claim(now_ms, self.config.lease.fence_floor_interval_ms) {
             return;
         }
         let shared = self.clone();

@@ -17,21 +17,20 @@ use crate::fake::FakeDataNode;
 const FENCE_MS: u64 = 5000;
 
 fn config(id: u64, address: &str, members: &str, dir: &std::path::Path) -> ConfigNodeConfig {
-    ConfigNodeConfig {
-        cn_node_id: id,
-        cn_internal_address: address.to_string(),
-        cn_initial_members: members.to_string(),
-        cn_data_dir: dir.join(format!("cn{id}")),
-        cn_metrics_address: "127.0.0.1:0".into(),
-        cn_raft_tick_ms: 20,
-        cn_raft_election_ticks: 10,
-        heartbeat_interval_ms: 100,
-        metadata_lease_fence_ms: FENCE_MS,
-        lease_proceed_margin_ms: 1000,
-        failure_detector_threshold_ms: FENCE_MS,
-        invalidation_retry_interval_ms: 100,
-        ..ConfigNodeConfig::default()
-    }
+    let mut c = ConfigNodeConfig::default();
+    c.node.cn_node_id = id;
+    c.node.cn_internal_address = address.to_string();
+    c.node.cn_initial_members = members.to_string();
+    c.node.cn_data_dir = dir.join(format!("cn{id}"));
+    c.node.cn_metrics_address = "127.0.0.1:0".into();
+    c.raft.cn_raft_tick_ms = 20;
+    c.raft.cn_raft_election_ticks = 10;
+    c.lease.heartbeat_interval_ms = 100;
+    c.lease.metadata_lease_fence_ms = FENCE_MS;
+    c.lease.lease_proceed_margin_ms = 1000;
+    c.lease.failure_detector_threshold_ms = FENCE_MS;
+    c.lease.invalidation_retry_interval_ms = 100;
+    c
 }
 
 struct Node {
@@ -67,7 +66,7 @@ impl Node {
         if let Some(stop) = self.stop.take() {
             // An Err means the node already ended on its own; the join below reports how.
             if stop.send(()).is_err() {
-                eprintln!("node {} had already stopped", self.config.cn_node_id);
+                eprintln!("node {} had already stopped", self.config.node.cn_node_id);
             }
         }
         if let Some(task) = self.task.take() {
@@ -359,7 +358,7 @@ async fn leader_failover_resumes_heartbeats_and_the_old_leader_rejoins() {
     // Kill the leader.
     let leader_index = nodes
         .iter()
-        .position(|n| n.config.cn_node_id == leader_id)
+        .position(|n| n.config.node.cn_node_id == leader_id)
         .unwrap();
     let old_term = fake.heartbeats.lock().last().unwrap().term;
     nodes[leader_index].kill().await;
@@ -511,12 +510,10 @@ async fn a_new_leader_resumes_a_drop_and_waits_fence_plus_margin_from_its_electi
         .join(",");
     let mut nodes = Vec::new();
     for ((id, address), listener) in addresses.iter().zip(listeners) {
-        let c = ConfigNodeConfig {
-            metadata_lease_fence_ms: FENCE,
-            lease_proceed_margin_ms: MARGIN,
-            failure_detector_threshold_ms: FENCE,
-            ..config(*id, address, &members, dir.path())
-        };
+        let mut c = config(*id, address, &members, dir.path());
+        c.lease.metadata_lease_fence_ms = FENCE;
+        c.lease.lease_proceed_margin_ms = MARGIN;
+        c.lease.failure_detector_threshold_ms = FENCE;
         nodes.push(Node::start(c, listener).await);
     }
     let (leader_id, leader_address) = find_leader(&addresses).await;
@@ -554,7 +551,7 @@ async fn a_new_leader_resumes_a_drop_and_waits_fence_plus_margin_from_its_electi
     .await;
     let leader_index = nodes
         .iter()
-        .position(|n| n.config.cn_node_id == leader_id)
+        .position(|n| n.config.node.cn_node_id == leader_id)
         .unwrap();
     let old_term = fake.invalidations.lock()[0].config_node_term;
     let killed = Instant::now();

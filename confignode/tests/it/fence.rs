@@ -35,18 +35,16 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let config = ConfigNodeConfig {
-        cn_internal_address: address.clone(),
-        cn_data_dir: dir.path().to_path_buf(),
-        cn_metrics_address: "127.0.0.1:0".into(),
-        cn_raft_tick_ms: 20,
-        heartbeat_interval_ms: 100,
-        metadata_lease_fence_ms: FENCE_MS,
-        lease_proceed_margin_ms: MARGIN_MS,
-        failure_detector_threshold_ms: FENCE_MS,
-        invalidation_retry_interval_ms: 100,
-        ..ConfigNodeConfig::default()
-    };
+    let mut config = ConfigNodeConfig::default();
+    config.node.cn_internal_address = address.clone();
+    config.node.cn_data_dir = dir.path().to_path_buf();
+    config.node.cn_metrics_address = "127.0.0.1:0".into();
+    config.raft.cn_raft_tick_ms = 20;
+    config.lease.heartbeat_interval_ms = 100;
+    config.lease.metadata_lease_fence_ms = FENCE_MS;
+    config.lease.lease_proceed_margin_ms = MARGIN_MS;
+    config.lease.failure_detector_threshold_ms = FENCE_MS;
+    config.lease.invalidation_retry_interval_ms = 100;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let node = tokio::spawn(confignode::run_with_listener(
         config,
@@ -204,18 +202,16 @@ async fn a_delete_overtaken_by_a_drop_of_its_database_is_answered_success() {
     );
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let config = ConfigNodeConfig {
-        cn_internal_address: address.clone(),
-        cn_data_dir: dir.path().to_path_buf(),
-        cn_metrics_address: "127.0.0.1:0".into(),
-        cn_raft_tick_ms: 20,
-        heartbeat_interval_ms: 100,
-        metadata_lease_fence_ms: FENCE_MS,
-        lease_proceed_margin_ms: MARGIN_MS,
-        failure_detector_threshold_ms: FENCE_MS,
-        invalidation_retry_interval_ms: 100,
-        ..ConfigNodeConfig::default()
-    };
+    let mut config = ConfigNodeConfig::default();
+    config.node.cn_internal_address = address.clone();
+    config.node.cn_data_dir = dir.path().to_path_buf();
+    config.node.cn_metrics_address = "127.0.0.1:0".into();
+    config.raft.cn_raft_tick_ms = 20;
+    config.lease.heartbeat_interval_ms = 100;
+    config.lease.metadata_lease_fence_ms = FENCE_MS;
+    config.lease.lease_proceed_margin_ms = MARGIN_MS;
+    config.lease.failure_detector_threshold_ms = FENCE_MS;
+    config.lease.invalidation_retry_interval_ms = 100;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let node = tokio::spawn(confignode::run_with_listener(
         config,
@@ -376,19 +372,17 @@ async fn a_finished_drop_is_followed_by_one_fence_floor_round() {
     );
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let config = ConfigNodeConfig {
-        cn_internal_address: address.clone(),
-        cn_data_dir: dir.path().to_path_buf(),
-        cn_metrics_address: "127.0.0.1:0".into(),
-        cn_raft_tick_ms: 20,
-        heartbeat_interval_ms: 100,
-        metadata_lease_fence_ms: FENCE_MS,
-        lease_proceed_margin_ms: MARGIN_MS,
-        failure_detector_threshold_ms: FENCE_MS,
-        invalidation_retry_interval_ms: 100,
-        fence_floor_interval_ms: 300,
-        ..ConfigNodeConfig::default()
-    };
+    let mut config = ConfigNodeConfig::default();
+    config.node.cn_internal_address = address.clone();
+    config.node.cn_data_dir = dir.path().to_path_buf();
+    config.node.cn_metrics_address = "127.0.0.1:0".into();
+    config.raft.cn_raft_tick_ms = 20;
+    config.lease.heartbeat_interval_ms = 100;
+    config.lease.metadata_lease_fence_ms = FENCE_MS;
+    config.lease.lease_proceed_margin_ms = MARGIN_MS;
+    config.lease.failure_detector_threshold_ms = FENCE_MS;
+    config.lease.invalidation_retry_interval_ms = 100;
+    config.lease.fence_floor_interval_ms = 300;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let node = tokio::spawn(confignode::run_with_listener(
         config,

@@ -103,18 +103,16 @@ async fn users_are_created_authenticated_refused_locked_and_kept() {
     let dir = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let config = ConfigNodeConfig {
-        cn_internal_address: address.clone(),
-        cn_data_dir: dir.path().to_path_buf(),
-        cn_metrics_address: "127.0.0.1:0".into(),
-        cn_raft_tick_ms: 20,
-        heartbeat_interval_ms: 100,
-        // A snapshot after every entry, so the restart below loads the users from one.
-        cn_snapshot_interval_entries: 1,
-        login_failures_max: 3,
-        login_lock_ms: LOCK_MS,
-        ..ConfigNodeConfig::default()
-    };
+    let mut config = ConfigNodeConfig::default();
+    config.node.cn_internal_address = address.clone();
+    config.node.cn_data_dir = dir.path().to_path_buf();
+    config.node.cn_metrics_address = "127.0.0.1:0".into();
+    config.raft.cn_raft_tick_ms = 20;
+    config.lease.heartbeat_interval_ms = 100;
+    // A snapshot after every entry, so the restart below loads the users from one.
+    config.raft.cn_snapshot_interval_entries = 1;
+    config.login.login_failures_max = 3;
+    config.login.login_lock_ms = LOCK_MS;
     let node = start(config.clone(), listener);
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()

@@ -22,7 +22,7 @@ async fn main() -> anyhow::Result<()> {
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
     let config = datanode::DataNodeConfig::from_args(datanode::DataNodeArgs::parse())?;
-    config.tune_allocator();
+    config.node.tune_allocator();
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .expect("installing the SIGTERM handler");

@@ -138,7 +138,7 @@ impl Connection {
     /// Reads one frame within the connection's limits and answers it.
     async fn serve_frame(&mut self, stream: &mut TcpStream) -> Result<Served, Stop> {
         let config = &self.shared.config;
-        let idle = match (&self.place, config.dn_rpc_idle_timeout_ms) {
+        let idle = match (&self.place, config.rpc.dn_rpc_idle_timeout_ms) {
             (Place::Session(_), ms) if ms > 0 => Some((
                 Instant::now() + Duration::from_millis(ms),
                 "dn_rpc_idle_timeout_ms",
@@ -148,7 +148,7 @@ impl Connection {
         let mut prefix = [0u8; thrift_codec::FRAME_HEADER_LEN];
         within(&self.place, idle, stream.read_exact(&mut prefix[..1])).await?;
         let frame_deadline = Some((
-            Instant::now() + Duration::from_millis(config.dn_rpc_frame_timeout_ms),
+            Instant::now() + Duration::from_millis(config.rpc.dn_rpc_frame_timeout_ms),
             "dn_rpc_frame_timeout_ms",
         ));
         within(
@@ -158,10 +158,13 @@ impl Connection {
         )
         .await?;
         let (max, key) = if self.session.is_some() {
-            (config.dn_rpc_max_message_bytes, "dn_rpc_max_message_bytes")
+            (
+                config.rpc.dn_rpc_max_message_bytes,
+                "dn_rpc_max_message_bytes",
+            )
         } else {
             (
-                config.dn_rpc_unauthenticated_frame_bytes_max,
+                config.rpc.dn_rpc_unauthenticated_frame_bytes_max,
                 "dn_rpc_unauthenticated_frame_bytes_max",
             )
         };
@@ -284,7 +287,7 @@ impl Connection {
                         format!(
                             "this DataNode holds its maximum of {} logged-in clients \
                              (dn_rpc_max_concurrent_client_num); retry later or elsewhere",
-                            self.shared.config.dn_rpc_max_concurrent_client_num
+                            self.shared.config.rpc.dn_rpc_max_concurrent_client_num
                         ),
                     ))
                 }

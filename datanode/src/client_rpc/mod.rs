@@ -702,6 +702,7 @@ impl Connection {
         let queries_max = self
             .shared
             .config
+            .query
             .dn_client_queries_per_connection_max
             .max(1) as usize;
         let session = self.session.as_mut().expect("logged in");

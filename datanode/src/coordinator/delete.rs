@@ -182,7 +182,7 @@ impl Coordinator {
             }
         })
         .await?;
-        inc(&self.metrics.relayed_deletes);
+        inc(&self.metrics.fencing.relayed_deletes);
         Ok(())
     }
 }

@@ -73,7 +73,7 @@ impl Coordinator {
                 Status::new(StatusCode::RegionLeaderChangeError, "no local replica")
             };
         }
-        inc(&self.metrics.forwarded_writes);
+        inc(&self.metrics.writes.forwarded_writes);
         let request = proto::RegionWriteReq {
             region_id: region,
             command: Some(wire.clone()),

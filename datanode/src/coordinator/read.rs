@@ -292,7 +292,7 @@ impl Coordinator {
         if missing.is_empty() {
             return Ok(schemas);
         }
-        inc(&self.metrics.schema_fetches);
+        inc(&self.metrics.confignode.schema_fetches);
         let request = proto::FetchSchemaReq {
             devices: missing
                 .iter()

@@ -416,7 +416,7 @@ async fn a_cache_miss_asks_the_confignode_once_and_the_write_goes_to_the_leader(
     assert!(second.is_ok(), "{second:?}");
     assert_eq!(h.source.schema_calls.load(Ordering::SeqCst), 1, "cached");
     assert_eq!(h.source.partition_calls.load(Ordering::SeqCst), 1, "cached");
-    assert_eq!(get(&h.metrics.write_points), 6);
+    assert_eq!(get(&h.metrics.writes.write_points), 6);
 }
 
 fn get(counter: &std::sync::atomic::AtomicU64) -> u64 {
@@ -439,7 +439,7 @@ async fn a_part_refused_by_the_leader_is_retried_on_the_other_replica() {
         h.peers.calls(),
         [(internal(2), "forward"), (internal(3), "forward")]
     );
-    assert_eq!(get(&h.metrics.coordinator_retries), 1);
+    assert_eq!(get(&h.metrics.writes.coordinator_retries), 1);
 }
 
 #[tokio::test]
@@ -948,7 +948,7 @@ async fn a_tablet_over_the_time_partition_cap_is_700_and_nothing_is_asked_or_sen
     assert!(outcome.is_ok(), "{outcome:?}");
     assert_eq!(h.source.partition_calls.load(Ordering::SeqCst), 2);
     assert_eq!(h.source.partition_slots.load(Ordering::SeqCst), 1010);
-    assert_eq!(get(&h.metrics.write_points), 2 * 6000);
+    assert_eq!(get(&h.metrics.writes.write_points), 2 * 6000);
 }
 
 #[test]

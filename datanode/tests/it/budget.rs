@@ -11,9 +11,9 @@ async fn writes_faster_than_flush_get_606_and_memtables_stay_within_the_budget()
     // One tablet's memtable bytes: the most a write admitted just under the budget adds.
     const ONE_TABLET: u64 = 512 << 10;
     let cluster = Cluster::start_with(1, 1, LONG_FENCE_MS, |c| {
-        c.memtable_flush_bytes = BUDGET;
-        c.memtable_budget_bytes = BUDGET;
-        c.memtable_flush_age_ms = 3_600_000;
+        c.storage.memtable_flush_bytes = BUDGET;
+        c.storage.memtable_budget_bytes = BUDGET;
+        c.storage.memtable_flush_age_ms = 3_600_000;
     })
     .await;
     let mut client = cluster.client(0).await;

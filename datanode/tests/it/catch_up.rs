@@ -16,7 +16,7 @@ use crate::harness::{
 /// [`truncating_logs`], with built snapshots kept one second after their last use.
 fn truncating_and_releasing(config: &mut DataNodeConfig) {
     truncating_logs(config);
-    config.dn_snapshot_keep_ms = 1000;
+    config.snapshot.dn_snapshot_keep_ms = 1000;
 }
 
 /// Entries of `<data dir>/regions/*/snapshots/` (built, being built or released ones).

@@ -34,10 +34,10 @@ fn terms(cluster: &Cluster) -> Vec<BTreeMap<u64, (u64, Option<u64>)>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_session_flood_is_refused_past_the_limit_and_no_election_happens() {
     let cluster = Cluster::start_with(3, 3, LONG_FENCE_MS, |c| {
-        c.dn_rpc_max_concurrent_requests = REQUESTS_MAX;
+        c.rpc.dn_rpc_max_concurrent_requests = REQUESTS_MAX;
         // Election timeouts of 1–2 s: a scheduling hiccup on a loaded 2-core machine is no
         // election, a starved raft thread is.
-        c.dn_raft_tick_ms = 100;
+        c.raft.dn_raft_tick_ms = 100;
     })
     .await;
     // Regions, replicas and leaders settle before the flood.

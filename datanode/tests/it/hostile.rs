@@ -83,8 +83,8 @@ fn port_metric(cluster: &Cluster, name: &str) -> u64 {
 async fn hostile_handshakes_are_bounded_and_other_clients_keep_writing() {
     let flood = flood_size();
     let cluster = Cluster::start_with(1, 1, LONG_FENCE_MS, |c| {
-        c.dn_rpc_handshake_connections_max = HANDSHAKES_MAX;
-        c.dn_rpc_handshake_timeout_ms = 2_000;
+        c.rpc.dn_rpc_handshake_connections_max = HANDSHAKES_MAX;
+        c.rpc.dn_rpc_handshake_timeout_ms = 2_000;
     })
     .await;
     let address = cluster.endpoints()[0].clone();
@@ -245,11 +245,11 @@ fn wide_tablet(device: &str, width: usize, rows: i64) -> Tablet {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_wide_select_is_refused_and_slow_or_idle_sessions_are_closed() {
     let cluster = Cluster::start_with(1, 1, LONG_FENCE_MS, |c| {
-        c.query_result_bytes_max = 1 << 20;
-        c.query_results_bytes_max_per_node = 2 << 20;
-        c.query_page_bytes_max = 64 << 10;
-        c.dn_rpc_frame_timeout_ms = 2_000;
-        c.dn_rpc_idle_timeout_ms = 5_000;
+        c.query.query_result_bytes_max = 1 << 20;
+        c.query.query_results_bytes_max_per_node = 2 << 20;
+        c.query.query_page_bytes_max = 64 << 10;
+        c.rpc.dn_rpc_frame_timeout_ms = 2_000;
+        c.rpc.dn_rpc_idle_timeout_ms = 5_000;
     })
     .await;
     let address = cluster.endpoints()[0].clone();

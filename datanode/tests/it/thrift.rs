@@ -579,8 +579,8 @@ async fn grpc_calls_are_checked_like_thrift_logins() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_grpc_result_over_the_message_limit_is_refused_with_a_reason() {
     let cluster = Cluster::start_with(1, 1, LONG_FENCE_MS, |c| {
-        c.dn_rpc_max_message_bytes = 1 << 20;
-        c.dn_snapshot_chunk_bytes = 256 << 10;
+        c.rpc.dn_rpc_max_message_bytes = 1 << 20;
+        c.snapshot.dn_snapshot_chunk_bytes = 256 << 10;
     })
     .await;
     let address = cluster.endpoints()[0].clone();

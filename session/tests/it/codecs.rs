@@ -64,7 +64,7 @@ fn walk(device: &str, n: i64) -> Tablet {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn declared_encoding_and_compressor_shape_the_sealed_files() {
     let cluster = Cluster::start_with(1, 1, LONG_FENCE_MS, |c| {
-        c.memtable_flush_age_ms = 300;
+        c.storage.memtable_flush_age_ms = 300;
     })
     .await;
     let endpoints = cluster.endpoints();

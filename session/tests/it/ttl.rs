@@ -28,7 +28,7 @@ fn rows(device: &str, from: i64, step: i64, n: i64) -> Tablet {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn set_ttl_hides_expired_points_and_compaction_removes_them() {
     let cluster = Cluster::start_with(3, 3, LONG_FENCE_MS, |c| {
-        c.memtable_flush_age_ms = 300;
+        c.storage.memtable_flush_age_ms = 300;
     })
     .await;
     let endpoints = cluster.endpoints();
