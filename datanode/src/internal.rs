@@ -138,38 +138,7 @@ impl DataNodeInternalService for InternalService {
             .clients
             .logins
             .users_changed_to(req.users_fingerprint);
-        // Peers that hold their lease are the only acceptable leadership-transfer targets.
-        let holders: std::collections::BTreeSet<u64> =
-            req.lease_holder_ids.iter().copied().collect();
-        shared
-            .metadata
-            .set_lease_holders(req.lease_holder_ids.clone());
-        let fenced_peers: Vec<(u64, bool)> = shared
-            .peers
-            .others()
-            .into_iter()
-            .map(|p| (p, !holders.contains(&p)))
-            .collect();
-        // Told to consensus off the handler: the raft thread may be slow, and a renewal whose
-        // reply reaches the ConfigNode after its heartbeat timeout is one the ConfigNode does not
-        // count (its clock for this node runs on while this node's lease was renewed; L5 in
-        // REVIEW-2026-12). Nothing between the renewal above and the reply below waits.
-        {
-            let host = shared.host.clone();
-            tokio::spawn(async move {
-                if let Err(e) = host
-                    .driver()
-                    .call(move |node| {
-                        for (peer, fenced) in fenced_peers {
-                            node.set_peer_fenced(peer, fenced);
-                        }
-                    })
-                    .await
-                {
-                    tracing::warn!("telling consensus about lease holders: {e}");
-                }
-            });
-        }
+        learn_lease_holders(shared, &req.lease_holder_ids);
         for l in &req.region_leaders {
             shared.metadata.set_leader(l.region_id, l.leader_id);
         }
@@ -177,26 +146,7 @@ impl DataNodeInternalService for InternalService {
             let shared = shared.clone();
             tokio::spawn(async move { shared.recover_lease().await });
         }
-        let mut region_leaders = Vec::new();
-        let mut memberships = Vec::new();
-        for id in shared.host.region_ids() {
-            let Some(status) = shared.host.group_status(id) else {
-                continue;
-            };
-            if let Some(leader) = status.leader {
-                region_leaders.push(proto::RegionLeader {
-                    region_id: id,
-                    leader_id: leader,
-                });
-            }
-            if status.role == consensus::StateRole::Leader {
-                memberships.push(proto::RegionMembership {
-                    region_id: id,
-                    voters: status.voters,
-                    settled: status.membership_settled,
-                });
-            }
-        }
+        let (region_leaders, memberships) = region_report(shared);
         Ok(Response::new(proto::HeartbeatResp {
             status: Some(ok()),
             data_node_id: node_id,
@@ -582,6 +532,63 @@ impl DataNodeInternalService for InternalService {
             },
         ))
     }
+}
+
+/// The DataNodes holding their lease, as a heartbeat names them: where a fenced coordinator
+/// relays, and the only peers consensus may hand a region's leadership to.
+fn learn_lease_holders(shared: &Arc<Shared>, holders: &[u64]) {
+    shared.metadata.set_lease_holders(holders.to_vec());
+    let holding: std::collections::BTreeSet<u64> = holders.iter().copied().collect();
+    let fenced_peers: Vec<(u64, bool)> = shared
+        .peers
+        .others()
+        .into_iter()
+        .map(|p| (p, !holding.contains(&p)))
+        .collect();
+    // Told to consensus off the handler: the raft thread may be slow, and a renewal whose
+    // reply reaches the ConfigNode after its heartbeat timeout is one the ConfigNode does not
+    // count (its clock for this node runs on while this node's lease was renewed; L5 in
+    // REVIEW-2026-12). Nothing between the renewal and the reply waits.
+    let host = shared.host.clone();
+    tokio::spawn(async move {
+        let told = host
+            .driver()
+            .call(move |node| {
+                for (peer, fenced) in fenced_peers {
+                    node.set_peer_fenced(peer, fenced);
+                }
+            })
+            .await;
+        if let Err(e) = told {
+            tracing::warn!("telling consensus about lease holders: {e}");
+        }
+    });
+}
+
+/// What a heartbeat reply reports of the regions hosted here: the leader each raft group knows,
+/// and the voters of each group led here.
+fn region_report(shared: &Shared) -> (Vec<proto::RegionLeader>, Vec<proto::RegionMembership>) {
+    let mut region_leaders = Vec::new();
+    let mut memberships = Vec::new();
+    for id in shared.host.region_ids() {
+        let Some(status) = shared.host.group_status(id) else {
+            continue;
+        };
+        if let Some(leader) = status.leader {
+            region_leaders.push(proto::RegionLeader {
+                region_id: id,
+                leader_id: leader,
+            });
+        }
+        if status.role == consensus::StateRole::Leader {
+            memberships.push(proto::RegionMembership {
+                region_id: id,
+                voters: status.voters,
+                settled: status.membership_settled,
+            });
+        }
+    }
+    (region_leaders, memberships)
 }
 
 /// Why a heartbeat's lease settings cannot be trusted, if they differ from the registered ones

@@ -256,50 +256,20 @@ fn assemble(
     addresses
         .write()
         .insert(node_id, identity.internal_address.clone());
-    let raft_host = RaftHostConfig {
-        node_id,
-        service: PeerService::DataNode,
-        thread_name: format!("dn-raft-{node_id}"),
-        log_dir: config.node.dn_data_dir.join("raft"),
-        segment_bytes: config.raft.wal_segment_bytes,
-        tick_ms: config.raft.dn_raft_tick_ms,
-        election_ticks: config.raft.dn_raft_election_ticks as usize,
-        log_limits: runtime::RaftLogLimits {
-            entry_cache_bytes_max: config.raft.dn_raft_entry_cache_bytes as usize,
-            unapplied_bytes_max: config.raft.dn_raft_unapplied_bytes_max,
-            lag_entries_max: config.raft.dn_raft_log_lag_entries_max,
-            lag_bytes_max: config.raft.dn_raft_log_lag_bytes_max,
-            snapshot_builds_max: config.snapshot.dn_raft_snapshot_builds_max as usize,
-        },
-        transport: runtime::TransportConfig {
-            message_bytes_max,
-            queue_bytes_max: config.raft.dn_raft_transport_queue_bytes_max as usize,
-            channel: config.internal.channel_config(),
-            ..runtime::TransportConfig::default()
-        },
-        step_queue_bytes_max: config.raft.dn_raft_step_queue_bytes_max as usize,
-    };
     // Regions are created later, as the ConfigNode assigns them.
-    let (driver, raft_transport) =
-        runtime::open_raft_host(&raft_host, addresses.clone(), clock.clone(), |_| Ok(()))?;
+    let (driver, raft_transport) = runtime::open_raft_host(
+        &raft_host_config(&config, node_id),
+        addresses.clone(),
+        clock.clone(),
+        |_| Ok(()),
+    )?;
     let pool = runtime::ChannelPool::new(config.internal.channel_config(), rpc_timeout);
     let peers = Arc::new(Peers::new(
         node_id,
         addresses,
         Box::new(GrpcPeers::new(pool, message_bytes_max)),
     ));
-    let storage = StorageConfig {
-        partition,
-        memtable_flush_bytes: config.storage.memtable_flush_bytes as usize,
-        memtable_flush_age_ms: config.storage.memtable_flush_age_ms,
-        compaction: CompactionConfig {
-            files_min: config.compaction.compaction_files_min as usize,
-            write_bytes_per_sec: config.compaction.compaction_write_bytes_per_sec,
-            cold_after_ms: config.compaction.compaction_cold_after_ms,
-            ..CompactionConfig::default()
-        },
-        ..StorageConfig::default()
-    };
+    let storage = storage_config(&config, partition);
     let host = Arc::new(RegionHost::new(
         node_id,
         region_host_config(&config, storage.clone()),
@@ -346,6 +316,49 @@ fn assemble(
         clients,
         internal,
     }))
+}
+
+/// The raft host of this node: one log for every region it hosts, under `<dn_data_dir>/raft`.
+fn raft_host_config(config: &DataNodeConfig, node_id: u64) -> RaftHostConfig {
+    RaftHostConfig {
+        node_id,
+        service: PeerService::DataNode,
+        thread_name: format!("dn-raft-{node_id}"),
+        log_dir: config.node.dn_data_dir.join("raft"),
+        segment_bytes: config.raft.wal_segment_bytes,
+        tick_ms: config.raft.dn_raft_tick_ms,
+        election_ticks: config.raft.dn_raft_election_ticks as usize,
+        log_limits: runtime::RaftLogLimits {
+            entry_cache_bytes_max: config.raft.dn_raft_entry_cache_bytes as usize,
+            unapplied_bytes_max: config.raft.dn_raft_unapplied_bytes_max,
+            lag_entries_max: config.raft.dn_raft_log_lag_entries_max,
+            lag_bytes_max: config.raft.dn_raft_log_lag_bytes_max,
+            snapshot_builds_max: config.snapshot.dn_raft_snapshot_builds_max as usize,
+        },
+        transport: runtime::TransportConfig {
+            message_bytes_max: config.rpc.dn_rpc_max_message_bytes as usize,
+            queue_bytes_max: config.raft.dn_raft_transport_queue_bytes_max as usize,
+            channel: config.internal.channel_config(),
+            ..runtime::TransportConfig::default()
+        },
+        step_queue_bytes_max: config.raft.dn_raft_step_queue_bytes_max as usize,
+    }
+}
+
+/// Every region's storage settings: the cluster's partitioning, flushes, compaction.
+fn storage_config(config: &DataNodeConfig, partition: PartitionConfig) -> StorageConfig {
+    StorageConfig {
+        partition,
+        memtable_flush_bytes: config.storage.memtable_flush_bytes as usize,
+        memtable_flush_age_ms: config.storage.memtable_flush_age_ms,
+        compaction: CompactionConfig {
+            files_min: config.compaction.compaction_files_min as usize,
+            write_bytes_per_sec: config.compaction.compaction_write_bytes_per_sec,
+            cold_after_ms: config.compaction.compaction_cold_after_ms,
+            ..CompactionConfig::default()
+        },
+        ..StorageConfig::default()
+    }
 }
 
 fn region_host_config(config: &DataNodeConfig, storage: StorageConfig) -> RegionHostConfig {
