@@ -363,110 +363,32 @@ impl Command {
         let mut writer = Writer::new();
         writer.u8(COMMAND_VERSION);
         let w = &mut writer;
-        // One arm per variant, so as long as the enum (a pattern puts each field on a line of
-        // its own): each hands its fields to its kind's encoder, which writes the kind byte and
-        // the fields.
+        // Dispatched by concern to module `kinds`, where each kind's encoder (which writes the
+        // kind byte and the fields) sits beside its decoder.
         match self {
-            Command::RegisterDataNode {
-                data_node_id,
-                internal_address,
-                rpc_address,
-            } => kinds::encode_register_data_node(w, *data_node_id, internal_address, rpc_address),
-            Command::RegisterNewDataNode {
-                internal_address,
-                rpc_address,
-            } => kinds::encode_register_new_data_node(w, internal_address, rpc_address),
-            Command::ReregisterDataNode {
-                data_node_id,
-                stored_epoch,
-                internal_address,
-                rpc_address,
-            } => kinds::encode_reregister(
-                w,
-                *data_node_id,
-                *stored_epoch,
-                internal_address,
-                rpc_address,
-            ),
-            Command::ConfirmIncarnation {
-                data_node_id,
-                incarnation_epoch,
-            } => kinds::encode_confirm_incarnation(w, *data_node_id, *incarnation_epoch),
-            Command::SetDataNodeStatus {
-                data_node_id,
-                status,
-            } => kinds::encode_set_data_node_status(w, *data_node_id, *status),
-            Command::RemoveDataNode { data_node_id } => {
-                kinds::encode_remove_data_node(w, *data_node_id)
+            Command::RegisterDataNode { .. }
+            | Command::RegisterNewDataNode { .. }
+            | Command::ReregisterDataNode { .. }
+            | Command::ConfirmIncarnation { .. }
+            | Command::SetDataNodeStatus { .. }
+            | Command::RemoveDataNode { .. } => kinds::encode_registry(w, self),
+            Command::CreateDatabase { .. } | Command::CreateTimeseries { .. } => {
+                kinds::encode_schema(w, self)
             }
-            Command::CreateDatabase { database } => kinds::encode_create_database(w, database),
-            Command::CreateTimeseries {
-                series,
-                auto_create,
-            } => kinds::encode_create_timeseries(w, series, *auto_create),
-            Command::AllocatePartitions {
-                database,
-                slots,
-                replication_factor,
-                region_groups_max,
-                database_partitions_max,
-            } => kinds::encode_allocate_partitions(
-                w,
-                database,
-                slots,
-                *replication_factor,
-                *region_groups_max,
-                *database_partitions_max,
-            ),
-            Command::BeginRegionMigration {
-                region_id,
-                from,
-                to,
-            } => kinds::encode_begin_region_migration(w, *region_id, *from, *to),
-            Command::FinishRegionMigration {
-                region_id,
-                from,
-                to,
-            } => kinds::encode_finish_region_migration(w, *region_id, *from, *to),
-            Command::BeginDeleteTimeseries { series } => {
-                kinds::encode_begin_delete_timeseries(w, series)
-            }
-            Command::BeginDropDatabase { database } => {
-                kinds::encode_begin_drop_database(w, database)
-            }
-            Command::BeginSetTtl { database, ttl_ms } => {
-                kinds::encode_begin_set_ttl(w, database, *ttl_ms)
-            }
-            Command::FinishOperation { operation_id } => {
-                kinds::encode_finish_operation(w, *operation_id)
-            }
-            Command::CreateUser {
-                username,
-                password_hash,
-            } => kinds::encode_create_user(w, username, password_hash),
-            Command::DropUser { username } => kinds::encode_drop_user(w, username),
-            Command::SetUserPassword {
-                username,
-                password_hash,
-            } => kinds::encode_set_user_password(w, username, password_hash),
-            Command::CreateTable {
-                database,
-                table,
-                if_not_exists,
-                extend,
-            } => kinds::encode_create_table(w, database, table, *if_not_exists, *extend),
-            Command::BeginDropTable { database, table } => {
-                kinds::encode_begin_drop_table(w, database, table)
-            }
-            Command::SetDeviceAttributes {
-                database,
-                table,
-                table_version,
-                devices,
-            } => kinds::encode_set_device_attributes(w, database, table, *table_version, devices),
-            Command::CreateTableSeries { origin, series } => {
-                kinds::encode_create_table_series(w, origin, series)
-            }
+            Command::AllocatePartitions { .. }
+            | Command::BeginRegionMigration { .. }
+            | Command::FinishRegionMigration { .. } => kinds::encode_placement(w, self),
+            Command::BeginDeleteTimeseries { .. }
+            | Command::BeginDropDatabase { .. }
+            | Command::BeginSetTtl { .. }
+            | Command::FinishOperation { .. } => kinds::encode_operation(w, self),
+            Command::CreateUser { .. }
+            | Command::DropUser { .. }
+            | Command::SetUserPassword { .. } => kinds::encode_user(w, self),
+            Command::CreateTable { .. }
+            | Command::BeginDropTable { .. }
+            | Command::SetDeviceAttributes { .. }
+            | Command::CreateTableSeries { .. } => kinds::encode_table(w, self),
         }
         let bytes = writer.into_bytes();
         debug_assert_eq!(

@@ -27,8 +27,8 @@ use crate::error::{DecodeError, MetadataError};
 use crate::users::{self, StoredPassword, ROOT_USER, USERS_MAX};
 use common::table::{self, Category, TableColumn, TableSchema};
 use common::views::SeriesMeta;
-use index::PartitionIndex;
 pub use index::RegionGroup;
+use index::{PartitionIndex, Placement};
 
 /// Longest path (database, device) in bytes.
 pub const PATH_BYTES_MAX: usize = common::path::PATH_BYTES_MAX;
@@ -124,29 +124,15 @@ impl OperationKind {
 pub struct MetadataState {
     applied_index: u64,
     metadata_version: u64,
-    next_data_node_id: u64,
-    next_region_id: u64,
-    next_operation_id: u64,
+    ids: IdCounters,
     data_nodes: BTreeMap<u64, DataNodeRecord>,
     /// Database → pending delete.
     databases: BTreeMap<String, bool>,
-    /// (device, measurement) → series.
-    series: BTreeMap<(String, String), SeriesRecord>,
-    /// The series of `series` whose encoding or compressor was declared (not the defaults):
-    /// what every DataNode polls for every few seconds, answered without a pass over every
-    /// series. Derived (kept with `series`, rebuilt by a snapshot load), never stored.
-    declared_codecs: BTreeSet<(String, String)>,
-    /// The series of `series` with an alias, tags or attributes, and those.
-    series_meta: BTreeMap<(String, String), SeriesMeta>,
-    /// (database, series slot, time slot) → region id.
-    partitions: BTreeMap<(String, u32, i64), u64>,
-    regions: BTreeMap<u64, RegionGroup>,
+    series: SeriesCatalog,
+    placement: Placement,
     operations: BTreeMap<u64, OperationKind>,
     /// Database → time to live in ms (> 0); absent = none (IoTDB's INF).
     ttls: BTreeMap<String, i64>,
-    /// Region → its migration in progress, `(from, to)`: `to` hosts a joining replica that
-    /// takes `from`'s place once the region's raft group swapped them.
-    migrations: BTreeMap<u64, (u64, u64)>,
     /// User → the Argon2id PHC string of its password. root is always a user, but is here only
     /// once its password was set; until then its password is [`users::ROOT_INITIAL_PASSWORD`].
     /// So the state without this table — a new cluster, a snapshot of version 4 or older — has
@@ -155,8 +141,46 @@ pub struct MetadataState {
     /// (database, table) → a table of the table model (`common::table`), with the attributes of
     /// its devices.
     tables: BTreeMap<(String, String), TableRecord>,
-    /// Derived from `partitions` and `regions`; never encoded.
-    index: PartitionIndex,
+}
+
+/// The next id of each kind the state hands out (1 in a new state; never reused).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct IdCounters {
+    next_data_node_id: u64,
+    next_region_id: u64,
+    next_operation_id: u64,
+}
+
+/// Every series, with what is kept beside them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct SeriesCatalog {
+    /// (device, measurement) → series.
+    records: BTreeMap<(String, String), SeriesRecord>,
+    /// The series of `records` whose encoding or compressor was declared (not the defaults):
+    /// what every DataNode polls for every few seconds, answered without a pass over every
+    /// series. Derived (kept with `records`, rebuilt by a snapshot load), never stored.
+    declared_codecs: BTreeSet<(String, String)>,
+    /// The series of `records` with an alias, tags or attributes, and those.
+    meta: BTreeMap<(String, String), SeriesMeta>,
+}
+
+impl SeriesCatalog {
+    /// Takes series `key` out, with its declared codec and its alias, tags and attributes.
+    fn remove(&mut self, key: &(String, String)) -> Option<SeriesRecord> {
+        self.declared_codecs.remove(key);
+        self.meta.remove(key);
+        self.records.remove(key)
+    }
+
+    /// Takes out every series under `database`.
+    fn drop_database(&mut self, database: &str) {
+        self.records
+            .retain(|(device, _), _| !is_under(device, database));
+        self.declared_codecs
+            .retain(|(device, _)| !is_under(device, database));
+        self.meta
+            .retain(|(device, _), _| !is_under(device, database));
+    }
 }
 
 /// A table of the table model and the attributes of those of its devices that have any.
@@ -211,9 +235,11 @@ impl MetadataState {
     /// An empty state: no DataNodes, no databases.
     pub fn new() -> MetadataState {
         MetadataState {
-            next_data_node_id: 1,
-            next_region_id: 1,
-            next_operation_id: 1,
+            ids: IdCounters {
+                next_data_node_id: 1,
+                next_region_id: 1,
+                next_operation_id: 1,
+            },
             ..MetadataState::default()
         }
     }
@@ -259,13 +285,15 @@ impl MetadataState {
     /// A series, if it exists (pending-delete ones included).
     pub fn series(&self, device: &str, measurement: &str) -> Option<SeriesRecord> {
         self.series
+            .records
             .get(&(device.to_string(), measurement.to_string()))
             .copied()
     }
 
     /// The alias, tags and attributes of a series that declared any.
     pub fn series_meta(&self, device: &str, measurement: &str) -> Option<&SeriesMeta> {
-        self.series_meta
+        self.series
+            .meta
             .get(&(device.to_string(), measurement.to_string()))
     }
 
@@ -279,7 +307,8 @@ impl MetadataState {
     /// The declared names of `device`'s series that have any: (measurement, meta).
     pub fn series_meta_of(&self, device: &str) -> impl Iterator<Item = (&str, &SeriesMeta)> {
         let device = device.to_string();
-        self.series_meta
+        self.series
+            .meta
             .range((device.clone(), String::new())..)
             .take_while(move |((d, _), _)| *d == device)
             .map(|((_, m), meta)| (m.as_str(), meta))
@@ -330,6 +359,7 @@ impl MetadataState {
     /// Every series, in path order: (device, measurement, record).
     pub fn all_series(&self) -> impl Iterator<Item = (&str, &str, SeriesRecord)> {
         self.series
+            .records
             .iter()
             .map(|((d, m), r)| (d.as_str(), m.as_str(), *r))
     }
@@ -337,8 +367,8 @@ impl MetadataState {
     /// The series with a declared encoding or compressor, in path order, from an index (no pass
     /// over every series).
     pub fn declared_codec_series(&self) -> impl Iterator<Item = (&str, &str, SeriesRecord)> {
-        self.declared_codecs.iter().map(|key| {
-            let record = self.series[key];
+        self.series.declared_codecs.iter().map(|key| {
+            let record = self.series.records[key];
             (key.0.as_str(), key.1.as_str(), record)
         })
     }
@@ -350,6 +380,7 @@ impl MetadataState {
         }
         let start = (device.to_string(), String::new());
         self.series
+            .records
             .range(start..)
             .take_while(|((d, _), _)| d == device)
             .filter(|(_, r)| !r.pending_delete)
@@ -591,7 +622,7 @@ impl MetadataState {
                 }
             }
         }
-        if self.series.len() + series.len() > SERIES_MAX {
+        if self.series.records.len() + series.len() > SERIES_MAX {
             return Err(MetadataError::Limit(format!("{SERIES_MAX} series")));
         }
         for db in new_databases {
@@ -602,12 +633,12 @@ impl MetadataState {
         let mut changed = false;
         for s in series {
             let key = (s.device.clone(), s.measurement.clone());
-            if let std::collections::btree_map::Entry::Vacant(v) = self.series.entry(key) {
+            if let std::collections::btree_map::Entry::Vacant(v) = self.series.records.entry(key) {
                 if s.codec.is_declared() {
-                    self.declared_codecs.insert(v.key().clone());
+                    self.series.declared_codecs.insert(v.key().clone());
                 }
                 if !s.meta.is_empty() {
-                    self.series_meta.insert(v.key().clone(), s.meta.clone());
+                    self.series.meta.insert(v.key().clone(), s.meta.clone());
                 }
                 v.insert(SeriesRecord {
                     data_type: s.data_type,

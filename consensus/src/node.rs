@@ -24,6 +24,7 @@ use crate::ticket::{ticket, Completer, Ticket};
 use crate::transport::{RaftMessage, SplitMix64, Transport};
 use crate::{GroupId, NodeId};
 
+mod create;
 mod snapshots;
 
 pub use snapshots::SnapshotMetrics;
@@ -436,145 +437,6 @@ impl<T: Transport> RaftNode<T> {
     /// Index of the oldest record the node's log backend still keeps (moves on with `compact`).
     pub fn log_first_index(&self) -> u64 {
         self.storage.backend_first_index()
-    }
-
-    /// Hosts group `group` with replicas on `peers` (node ids, this node among them), applying
-    /// into `state_machine`. After a restart the stored raft state wins over `peers`, and applying
-    /// resumes after `state_machine.applied_index()`.
-    ///
-    /// With `peers` empty the replica is *joining* an existing group: it knows no members, never
-    /// campaigns, and waits for the leader, which added it as a learner
-    /// ([`MembershipChange::AddLearner`]), to send it the log or a snapshot (which carry the
-    /// membership).
-    pub fn create_group(
-        &mut self,
-        group: GroupId,
-        peers: &[NodeId],
-        state_machine: Box<dyn StateMachine>,
-    ) -> Result<()> {
-        if self.groups.contains_key(&group) {
-            return Err(Error::GroupExists(group));
-        }
-        let storage = match self.storage.group(group) {
-            Some(existing) => existing,
-            None => {
-                if !peers.is_empty() && !peers.contains(&self.id) {
-                    return Err(Error::NotAPeer {
-                        group,
-                        node: self.id,
-                    });
-                }
-                let created = self.storage.create_group(group, peers);
-                self.storage.flush(true)?;
-                created
-            }
-        };
-        let sm_applied = state_machine.applied_index();
-        let (first_index, last_index, commit, received) = {
-            let log = storage.log().read();
-            (
-                log.first_index(),
-                log.last_index(),
-                log.hard_state().commit,
-                log.received_snapshot().cloned(),
-            )
-        };
-        let restored = received
-            .as_ref()
-            .map(|s| s.get_metadata().index)
-            .filter(|&index| index <= sm_applied);
-        if let Some(index) = restored {
-            // Restored before a crash that came before its release: released now.
-            self.storage.compact(group, index);
-        }
-        let mut pending_restore = None;
-        if sm_applied + 1 < first_index {
-            match received {
-                Some(snapshot) if snapshot.get_metadata().index > sm_applied => {
-                    pending_restore = Some(snapshot)
-                }
-                _ => {
-                    return Err(StorageError::StateMachineBehindLog {
-                        group,
-                        applied: sm_applied,
-                        first_index,
-                    }
-                    .into())
-                }
-            }
-        }
-        if sm_applied > last_index {
-            return Err(StorageError::StateMachineAheadOfLog {
-                group,
-                applied: sm_applied,
-                last_index,
-            }
-            .into());
-        }
-        if sm_applied > commit {
-            // The state machine only applies committed entries; the commit index was written
-            // lazily and lost in a crash. Raising it is safe because those entries are stored.
-            let mut hs = storage.log().read().hard_state().clone();
-            hs.commit = sm_applied;
-            self.storage.set_hard_state(group, &hs);
-            self.storage.flush(true)?;
-        }
-        let raft_applied = if pending_restore.is_some() {
-            0
-        } else {
-            sm_applied.max(first_index - 1)
-        };
-        let raft_config = raft::Config {
-            id: self.id,
-            election_tick: self.config.election_tick,
-            heartbeat_tick: self.config.heartbeat_tick,
-            // raft-rs draws the election timeout from the thread RNG; a one-value range makes
-            // it deterministic, and `jitter_election` adds seeded jitter instead.
-            min_election_tick: 2 * self.config.election_tick,
-            max_election_tick: 2 * self.config.election_tick + 1,
-            applied: raft_applied,
-            max_size_per_msg: self.config.message_bytes_max,
-            max_inflight_msgs: self.config.inflight_messages_max,
-            check_quorum: self.config.check_quorum,
-            pre_vote: self.config.pre_vote,
-            ..raft::Config::default()
-        };
-        let logger = self.logger.new(slog::o!("group" => group));
-        let mut raw = RawNode::new(&raft_config, storage, &logger)?;
-        let joining = {
-            let log = raw.store().log().read();
-            let cs = log.conf_state();
-            cs.voters.is_empty() && cs.learners.is_empty() && log.received_snapshot().is_none()
-        };
-        if joining {
-            // A joining replica knows no members: replaying the log from its start would apply
-            // membership changes to an empty membership (the founders are no log entry). It
-            // answers every append with a snapshot request instead (raft's own mechanism); the
-            // snapshot carries the membership, and restoring it clears the request.
-            raw.raft.pending_request_snapshot = 1;
-        }
-        let (seen_role, seen_term) = (raw.raft.state, raw.raft.term);
-        let applied = if pending_restore.is_some() {
-            sm_applied
-        } else {
-            raft_applied
-        };
-        let mut g = Group {
-            raw,
-            state_machine,
-            applied,
-            apply_upper: applied,
-            pending_restore,
-            snapshots: GroupSnapshots::default(),
-            retry: None,
-            proposals: BTreeMap::new(),
-            reads: VecDeque::new(),
-            seen_role,
-            seen_term,
-        };
-        jitter_election(&mut self.rng, &self.config, &mut g, true);
-        self.groups.insert(group, g);
-        Ok(())
     }
 
     fn group_mut(&mut self, group: GroupId) -> Result<&mut Group> {
@@ -1080,45 +942,8 @@ impl<T: Transport> RaftNode<T> {
             if !g.raw.has_ready() {
                 continue;
             }
-            let mut rd = g.raw.ready();
-            Metrics::inc(&self.metrics.readies);
-            let messages = rd.take_messages();
-            let snapshots_sent = snapshot_targets(&messages);
-            outbox.push(gid, messages);
-            if !rd.snapshot().is_empty() {
-                self.storage.apply_snapshot(gid, rd.snapshot());
-                g.pending_restore = Some(rd.snapshot().clone());
-                g.retry = None;
-            }
-            self.storage.append(gid, rd.entries());
-            if let Some(hs) = rd.hs() {
-                if rd.must_sync() {
-                    self.storage.set_hard_state(gid, hs);
-                } else {
-                    // Only the commit index moved (raft sets must_sync on a term or vote change).
-                    self.storage.set_hard_state_lazily(gid, hs);
-                }
-            }
-            if let Some(ss) = rd.ss() {
-                if ss.raft_state != StateRole::Leader {
-                    g.fail_all(gid);
-                }
-            }
-            // A leader that lost and regained leadership between two readies shows no role
-            // change; raft dropped the read requests of its earlier term.
-            g.fail_reads_of_other_terms(gid);
-            for rs in rd.take_read_states() {
-                let id = u64::from_le_bytes(
-                    rs.request_ctx
-                        .as_slice()
-                        .try_into()
-                        .expect("read contexts are 8-byte ids"),
-                );
-                if let Some(read) = g.reads.iter_mut().find(|r| r.id == id) {
-                    read.index = Some(rs.index);
-                }
-            }
-            note_committed(g, rd.committed_entries());
+            let (rd, snapshots_sent) =
+                take_ready(gid, g, &mut self.storage, &self.metrics, &mut outbox);
             must_sync |= rd.must_sync();
             readies.push((gid, rd, snapshots_sent));
         }
@@ -1140,33 +965,18 @@ impl<T: Transport> RaftNode<T> {
         if must_sync {
             Metrics::inc(&self.metrics.synced_batches);
         }
-        for (gid, mut rd, mut snapshots_sent) in readies {
+        for (gid, rd, snapshots_sent) in readies {
             let g = self.groups.get_mut(&gid).expect("group of a ready");
-            let persisted = rd.take_persisted_messages();
-            snapshots_sent.extend(snapshot_targets(&persisted));
-            outbox.push(gid, persisted);
-            let snapshot_index = rd.snapshot().get_metadata().index;
-            let mut light = g.raw.advance_append(rd);
-            if snapshot_index > g.raw.raft.raft_log.applied {
-                // The log now starts after the snapshot, and raft reads [applied + 1, commit] when
-                // it campaigns; the proxy's own applied index still waits for the restore.
-                g.raw.advance_apply_to(snapshot_index);
-            }
-            if let Some(commit) = light.commit_index() {
-                self.storage.set_commit(gid, commit);
-            }
-            note_committed(g, light.committed_entries());
-            let light_messages = light.take_messages();
-            snapshots_sent.extend(snapshot_targets(&light_messages));
-            outbox.push(gid, light_messages);
-            // The transport is fire-and-forget; reporting the snapshot as sent moves the follower
-            // to probing, and a lost snapshot shows up as a rejected probe that triggers a new one.
-            if !snapshots_sent.is_empty() {
-                g.snapshots.used_ms = Some(self.clock.now_ms());
-            }
-            for to in snapshots_sent {
-                g.raw.report_snapshot(to, SnapshotStatus::Finish);
-            }
+            let clock = &*self.clock;
+            advance_ready(
+                gid,
+                g,
+                rd,
+                snapshots_sent,
+                &mut self.storage,
+                &mut outbox,
+                clock,
+            );
         }
         outbox.flush(&self.transport);
         let gids: Vec<GroupId> = self.groups.keys().copied().collect();
@@ -1347,6 +1157,104 @@ fn apply_conf_change(
     storage.flush(true)?;
     Metrics::inc(&metrics.membership_changes_applied);
     Ok(())
+}
+
+/// Steps 1 to 4 of [`RaftNode::handle_ready`] for one group: takes its `Ready`, queues the
+/// leader's messages, installs a received snapshot, appends the new entries and records the hard
+/// state (written by the caller's one flush), and notes reads, role changes and committed entries.
+/// Returns the ready and the nodes sent a snapshot so far.
+fn take_ready(
+    gid: GroupId,
+    g: &mut Group,
+    storage: &mut NodeStorage,
+    metrics: &Metrics,
+    outbox: &mut Outbox,
+) -> (raft::Ready, Vec<NodeId>) {
+    let mut rd = g.raw.ready();
+    Metrics::inc(&metrics.readies);
+    let messages = rd.take_messages();
+    let snapshots_sent = snapshot_targets(&messages);
+    outbox.push(gid, messages);
+    if !rd.snapshot().is_empty() {
+        storage.apply_snapshot(gid, rd.snapshot());
+        g.pending_restore = Some(rd.snapshot().clone());
+        g.retry = None;
+    }
+    storage.append(gid, rd.entries());
+    debug_assert!(
+        rd.entries()
+            .last()
+            .is_none_or(|e| e.index == g.raw.store().log().read().last_index()),
+        "group {gid}: the ready's entries end the log"
+    );
+    if let Some(hs) = rd.hs() {
+        if rd.must_sync() {
+            storage.set_hard_state(gid, hs);
+        } else {
+            // Only the commit index moved (raft sets must_sync on a term or vote change).
+            storage.set_hard_state_lazily(gid, hs);
+        }
+    }
+    if let Some(ss) = rd.ss() {
+        if ss.raft_state != StateRole::Leader {
+            g.fail_all(gid);
+        }
+    }
+    // A leader that lost and regained leadership between two readies shows no role change;
+    // raft dropped the read requests of its earlier term.
+    g.fail_reads_of_other_terms(gid);
+    for rs in rd.take_read_states() {
+        let id = u64::from_le_bytes(
+            rs.request_ctx
+                .as_slice()
+                .try_into()
+                .expect("read contexts are 8-byte ids"),
+        );
+        if let Some(read) = g.reads.iter_mut().find(|r| r.id == id) {
+            read.index = Some(rs.index);
+        }
+    }
+    note_committed(g, rd.committed_entries());
+    (rd, snapshots_sent)
+}
+
+/// Steps 5 to 7 of [`RaftNode::handle_ready`] for one group, once its ready is durable: queues
+/// the messages that must follow persistence, advances raft past the ready, records the light
+/// ready's commit index and queues its messages, and reports the snapshots sent.
+fn advance_ready(
+    gid: GroupId,
+    g: &mut Group,
+    mut rd: raft::Ready,
+    mut snapshots_sent: Vec<NodeId>,
+    storage: &mut NodeStorage,
+    outbox: &mut Outbox,
+    clock: &dyn Clock,
+) {
+    let persisted = rd.take_persisted_messages();
+    snapshots_sent.extend(snapshot_targets(&persisted));
+    outbox.push(gid, persisted);
+    let snapshot_index = rd.snapshot().get_metadata().index;
+    let mut light = g.raw.advance_append(rd);
+    if snapshot_index > g.raw.raft.raft_log.applied {
+        // The log now starts after the snapshot, and raft reads [applied + 1, commit] when it
+        // campaigns; the proxy's own applied index still waits for the restore.
+        g.raw.advance_apply_to(snapshot_index);
+    }
+    if let Some(commit) = light.commit_index() {
+        storage.set_commit(gid, commit);
+    }
+    note_committed(g, light.committed_entries());
+    let light_messages = light.take_messages();
+    snapshots_sent.extend(snapshot_targets(&light_messages));
+    outbox.push(gid, light_messages);
+    // The transport is fire-and-forget; reporting the snapshot as sent moves the follower to
+    // probing, and a lost snapshot shows up as a rejected probe that triggers a new one.
+    if !snapshots_sent.is_empty() {
+        g.snapshots.used_ms = Some(clock.now_ms());
+    }
+    for to in snapshots_sent {
+        g.raw.report_snapshot(to, SnapshotStatus::Finish);
+    }
 }
 
 fn check_leader(g: &Group, group: GroupId, node: NodeId) -> Result<()> {

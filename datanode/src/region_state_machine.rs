@@ -11,7 +11,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::{envelope, StatusCode, TabletLimits};
+use common::codec::Reader;
+use common::{envelope, StatusCode, Tablet, TabletLimits};
 use consensus::{ApplyError, Clock, SnapshotJob, StateMachine};
 
 use engine::{
@@ -519,93 +520,18 @@ pub fn decode_snapshot(bytes: &[u8], limits: &TabletLimits) -> Result<RegionCont
     let with_operations = magic <= 1;
     let with_ranges = magic <= 2;
     let with_deletions = magic <= 3;
-    // A command's errors report offsets in the whole snapshot.
-    let command_at = |start: usize, bytes: &[u8]| {
-        RegionCommand::decode(bytes, limits).map_err(|e| DecodeError {
-            offset: (start as u64) + e.offset,
-            reason: e.reason,
-        })
-    };
     let index = r.u64()?;
-    // Each tablet or deletion is at least its u32 length.
-    let count = r.count(4)?;
-    let mut tablets = Vec::new();
-    for _ in 0..count {
-        let start = envelope::MAGIC_LEN + r.position() + 4;
-        match command_at(start, r.bytes32()?)? {
-            RegionCommand::InsertTablet { tablet, .. } => tablets.push(tablet),
-            _ => {
-                return Err(DecodeError {
-                    offset: start as u64,
-                    reason: "snapshot holds a command that is not a tablet".into(),
-                })
-            }
-        }
-    }
-    let mut tombstones = Vec::new();
-    if with_deletions {
-        let count = r.count(12)?;
-        for _ in 0..count {
-            let log_index = r.u64()?;
-            if log_index > index {
-                return r.error("deletion newer than the snapshot");
-            }
-            let start = envelope::MAGIC_LEN + r.position() + 4;
-            match command_at(start, r.bytes32()?)? {
-                RegionCommand::DeleteSeries { series, deletion } if series.len() == 1 => {
-                    let (device, measurement) = series.into_iter().next().expect("one series");
-                    tombstones.push(Tombstone::Series {
-                        device,
-                        measurement,
-                        index: log_index,
-                        deletion,
-                    });
-                }
-                RegionCommand::DeleteDatabase { database, deletion } => {
-                    tombstones.push(Tombstone::Database {
-                        database,
-                        index: log_index,
-                        deletion,
-                    })
-                }
-                RegionCommand::DeleteData {
-                    series, start, end, ..
-                } if series.len() == 1 && with_ranges => {
-                    let (device, measurement) = series.into_iter().next().expect("one series");
-                    tombstones.push(Tombstone::Range {
-                        device,
-                        measurement,
-                        data_type: r.data_type()?,
-                        start,
-                        end,
-                        index: log_index,
-                    });
-                }
-                _ => {
-                    return Err(DecodeError {
-                        offset: start as u64,
-                        reason: "snapshot deletion is not one deletion".into(),
-                    })
-                }
-            }
-        }
-    }
-    let mut delete_operations = Vec::new();
-    if with_operations {
-        let count = r.count(16)?;
-        if count > DELETE_OPERATIONS_KEPT {
-            return r.error(format!(
-                "{count} deleteData operations; at most {DELETE_OPERATIONS_KEPT} are kept"
-            ));
-        }
-        for _ in 0..count {
-            let (log_index, operation) = (r.u64()?, r.u64()?);
-            if log_index > index {
-                return r.error("deleteData operation newer than the snapshot");
-            }
-            delete_operations.push((log_index, operation));
-        }
-    }
+    let tablets = decode_snapshot_tablets(&mut r, limits)?;
+    let tombstones = if with_deletions {
+        decode_snapshot_tombstones(&mut r, index, with_ranges, limits)?
+    } else {
+        Vec::new()
+    };
+    let delete_operations = if with_operations {
+        decode_snapshot_operations(&mut r, index)?
+    } else {
+        Vec::new()
+    };
     let fence_floor = if with_floor { r.u64()? } else { 0 };
     r.finish()?;
     Ok(RegionContent {
@@ -615,4 +541,122 @@ pub fn decode_snapshot(bytes: &[u8], limits: &TabletLimits) -> Result<RegionCont
         delete_operations,
         fence_floor,
     })
+}
+
+/// The command of a snapshot whose bytes `bytes` begin at `start` in the snapshot; its errors'
+/// offsets are offsets in the whole snapshot.
+fn snapshot_command(
+    bytes: &[u8],
+    start: usize,
+    limits: &TabletLimits,
+) -> Result<RegionCommand, DecodeError> {
+    RegionCommand::decode(bytes, limits).map_err(|e| DecodeError {
+        offset: (start as u64) + e.offset,
+        reason: e.reason,
+    })
+}
+
+/// The snapshot's tablets: `u32 tablets, tablets × { u32 length, InsertTablet command bytes }`.
+fn decode_snapshot_tablets(
+    r: &mut Reader<'_>,
+    limits: &TabletLimits,
+) -> Result<Vec<Tablet>, DecodeError> {
+    // Each tablet is at least its u32 length.
+    let count = r.count(4)?;
+    let mut tablets = Vec::new();
+    for _ in 0..count {
+        let start = envelope::MAGIC_LEN + r.position() + 4;
+        match snapshot_command(r.bytes32()?, start, limits)? {
+            RegionCommand::InsertTablet { tablet, .. } => tablets.push(tablet),
+            _ => {
+                return Err(DecodeError {
+                    offset: start as u64,
+                    reason: "snapshot holds a command that is not a tablet".into(),
+                })
+            }
+        }
+    }
+    Ok(tablets)
+}
+
+/// The snapshot's deletions (`FPRSNAP2` and later; DeleteData ones from `FPRSNAP4`), none newer
+/// than the snapshot's applied index `index`: `u32 deletions, deletions × { u64 log index, u32
+/// length, command bytes, [DeleteData: u8 the series' type] }`.
+fn decode_snapshot_tombstones(
+    r: &mut Reader<'_>,
+    index: u64,
+    with_ranges: bool,
+    limits: &TabletLimits,
+) -> Result<Vec<Tombstone>, DecodeError> {
+    let count = r.count(12)?;
+    let mut tombstones = Vec::new();
+    for _ in 0..count {
+        let log_index = r.u64()?;
+        if log_index > index {
+            return r.error("deletion newer than the snapshot");
+        }
+        let start = envelope::MAGIC_LEN + r.position() + 4;
+        match snapshot_command(r.bytes32()?, start, limits)? {
+            RegionCommand::DeleteSeries { series, deletion } if series.len() == 1 => {
+                let (device, measurement) = series.into_iter().next().expect("one series");
+                tombstones.push(Tombstone::Series {
+                    device,
+                    measurement,
+                    index: log_index,
+                    deletion,
+                });
+            }
+            RegionCommand::DeleteDatabase { database, deletion } => {
+                tombstones.push(Tombstone::Database {
+                    database,
+                    index: log_index,
+                    deletion,
+                })
+            }
+            RegionCommand::DeleteData {
+                series, start, end, ..
+            } if series.len() == 1 && with_ranges => {
+                let (device, measurement) = series.into_iter().next().expect("one series");
+                tombstones.push(Tombstone::Range {
+                    device,
+                    measurement,
+                    data_type: r.data_type()?,
+                    start,
+                    end,
+                    index: log_index,
+                });
+            }
+            _ => {
+                return Err(DecodeError {
+                    offset: start as u64,
+                    reason: "snapshot deletion is not one deletion".into(),
+                })
+            }
+        }
+    }
+    Ok(tombstones)
+}
+
+/// The `deleteData` operations the snapshot remembers (`FPRSNAP5` and later), at most
+/// [`DELETE_OPERATIONS_KEPT`], none newer than its applied index `index`: `u32 operations,
+/// operations × { u64 log index, u64 operation id }`.
+fn decode_snapshot_operations(
+    r: &mut Reader<'_>,
+    index: u64,
+) -> Result<Vec<(u64, u64)>, DecodeError> {
+    let count = r.count(16)?;
+    if count > DELETE_OPERATIONS_KEPT {
+        return r.error(format!(
+            "{count} deleteData operations; at most {DELETE_OPERATIONS_KEPT} are kept"
+        ));
+    }
+    let mut delete_operations = Vec::new();
+    for _ in 0..count {
+        let (log_index, operation) = (r.u64()?, r.u64()?);
+        if log_index > index {
+            return r.error("deleteData operation newer than the snapshot");
+        }
+        delete_operations.push((log_index, operation));
+    }
+    Ok(delete_operations)
 }

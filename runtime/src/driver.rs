@@ -329,6 +329,20 @@ enum Input<T: Transport> {
     Steps(Steps),
 }
 
+/// The callers of proposals and reads waiting for their tickets.
+struct Waiting {
+    proposals: Vec<Pending<Vec<u8>>>,
+    reads: Vec<Pending<u64>>,
+}
+
+impl Waiting {
+    /// Answers every caller whose ticket resolved.
+    fn poll(&mut self) {
+        poll_pending(&mut self.proposals);
+        poll_pending(&mut self.reads);
+    }
+}
+
 fn run_loop<T: Transport>(
     mut node: RaftNode<T>,
     config: &DriverConfig,
@@ -338,8 +352,10 @@ fn run_loop<T: Transport>(
 ) {
     let tick = Duration::from_millis(config.tick_ms);
     let mut next_tick = Instant::now() + tick;
-    let mut proposals: Vec<Pending<Vec<u8>>> = Vec::new();
-    let mut reads: Vec<Pending<u64>> = Vec::new();
+    let mut waiting = Waiting {
+        proposals: Vec::new(),
+        reads: Vec::new(),
+    };
     while !stop.load(Ordering::SeqCst) {
         // Work left over from the last round (readies beyond its bound) is picked up at once.
         let wait_for = if node.has_ready() {
@@ -356,74 +372,10 @@ fn run_loop<T: Transport>(
             },
             default(wait_for) => None,
         };
-        // Raft messages first, then requests, each up to the round's bound.
-        let mut next = first;
-        let (mut steps_taken, mut requests_taken) = (0, 0);
-        while let Some(input) = next.take() {
-            match input {
-                Input::Steps(Steps { messages, bytes }) => {
-                    steps_taken += 1;
-                    inputs.step_budget.release(bytes);
-                    for message in messages {
-                        let group = message.group;
-                        // A message for a group not (yet) hosted here, or one raft refuses, is
-                        // dropped like a lost packet.
-                        if let Err(e) = node.step(message) {
-                            tracing::debug!(group, "dropping raft message: {e}");
-                        }
-                    }
-                }
-                Input::Request(request) => {
-                    requests_taken += 1;
-                    match request {
-                        Request::Propose { group, data, reply } => {
-                            match node.propose(group, data) {
-                                Ok(ticket) => proposals.push(Pending { ticket, reply }),
-                                Err(e) => drop(reply.send(Err(e.into()))),
-                            }
-                        }
-                        Request::ReadIndex { group, reply } => match node.read_index(group) {
-                            Ok(ticket) => reads.push(Pending { ticket, reply }),
-                            Err(e) => drop(reply.send(Err(e.into()))),
-                        },
-                        Request::Call(f) => f(&mut node),
-                    }
-                }
-            }
-            let step = (steps_taken < config.requests_per_round_max)
-                .then(|| inputs.steps.try_recv().ok())
-                .flatten()
-                .map(Input::Steps);
-            next = step.or_else(|| {
-                (requests_taken < config.requests_per_round_max)
-                    .then(|| inputs.requests.try_recv().ok())
-                    .flatten()
-                    .map(Input::Request)
-            });
-        }
-        let now = Instant::now();
-        if now >= next_tick {
-            node.tick();
-            next_tick += tick;
-            if next_tick < now {
-                // The thread was stalled for more than a tick: raft counts ticks, so catching up
-                // in a burst would fire elections at once; resume the cadence instead.
-                next_tick = now + tick;
-            }
-        }
-        // Bounded: raft produces a new ready only from new input; a handful of rounds drains it.
-        for _ in 0..64 {
-            if !node.has_ready() {
-                break;
-            }
-            if let Err(e) = node.handle_ready() {
-                tracing::error!("raft driver {} stops: {e}", config.name);
-                stop.store(true, Ordering::SeqCst);
-                break;
-            }
-        }
-        poll_pending(&mut proposals);
-        poll_pending(&mut reads);
+        take_round(&mut node, first, config, inputs, &mut waiting);
+        tick_if_due(&mut node, &mut next_tick, tick);
+        handle_readies(&mut node, config, stop);
+        waiting.poll();
         let groups: BTreeMap<GroupId, GroupStatus> = node
             .groups()
             .into_iter()
@@ -433,6 +385,110 @@ fn run_loop<T: Transport>(
     }
     // Dropping the node drops the tickets' completers: every pending caller gets Stopped.
     drop(node);
-    poll_pending(&mut proposals);
-    poll_pending(&mut reads);
+    waiting.poll();
+}
+
+/// Takes one round of input, `first` and then what the queues hold: raft messages first, then
+/// requests, each up to the round's bound ([`DriverConfig::requests_per_round_max`]).
+fn take_round<T: Transport>(
+    node: &mut RaftNode<T>,
+    first: Option<Input<T>>,
+    config: &DriverConfig,
+    inputs: &Inputs<'_, T>,
+    waiting: &mut Waiting,
+) {
+    let mut next = first;
+    let (mut steps_taken, mut requests_taken) = (0, 0);
+    while let Some(input) = next.take() {
+        match input {
+            Input::Steps(steps) => {
+                steps_taken += 1;
+                step_batch(node, steps, inputs.step_budget);
+            }
+            Input::Request(request) => {
+                requests_taken += 1;
+                handle_request(node, request, waiting);
+            }
+        }
+        let step = (steps_taken < config.requests_per_round_max)
+            .then(|| inputs.steps.try_recv().ok())
+            .flatten()
+            .map(Input::Steps);
+        next = step.or_else(|| {
+            (requests_taken < config.requests_per_round_max)
+                .then(|| inputs.requests.try_recv().ok())
+                .flatten()
+                .map(Input::Request)
+        });
+    }
+    let bound = config.requests_per_round_max.max(1);
+    debug_assert!(
+        steps_taken <= bound && requests_taken <= bound,
+        "a round took {steps_taken} message batches and {requests_taken} requests, bound {bound}"
+    );
+}
+
+/// Feeds a batch of received raft messages to the node and frees their share of the step
+/// queue's bytes.
+fn step_batch<T: Transport>(node: &mut RaftNode<T>, steps: Steps, step_budget: &ByteBudget) {
+    let Steps { messages, bytes } = steps;
+    step_budget.release(bytes);
+    for message in messages {
+        let group = message.group;
+        // A message for a group not (yet) hosted here, or one raft refuses, is dropped like a
+        // lost packet.
+        if let Err(e) = node.step(message) {
+            tracing::debug!(group, "dropping raft message: {e}");
+        }
+    }
+}
+
+/// Runs one request on the node: a proposal or a read joins `waiting` (or is answered with its
+/// refusal at once), a call runs.
+fn handle_request<T: Transport>(
+    node: &mut RaftNode<T>,
+    request: Request<T>,
+    waiting: &mut Waiting,
+) {
+    match request {
+        Request::Propose { group, data, reply } => match node.propose(group, data) {
+            Ok(ticket) => waiting.proposals.push(Pending { ticket, reply }),
+            Err(e) => drop(reply.send(Err(e.into()))),
+        },
+        Request::ReadIndex { group, reply } => match node.read_index(group) {
+            Ok(ticket) => waiting.reads.push(Pending { ticket, reply }),
+            Err(e) => drop(reply.send(Err(e.into()))),
+        },
+        Request::Call(f) => f(node),
+    }
+}
+
+/// Ticks the node once `next_tick` has come, and sets the next tick.
+fn tick_if_due<T: Transport>(node: &mut RaftNode<T>, next_tick: &mut Instant, tick: Duration) {
+    let now = Instant::now();
+    if now >= *next_tick {
+        node.tick();
+        *next_tick += tick;
+        if *next_tick < now {
+            // The thread was stalled for more than a tick: raft counts ticks, so catching up in
+            // a burst would fire elections at once; resume the cadence instead.
+            *next_tick = now + tick;
+        }
+    }
+}
+
+/// Handles the node's ready state until it has none (a bounded number of rounds); an error
+/// stops the driver.
+fn handle_readies<T: Transport>(node: &mut RaftNode<T>, config: &DriverConfig, stop: &AtomicBool) {
+    // Bounded: raft produces a new ready only from new input; a handful of rounds drains it.
+    for _ in 0..64 {
+        if !node.has_ready() {
+            break;
+        }
+        if let Err(e) = node.handle_ready() {
+            tracing::error!("raft driver {} stops: {e}", config.name);
+            stop.store(true, Ordering::SeqCst);
+            break;
+        }
+    }
 }

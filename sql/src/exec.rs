@@ -344,25 +344,12 @@ async fn run<B: Backend>(
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     match statement {
-        Statement::CreateDatabase { database } => {
-            backend.create_database(database).await?;
-            Ok(Outcome::done())
-        }
-        Statement::DropDatabase { database } => {
-            backend.drop_database(database).await?;
-            Ok(Outcome::done())
-        }
-        Statement::SetTtl { database, ttl_ms } => {
-            backend.set_ttl(database, *ttl_ms).await?;
-            Ok(Outcome::done())
-        }
-        Statement::UnsetTtl { database } => {
-            backend.unset_ttl(database).await?;
-            Ok(Outcome::done())
-        }
+        Statement::CreateDatabase { database } => done(backend.create_database(database)).await,
+        Statement::DropDatabase { database } => done(backend.drop_database(database)).await,
+        Statement::SetTtl { database, ttl_ms } => done(backend.set_ttl(database, *ttl_ms)).await,
+        Statement::UnsetTtl { database } => done(backend.unset_ttl(database)).await,
         Statement::RemoveDataNode { data_node_id } => {
-            backend.remove_data_node(*data_node_id).await?;
-            Ok(Outcome::done())
+            done(backend.remove_data_node(*data_node_id)).await
         }
         Statement::CreateTimeseries {
             path,
@@ -371,21 +358,10 @@ async fn run<B: Backend>(
             compressor,
             meta,
         } => {
-            backend
-                .create_timeseries(
-                    path,
-                    *data_type,
-                    encoding.as_deref(),
-                    compressor.as_deref(),
-                    meta,
-                )
-                .await?;
-            Ok(Outcome::done())
+            let (encoding, compressor) = (encoding.as_deref(), compressor.as_deref());
+            done(backend.create_timeseries(path, *data_type, encoding, compressor, meta)).await
         }
-        Statement::DeleteTimeseries { path } => {
-            backend.delete_timeseries(path).await?;
-            Ok(Outcome::done())
-        }
+        Statement::DeleteTimeseries { path } => done(backend.delete_timeseries(path)).await,
         Statement::DeleteData { paths, range } => {
             if range.is_empty() {
                 return Ok(Outcome::done());
@@ -393,45 +369,14 @@ async fn run<B: Backend>(
             delete_paths(backend, paths, range.from, range.inclusive_end()).await?;
             Ok(Outcome::done())
         }
-        Statement::Insert(insert) => {
-            let existing = backend
-                .series_types(&insert.device, &insert.measurements)
-                .await?
-                .into_iter()
-                .collect();
-            backend
-                .insert_tablet(build_tablet(insert, &existing)?)
-                .await?;
-            Ok(Outcome::done())
-        }
-        Statement::Flush => {
-            backend.flush().await?;
-            Ok(Outcome::done())
-        }
-        Statement::CreateUser { name, password } => {
-            backend.create_user(name, password).await?;
-            Ok(Outcome::done())
-        }
-        Statement::DropUser { name } => {
-            backend.drop_user(name).await?;
-            Ok(Outcome::done())
-        }
+        Statement::Insert(insert) => done(insert_values(backend, insert)).await,
+        Statement::Flush => done(backend.flush()).await,
+        Statement::CreateUser { name, password } => done(backend.create_user(name, password)).await,
+        Statement::DropUser { name } => done(backend.drop_user(name)).await,
         Statement::AlterUserPassword { name, password } => {
-            backend.alter_user_password(name, password).await?;
-            Ok(Outcome::done())
+            done(backend.alter_user_password(name, password)).await
         }
-        Statement::ListUsers => {
-            let rows = backend
-                .list_users()
-                .await?
-                .into_iter()
-                .map(|u| vec![Some(Value::Text(u))])
-                .collect();
-            Ok(Outcome::query(
-                vec![("User".to_string(), DataType::Text)],
-                rows,
-            ))
-        }
+        Statement::ListUsers => list_users(backend).await,
         Statement::Select {
             device,
             measurements,
@@ -456,6 +401,39 @@ async fn run<B: Backend>(
         Statement::ShowLocalLease => show::local_lease(backend).await,
         Statement::Quit => Ok(Outcome::done()),
     }
+}
+
+/// The outcome of a statement that answers nothing but success: `call`'s, once it succeeded.
+async fn done(call: impl Future<Output = ExecResult<()>>) -> ExecResult<Outcome> {
+    call.await?;
+    Ok(Outcome::done())
+}
+
+/// `INSERT INTO ... VALUES`: one tablet, its literals typed by the series that exist (see the
+/// module's INSERT type rules).
+async fn insert_values<B: Backend>(backend: &B, insert: &Insert) -> ExecResult<()> {
+    let existing = backend
+        .series_types(&insert.device, &insert.measurements)
+        .await?
+        .into_iter()
+        .collect();
+    backend
+        .insert_tablet(build_tablet(insert, &existing)?)
+        .await
+}
+
+/// `LIST USER`: one row per user.
+async fn list_users<B: Backend>(backend: &B) -> ExecResult<Outcome> {
+    let rows = backend
+        .list_users()
+        .await?
+        .into_iter()
+        .map(|u| vec![Some(Value::Text(u))])
+        .collect();
+    Ok(Outcome::query(
+        vec![("User".to_string(), DataType::Text)],
+        rows,
+    ))
 }
 
 /// Deletes the points with `start <= time <= end` of the series `patterns` name (IoTDB's

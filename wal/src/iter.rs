@@ -6,7 +6,7 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use crate::error::{Error, Result};
-use crate::format::{decode_record, Decoded, SEGMENT_HEADER_BYTES};
+use crate::format::{decode_record, Decoded, RecordView, SEGMENT_HEADER_BYTES};
 use crate::segment::{SeekPoint, Segment};
 
 /// The bytes of the segment being read.
@@ -94,97 +94,119 @@ impl WalIter {
         }
     }
 
+    /// Maps the segment at `segment_pos` and places the cursor at its first record, or at the
+    /// last record known to begin at or before the first one wanted.
+    fn enter(&mut self, segment: &Segment) -> Result<()> {
+        let is_last = self.segment_pos + 1 == self.segments.len();
+        let view = if is_last {
+            View::Active(segment.map_prefix(self.active_written)?)
+        } else {
+            View::Sealed(segment.sealed_map()?)
+        };
+        self.offset = SEGMENT_HEADER_BYTES;
+        self.cursor = segment.first_index;
+        self.batch_first = segment.first_index;
+        // Start at the last record known to begin at or before the first one wanted (one below
+        // `end` lies in the mapped prefix), not at the segment's first.
+        if let Some(point) = segment
+            .seek_point(self.start)
+            .filter(|p| p.index < self.end && p.index > segment.first_index)
+        {
+            self.offset = point.offset;
+            self.cursor = point.index;
+            self.batch_first = point.batch_first;
+        }
+        debug_assert!(
+            self.batch_first <= self.cursor && self.offset <= view.len(),
+            "segment {}: entered at record {} of the batch from {}, offset {} of {}",
+            segment.path.display(),
+            self.cursor,
+            self.batch_first,
+            self.offset,
+            view.len()
+        );
+        self.view = Some(view);
+        self.note_from = segment.note_seek_points(self.seek_stride, None);
+        Ok(())
+    }
+
+    /// Checks that only zeroes follow the segment's last record `last_index`: anything else is
+    /// records that the next segment's name says do not exist.
+    fn check_segment_end(&self, view: &[u8], segment: &Segment, last_index: u64) -> Result<()> {
+        if decode_record(view, self.offset, segment.version) == Decoded::End {
+            return Ok(());
+        }
+        Err(Error::corruption(
+            &segment.path,
+            self.offset as u64,
+            format!(
+                "bytes after the segment's last record {last_index}, \
+                 the next segment starts at {}",
+                last_index + 1
+            ),
+        ))
+    }
+
+    /// The record at the cursor, checked: its index is the cursor's, it names the batch the
+    /// cursor is in, and its batch does not continue past the segment's last record.
+    fn checked_record<'v>(
+        &self,
+        view: &'v [u8],
+        segment: &Segment,
+        last_index: u64,
+    ) -> Result<RecordView<'v>> {
+        let corruption =
+            |reason: String| Error::corruption(&segment.path, self.offset as u64, reason);
+        let record = match decode_record(view, self.offset, segment.version) {
+            Decoded::Record(record) if record.index == self.cursor => record,
+            Decoded::Record(record) => {
+                return Err(corruption(format!(
+                    "record index {} where {} was expected",
+                    record.index, self.cursor
+                )))
+            }
+            Decoded::End => {
+                return Err(corruption(format!(
+                    "segment ends before record {} (it must hold up to {last_index})",
+                    self.cursor
+                )))
+            }
+            Decoded::Bad(reason) => return Err(corruption(reason)),
+        };
+        if let Some(named) = record
+            .batch_first
+            .filter(|&first| first != self.batch_first)
+        {
+            return Err(corruption(format!(
+                "record {} names a batch from index {named}, but its batch starts at {}",
+                record.index, self.batch_first
+            )));
+        }
+        if record.index == last_index && record.continues {
+            return Err(corruption(format!(
+                "batch continues past record {last_index}, the segment's last"
+            )));
+        }
+        Ok(record)
+    }
+
     fn step(&mut self) -> Result<(u64, Vec<u8>)> {
         loop {
             let segment = Arc::clone(&self.segments[self.segment_pos]);
             if self.view.is_none() {
-                let is_last = self.segment_pos + 1 == self.segments.len();
-                self.view = Some(if is_last {
-                    View::Active(segment.map_prefix(self.active_written)?)
-                } else {
-                    View::Sealed(segment.sealed_map()?)
-                });
-                self.offset = SEGMENT_HEADER_BYTES;
-                self.cursor = segment.first_index;
-                self.batch_first = segment.first_index;
-                // Start at the last record known to begin at or before the first one wanted
-                // (one below `end` lies in the mapped prefix), not at the segment's first.
-                if let Some(point) = segment
-                    .seek_point(self.start)
-                    .filter(|p| p.index < self.end && p.index > segment.first_index)
-                {
-                    self.offset = point.offset;
-                    self.cursor = point.index;
-                    self.batch_first = point.batch_first;
-                }
-                self.note_from = segment.note_seek_points(self.seek_stride, None);
+                self.enter(&segment)?;
             }
             let last_index = self.last_index_of(self.segment_pos);
             let view = self.view.as_ref().expect("view was just set");
             if self.cursor > last_index {
-                // Past the last record this segment must hold: only zeroes may follow, or the
-                // segment holds records that the next segment's name says do not exist.
-                if decode_record(view, self.offset, segment.version) != Decoded::End {
-                    return Err(Error::corruption(
-                        &segment.path,
-                        self.offset as u64,
-                        format!(
-                            "bytes after the segment's last record {last_index}, \
-                             the next segment starts at {}",
-                            last_index + 1
-                        ),
-                    ));
-                }
+                self.check_segment_end(view, &segment, last_index)?;
+                // The cursor moves one record at a time, so it stops right after the last.
+                debug_assert_eq!(self.cursor, last_index + 1, "{}", segment.path.display());
                 self.segment_pos += 1;
                 self.view = None;
                 continue;
             }
-            let record = match decode_record(view, self.offset, segment.version) {
-                Decoded::Record(record) if record.index == self.cursor => record,
-                Decoded::Record(record) => {
-                    return Err(Error::corruption(
-                        &segment.path,
-                        self.offset as u64,
-                        format!(
-                            "record index {} where {} was expected",
-                            record.index, self.cursor
-                        ),
-                    ))
-                }
-                Decoded::End => {
-                    return Err(Error::corruption(
-                        &segment.path,
-                        self.offset as u64,
-                        format!(
-                            "segment ends before record {} (it must hold up to {last_index})",
-                            self.cursor
-                        ),
-                    ))
-                }
-                Decoded::Bad(reason) => {
-                    return Err(Error::corruption(&segment.path, self.offset as u64, reason))
-                }
-            };
-            if let Some(named) = record
-                .batch_first
-                .filter(|&first| first != self.batch_first)
-            {
-                return Err(Error::corruption(
-                    &segment.path,
-                    self.offset as u64,
-                    format!(
-                        "record {} names a batch from index {named}, but its batch starts at {}",
-                        record.index, self.batch_first
-                    ),
-                ));
-            }
-            if record.index == last_index && record.continues {
-                return Err(Error::corruption(
-                    &segment.path,
-                    self.offset as u64,
-                    format!("batch continues past record {last_index}, the segment's last"),
-                ));
-            }
+            let record = self.checked_record(view, &segment, last_index)?;
             if self.offset >= self.note_from {
                 self.note_from = segment.note_seek_points(
                     self.seek_stride,

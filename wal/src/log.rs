@@ -467,6 +467,87 @@ fn open_segments(
     Ok(segments)
 }
 
+/// Plans the write of one batch whose first record is `first_index`: record headers and small
+/// payloads are copied into `encode`, payloads over [`COPY_PAYLOAD_BYTES_MAX`] are written in
+/// place; `pieces` lists both in write order.
+fn plan_write(encode: &mut Vec<u8>, pieces: &mut Vec<Piece>, first_index: u64, payloads: &[&[u8]]) {
+    encode.clear();
+    pieces.clear();
+    let mut run_start = 0;
+    for (i, payload) in payloads.iter().enumerate() {
+        let continues = i + 1 < payloads.len();
+        let header =
+            format::encode_record_header(first_index + i as u64, first_index, payload, continues);
+        encode.extend_from_slice(&header);
+        if payload.len() <= COPY_PAYLOAD_BYTES_MAX {
+            encode.extend_from_slice(payload);
+        } else {
+            pieces.push(Piece::Encoded {
+                start: run_start,
+                end: encode.len(),
+            });
+            pieces.push(Piece::Payload(i));
+            run_start = encode.len();
+        }
+    }
+    if run_start < encode.len() {
+        pieces.push(Piece::Encoded {
+            start: run_start,
+            end: encode.len(),
+        });
+    }
+    debug_assert_eq!(
+        pieces
+            .iter()
+            .map(|p| match *p {
+                Piece::Encoded { start, end } => end - start,
+                Piece::Payload(_) => 0,
+            })
+            .sum::<usize>(),
+        encode.len(),
+        "the encoded pieces cover `encode` once"
+    );
+}
+
+/// Writes the planned `pieces` of one batch of `batch_bytes` bytes at `offset` of the active
+/// segment, with as few pwritev(2) calls as the kernel allows. `pieces` was planned by
+/// [`plan_write`] over `encode` and `payloads`.
+fn write_pieces(
+    active: &Segment,
+    offset: u64,
+    encode: &[u8],
+    pieces: &[Piece],
+    payloads: &[&[u8]],
+    batch_bytes: u64,
+) -> std::io::Result<()> {
+    let mut stack_iovecs = [sys::EMPTY_IOVEC; STACK_IOVECS];
+    let mut heap_iovecs;
+    let iovecs: &mut [libc::iovec] = if pieces.len() <= STACK_IOVECS {
+        &mut stack_iovecs[..pieces.len()]
+    } else {
+        heap_iovecs = vec![sys::EMPTY_IOVEC; pieces.len()];
+        &mut heap_iovecs
+    };
+    for (iovec, piece) in iovecs.iter_mut().zip(pieces.iter()) {
+        let bytes: &[u8] = match *piece {
+            Piece::Encoded { start, end } => &encode[start..end],
+            Piece::Payload(i) => payloads[i],
+        };
+        *iovec = libc::iovec {
+            iov_base: bytes.as_ptr() as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+    }
+    debug_assert_eq!(
+        iovecs.iter().map(|v| v.iov_len as u64).sum::<u64>(),
+        batch_bytes,
+        "planned write size"
+    );
+    // SAFETY: every iovec points into `encode` or into a caller's payload, both borrowed and
+    // unchanged for the duration of the call.
+    unsafe { sys::pwritev_all(&active.file, &active.path, iovecs, offset) }
+}
+
 /// Creates segment `first_index` while the log is being opened, replacing a segment file of that
 /// name (see [`Segment::create`]). It is zero-filled here, before anything waits on it; segments
 /// made by later rolls are prepared in the background.
@@ -581,64 +662,8 @@ impl Inner {
             }
         }
 
-        // Plan the write: headers and small payloads into `encode`, large payloads in place.
-        encode.clear();
-        pieces.clear();
-        let mut run_start = 0;
-        for (i, payload) in payloads.iter().enumerate() {
-            let continues = i + 1 < payloads.len();
-            let header = format::encode_record_header(
-                first_index + i as u64,
-                first_index,
-                payload,
-                continues,
-            );
-            encode.extend_from_slice(&header);
-            if payload.len() <= COPY_PAYLOAD_BYTES_MAX {
-                encode.extend_from_slice(payload);
-            } else {
-                pieces.push(Piece::Encoded {
-                    start: run_start,
-                    end: encode.len(),
-                });
-                pieces.push(Piece::Payload(i));
-                run_start = encode.len();
-            }
-        }
-        if run_start < encode.len() {
-            pieces.push(Piece::Encoded {
-                start: run_start,
-                end: encode.len(),
-            });
-        }
-
-        let mut stack_iovecs = [sys::EMPTY_IOVEC; STACK_IOVECS];
-        let mut heap_iovecs;
-        let iovecs: &mut [libc::iovec] = if pieces.len() <= STACK_IOVECS {
-            &mut stack_iovecs[..pieces.len()]
-        } else {
-            heap_iovecs = vec![sys::EMPTY_IOVEC; pieces.len()];
-            &mut heap_iovecs
-        };
-        for (iovec, piece) in iovecs.iter_mut().zip(pieces.iter()) {
-            let bytes: &[u8] = match *piece {
-                Piece::Encoded { start, end } => &encode[start..end],
-                Piece::Payload(i) => payloads[i],
-            };
-            *iovec = libc::iovec {
-                iov_base: bytes.as_ptr() as *mut libc::c_void,
-                iov_len: bytes.len(),
-            };
-        }
-        debug_assert_eq!(
-            iovecs.iter().map(|v| v.iov_len as u64).sum::<u64>(),
-            batch_bytes,
-            "planned write size"
-        );
-        // SAFETY: every iovec points into `encode` or into a caller's payload, both borrowed and
-        // unchanged for the duration of the call.
-        let written =
-            unsafe { sys::pwritev_all(&active.file, &active.path, iovecs, *write_offset) };
+        plan_write(encode, pieces, first_index, payloads);
+        let written = write_pieces(active, *write_offset, encode, pieces, payloads, batch_bytes);
         if let Err(source) = written {
             let error = Error::io(&active.path, source);
             self.poison("write", &error);

@@ -1,6 +1,8 @@
 //! Each command kind's layout (the module doc of [`super`] describes them): its encoder, which
 //! writes the kind byte then the fields, beside its decoder, which reads the fields after the
-//! kind byte. [`Command::encode`] and [`Command::decode`] dispatch to them.
+//! kind byte. [`Command::encode`] dispatches a command to its concern's encoder, first in each
+//! section, which hands the fields to the kind's; [`Command::decode`] dispatches on the kind
+//! byte.
 
 use common::codec::DecodeResult;
 
@@ -8,8 +10,45 @@ use super::*;
 
 // The registry's kinds.
 
+/// Encodes a command of the registry's kinds.
+pub(super) fn encode_registry(w: &mut Writer, command: &Command) {
+    match command {
+        Command::RegisterDataNode {
+            data_node_id,
+            internal_address,
+            rpc_address,
+        } => encode_register_data_node(w, *data_node_id, internal_address, rpc_address),
+        Command::RegisterNewDataNode {
+            internal_address,
+            rpc_address,
+        } => encode_register_new_data_node(w, internal_address, rpc_address),
+        Command::ReregisterDataNode {
+            data_node_id,
+            stored_epoch,
+            internal_address,
+            rpc_address,
+        } => encode_reregister(
+            w,
+            *data_node_id,
+            *stored_epoch,
+            internal_address,
+            rpc_address,
+        ),
+        Command::ConfirmIncarnation {
+            data_node_id,
+            incarnation_epoch,
+        } => encode_confirm_incarnation(w, *data_node_id, *incarnation_epoch),
+        Command::SetDataNodeStatus {
+            data_node_id,
+            status,
+        } => encode_set_data_node_status(w, *data_node_id, *status),
+        Command::RemoveDataNode { data_node_id } => encode_remove_data_node(w, *data_node_id),
+        other => unreachable!("{other:?} is not a registry command"),
+    }
+}
+
 /// REGISTER_DATA_NODE: `u64 id (0: none), str16 internal, str16 rpc`.
-pub(super) fn encode_register_data_node(
+fn encode_register_data_node(
     w: &mut Writer,
     data_node_id: u64,
     internal_address: &str,
@@ -30,11 +69,7 @@ pub(super) fn decode_register_data_node(r: &mut Reader<'_>) -> DecodeResult<Comm
 }
 
 /// REGISTER_NEW_DATA_NODE: `str16 internal, str16 rpc`.
-pub(super) fn encode_register_new_data_node(
-    w: &mut Writer,
-    internal_address: &str,
-    rpc_address: &str,
-) {
+fn encode_register_new_data_node(w: &mut Writer, internal_address: &str, rpc_address: &str) {
     w.u8(kind::REGISTER_NEW_DATA_NODE);
     w.str16(internal_address);
     w.str16(rpc_address);
@@ -48,7 +83,7 @@ pub(super) fn decode_register_new_data_node(r: &mut Reader<'_>) -> DecodeResult<
 }
 
 /// REREGISTER_DATA_NODE: `u64 id, u64 stored epoch, str16 internal, str16 rpc`.
-pub(super) fn encode_reregister(
+fn encode_reregister(
     w: &mut Writer,
     data_node_id: u64,
     stored_epoch: u64,
@@ -72,7 +107,7 @@ pub(super) fn decode_reregister(r: &mut Reader<'_>) -> DecodeResult<Command> {
 }
 
 /// CONFIRM_INCARNATION: `u64 id, u64 epoch`.
-pub(super) fn encode_confirm_incarnation(w: &mut Writer, data_node_id: u64, epoch: u64) {
+fn encode_confirm_incarnation(w: &mut Writer, data_node_id: u64, epoch: u64) {
     w.u8(kind::CONFIRM_INCARNATION);
     w.u64(data_node_id);
     w.u64(epoch);
@@ -86,7 +121,7 @@ pub(super) fn decode_confirm_incarnation(r: &mut Reader<'_>) -> DecodeResult<Com
 }
 
 /// SET_DATA_NODE_STATUS: `u64 id, u8 status`.
-pub(super) fn encode_set_data_node_status(w: &mut Writer, data_node_id: u64, status: NodeStatus) {
+fn encode_set_data_node_status(w: &mut Writer, data_node_id: u64, status: NodeStatus) {
     w.u8(kind::SET_DATA_NODE_STATUS);
     w.u64(data_node_id);
     w.u8(status.code());
@@ -105,7 +140,7 @@ pub(super) fn decode_set_data_node_status(r: &mut Reader<'_>) -> DecodeResult<Co
 }
 
 /// REMOVE_DATA_NODE: `u64 id`.
-pub(super) fn encode_remove_data_node(w: &mut Writer, data_node_id: u64) {
+fn encode_remove_data_node(w: &mut Writer, data_node_id: u64) {
     w.u8(kind::REMOVE_DATA_NODE);
     w.u64(data_node_id);
 }
@@ -118,8 +153,20 @@ pub(super) fn decode_remove_data_node(r: &mut Reader<'_>) -> DecodeResult<Comman
 
 // The schema's kinds.
 
+/// Encodes a command of the schema's kinds.
+pub(super) fn encode_schema(w: &mut Writer, command: &Command) {
+    match command {
+        Command::CreateDatabase { database } => encode_create_database(w, database),
+        Command::CreateTimeseries {
+            series,
+            auto_create,
+        } => encode_create_timeseries(w, series, *auto_create),
+        other => unreachable!("{other:?} is not a schema command"),
+    }
+}
+
 /// CREATE_DATABASE: `str16 database`.
-pub(super) fn encode_create_database(w: &mut Writer, database: &str) {
+fn encode_create_database(w: &mut Writer, database: &str) {
     w.u8(kind::CREATE_DATABASE);
     w.str16(database);
 }
@@ -133,7 +180,7 @@ pub(super) fn decode_create_database(r: &mut Reader<'_>) -> DecodeResult<Command
 /// CREATE_TIMESERIES (`bool auto_create, u32 series × { str16 device, str16 measurement, u8
 /// type }`), as CREATE_TIMESERIES_WITH_CODECS when a series declares its encoding or
 /// compressor, as CREATE_TIMESERIES_WITH_META when one declares an alias, tags or attributes.
-pub(super) fn encode_create_timeseries(w: &mut Writer, series: &[SeriesSpec], auto_create: bool) {
+fn encode_create_timeseries(w: &mut Writer, series: &[SeriesSpec], auto_create: bool) {
     let meta = series.iter().any(|s| !s.meta.is_empty());
     let codecs = meta || series.iter().any(|s| s.codec.is_declared());
     w.u8(if meta {
@@ -199,9 +246,40 @@ pub(super) fn decode_create_timeseries(r: &mut Reader<'_>, k: u8) -> DecodeResul
 
 // Placement's kinds.
 
+/// Encodes a command of placement's kinds.
+pub(super) fn encode_placement(w: &mut Writer, command: &Command) {
+    match command {
+        Command::AllocatePartitions {
+            database,
+            slots,
+            replication_factor,
+            region_groups_max,
+            database_partitions_max,
+        } => encode_allocate_partitions(
+            w,
+            database,
+            slots,
+            *replication_factor,
+            *region_groups_max,
+            *database_partitions_max,
+        ),
+        Command::BeginRegionMigration {
+            region_id,
+            from,
+            to,
+        } => encode_region_migration(w, kind::BEGIN_REGION_MIGRATION, *region_id, *from, *to),
+        Command::FinishRegionMigration {
+            region_id,
+            from,
+            to,
+        } => encode_region_migration(w, kind::FINISH_REGION_MIGRATION, *region_id, *from, *to),
+        other => unreachable!("{other:?} is not a placement command"),
+    }
+}
+
 /// ALLOCATE_PARTITIONS: `str16 database, u32 replication factor, u32 region groups max, u64
 /// database partitions max (not in version 1), u32 slots × { u32 series slot, i64 time slot }`.
-pub(super) fn encode_allocate_partitions(
+fn encode_allocate_partitions(
     w: &mut Writer,
     database: &str,
     slots: &[(u32, i64)],
@@ -245,9 +323,10 @@ pub(super) fn decode_allocate_partitions(r: &mut Reader<'_>, version: u8) -> Dec
     })
 }
 
-/// BEGIN_REGION_MIGRATION: `u64 region, u64 from, u64 to`.
-pub(super) fn encode_begin_region_migration(w: &mut Writer, region_id: u64, from: u64, to: u64) {
-    w.u8(kind::BEGIN_REGION_MIGRATION);
+/// BEGIN_REGION_MIGRATION and FINISH_REGION_MIGRATION (kind `k`): `u64 region, u64 from, u64
+/// to`.
+fn encode_region_migration(w: &mut Writer, k: u8, region_id: u64, from: u64, to: u64) {
+    w.u8(k);
     w.u64(region_id);
     w.u64(from);
     w.u64(to);
@@ -261,14 +340,6 @@ pub(super) fn decode_begin_region_migration(r: &mut Reader<'_>) -> DecodeResult<
     })
 }
 
-/// FINISH_REGION_MIGRATION: `u64 region, u64 from, u64 to`.
-pub(super) fn encode_finish_region_migration(w: &mut Writer, region_id: u64, from: u64, to: u64) {
-    w.u8(kind::FINISH_REGION_MIGRATION);
-    w.u64(region_id);
-    w.u64(from);
-    w.u64(to);
-}
-
 pub(super) fn decode_finish_region_migration(r: &mut Reader<'_>) -> DecodeResult<Command> {
     Ok(Command::FinishRegionMigration {
         region_id: r.u64()?,
@@ -279,8 +350,19 @@ pub(super) fn decode_finish_region_migration(r: &mut Reader<'_>) -> DecodeResult
 
 // The fence operations' kinds.
 
+/// Encodes a command of the fence operations' kinds.
+pub(super) fn encode_operation(w: &mut Writer, command: &Command) {
+    match command {
+        Command::BeginDeleteTimeseries { series } => encode_begin_delete_timeseries(w, series),
+        Command::BeginDropDatabase { database } => encode_begin_drop_database(w, database),
+        Command::BeginSetTtl { database, ttl_ms } => encode_begin_set_ttl(w, database, *ttl_ms),
+        Command::FinishOperation { operation_id } => encode_finish_operation(w, *operation_id),
+        other => unreachable!("{other:?} is not a fence operation command"),
+    }
+}
+
 /// BEGIN_DELETE_TIMESERIES: `u32 series × { str16 device, str16 measurement }`.
-pub(super) fn encode_begin_delete_timeseries(w: &mut Writer, series: &[(String, String)]) {
+fn encode_begin_delete_timeseries(w: &mut Writer, series: &[(String, String)]) {
     w.u8(kind::BEGIN_DELETE_TIMESERIES);
     encode_series_keys(w, series);
 }
@@ -292,7 +374,7 @@ pub(super) fn decode_begin_delete_timeseries(r: &mut Reader<'_>) -> DecodeResult
 }
 
 /// BEGIN_DROP_DATABASE: `str16 database`.
-pub(super) fn encode_begin_drop_database(w: &mut Writer, database: &str) {
+fn encode_begin_drop_database(w: &mut Writer, database: &str) {
     w.u8(kind::BEGIN_DROP_DATABASE);
     w.str16(database);
 }
@@ -304,7 +386,7 @@ pub(super) fn decode_begin_drop_database(r: &mut Reader<'_>) -> DecodeResult<Com
 }
 
 /// BEGIN_SET_TTL: `str16 database, i64 ttl_ms (0: UNSET)`.
-pub(super) fn encode_begin_set_ttl(w: &mut Writer, database: &str, ttl_ms: Option<i64>) {
+fn encode_begin_set_ttl(w: &mut Writer, database: &str, ttl_ms: Option<i64>) {
     assert!(
         ttl_ms.is_none_or(|t| t != 0),
         "a TTL of 0 would decode as UNSET"
@@ -324,7 +406,7 @@ pub(super) fn decode_begin_set_ttl(r: &mut Reader<'_>) -> DecodeResult<Command> 
 }
 
 /// FINISH_OPERATION: `u64 operation id`.
-pub(super) fn encode_finish_operation(w: &mut Writer, operation_id: u64) {
+fn encode_finish_operation(w: &mut Writer, operation_id: u64) {
     w.u8(kind::FINISH_OPERATION);
     w.u64(operation_id);
 }
@@ -337,9 +419,25 @@ pub(super) fn decode_finish_operation(r: &mut Reader<'_>) -> DecodeResult<Comman
 
 // The users' kinds.
 
-/// CREATE_USER: `str16 user, str16 password hash`.
-pub(super) fn encode_create_user(w: &mut Writer, username: &str, password_hash: &str) {
-    w.u8(kind::CREATE_USER);
+/// Encodes a command of the users' kinds.
+pub(super) fn encode_user(w: &mut Writer, command: &Command) {
+    match command {
+        Command::CreateUser {
+            username,
+            password_hash,
+        } => encode_user_password(w, kind::CREATE_USER, username, password_hash),
+        Command::DropUser { username } => encode_drop_user(w, username),
+        Command::SetUserPassword {
+            username,
+            password_hash,
+        } => encode_user_password(w, kind::SET_USER_PASSWORD, username, password_hash),
+        other => unreachable!("{other:?} is not a user command"),
+    }
+}
+
+/// CREATE_USER and SET_USER_PASSWORD (kind `k`): `str16 user, str16 password hash`.
+fn encode_user_password(w: &mut Writer, k: u8, username: &str, password_hash: &str) {
+    w.u8(k);
     w.str16(username);
     w.str16(password_hash);
 }
@@ -351,13 +449,6 @@ pub(super) fn decode_create_user(r: &mut Reader<'_>) -> DecodeResult<Command> {
     })
 }
 
-/// SET_USER_PASSWORD: `str16 user, str16 password hash`.
-pub(super) fn encode_set_user_password(w: &mut Writer, username: &str, password_hash: &str) {
-    w.u8(kind::SET_USER_PASSWORD);
-    w.str16(username);
-    w.str16(password_hash);
-}
-
 pub(super) fn decode_set_user_password(r: &mut Reader<'_>) -> DecodeResult<Command> {
     Ok(Command::SetUserPassword {
         username: r.str16()?,
@@ -366,7 +457,7 @@ pub(super) fn decode_set_user_password(r: &mut Reader<'_>) -> DecodeResult<Comma
 }
 
 /// DROP_USER: `str16 user`.
-pub(super) fn encode_drop_user(w: &mut Writer, username: &str) {
+fn encode_drop_user(w: &mut Writer, username: &str) {
     w.u8(kind::DROP_USER);
     w.str16(username);
 }
@@ -379,9 +470,32 @@ pub(super) fn decode_drop_user(r: &mut Reader<'_>) -> DecodeResult<Command> {
 
 // The table model's kinds.
 
+/// Encodes a command of the table model's kinds.
+pub(super) fn encode_table(w: &mut Writer, command: &Command) {
+    match command {
+        Command::CreateTable {
+            database,
+            table,
+            if_not_exists,
+            extend,
+        } => encode_create_table(w, database, table, *if_not_exists, *extend),
+        Command::BeginDropTable { database, table } => encode_begin_drop_table(w, database, table),
+        Command::SetDeviceAttributes {
+            database,
+            table,
+            table_version,
+            devices,
+        } => encode_set_device_attributes(w, database, table, *table_version, devices),
+        Command::CreateTableSeries { origin, series } => {
+            encode_create_table_series(w, origin, series)
+        }
+        other => unreachable!("{other:?} is not a table model command"),
+    }
+}
+
 /// CREATE_TABLE: `str16 database, str16 table, i64 ttl_ms (0: none), u8 flags (1
 /// if_not_exists, 2 extend)`, then the columns.
-pub(super) fn encode_create_table(
+fn encode_create_table(
     w: &mut Writer,
     database: &str,
     table: &TableSchema,
@@ -418,7 +532,7 @@ pub(super) fn decode_create_table(r: &mut Reader<'_>) -> DecodeResult<Command> {
 }
 
 /// BEGIN_DROP_TABLE: `str16 database, str16 table`.
-pub(super) fn encode_begin_drop_table(w: &mut Writer, database: &str, table: &str) {
+fn encode_begin_drop_table(w: &mut Writer, database: &str, table: &str) {
     w.u8(kind::BEGIN_DROP_TABLE);
     w.str16(database);
     w.str16(table);
@@ -433,7 +547,7 @@ pub(super) fn decode_begin_drop_table(r: &mut Reader<'_>) -> DecodeResult<Comman
 
 /// SET_DEVICE_ATTRIBUTES (`str16 database, str16 table, u32 devices × device`) for table
 /// version 0, else SET_TABLE_DEVICE_ATTRIBUTES: `u64 table_version`, then the same.
-pub(super) fn encode_set_device_attributes(
+fn encode_set_device_attributes(
     w: &mut Writer,
     database: &str,
     table: &str,
@@ -481,11 +595,7 @@ pub(super) fn decode_set_device_attributes(r: &mut Reader<'_>, k: u8) -> DecodeR
 
 /// CREATE_TABLE_SERIES: `str16 database, str16 table, u64 created_version, u32 series × {
 /// str16 device, str16 measurement, u8 type }` (the series declare nothing).
-pub(super) fn encode_create_table_series(
-    w: &mut Writer,
-    origin: &TableOrigin,
-    series: &[SeriesSpec],
-) {
+fn encode_create_table_series(w: &mut Writer, origin: &TableOrigin, series: &[SeriesSpec]) {
     w.u8(kind::CREATE_TABLE_SERIES);
     w.str16(&origin.database);
     w.str16(&origin.table);

@@ -1,5 +1,6 @@
-//! The region groups and the partition index: which group holds each series slot of a
-//! database and how loaded each group is, derived from the partition table and never encoded.
+//! Placement's tables — the partition table, the region groups, the migrations in progress —
+//! and the partition index: which group holds each series slot of a database and how loaded
+//! each group is, derived from the partition table and never encoded.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +15,20 @@ pub struct RegionGroup {
     pub replicas: Vec<u64>,
     /// The replica that should lead (spreads leaders over DataNodes).
     pub preferred_leader: u64,
+}
+
+/// Where the data lives: the tables placement (`state/placement.rs`) owns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Placement {
+    /// (database, series slot, time slot) → region id.
+    pub(super) partitions: BTreeMap<(String, u32, i64), u64>,
+    /// Region id → region group.
+    pub(super) regions: BTreeMap<u64, RegionGroup>,
+    /// Region → its migration in progress, `(from, to)`: `to` hosts a joining replica that
+    /// takes `from`'s place once the region's raft group swapped them.
+    pub(super) migrations: BTreeMap<u64, (u64, u64)>,
+    /// Derived from `partitions` and `regions`; never encoded.
+    pub(super) index: PartitionIndex,
 }
 
 /// What an allocation looks up, kept beside the partition table so that it costs a lookup, not

@@ -49,8 +49,6 @@ impl MetadataState {
                 // the others out), so each one is here and pending.
                 for key in series {
                     let removed = self.series.remove(&key);
-                    self.declared_codecs.remove(&key);
-                    self.series_meta.remove(&key);
                     assert!(
                         removed.is_some_and(|r| r.pending_delete),
                         "series {key:?} of operation {operation_id} was not pending delete"
@@ -64,18 +62,17 @@ impl MetadataState {
                     Some(true),
                     "database {database} of operation {operation_id} was not pending"
                 );
-                self.series
-                    .retain(|(device, _), _| !is_under(device, &database));
-                self.declared_codecs
-                    .retain(|(device, _)| !is_under(device, &database));
-                self.series_meta
-                    .retain(|(device, _), _| !is_under(device, &database));
+                self.series.drop_database(&database);
                 self.forget_vanished_deletions();
-                self.partitions.retain(|(db, _, _), _| *db != database);
-                self.regions.retain(|_, r| r.database != database);
-                let regions = &self.regions;
-                self.migrations.retain(|id, _| regions.contains_key(id));
-                self.index.drop_database(&database);
+                self.placement
+                    .partitions
+                    .retain(|(db, _, _), _| *db != database);
+                self.placement.regions.retain(|_, r| r.database != database);
+                let regions = &self.placement.regions;
+                self.placement
+                    .migrations
+                    .retain(|id, _| regions.contains_key(id));
+                self.placement.index.drop_database(&database);
                 self.ttls.remove(&database);
                 self.tables.retain(|(db, _), _| *db != database);
             }
@@ -100,8 +97,8 @@ impl MetadataState {
     }
 
     pub(super) fn begin_operation(&mut self, kind: OperationKind) -> CommandResult {
-        let id = self.next_operation_id;
-        self.next_operation_id += 1;
+        let id = self.ids.next_operation_id;
+        self.ids.next_operation_id += 1;
         self.operations.insert(id, kind);
         self.bump();
         CommandResult::OperationBegun(id)
@@ -115,7 +112,11 @@ impl MetadataState {
         let unique: BTreeSet<(String, String)> = series.iter().cloned().collect();
         for (device, measurement) in &unique {
             let path = format!("{device}.{measurement}");
-            match self.series.get(&(device.clone(), measurement.clone())) {
+            match self
+                .series
+                .records
+                .get(&(device.clone(), measurement.clone()))
+            {
                 None => return Err(MetadataError::SeriesNotFound(path)),
                 Some(r) if r.pending_delete => return Err(MetadataError::PendingDelete(path)),
                 Some(_) => {}
@@ -125,7 +126,11 @@ impl MetadataState {
             }
         }
         for key in &unique {
-            self.series.get_mut(key).expect("checked").pending_delete = true;
+            self.series
+                .records
+                .get_mut(key)
+                .expect("checked")
+                .pending_delete = true;
         }
         Ok(self.begin_operation(OperationKind::DeleteTimeseries(
             unique.into_iter().collect(),
@@ -151,6 +156,7 @@ impl MetadataState {
         let mut series = Vec::new();
         for (key, record) in self
             .series
+            .records
             .range((prefix.clone(), String::new())..)
             .take_while(|((device, _), _)| device.starts_with(&prefix))
         {
@@ -168,7 +174,11 @@ impl MetadataState {
         }
         self.tables.remove(&key);
         for key in &series {
-            self.series.get_mut(key).expect("listed").pending_delete = true;
+            self.series
+                .records
+                .get_mut(key)
+                .expect("listed")
+                .pending_delete = true;
         }
         Ok(self.begin_operation(OperationKind::DropTable {
             database: database.to_string(),
@@ -188,7 +198,7 @@ impl MetadataState {
     /// still lists removed series; decoding applies the rule so that such a replica reaches
     /// the state that replaying the log reaches, instead of panicking at the delete's Finish.
     pub(super) fn forget_vanished_deletions(&mut self) {
-        let series = &self.series;
+        let series = &self.series.records;
         let mut claimed: BTreeSet<&(String, String)> = BTreeSet::new();
         // Latest first: of two operations listing one series, the later one began after the
         // earlier one's series was removed, so the series pending now is the later one's.
@@ -225,7 +235,12 @@ impl MetadataState {
                 OperationKind::DeleteTimeseries(keys)
                 | OperationKind::DropTable { series: keys, .. } => {
                     for key in keys {
-                        if !self.series.get(key).is_some_and(|r| r.pending_delete) {
+                        if !self
+                            .series
+                            .records
+                            .get(key)
+                            .is_some_and(|r| r.pending_delete)
+                        {
                             return Err(format!(
                                 "operation {id} deletes {key:?}, which is not pending delete"
                             ));
@@ -248,6 +263,7 @@ impl MetadataState {
         }
         if let Some((key, _)) = self
             .series
+            .records
             .iter()
             .find(|(key, r)| r.pending_delete && !deletes.contains(key))
         {

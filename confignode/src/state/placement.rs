@@ -17,10 +17,10 @@ impl MetadataState {
                 reason,
             })
         };
-        let Some(region) = self.regions.get(region_id) else {
+        let Some(region) = self.placement.regions.get(region_id) else {
             return refuse("no such region".into());
         };
-        if let Some(&(f, t)) = self.migrations.get(region_id) {
+        if let Some(&(f, t)) = self.placement.migrations.get(region_id) {
             // Only a retarget: same `from`, and the target lost its data since.
             if f != *from || self.superseding(t) != Some(*to) {
                 return refuse(format!("moving from {f} to {t} already"));
@@ -39,7 +39,7 @@ impl MetadataState {
             }
             None => return Err(MetadataError::DataNodeNotFound(*to)),
         }
-        self.migrations.insert(*region_id, (*from, *to));
+        self.placement.migrations.insert(*region_id, (*from, *to));
         self.bump();
         Ok(CommandResult::Done)
     }
@@ -51,14 +51,15 @@ impl MetadataState {
         from: &u64,
         to: &u64,
     ) -> Result<CommandResult, MetadataError> {
-        if self.migrations.get(region_id) != Some(&(*from, *to)) {
+        if self.placement.migrations.get(region_id) != Some(&(*from, *to)) {
             return Err(MetadataError::MigrationRefused {
                 region_id: *region_id,
                 reason: format!("no migration from {from} to {to} in progress"),
             });
         }
-        self.migrations.remove(region_id);
+        self.placement.migrations.remove(region_id);
         let region = self
+            .placement
             .regions
             .get_mut(region_id)
             .expect("a migrating region exists (a drop removes its migration)");
@@ -76,7 +77,8 @@ impl MetadataState {
 
     /// The region a partition slot maps to.
     pub fn partition(&self, database: &str, series_slot: u32, time_slot: i64) -> Option<u64> {
-        self.partitions
+        self.placement
+            .partitions
             .get(&(database.to_string(), series_slot, time_slot))
             .copied()
     }
@@ -84,7 +86,8 @@ impl MetadataState {
     /// Every partition entry of a database: (series slot, time slot, region).
     pub fn partitions_of(&self, database: &str) -> Vec<(u32, i64, u64)> {
         let db = database.to_string();
-        self.partitions
+        self.placement
+            .partitions
             .range((db.clone(), 0, i64::MIN)..=(db, u32::MAX, i64::MAX))
             .map(|((_, s, t), r)| (*s, *t, *r))
             .collect()
@@ -92,22 +95,27 @@ impl MetadataState {
 
     /// How many partition entries a database holds (what `cn_database_partitions_max` caps).
     pub fn partition_count(&self, database: &str) -> u64 {
-        self.index.database(database).map_or(0, |d| d.partitions)
+        self.placement
+            .index
+            .database(database)
+            .map_or(0, |d| d.partitions)
     }
 
     /// The region group holding a series slot of a database in every time slot, if any.
     pub fn series_slot_region(&self, database: &str, series_slot: u32) -> Option<u64> {
-        self.index.series_slot_region(database, series_slot)
+        self.placement
+            .index
+            .series_slot_region(database, series_slot)
     }
 
     /// Whether the allocation index is exactly what the partition table and the region groups
     /// give, or why not. A pass over both: for tests and debug assertions, never on apply.
     pub fn check_index(&self) -> Result<(), String> {
-        let rebuilt = PartitionIndex::build(&self.partitions, &self.regions)?;
-        if rebuilt != self.index {
+        let rebuilt = PartitionIndex::build(&self.placement.partitions, &self.placement.regions)?;
+        if rebuilt != self.placement.index {
             return Err(format!(
                 "the allocation index drifted from the partition table: kept {:?}, rebuilt {:?}",
-                self.index, rebuilt
+                self.placement.index, rebuilt
             ));
         }
         Ok(())
@@ -122,7 +130,7 @@ impl MetadataState {
 
     /// A region group.
     pub fn region(&self, id: u64) -> Option<&RegionGroup> {
-        self.regions.get(&id)
+        self.placement.regions.get(&id)
     }
 
     /// True when region group `id` was allocated here and has since been deleted (a finished
@@ -134,22 +142,25 @@ impl MetadataState {
     /// far behind the leader's, tells only the truth. A state that predates the allocation of
     /// `id` answers false. Id 0 is never allocated.
     pub fn region_dropped(&self, id: u64) -> bool {
-        id != 0 && id < self.next_region_id && !self.regions.contains_key(&id)
+        id != 0 && id < self.ids.next_region_id && !self.placement.regions.contains_key(&id)
     }
 
     /// Every region group, by id.
     pub fn regions(&self) -> impl Iterator<Item = &RegionGroup> {
-        self.regions.values()
+        self.placement.regions.values()
     }
 
     /// Region `id`'s migration in progress: `(from, to)`.
     pub fn region_migration(&self, id: u64) -> Option<(u64, u64)> {
-        self.migrations.get(&id).copied()
+        self.placement.migrations.get(&id).copied()
     }
 
     /// Every migration in progress: `(region, from, to)`.
     pub fn migrations(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
-        self.migrations.iter().map(|(r, (f, t))| (*r, *f, *t))
+        self.placement
+            .migrations
+            .iter()
+            .map(|(r, (f, t))| (*r, *f, *t))
     }
 
     /// The migrations that replace DataNodes which came back as new nodes: for every region
@@ -170,10 +181,11 @@ impl MetadataState {
             .map(|n| (n.id, 0))
             .collect();
         let holders = self
+            .placement
             .regions
             .values()
             .flat_map(|r| r.replicas.iter())
-            .chain(self.migrations.values().map(|(_, to)| to));
+            .chain(self.placement.migrations.values().map(|(_, to)| to));
         for n in holders {
             if let Some(l) = load.get_mut(n) {
                 *l += 1;
@@ -186,8 +198,8 @@ impl MetadataState {
             .filter_map(|&id| Some((id, self.superseding(id)?)))
             .collect();
         let mut due = Vec::new();
-        for r in self.regions.values() {
-            if let Some(&(from, to)) = self.migrations.get(&r.id) {
+        for r in self.placement.regions.values() {
+            if let Some(&(from, to)) = self.placement.migrations.get(&r.id) {
                 if let Some(&new) = superseded.get(&to) {
                     if !r.replicas.contains(&new) {
                         due.push((r.id, from, new));
@@ -234,9 +246,13 @@ impl MetadataState {
             .iter()
             .copied()
             .filter(|id| {
-                self.regions.get(id).is_some_and(|r| {
+                self.placement.regions.get(id).is_some_and(|r| {
                     !r.replicas.contains(&node)
-                        && self.migrations.get(id).is_none_or(|(_, to)| *to != node)
+                        && self
+                            .placement
+                            .migrations
+                            .get(id)
+                            .is_none_or(|(_, to)| *to != node)
                 })
             })
             .collect()
@@ -275,11 +291,11 @@ impl MetadataState {
             .count();
         // Checked once, before anything changes, so a refused allocation changes nothing.
         let can_create = running >= replication_factor as usize
-            && self.regions.len() + slots.len() <= REGION_GROUPS_MAX;
+            && self.placement.regions.len() + slots.len() <= REGION_GROUPS_MAX;
         let mut new: BTreeSet<(u32, i64)> = BTreeSet::new();
         for &(series_slot, time_slot) in slots {
             let key = (database.to_string(), series_slot, time_slot);
-            if !self.partitions.contains_key(&key) {
+            if !self.placement.partitions.contains_key(&key) {
                 new.insert((series_slot, time_slot));
             }
         }
@@ -303,10 +319,18 @@ impl MetadataState {
             }
             // A series slot stays in one region group across time slots: a device's data and
             // its deletions then live in one raft log.
-            let region = match self.index.series_slot_region(database, series_slot) {
+            let region = match self
+                .placement
+                .index
+                .series_slot_region(database, series_slot)
+            {
                 Some(region) => region,
                 None => {
-                    let groups = self.index.database(database).map_or(0, |d| d.groups.len());
+                    let groups = self
+                        .placement
+                        .index
+                        .database(database)
+                        .map_or(0, |d| d.groups.len());
                     if groups == 0 && !can_create {
                         // Nothing was inserted yet: with no group, every slot needs one.
                         return Err(MetadataError::NotEnoughDataNodes {
@@ -319,15 +343,19 @@ impl MetadataState {
                         created.push(id);
                         id
                     } else {
-                        self.index
+                        self.placement
+                            .index
                             .least_loaded(database)
                             .expect("a database with at least one group")
                     }
                 }
             };
-            self.partitions
+            self.placement
+                .partitions
                 .insert((database.to_string(), series_slot, time_slot), region);
-            self.index.add_partition(database, series_slot, region);
+            self.placement
+                .index
+                .add_partition(database, series_slot, region);
         }
         debug_assert!(new.is_empty(), "every new slot was placed");
         if !slots.is_empty() {
@@ -350,7 +378,7 @@ impl MetadataState {
             "{} Running DataNodes for replication factor {replication_factor}",
             replicas_on.len()
         );
-        for r in self.regions.values() {
+        for r in self.placement.regions.values() {
             for n in &r.replicas {
                 if let Some(load) = replicas_on.get_mut(n) {
                     load.0 += 1;
@@ -371,9 +399,9 @@ impl MetadataState {
             .iter()
             .min_by_key(|id| (replicas_on[id].1, **id))
             .expect("at least one replica");
-        let id = self.next_region_id;
-        self.next_region_id += 1;
-        self.regions.insert(
+        let id = self.ids.next_region_id;
+        self.ids.next_region_id += 1;
+        self.placement.regions.insert(
             id,
             RegionGroup {
                 id,
@@ -382,7 +410,7 @@ impl MetadataState {
                 preferred_leader,
             },
         );
-        self.index.add_group(database, id);
+        self.placement.index.add_group(database, id);
         id
     }
 }

@@ -63,7 +63,7 @@ impl MetadataState {
             .filter(|n| n.status == NodeStatus::Running && n.id != *data_node_id)
             .map(|n| n.id)
             .collect();
-        for r in self.regions.values() {
+        for r in self.placement.regions.values() {
             if r.replicas.contains(data_node_id) && running.iter().all(|n| r.replicas.contains(n)) {
                 return Err(MetadataError::MigrationRefused {
                     region_id: r.id,
@@ -128,9 +128,9 @@ impl MetadataState {
             self.data_nodes
                 .values()
                 .find(|n| n.internal_address == internal_address)
-                .map_or(self.next_data_node_id, |n| n.id)
+                .map_or(self.ids.next_data_node_id, |n| n.id)
         } else {
-            self.next_data_node_id
+            self.ids.next_data_node_id
         };
         if !self.data_nodes.contains_key(&id) && self.data_nodes.len() >= DATA_NODES_MAX {
             return Err(MetadataError::Limit(format!(
@@ -153,7 +153,7 @@ impl MetadataState {
             node.status = NodeStatus::Running;
         }
         let epoch = node.incarnation_epoch;
-        self.next_data_node_id = self.next_data_node_id.max(id + 1);
+        self.ids.next_data_node_id = self.ids.next_data_node_id.max(id + 1);
         self.bump();
         Ok(CommandResult::Registered {
             data_node_id: id,

@@ -77,9 +77,9 @@ impl MetadataState {
     pub(super) fn encode_snapshot_body(&self, w: &mut Writer) {
         w.u64(self.applied_index);
         w.u64(self.metadata_version);
-        w.u64(self.next_data_node_id);
-        w.u64(self.next_region_id);
-        w.u64(self.next_operation_id);
+        w.u64(self.ids.next_data_node_id);
+        w.u64(self.ids.next_region_id);
+        w.u64(self.ids.next_operation_id);
         self.encode_data_nodes(w);
         self.encode_databases(w);
         self.encode_series(w);
@@ -106,9 +106,11 @@ impl MetadataState {
         let mut s = MetadataState {
             applied_index: r.u64()?,
             metadata_version: r.u64()?,
-            next_data_node_id: r.u64()?,
-            next_region_id: r.u64()?,
-            next_operation_id: r.u64()?,
+            ids: IdCounters {
+                next_data_node_id: r.u64()?,
+                next_region_id: r.u64()?,
+                next_operation_id: r.u64()?,
+            },
             ..MetadataState::default()
         };
         debug_assert_eq!(r.position(), 5 * 8, "the header is five u64");
@@ -140,10 +142,11 @@ impl MetadataState {
         }
         r.finish()?;
         // The allocation index is derived, so it is rebuilt here, never read from the bytes.
-        s.index = match PartitionIndex::build(&s.partitions, &s.regions) {
-            Ok(index) => index,
-            Err(e) => return r.error(format!("partition table: {e}")),
-        };
+        s.placement.index =
+            match PartitionIndex::build(&s.placement.partitions, &s.placement.regions) {
+                Ok(index) => index,
+                Err(e) => return r.error(format!("partition table: {e}")),
+            };
         // Earlier versions left an overtaken delete's removed series in its list.
         s.forget_vanished_deletions();
         if let Err(e) = s.check_operations() {
@@ -212,8 +215,8 @@ impl MetadataState {
     /// `str16 device, str16 measurement, u8 type, bool pending delete, str16 encoding, str16
     /// compressor` in path order, the names empty when undeclared (version 3; before, no names).
     fn encode_series(&self, w: &mut Writer) {
-        w.len32(self.series.len());
-        for ((device, measurement), r) in &self.series {
+        w.len32(self.series.records.len());
+        for ((device, measurement), r) in &self.series.records {
             w.str16(device);
             w.str16(measurement);
             w.u8(r.data_type.code());
@@ -239,9 +242,9 @@ impl MetadataState {
                 SeriesCodec::default()
             };
             if codec.is_declared() {
-                self.declared_codecs.insert(key.clone());
+                self.series.declared_codecs.insert(key.clone());
             }
-            self.series.insert(
+            self.series.records.insert(
                 key,
                 SeriesRecord {
                     data_type,
@@ -255,8 +258,8 @@ impl MetadataState {
 
     /// `str16 database, u32 series slot, i64 time slot, u64 region`.
     fn encode_partitions(&self, w: &mut Writer) {
-        w.len32(self.partitions.len());
-        for ((db, s, t), r) in &self.partitions {
+        w.len32(self.placement.partitions.len());
+        for ((db, s, t), r) in &self.placement.partitions {
             w.str16(db);
             w.u32(*s);
             w.i64(*t);
@@ -267,15 +270,15 @@ impl MetadataState {
     fn decode_partitions(&mut self, r: &mut Reader<'_>) -> DecodeResult<()> {
         for_each_item(r, 22, |r| {
             let key = (r.str16()?, r.u32()?, r.i64()?);
-            self.partitions.insert(key, r.u64()?);
+            self.placement.partitions.insert(key, r.u64()?);
             Ok(())
         })
     }
 
     /// `u64 id, str16 database, u32 replicas × u64, u64 preferred leader`.
     fn encode_regions(&self, w: &mut Writer) {
-        w.len32(self.regions.len());
-        for r in self.regions.values() {
+        w.len32(self.placement.regions.len());
+        for r in self.placement.regions.values() {
             w.u64(r.id);
             w.str16(&r.database);
             w.len32(r.replicas.len());
@@ -294,7 +297,7 @@ impl MetadataState {
                 replicas.push(r.u64()?);
             }
             let preferred_leader = r.u64()?;
-            self.regions.insert(
+            self.placement.regions.insert(
                 id,
                 RegionGroup {
                     id,
@@ -384,8 +387,8 @@ impl MetadataState {
 
     /// `u64 region, u64 from, u64 to` (version 4).
     fn encode_migrations(&self, w: &mut Writer) {
-        w.len32(self.migrations.len());
-        for (region, (from, to)) in &self.migrations {
+        w.len32(self.placement.migrations.len());
+        for (region, (from, to)) in &self.placement.migrations {
             w.u64(*region);
             w.u64(*from);
             w.u64(*to);
@@ -396,10 +399,10 @@ impl MetadataState {
         for_each_item(r, 24, |r| {
             let region = r.u64()?;
             let (from, to) = (r.u64()?, r.u64()?);
-            if !self.regions.contains_key(&region) {
+            if !self.placement.regions.contains_key(&region) {
                 return r.error(format!("migration of unknown region {region}"));
             }
-            self.migrations.insert(region, (from, to));
+            self.placement.migrations.insert(region, (from, to));
             Ok(())
         })
     }
@@ -440,8 +443,8 @@ impl MetadataState {
     /// { str16 key, str16 value }, u32 attributes × { same }`), in path order; only series
     /// that declared any (version 6).
     fn encode_series_meta(&self, w: &mut Writer) {
-        w.len32(self.series_meta.len());
-        for ((device, measurement), meta) in &self.series_meta {
+        w.len32(self.series.meta.len());
+        for ((device, measurement), meta) in &self.series.meta {
             w.str16(device);
             w.str16(measurement);
             crate::command::encode_meta(w, meta);
@@ -452,13 +455,13 @@ impl MetadataState {
         for_each_item(r, 14, |r| {
             let key = (r.str16()?, r.str16()?);
             let meta = crate::command::decode_meta(r)?;
-            if !self.series.contains_key(&key) || meta.is_empty() {
+            if !self.series.records.contains_key(&key) || meta.is_empty() {
                 return r.error(format!(
                     "meta of {}.{}: no such series, or empty",
                     key.0, key.1
                 ));
             }
-            self.series_meta.insert(key, meta);
+            self.series.meta.insert(key, meta);
             Ok(())
         })
     }

@@ -10,16 +10,55 @@ use confignode::client::GrpcDataNodeClient;
 use confignode::ConfigNodeConfig;
 use proto::config_node_service_client::ConfigNodeServiceClient;
 use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
 
 use crate::fake::FakeDataNode;
 
 const FENCE_MS: u64 = 1000;
 const MARGIN_MS: u64 = 600;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() {
+/// One ConfigNode, with a data directory of its own, and a fake DataNode registered with it (the
+/// fake answers as the incarnation it was given): what each test here starts from.
+struct OneNode {
+    /// A client of the ConfigNode.
+    cn: ConfigNodeServiceClient<Channel>,
+    /// The fake DataNode's registration.
+    live: proto::RegisterDataNodeResp,
+    stop: oneshot::Sender<()>,
+    node: JoinHandle<Result<(), String>>,
+    dn_server: JoinHandle<Result<(), tonic::transport::Error>>,
+    _dir: tempfile::TempDir,
+}
+
+/// The ConfigNode settings of these tests: a short fence and margin, the failure detector at
+/// the fence, fast ticks, heartbeats and invalidation retries.
+fn fence_config() -> ConfigNodeConfig {
+    let mut config = ConfigNodeConfig::default();
+    config.raft.cn_raft_tick_ms = 20;
+    config.lease.heartbeat_interval_ms = 100;
+    config.lease.metadata_lease_fence_ms = FENCE_MS;
+    config.lease.lease_proceed_margin_ms = MARGIN_MS;
+    config.lease.failure_detector_threshold_ms = FENCE_MS;
+    config.lease.invalidation_retry_interval_ms = 100;
+    config
+}
+
+/// A registration of a new DataNode whose internal service is at `internal`.
+fn register_request(internal: &str) -> proto::RegisterDataNodeReq {
+    proto::RegisterDataNodeReq {
+        data_node_id: 0,
+        internal_endpoint: proto::parse_endpoint(internal).ok(),
+        rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
+        ..Default::default()
+    }
+}
+
+/// Serves `fake`, starts a ConfigNode with `config` (its addresses and data directory set here)
+/// and registers the fake once the ConfigNode leads.
+async fn start(fake: &FakeDataNode, config: ConfigNodeConfig) -> OneNode {
     let dir = tempfile::tempdir().unwrap();
-    let fake = FakeDataNode::default();
     let dn_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let dn_address = dn_listener.local_addr().unwrap().to_string();
     let dn_server = tokio::spawn(
@@ -27,26 +66,14 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
             .add_service(fake.server())
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(dn_listener)),
     );
-    // An address nothing listens on: a DataNode that died.
-    let dead_address = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().to_string()
-    };
-
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let mut config = ConfigNodeConfig::default();
+    let mut config = config;
     config.node.cn_internal_address = address.clone();
     config.node.cn_data_dir = dir.path().to_path_buf();
     config.node.cn_metrics_address = "127.0.0.1:0".into();
-    config.raft.cn_raft_tick_ms = 20;
-    config.lease.heartbeat_interval_ms = 100;
-    config.lease.metadata_lease_fence_ms = FENCE_MS;
-    config.lease.lease_proceed_margin_ms = MARGIN_MS;
-    config.lease.failure_detector_threshold_ms = FENCE_MS;
-    config.lease.invalidation_retry_interval_ms = 100;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(confignode::run_with_listener(
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = confignode::run_with_listener(
         config,
         listener,
         Arc::new(GrpcDataNodeClient::new(
@@ -56,21 +83,16 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
         async move {
             drop(stopped.await);
         },
-    ));
+    );
+    let node = tokio::spawn(async move { run.await.map_err(|e| e.to_string()) });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
         .timeout(Duration::from_secs(30))
         .connect_lazy();
     let mut cn = ConfigNodeServiceClient::new(channel);
-    let register = |internal: String| proto::RegisterDataNodeReq {
-        data_node_id: 0,
-        internal_endpoint: proto::parse_endpoint(&internal).ok(),
-        rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
-        ..Default::default()
-    };
     let deadline = Instant::now() + Duration::from_secs(20);
     let live = loop {
-        if let Ok(resp) = cn.register_data_node(register(dn_address.clone())).await {
+        if let Ok(resp) = cn.register_data_node(register_request(&dn_address)).await {
             let resp = resp.into_inner();
             if resp.status.as_ref().is_some_and(|s| s.code == 200) {
                 break resp;
@@ -80,6 +102,35 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     *fake.epoch.lock() = live.incarnation_epoch;
+    OneNode {
+        cn,
+        live,
+        stop,
+        node,
+        dn_server,
+        _dir: dir,
+    }
+}
+
+impl OneNode {
+    /// Stops the ConfigNode, which must still be running, and the fake DataNode.
+    async fn stop(self) {
+        self.stop.send(()).expect("the node is still running");
+        self.node.await.unwrap().unwrap();
+        self.dn_server.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() {
+    let fake = FakeDataNode::default();
+    let one = start(&fake, fence_config()).await;
+    let (mut cn, live) = (one.cn.clone(), one.live.clone());
+    // An address nothing listens on: a DataNode that died.
+    let dead_address = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
 
     // Regions on the live DataNode only, then the dead one registers.
     let partitions = cn
@@ -97,7 +148,7 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
         .into_inner();
     assert_eq!(partitions.partitions.len(), 1, "{partitions:?}");
     let dead = cn
-        .register_data_node(register(dead_address))
+        .register_data_node(register_request(&dead_address))
         .await
         .unwrap()
         .into_inner();
@@ -178,9 +229,7 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
     assert!(lease(live.data_node_id).holds_lease);
     assert!(lease(dead.data_node_id).fenced);
 
-    stop.send(()).expect("the node is still running");
-    node.await.unwrap().unwrap();
-    dn_server.abort();
+    one.stop().await;
 }
 
 /// A DELETE TIMESERIES overtaken by a DROP DATABASE of its database: the delete begins first,
@@ -189,64 +238,11 @@ async fn drop_database_waits_for_fence_plus_margin_of_an_unreachable_datanode() 
 /// (it used to panic on the raft thread, on every replay too) and its client is answered 200.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delete_overtaken_by_a_drop_of_its_database_is_answered_success() {
-    let dir = tempfile::tempdir().unwrap();
     let fake = FakeDataNode::default();
     fake.series_deletions_after_database
         .store(true, std::sync::atomic::Ordering::SeqCst);
-    let dn_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dn_address = dn_listener.local_addr().unwrap().to_string();
-    let dn_server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(fake.server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(dn_listener)),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    let mut config = ConfigNodeConfig::default();
-    config.node.cn_internal_address = address.clone();
-    config.node.cn_data_dir = dir.path().to_path_buf();
-    config.node.cn_metrics_address = "127.0.0.1:0".into();
-    config.raft.cn_raft_tick_ms = 20;
-    config.lease.heartbeat_interval_ms = 100;
-    config.lease.metadata_lease_fence_ms = FENCE_MS;
-    config.lease.lease_proceed_margin_ms = MARGIN_MS;
-    config.lease.failure_detector_threshold_ms = FENCE_MS;
-    config.lease.invalidation_retry_interval_ms = 100;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(confignode::run_with_listener(
-        config,
-        listener,
-        Arc::new(GrpcDataNodeClient::new(
-            Duration::from_millis(500),
-            Duration::from_millis(200),
-        )),
-        async move {
-            drop(stopped.await);
-        },
-    ));
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-        .unwrap()
-        .timeout(Duration::from_secs(30))
-        .connect_lazy();
-    let mut cn = ConfigNodeServiceClient::new(channel);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let live = loop {
-        let register = proto::RegisterDataNodeReq {
-            data_node_id: 0,
-            internal_endpoint: proto::parse_endpoint(&dn_address).ok(),
-            rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
-            ..Default::default()
-        };
-        if let Ok(resp) = cn.register_data_node(register).await {
-            let resp = resp.into_inner();
-            if resp.status.as_ref().is_some_and(|s| s.code == 200) {
-                break resp;
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    *fake.epoch.lock() = live.incarnation_epoch;
+    let one = start(&fake, fence_config()).await;
+    let mut cn = one.cn.clone();
 
     // root.sg.d1.s1 and a region holding it.
     let schema = cn
@@ -349,9 +345,7 @@ async fn a_delete_overtaken_by_a_drop_of_its_database_is_answered_success() {
         .into_inner();
     assert_eq!(created.code, 200, "{created:?}");
 
-    stop.send(()).expect("the node is still running");
-    node.await.unwrap().unwrap();
-    dn_server.abort();
+    one.stop().await;
 }
 
 /// A fence-floor round (REVIEW N9): after DROP DATABASE of `root.sg` finishes, and while no
@@ -361,63 +355,11 @@ async fn a_delete_overtaken_by_a_drop_of_its_database_is_answered_success() {
 /// new round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_drop_is_followed_by_one_fence_floor_round() {
-    let dir = tempfile::tempdir().unwrap();
     let fake = FakeDataNode::default();
-    let dn_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dn_address = dn_listener.local_addr().unwrap().to_string();
-    let dn_server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(fake.server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(dn_listener)),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    let mut config = ConfigNodeConfig::default();
-    config.node.cn_internal_address = address.clone();
-    config.node.cn_data_dir = dir.path().to_path_buf();
-    config.node.cn_metrics_address = "127.0.0.1:0".into();
-    config.raft.cn_raft_tick_ms = 20;
-    config.lease.heartbeat_interval_ms = 100;
-    config.lease.metadata_lease_fence_ms = FENCE_MS;
-    config.lease.lease_proceed_margin_ms = MARGIN_MS;
-    config.lease.failure_detector_threshold_ms = FENCE_MS;
-    config.lease.invalidation_retry_interval_ms = 100;
+    let mut config = fence_config();
     config.lease.fence_floor_interval_ms = 300;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let node = tokio::spawn(confignode::run_with_listener(
-        config,
-        listener,
-        Arc::new(GrpcDataNodeClient::new(
-            Duration::from_millis(500),
-            Duration::from_millis(200),
-        )),
-        async move {
-            drop(stopped.await);
-        },
-    ));
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-        .unwrap()
-        .timeout(Duration::from_secs(30))
-        .connect_lazy();
-    let mut cn = ConfigNodeServiceClient::new(channel);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let live = loop {
-        let request = proto::RegisterDataNodeReq {
-            data_node_id: 0,
-            internal_endpoint: proto::parse_endpoint(&dn_address).ok(),
-            rpc_endpoint: proto::parse_endpoint("127.0.0.1:6667").ok(),
-            ..Default::default()
-        };
-        if let Ok(resp) = cn.register_data_node(request).await {
-            let resp = resp.into_inner();
-            if resp.status.as_ref().is_some_and(|s| s.code == 200) {
-                break resp;
-            }
-        }
-        assert!(Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    *fake.epoch.lock() = live.incarnation_epoch;
+    let one = start(&fake, config).await;
+    let mut cn = one.cn.clone();
     for device in ["root.sg.d1", "root.other.d1"] {
         let partitions = cn
             .fetch_partitions(proto::FetchPartitionsReq {
@@ -503,7 +445,5 @@ async fn a_finished_drop_is_followed_by_one_fence_floor_round() {
         1
     );
 
-    stop.send(()).expect("the node is still running");
-    node.await.unwrap().unwrap();
-    dn_server.abort();
+    one.stop().await;
 }

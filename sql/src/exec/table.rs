@@ -68,28 +68,9 @@ async fn run<B: Backend>(
         TableStatement::CreateDatabase {
             name,
             if_not_exists,
-        } => {
-            if exists(backend, name).await? {
-                if *if_not_exists {
-                    return Ok(Outcome::done().into());
-                }
-                return Err(ExecError::refused(
-                    StatusCode::MetadataError,
-                    format!("database {name} already exists"),
-                ));
-            }
-            backend.create_database(&table::database_path(name)).await?;
-            Ok(Outcome::done().into())
-        }
+        } => create_database(backend, name, *if_not_exists).await,
         TableStatement::DropDatabase { name, if_exists } => {
-            if !exists(backend, name).await? {
-                if *if_exists {
-                    return Ok(Outcome::done().into());
-                }
-                return Err(no_database(name));
-            }
-            backend.drop_database(&table::database_path(name)).await?;
-            Ok(Outcome::done().into())
+            drop_database(backend, name, *if_exists).await
         }
         TableStatement::Use { name } => {
             if !exists(backend, name).await? {
@@ -119,45 +100,11 @@ async fn run<B: Backend>(
         }
         TableStatement::ShowTables { database } => {
             let database = database_of(database.as_deref(), current)?;
-            let rows = backend
-                .tables(&table::database_path(database), None, false)
-                .await?
-                .into_iter()
-                .map(|t| vec![text(t.schema.name), text(ttl_text(t.schema.ttl_ms))])
-                .collect();
-            Ok(Outcome::query(
-                vec![
-                    ("TableName".to_string(), DataType::String),
-                    ("TTL(ms)".to_string(), DataType::String),
-                ],
-                rows,
-            )
-            .into())
+            show_tables(backend, database).await.map(Into::into)
         }
         TableStatement::Describe { database, table } => {
             let database = database_of(database.as_deref(), current)?;
-            let view = one_table(backend, database, table, false).await?;
-            let mut rows = vec![vec![
-                text(table::TIME_COLUMN.to_string()),
-                text(DataType::Timestamp.to_string()),
-                text("TIME".to_string()),
-            ]];
-            rows.extend(view.schema.columns.iter().map(|c| {
-                vec![
-                    text(c.name.clone()),
-                    text(c.data_type.to_string()),
-                    text(c.category.name().to_string()),
-                ]
-            }));
-            Ok(Outcome::query(
-                vec![
-                    ("ColumnName".to_string(), DataType::String),
-                    ("DataType".to_string(), DataType::String),
-                    ("Category".to_string(), DataType::String),
-                ],
-                rows,
-            )
-            .into())
+            describe(backend, database, table).await.map(Into::into)
         }
         TableStatement::Select(select) => {
             let database = database_of(select.database.as_deref(), current)?;
@@ -202,6 +149,83 @@ async fn run<B: Backend>(
             .await
             .map(Into::into),
     }
+}
+
+/// `CREATE DATABASE` of the table model: the tree database `root.<name>`.
+async fn create_database<B: Backend>(
+    backend: &B,
+    name: &str,
+    if_not_exists: bool,
+) -> ExecResult<TableOutcome> {
+    if exists(backend, name).await? {
+        if if_not_exists {
+            return Ok(Outcome::done().into());
+        }
+        return Err(ExecError::refused(
+            StatusCode::MetadataError,
+            format!("database {name} already exists"),
+        ));
+    }
+    backend.create_database(&table::database_path(name)).await?;
+    Ok(Outcome::done().into())
+}
+
+/// `DROP DATABASE` of the table model.
+async fn drop_database<B: Backend>(
+    backend: &B,
+    name: &str,
+    if_exists: bool,
+) -> ExecResult<TableOutcome> {
+    if !exists(backend, name).await? {
+        if if_exists {
+            return Ok(Outcome::done().into());
+        }
+        return Err(no_database(name));
+    }
+    backend.drop_database(&table::database_path(name)).await?;
+    Ok(Outcome::done().into())
+}
+
+/// `SHOW TABLES`: each table of `database` with its TTL.
+async fn show_tables<B: Backend>(backend: &B, database: &str) -> ExecResult<Outcome> {
+    let rows = backend
+        .tables(&table::database_path(database), None, false)
+        .await?
+        .into_iter()
+        .map(|t| vec![text(t.schema.name), text(ttl_text(t.schema.ttl_ms))])
+        .collect();
+    Ok(Outcome::query(
+        vec![
+            ("TableName".to_string(), DataType::String),
+            ("TTL(ms)".to_string(), DataType::String),
+        ],
+        rows,
+    ))
+}
+
+/// `DESCRIBE` a table: its time column, then each column with its type and category.
+async fn describe<B: Backend>(backend: &B, database: &str, table: &str) -> ExecResult<Outcome> {
+    let view = one_table(backend, database, table, false).await?;
+    let mut rows = vec![vec![
+        text(table::TIME_COLUMN.to_string()),
+        text(DataType::Timestamp.to_string()),
+        text("TIME".to_string()),
+    ]];
+    rows.extend(view.schema.columns.iter().map(|c| {
+        vec![
+            text(c.name.clone()),
+            text(c.data_type.to_string()),
+            text(c.category.name().to_string()),
+        ]
+    }));
+    Ok(Outcome::query(
+        vec![
+            ("ColumnName".to_string(), DataType::String),
+            ("DataType".to_string(), DataType::String),
+            ("Category".to_string(), DataType::String),
+        ],
+        rows,
+    ))
 }
 
 fn text(s: String) -> Cell {
@@ -618,20 +642,60 @@ pub async fn insert_table<B: Backend>(
     mut tablet: Tablet,
     categories: &[Category],
 ) -> ExecResult<()> {
-    let refused = |message: String| ExecError::refused(StatusCode::IllegalParameter, message);
     if categories.len() != tablet.measurements.len() {
-        return Err(refused(format!(
+        return Err(illegal(format!(
             "{} column categories for {} columns",
             categories.len(),
             tablet.measurements.len()
         )));
     }
     let name = tablet.device.to_lowercase();
-    table::check_name(&name).map_err(|e| refused(format!("table {e}")))?;
+    table::check_name(&name).map_err(|e| illegal(format!("table {e}")))?;
+    let columns = table_columns(&mut tablet, categories)?;
+    let path = table::database_path(database);
+    let wanted = TableSchema {
+        name: name.clone(),
+        columns,
+        ttl_ms: None,
+    };
+    let table = match backend.table_for_write(&path, &name).await? {
+        Some(table) if covers(&table.schema, &wanted) => table,
+        _ => extend(backend, database, &wanted).await?,
+    };
+    let (schema, created_version) = (table.schema, table.created_version);
+    let groups = device_rows(&tablet, &schema);
+    let attributes = device_attributes(&tablet, categories, &groups);
+    let devices: Vec<(String, Vec<usize>)> = groups
+        .into_iter()
+        .map(|(tags, rows)| (table::device_path(&path, &name, &tags), rows))
+        .collect();
+    let tablets = field_tablets(tablet, categories, &devices);
+    if !tablets.is_empty() {
+        backend
+            .insert_table_tablets(&path, &name, created_version, tablets)
+            .await?;
+    }
+    for part in attribute_batches(&attributes) {
+        backend
+            .set_device_attributes(&path, &name, created_version, part)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A refusal of an insert's parameters (301).
+fn illegal(message: String) -> ExecError {
+    ExecError::refused(StatusCode::IllegalParameter, message)
+}
+
+/// The columns a table write names, as the table must have them: names checked and lower
+/// case (in `tablet` too), TAG and ATTRIBUTE columns STRING (their values retyped in `tablet`,
+/// which IoTDB's clients may send as TEXT).
+fn table_columns(tablet: &mut Tablet, categories: &[Category]) -> ExecResult<Vec<TableColumn>> {
     let mut columns = Vec::with_capacity(categories.len());
     for (i, category) in categories.iter().enumerate() {
         let column = tablet.measurements[i].to_lowercase();
-        table::check_name(&column).map_err(|e| refused(format!("column {e}")))?;
+        table::check_name(&column).map_err(|e| illegal(format!("column {e}")))?;
         let mut data_type = tablet.data_types[i];
         if *category != Category::Field {
             // TAG and ATTRIBUTE values are strings; IoTDB's clients may send them as TEXT.
@@ -656,20 +720,15 @@ pub async fn insert_table<B: Backend>(
             data_type,
         });
     }
-    let path = table::database_path(database);
-    let wanted = TableSchema {
-        name: name.clone(),
-        columns,
-        ttl_ms: None,
-    };
-    let table = match backend.table_for_write(&path, &name).await? {
-        Some(table) if covers(&table.schema, &wanted) => table,
-        _ => extend(backend, database, &wanted).await?,
-    };
-    let (schema, created_version) = (table.schema, table.created_version);
+    Ok(columns)
+}
 
-    // Rows grouped by device (its tag values in the table's tag order), in first-seen order;
-    // a run of rows of one device costs no lookup.
+/// A write's rows grouped by device (its tag values in the order of `schema`'s tags), in
+/// first-seen order; a run of rows of one device costs no lookup.
+fn device_rows<'t>(
+    tablet: &'t Tablet,
+    schema: &TableSchema,
+) -> Vec<(Vec<Option<&'t str>>, Vec<usize>)> {
     let tag_columns: Vec<Option<usize>> = schema
         .tags()
         .map(|t| tablet.measurements.iter().position(|m| *m == t.name))
@@ -700,9 +759,23 @@ pub async fn insert_table<B: Backend>(
         groups[group].1.push(row);
         previous = Some(group);
     }
-    // Each device's last non-null value of each ATTRIBUTE column.
+    debug_assert_eq!(
+        groups.iter().map(|(_, rows)| rows.len()).sum::<usize>(),
+        tablet.timestamps.len(),
+        "every row belongs to one device"
+    );
+    groups
+}
+
+/// Each device's last non-null value of each ATTRIBUTE column, for the devices of `groups`
+/// that have any.
+fn device_attributes(
+    tablet: &Tablet,
+    categories: &[Category],
+    groups: &[(Vec<Option<&str>>, Vec<usize>)],
+) -> Vec<DeviceAttributes> {
     let mut attributes: Vec<DeviceAttributes> = Vec::new();
-    for (tags, rows) in &groups {
+    for (tags, rows) in groups {
         let mut set = BTreeMap::new();
         for (c, category) in categories.iter().enumerate() {
             if *category != Category::Attribute {
@@ -718,14 +791,18 @@ pub async fn insert_table<B: Backend>(
             attributes.push((tags, set));
         }
     }
-    let groups: Vec<(String, Vec<usize>)> = groups
-        .into_iter()
-        .map(|(tags, rows)| (table::device_path(&path, &name, &tags), rows))
-        .collect();
-    drop(index);
+    attributes
+}
 
-    // The FIELD columns, moved out of the tablet: one device's rows are written as they are,
-    // several devices' are copied out per device.
+/// The tree tablets of a write's FIELD columns, one per device of `devices` (its path and its
+/// rows), none when the write has no FIELD column. The columns are moved out of `tablet`: one
+/// device's rows are written as they are, several devices' are copied out per device.
+fn field_tablets(
+    tablet: Tablet,
+    categories: &[Category],
+    devices: &[(String, Vec<usize>)],
+) -> Vec<Tablet> {
+    let rows = tablet.timestamps.len();
     let mut fields = Tablet::new(String::new(), &[]);
     let Tablet {
         measurements,
@@ -750,30 +827,26 @@ pub async fn insert_table<B: Backend>(
             fields.bitmaps.push(bitmap);
         }
     }
-    let mut tablets = Vec::with_capacity(groups.len());
-    if !fields.measurements.is_empty() {
-        if let [(device, _)] = groups.as_slice() {
-            fields.device = device.clone();
-            tablets.push(fields);
-        } else {
-            for (device, rows) in &groups {
-                let mut part = fields.select_rows(rows);
-                part.device = device.clone();
-                tablets.push(part);
-            }
+    let mut tablets = Vec::with_capacity(devices.len());
+    if fields.measurements.is_empty() {
+        return tablets;
+    }
+    if let [(device, _)] = devices {
+        fields.device = device.clone();
+        tablets.push(fields);
+    } else {
+        for (device, rows) in devices {
+            let mut part = fields.select_rows(rows);
+            part.device = device.clone();
+            tablets.push(part);
         }
     }
-    if !tablets.is_empty() {
-        backend
-            .insert_table_tablets(&path, &name, created_version, tablets)
-            .await?;
-    }
-    for part in attribute_batches(&attributes) {
-        backend
-            .set_device_attributes(&path, &name, created_version, part)
-            .await?;
-    }
-    Ok(())
+    debug_assert_eq!(
+        tablets.iter().map(|t| t.timestamps.len()).sum::<usize>(),
+        rows,
+        "each row is written once, to its device"
+    );
+    tablets
 }
 
 /// Most devices in one attribute update (one ConfigNode log entry).

@@ -324,6 +324,7 @@ fn a_snapshot_taken_between_the_drop_and_an_overtaken_delete_decodes_as_replay_r
     // A pending flag no operation explains is damage, not an old version's state.
     let mut bad = with_two_series().state;
     bad.series
+        .records
         .get_mut(&("root.sg.d1".to_string(), "s1".to_string()))
         .unwrap()
         .pending_delete = true;

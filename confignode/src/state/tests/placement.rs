@@ -320,16 +320,17 @@ fn allocate_by_scan(
         .count();
     // Checked once, before anything changes, so a refused allocation changes nothing.
     let can_create = running >= replication_factor as usize
-        && state.regions.len() + slots.len() <= REGION_GROUPS_MAX;
+        && state.placement.regions.len() + slots.len() <= REGION_GROUPS_MAX;
     let mut created = Vec::new();
     for &(series_slot, time_slot) in slots {
         let key = (database.to_string(), series_slot, time_slot);
-        if state.partitions.contains_key(&key) {
+        if state.placement.partitions.contains_key(&key) {
             continue;
         }
         // A series slot stays in one region group across time slots: a device's data and
         // its deletions then live in one raft log.
         let same_slot = state
+            .placement
             .partitions
             .iter()
             .find(|((db, s, _), _)| db == database && *s == series_slot)
@@ -338,6 +339,7 @@ fn allocate_by_scan(
             Some(region) => region,
             None => {
                 let groups: Vec<u64> = state
+                    .placement
                     .regions
                     .values()
                     .filter(|r| r.database == database)
@@ -358,7 +360,7 @@ fn allocate_by_scan(
                     // The group holding the fewest series slots; ties to the lowest id.
                     let mut slots_per_group: BTreeMap<u64, BTreeSet<u32>> =
                         groups.iter().map(|g| (*g, BTreeSet::new())).collect();
-                    for ((db, s, _), r) in &state.partitions {
+                    for ((db, s, _), r) in &state.placement.partitions {
                         if db == database {
                             slots_per_group.entry(*r).or_default().insert(*s);
                         }
@@ -371,7 +373,7 @@ fn allocate_by_scan(
                 }
             }
         };
-        state.partitions.insert(key, region);
+        state.placement.partitions.insert(key, region);
     }
     if !slots.is_empty() {
         state.bump();
@@ -490,7 +492,9 @@ fn a_snapshot_whose_table_breaks_the_index_rules_does_not_decode() {
     let region = h.state.partition("root.a", 1, 0).unwrap();
     // Series slot 1 in a second, unknown group: the table no longer says where it lives.
     let mut bad = h.state.clone();
-    bad.partitions.insert(("root.a".into(), 1, 1), region + 7);
+    bad.placement
+        .partitions
+        .insert(("root.a".into(), 1, 1), region + 7);
     assert!(bad.check_index().is_err());
     // Written past `encode_snapshot`'s own assertion, as a damaged writer would.
     let bytes = envelope::seal(MetadataState::SNAPSHOT_MAGIC, |w| {
@@ -603,8 +607,8 @@ proptest! {
                 _ => scanned.apply(command.clone()),
             };
             prop_assert_eq!(&ri, &rs, "{:?}", command);
-            prop_assert_eq!(&indexed.state.partitions, &scanned.state.partitions);
-            prop_assert_eq!(&indexed.state.regions, &scanned.state.regions);
+            prop_assert_eq!(&indexed.state.placement.partitions, &scanned.state.placement.partitions);
+            prop_assert_eq!(&indexed.state.placement.regions, &scanned.state.placement.regions);
             prop_assert_eq!(indexed.state.metadata_version, scanned.state.metadata_version);
             prop_assert_eq!(indexed.state.check_index(), Ok(()));
         }

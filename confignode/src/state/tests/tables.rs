@@ -268,7 +268,7 @@ fn drop_table_takes_the_table_at_once_and_its_series_at_the_finish() {
     // The Finish removes exactly the listed series; the name makes a new table after it.
     h.apply(Command::FinishOperation { operation_id: op })
         .unwrap();
-    let left: Vec<(String, String)> = h.state.series.keys().cloned().collect();
+    let left: Vec<(String, String)> = h.state.series.records.keys().cloned().collect();
     assert_eq!(
         left,
         [
