@@ -23,7 +23,7 @@ use memmap2::MmapMut;
 use parking_lot::Mutex;
 
 /// Alignment of buffer addresses, file offsets and write lengths under `O_DIRECT`.
-pub const ALIGN: usize = 4096;
+pub use crate::sys::ALIGN;
 
 /// [`DirectWriter`] buffers kept for reuse: a buffer's pages stay mapped, so the next file does
 /// not fault them in.

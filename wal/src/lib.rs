@@ -48,6 +48,7 @@ pub mod format;
 pub mod fuzzing;
 mod iter;
 mod log;
+mod names;
 mod options;
 mod segment;
 mod spare;

@@ -15,10 +15,7 @@ use crate::format::{
 use crate::spare::Spare;
 use crate::sys;
 
-/// File name suffix of a segment.
-pub(crate) const SEGMENT_SUFFIX: &str = ".wal";
-/// Suffix of a segment being created; such files are deleted on open.
-pub(crate) const TEMP_SUFFIX: &str = ".wal.tmp";
+pub(crate) use crate::names::{SEGMENT_SUFFIX, TEMP_SUFFIX};
 
 /// `{first_index:020}.wal`: zero-padded so names sort like indexes.
 pub(crate) fn segment_file_name(first_index: u64) -> String {

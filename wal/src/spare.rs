@@ -22,7 +22,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::direct::DirectWriter;
-use crate::segment::TEMP_SUFFIX;
+use crate::names::TEMP_SUFFIX;
 
 /// Bytes of zeroes written per call while filling a spare.
 const FILL_CHUNK_BYTES: usize = 1 << 20;

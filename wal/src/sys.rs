@@ -6,6 +6,10 @@ use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
+/// Alignment of buffer addresses, file offsets and write lengths under `O_DIRECT`
+/// ([`crate::direct`]).
+pub const ALIGN: usize = 4096;
+
 /// Maximum number of iovecs handed to one pwritev(2); Linux's IOV_MAX.
 const IOV_MAX: usize = 1024;
 
@@ -151,7 +155,7 @@ pub(crate) unsafe fn pwritev_all(
 }
 
 /// Writes `bytes` at `offset` through a descriptor opened with `O_DIRECT` (`bytes`, its address
-/// and `offset` aligned to [`crate::direct::ALIGN`]).
+/// and `offset` aligned to [`ALIGN`]).
 ///
 /// Failpoints as for [`pwritev_all`]: `wal::write` fails before writing anything;
 /// `wal::write_partial` writes the whole blocks of the first half of `bytes`, then fails.
@@ -161,7 +165,7 @@ pub(crate) fn pwrite_direct(file: &File, path: &Path, bytes: &[u8], offset: u64)
         return Err(injected("wal::write"));
     }
     if failpoint_fires("wal::write_partial", path) {
-        let half = bytes.len() / 2 / crate::direct::ALIGN * crate::direct::ALIGN;
+        let half = bytes.len() / 2 / ALIGN * ALIGN;
         file.write_all_at(&bytes[..half], offset)?;
         return Err(injected("wal::write_partial"));
     }
