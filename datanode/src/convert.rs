@@ -1,7 +1,7 @@
 //! Hand conversions between wire messages (`proto`) and internal types (`common`). Wire types stay
 //! at the edge: everything behind the services works on `common::Tablet` and `common::Value`.
 
-use common::{Column, DataType, SeriesBatch, SeriesPath, StatusCode, Tablet, Value};
+use common::{SeriesBatch, SeriesPath, StatusCode, Tablet};
 
 use crate::region_read::{ReadKind, RegionRead, RegionSeries};
 
@@ -43,16 +43,6 @@ pub fn tablet_from_wire(wire: proto::Tablet) -> Result<Tablet, BadTablet> {
         tablet.bitmaps.push(bitmap);
     }
     Ok(tablet)
-}
-
-/// A column of `data_type` from values that all have that type.
-pub fn column_of(data_type: DataType, values: impl IntoIterator<Item = Value>) -> Column {
-    let mut column = Column::with_capacity(data_type, 0);
-    for v in values {
-        let t = v.data_type();
-        assert!(column.push(v), "value of type {t} in a {data_type} column");
-    }
-    column
 }
 
 /// The wire form of a region read.
@@ -128,6 +118,7 @@ pub fn no_status() -> proto::Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use common::{DataType, Value};
 
     #[test]
     fn tablets_round_trip_with_nulls() {

@@ -93,7 +93,7 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::Status> {
         let req = request.into_inner();
         if let Some(s) = too_many("tablets", req.tablets.len(), BATCH_ITEMS_MAX) {
-            return Ok(Response::new(s));
+            return Ok(Response::new(s.into()));
         }
         let mut tablets = Vec::with_capacity(req.tablets.len());
         for wire in req.tablets {
@@ -116,7 +116,7 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::Status> {
         let req = request.into_inner();
         if let Some(s) = too_many("records", req.records.len(), BATCH_ITEMS_MAX) {
-            return Ok(Response::new(s));
+            return Ok(Response::new(s.into()));
         }
         // One single-row tablet per record; null values are left out.
         let mut tablets = Vec::with_capacity(req.records.len());
@@ -157,7 +157,7 @@ impl SessionService for SessionServiceImpl {
         let req = request.into_inner();
         if let Some(s) = too_many("paths", req.paths.len(), QUERY_PATHS_MAX) {
             return Ok(Response::new(proto::QueryRawResp {
-                status: Some(s),
+                status: Some(s.into()),
                 series: Vec::new(),
             }));
         }
@@ -201,7 +201,7 @@ impl SessionService for SessionServiceImpl {
         let req = request.into_inner();
         if let Some(s) = too_many("paths", req.paths.len(), QUERY_PATHS_MAX) {
             return Ok(Response::new(proto::QueryLastResp {
-                status: Some(s),
+                status: Some(s.into()),
                 points: Vec::new(),
             }));
         }

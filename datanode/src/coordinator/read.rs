@@ -124,7 +124,7 @@ impl Coordinator {
     ) -> Outcome<Vec<SeriesRange>> {
         let limit = self.points_limit(points_limit);
         // One more than answered: a region holding more tells the merge it was cut.
-        let (resolved, mut merged) = self
+        let (resolved, merged) = self
             .read_regions(
                 pinned,
                 paths,
@@ -136,11 +136,13 @@ impl Coordinator {
         let limit = limit as usize;
         let mut out = Vec::new();
         for asked in paths {
-            let Some(batch) = merged.remove(resolved.series(asked)) else {
+            // Looked up, not taken: a series asked twice (by its name and by its alias) answers
+            // both.
+            let Some(batch) = merged.get(resolved.series(asked)) else {
                 continue;
             };
             let truncated = batch.len() > limit;
-            let batch = if truncated { batch.head(limit) } else { batch };
+            let batch = batch.head(limit);
             debug_assert!(!batch.is_empty() && batch.len() <= limit);
             out.push(SeriesRange {
                 path: asked.clone(),

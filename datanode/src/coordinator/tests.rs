@@ -95,14 +95,19 @@ impl MetadataSource for FakeSource {
                         series.entry(m.name.clone()).or_insert(t);
                     }
                 }
+                // A lookup naming no measurement (a read's) learns every alias.
+                let named: Vec<&String> = if d.measurements.is_empty() {
+                    aliases.keys().collect()
+                } else {
+                    d.measurements.iter().map(|m| &m.name).collect()
+                };
                 proto::DeviceSchema {
-                    aliases: d
-                        .measurements
-                        .iter()
-                        .filter_map(|m| {
+                    aliases: named
+                        .into_iter()
+                        .filter_map(|name| {
                             Some(proto::SeriesAlias {
-                                alias: m.name.clone(),
-                                measurement: aliases.get(&m.name)?.clone(),
+                                alias: name.clone(),
+                                measurement: aliases.get(name)?.clone(),
                             })
                         })
                         .collect(),
@@ -688,6 +693,43 @@ async fn a_read_merges_every_region_holding_the_device_and_says_when_it_was_cut(
         .err()
         .unwrap();
     assert_eq!(e.status().code.code(), 535);
+}
+
+/// A series asked by its name and by its alias in one read answers under both.
+#[tokio::test]
+async fn a_series_asked_by_name_and_alias_answers_both() {
+    let h = harness(true);
+    h.source.series.lock().insert("s1".into(), DataType::Double);
+    h.source
+        .aliases
+        .lock()
+        .insert("temperature".into(), "s1".into());
+    *h.source.regions.lock() = [(REGION, (vec![2], 2))].into();
+    h.source.held.lock().insert(DEVICE.into(), vec![REGION]);
+    h.peers
+        .series
+        .lock()
+        .insert(REGION, vec![region_series(&[1, 2])]);
+    let paths = [
+        SeriesPath::new(DEVICE, "s1"),
+        SeriesPath::new(DEVICE, "temperature"),
+    ];
+    let pinned = h.metadata.pin();
+    let read = h
+        .coordinator
+        .read_range(&pinned, &paths, 0..100, 0)
+        .await
+        .unwrap();
+    let answered: Vec<(&str, &[i64])> = read
+        .iter()
+        .map(|s| (s.path.measurement.as_str(), s.batch.timestamps()))
+        .collect();
+    assert_eq!(
+        answered,
+        [("s1", &[1, 2][..]), ("temperature", &[1, 2][..])]
+    );
+    let last = h.coordinator.read_last(&pinned, &paths).await.unwrap();
+    assert_eq!(last.len(), 2);
 }
 
 /// `s1` of `device` in [0, 100), through the harness's coordinator.

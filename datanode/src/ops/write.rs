@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use common::{Status, StatusCode, Tablet};
 
-use crate::convert::{ok, status, tablet_from_wire};
+use crate::convert::{ok, tablet_from_wire};
 use crate::coordinator::{aggregate, write_status, Relay, TableOrigin};
 use crate::parts::Shared;
 
@@ -70,14 +70,8 @@ pub(crate) async fn insert_wire_tablets(
     wire: Vec<proto::Tablet>,
     relay: Relay,
 ) -> Status {
-    if wire.len() > BATCH_ITEMS_MAX {
-        return Status::new(
-            StatusCode::IllegalParameter,
-            format!(
-                "{} tablets in one request; the limit is {BATCH_ITEMS_MAX}",
-                wire.len()
-            ),
-        );
+    if let Some(s) = too_many("tablets", wire.len(), BATCH_ITEMS_MAX) {
+        return s;
     }
     let mut tablets = Vec::with_capacity(wire.len());
     for t in wire {
@@ -119,9 +113,9 @@ pub(crate) async fn answer_series_types(
 }
 
 /// A status of an IoTDB code Fencepost may not name (e.g. 801, 300).
-pub(crate) fn too_many(what: &str, n: usize, max: usize) -> Option<proto::Status> {
+pub(crate) fn too_many(what: &str, n: usize, max: usize) -> Option<Status> {
     (n > max).then(|| {
-        status(
+        Status::new(
             StatusCode::IllegalParameter,
             format!("{n} {what} in one request; the limit is {max}"),
         )
