@@ -1,7 +1,8 @@
 //! Hand conversions between wire messages (`proto`) and internal types (`common`). Wire types stay
 //! at the edge: everything behind the services works on `common::Tablet` and `common::Value`.
 
-use common::{SeriesBatch, SeriesPath, StatusCode, Tablet};
+use common::{SeriesBatch, SeriesPath, Status, StatusCode, Tablet};
+use engine::{Deletion, RegionCommand};
 
 use crate::region_read::{ReadKind, RegionRead, RegionSeries};
 
@@ -100,6 +101,125 @@ pub(crate) fn region_series_from_wire(wire: proto::RegionSeries) -> Result<Regio
     Ok((path, batch))
 }
 
+/// The `ForwardRegionWrite` request carrying `command` to `region`'s replica elsewhere: the
+/// tokens travel beside it (the metadata version, a table write's table version, a deletion's
+/// operation id), and the receiver rebuilds the same command from them.
+pub(crate) fn region_write_to_wire(region: u64, command: &RegionCommand) -> proto::RegionWriteReq {
+    use proto::region_write_req::Command;
+    let series = |series: &[(String, String)]| -> Vec<proto::SeriesPath> {
+        series
+            .iter()
+            .map(|(device, measurement)| proto::SeriesPath {
+                device: device.clone(),
+                measurement: measurement.clone(),
+            })
+            .collect()
+    };
+    let (command, metadata_version, table_version, operation_id) = match command {
+        RegionCommand::InsertTablet {
+            tablet,
+            metadata_version,
+            table_version,
+        } => (
+            Command::InsertTablet(tablet_to_wire(tablet)),
+            *metadata_version,
+            *table_version,
+            0,
+        ),
+        RegionCommand::DeleteSeries {
+            series: s,
+            deletion,
+        } => (
+            Command::DeleteSeries(proto::DeleteSeriesCommand { series: series(s) }),
+            deletion.metadata_version,
+            0,
+            deletion.operation_id,
+        ),
+        RegionCommand::DeleteDatabase { database, deletion } => (
+            Command::DeleteDatabase(proto::DeleteDatabaseCommand {
+                database: database.clone(),
+            }),
+            deletion.metadata_version,
+            0,
+            deletion.operation_id,
+        ),
+        RegionCommand::DeleteData {
+            series: s,
+            start,
+            end,
+            deletion,
+        } => (
+            Command::DeleteData(proto::DeleteDataCommand {
+                series: series(s),
+                start_time: *start,
+                end_time: *end,
+            }),
+            deletion.metadata_version,
+            0,
+            deletion.operation_id,
+        ),
+        RegionCommand::RaiseFenceFloor { version } => (
+            Command::RaiseFenceFloor(proto::RaiseFenceFloorCommand {}),
+            *version,
+            0,
+            0,
+        ),
+    };
+    proto::RegionWriteReq {
+        region_id: region,
+        command: Some(command),
+        operation_id,
+        metadata_version,
+        table_version,
+    }
+}
+
+/// The command a `ForwardRegionWrite` request carries, its tokens taken from the request: the
+/// token travels into the log with the command, so whenever it is proposed, however late,
+/// apply judges it against the deletions ordered before it. The inverse of
+/// [`region_write_to_wire`].
+pub(crate) fn region_command_from_wire(
+    req: proto::RegionWriteReq,
+) -> Result<RegionCommand, Status> {
+    use proto::region_write_req::Command;
+    let deletion = Deletion {
+        metadata_version: req.metadata_version,
+        operation_id: req.operation_id,
+    };
+    let series = |series: Vec<proto::SeriesPath>| -> Vec<(String, String)> {
+        series
+            .into_iter()
+            .map(|s| (s.device, s.measurement))
+            .collect()
+    };
+    Ok(match req.command {
+        Some(Command::InsertTablet(t)) => RegionCommand::InsertTablet {
+            tablet: tablet_from_wire(t)
+                .map_err(|e| Status::new(StatusCode::IllegalParameter, e.to_string()))?,
+            metadata_version: req.metadata_version,
+            table_version: req.table_version,
+        },
+        Some(Command::DeleteSeries(d)) => RegionCommand::DeleteSeries {
+            series: series(d.series),
+            deletion,
+        },
+        Some(Command::DeleteDatabase(d)) => RegionCommand::DeleteDatabase {
+            database: d.database,
+            deletion,
+        },
+        Some(Command::DeleteData(d)) => RegionCommand::DeleteData {
+            series: series(d.series),
+            start: d.start_time,
+            end: d.end_time,
+            deletion,
+        },
+        Some(Command::RaiseFenceFloor(_)) => RegionCommand::RaiseFenceFloor {
+            version: req.metadata_version,
+        },
+        None => return Err(Status::new(StatusCode::IllegalParameter, "no command")),
+    })
+}
+
 /// A status with a code and message.
 pub fn status(code: StatusCode, message: impl Into<String>) -> proto::Status {
     proto::status(code, message)
@@ -119,6 +239,47 @@ pub fn no_status() -> proto::Status {
 mod tests {
     use super::*;
     use common::{DataType, Value};
+
+    /// Every command a coordinator forwards arrives as itself, tokens included.
+    #[test]
+    fn region_commands_round_trip_with_their_tokens() {
+        let mut tablet = Tablet::new("root.sg.d1", &[("s1", DataType::Int64)]);
+        tablet.push_row(5, vec![Some(Value::Int64(50))]);
+        let deletion = Deletion {
+            metadata_version: 12,
+            operation_id: 99,
+        };
+        let series = vec![("root.sg.d1".to_string(), "s1".to_string())];
+        let commands = [
+            RegionCommand::InsertTablet {
+                tablet,
+                metadata_version: 7,
+                table_version: 3,
+            },
+            RegionCommand::DeleteSeries {
+                series: series.clone(),
+                deletion,
+            },
+            RegionCommand::DeleteDatabase {
+                database: "root.sg".into(),
+                deletion,
+            },
+            RegionCommand::DeleteData {
+                series,
+                start: -4,
+                end: 40,
+                deletion,
+            },
+            RegionCommand::RaiseFenceFloor { version: 21 },
+        ];
+        for command in commands {
+            let wire = region_write_to_wire(8, &command);
+            assert_eq!(wire.region_id, 8);
+            assert_eq!(region_command_from_wire(wire), Ok(command));
+        }
+        let empty = proto::RegionWriteReq::default();
+        assert!(region_command_from_wire(empty).is_err_and(|s| s.is(StatusCode::IllegalParameter)));
+    }
 
     #[test]
     fn tablets_round_trip_with_nulls() {

@@ -26,10 +26,10 @@ use common::{
 };
 
 use crate::cache::{DeviceSchema, RegionRoute};
-use crate::convert::tablet_to_wire;
 use crate::host::LocalReplicas;
 use crate::metadata::{
-    check_status, node_addresses, LinkError, MetadataSource, MetadataView, Pinned,
+    DeviceFetch, DeviceSlots, LinkError, MetadataSource, MetadataView, PartitionFetch,
+    PartitionMap, Pinned, SchemaFetch, TableIncarnation, TimeSlots,
 };
 use crate::metrics::{add, inc, Metrics};
 use crate::peers::Peers;
@@ -376,13 +376,6 @@ impl Coordinator {
             .is_ok()
     }
 
-    fn caller(&self) -> proto::Caller {
-        proto::Caller {
-            data_node_id: self.node_id,
-            incarnation_epoch: self.metadata.lease().incarnation(),
-        }
-    }
-
     /// Writes one tablet through the cluster.
     pub(crate) async fn insert_tablet(
         self: &Arc<Self>,
@@ -535,14 +528,13 @@ impl Coordinator {
             let coordinator = self.clone();
             parts.spawn(async move {
                 let points = part.point_count() as u64;
-                let wire = proto::region_write_req::Command::InsertTablet(tablet_to_wire(&part));
                 let command = RegionCommand::InsertTablet {
                     tablet: part,
                     metadata_version: tokens.metadata_version,
                     table_version: tokens.table_version,
                 };
                 let s = coordinator
-                    .write_region(region, route, (command, wire), generation, tokens)
+                    .write_region(region, route, command, generation)
                     .await;
                 if s.is_ok() {
                     add(&coordinator.metrics.writes.write_points, points);
@@ -570,17 +562,14 @@ impl Coordinator {
     /// does, else any peer), which validates and writes it itself: nothing here is trusted, so a
     /// fenced coordinator may do this. 536 with `need_retry` when no peer takes it.
     async fn relay_tablet(&self, tablet: &Tablet) -> Outcome<Written> {
-        let wire = tablet_to_wire(tablet);
         let rpc = self.peers.rpc();
         let outcome = self
-            .relay("took the write", RelayCall::Write, |address| {
-                let request = proto::RelayInsertReq {
-                    tablets: vec![wire.clone()],
-                    from_data_node_id: self.node_id,
-                };
-                async move {
-                    let s: Status = rpc.relay_insert(&address, request).await?.into();
-                    Ok(if written(&s) { Ok(s) } else { Err(s) })
+            .relay("took the write", RelayCall::Write, |address| async move {
+                let s = rpc.relay_insert(&address, tablet).await;
+                if written(&s) {
+                    Ok(s)
+                } else {
+                    Err(s)
                 }
             })
             .await?;
@@ -601,18 +590,14 @@ impl Coordinator {
         categories: &[common::table::Category],
     ) -> Outcome<()> {
         let rpc = self.peers.rpc();
-        let wire = tablet_to_wire(tablet);
-        let categories: Vec<u32> = categories.iter().map(|c| u32::from(c.wire())).collect();
-        self.relay("took the write", RelayCall::Write, |address| {
-            let request = proto::RelayTableInsertReq {
-                database: database.to_string(),
-                tablet: Some(wire.clone()),
-                categories: categories.clone(),
-                from_data_node_id: self.node_id,
-            };
-            async move {
-                let s: Status = rpc.relay_table_insert(&address, request).await?.into();
-                Ok(if s.is_ok() { Ok(()) } else { Err(s) })
+        self.relay("took the write", RelayCall::Write, |address| async move {
+            let s = rpc
+                .relay_table_insert(&address, database, tablet, categories)
+                .await;
+            if s.is_ok() {
+                Ok(())
+            } else {
+                Err(s)
             }
         })
         .await?;
@@ -629,7 +614,7 @@ impl Coordinator {
     async fn relay<T, F, Fut>(&self, what: &str, kind: RelayCall, mut call: F) -> Outcome<T>
     where
         F: FnMut(String) -> Fut,
-        Fut: std::future::Future<Output = Result<Result<T, Status>, tonic::Status>>,
+        Fut: std::future::Future<Output = Result<T, Status>>,
     {
         let budget = match kind {
             RelayCall::Write => self.limits.write_timeout,
@@ -643,12 +628,8 @@ impl Coordinator {
                 break;
             }
             let s = match tokio::time::timeout(left, call(address.clone())).await {
-                Ok(Ok(Ok(answer))) => return Ok(answer),
-                Ok(Ok(Err(refused))) => refused,
-                Ok(Err(e)) => Status::new(
-                    StatusCode::CanNotConnectDatanode,
-                    format!("{address}: {}", e.message()),
-                ),
+                Ok(Ok(answer)) => return Ok(answer),
+                Ok(Err(refused)) => refused,
                 Err(_) if kind == RelayCall::Write => {
                     inc(&self.metrics.fencing.relay_timeouts);
                     let s = Status::new(
@@ -742,22 +723,15 @@ impl Coordinator {
             Ok(_) => {}
         }
         inc(&self.metrics.confignode.schema_fetches);
-        let request = proto::FetchSchemaReq {
-            devices: vec![proto::DeviceSchemaRequest {
+        let fetch = SchemaFetch {
+            devices: vec![DeviceFetch {
                 device: device.to_string(),
-                measurements: measurements
-                    .iter()
-                    .map(|m| proto::MeasurementSchema {
-                        name: m.clone(),
-                        data_type: 0,
-                    })
-                    .collect(),
+                measurements: measurements.iter().map(|m| (m.clone(), None)).collect(),
             }],
             auto_create: false,
-            caller: Some(self.caller()),
             table: None,
         };
-        match self.fetch_schema(request).await {
+        match self.fetch_schema(&fetch).await {
             Ok(devices) => Ok(devices
                 .into_iter()
                 .find(|(d, _)| d == device.as_str())
@@ -780,19 +754,8 @@ impl Coordinator {
     ) -> Outcome<Vec<(String, DataType)>> {
         let rpc = self.peers.rpc();
         let outcome = self
-            .relay("answered the lookup", RelayCall::Lookup, |address| {
-                let request = proto::SeriesTypesReq {
-                    session_id: 0,
-                    device: device.to_string(),
-                    measurements: measurements.to_vec(),
-                };
-                async move {
-                    let resp = rpc.relay_series_types(&address, request).await?;
-                    Ok(match resp.status {
-                        Some(s) if !s.is_success() => Err(s.into()),
-                        _ => series_from_wire(resp.series).map_err(|e| e.status()),
-                    })
-                }
+            .relay("answered the lookup", RelayCall::Lookup, |address| async move {
+                rpc.relay_series_types(&address, device, measurements).await
             })
             .await?;
         inc(&self.metrics.fencing.relayed_lookups);
@@ -833,29 +796,25 @@ impl Coordinator {
             }
         }
         inc(&self.metrics.confignode.schema_fetches);
-        let request = proto::FetchSchemaReq {
-            devices: vec![proto::DeviceSchemaRequest {
+        let fetch = SchemaFetch {
+            devices: vec![DeviceFetch {
                 device: tablet.device.clone(),
                 measurements: tablet
                     .measurements
                     .iter()
                     .zip(&tablet.data_types)
-                    .map(|(m, t)| proto::MeasurementSchema {
-                        name: m.clone(),
-                        data_type: proto::data_type_to_wire(*t) as i32,
-                    })
+                    .map(|(m, t)| (m.clone(), Some(*t)))
                     .collect(),
             }],
             auto_create: true,
-            caller: Some(self.caller()),
-            table: origin.map(|o| proto::TableRef {
+            table: origin.map(|o| TableIncarnation {
                 database: o.database.to_string(),
                 table: o.table.to_string(),
                 created_version: o.created_version,
             }),
         };
         let schema = self
-            .fetch_schema(request)
+            .fetch_schema(&fetch)
             .await?
             .into_iter()
             .next()
@@ -871,52 +830,16 @@ impl Coordinator {
         Ok(schema)
     }
 
-    async fn fetch_schema(
-        &self,
-        request: proto::FetchSchemaReq,
-    ) -> Outcome<Vec<(String, DeviceSchema)>> {
-        let resp = self
-            .source
-            .fetch_schema(request)
-            .await
-            .map_err(CoordinatorError::ConfigNode)?;
-        // A table write whose table is gone (dropped, maybe created again) is told so as it is.
-        if let Some(s) = resp
-            .status
-            .as_ref()
-            .filter(|s| s.is(StatusCode::TableNotExists))
-        {
-            return Err(CoordinatorError::ConfigNode(LinkError::Refused(
-                s.clone().into(),
-            )));
-        }
-        check_status(resp.status.as_ref())
-            .map_err(|e| CoordinatorError::Metadata(format!("FetchSchema: {e}")))?;
-        let mut out = Vec::new();
-        for d in resp.devices {
-            let mut types = BTreeMap::new();
-            for m in d.measurements {
-                let t = proto::data_type(m.data_type)
-                    .map_err(|e| CoordinatorError::Metadata(e.to_string()))?;
-                types.insert(m.name, t);
+    /// `fetch` of the ConfigNode. A table gone (dropped, maybe created again) is told to the
+    /// client as it is; another refusal or a malformed answer is a metadata failure.
+    async fn fetch_schema(&self, fetch: &SchemaFetch) -> Outcome<Vec<(String, DeviceSchema)>> {
+        self.source.fetch_schema(fetch).await.map_err(|e| match e {
+            LinkError::Refused(s) if !s.is(StatusCode::TableNotExists) => {
+                CoordinatorError::Metadata(format!("FetchSchema: {}", LinkError::Refused(s)))
             }
-            let aliases = d
-                .aliases
-                .into_iter()
-                .map(|a| (a.alias, a.measurement))
-                .collect();
-            out.push((
-                d.device,
-                DeviceSchema {
-                    database: d.database,
-                    types,
-                    aliases,
-                    version: resp.metadata_version,
-                    ttl_ms: (d.ttl_ms > 0).then_some(d.ttl_ms),
-                },
-            ));
-        }
-        Ok(out)
+            LinkError::Malformed(m) => CoordinatorError::Metadata(m),
+            e => CoordinatorError::ConfigNode(e),
+        })
     }
 
     async fn resolve_partitions(
@@ -966,112 +889,79 @@ impl Coordinator {
         device: &DevicePath,
         missing: &[i64],
     ) -> Outcome<Resolved> {
-        let request = proto::FetchPartitionsReq {
-            requests: vec![proto::DeviceTimeSlots {
+        let fetch = PartitionFetch {
+            devices: vec![DeviceSlots {
                 device: device.to_string(),
-                time_slots: missing.to_vec(),
-                every_time_slot: false,
+                slots: TimeSlots::These(missing.to_vec()),
             }],
             auto_create: true,
-            caller: Some(self.caller()),
         };
-        let resp = self.ask_partitions(request).await?;
+        let map = self.ask_partitions(&fetch).await?;
         let series_slot = self.limits.partition.series_slot(device.as_str());
         let mut regions = BTreeMap::new();
         let mut fetched = Vec::new();
-        for p in &resp.partitions {
-            if p.series_slot == series_slot && missing.contains(&p.time_slot) {
-                regions.insert(p.time_slot, p.region_id);
-                fetched.push(((device.to_string(), p.time_slot), p.region_id));
+        for &((slot, time_slot), region) in &map.partitions {
+            if slot == series_slot && missing.contains(&time_slot) {
+                regions.insert(time_slot, region);
+                fetched.push(((device.to_string(), time_slot), region));
             }
         }
         debug_assert!(
             regions.len() <= missing.len(),
             "only the asked slots are taken"
         );
-        let routes = self.learn_routes(pinned, &resp, fetched);
+        let routes = self.learn_routes(pinned, map, fetched);
         Ok((regions, routes.into_iter().collect()))
     }
 
-    /// FetchPartitions on the ConfigNode leader, its answer checked (counted in
-    /// `partition_fetches`).
-    pub(crate) async fn ask_partitions(
-        &self,
-        request: proto::FetchPartitionsReq,
-    ) -> Outcome<proto::FetchPartitionsResp> {
+    /// `fetch` of the ConfigNode leader (counted in `partition_fetches`). A refusal of the
+    /// request itself (a database at `cn_database_partitions_max`, a request over the size
+    /// FetchPartitions takes) is final: the client gets it as it is.
+    pub(crate) async fn ask_partitions(&self, fetch: &PartitionFetch) -> Outcome<PartitionMap> {
         inc(&self.metrics.confignode.partition_fetches);
-        let resp = self
-            .source
-            .fetch_partitions(request)
+        self.source
+            .fetch_partitions(fetch)
             .await
-            .map_err(CoordinatorError::ConfigNode)?;
-        // A refusal of the request itself (a database at `cn_database_partitions_max`, a request
-        // over the size FetchPartitions takes) is final: the client gets it as it is.
-        if let Some(s) = resp
-            .status
-            .as_ref()
-            .filter(|s| s.is(StatusCode::IllegalParameter))
-        {
-            return Err(CoordinatorError::ConfigNode(LinkError::Refused(
-                s.clone().into(),
-            )));
-        }
-        check_status(resp.status.as_ref())
-            .map_err(|e| CoordinatorError::Metadata(format!("FetchPartitions: {e}")))?;
-        Ok(resp)
+            .map_err(|e| match e {
+                LinkError::Refused(s) if !s.is(StatusCode::IllegalParameter) => {
+                    CoordinatorError::Metadata(format!(
+                        "FetchPartitions: {}",
+                        LinkError::Refused(s)
+                    ))
+                }
+                LinkError::Malformed(m) => {
+                    CoordinatorError::Metadata(format!("FetchPartitions: {m}"))
+                }
+                e => CoordinatorError::ConfigNode(e),
+            })
     }
 
-    /// Takes the region routes and DataNode addresses of a FetchPartitions answer into the
-    /// caches (with `partitions`, the (device, time slot) entries taken from it) and the peer
-    /// table; the routes it named.
+    /// Takes the routes and DataNode addresses of `map` into the caches (with `partitions`,
+    /// the (device, time slot) entries taken from it) and the peer table; the routes it named.
     pub(crate) fn learn_routes(
         &self,
         pinned: &Pinned<'_>,
-        resp: &proto::FetchPartitionsResp,
+        map: PartitionMap,
         partitions: Vec<((String, i64), u64)>,
     ) -> Vec<(u64, RegionRoute)> {
-        let leaders: BTreeMap<u64, u64> = resp
-            .leaders
-            .iter()
-            .map(|l| (l.region_id, l.leader_id))
-            .collect();
-        let routes: Vec<(u64, RegionRoute)> = resp
-            .regions
-            .iter()
-            .map(|r| {
-                let route = RegionRoute {
-                    database: r.database.clone(),
-                    replicas: r.data_node_ids.clone(),
-                    leader: leaders.get(&r.region_id).copied().unwrap_or(0),
-                    migration: (r.migrating_to != 0).then_some((r.migrating_from, r.migrating_to)),
-                };
-                (r.region_id, route)
-            })
-            .collect();
-        let nodes: Vec<_> = resp
-            .data_nodes
-            .iter()
-            .map(|n| (n.data_node_id, node_addresses(n)))
-            .collect();
         self.peers.learn(
-            nodes
+            map.nodes
                 .iter()
                 .filter(|(_, a)| !a.internal.is_empty())
                 .map(|(id, a)| (*id, a.internal.clone())),
         );
-        pinned.put_partitions(partitions, routes.clone(), nodes);
-        routes
+        pinned.put_partitions(partitions, map.routes.clone(), map.nodes);
+        map.routes
     }
 
-    /// One region's part of a write (the command, and the same on the wire for a leader
-    /// elsewhere), retried within `remote_write_max_retry_ms`.
+    /// One region's part of a write (its command carries its tokens), retried within
+    /// `remote_write_max_retry_ms`.
     async fn write_region(
         self: &Arc<Self>,
         region: u64,
         route: RegionRoute,
-        (command, wire): (RegionCommand, proto::region_write_req::Command),
+        command: RegionCommand,
         generation: u64,
-        tokens: Tokens,
     ) -> Status {
         let deadline = Instant::now() + self.limits.remote_write_retry;
         let mut targets = Targets::new(self, region, &route);
@@ -1090,7 +980,7 @@ impl Coordinator {
                     StatusCode::CanNotConnectDatanode,
                     format!("no known replica of region {region}"),
                 ),
-                Some(address) => self.deliver(region, address, &command, &wire, tokens).await,
+                Some(address) => self.deliver(region, address, &command).await,
             };
             if last.is_ok() || !last.is_retryable() {
                 return last;
@@ -1209,20 +1099,6 @@ fn split_by_region(
         "every row goes to exactly one region"
     );
     split
-}
-
-/// Series types off the wire; a type this build does not know is a metadata error.
-pub(crate) fn series_from_wire(
-    series: Vec<proto::MeasurementSchema>,
-) -> Outcome<Vec<(String, DataType)>> {
-    series
-        .into_iter()
-        .map(|m| {
-            let t = proto::data_type(m.data_type)
-                .map_err(|e| CoordinatorError::Metadata(e.to_string()))?;
-            Ok((m.name, t))
-        })
-        .collect()
 }
 
 /// Where to send the next attempt of a region operation: the leader as this node's raft group

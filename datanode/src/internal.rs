@@ -15,12 +15,15 @@ use common::StatusCode;
 use proto::data_node_internal_service_server::DataNodeInternalService;
 use tonic::{Request, Response};
 
-use crate::convert::{ok, region_read_from_wire, region_series_to_wire, status, tablet_from_wire};
+use crate::convert::{
+    ok, region_command_from_wire, region_read_from_wire, region_series_to_wire, status,
+    tablet_from_wire,
+};
 use crate::coordinator::Relay;
 use crate::metrics::inc;
 use crate::parts::Shared;
 use crate::snapshot;
-use engine::{Deletion, RegionCommand};
+use engine::RegionCommand;
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
 /// The response stream of `FetchSnapshot`.
@@ -291,79 +294,40 @@ impl DataNodeInternalService for InternalService {
                 log_index,
             }))
         };
-        // The token travels into the log with the command: whenever this request is proposed,
-        // however late, apply judges it against the deletions ordered before it.
-        let deletion = Deletion {
-            metadata_version: req.metadata_version,
-            operation_id: req.operation_id,
+        let region = req.region_id;
+        let command = match region_command_from_wire(req) {
+            Ok(command) => command,
+            Err(refused) => return reply(refused.into(), 0),
         };
-        let command = match req.command {
-            Some(proto::region_write_req::Command::InsertTablet(t)) => match tablet_from_wire(t) {
-                Ok(tablet) => {
-                    // Held to this node's partition cap before it is proposed, as a session's
-                    // tablet is; never at apply, whose verdict must not depend on a node's
-                    // configuration (REVIEW L6).
-                    if let Err(e) = shared.coordinator.limits.time_slots(&tablet) {
-                        return reply(e.status().into(), 0);
-                    }
-                    RegionCommand::InsertTablet {
-                        tablet,
-                        metadata_version: req.metadata_version,
-                        table_version: req.table_version,
-                    }
-                }
-                Err(e) => return reply(status(StatusCode::IllegalParameter, e.to_string()), 0),
-            },
-            Some(proto::region_write_req::Command::DeleteSeries(d)) => {
-                RegionCommand::DeleteSeries {
-                    series: d
-                        .series
-                        .into_iter()
-                        .map(|s| (s.device, s.measurement))
-                        .collect(),
-                    deletion,
+        match &command {
+            // Held to this node's partition cap before it is proposed, as a session's tablet
+            // is; never at apply, whose verdict must not depend on a node's configuration
+            // (REVIEW L6).
+            RegionCommand::InsertTablet { tablet, .. } => {
+                if let Err(e) = shared.coordinator.limits.time_slots(tablet) {
+                    return reply(e.status().into(), 0);
                 }
             }
-            Some(proto::region_write_req::Command::DeleteDatabase(d)) => {
-                RegionCommand::DeleteDatabase {
-                    database: d.database,
-                    deletion,
-                }
-            }
-            Some(proto::region_write_req::Command::DeleteData(d)) => RegionCommand::DeleteData {
-                series: d
-                    .series
-                    .into_iter()
-                    .map(|s| (s.device, s.measurement))
-                    .collect(),
-                start: d.start_time,
-                end: d.end_time,
-                deletion,
-            },
-            Some(proto::region_write_req::Command::RaiseFenceFloor(_)) => {
-                // Only a floor whose round this node acknowledged: a round that went ahead
-                // without it is retried by the ConfigNode, and a forged one changes nothing.
+            // Only a floor whose round this node acknowledged: a round that went ahead without
+            // it is retried by the ConfigNode, and a forged one changes nothing.
+            RegionCommand::RaiseFenceFloor { version } => {
                 let announced = shared.metadata.announced_floor();
-                if req.metadata_version > announced {
+                if *version > announced {
                     return reply(
                         status(
                             StatusCode::IllegalParameter,
                             format!(
-                                "fence floor {} is above {announced}, the highest this node \
-                                 acknowledged a round of",
-                                req.metadata_version
+                                "fence floor {version} is above {announced}, the highest this \
+                                 node acknowledged a round of"
                             ),
                         ),
                         0,
                     );
                 }
-                RegionCommand::RaiseFenceFloor {
-                    version: req.metadata_version,
-                }
             }
-            None => return reply(status(StatusCode::IllegalParameter, "no command"), 0),
-        };
-        match shared.host.admit_forwarded(req.region_id, &command).await {
+            _ => {}
+        }
+        match shared.host.admit_forwarded(region, &command).await {
             Ok(index) => reply(ok(), index),
             Err(refused) => reply(refused.into(), 0),
         }

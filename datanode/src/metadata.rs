@@ -24,6 +24,12 @@ use crate::lease::{LeaseState, MetadataLeaseManager};
 use crate::metrics::{inc, Metrics};
 use engine::LeaseFenced;
 
+mod fetch;
+pub(crate) use fetch::{
+    DeviceFetch, DeviceSlots, PartitionFetch, PartitionMap, SchemaFetch, TableIncarnation,
+    TimeSlots,
+};
+
 /// Why a call to the ConfigNode leader gave no answer this DataNode can use.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub(crate) enum LinkError {
@@ -315,14 +321,13 @@ impl Pinned<'_> {
 /// A trait so the coordinator can be tested against a fake.
 #[tonic::async_trait]
 pub(crate) trait MetadataSource: Send + Sync {
+    /// The schemas asked, by device; a refusal is [`LinkError::Refused`].
     async fn fetch_schema(
         &self,
-        request: proto::FetchSchemaReq,
-    ) -> Result<proto::FetchSchemaResp, LinkError>;
-    async fn fetch_partitions(
-        &self,
-        request: proto::FetchPartitionsReq,
-    ) -> Result<proto::FetchPartitionsResp, LinkError>;
+        fetch: &SchemaFetch,
+    ) -> Result<Vec<(String, DeviceSchema)>, LinkError>;
+    /// The partitions asked, with the routes of their regions.
+    async fn fetch_partitions(&self, fetch: &PartitionFetch) -> Result<PartitionMap, LinkError>;
 }
 
 /// The ConfigNode leader as this DataNode calls it: every call bounded by a deadline, so a
@@ -413,6 +418,15 @@ impl ConfigNodeLink {
             .map_err(|e| LinkError::Unreachable(e.to_string()))?;
         check_status(regions.status.as_ref())?;
         Ok(region_routes(regions.regions))
+    }
+
+    /// Who asks, on every lookup: the ConfigNode refuses an incarnation older than the
+    /// registered one (507), so a replaced process cannot act on the cluster's metadata.
+    fn caller(&self) -> proto::Caller {
+        proto::Caller {
+            data_node_id: self.node_id,
+            incarnation_epoch: self.lease.incarnation(),
+        }
     }
 
     /// The reconciler's question: every region the ConfigNode leader knows, and which of
@@ -520,24 +534,27 @@ impl ConfigNodeLink {
 impl MetadataSource for ConfigNodeLink {
     async fn fetch_schema(
         &self,
-        request: proto::FetchSchemaReq,
-    ) -> Result<proto::FetchSchemaResp, LinkError> {
-        self.call(None, |mut c| {
-            let request = request.clone();
-            async move { c.fetch_schema(request).await }
-        })
-        .await
+        fetch: &SchemaFetch,
+    ) -> Result<Vec<(String, DeviceSchema)>, LinkError> {
+        let request = fetch::schema_request(fetch, self.caller());
+        let resp = self
+            .call(None, |mut c| {
+                let request = request.clone();
+                async move { c.fetch_schema(request).await }
+            })
+            .await?;
+        fetch::schemas(resp)
     }
 
-    async fn fetch_partitions(
-        &self,
-        request: proto::FetchPartitionsReq,
-    ) -> Result<proto::FetchPartitionsResp, LinkError> {
-        self.call(None, |mut c| {
-            let request = request.clone();
-            async move { c.fetch_partitions(request).await }
-        })
-        .await
+    async fn fetch_partitions(&self, fetch: &PartitionFetch) -> Result<PartitionMap, LinkError> {
+        let request = fetch::partition_request(fetch, self.caller());
+        let resp = self
+            .call(None, |mut c| {
+                let request = request.clone();
+                async move { c.fetch_partitions(request).await }
+            })
+            .await?;
+        fetch::partition_map(resp)
     }
 }
 

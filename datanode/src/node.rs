@@ -267,7 +267,7 @@ fn assemble(
     let peers = Arc::new(Peers::new(
         node_id,
         addresses,
-        Box::new(GrpcPeers::new(pool, message_bytes_max)),
+        Box::new(GrpcPeers::new(node_id, pool, message_bytes_max)),
     ));
     let storage = storage_config(&config, partition);
     let host = Arc::new(RegionHost::new(

@@ -2,55 +2,63 @@
 //! and the calls a coordinator makes of them, over a bounded channel cache
 //! (`runtime::ChannelPool`, at most `POOL_ADDRESSES_MAX` addresses).
 
-use common::{Status, StatusCode};
+use common::table::Category;
+use common::{DataType, SeriesPath, Status, StatusCode, Tablet};
+use engine::RegionCommand;
 use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
 use runtime::PooledChannel;
 
-use crate::convert::{region_read_to_wire, region_series_from_wire};
+use crate::convert::{
+    region_read_to_wire, region_series_from_wire, region_write_to_wire, tablet_to_wire,
+};
 use crate::region_read::{RegionRead, RegionSeries};
 
-/// The calls a coordinator makes of another DataNode's internal service, by internal address.
-/// A trait so the coordinator can be tested against fake peers.
+/// The calls a coordinator makes of another DataNode's internal service, by internal address,
+/// in the node's own types (the wire form is [`GrpcPeers`]' business). A peer that cannot be
+/// reached answers 1007 CAN_NOT_CONNECT_DATANODE. A trait so the coordinator can be tested
+/// against fake peers.
 #[tonic::async_trait]
 pub(crate) trait PeerRpc: Send + Sync {
-    /// `ForwardRegionWrite`: the answer's status.
+    /// `ForwardRegionWrite`: `command` proposed by `region`'s replica at `address`.
     async fn forward_region_write(
         &self,
         address: &str,
-        request: proto::RegionWriteReq,
-    ) -> Result<proto::Status, tonic::Status>;
-    /// `ReadRegion`: the series, or the region's refusal (a connection failure is 1007).
+        region: u64,
+        command: &RegionCommand,
+    ) -> Status;
+    /// `ReadRegion`: the series, or the region's refusal.
     async fn read_region(
         &self,
         address: &str,
         read: &RegionRead,
     ) -> Result<Vec<RegionSeries>, Status>;
-    /// `RelayInsert`.
-    async fn relay_insert(
-        &self,
-        address: &str,
-        request: proto::RelayInsertReq,
-    ) -> Result<proto::Status, tonic::Status>;
-    /// `RelaySeriesTypes`.
+    /// `RelayInsert`: a tree tablet validated and written by the peer.
+    async fn relay_insert(&self, address: &str, tablet: &Tablet) -> Status;
+    /// `RelaySeriesTypes`: the types of those of `measurements` of `device` that exist.
     async fn relay_series_types(
         &self,
         address: &str,
-        request: proto::SeriesTypesReq,
-    ) -> Result<proto::SeriesTypesResp, tonic::Status>;
-    /// `RelayDeleteData`.
+        device: &str,
+        measurements: &[String],
+    ) -> Result<Vec<(String, DataType)>, Status>;
+    /// `RelayDeleteData`: the deletion of `paths`' points in `[start, end]` resolved and
+    /// written by the peer.
     async fn relay_delete_data(
         &self,
         address: &str,
-        request: proto::RelayDeleteDataReq,
-    ) -> Result<proto::Status, tonic::Status>;
-    /// `RelayTableInsert`.
+        paths: &[SeriesPath],
+        start: i64,
+        end: i64,
+    ) -> Status;
+    /// `RelayTableInsert`: a table tablet (`tablet.device` names the table of `database`)
+    /// written by the peer.
     async fn relay_table_insert(
         &self,
-        _address: &str,
-        _request: proto::RelayTableInsertReq,
-    ) -> Result<proto::Status, tonic::Status> {
-        Err(tonic::Status::unimplemented("RelayTableInsert"))
-    }
+        address: &str,
+        database: &str,
+        tablet: &Tablet,
+        categories: &[Category],
+    ) -> Status;
     /// `FetchSnapshot`: the stream of chunks.
     async fn fetch_snapshot(
         &self,
@@ -114,13 +122,20 @@ impl Peers {
 /// [`PeerRpc`] over gRPC: a channel per address from the pool, replaced after a transport
 /// failure or a timeout.
 pub(crate) struct GrpcPeers {
+    /// This node, named in every relay as its sender.
+    node_id: u64,
     pool: runtime::ChannelPool,
     message_bytes_max: usize,
 }
 
 impl GrpcPeers {
-    pub(crate) fn new(pool: runtime::ChannelPool, message_bytes_max: usize) -> GrpcPeers {
+    pub(crate) fn new(
+        node_id: u64,
+        pool: runtime::ChannelPool,
+        message_bytes_max: usize,
+    ) -> GrpcPeers {
         GrpcPeers {
+            node_id,
             pool,
             message_bytes_max,
         }
@@ -140,18 +155,45 @@ impl GrpcPeers {
     }
 }
 
+/// A call that got no answer: 1007, so the coordinator tries another replica or peer.
+fn unreachable(address: &str, e: tonic::Status) -> Status {
+    Status::new(
+        StatusCode::CanNotConnectDatanode,
+        format!("{address}: {}", e.message()),
+    )
+}
+
+/// The status a peer answered (a missing one is malformed).
+fn answered(resp: Result<tonic::Response<proto::Status>, tonic::Status>, address: &str) -> Status {
+    match resp {
+        Ok(resp) => resp.into_inner().into(),
+        Err(e) => unreachable(address, e),
+    }
+}
+
 #[tonic::async_trait]
 impl PeerRpc for GrpcPeers {
     async fn forward_region_write(
         &self,
         address: &str,
-        request: proto::RegionWriteReq,
-    ) -> Result<proto::Status, tonic::Status> {
-        let resp = self.client(address)?.forward_region_write(request).await?;
-        Ok(resp
-            .into_inner()
-            .status
-            .unwrap_or_else(crate::convert::no_status))
+        region: u64,
+        command: &RegionCommand,
+    ) -> Status {
+        let mut client = match self.client(address) {
+            Ok(client) => client,
+            Err(e) => return unreachable(address, e),
+        };
+        match client
+            .forward_region_write(region_write_to_wire(region, command))
+            .await
+        {
+            Ok(resp) => resp
+                .into_inner()
+                .status
+                .unwrap_or_else(crate::convert::no_status)
+                .into(),
+            Err(e) => unreachable(address, e),
+        }
     }
 
     async fn read_region(
@@ -159,17 +201,11 @@ impl PeerRpc for GrpcPeers {
         address: &str,
         read: &RegionRead,
     ) -> Result<Vec<RegionSeries>, Status> {
-        let unreachable = |e: tonic::Status| {
-            Status::new(
-                StatusCode::CanNotConnectDatanode,
-                format!("{address}: {}", e.message()),
-            )
-        };
-        let mut client = self.client(address).map_err(unreachable)?;
+        let mut client = self.client(address).map_err(|e| unreachable(address, e))?;
         let resp = client
             .read_region(region_read_to_wire(read))
             .await
-            .map_err(unreachable)?
+            .map_err(|e| unreachable(address, e))?
             .into_inner();
         let status: Status = resp.status.unwrap_or_else(crate::convert::no_status).into();
         if !status.is_ok() {
@@ -187,52 +223,86 @@ impl PeerRpc for GrpcPeers {
             })
     }
 
-    async fn relay_insert(
-        &self,
-        address: &str,
-        request: proto::RelayInsertReq,
-    ) -> Result<proto::Status, tonic::Status> {
-        Ok(self
-            .client(address)?
-            .relay_insert(request)
-            .await?
-            .into_inner())
+    async fn relay_insert(&self, address: &str, tablet: &Tablet) -> Status {
+        let request = proto::RelayInsertReq {
+            tablets: vec![tablet_to_wire(tablet)],
+            from_data_node_id: self.node_id,
+        };
+        match self.client(address) {
+            Ok(mut client) => answered(client.relay_insert(request).await, address),
+            Err(e) => unreachable(address, e),
+        }
     }
 
     async fn relay_series_types(
         &self,
         address: &str,
-        request: proto::SeriesTypesReq,
-    ) -> Result<proto::SeriesTypesResp, tonic::Status> {
-        Ok(self
-            .client(address)?
+        device: &str,
+        measurements: &[String],
+    ) -> Result<Vec<(String, DataType)>, Status> {
+        let request = proto::SeriesTypesReq {
+            session_id: 0,
+            device: device.to_string(),
+            measurements: measurements.to_vec(),
+        };
+        let mut client = self.client(address).map_err(|e| unreachable(address, e))?;
+        let resp = client
             .relay_series_types(request)
-            .await?
-            .into_inner())
+            .await
+            .map_err(|e| unreachable(address, e))?
+            .into_inner();
+        match resp.status {
+            Some(s) if !s.is_success() => return Err(s.into()),
+            _ => {}
+        }
+        resp.series
+            .into_iter()
+            .map(|m| Ok((m.name, proto::data_type(m.data_type)?)))
+            .collect::<proto::Result<_>>()
+            .map_err(|e| {
+                Status::new(
+                    StatusCode::InternalServerError,
+                    format!("{address} answered a series type malformed: {e}"),
+                )
+            })
     }
 
     async fn relay_delete_data(
         &self,
         address: &str,
-        request: proto::RelayDeleteDataReq,
-    ) -> Result<proto::Status, tonic::Status> {
-        Ok(self
-            .client(address)?
-            .relay_delete_data(request)
-            .await?
-            .into_inner())
+        paths: &[SeriesPath],
+        start: i64,
+        end: i64,
+    ) -> Status {
+        let request = proto::RelayDeleteDataReq {
+            paths: paths.iter().cloned().map(Into::into).collect(),
+            start_time: start,
+            end_time: end,
+            from_data_node_id: self.node_id,
+        };
+        match self.client(address) {
+            Ok(mut client) => answered(client.relay_delete_data(request).await, address),
+            Err(e) => unreachable(address, e),
+        }
     }
 
     async fn relay_table_insert(
         &self,
         address: &str,
-        request: proto::RelayTableInsertReq,
-    ) -> Result<proto::Status, tonic::Status> {
-        Ok(self
-            .client(address)?
-            .relay_table_insert(request)
-            .await?
-            .into_inner())
+        database: &str,
+        tablet: &Tablet,
+        categories: &[Category],
+    ) -> Status {
+        let request = proto::RelayTableInsertReq {
+            database: database.to_string(),
+            tablet: Some(tablet_to_wire(tablet)),
+            categories: categories.iter().map(|c| u32::from(c.wire())).collect(),
+            from_data_node_id: self.node_id,
+        };
+        match self.client(address) {
+            Ok(mut client) => answered(client.relay_table_insert(request).await, address),
+            Err(e) => unreachable(address, e),
+        }
     }
 
     async fn fetch_snapshot(

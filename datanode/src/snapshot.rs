@@ -882,45 +882,55 @@ mod tests {
     /// Peers that answer nothing: the throttle test sends no request.
     struct NoPeers;
 
+    fn no_peers() -> common::Status {
+        common::Status::new(common::StatusCode::CanNotConnectDatanode, "no peers")
+    }
+
     #[tonic::async_trait]
     impl crate::peers::PeerRpc for NoPeers {
         async fn forward_region_write(
             &self,
             _: &str,
-            _: proto::RegionWriteReq,
-        ) -> Result<proto::Status, tonic::Status> {
-            Err(tonic::Status::unimplemented("no peers"))
+            _: u64,
+            _: &engine::RegionCommand,
+        ) -> common::Status {
+            no_peers()
         }
         async fn read_region(
             &self,
             _: &str,
             _: &crate::region_read::RegionRead,
         ) -> Result<Vec<crate::region_read::RegionSeries>, common::Status> {
-            Err(common::Status::new(
-                common::StatusCode::CanNotConnectDatanode,
-                "no peers",
-            ))
+            Err(no_peers())
         }
-        async fn relay_insert(
-            &self,
-            _: &str,
-            _: proto::RelayInsertReq,
-        ) -> Result<proto::Status, tonic::Status> {
-            Err(tonic::Status::unimplemented("no peers"))
+        async fn relay_insert(&self, _: &str, _: &common::Tablet) -> common::Status {
+            no_peers()
         }
         async fn relay_series_types(
             &self,
             _: &str,
-            _: proto::SeriesTypesReq,
-        ) -> Result<proto::SeriesTypesResp, tonic::Status> {
-            Err(tonic::Status::unimplemented("no peers"))
+            _: &str,
+            _: &[String],
+        ) -> Result<Vec<(String, common::DataType)>, common::Status> {
+            Err(no_peers())
         }
         async fn relay_delete_data(
             &self,
             _: &str,
-            _: proto::RelayDeleteDataReq,
-        ) -> Result<proto::Status, tonic::Status> {
-            Err(tonic::Status::unimplemented("no peers"))
+            _: &[common::SeriesPath],
+            _: i64,
+            _: i64,
+        ) -> common::Status {
+            no_peers()
+        }
+        async fn relay_table_insert(
+            &self,
+            _: &str,
+            _: &str,
+            _: &common::Tablet,
+            _: &[common::table::Category],
+        ) -> common::Status {
+            no_peers()
         }
     }
 

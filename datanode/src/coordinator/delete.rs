@@ -137,16 +137,11 @@ impl Coordinator {
                         operation_id: tokens.operation_id,
                     },
                 };
-                let wire = proto::region_write_req::Command::DeleteData(proto::DeleteDataCommand {
-                    series: paths.into_iter().map(Into::into).collect(),
-                    start_time: start,
-                    end_time: end,
-                });
                 let coordinator = self.clone();
                 let generation = pinned.generation();
                 parts.spawn(async move {
                     coordinator
-                        .write_region(region, route, (command, wire), generation, tokens)
+                        .write_region(region, route, command, generation)
                         .await
                 });
             }
@@ -169,18 +164,19 @@ impl Coordinator {
     /// peer takes it.
     async fn relay_delete_data(&self, paths: Vec<SeriesPath>, start: i64, end: i64) -> Outcome<()> {
         let rpc = self.peers.rpc();
-        self.relay("took the deletion", RelayCall::Write, |address| {
-            let request = proto::RelayDeleteDataReq {
-                paths: paths.iter().cloned().map(Into::into).collect(),
-                start_time: start,
-                end_time: end,
-                from_data_node_id: self.node_id,
-            };
-            async move {
-                let s: Status = rpc.relay_delete_data(&address, request).await?.into();
-                Ok(if s.is_ok() { Ok(()) } else { Err(s) })
-            }
-        })
+        let paths = &paths;
+        self.relay(
+            "took the deletion",
+            RelayCall::Write,
+            |address| async move {
+                let s = rpc.relay_delete_data(&address, paths, start, end).await;
+                if s.is_ok() {
+                    Ok(())
+                } else {
+                    Err(s)
+                }
+            },
+        )
         .await?;
         inc(&self.metrics.fencing.relayed_deletes);
         Ok(())

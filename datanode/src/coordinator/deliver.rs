@@ -1,6 +1,6 @@
 //! One attempt of a region write: proposed to the local replica when the target is this node,
-//! else forwarded to the replica at the target address with the write's tokens (which travel
-//! into the region's log with the command, so the region judges them however late it arrives).
+//! else forwarded to the replica at the target address. The command carries its tokens into
+//! the region's log, so the region judges them however late it arrives.
 //!
 //! Failpoint `datanode::write::deliver_late` (`return(ms)`; `deleteData` commands only) makes
 //! the attempt reach the region `ms` late, delivered even if the coordinator has given up on it
@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{Status, StatusCode};
 use engine::RegionCommand;
 
-use super::{Coordinator, Tokens};
+use super::Coordinator;
 use crate::metrics::inc;
 
 impl Coordinator {
@@ -24,22 +24,16 @@ impl Coordinator {
         region: u64,
         address: String,
         command: &RegionCommand,
-        wire: &proto::region_write_req::Command,
-        tokens: Tokens,
     ) -> Status {
         let Some(late) = late_delivery(command) else {
-            return self
-                .deliver_now(region, &address, command, wire, tokens)
-                .await;
+            return self.deliver_now(region, &address, command).await;
         };
         tracing::warn!(region, ?late, "failpoint: this region write arrives late");
-        let (this, command, wire) = (self.clone(), command.clone(), wire.clone());
+        let (this, command) = (self.clone(), command.clone());
         // Spawned, so the delivery happens even when this attempt's caller is dropped.
         let delivery = tokio::spawn(async move {
             tokio::time::sleep(late).await;
-            let s = this
-                .deliver_now(region, &address, &command, &wire, tokens)
-                .await;
+            let s = this.deliver_now(region, &address, &command).await;
             tracing::warn!(
                 region,
                 code = s.code.code(),
@@ -55,14 +49,7 @@ impl Coordinator {
         })
     }
 
-    async fn deliver_now(
-        &self,
-        region: u64,
-        address: &str,
-        command: &RegionCommand,
-        wire: &proto::region_write_req::Command,
-        tokens: Tokens,
-    ) -> Status {
+    async fn deliver_now(&self, region: u64, address: &str, command: &RegionCommand) -> Status {
         if address == self.internal_address {
             return if self.local.hosts(region) {
                 match self.local.propose(region, command).await {
@@ -74,25 +61,10 @@ impl Coordinator {
             };
         }
         inc(&self.metrics.writes.forwarded_writes);
-        let request = proto::RegionWriteReq {
-            region_id: region,
-            command: Some(wire.clone()),
-            operation_id: tokens.operation_id,
-            metadata_version: tokens.metadata_version,
-            table_version: tokens.table_version,
-        };
-        match self
-            .peers
+        self.peers
             .rpc()
-            .forward_region_write(address, request)
+            .forward_region_write(address, region, command)
             .await
-        {
-            Ok(s) => s.into(),
-            Err(e) => Status::new(
-                StatusCode::CanNotConnectDatanode,
-                format!("{address}: {}", e.message()),
-            ),
-        }
     }
 }
 

@@ -13,7 +13,7 @@ use common::{DataType, SeriesBatch, SeriesPath, Status, StatusCode, Value};
 
 use super::{backoff, Coordinator, CoordinatorError, Outcome, Targets};
 use crate::cache::{DeviceSchema, RegionRoute};
-use crate::metadata::Pinned;
+use crate::metadata::{DeviceFetch, DeviceSlots, PartitionFetch, Pinned, SchemaFetch, TimeSlots};
 use crate::metrics::inc;
 use crate::region_read::{ReadKind, RegionRead, RegionSeries};
 use crate::timing::READ_RETRY;
@@ -295,19 +295,18 @@ impl Coordinator {
             return Ok(schemas);
         }
         inc(&self.metrics.confignode.schema_fetches);
-        let request = proto::FetchSchemaReq {
+        let fetch = SchemaFetch {
             devices: missing
                 .iter()
-                .map(|d| proto::DeviceSchemaRequest {
+                .map(|d| DeviceFetch {
                     device: d.to_string(),
                     measurements: Vec::new(),
                 })
                 .collect(),
             auto_create: false,
-            caller: Some(self.caller()),
             table: None,
         };
-        for (device, schema) in self.fetch_schema(request).await? {
+        for (device, schema) in self.fetch_schema(&fetch).await? {
             let Some(path) = missing.iter().find(|m| m.as_str() == device) else {
                 continue;
             };
@@ -382,29 +381,23 @@ impl Coordinator {
             }
         }
         for devices in missing.chunks(common::FETCH_PARTITIONS_SLOTS_MAX) {
-            let request = proto::FetchPartitionsReq {
-                requests: devices
+            let fetch = PartitionFetch {
+                devices: devices
                     .iter()
-                    .map(|d| proto::DeviceTimeSlots {
+                    .map(|d| DeviceSlots {
                         device: d.clone(),
-                        time_slots: Vec::new(),
-                        every_time_slot: true,
+                        slots: TimeSlots::Every,
                     })
                     .collect(),
                 auto_create: false,
-                caller: Some(self.caller()),
             };
-            let resp = self.ask_partitions(request).await?;
-            self.learn_routes(pinned, &resp, Vec::new());
-            pinned.put_series_slot_regions(
-                resp.device_regions
-                    .iter()
-                    .map(|d| ((d.database.clone(), d.series_slot), d.region_ids.clone()))
-                    .collect(),
-            );
-            for d in resp.device_regions {
-                if d.database == database && by_slot.contains_key(&d.series_slot) {
-                    held.insert(d.series_slot, d.region_ids);
+            let mut map = self.ask_partitions(&fetch).await?;
+            let found = std::mem::take(&mut map.held);
+            self.learn_routes(pinned, map, Vec::new());
+            pinned.put_series_slot_regions(found.clone());
+            for ((db, slot), regions) in found {
+                if db == database && by_slot.contains_key(&slot) {
+                    held.insert(slot, regions);
                 }
             }
         }

@@ -10,6 +10,7 @@ use consensus::ManualClock;
 use parking_lot::{Mutex, RwLock};
 
 use super::*;
+use crate::cache::NodeAddresses;
 use crate::convert::{ok, status};
 use crate::lease::MetadataLeaseManager;
 use crate::peers::PeerRpc;
@@ -61,152 +62,124 @@ struct FakeSource {
     held: Mutex<BTreeMap<String, Vec<u64>>>,
 }
 
-fn location(node: u64) -> proto::DataNodeLocation {
-    proto::DataNodeLocation {
-        data_node_id: node,
-        internal_endpoint: proto::parse_endpoint(&internal(node)).ok(),
-        rpc_endpoint: proto::parse_endpoint(&rpc(node)).ok(),
-    }
-}
-
 #[tonic::async_trait]
 impl MetadataSource for FakeSource {
     async fn fetch_schema(
         &self,
-        request: proto::FetchSchemaReq,
-    ) -> Result<proto::FetchSchemaResp, LinkError> {
+        fetch: &SchemaFetch,
+    ) -> Result<Vec<(String, DeviceSchema)>, LinkError> {
         self.schema_calls.fetch_add(1, Ordering::SeqCst);
         if let Some(s) = self.fail_with.lock().clone() {
             return Err(s);
         }
         let mut series = self.series.lock();
         let aliases = self.aliases.lock();
-        let devices = request
+        let devices = fetch
             .devices
-            .into_iter()
+            .iter()
             .map(|d| {
-                if request.auto_create {
-                    for m in d
+                if fetch.auto_create {
+                    for (name, t) in d
                         .measurements
                         .iter()
-                        .filter(|m| !aliases.contains_key(&m.name))
+                        .filter(|(name, _)| !aliases.contains_key(name))
                     {
-                        let t = proto::data_type(m.data_type).expect("a known type");
-                        series.entry(m.name.clone()).or_insert(t);
+                        series
+                            .entry(name.clone())
+                            .or_insert(t.expect("a type where the series may be created"));
                     }
                 }
                 // A lookup naming no measurement (a read's) learns every alias.
                 let named: Vec<&String> = if d.measurements.is_empty() {
                     aliases.keys().collect()
                 } else {
-                    d.measurements.iter().map(|m| &m.name).collect()
+                    d.measurements.iter().map(|(name, _)| name).collect()
                 };
-                proto::DeviceSchema {
+                let schema = DeviceSchema {
+                    database: DB.into(),
+                    types: series.clone(),
                     aliases: named
                         .into_iter()
-                        .filter_map(|name| {
-                            Some(proto::SeriesAlias {
-                                alias: name.clone(),
-                                measurement: aliases.get(name)?.clone(),
-                            })
-                        })
+                        .filter_map(|name| Some((name.clone(), aliases.get(name)?.clone())))
                         .collect(),
-                    device: d.device,
-                    database: DB.into(),
-                    ttl_ms: 0,
-                    measurements: series
-                        .iter()
-                        .map(|(name, t)| proto::MeasurementSchema {
-                            name: name.clone(),
-                            data_type: proto::data_type_to_wire(*t) as i32,
-                        })
-                        .collect(),
-                }
+                    version: 7,
+                    ttl_ms: None,
+                };
+                (d.device.clone(), schema)
             })
             .collect();
-        Ok(proto::FetchSchemaResp {
-            status: Some(ok()),
-            devices,
-            metadata_version: 7,
-        })
+        Ok(devices)
     }
 
-    async fn fetch_partitions(
-        &self,
-        request: proto::FetchPartitionsReq,
-    ) -> Result<proto::FetchPartitionsResp, LinkError> {
+    async fn fetch_partitions(&self, fetch: &PartitionFetch) -> Result<PartitionMap, LinkError> {
         self.partition_calls.fetch_add(1, Ordering::SeqCst);
         if let Some(s) = self.fail_with.lock().clone() {
             return Err(s);
         }
-        let asked: usize = request.requests.iter().map(|r| r.time_slots.len()).sum();
+        let asked: usize = fetch
+            .devices
+            .iter()
+            .map(|d| match &d.slots {
+                TimeSlots::These(slots) => slots.len(),
+                TimeSlots::Every => 0,
+            })
+            .sum();
         self.partition_slots.fetch_add(asked, Ordering::SeqCst);
         if let Some(s) = self.refuse_partitions.lock().clone() {
-            return Ok(proto::FetchPartitionsResp {
-                status: Some(s),
-                ..proto::FetchPartitionsResp::default()
-            });
+            return Err(LinkError::Refused(s.into()));
         }
         let partition = PartitionConfig::default();
-        let partitions: Vec<proto::PartitionEntry> = request
-            .requests
-            .iter()
-            .flat_map(|r| {
-                let series_slot = partition.series_slot(&r.device);
-                r.time_slots.iter().map(move |slot| proto::PartitionEntry {
-                    database: DB.into(),
-                    series_slot,
-                    time_slot: *slot,
-                    region_id: REGION,
-                })
-            })
-            .collect();
+        let mut partitions = Vec::new();
+        let mut held_slots = Vec::new();
         let held = self.held.lock();
-        let device_regions: Vec<proto::DeviceRegions> = request
-            .requests
-            .iter()
-            .filter(|r| r.every_time_slot)
-            .map(|r| proto::DeviceRegions {
-                device: r.device.clone(),
-                database: DB.into(),
-                series_slot: partition.series_slot(&r.device),
-                region_ids: held.get(&r.device).cloned().unwrap_or_default(),
-            })
-            .collect();
+        for d in &fetch.devices {
+            let series_slot = partition.series_slot(&d.device);
+            match &d.slots {
+                TimeSlots::These(slots) => {
+                    partitions.extend(slots.iter().map(|slot| ((series_slot, *slot), REGION)))
+                }
+                TimeSlots::Every => held_slots.push((
+                    (DB.to_string(), series_slot),
+                    held.get(&d.device).cloned().unwrap_or_default(),
+                )),
+            }
+        }
         let mut routes: BTreeMap<u64, (Vec<u64>, u64)> = BTreeMap::new();
         if !partitions.is_empty() {
             routes.insert(REGION, (vec![2, 3], 2));
         }
         let known = self.regions.lock();
-        for id in device_regions.iter().flat_map(|d| &d.region_ids) {
+        for id in held_slots.iter().flat_map(|(_, ids)| ids) {
             routes.insert(
                 *id,
                 known.get(id).cloned().expect("a route for a held region"),
             );
         }
-        Ok(proto::FetchPartitionsResp {
-            status: Some(ok()),
+        Ok(PartitionMap {
             partitions,
-            regions: routes
-                .iter()
-                .map(|(id, (replicas, _))| proto::RegionReplicaSet {
-                    region_id: *id,
-                    database: DB.into(),
-                    data_node_ids: replicas.clone(),
-                    preferred_leader_id: replicas[0],
-                    ..Default::default()
+            held: held_slots,
+            routes: routes
+                .into_iter()
+                .map(|(id, (replicas, leader))| {
+                    let route = RegionRoute {
+                        database: DB.into(),
+                        replicas,
+                        leader,
+                        migration: None,
+                    };
+                    (id, route)
                 })
                 .collect(),
-            data_nodes: vec![location(1), location(2), location(3)],
-            metadata_version: 7,
-            leaders: routes
-                .iter()
-                .map(|(id, (_, leader))| proto::RegionLeader {
-                    region_id: *id,
-                    leader_id: *leader,
+            nodes: [1, 2, 3]
+                .into_iter()
+                .map(|n| {
+                    let addresses = NodeAddresses {
+                        internal: internal(n),
+                        rpc: rpc(n),
+                    };
+                    (n, addresses)
                 })
                 .collect(),
-            device_regions,
         })
     }
 }
@@ -249,11 +222,12 @@ impl PeerRpc for Arc<FakePeers> {
     async fn forward_region_write(
         &self,
         address: &str,
-        _request: proto::RegionWriteReq,
-    ) -> Result<proto::Status, tonic::Status> {
+        _region: u64,
+        _command: &RegionCommand,
+    ) -> Status {
         let answer = self.answer(address, "forward");
         let _open = self.gate.read().await;
-        Ok(answer)
+        answer.into()
     }
 
     async fn read_region(
@@ -270,37 +244,44 @@ impl PeerRpc for Arc<FakePeers> {
             .unwrap_or_default())
     }
 
-    async fn relay_insert(
-        &self,
-        address: &str,
-        _request: proto::RelayInsertReq,
-    ) -> Result<proto::Status, tonic::Status> {
+    async fn relay_insert(&self, address: &str, _tablet: &Tablet) -> Status {
         let answer = self.answer(address, "relay_insert");
         let _open = self.gate.read().await;
-        Ok(answer)
+        answer.into()
     }
 
     async fn relay_delete_data(
         &self,
         address: &str,
-        _request: proto::RelayDeleteDataReq,
-    ) -> Result<proto::Status, tonic::Status> {
-        Ok(self.answer(address, "relay_delete_data"))
+        _paths: &[SeriesPath],
+        _start: i64,
+        _end: i64,
+    ) -> Status {
+        self.answer(address, "relay_delete_data").into()
     }
 
     async fn relay_series_types(
         &self,
         address: &str,
-        _request: proto::SeriesTypesReq,
-    ) -> Result<proto::SeriesTypesResp, tonic::Status> {
-        let status = self.answer(address, "relay_series_types");
-        Ok(proto::SeriesTypesResp {
-            status: Some(status),
-            series: vec![proto::MeasurementSchema {
-                name: "s1".into(),
-                data_type: proto::data_type_to_wire(DataType::Double) as i32,
-            }],
-        })
+        _device: &str,
+        _measurements: &[String],
+    ) -> Result<Vec<(String, DataType)>, Status> {
+        let status: Status = self.answer(address, "relay_series_types").into();
+        if status.is_ok() {
+            Ok(vec![("s1".into(), DataType::Double)])
+        } else {
+            Err(status)
+        }
+    }
+
+    async fn relay_table_insert(
+        &self,
+        address: &str,
+        _database: &str,
+        _tablet: &Tablet,
+        _categories: &[common::table::Category],
+    ) -> Status {
+        self.answer(address, "relay_table_insert").into()
     }
 }
 
