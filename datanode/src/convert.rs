@@ -146,7 +146,8 @@ failed_answers!(
     proto::ShowClusterResp,
     proto::ShowRegionsResp,
     proto::ShowLeasesResp,
-    proto::ListUsersResp
+    proto::ListUsersResp,
+    proto::SeriesTypesResp
 );
 
 /// 305 INTERNAL_SERVER_ERROR for a reply that carries no status.

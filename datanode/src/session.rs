@@ -13,7 +13,7 @@ use crate::convert::{ok, reply, status, tablet_from_wire, value_from_wire, value
 use crate::coordinator::Relay;
 use crate::host::LocalReplicas;
 use crate::ops;
-use crate::ops::write::{answer_series_types, insert_tablets, too_many, BATCH_ITEMS_MAX};
+use crate::ops::write::{insert_tablets, series_types, too_many, BATCH_ITEMS_MAX};
 use crate::parts::Shared;
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
@@ -263,9 +263,15 @@ impl SessionService for SessionServiceImpl {
         &self,
         request: Request<proto::SeriesTypesReq>,
     ) -> RpcResult<proto::SeriesTypesResp> {
-        Ok(Response::new(
-            answer_series_types(&self.shared, request.into_inner(), Relay::WhenFenced).await,
-        ))
+        let req = request.into_inner();
+        let answer = series_types(
+            &self.shared,
+            &req.device,
+            &req.measurements,
+            Relay::WhenFenced,
+        )
+        .await;
+        Ok(Response::new(reply(answer)))
     }
 
     async fn show_cluster(
