@@ -1,7 +1,7 @@
 //! Plain views of the cluster, region and lease answers (the ConfigNode's view, forwarded by the
-//! answering DataNode): what `SHOW TIMESERIES`, `SHOW CLUSTER`, `SHOW REGIONS` and the lease views
-//! show. Endpoints are `host:port`; an absent one is the empty string. `proto` fills them from
-//! its messages.
+//! answering DataNode): what `SHOW DATABASES`, `SHOW TIMESERIES`, `SHOW CLUSTER`, `SHOW REGIONS`
+//! and the lease views show. Endpoints are `host:port`; an absent one is the empty string. `proto`
+//! fills them from its messages and its messages from them.
 
 /// One database (`SHOW DATABASES`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,6 +18,42 @@ pub struct DatabaseView {
     pub time_partition_origin_ms: i64,
     /// The length of a time partition, in ms.
     pub time_partition_interval_ms: i64,
+}
+
+/// `SHOW DATABASES` as the ConfigNode answers it: every database, and the cluster-wide settings
+/// IoTDB's SHOW DATABASES repeats on each row ([`DatabasesView::into_rows`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DatabasesView {
+    /// Each database's path and time to live in ms (`None` when none is set, IoTDB's INF), in
+    /// the ConfigNode's order.
+    pub databases: Vec<(String, Option<i64>)>,
+    /// The metadata's replicas: the ConfigNodes.
+    pub schema_replication_factor: u32,
+    /// The replicas of each data region.
+    pub data_replication_factor: u32,
+    /// Where time partitions start, in ms.
+    pub time_partition_origin_ms: i64,
+    /// The length of a time partition, in ms.
+    pub time_partition_interval_ms: i64,
+    /// The answering ConfigNode's wall clock when it answered, in ms since the epoch.
+    pub now_ms: i64,
+}
+
+impl DatabasesView {
+    /// One row per database, each with the cluster-wide settings.
+    pub fn into_rows(self) -> Vec<DatabaseView> {
+        self.databases
+            .into_iter()
+            .map(|(name, ttl_ms)| DatabaseView {
+                name,
+                ttl_ms,
+                schema_replication_factor: self.schema_replication_factor,
+                data_replication_factor: self.data_replication_factor,
+                time_partition_origin_ms: self.time_partition_origin_ms,
+                time_partition_interval_ms: self.time_partition_interval_ms,
+            })
+            .collect()
+    }
 }
 
 /// One series (`SHOW TIMESERIES`).
@@ -98,6 +134,9 @@ pub struct DataNodeView {
     pub status: String,
     /// Bumped on every registration (restart).
     pub incarnation_epoch: u64,
+    /// The highest incarnation it proved it ran (a registration, or a heartbeat reply): a data
+    /// directory holding an older one is refused.
+    pub confirmed_incarnation_epoch: u64,
 }
 
 /// One data region group (`SHOW REGIONS`).

@@ -230,6 +230,46 @@ pub fn ok() -> proto::Status {
     proto::status(StatusCode::Success, "")
 }
 
+/// The wire answer of an application-layer answer (`ops`): its view, or its failure's status
+/// alone.
+pub(crate) fn reply<V, R>(answer: Result<V, common::Status>) -> R
+where
+    R: From<V> + Failed,
+{
+    match answer {
+        Ok(view) => R::from(view),
+        Err(status) => R::failed(status.into()),
+    }
+}
+
+/// A wire answer that carries only a failed status.
+pub(crate) trait Failed {
+    fn failed(status: proto::Status) -> Self;
+}
+
+macro_rules! failed_answers {
+    ($($resp:ty),*) => {$(
+        impl Failed for $resp {
+            fn failed(status: proto::Status) -> Self {
+                Self {
+                    status: Some(status),
+                    ..Default::default()
+                }
+            }
+        }
+    )*};
+}
+
+failed_answers!(
+    proto::ShowDatabasesResp,
+    proto::ShowTimeseriesResp,
+    proto::ShowClusterResp,
+    proto::ShowRegionsResp,
+    proto::ShowLeasesResp,
+    proto::ListUsersResp,
+    proto::SeriesTypesResp
+);
+
 /// 305 INTERNAL_SERVER_ERROR for a reply that carries no status.
 pub fn no_status() -> proto::Status {
     status(StatusCode::InternalServerError, "reply without status")

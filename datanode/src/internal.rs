@@ -468,14 +468,15 @@ impl DataNodeInternalService for InternalService {
         &self,
         request: Request<proto::SeriesTypesReq>,
     ) -> RpcResult<proto::SeriesTypesResp> {
-        Ok(Response::new(
-            crate::ops::write::answer_series_types(
-                &self.shared,
-                request.into_inner(),
-                Relay::Never,
-            )
-            .await,
-        ))
+        let req = request.into_inner();
+        let answer = crate::ops::write::series_types(
+            &self.shared,
+            &req.device,
+            &req.measurements,
+            Relay::Never,
+        )
+        .await;
+        Ok(Response::new(crate::convert::reply(answer)))
     }
 
     async fn read_region(

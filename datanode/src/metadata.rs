@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use common::path::DevicePath;
 use common::table::TableView;
+use common::views::DatabasesView;
 use common::{Status, StatusCode};
 use parking_lot::Mutex;
 use proto::config_node_service_client::ConfigNodeServiceClient;
@@ -457,18 +458,14 @@ impl ConfigNodeLink {
             .await
             .map_err(|e| LinkError::Unreachable(e.to_string()))?;
         check_status(answer.status.as_ref())?;
-        if answer.ttl_ms.len() != answer.databases.len() {
-            return Err(LinkError::Malformed(
-                "ShowDatabases answered TTLs not parallel to its databases".into(),
-            ));
-        }
-        let ttls = answer
+        let view = DatabasesView::try_from(answer)
+            .map_err(|e| LinkError::Malformed(format!("ShowDatabases: {e}")))?;
+        let ttls = view
             .databases
             .into_iter()
-            .zip(answer.ttl_ms)
-            .filter(|(_, ttl)| *ttl > 0)
+            .filter_map(|(database, ttl)| Some((database, ttl?)))
             .collect();
-        Ok((ttls, answer.now_ms))
+        Ok((ttls, view.now_ms))
     }
 
     /// The series that declared an encoding or compressor, as the ConfigNode leader has them

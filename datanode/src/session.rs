@@ -9,11 +9,11 @@ use common::{DataType, SeriesPath, StatusCode, Tablet};
 use proto::session_service_server::SessionService;
 use tonic::{Request, Response};
 
-use crate::convert::{ok, status, tablet_from_wire, value_from_wire, value_to_wire};
+use crate::convert::{ok, reply, status, tablet_from_wire, value_from_wire, value_to_wire};
 use crate::coordinator::Relay;
 use crate::host::LocalReplicas;
 use crate::ops;
-use crate::ops::write::{answer_series_types, insert_tablets, too_many, BATCH_ITEMS_MAX};
+use crate::ops::write::{insert_tablets, series_types, too_many, BATCH_ITEMS_MAX};
 use crate::parts::Shared;
 
 type RpcResult<T> = Result<Response<T>, tonic::Status>;
@@ -234,7 +234,9 @@ impl SessionService for SessionServiceImpl {
     ) -> RpcResult<proto::Status> {
         let statement = request.into_inner().statement;
         Ok(Response::new(
-            ops::cluster::schema_statement(&self.shared, statement).await,
+            ops::cluster::schema_statement(&self.shared, statement)
+                .await
+                .into(),
         ))
     }
 
@@ -242,9 +244,9 @@ impl SessionService for SessionServiceImpl {
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowDatabasesResp> {
-        Ok(Response::new(
+        Ok(Response::new(reply(
             ops::cluster::show_databases(&self.shared).await,
-        ))
+        )))
     }
 
     async fn show_timeseries(
@@ -252,50 +254,60 @@ impl SessionService for SessionServiceImpl {
         request: Request<proto::SessionShowTimeseriesReq>,
     ) -> RpcResult<proto::ShowTimeseriesResp> {
         let prefix = request.into_inner().prefix;
-        Ok(Response::new(
+        Ok(Response::new(reply(
             ops::cluster::show_timeseries(&self.shared, prefix).await,
-        ))
+        )))
     }
 
     async fn series_types(
         &self,
         request: Request<proto::SeriesTypesReq>,
     ) -> RpcResult<proto::SeriesTypesResp> {
-        Ok(Response::new(
-            answer_series_types(&self.shared, request.into_inner(), Relay::WhenFenced).await,
-        ))
+        let req = request.into_inner();
+        let answer = series_types(
+            &self.shared,
+            &req.device,
+            &req.measurements,
+            Relay::WhenFenced,
+        )
+        .await;
+        Ok(Response::new(reply(answer)))
     }
 
     async fn show_cluster(
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowClusterResp> {
-        Ok(Response::new(
+        Ok(Response::new(reply(
             ops::cluster::show_cluster(&self.shared).await,
-        ))
+        )))
     }
 
     async fn show_regions(
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowRegionsResp> {
-        Ok(Response::new(
+        Ok(Response::new(reply(
             ops::cluster::show_regions(&self.shared).await,
-        ))
+        )))
     }
 
     async fn show_leases(
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowLeasesResp> {
-        Ok(Response::new(ops::cluster::show_leases(&self.shared).await))
+        Ok(Response::new(reply(
+            ops::cluster::show_leases(&self.shared).await,
+        )))
     }
 
     async fn show_local_lease(
         &self,
         _r: Request<proto::SessionShowReq>,
     ) -> RpcResult<proto::ShowLocalLeaseResp> {
-        Ok(Response::new(ops::cluster::local_lease(&self.shared)))
+        Ok(Response::new(
+            ops::cluster::local_lease(&self.shared).into(),
+        ))
     }
 
     async fn user_statement(
@@ -308,7 +320,9 @@ impl SessionService for SessionServiceImpl {
         };
         let statement = request.into_inner().statement;
         Ok(Response::new(
-            ops::cluster::user_statement(&self.shared, issuer, statement).await,
+            ops::cluster::user_statement(&self.shared, issuer, statement)
+                .await
+                .into(),
         ))
     }
 
@@ -440,7 +454,9 @@ impl SessionService for SessionServiceImpl {
         &self,
         _r: Request<proto::ListUsersReq>,
     ) -> RpcResult<proto::ListUsersResp> {
-        Ok(Response::new(ops::cluster::list_users(&self.shared).await))
+        Ok(Response::new(reply(
+            ops::cluster::list_users(&self.shared).await,
+        )))
     }
 
     async fn flush(&self, _r: Request<proto::SessionShowReq>) -> RpcResult<proto::Status> {

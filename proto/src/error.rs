@@ -23,4 +23,12 @@ pub enum Error {
     /// A required message field was absent.
     #[error("missing field {0}")]
     MissingField(&'static str),
+    /// A list that must be parallel to another (one entry per entry) is not.
+    #[error("{list} is not parallel to {to}")]
+    NotParallel {
+        /// The list of the wrong length.
+        list: &'static str,
+        /// The list it must follow.
+        to: &'static str,
+    },
 }

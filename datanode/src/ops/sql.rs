@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use common::table::{DeviceAttributes, TableSchema, TableView};
-use common::{DataType, SeriesPath, Status, StatusCode, Tablet, Value};
-use proto::statements;
-use proto::views::{
+use common::views::{
     ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
 };
+use common::{DataType, SeriesPath, Status, StatusCode, Tablet, Value};
+use proto::statements;
 use sql::{Backend, ExecError, ExecResult};
 
 use crate::coordinator::{CoordinatorError, Relay, TableOrigin};
@@ -54,25 +54,28 @@ impl DataNodeBackend {
     ) -> ExecResult<()> {
         let answer =
             cluster::user_statement(&self.shared, self.user.clone(), Some(statement)).await;
-        status_result(&answer.into())
+        status_result(&answer)
     }
 
     /// Runs a schema statement (forwarded to the ConfigNode).
     async fn schema(&self, statement: proto::schema_statement_req::Statement) -> ExecResult<()> {
-        status_result(
-            &cluster::schema_statement(&self.shared, Some(statement))
-                .await
-                .into(),
-        )
+        status_result(&cluster::schema_statement(&self.shared, Some(statement)).await)
     }
 }
 
-/// The success of a wire status, or the status as an [`ExecError`]. 400 is a success: the
-/// write happened, with a hint.
+/// The success of a status, or the status as an [`ExecError`]. 400 is a success: the write
+/// happened, with a hint.
 pub(crate) fn status_result(status: &Status) -> ExecResult<()> {
     if status.is(StatusCode::Success) || status.is(StatusCode::RedirectionRecommend) {
         Ok(())
-    } else if status.is(StatusCode::MultipleError) {
+    } else {
+        Err(status_error(status))
+    }
+}
+
+/// A failed status as an [`ExecError`].
+fn status_error(status: &Status) -> ExecError {
+    if status.is(StatusCode::MultipleError) {
         // Every 302 keeps its parts: IoTDB's clients read a 302 through its `subStatus`.
         let mut parts: Vec<(i32, String)> = status
             .parts
@@ -85,16 +88,21 @@ pub(crate) fn status_result(status: &Status) -> ExecResult<()> {
                 status.message.clone(),
             ));
         }
-        Err(ExecError::Parts {
+        ExecError::Parts {
             message: status.message.clone(),
             parts,
-        })
+        }
     } else {
-        Err(ExecError::Status {
+        ExecError::Status {
             code: status.code.wire(),
             message: status.message.clone(),
-        })
+        }
     }
+}
+
+/// An `ops::cluster` answer as the executor's result.
+fn answered<T>(answer: Result<T, Status>) -> ExecResult<T> {
+    answer.map_err(|s| status_error(&s))
 }
 
 /// The wire status of an executor's error; a 302 keeps its parts as sub-statuses.
@@ -115,23 +123,6 @@ pub(crate) fn exec_status(e: &ExecError) -> proto::Status {
             .collect();
     }
     s
-}
-
-/// An answer of `ops::cluster`, its `status` checked, as a `T`.
-fn checked<R, T>(reply: R, status: impl FnOnce(&R) -> Option<proto::Status>) -> ExecResult<T>
-where
-    R: Into<T>,
-{
-    match status(&reply) {
-        Some(s) => status_result(&s.into())?,
-        None => {
-            return Err(ExecError::Status {
-                code: StatusCode::InternalServerError.wire(),
-                message: "answer without a status".into(),
-            })
-        }
-    }
-    Ok(reply.into())
 }
 
 fn coordinator_error(e: CoordinatorError) -> ExecError {
@@ -238,20 +229,7 @@ impl Backend for DataNodeBackend {
     }
 
     async fn show_timeseries(&self, prefix: &str) -> ExecResult<Vec<TimeseriesView>> {
-        let answer = cluster::show_timeseries(&self.shared, prefix.to_string()).await;
-        let reply: proto::ShowTimeseriesResp =
-            checked(answer, |r: &proto::ShowTimeseriesResp| r.status.clone())?;
-        reply
-            .series
-            .into_iter()
-            .map(|s| {
-                let series = format!("{}.{}", s.device, s.measurement);
-                TimeseriesView::try_from(s).map_err(|e| ExecError::Status {
-                    code: StatusCode::InternalServerError.wire(),
-                    message: format!("series {series}: {e}"),
-                })
-            })
-            .collect()
+        answered(cluster::show_timeseries(&self.shared, prefix.to_string()).await)
     }
 
     async fn query_raw(
@@ -309,45 +287,23 @@ impl Backend for DataNodeBackend {
     }
 
     async fn show_databases(&self) -> ExecResult<Vec<DatabaseView>> {
-        let answer = cluster::show_databases(&self.shared).await;
-        let reply: proto::ShowDatabasesResp =
-            checked(answer, |r: &proto::ShowDatabasesResp| r.status.clone())?;
-        let ttls = &reply.ttl_ms;
-        Ok(reply
-            .databases
-            .iter()
-            .enumerate()
-            .map(|(i, d)| DatabaseView {
-                name: d.clone(),
-                ttl_ms: ttls.get(i).copied().filter(|t| *t > 0),
-                schema_replication_factor: reply.schema_replication_factor,
-                data_replication_factor: reply.data_replication_factor,
-                time_partition_origin_ms: reply.time_partition_origin_ms,
-                time_partition_interval_ms: reply.time_partition_interval_ms,
-            })
-            .collect())
+        answered(cluster::show_databases(&self.shared).await).map(|v| v.into_rows())
     }
 
     async fn show_cluster(&self) -> ExecResult<ClusterView> {
-        let answer = cluster::show_cluster(&self.shared).await;
-        checked(answer, |r: &proto::ShowClusterResp| r.status.clone())
+        answered(cluster::show_cluster(&self.shared).await)
     }
 
     async fn show_regions(&self) -> ExecResult<Vec<RegionView>> {
-        let answer = cluster::show_regions(&self.shared).await;
-        let reply: proto::ShowRegionsResp =
-            checked(answer, |r: &proto::ShowRegionsResp| r.status.clone())?;
-        Ok(reply.regions.into_iter().map(RegionView::from).collect())
+        answered(cluster::show_regions(&self.shared).await)
     }
 
     async fn show_leases(&self) -> ExecResult<LeasesView> {
-        let answer = cluster::show_leases(&self.shared).await;
-        checked(answer, |r: &proto::ShowLeasesResp| r.status.clone())
+        answered(cluster::show_leases(&self.shared).await)
     }
 
     async fn local_lease(&self) -> ExecResult<LocalLeaseView> {
-        let answer = cluster::local_lease(&self.shared);
-        checked(answer, |r: &proto::ShowLocalLeaseResp| r.status.clone())
+        Ok(cluster::local_lease(&self.shared))
     }
 
     async fn create_user(&self, name: &str, password: &str) -> ExecResult<()> {
@@ -377,10 +333,7 @@ impl Backend for DataNodeBackend {
     }
 
     async fn list_users(&self) -> ExecResult<Vec<String>> {
-        let answer = cluster::list_users(&self.shared).await;
-        let reply: proto::ListUsersResp =
-            checked(answer, |r: &proto::ListUsersResp| r.status.clone())?;
-        Ok(reply.users)
+        answered(cluster::list_users(&self.shared).await)
     }
 
     async fn insert_table_tablets(

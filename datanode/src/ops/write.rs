@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use common::{Status, StatusCode, Tablet};
+use common::{DataType, Status, StatusCode, Tablet};
 
-use crate::convert::{ok, tablet_from_wire};
+use crate::convert::tablet_from_wire;
 use crate::coordinator::{aggregate, write_status, Relay, TableOrigin};
 use crate::parts::Shared;
 
@@ -83,33 +83,20 @@ pub(crate) async fn insert_wire_tablets(
     insert_tablets(shared, tablets, relay).await
 }
 
-/// Answers a series-type lookup ([`crate::coordinator::series_types`]) on the wire: the
-/// session's, or one a fenced peer relayed here (`relay` = [`Relay::Never`]).
-pub(crate) async fn answer_series_types(
+/// The types of those of `measurements` of `device` that exist, in the order named
+/// ([`crate::coordinator::Coordinator::series_types`]): the session's lookup, or one a fenced
+/// peer relayed here (`relay` = [`Relay::Never`]).
+pub(crate) async fn series_types(
     shared: &Arc<Shared>,
-    req: proto::SeriesTypesReq,
+    device: &str,
+    measurements: &[String],
     relay: Relay,
-) -> proto::SeriesTypesResp {
-    let outcome = shared
+) -> Result<Vec<(String, DataType)>, Status> {
+    shared
         .coordinator
-        .series_types(&req.device, &req.measurements, relay)
-        .await;
-    match outcome {
-        Ok(series) => proto::SeriesTypesResp {
-            status: Some(ok()),
-            series: series
-                .into_iter()
-                .map(|(name, t)| proto::MeasurementSchema {
-                    name,
-                    data_type: proto::data_type_to_wire(t) as i32,
-                })
-                .collect(),
-        },
-        Err(e) => proto::SeriesTypesResp {
-            status: Some(e.status().into()),
-            series: Vec::new(),
-        },
-    }
+        .series_types(device, measurements, relay)
+        .await
+        .map_err(|e| e.status())
 }
 
 /// A status of an IoTDB code Fencepost may not name (e.g. 801, 300).
