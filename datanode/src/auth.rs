@@ -26,7 +26,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use common::StatusCode;
+use common::{Status, StatusCode};
 use proto::{PASSWORD_KEY, USER_KEY};
 use tonic::codegen::http::{Request, Response};
 use tonic::codegen::Service;
@@ -55,9 +55,9 @@ pub(crate) async fn login(
     user: &str,
     password: &str,
     check: Check,
-) -> proto::Status {
+) -> Status {
     if check == Check::Cached && shared.clients.logins.fresh(user, password) {
-        return crate::convert::ok();
+        return Status::ok();
     }
     let req = proto::AuthenticateReq {
         username: user.to_string(),
@@ -70,8 +70,8 @@ pub(crate) async fn login(
             async move { c.authenticate(req).await }
         })
         .await;
-    match answer {
-        Ok(status) if status.is(StatusCode::Success) => {
+    match answer.map(Status::from) {
+        Ok(status) if status.is_ok() => {
             shared.clients.logins.remember(user, password);
             status
         }
@@ -79,8 +79,8 @@ pub(crate) async fn login(
             shared.clients.logins.forget(user);
             status
         }
-        Err(_) if shared.clients.logins.fresh(user, password) => crate::convert::ok(),
-        Err(unreachable) => unreachable.status().into(),
+        Err(_) if shared.clients.logins.fresh(user, password) => Status::ok(),
+        Err(unreachable) => unreachable.status(),
     }
 }
 
@@ -113,8 +113,9 @@ fn credential(metadata: &tonic::metadata::MetadataMap, key: &str) -> Option<Stri
 }
 
 /// A refused call: `UNAUTHENTICATED` with the IoTDB code first in the message.
-fn refused(status: &proto::Status) -> Response<tonic::body::Body> {
-    tonic::Status::unauthenticated(format!("{}: {}", status.code, status.message)).into_http()
+fn refused(status: &Status) -> Response<tonic::body::Body> {
+    tonic::Status::unauthenticated(format!("{}: {}", status.code.wire(), status.message))
+        .into_http()
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -151,14 +152,14 @@ where
             );
             *request.headers_mut() = metadata.into_headers();
             let (Some(user), Some(password)) = credentials else {
-                return Ok(refused(&crate::convert::status(
+                return Ok(refused(&Status::new(
                     StatusCode::NotLogin,
                     "log in first: every call carries the user and password \
                      (fencepost-user-bin, fencepost-password-bin)",
                 )));
             };
             let status = login(&shared, &user, &password, Check::Cached).await;
-            if !status.is(StatusCode::Success) {
+            if !status.is_ok() {
                 return Ok(refused(&status));
             }
             request.extensions_mut().insert(User(user));

@@ -174,6 +174,16 @@ pub(crate) fn region_write_to_wire(region: u64, command: &RegionCommand) -> prot
     }
 }
 
+/// Wire tablets decoded, all or none (301 ILLEGAL_PARAMETER names the first bad one).
+pub(crate) fn tablets_from_wire(wire: Vec<proto::Tablet>) -> Result<Vec<Tablet>, Status> {
+    wire.into_iter()
+        .map(|t| {
+            tablet_from_wire(t)
+                .map_err(|e| Status::new(StatusCode::IllegalParameter, e.to_string()))
+        })
+        .collect()
+}
+
 /// The command a `ForwardRegionWrite` request carries, its tokens taken from the request: the
 /// token travels into the log with the command, so whenever it is proposed, however late,
 /// apply judges it against the deletions ordered before it. The inverse of

@@ -17,10 +17,11 @@ use tonic::{Request, Response};
 
 use crate::convert::{
     ok, region_command_from_wire, region_read_from_wire, region_series_to_wire, status,
-    tablet_from_wire,
+    tablet_from_wire, tablets_from_wire,
 };
 use crate::coordinator::Relay;
 use crate::metrics::inc;
+use crate::ops::write::{insert_tablets, too_many, BATCH_ITEMS_MAX};
 use crate::parts::Shared;
 use crate::snapshot;
 use engine::RegionCommand;
@@ -390,11 +391,14 @@ impl DataNodeInternalService for InternalService {
             tablets = req.tablets.len(),
             "relayed write"
         );
-        Ok(Response::new(
-            crate::ops::write::insert_wire_tablets(&self.shared, req.tablets, Relay::Never)
-                .await
-                .into(),
-        ))
+        if let Some(s) = too_many("tablets", req.tablets.len(), BATCH_ITEMS_MAX) {
+            return Ok(Response::new(s.into()));
+        }
+        let answer = match tablets_from_wire(req.tablets) {
+            Ok(tablets) => insert_tablets(&self.shared, tablets, Relay::Never).await,
+            Err(refused) => refused,
+        };
+        Ok(Response::new(answer.into()))
     }
 
     async fn relay_delete_data(
@@ -460,7 +464,7 @@ impl DataNodeInternalService for InternalService {
         let outcome = sql::insert_table(&backend, &req.database, tablet, &categories).await;
         Ok(Response::new(match outcome {
             Ok(()) => ok(),
-            Err(e) => crate::ops::sql::exec_status(&e),
+            Err(e) => crate::ops::sql::exec_status(&e).into(),
         }))
     }
 

@@ -9,7 +9,9 @@ use common::{DataType, SeriesPath, StatusCode, Tablet};
 use proto::session_service_server::SessionService;
 use tonic::{Request, Response};
 
-use crate::convert::{ok, reply, status, tablet_from_wire, value_from_wire, value_to_wire};
+use crate::convert::{
+    ok, reply, status, tablet_from_wire, tablets_from_wire, value_from_wire, value_to_wire,
+};
 use crate::coordinator::Relay;
 use crate::host::LocalReplicas;
 use crate::ops;
@@ -95,19 +97,10 @@ impl SessionService for SessionServiceImpl {
         if let Some(s) = too_many("tablets", req.tablets.len(), BATCH_ITEMS_MAX) {
             return Ok(Response::new(s.into()));
         }
-        let mut tablets = Vec::with_capacity(req.tablets.len());
-        for wire in req.tablets {
-            match tablet_from_wire(wire) {
-                Ok(t) => tablets.push(t),
-                Err(e) => {
-                    return Ok(Response::new(status(
-                        StatusCode::IllegalParameter,
-                        e.to_string(),
-                    )))
-                }
-            }
+        match tablets_from_wire(req.tablets) {
+            Ok(tablets) => Ok(Response::new(self.insert_all(tablets).await)),
+            Err(refused) => Ok(Response::new(refused.into())),
         }
-        Ok(Response::new(self.insert_all(tablets).await))
     }
 
     async fn insert_records(
@@ -364,9 +357,10 @@ impl SessionService for SessionServiceImpl {
         let written =
             ops::table::write_table(&self.shared, &backend, &req.database, &categories, decode)
                 .await;
-        Ok(Response::new(written.unwrap_or_else(|e| {
-            status(StatusCode::IllegalParameter, e.to_string())
-        })))
+        Ok(Response::new(match written {
+            Ok(s) => s.into(),
+            Err(e) => status(StatusCode::IllegalParameter, e.to_string()),
+        }))
     }
 
     async fn execute_statement(
@@ -425,7 +419,7 @@ impl SessionService for SessionServiceImpl {
                     .collect(),
             },
             Err(e) => proto::ExecuteStatementResp {
-                status: Some(ops::sql::exec_status(&e)),
+                status: Some(ops::sql::exec_status(&e).into()),
                 ..Default::default()
             },
         };
@@ -487,7 +481,7 @@ impl SessionService for SessionServiceImpl {
         .await;
         Ok(Response::new(match outcome {
             Ok(()) => ok(),
-            Err(e) => ops::sql::exec_status(&e),
+            Err(e) => ops::sql::exec_status(&e).into(),
         }))
     }
 

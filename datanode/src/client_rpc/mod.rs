@@ -219,24 +219,25 @@ struct CreateSpec {
 }
 
 /// A wire status as IoTDB's: a redirect only to a real endpoint (the client connects there).
-fn thrift_status(s: proto::Status) -> Status {
+fn thrift_status(s: common::Status) -> Status {
     let redirect_node = s
         .redirect
-        .as_ref()
+        .as_deref()
+        .and_then(|address| proto::parse_endpoint(address).ok())
         .filter(|e| !e.host.is_empty() && e.host != "0.0.0.0" && e.port > 0)
-        .map(|e| (e.host.clone(), e.port as i32));
+        .map(|e| (e.host, e.port as i32));
     // IoTDB's clients read a 302 through its sub-statuses only (the Python client iterates
     // `subStatus`): a 302 never goes out without them.
-    let sub_status = if s.sub_status.is_empty() && s.code == StatusCode::MultipleError.wire() {
+    let sub_status = if s.parts.is_empty() && s.is(StatusCode::MultipleError) {
         Some(vec![Status::new(
             StatusCode::InternalServerError.wire(),
             s.message.clone(),
         )])
     } else {
-        (!s.sub_status.is_empty()).then(|| s.sub_status.into_iter().map(thrift_status).collect())
+        (!s.parts.is_empty()).then(|| s.parts.into_iter().map(thrift_status).collect())
     };
     Status {
-        code: s.code,
+        code: s.code.wire(),
         message: (!s.message.is_empty()).then_some(s.message),
         sub_status,
         redirect_node,
@@ -245,7 +246,7 @@ fn thrift_status(s: proto::Status) -> Status {
 
 /// The status of a request of several devices: a redirect hint is about one device and the
 /// client reads hints of such requests only from sub-statuses, so a lone 400 is a plain 200.
-fn multi_device_status(s: proto::Status) -> Status {
+fn multi_device_status(s: common::Status) -> Status {
     if s.is(StatusCode::RedirectionRecommend) {
         return Status::ok();
     }
@@ -511,10 +512,8 @@ impl Connection {
         self.done(delete_data(self.backend(), &req.paths, req.start_time, req.end_time).await)
     }
 
-    async fn write(&self, tablets: Vec<Tablet>) -> proto::Status {
-        crate::ops::write::insert_tablets(&self.shared, tablets, Relay::WhenFenced)
-            .await
-            .into()
+    async fn write(&self, tablets: Vec<Tablet>) -> common::Status {
+        crate::ops::write::insert_tablets(&self.shared, tablets, Relay::WhenFenced).await
     }
 
     /// String rows of one device, typed by the series that exist (one lookup), then written.
@@ -784,27 +783,17 @@ mod tests {
 
     #[test]
     fn a_lone_redirect_is_dropped_from_multi_device_calls_and_kept_real() {
-        let redirect = proto::status_with_redirect(
-            StatusCode::RedirectionRecommend,
-            "elsewhere",
-            Some(proto::Endpoint {
-                host: "10.0.0.2".into(),
-                port: 6667,
-            }),
-        );
+        let elsewhere = |address: &str| common::Status {
+            redirect: Some(address.to_string()),
+            ..common::Status::new(StatusCode::RedirectionRecommend, "elsewhere")
+        };
+        let redirect = elsewhere("10.0.0.2:6667");
         assert_eq!(multi_device_status(redirect.clone()), Status::ok());
         let single = thrift_status(redirect);
         assert_eq!(single.code, 400);
         assert_eq!(single.redirect_node, Some(("10.0.0.2".to_string(), 6667)));
         // An endpoint no client can reach is never sent.
-        let unspecified = proto::status_with_redirect(
-            StatusCode::RedirectionRecommend,
-            "elsewhere",
-            Some(proto::Endpoint {
-                host: "0.0.0.0".into(),
-                port: 6667,
-            }),
-        );
+        let unspecified = elsewhere("0.0.0.0:6667");
         assert_eq!(thrift_status(unspecified).redirect_node, None);
     }
 

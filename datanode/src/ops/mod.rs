@@ -8,14 +8,13 @@
 //! - `sql.rs` the `sql` executor's backend, a statement run over it, `deleteData`;
 //! - `cluster.rs` schema and user statements and cluster views, forwarded to the ConfigNode.
 //!
-//! Answers are internal types (issue 39 item 2): `common::Status`, the views of `common::views`
-//! (a ConfigNode's reply becomes one in `cluster.rs`, where it arrives), a type lookup's
-//! `(name, DataType)` pairs. The adapters convert them into their wire answers
-//! (`proto::views`, `convert::reply`). Wire types left here: schema and user statements are
-//! forwarded as the wire requests they arrive as, the backend's table lookup reads the
-//! ConfigNode's ShowTables reply itself, `table::write_table` answers a `proto::Status`,
-//! `write::insert_wire_tablets` decodes a relayed write's tablets, and `sql::exec_status` is the
-//! adapters' wire form of an executor's error.
+//! Answers are internal types: `common::Status` (a 302 with its parts), the views of
+//! `common::views` (a ConfigNode's reply becomes one in `cluster.rs`, where it arrives), a type
+//! lookup's `(name, DataType)` pairs; requests arrive as `common::Tablet`s and paths. The
+//! adapters convert at their edge (`proto::views`, `convert`, `client_rpc::thrift_status`).
+//! Two wire types remain, on purpose: a schema or user statement is the ConfigNode's own
+//! request (`proto::statements` builds it, this layer forwards it unread but for the user it
+//! names), and the backend's table lookup reads the ConfigNode's ShowTables reply.
 
 pub(crate) mod cluster;
 pub(crate) mod sql;

@@ -105,21 +105,20 @@ fn answered<T>(answer: Result<T, Status>) -> ExecResult<T> {
     answer.map_err(|s| status_error(&s))
 }
 
-/// The wire status of an executor's error; a 302 keeps its parts as sub-statuses.
-pub(crate) fn exec_status(e: &ExecError) -> proto::Status {
-    let mut s = proto::Status {
-        code: e.code(),
-        message: e.to_string(),
-        ..Default::default()
+/// The status of an executor's error; a 302 keeps its parts.
+pub(crate) fn exec_status(e: &ExecError) -> Status {
+    let status = |code: i32, message: String| match StatusCode::from_wire(code) {
+        Some(code) => Status::new(code, message),
+        None => Status::new(
+            StatusCode::InternalServerError,
+            format!("unknown status code {code}: {message}"),
+        ),
     };
+    let mut s = status(e.code(), e.to_string());
     if let ExecError::Parts { parts, .. } = e {
-        s.sub_status = parts
+        s.parts = parts
             .iter()
-            .map(|(code, message)| proto::Status {
-                code: *code,
-                message: message.clone(),
-                ..Default::default()
-            })
+            .map(|(code, message)| status(*code, message.clone()))
             .collect();
     }
     s

@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 
-use common::{StatusCode, Tablet};
+use common::{Status, StatusCode, Tablet};
 
-use crate::convert::ok;
 use crate::ops::sql::{exec_status, DataNodeBackend};
 use crate::parts::Shared;
 
@@ -22,12 +21,12 @@ pub(crate) async fn write_table<E>(
     database: &str,
     categories: &[common::table::Category],
     decode: impl Fn() -> Result<Tablet, E>,
-) -> Result<proto::Status, E> {
+) -> Result<Status, E> {
     let coordinator = &shared.coordinator;
     if coordinator.write_gate() {
         let outcome = sql::insert_table(backend, database, decode()?, categories).await;
         match outcome {
-            Ok(()) => return Ok(ok()),
+            Ok(()) => return Ok(Status::ok()),
             Err(e) if relayable(e.code()) => {
                 tracing::debug!("table write relayed after {}: {e}", e.code())
             }
@@ -40,8 +39,8 @@ pub(crate) async fn write_table<E>(
             .relay_table_insert(database, &tablet, categories)
             .await
         {
-            Ok(()) => ok(),
-            Err(e) => e.status().into(),
+            Ok(()) => Status::ok(),
+            Err(e) => e.status(),
         },
     )
 }

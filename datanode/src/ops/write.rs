@@ -1,12 +1,11 @@
 //! Writes as the application asks for them, whatever protocol carried them: tablets one by one
-//! under the request's partition cap, a table write's device tablets under one pin, relayed
-//! writes decoded with the session's limits, series-type lookups.
+//! under the request's partition cap, a table write's device tablets under one pin, series-type
+//! lookups.
 
 use std::sync::Arc;
 
 use common::{DataType, Status, StatusCode, Tablet};
 
-use crate::convert::tablet_from_wire;
 use crate::coordinator::{aggregate, write_status, Relay, TableOrigin};
 use crate::parts::Shared;
 
@@ -64,25 +63,6 @@ pub(crate) async fn insert_table_tablets(
     written.status()
 }
 
-/// Decodes and writes wire tablets (a relayed write), with the session's limits.
-pub(crate) async fn insert_wire_tablets(
-    shared: &Arc<Shared>,
-    wire: Vec<proto::Tablet>,
-    relay: Relay,
-) -> Status {
-    if let Some(s) = too_many("tablets", wire.len(), BATCH_ITEMS_MAX) {
-        return s;
-    }
-    let mut tablets = Vec::with_capacity(wire.len());
-    for t in wire {
-        match tablet_from_wire(t) {
-            Ok(t) => tablets.push(t),
-            Err(e) => return Status::new(StatusCode::IllegalParameter, e.to_string()),
-        }
-    }
-    insert_tablets(shared, tablets, relay).await
-}
-
 /// The types of those of `measurements` of `device` that exist, in the order named
 /// ([`crate::coordinator::Coordinator::series_types`]): the session's lookup, or one a fenced
 /// peer relayed here (`relay` = [`Relay::Never`]).
@@ -99,7 +79,7 @@ pub(crate) async fn series_types(
         .map_err(|e| e.status())
 }
 
-/// A status of an IoTDB code Fencepost may not name (e.g. 801, 300).
+/// The refusal (301 ILLEGAL_PARAMETER) of a request naming more than `max` `what`.
 pub(crate) fn too_many(what: &str, n: usize, max: usize) -> Option<Status> {
     (n > max).then(|| {
         Status::new(
