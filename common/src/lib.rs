@@ -9,6 +9,7 @@
 //! file I/O is [`durable`]); the client (`session`) may depend on it.
 #![deny(missing_docs)]
 
+pub mod aggregate;
 mod batch;
 pub mod codec;
 pub mod date;

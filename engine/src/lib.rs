@@ -25,5 +25,7 @@ pub use error::{Result, StorageError};
 pub use files::{FileCache, FileId, OPEN_FILES_MAX_DEFAULT};
 pub use lease_gate::{LeaseFenced, LeaseGate, ManualGate, OpenGate};
 pub use manifest::{FileEntry, Manifest, Tombstone, DELETE_OPERATIONS_KEPT};
-pub use region::{ApplyOutcome, DataRegion, RegionContent, RegionDigest, StorageConfig};
+pub use region::{
+    AggregateWork, ApplyOutcome, DataRegion, RegionContent, RegionDigest, StorageConfig,
+};
 pub use sealed::{ChunkIndex, PageIndex, SealedFile, SealedOptions, SeriesCodecs, Stats};

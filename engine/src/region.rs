@@ -28,8 +28,11 @@ use crate::manifest::{
 };
 use crate::sealed::{self, Header, SealedFile, SealedOptions, SeriesCodecs};
 
+mod aggregate;
 mod digest;
 mod fences;
+
+pub use aggregate::AggregateWork;
 
 use fences::Fences;
 

@@ -4,6 +4,7 @@
 //! need the region's raft state machine, live with the DataNode (`datanode/tests/it/token.rs`)
 //! and share `support` by path.
 
+mod aggregate;
 mod compaction;
 mod crash;
 mod fence;

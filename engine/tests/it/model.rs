@@ -1,5 +1,6 @@
 //! The engine against a model: random multi-partition tablets, fenced attempts, type clashes,
-//! flushes, compactions, restarts, deletes and time-range deletes.
+//! flushes, compactions, restarts, deletes and time-range deletes; after every step the
+//! region's aggregates against the fold of its points.
 
 use std::collections::{HashMap, HashSet};
 
@@ -153,6 +154,7 @@ fn check(
     for key in held.keys() {
         prop_assert!(model.contains_key(key), "{:?} after step {}", key, step);
     }
+    crate::aggregate::check_aggregates(&region.region, &held, step)?;
     for (key, points) in model {
         if !known.ranged.contains(key) || points.range(floor..).next().is_some() {
             prop_assert!(held.contains_key(key), "{:?} lost after step {}", key, step);
