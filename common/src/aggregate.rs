@@ -164,7 +164,8 @@ pub fn numeric(v: &Value) -> Option<f64> {
 
 /// The time windows of an aggregate query: `[start, end)` cut every `interval` ms from
 /// `start` (IoTDB's `GROUP BY ([start, end), interval)`); the last window may be shorter. A
-/// query without GROUP BY is one window.
+/// query without GROUP BY is one window. Only the points in the visible range (`from..to`, a
+/// WHERE clause's or a TTL's bound) are aggregated; the windows keep their boundaries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Windows {
     /// First timestamp of the first window.
@@ -173,6 +174,10 @@ pub struct Windows {
     pub end: i64,
     /// Width of a window, > 0.
     pub interval: u64,
+    /// First visible timestamp.
+    pub from: i64,
+    /// End of the visible range (excluded).
+    pub to: i64,
 }
 
 impl Windows {
@@ -186,6 +191,8 @@ impl Windows {
             start: range.start,
             end: range.end,
             interval,
+            from: range.start,
+            to: range.end,
         };
         (windows.count() <= max).then_some(windows)
     }
@@ -196,15 +203,24 @@ impl Windows {
         Windows::new(range, width, 1)
     }
 
+    /// The same windows, only the points in `visible` (and what was visible) aggregated.
+    pub fn visible(self, visible: Range<i64>) -> Windows {
+        Windows {
+            from: self.from.max(visible.start),
+            to: self.to.min(visible.end),
+            ..self
+        }
+    }
+
     /// How many windows.
     pub fn count(&self) -> u64 {
         let span = self.end as i128 - self.start as i128;
         ((span + self.interval as i128 - 1) / self.interval as i128) as u64
     }
 
-    /// The window holding `time`, if any.
+    /// The window holding `time`, if any and `time` is visible.
     pub fn index(&self, time: i64) -> Option<usize> {
-        if time < self.start || time >= self.end {
+        if time < self.start || time >= self.end || time < self.from || time >= self.to {
             return None;
         }
         Some(((time as i128 - self.start as i128) / self.interval as i128) as usize)
@@ -215,9 +231,11 @@ impl Windows {
         (self.start as i128 + i as i128 * self.interval as i128) as i64
     }
 
-    /// The whole span, `[start, end)`.
+    /// The timestamps whose points are aggregated: the windows' span, cut to the visible range
+    /// (empty when they do not meet).
     pub fn range(&self) -> Range<i64> {
-        self.start..self.end
+        let from = self.start.max(self.from);
+        from..self.end.min(self.to).max(from)
     }
 }
 
@@ -282,6 +300,13 @@ mod tests {
         assert_eq!(w.window_start(3), 900);
         assert_eq!(Windows::new(0..1_000, 1, 999), None, "over the limit");
         assert_eq!(Windows::new(5..5, 1, 10), None);
+        let cut = w.visible(250..2_000);
+        assert_eq!(
+            (cut.count(), cut.index(249), cut.index(250)),
+            (4, None, Some(0))
+        );
+        assert_eq!(cut.range(), 250..1_000);
+        assert_eq!(w.visible(2_000..3_000).range(), 2_000..2_000, "empty");
         let whole = Windows::whole(i64::MIN..i64::MAX).expect("one window");
         assert_eq!(whole.count(), 1);
         assert_eq!(whole.index(i64::MIN), Some(0));

@@ -52,6 +52,9 @@ impl DataRegion {
         let mut out = vec![Partial::default(); count];
         let mut work = AggregateWork::default();
         let range = windows.range();
+        if range.is_empty() {
+            return Ok((out, work));
+        }
         let state = self.state.read();
         let first = self.config.partition.time_slot(range.start);
         let last = self.config.partition.time_slot(range.end - 1);
@@ -80,8 +83,9 @@ struct PartitionSeries<'a> {
 
 impl PartitionSeries<'_> {
     fn aggregate(&mut self, out: &mut [Partial], work: &mut AggregateWork) -> Result<()> {
-        let (start, end) = (self.windows.start, self.windows.end - 1);
-        let memory = self.memtable_points(self.windows.start, self.windows.end);
+        let range = self.windows.range();
+        let (start, end) = (range.start, range.end - 1);
+        let memory = self.memtable_points(range.start, range.end);
         let files: Vec<&SealedFile> = self
             .partition
             .sealed
@@ -122,7 +126,7 @@ impl PartitionSeries<'_> {
                     file.read_page(self.device, self.measurement, chunk, p.page)?;
                 work.pages_decoded += 1;
                 for (i, t) in times.into_iter().enumerate() {
-                    if (start..=end).contains(&t) && !in_ranges(&deleted[index], t) {
+                    if self.windows.index(t).is_some() && !in_ranges(&deleted[index], t) {
                         merged.insert(t, values.value(i));
                     }
                 }

@@ -17,6 +17,9 @@ fn windows() -> Vec<Windows> {
         Windows::whole(-10..80).expect("one window"),
         Windows::new(-10..80, 7, 100).expect("13 windows"),
         Windows::new(5..50, 3, 100).expect("15 windows"),
+        Windows::new(-10..80, 8, 100)
+            .expect("12 windows")
+            .visible(13..61),
     ]
 }
 
