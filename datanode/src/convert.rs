@@ -8,6 +8,11 @@ use crate::region_read::{ReadKind, RegionRead, RegionSeries};
 
 pub use proto::{bitmap_to_words, column_to_wire, tablet_to_wire, value_from_wire, value_to_wire};
 
+mod aggregate;
+pub(crate) use aggregate::{
+    partials_from_wire, partials_to_wire, region_aggregate_from_wire, region_aggregate_to_wire,
+};
+
 /// A wire tablet that does not make an internal one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("bad tablet: {0}")]

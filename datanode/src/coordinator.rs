@@ -1161,6 +1161,7 @@ impl<'a> Targets<'a> {
     }
 }
 
+pub(crate) mod aggregate_read;
 mod delete;
 mod deliver;
 pub(crate) mod read;

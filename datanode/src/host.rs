@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::lease::MetadataLeaseManager;
 use crate::metrics::{inc, Metrics};
 use crate::peers::Peers;
-use crate::region_read::{ReadKind, RegionRead, RegionSeries};
+use crate::region_read::{ReadKind, RegionAggregate, RegionPartials, RegionRead, RegionSeries};
 use crate::region_state_machine::{
     DataRegionStateMachine, RegionRetryConfig, RegionStateMachineMetrics,
 };
@@ -103,6 +103,11 @@ pub(crate) trait LocalReplicas: Send + Sync {
     ) -> std::result::Result<(), Status>;
     /// A linearizable read of a region led here.
     async fn read(&self, read: &RegionRead) -> std::result::Result<Vec<RegionSeries>, Status>;
+    /// A linearizable aggregate read of a region led here.
+    async fn aggregate(
+        &self,
+        read: &RegionAggregate,
+    ) -> std::result::Result<Vec<RegionPartials>, Status>;
 }
 
 impl RegionHost {
@@ -638,12 +643,10 @@ impl RegionHost {
         self.propose_command(region_id, command).await
     }
 
-    /// A linearizable read of a region led here: ReadIndex, then the local replica. 535 when
-    /// fenced, 905 (with a redirect when known) when this node does not lead the region.
-    pub(crate) async fn read_local(
-        &self,
-        read: &RegionRead,
-    ) -> std::result::Result<Vec<RegionSeries>, Status> {
+    /// The replica of `region_id`, led here and caught up with its leader's commit (ReadIndex):
+    /// what a linearizable read reads. 535 when fenced, 905 (with a redirect when known) when
+    /// this node does not lead the region.
+    async fn linearizable(&self, region_id: u64) -> std::result::Result<Arc<DataRegion>, Status> {
         if let Err(e) = self.lease.check(LeaseFencedRetryPolicy::None) {
             inc(&self.metrics.fencing.fenced_reads);
             return Err(Status::new(
@@ -651,17 +654,47 @@ impl RegionHost {
                 format!("node {} is fenced", self.node_id),
             ));
         }
-        let Some(region) = self.local_region(read.region) else {
-            return Err(self.not_hosted(read.region));
+        let Some(region) = self.local_region(region_id) else {
+            return Err(self.not_hosted(region_id));
         };
         if let Err(e) = self
             .driver
-            .read_index(read.region, self.config.write_timeout)
+            .read_index(region_id, self.config.write_timeout)
             .await
         {
-            return Err(self.driver_error_status(read.region, &e));
+            return Err(self.driver_error_status(region_id, &e));
         }
+        Ok(region)
+    }
+
+    /// A linearizable read of a region led here.
+    pub(crate) async fn read_local(
+        &self,
+        read: &RegionRead,
+    ) -> std::result::Result<Vec<RegionSeries>, Status> {
+        let region = self.linearizable(read.region).await?;
         read_series(&region, read, self.region_points_limit(read.points_limit))
+    }
+
+    /// A linearizable aggregate read of a region led here. Its windows are bounded by
+    /// `query_points_max`, as a read's points are (a peer's request is not trusted with the
+    /// size of the answer).
+    pub(crate) async fn aggregate_local(
+        &self,
+        read: &RegionAggregate,
+    ) -> std::result::Result<Vec<RegionPartials>, Status> {
+        let max = u64::from(self.config.query_points_max);
+        if read.windows.count() > max {
+            return Err(Status::new(
+                StatusCode::IllegalParameter,
+                format!(
+                    "{} windows in one aggregate read; the limit is {max} (dn_query_points_max)",
+                    read.windows.count()
+                ),
+            ));
+        }
+        let region = self.linearizable(read.region).await?;
+        aggregate_series(&region, read)
     }
 }
 
@@ -770,6 +803,23 @@ fn read_series(
     Ok(out)
 }
 
+/// The partials of each of `read.paths` the region holds a visible point of.
+fn aggregate_series(
+    region: &DataRegion,
+    read: &RegionAggregate,
+) -> std::result::Result<Vec<RegionPartials>, Status> {
+    let mut out = Vec::new();
+    for path in &read.paths {
+        let (partials, _) = region
+            .aggregate(&path.device, &path.measurement, &read.windows)
+            .map_err(|e| e.status())?;
+        if partials.iter().any(|p| p.count > 0) {
+            out.push((path.clone(), partials));
+        }
+    }
+    Ok(out)
+}
+
 #[tonic::async_trait]
 impl LocalReplicas for RegionHost {
     fn hosts(&self, region: u64) -> bool {
@@ -796,5 +846,12 @@ impl LocalReplicas for RegionHost {
 
     async fn read(&self, read: &RegionRead) -> std::result::Result<Vec<RegionSeries>, Status> {
         self.read_local(read).await
+    }
+
+    async fn aggregate(
+        &self,
+        read: &RegionAggregate,
+    ) -> std::result::Result<Vec<RegionPartials>, Status> {
+        self.aggregate_local(read).await
     }
 }

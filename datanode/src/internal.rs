@@ -16,8 +16,8 @@ use proto::data_node_internal_service_server::DataNodeInternalService;
 use tonic::{Request, Response};
 
 use crate::convert::{
-    ok, region_command_from_wire, region_read_from_wire, region_series_to_wire, status,
-    tablet_from_wire, tablets_from_wire,
+    ok, partials_to_wire, region_aggregate_from_wire, region_command_from_wire,
+    region_read_from_wire, region_series_to_wire, status, tablet_from_wire, tablets_from_wire,
 };
 use crate::coordinator::Relay;
 use crate::metrics::inc;
@@ -498,6 +498,32 @@ impl DataNodeInternalService for InternalService {
                     status: Some(refused.into()),
                     series: Vec::new(),
                 },
+            },
+        ))
+    }
+
+    async fn aggregate_region(
+        &self,
+        request: Request<proto::RegionAggregateReq>,
+    ) -> RpcResult<proto::RegionAggregateResp> {
+        let refused = |s: common::Status| proto::RegionAggregateResp {
+            status: Some(s.into()),
+            series: Vec::new(),
+        };
+        let read = match region_aggregate_from_wire(request.into_inner()) {
+            Ok(read) => read,
+            Err(e) => {
+                let s = common::Status::new(StatusCode::IllegalParameter, e);
+                return Ok(Response::new(refused(s)));
+            }
+        };
+        Ok(Response::new(
+            match self.shared.host.aggregate_local(&read).await {
+                Ok(series) => proto::RegionAggregateResp {
+                    status: Some(ok()),
+                    series: series.into_iter().map(partials_to_wire).collect(),
+                },
+                Err(s) => refused(s),
             },
         ))
     }

@@ -9,9 +9,10 @@ use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
 use runtime::PooledChannel;
 
 use crate::convert::{
-    region_read_to_wire, region_series_from_wire, region_write_to_wire, tablet_to_wire,
+    partials_from_wire, region_aggregate_to_wire, region_read_to_wire, region_series_from_wire,
+    region_write_to_wire, tablet_to_wire,
 };
-use crate::region_read::{RegionRead, RegionSeries};
+use crate::region_read::{RegionAggregate, RegionPartials, RegionRead, RegionSeries};
 
 /// The calls a coordinator makes of another DataNode's internal service, by internal address,
 /// in the node's own types (the wire form is [`GrpcPeers`]' business). A peer that cannot be
@@ -32,6 +33,12 @@ pub(crate) trait PeerRpc: Send + Sync {
         address: &str,
         read: &RegionRead,
     ) -> Result<Vec<RegionSeries>, Status>;
+    /// `AggregateRegion`: the series' partials, or the region's refusal.
+    async fn aggregate_region(
+        &self,
+        address: &str,
+        read: &RegionAggregate,
+    ) -> Result<Vec<RegionPartials>, Status>;
     /// `RelayInsert`: a tree tablet validated and written by the peer.
     async fn relay_insert(&self, address: &str, tablet: &Tablet) -> Status;
     /// `RelaySeriesTypes`: the types of those of `measurements` of `device` that exist.
@@ -214,6 +221,33 @@ impl PeerRpc for GrpcPeers {
         resp.series
             .into_iter()
             .map(region_series_from_wire)
+            .collect::<Result<_, String>>()
+            .map_err(|e| {
+                Status::new(
+                    StatusCode::InternalServerError,
+                    format!("{address} answered region {} malformed: {e}", read.region),
+                )
+            })
+    }
+
+    async fn aggregate_region(
+        &self,
+        address: &str,
+        read: &RegionAggregate,
+    ) -> Result<Vec<RegionPartials>, Status> {
+        let mut client = self.client(address).map_err(|e| unreachable(address, e))?;
+        let resp = client
+            .aggregate_region(region_aggregate_to_wire(read))
+            .await
+            .map_err(|e| unreachable(address, e))?
+            .into_inner();
+        let status: Status = resp.status.unwrap_or_else(crate::convert::no_status).into();
+        if !status.is_ok() {
+            return Err(status);
+        }
+        resp.series
+            .into_iter()
+            .map(partials_from_wire)
             .collect::<Result<_, String>>()
             .map_err(|e| {
                 Status::new(

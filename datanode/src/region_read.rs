@@ -1,9 +1,10 @@
 //! One region's part of a read, as the coordinator asks it of the region's leader (locally or
-//! over `ReadRegion`) and as the leader answers it: internal types, the wire form only in the
-//! service and the peer client ([`crate::convert`]).
+//! over `ReadRegion` / `AggregateRegion`) and as the leader answers it: internal types, the wire
+//! form only in the service and the peer client ([`crate::convert`]).
 
 use std::ops::Range;
 
+use common::aggregate::{Partial, Windows};
 use common::{SeriesBatch, SeriesPath};
 
 /// What a region read returns: the points of each asked series the region holds.
@@ -30,3 +31,17 @@ pub(crate) struct RegionRead {
 
 /// The points of one series a region answered, never empty.
 pub(crate) type RegionSeries = (SeriesPath, SeriesBatch);
+
+/// An aggregate read of one region: each path's partial aggregates in each window, computed by
+/// the region ([`engine::DataRegion::aggregate`]).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RegionAggregate {
+    pub region: u64,
+    /// Series of the region's database; one without a visible point in the region is absent
+    /// from the answer.
+    pub paths: Vec<SeriesPath>,
+    pub windows: Windows,
+}
+
+/// The partials of one series a region answered, one per window.
+pub(crate) type RegionPartials = (SeriesPath, Vec<Partial>);

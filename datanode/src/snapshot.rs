@@ -903,6 +903,13 @@ mod tests {
         ) -> Result<Vec<crate::region_read::RegionSeries>, common::Status> {
             Err(no_peers())
         }
+        async fn aggregate_region(
+            &self,
+            _: &str,
+            _: &crate::region_read::RegionAggregate,
+        ) -> Result<Vec<crate::region_read::RegionPartials>, common::Status> {
+            Err(no_peers())
+        }
         async fn relay_insert(&self, _: &str, _: &common::Tablet) -> common::Status {
             no_peers()
         }

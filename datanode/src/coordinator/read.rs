@@ -5,6 +5,7 @@
 //! `query_points_max`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,9 +14,11 @@ use common::{DataType, SeriesBatch, SeriesPath, Status, StatusCode, Value};
 
 use super::{backoff, Coordinator, CoordinatorError, Outcome, Targets};
 use crate::cache::{DeviceSchema, RegionRoute};
+use crate::host::LocalReplicas;
 use crate::metadata::{DeviceFetch, DeviceSlots, PartitionFetch, Pinned, SchemaFetch, TimeSlots};
 use crate::metrics::inc;
-use crate::region_read::{ReadKind, RegionRead, RegionSeries};
+use crate::peers::PeerRpc;
+use crate::region_read::{ReadKind, RegionAggregate, RegionPartials, RegionRead, RegionSeries};
 use crate::timing::READ_RETRY;
 use common::path::DevicePath;
 
@@ -42,33 +45,125 @@ pub(crate) struct SeriesLast {
 
 /// A read's paths resolved against their schemas: by database, with the TTL cutoff of each.
 #[derive(Default)]
-struct ResolvedPaths {
+pub(super) struct ResolvedPaths {
     /// Database → the series' own paths (an alias resolved).
-    by_database: BTreeMap<String, BTreeSet<SeriesPath>>,
+    pub(super) by_database: BTreeMap<String, BTreeSet<SeriesPath>>,
     /// Database → the oldest timestamp a TTL leaves visible.
-    cutoffs: BTreeMap<String, i64>,
+    pub(super) cutoffs: BTreeMap<String, i64>,
     /// Asked path → its type; a path absent here names no series.
-    types: BTreeMap<SeriesPath, DataType>,
+    pub(super) types: BTreeMap<SeriesPath, DataType>,
     /// Asked path → the series' own path, where they differ (an alias).
     aliased: BTreeMap<SeriesPath, SeriesPath>,
 }
 
 impl ResolvedPaths {
     /// The series an asked path names.
-    fn series<'a>(&'a self, asked: &'a SeriesPath) -> &'a SeriesPath {
+    pub(super) fn series<'a>(&'a self, asked: &'a SeriesPath) -> &'a SeriesPath {
         self.aliased.get(asked).unwrap_or(asked)
+    }
+}
+
+/// A request of the read path, made of each region holding its paths: a read of points
+/// ([`RegionRead`]) or of partial aggregates ([`RegionAggregate`]).
+pub(super) trait RegionQuery: Clone + Send + Sync + 'static {
+    /// One series' answer.
+    type Answer: Send + 'static;
+    fn region(&self) -> u64;
+    fn paths(&self) -> &[SeriesPath];
+    /// The same request, of `paths` of `region`.
+    fn of_region(&self, region: u64, paths: Vec<SeriesPath>) -> Self;
+    /// Asked of the replica here.
+    fn local<'a>(
+        &'a self,
+        local: &'a dyn LocalReplicas,
+    ) -> impl Future<Output = Result<Vec<Self::Answer>, Status>> + Send + 'a;
+    /// Asked of the replica at `address`.
+    fn remote<'a>(
+        &'a self,
+        rpc: &'a dyn PeerRpc,
+        address: &'a str,
+    ) -> impl Future<Output = Result<Vec<Self::Answer>, Status>> + Send + 'a;
+}
+
+impl RegionQuery for RegionRead {
+    type Answer = RegionSeries;
+
+    fn region(&self) -> u64 {
+        self.region
+    }
+
+    fn paths(&self) -> &[SeriesPath] {
+        &self.paths
+    }
+
+    fn of_region(&self, region: u64, paths: Vec<SeriesPath>) -> Self {
+        RegionRead {
+            region,
+            paths,
+            ..self.clone()
+        }
+    }
+
+    fn local<'a>(
+        &'a self,
+        local: &'a dyn LocalReplicas,
+    ) -> impl Future<Output = Result<Vec<RegionSeries>, Status>> + Send + 'a {
+        local.read(self)
+    }
+
+    fn remote<'a>(
+        &'a self,
+        rpc: &'a dyn PeerRpc,
+        address: &'a str,
+    ) -> impl Future<Output = Result<Vec<RegionSeries>, Status>> + Send + 'a {
+        rpc.read_region(address, self)
+    }
+}
+
+impl RegionQuery for RegionAggregate {
+    type Answer = RegionPartials;
+
+    fn region(&self) -> u64 {
+        self.region
+    }
+
+    fn paths(&self) -> &[SeriesPath] {
+        &self.paths
+    }
+
+    fn of_region(&self, region: u64, paths: Vec<SeriesPath>) -> Self {
+        RegionAggregate {
+            region,
+            paths,
+            windows: self.windows,
+        }
+    }
+
+    fn local<'a>(
+        &'a self,
+        local: &'a dyn LocalReplicas,
+    ) -> impl Future<Output = Result<Vec<RegionPartials>, Status>> + Send + 'a {
+        local.aggregate(self)
+    }
+
+    fn remote<'a>(
+        &'a self,
+        rpc: &'a dyn PeerRpc,
+        address: &'a str,
+    ) -> impl Future<Output = Result<Vec<RegionPartials>, Status>> + Send + 'a {
+        rpc.aggregate_region(address, self)
     }
 }
 
 impl Coordinator {
     /// Reads one region on its leader, here or on a peer, retried on leader changes within
     /// [`READ_RETRY`].
-    async fn read_region(
+    async fn read_region<Q: RegionQuery>(
         &self,
         route: &RegionRoute,
-        read: RegionRead,
-    ) -> Outcome<Vec<RegionSeries>> {
-        let region = read.region;
+        read: Q,
+    ) -> Outcome<Vec<Q::Answer>> {
+        let region = read.region();
         let deadline = Instant::now() + READ_RETRY;
         let mut targets = Targets::new(self, region, route);
         let mut attempt = 0u32;
@@ -81,8 +176,10 @@ impl Coordinator {
                     StatusCode::CanNotConnectDatanode,
                     format!("no known replica of region {region}"),
                 )),
-                Some(address) if address == self.internal_address => self.local.read(&read).await,
-                Some(address) => self.peers.rpc().read_region(&address, &read).await,
+                Some(address) if address == self.internal_address => {
+                    read.local(self.local.as_ref()).await
+                }
+                Some(address) => read.remote(self.peers.rpc(), &address).await,
             };
             let s = match answer {
                 Ok(series) => return Ok(series),
@@ -225,7 +322,7 @@ impl Coordinator {
 
     /// `paths` by database with their types, aliases and TTL cutoffs; a path naming no series
     /// is left out.
-    async fn resolve_paths(
+    pub(super) async fn resolve_paths(
         &self,
         pinned: &Pinned<'_>,
         paths: &[SeriesPath],
@@ -320,22 +417,20 @@ impl Coordinator {
 
     /// `read` on the regions holding its paths (each region asked for its own paths), at
     /// once.
-    async fn read_database(
+    pub(super) async fn read_database<Q: RegionQuery>(
         self: &Arc<Self>,
         pinned: &Pinned<'_>,
         database: &str,
-        read: RegionRead,
-    ) -> Outcome<Vec<RegionSeries>> {
-        let by_region = self.regions_of_paths(pinned, database, &read.paths).await?;
+        read: Q,
+    ) -> Outcome<Vec<Q::Answer>> {
+        let by_region = self
+            .regions_of_paths(pinned, database, read.paths())
+            .await?;
         let fenced = |_| self.fenced_read();
         let mut reads = tokio::task::JoinSet::new();
         for (region, paths) in by_region {
             let route = pinned.region(region).map_err(fenced)?.unwrap_or_default();
-            let read = RegionRead {
-                region,
-                paths,
-                ..read.clone()
-            };
+            let read = read.of_region(region, paths);
             let coordinator = self.clone();
             reads.spawn(async move { coordinator.read_region(&route, read).await });
         }

@@ -14,7 +14,7 @@ use crate::cache::NodeAddresses;
 use crate::convert::{ok, status};
 use crate::lease::MetadataLeaseManager;
 use crate::peers::PeerRpc;
-use crate::region_read::{RegionRead, RegionSeries};
+use crate::region_read::{RegionAggregate, RegionPartials, RegionRead, RegionSeries};
 
 const DB: &str = "root.sg";
 const DEVICE: &str = "root.sg.d1";
@@ -192,6 +192,8 @@ struct FakePeers {
     answers: Mutex<BTreeMap<String, VecDeque<proto::Status>>>,
     /// Series answered by ReadRegion, by region.
     series: Mutex<BTreeMap<u64, Vec<RegionSeries>>>,
+    /// Partials answered by AggregateRegion, by region.
+    partials: Mutex<BTreeMap<u64, Vec<RegionPartials>>>,
     /// While held, ForwardRegionWrite waits.
     gate: tokio::sync::RwLock<()>,
 }
@@ -238,6 +240,20 @@ impl PeerRpc for Arc<FakePeers> {
         self.calls.lock().push((address.to_string(), "read"));
         Ok(self
             .series
+            .lock()
+            .get(&read.region)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn aggregate_region(
+        &self,
+        address: &str,
+        read: &RegionAggregate,
+    ) -> Result<Vec<RegionPartials>, Status> {
+        self.calls.lock().push((address.to_string(), "aggregate"));
+        Ok(self
+            .partials
             .lock()
             .get(&read.region)
             .cloned()
@@ -310,6 +326,13 @@ impl LocalReplicas for FakeLocal {
     }
 
     async fn read(&self, _read: &RegionRead) -> Result<Vec<RegionSeries>, Status> {
+        Err(Status::new(
+            StatusCode::RegionLeaderChangeError,
+            "no local replica",
+        ))
+    }
+
+    async fn aggregate(&self, _read: &RegionAggregate) -> Result<Vec<RegionPartials>, Status> {
         Err(Status::new(
             StatusCode::RegionLeaderChangeError,
             "no local replica",
@@ -670,6 +693,80 @@ async fn a_read_merges_every_region_holding_the_device_and_says_when_it_was_cut(
     let e = fenced
         .coordinator
         .read_range(&pinned, &paths, 0..100, 0)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.status().code.code(), 535);
+}
+
+/// An aggregate asks each region holding the series for partials (never points), merges them
+/// window by window, answers an existing series without points with empty windows, and fails
+/// closed on a fenced coordinator.
+#[tokio::test]
+async fn an_aggregate_merges_the_regions_partials_window_by_window() {
+    use common::aggregate::{Partial, Windows};
+    let h = harness(true);
+    h.source.series.lock().insert("s1".into(), DataType::Double);
+    h.source.series.lock().insert("s2".into(), DataType::Int64);
+    *h.source.regions.lock() = [(10, (vec![2], 2)), (11, (vec![3], 3))].into();
+    h.source.held.lock().insert(DEVICE.into(), vec![10, 11]);
+    let windows = Windows::new(0..20, 10, 3).unwrap();
+    let partial = |points: &[(i64, f64)]| {
+        let mut p = Partial::default();
+        for (t, v) in points {
+            p.push(*t, &Value::Double(*v));
+        }
+        p
+    };
+    let s1 = SeriesPath::new(DEVICE, "s1");
+    h.peers.partials.lock().insert(
+        10,
+        vec![(
+            s1.clone(),
+            vec![partial(&[(1, 4.0)]), partial(&[(12, 1.0)])],
+        )],
+    );
+    h.peers.partials.lock().insert(
+        11,
+        vec![(s1.clone(), vec![partial(&[(5, -2.0)]), Partial::default()])],
+    );
+    let paths = [
+        s1,
+        SeriesPath::new(DEVICE, "s2"),
+        SeriesPath::new(DEVICE, "nope"),
+    ];
+    let pinned = h.metadata.pin();
+    let answer = h
+        .coordinator
+        .read_aggregate(&pinned, &paths, windows)
+        .await
+        .unwrap();
+    assert_eq!(answer.len(), 2, "a series that does not exist is absent");
+    let first = &answer[0].partials;
+    assert_eq!((first[0].count, first[0].sum), (2, 2.0));
+    assert_eq!(first[0].min, Some(Value::Double(-2.0)));
+    assert_eq!(first[0].first, Some((1, Value::Double(4.0))));
+    assert_eq!(first[1].last, Some((12, Value::Double(1.0))));
+    assert_eq!(answer[1].data_type, DataType::Int64);
+    assert!(answer[1].partials.iter().all(|p| *p == Partial::default()));
+    let calls = h.peers.calls();
+    assert!(calls.contains(&(internal(2), "aggregate")) && !calls.iter().any(|c| c.1 == "read"));
+    // query_points_max (3) bounds the windows too.
+    let many = Windows::new(0..20, 1, 100).unwrap();
+    let e = h
+        .coordinator
+        .read_aggregate(&pinned, &paths, many)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.status().code, StatusCode::IllegalParameter);
+    drop(pinned);
+
+    let fenced = harness(false);
+    let pinned = fenced.metadata.pin();
+    let e = fenced
+        .coordinator
+        .read_aggregate(&pinned, &paths, windows)
         .await
         .err()
         .unwrap();
