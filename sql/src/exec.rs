@@ -24,6 +24,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 
+use common::aggregate::{Partial, Windows};
 use common::table::{DeviceAttributes, TableSchema, TableView};
 use common::views::{
     ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
@@ -111,6 +112,15 @@ pub trait Backend: Sync {
         to: i64,
         limit: usize,
     ) -> impl Future<Output = ExecResult<Vec<(i64, Value)>>> + Send;
+    /// The partial aggregates of each of `measurements` of `device` (in the order named) in each
+    /// of `windows`' windows (in window order); a series without points in a window has a default
+    /// partial. The whole computation happens where the data is: no raw point is fetched.
+    fn aggregate(
+        &self,
+        device: &str,
+        measurements: &[String],
+        windows: Windows,
+    ) -> impl Future<Output = ExecResult<Vec<Vec<Partial>>>> + Send;
     /// The last point of one series.
     fn query_last(
         &self,

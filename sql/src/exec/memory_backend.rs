@@ -178,6 +178,28 @@ impl Backend for Memory {
             })
             .unwrap_or_default())
     }
+    async fn aggregate(
+        &self,
+        device: &str,
+        measurements: &[String],
+        windows: Windows,
+    ) -> ExecResult<Vec<Vec<Partial>>> {
+        let series = self.series.lock().unwrap();
+        let windows_count = usize::try_from(windows.count()).expect("windows fit in memory");
+        Ok(measurements
+            .iter()
+            .map(|m| {
+                let mut partials = vec![Partial::default(); windows_count];
+                if let Some((_, points)) = series.get(&(device.to_string(), m.clone())) {
+                    for (t, v) in points.range(windows.range()) {
+                        let i = windows.index(*t).expect("a point of the windows' range");
+                        partials[i].push(*t, v);
+                    }
+                }
+                partials
+            })
+            .collect())
+    }
     async fn query_last(
         &self,
         device: &str,
