@@ -79,14 +79,17 @@ pub enum Statement {
         /// The measurements.
         measurements: Projection,
     },
-    /// `SELECT COUNT(s1) FROM root.sg.d1 WHERE ...`
-    SelectCount {
+    /// `SELECT count(s1), avg(s2), max_value(*) FROM root.sg.d1 [WHERE ...] [GROUP BY ([t1, t2),
+    /// 10ms)]`: IoTDB's aggregations, over the WHERE range or in GROUP BY's windows.
+    SelectAggregate {
         /// The device.
         device: String,
-        /// The measurements counted.
-        measurements: Projection,
-        /// The time range.
+        /// The aggregations, in the order written.
+        items: Vec<AggregateItem>,
+        /// The points aggregated (the WHERE range).
         range: TimeRange,
+        /// `GROUP BY ([start, end), interval)`: one row per window.
+        group_by: Option<GroupByTime>,
     },
     /// `SHOW DATABASES`
     ShowDatabases,
@@ -182,6 +185,91 @@ pub struct RowWindow {
     pub offset: usize,
     /// Rows kept at most (`LIMIT`); `None` keeps every row.
     pub limit: Option<usize>,
+}
+
+/// One aggregation of a SELECT list: `avg(s1)`, `count(*)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AggregateItem {
+    /// The function.
+    pub function: AggregateFunction,
+    /// The measurement (or an alias), or `*`: every series of the device.
+    pub measurement: String,
+}
+
+/// IoTDB's aggregation functions Fencepost runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggregateFunction {
+    /// `COUNT`: points, INT64.
+    Count,
+    /// `SUM`: DOUBLE.
+    Sum,
+    /// `AVG`: DOUBLE.
+    Avg,
+    /// `MIN_VALUE`: the smallest value, of the series' type.
+    MinValue,
+    /// `MAX_VALUE`: the greatest value, of the series' type.
+    MaxValue,
+    /// `EXTREME`: the value of greatest magnitude (the positive one on a tie).
+    Extreme,
+    /// `FIRST_VALUE`: the value with the smallest timestamp.
+    FirstValue,
+    /// `LAST_VALUE`: the value with the greatest timestamp.
+    LastValue,
+    /// `MIN_TIME`: the smallest timestamp, INT64.
+    MinTime,
+    /// `MAX_TIME`: the greatest timestamp, INT64.
+    MaxTime,
+}
+
+impl AggregateFunction {
+    /// Every function.
+    pub const ALL: [AggregateFunction; 10] = [
+        AggregateFunction::Count,
+        AggregateFunction::Sum,
+        AggregateFunction::Avg,
+        AggregateFunction::MinValue,
+        AggregateFunction::MaxValue,
+        AggregateFunction::Extreme,
+        AggregateFunction::FirstValue,
+        AggregateFunction::LastValue,
+        AggregateFunction::MinTime,
+        AggregateFunction::MaxTime,
+    ];
+
+    /// The function named `name`, in any case.
+    pub fn parse(name: &str) -> Option<AggregateFunction> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The name as IoTDB prints it in a column's name (`count`, `max_value`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AggregateFunction::Count => "count",
+            AggregateFunction::Sum => "sum",
+            AggregateFunction::Avg => "avg",
+            AggregateFunction::MinValue => "min_value",
+            AggregateFunction::MaxValue => "max_value",
+            AggregateFunction::Extreme => "extreme",
+            AggregateFunction::FirstValue => "first_value",
+            AggregateFunction::LastValue => "last_value",
+            AggregateFunction::MinTime => "min_time",
+            AggregateFunction::MaxTime => "max_time",
+        }
+    }
+}
+
+/// IoTDB's `GROUP BY ([start, end), interval)`: windows `[start + k·interval, start +
+/// (k+1)·interval)` cut from `[start, end)`, the last perhaps shorter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupByTime {
+    /// The first window's first time, ms.
+    pub start: i64,
+    /// The end of the last window (excluded), ms; `start < end`.
+    pub end: i64,
+    /// A window's width, ms; positive.
+    pub interval_ms: u64,
 }
 
 /// Which measurements a `SELECT` names.

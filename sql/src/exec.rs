@@ -5,8 +5,9 @@
 //!
 //! Result shapes follow IoTDB's (`IOTDB_PROTOCOL.md` §9): a raw SELECT is `Time` and one column
 //! per series, named by its full path; `SELECT LAST` is `Time`, `Timeseries`, `Value` (as text)
-//! and `DataType`; `COUNT` one row of `count(<path>)` columns. A series named in a SELECT that
-//! does not exist is left out, as IoTDB does.
+//! and `DataType`; an aggregation one row of `count(<path>)`-like columns, or with GROUP BY
+//! `Time` (each window's start) and one row per window. A series named in a SELECT that does
+//! not exist is left out, as IoTDB does.
 //!
 //! INSERT type rules (one tablet per statement, so the server's per-tablet atomicity holds):
 //! - a series that exists (its type looked up once per statement with
@@ -24,6 +25,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 
+use common::aggregate::{Partial, Windows};
 use common::table::{DeviceAttributes, TableSchema, TableView};
 use common::views::{
     ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
@@ -32,6 +34,7 @@ use common::{DataType, StatusCode, Tablet, Value};
 
 use crate::{Insert, Literal, ParseError, PathPattern, Projection, Statement};
 
+mod aggregate;
 mod budget;
 mod query;
 mod show;
@@ -111,6 +114,15 @@ pub trait Backend: Sync {
         to: i64,
         limit: usize,
     ) -> impl Future<Output = ExecResult<Vec<(i64, Value)>>> + Send;
+    /// The partial aggregates of each of `measurements` of `device` (in the order named) in each
+    /// of `windows`' windows (in window order); a series without points in a window has a default
+    /// partial. The whole computation happens where the data is: no raw point is fetched.
+    fn aggregate(
+        &self,
+        device: &str,
+        measurements: &[String],
+        windows: Windows,
+    ) -> impl Future<Output = ExecResult<Vec<Vec<Partial>>>> + Send;
     /// The last point of one series.
     fn query_last(
         &self,
@@ -387,11 +399,12 @@ async fn run<B: Backend>(
             device,
             measurements,
         } => query::select_last(backend, device, measurements).await,
-        Statement::SelectCount {
+        Statement::SelectAggregate {
             device,
-            measurements,
+            items,
             range,
-        } => query::select_count(backend, device, measurements, *range).await,
+            group_by,
+        } => aggregate::select_aggregate(backend, device, items, *range, *group_by, charge).await,
         Statement::ShowDatabases => show::databases(backend).await,
         Statement::ShowTimeseries { pattern } => show::timeseries(backend, pattern.as_ref()).await,
         Statement::ShowDevices { pattern } => show::devices(backend, pattern.as_ref()).await,
@@ -645,6 +658,8 @@ pub fn natural(literal: &Literal) -> Option<Value> {
     }
 }
 
+#[cfg(test)]
+mod aggregate_tests;
 #[cfg(test)]
 mod backend_tests;
 #[cfg(test)]

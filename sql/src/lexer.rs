@@ -12,12 +12,19 @@ pub enum TokenKind {
     Word(String),
     /// Digits, with an optional fraction and exponent; the sign is a separate token.
     Number(String),
+    /// A duration: digits and a unit, one pair or more (`10ms`, `1h30m`); the units are
+    /// IoTDB's ([`DURATION_UNITS`]), any case.
+    Duration(String),
     /// A quoted string, quotes removed and doubled quotes collapsed.
     Str(String),
     /// `(`
     LeftParen,
     /// `)`
     RightParen,
+    /// `[`
+    LeftBracket,
+    /// `]`
+    RightBracket,
     /// `,`
     Comma,
     /// `;`: ends a statement.
@@ -142,6 +149,8 @@ impl Lexer<'_> {
         let kind = match c {
             '(' => TokenKind::LeftParen,
             ')' => TokenKind::RightParen,
+            '[' => TokenKind::LeftBracket,
+            ']' => TokenKind::RightBracket,
             ',' => TokenKind::Comma,
             ';' => TokenKind::Semicolon,
             '*' => TokenKind::Star,
@@ -193,7 +202,8 @@ impl Lexer<'_> {
         }
     }
 
-    /// Digits, an optional `.digits`, an optional exponent; a letter right after is an error.
+    /// Digits, an optional `.digits`, an optional exponent; a letter right after is an error,
+    /// unless the whole is a duration.
     fn number(&mut self, start: usize) -> TokenKind {
         self.bump_while(|c| c.is_ascii_digit());
         if self.peek() == Some('.') {
@@ -217,10 +227,11 @@ impl Lexer<'_> {
         }
         if self.peek().is_some_and(is_word_char) {
             self.bump_while(is_word_char);
-            return TokenKind::Error(format!(
-                "invalid number '{}'",
-                &self.text[start..self.offset]
-            ));
+            let text = &self.text[start..self.offset];
+            if duration_parts(text).is_some() {
+                return TokenKind::Duration(text.to_string());
+            }
+            return TokenKind::Error(format!("invalid number '{text}'"));
         }
         TokenKind::Number(self.text[start..self.offset].to_string())
     }
@@ -246,6 +257,29 @@ impl Lexer<'_> {
         self.bump_while(|c| !c.is_whitespace() && c != ';');
         TokenKind::Error(message.into())
     }
+}
+
+/// IoTDB's duration units, lower case: nanoseconds to years (`mo` is a month).
+pub const DURATION_UNITS: [&str; 10] = ["ns", "us", "ms", "s", "m", "h", "d", "w", "mo", "y"];
+
+/// A duration's (digits, unit) pairs, the unit lower case; `None` when `text` is not one
+/// (digits then a unit of [`DURATION_UNITS`], one pair or more).
+pub fn duration_parts(text: &str) -> Option<Vec<(&str, String)>> {
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        let letters = rest[digits..]
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .map_or(rest.len(), |n| digits + n);
+        let unit = rest[digits..letters].to_ascii_lowercase();
+        if digits == 0 || !DURATION_UNITS.contains(&unit.as_str()) {
+            return None;
+        }
+        parts.push((&rest[..digits], unit));
+        rest = &rest[letters..];
+    }
+    (!parts.is_empty()).then_some(parts)
 }
 
 fn is_word_start(c: char) -> bool {
@@ -338,5 +372,52 @@ mod tests {
             kinds("1e"),
             vec![TokenKind::Error("invalid number '1e'".into())]
         );
+        assert_eq!(
+            kinds("1.5s 10mss"),
+            vec![
+                TokenKind::Error("invalid number '1.5s'".into()),
+                TokenKind::Error("invalid number '10mss'".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn durations_and_brackets_of_group_by() {
+        let duration = |d: &str| TokenKind::Duration(d.into());
+        assert_eq!(
+            kinds("([0, 10), 10ms, 1h30M, 2mo)"),
+            vec![
+                TokenKind::LeftParen,
+                TokenKind::LeftBracket,
+                TokenKind::Number("0".into()),
+                TokenKind::Comma,
+                TokenKind::Number("10".into()),
+                TokenKind::RightParen,
+                TokenKind::Comma,
+                duration("10ms"),
+                TokenKind::Comma,
+                duration("1h30M"),
+                TokenKind::Comma,
+                duration("2mo"),
+                TokenKind::RightParen,
+            ]
+        );
+        assert_eq!(
+            kinds("(0, 5]"),
+            vec![
+                TokenKind::LeftParen,
+                TokenKind::Number("0".into()),
+                TokenKind::Comma,
+                TokenKind::Number("5".into()),
+                TokenKind::RightBracket,
+            ]
+        );
+        assert_eq!(
+            duration_parts("1h30m"),
+            Some(vec![("1", "h".to_string()), ("30", "m".to_string())])
+        );
+        assert_eq!(duration_parts("h"), None);
+        assert_eq!(duration_parts("10"), None);
+        assert_eq!(duration_parts("10x"), None);
     }
 }

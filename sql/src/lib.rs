@@ -12,8 +12,8 @@ pub mod lexer;
 pub mod parser;
 
 pub use ast::{
-    Insert, Literal, PathPattern, Projection, RowWindow, Statement, TableSelect, TableStatement,
-    TimeRange,
+    AggregateFunction, AggregateItem, GroupByTime, Insert, Literal, PathPattern, Projection,
+    RowWindow, Statement, TableSelect, TableStatement, TimeRange,
 };
 pub use exec::{
     delete_paths, execute, execute_charged, execute_table, execute_table_charged, insert_table,

@@ -67,8 +67,7 @@ fn parse_statement(tokens: &[Token], end: Position, bytes: usize) -> Result<Stat
             format!("statement of {bytes} bytes is over the limit of {STATEMENT_BYTES_MAX} bytes"),
         ));
     }
-    // IoTDB syntax not run yet is named as such even where the lexer has no token for it (the
-    // `[` of GROUP BY's window).
+    // IoTDB syntax not run yet is named as such even where the lexer cannot read a token of it.
     if let Some(error) = unsupported(tokens) {
         return Err(error);
     }
@@ -94,34 +93,34 @@ fn lex_error(tokens: &[Token]) -> Option<ParseError> {
     })
 }
 
-/// IoTDB's aggregation functions other than COUNT, which Fencepost does not run yet.
-const AGGREGATIONS_UNSUPPORTED: [&str; 14] = [
-    "AVG",
-    "SUM",
-    "MIN_VALUE",
-    "MAX_VALUE",
-    "FIRST_VALUE",
-    "LAST_VALUE",
-    "MIN_TIME",
-    "MAX_TIME",
-    "EXTREME",
+/// IoTDB's aggregation functions Fencepost does not run yet (those it runs are
+/// [`crate::AggregateFunction`]).
+const AGGREGATIONS_UNSUPPORTED: [&str; 13] = [
     "STDDEV",
+    "STDDEV_POP",
+    "STDDEV_SAMP",
     "VARIANCE",
+    "VAR_POP",
+    "VAR_SAMP",
     "MODE",
     "MAX_BY",
     "MIN_BY",
+    "COUNT_IF",
+    "COUNT_TIME",
+    "TIME_DURATION",
+    "AVG_BY",
 ];
 
 /// IoTDB clauses Fencepost's queries do not take yet.
-const CLAUSES_UNSUPPORTED: [&str; 6] = ["GROUP", "FILL", "SLIMIT", "SOFFSET", "ALIGN", "HAVING"];
+const CLAUSES_UNSUPPORTED: [&str; 5] = ["FILL", "SLIMIT", "SOFFSET", "ALIGN", "HAVING"];
 
 /// The clauses only a raw query takes (`ORDER BY TIME`, `LIMIT`, `OFFSET`).
 const ROW_CLAUSES: [&str; 3] = ["ORDER", "LIMIT", "OFFSET"];
 
 /// The first piece of IoTDB's syntax in a statement that Fencepost does not run yet, as an
 /// unsupported error (300) naming it, so a client learns what is missing rather than reading a
-/// syntax error: GROUP BY and the other clauses, aggregations other than COUNT, value filters,
-/// and the table model's statements (which a table-model session runs).
+/// syntax error: FILL and the other clauses, the aggregations Fencepost does not run, value
+/// filters, and the table model's statements (which a table-model session runs).
 fn unsupported(tokens: &[Token]) -> Option<ParseError> {
     let word = |t: &Token| match &t.kind {
         TokenKind::Word(w) => Some(w.to_ascii_uppercase()),
@@ -192,8 +191,8 @@ fn not_supported_yet(position: Position, what: &str) -> ParseError {
     ParseError {
         position,
         message: format!(
-            "{what} is not supported yet; Fencepost runs raw, LAST and COUNT queries with time \
-             bounds, and the tree model's statements"
+            "{what} is not supported yet; Fencepost runs raw, LAST and aggregate queries with \
+             time bounds, and the tree model's statements"
         ),
         unsupported: true,
     }
@@ -628,33 +627,33 @@ impl Parser<'_> {
 
     fn select(&mut self) -> Result<Statement, ParseError> {
         self.expect_keyword("SELECT")?;
-        let next_is =
-            |p: &Self, kind: TokenKind| p.tokens.get(p.next + 1).map(|t| &t.kind) == Some(&kind);
+        if self.at_function() {
+            return self.select_aggregate();
+        }
         let last = self.is_keyword("LAST") && !self.next_is_from_or_comma();
         if last {
             self.next += 1;
             let measurements = self.projection()?;
             let device = self.from()?;
-            self.refuse_row_clauses("LAST")?;
+            self.refuse_row_clauses("a LAST query")?;
             return Ok(Statement::SelectLast {
                 device,
                 measurements,
             });
         }
-        if self.is_keyword("COUNT") && next_is(self, TokenKind::LeftParen) {
-            let measurements = self.counts()?;
-            let device = self.from()?;
-            let range = self.where_clause()?;
-            self.refuse_row_clauses("COUNT")?;
-            return Ok(Statement::SelectCount {
-                device,
-                measurements,
-                range,
-            });
-        }
         let measurements = self.projection()?;
+        if self.peek_kind() == Some(&TokenKind::LeftParen) {
+            // A name right before `(` ended the list: an aggregation after raw columns.
+            return Err(Self::error_at(
+                &self.tokens[self.next - 1],
+                aggregate::MIXED.to_string(),
+            ));
+        }
         let device = self.from()?;
         let range = self.where_clause()?;
+        if self.is_keyword("GROUP") {
+            return Err(self.error("end of statement: GROUP BY takes aggregations, like count(s1)"));
+        }
         let rows = self.row_window()?;
         Ok(Statement::Select {
             device,
@@ -702,12 +701,12 @@ impl Parser<'_> {
         }
     }
 
-    /// 300 for ORDER BY, LIMIT or OFFSET after a query that does not take them yet.
+    /// 300 for ORDER BY, LIMIT or OFFSET after `query` (`a LAST query`), which does not take
+    /// them yet.
     fn refuse_row_clauses(&self, query: &str) -> Result<(), ParseError> {
         match self.peek().map(|t| &t.kind) {
             Some(TokenKind::Word(w)) if ROW_CLAUSES.iter().any(|c| w.eq_ignore_ascii_case(c)) => {
-                Err(self
-                    .unsupported_here(&format!("{} on a {query} query", w.to_ascii_uppercase())))
+                Err(self.unsupported_here(&format!("{} on {query}", w.to_ascii_uppercase())))
             }
             _ => Ok(()),
         }
@@ -755,33 +754,13 @@ impl Parser<'_> {
         }
     }
 
-    /// `COUNT(*)` or `COUNT(s1), COUNT(s2), ...`.
-    fn counts(&mut self) -> Result<Projection, ParseError> {
-        let mut names = Vec::new();
-        loop {
-            if names.len() == MEASUREMENTS_MAX {
-                return Err(self.error(&format!(
-                    "FROM: at most {MEASUREMENTS_MAX} measurements in one statement"
-                )));
-            }
-            self.expect_keyword("COUNT")?;
-            self.expect(&TokenKind::LeftParen, "'('")?;
-            if names.is_empty() && self.eat(&TokenKind::Star) {
-                self.expect(&TokenKind::RightParen, "')'")?;
-                return Ok(Projection::All);
-            }
-            names.push(self.measurement()?);
-            self.expect(&TokenKind::RightParen, "')'")?;
-            if !self.eat(&TokenKind::Comma) {
-                return Ok(Projection::Measurements(names));
-            }
-        }
-    }
-
-    /// `[WHERE bound AND bound ...]` with `bound := time (>=|>|<=|<|=) integer`.
+    /// `[WHERE bound AND bound ...]` with `bound := time (>=|>|<=|<|=) integer`; GROUP BY and
+    /// the row clauses may follow.
     fn where_clause(&mut self) -> Result<TimeRange, ParseError> {
         let mut range = TimeRange::ALL;
-        if self.peek().is_none() || ROW_CLAUSES.iter().any(|c| self.is_keyword(c)) {
+        let next_clause =
+            self.is_keyword("GROUP") || ROW_CLAUSES.iter().any(|c| self.is_keyword(c));
+        if self.peek().is_none() || next_clause {
             return Ok(range);
         }
         if !self.eat_keyword("WHERE") {
@@ -810,22 +789,27 @@ impl Parser<'_> {
             _ => return Err(self.error("one of >=, >, <=, <, =")),
         };
         self.next += 1;
+        let bound = self.time_literal()?;
+        narrow(range, &operator, bound);
+        Ok(())
+    }
+
+    /// A time in milliseconds: an integer, with an optional sign.
+    fn time_literal(&mut self) -> Result<i64, ParseError> {
         let at = self.next;
-        let bound = match self.number("an integer time in milliseconds")? {
-            Literal::Integer(t) => t,
+        match self.number("an integer time in milliseconds")? {
+            Literal::Integer(t) => Ok(t),
             _ => {
                 let token = &self.tokens[at];
-                return Err(Self::error_at(
+                Err(Self::error_at(
                     token,
                     format!(
                         "expected an integer time in milliseconds, found '{}'",
                         token.text
                     ),
-                ));
+                ))
             }
-        };
-        narrow(range, &operator, bound);
-        Ok(())
+        }
     }
 
     fn measurement(&mut self) -> Result<String, ParseError> {
@@ -971,6 +955,7 @@ fn normalise_path(path: &str, nodes_min: usize) -> Option<String> {
 }
 
 mod admin;
+mod aggregate;
 mod table;
 pub use table::parse_table_statement;
 

@@ -395,7 +395,7 @@ async fn parse_errors_name_their_position(e: &str) {
     assert_eq!(
         run.stderr,
         "Msg: 300: line 2, column 33: the value filter on s1 is not supported yet; Fencepost runs \
-         raw, LAST and COUNT queries with time bounds, and the tree model's statements\n"
+         raw, LAST and aggregate queries with time bounds, and the tree model's statements\n"
     );
     let objects = json(e, "INSERT INTO root.sg.d1(time, s1) VALUES (1, 'open)", 1).await;
     assert_eq!(

@@ -30,6 +30,17 @@ pub(super) struct Memory {
     /// A table dropped when the next table write reaches the backend, between its schema
     /// lookup and its rows: a DROP TABLE racing the write.
     pub(super) drop_before_next_write: Mutex<Option<(String, String)>>,
+    /// Calls of `query_raw` and of `aggregate` so far.
+    pub(super) calls: Mutex<Calls>,
+}
+
+/// How often the executor asked for points and for partials.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Calls {
+    /// `query_raw`.
+    pub(super) raw: usize,
+    /// `aggregate`.
+    pub(super) aggregate: usize,
 }
 
 impl Memory {
@@ -166,6 +177,7 @@ impl Backend for Memory {
         to: i64,
         limit: usize,
     ) -> ExecResult<Vec<(i64, Value)>> {
+        self.calls.lock().unwrap().raw += 1;
         let series = self.series.lock().unwrap();
         Ok(series
             .get(&(device.to_string(), measurement.to_string()))
@@ -177,6 +189,29 @@ impl Backend for Memory {
                     .collect()
             })
             .unwrap_or_default())
+    }
+    async fn aggregate(
+        &self,
+        device: &str,
+        measurements: &[String],
+        windows: Windows,
+    ) -> ExecResult<Vec<Vec<Partial>>> {
+        self.calls.lock().unwrap().aggregate += 1;
+        let series = self.series.lock().unwrap();
+        let windows_count = usize::try_from(windows.count()).expect("windows fit in memory");
+        Ok(measurements
+            .iter()
+            .map(|m| {
+                let mut partials = vec![Partial::default(); windows_count];
+                if let Some((_, points)) = series.get(&(device.to_string(), m.clone())) {
+                    for (t, v) in points.range(windows.range()) {
+                        let i = windows.index(*t).expect("a point of the windows' range");
+                        partials[i].push(*t, v);
+                    }
+                }
+                partials
+            })
+            .collect())
     }
     async fn query_last(
         &self,

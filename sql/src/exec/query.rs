@@ -1,5 +1,5 @@
-//! Queries of the tree model: raw SELECT (series joined on time), SELECT LAST, COUNT, and
-//! IoTDB's raw and last data queries by path. Series are read a chunk at a time
+//! Queries of the tree model: raw SELECT (series joined on time), SELECT LAST, and IoTDB's raw
+//! and last data queries by path (aggregations are [`super::aggregate`]'s). Series are read a chunk at a time
 //! ([`SeriesReader`]) and rows are charged to the result's [`ResultCharge`] as they are built,
 //! so a query too large for memory is refused while it is built (REVIEW N5).
 
@@ -337,32 +337,4 @@ fn java_float(value: f64, text: String) -> String {
     } else {
         text
     }
-}
-
-/// One row of `count(<series>)` columns.
-pub(super) async fn select_count<B: Backend>(
-    backend: &B,
-    device: &str,
-    projection: &Projection,
-    range: TimeRange,
-) -> ExecResult<Outcome> {
-    let series = resolve(backend, device, projection).await?;
-    if series.is_empty() {
-        return Ok(Outcome::query(Vec::new(), Vec::new()));
-    }
-    let mut header = Vec::with_capacity(series.len());
-    let mut row = Vec::with_capacity(series.len());
-    for (label, measurement, data_type) in &series {
-        // Counted a chunk at a time: no series is held whole to count it.
-        let mut reader = SeriesReader::new(device, measurement, *data_type, range, usize::MAX);
-        let mut count = 0;
-        while let Some(points) = reader.next(backend).await? {
-            count += points.len();
-        }
-        header.push((format!("count({device}.{label})"), DataType::Int64));
-        row.push(Some(Value::Int64(
-            i64::try_from(count).expect("a count bounded by RESULT_ROWS_MAX"),
-        )));
-    }
-    Ok(Outcome::query(header, vec![row]))
 }

@@ -391,7 +391,7 @@ impl Parser<'_> {
         let rows: RowWindow = self.row_window()?;
         if let Some(TokenKind::Word(w)) = self.peek_kind() {
             let w = w.to_ascii_uppercase();
-            if w == "OR" || CLAUSES_UNSUPPORTED.contains(&w.as_str()) {
+            if w == "OR" || w == "GROUP" || CLAUSES_UNSUPPORTED.contains(&w.as_str()) {
                 return Err(self.unsupported_here(&format!("{w} in a table-model query")));
             }
         }

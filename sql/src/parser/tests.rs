@@ -1,6 +1,7 @@
 use common::DataType;
 
 use super::*;
+use crate::{AggregateFunction, AggregateItem};
 
 fn one(text: &str) -> Statement {
     let parsed = parse_script(text, Position::START);
@@ -367,20 +368,26 @@ fn select_last_and_count() {
             rows: RowWindow::default()
         }
     );
+    let count = |measurement: &str| AggregateItem {
+        function: AggregateFunction::Count,
+        measurement: measurement.into(),
+    };
     assert_eq!(
         one("SELECT COUNT(s1), count(s2) FROM root.sg.d1 WHERE time < 10"),
-        Statement::SelectCount {
+        Statement::SelectAggregate {
             device: "root.sg.d1".into(),
-            measurements: names(&["s1", "s2"]),
-            range: range(i64::MIN, 10)
+            items: vec![count("s1"), count("s2")],
+            range: range(i64::MIN, 10),
+            group_by: None
         }
     );
     assert_eq!(
         one("SELECT COUNT(*) FROM root.sg.d1"),
-        Statement::SelectCount {
+        Statement::SelectAggregate {
             device: "root.sg.d1".into(),
-            measurements: Projection::All,
-            range: TimeRange::ALL
+            items: vec![count("*")],
+            range: TimeRange::ALL,
+            group_by: None
         }
     );
 }
@@ -469,7 +476,7 @@ fn error_positions_name_line_and_column() {
     );
     assert_eq!(
         error("SELECT s1 FROM root.sg.d1 WHERE s1 > 3"),
-        "line 1, column 33: the value filter on s1 is not supported yet; Fencepost runs raw, LAST and COUNT queries with time bounds, and the tree model's statements"
+        "line 1, column 33: the value filter on s1 is not supported yet; Fencepost runs raw, LAST and aggregate queries with time bounds, and the tree model's statements"
     );
     assert_eq!(
         error("SELECT s1\nFROM root.sg.d1\n  WHERE time >"),
@@ -658,10 +665,13 @@ fn iotdb_syntax_not_run_yet_is_unsupported_not_malformed() {
         parsed[0].result.clone().expect_err(text)
     };
     for (text, names) in [
-        ("SELECT avg(s1) FROM root.sg.d1", "the aggregation AVG"),
         (
-            "select count(s1) from root.sg.d1 group by ([0, 100), 10ms)",
-            "GROUP clauses",
+            "SELECT stddev(s1) FROM root.sg.d1",
+            "the aggregation STDDEV",
+        ),
+        (
+            "select count(s1) from root.sg.d1 group by ([0, 100), 10ms) fill(previous)",
+            "FILL clauses",
         ),
         (
             "SELECT s1 FROM root.sg.d1 WHERE s1 > 5",

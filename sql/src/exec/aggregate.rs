@@ -1,0 +1,408 @@
+//! Aggregate queries of the tree model: IoTDB's aggregations of a device's series over the
+//! WHERE range, or in GROUP BY's windows. The backend answers one [`Partial`] per series and
+//! window where the data is ([`Backend::aggregate`], one call for every series the query
+//! names); each column is finished here from its series' partials. No raw point is read.
+//!
+//! Shapes are IoTDB 2.x's: without GROUP BY one row and no time column; with it a `Time` column
+//! (each window's start) and one row per window in order, empty windows included (COUNT 0,
+//! every other function NULL). A column is named `count(root.sg.d1.s1)`; `*` is every series of
+//! the device, and a series that does not exist is left out (none at all: an empty result).
+//!
+//! GROUP BY's windows keep their boundaries when a WHERE range cuts them: only the points in
+//! both ranges are aggregated. When the WHERE range starts inside a window, that window's part
+//! is asked on its own, so a second call covers the windows after it.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use common::aggregate::{Partial, Windows};
+use common::{DataType, StatusCode, Value};
+
+use super::budget::{value_heap_bytes, ResultCharge};
+use super::{resolve, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
+use crate::{AggregateFunction, AggregateItem, GroupByTime, Projection, TimeRange};
+
+/// `SELECT <aggregations> FROM device [WHERE ...] [GROUP BY ...]`; the partials the backend
+/// answers are charged to `charge` while they are held.
+pub(super) async fn select_aggregate<B: Backend>(
+    backend: &B,
+    device: &str,
+    items: &[AggregateItem],
+    range: TimeRange,
+    group_by: Option<GroupByTime>,
+    charge: &mut ResultCharge,
+) -> ExecResult<Outcome> {
+    let cut = Cut::new(range, group_by)?;
+    let (measurements, columns) = plan(backend, device, items).await?;
+    if columns.is_empty() {
+        return Ok(Outcome::query(Vec::new(), Vec::new()));
+    }
+    let mut held = 0;
+    let partials = fetch(backend, device, &measurements, &cut, charge, &mut held).await;
+    let outcome = partials.map(|partials| finish(device, &columns, &cut, &partials));
+    charge.release(held);
+    outcome
+}
+
+/// One column of the result: a function of one series.
+#[derive(Debug)]
+struct Column {
+    function: AggregateFunction,
+    /// The name the query used: the measurement, or its alias.
+    label: String,
+    /// The series' index among the measurements asked of the backend.
+    series: usize,
+    data_type: DataType,
+}
+
+impl Column {
+    /// The column's type, as IoTDB's `getBuiltinAggregationDataType`.
+    fn output_type(&self) -> DataType {
+        match self.function {
+            AggregateFunction::Count | AggregateFunction::MinTime | AggregateFunction::MaxTime => {
+                DataType::Int64
+            }
+            AggregateFunction::Sum | AggregateFunction::Avg => DataType::Double,
+            _ => self.data_type,
+        }
+    }
+
+    /// The column's cell for one window's partial of its series.
+    fn cell(&self, p: &Partial) -> Cell {
+        // A value of another type (the series was dropped and created again with another type
+        // while the query ran) is left out rather than mistyping the column.
+        let of_series = |v: Option<&Value>| v.filter(|v| v.data_type() == self.data_type).cloned();
+        match self.function {
+            AggregateFunction::Count => Some(Value::Int64(
+                i64::try_from(p.count).expect("fewer points than i64::MAX"),
+            )),
+            AggregateFunction::Sum => (p.count > 0).then_some(Value::Double(p.sum)),
+            AggregateFunction::Avg => p.avg().map(Value::Double),
+            AggregateFunction::MinValue => of_series(p.min.as_ref()),
+            AggregateFunction::MaxValue => of_series(p.max.as_ref()),
+            AggregateFunction::Extreme => of_series(p.extreme().as_ref()),
+            AggregateFunction::FirstValue => of_series(p.first.as_ref().map(|(_, v)| v)),
+            AggregateFunction::LastValue => of_series(p.last.as_ref().map(|(_, v)| v)),
+            AggregateFunction::MinTime => p.first.as_ref().map(|(t, _)| Value::Int64(*t)),
+            AggregateFunction::MaxTime => p.last.as_ref().map(|(t, _)| Value::Int64(*t)),
+        }
+    }
+}
+
+/// 700 unless `function` takes a series of `data_type`, as IoTDB: SUM, AVG and EXTREME take
+/// numbers (INT32, INT64, FLOAT, DOUBLE), MIN_VALUE and MAX_VALUE numbers, TIMESTAMP and DATE;
+/// the others every type.
+fn check_type(function: AggregateFunction, path: &str, data_type: DataType) -> ExecResult<()> {
+    use DataType::{Date, Double, Float, Int32, Int64, Timestamp};
+    let (takes, types) = match function {
+        AggregateFunction::Sum | AggregateFunction::Avg | AggregateFunction::Extreme => (
+            matches!(data_type, Int32 | Int64 | Float | Double),
+            "INT32, INT64, FLOAT or DOUBLE",
+        ),
+        AggregateFunction::MinValue | AggregateFunction::MaxValue => (
+            matches!(data_type, Int32 | Int64 | Float | Double | Timestamp | Date),
+            "INT32, INT64, FLOAT, DOUBLE, TIMESTAMP or DATE",
+        ),
+        _ => (true, ""),
+    };
+    if takes {
+        return Ok(());
+    }
+    let name = function.name();
+    Err(ExecError::refused(
+        StatusCode::IllegalParameter,
+        format!(
+            "{name}({path}): {} takes a series of {types}, and {path} is {}",
+            name.to_ascii_uppercase(),
+            data_type.name()
+        ),
+    ))
+}
+
+/// The measurements to ask the backend for (each once) and the result's columns, in the order
+/// of the items (`*` expanding to every series of the device, in the server's order).
+async fn plan<B: Backend>(
+    backend: &B,
+    device: &str,
+    items: &[AggregateItem],
+) -> ExecResult<(Vec<String>, Vec<Column>)> {
+    let all = items.iter().any(|i| i.measurement == "*");
+    let every = if all {
+        resolve(backend, device, &Projection::All).await?
+    } else {
+        Vec::new()
+    };
+    let mut names: Vec<String> = Vec::new();
+    for item in items.iter().filter(|i| i.measurement != "*") {
+        if !names.contains(&item.measurement) {
+            names.push(item.measurement.clone());
+        }
+    }
+    let named: HashMap<String, (String, DataType)> = if names.is_empty() {
+        HashMap::new()
+    } else {
+        resolve(backend, device, &Projection::Measurements(names))
+            .await?
+            .into_iter()
+            .map(|(label, measurement, data_type)| (label, (measurement, data_type)))
+            .collect()
+    };
+    let mut measurements: Vec<String> = Vec::new();
+    let mut columns = Vec::new();
+    for item in items {
+        let series: Vec<(String, String, DataType)> = if item.measurement == "*" {
+            every.clone()
+        } else {
+            named
+                .get(&item.measurement)
+                .map(|(m, t)| (item.measurement.clone(), m.clone(), *t))
+                .into_iter()
+                .collect()
+        };
+        for (label, measurement, data_type) in series {
+            check_type(item.function, &format!("{device}.{label}"), data_type)?;
+            let index = match measurements.iter().position(|m| *m == measurement) {
+                Some(i) => i,
+                None => {
+                    measurements.push(measurement);
+                    measurements.len() - 1
+                }
+            };
+            columns.push(Column {
+                function: item.function,
+                label,
+                series: index,
+                data_type,
+            });
+        }
+    }
+    Ok((measurements, columns))
+}
+
+/// The rows of an aggregate query and the points they take.
+#[derive(Clone, Debug, PartialEq)]
+struct Cut {
+    /// GROUP BY's windows, one row each; `None`: one row, without GROUP BY.
+    windows: Option<Windows>,
+    /// The points aggregated: the WHERE range, within GROUP BY's.
+    span: Range<i64>,
+}
+
+impl Cut {
+    /// The cut of a query; 700 when GROUP BY makes more than [`RESULT_ROWS_MAX`] windows.
+    fn new(range: TimeRange, group_by: Option<GroupByTime>) -> ExecResult<Cut> {
+        let Some(g) = group_by else {
+            return Ok(Cut {
+                windows: None,
+                span: range.from..range.to,
+            });
+        };
+        if g.start >= g.end || g.interval_ms == 0 {
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                format!(
+                    "GROUP BY ([{}, {}), {}ms) has no window: the start must be before the end \
+                     and the interval positive",
+                    g.start, g.end, g.interval_ms
+                ),
+            ));
+        }
+        let Some(windows) = Windows::new(g.start..g.end, g.interval_ms, RESULT_ROWS_MAX as u64)
+        else {
+            let span = (i128::from(g.end) - i128::from(g.start)) as u128;
+            let count = span.div_ceil(u128::from(g.interval_ms));
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                format!(
+                    "GROUP BY ([{}, {}), {}ms) makes {count} windows, more than the \
+                     {RESULT_ROWS_MAX} rows a query may return; widen the interval or narrow \
+                     the range",
+                    g.start, g.end, g.interval_ms
+                ),
+            ));
+        };
+        Ok(Cut {
+            windows: Some(windows),
+            span: range.from.max(g.start)..range.to.min(g.end),
+        })
+    }
+
+    /// Rows of the result.
+    fn rows(&self) -> usize {
+        self.windows.map_or(1, |w| {
+            usize::try_from(w.count()).expect("at most RESULT_ROWS_MAX windows")
+        })
+    }
+
+    /// The backend calls that cover the span, in row order: the windows asked and the row of
+    /// the first one. None when the span is empty; two when it starts inside a window.
+    fn calls(&self) -> Vec<(Windows, usize)> {
+        let span = self.span.clone();
+        if span.is_empty() {
+            return Vec::new();
+        }
+        let Some(w) = self.windows else {
+            let whole = Windows::whole(span).expect("a span that is not empty");
+            return vec![(whole, 0)];
+        };
+        let first = w.index(span.start).expect("the span lies in the windows");
+        let aligned = |start: i64| Windows {
+            start,
+            end: span.end,
+            interval: w.interval,
+        };
+        if w.window_start(first) == span.start {
+            return vec![(aligned(span.start), first)];
+        }
+        let next_window = i128::from(w.start) + (first as i128 + 1) * i128::from(w.interval);
+        let head_end = i64::try_from(next_window.min(i128::from(span.end))).expect("<= span.end");
+        let head = Windows::whole(span.start..head_end).expect("a span that is not empty");
+        let mut calls = vec![(head, first)];
+        if head_end < span.end {
+            calls.push((aligned(head_end), first + 1));
+        }
+        calls
+    }
+}
+
+/// The heap bytes of a partial's values besides the partial.
+fn partial_heap_bytes(p: &Partial) -> usize {
+    let values = [p.min.as_ref(), p.max.as_ref()]
+        .into_iter()
+        .chain([p.first.as_ref(), p.last.as_ref()].map(|f| f.map(|(_, v)| v)));
+    values.flatten().map(value_heap_bytes).sum()
+}
+
+/// Each measurement's partial in each row (`[measurement][row]`), from the backend; what they
+/// hold is charged to `charge` and added to `held`, for the caller to give back.
+async fn fetch<B: Backend>(
+    backend: &B,
+    device: &str,
+    measurements: &[String],
+    cut: &Cut,
+    charge: &mut ResultCharge,
+    held: &mut usize,
+) -> ExecResult<Vec<Vec<Partial>>> {
+    let rows = cut.rows();
+    // Charged before the rows are asked for, so a result too large is refused before it is
+    // computed; the defaults of rows no call covers are charged likewise.
+    let fixed = rows
+        .saturating_mul(measurements.len())
+        .saturating_mul(std::mem::size_of::<Partial>());
+    charge.add(fixed)?;
+    *held += fixed;
+    let mut partials: Vec<Vec<Partial>> = (0..measurements.len())
+        .map(|_| Vec::with_capacity(rows))
+        .collect();
+    for (windows, first_row) in cut.calls() {
+        let answer = backend.aggregate(device, measurements, windows).await?;
+        let expected = usize::try_from(windows.count()).expect("at most RESULT_ROWS_MAX windows");
+        if answer.len() != measurements.len() || answer.iter().any(|a| a.len() != expected) {
+            return Err(ExecError::refused(
+                StatusCode::InternalServerError,
+                format!(
+                    "the aggregate of {} series in {expected} windows came back with another \
+                     shape",
+                    measurements.len()
+                ),
+            ));
+        }
+        let heap: usize = answer.iter().flatten().map(partial_heap_bytes).sum();
+        charge.add(heap)?;
+        *held += heap;
+        for (series, answered) in partials.iter_mut().zip(answer) {
+            series.resize(first_row, Partial::default());
+            series.extend(answered);
+        }
+    }
+    for series in &mut partials {
+        series.resize(rows, Partial::default());
+    }
+    Ok(partials)
+}
+
+/// The result: a `Time` column with GROUP BY, then one column per [`Column`], one row per
+/// window.
+fn finish(device: &str, columns: &[Column], cut: &Cut, partials: &[Vec<Partial>]) -> Outcome {
+    let mut header = Vec::with_capacity(columns.len() + 1);
+    if cut.windows.is_some() {
+        header.push((TIME_COLUMN.to_string(), DataType::Int64));
+    }
+    header.extend(columns.iter().map(|c| {
+        let name = format!("{}({device}.{})", c.function.name(), c.label);
+        (name, c.output_type())
+    }));
+    let rows = (0..cut.rows())
+        .map(|row| {
+            let mut cells = Vec::with_capacity(header.len());
+            if let Some(w) = cut.windows {
+                cells.push(Some(Value::Int64(w.window_start(row))));
+            }
+            cells.extend(columns.iter().map(|c| c.cell(&partials[c.series][row])));
+            cells
+        })
+        .collect();
+    Outcome::query(header, rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group_by(start: i64, end: i64, interval_ms: u64) -> Option<GroupByTime> {
+        Some(GroupByTime {
+            start,
+            end,
+            interval_ms,
+        })
+    }
+
+    fn calls(range: TimeRange, g: Option<GroupByTime>) -> Vec<(Range<i64>, u64, usize)> {
+        Cut::new(range, g)
+            .expect("a cut")
+            .calls()
+            .into_iter()
+            .map(|(w, first)| (w.range(), w.interval, first))
+            .collect()
+    }
+
+    #[test]
+    fn a_where_range_cutting_a_window_asks_for_its_part_alone() {
+        let r = |from, to| TimeRange { from, to };
+        // No WHERE: one call over GROUP BY's windows.
+        assert_eq!(
+            calls(TimeRange::ALL, group_by(0, 1000, 100)),
+            [(0..1000, 100, 0)]
+        );
+        // WHERE on a boundary: one call from that window.
+        assert_eq!(
+            calls(r(200, 750), group_by(0, 1000, 100)),
+            [(200..750, 100, 2)]
+        );
+        // WHERE inside a window: its part, then the windows after it.
+        assert_eq!(
+            calls(r(150, 750), group_by(0, 1000, 100)),
+            [(150..200, 50, 1), (200..750, 100, 2)]
+        );
+        assert_eq!(
+            calls(r(150, 170), group_by(0, 1000, 100)),
+            [(150..170, 20, 1)]
+        );
+        // Nothing in common: no call; without GROUP BY, the WHERE range whole.
+        assert_eq!(calls(r(5000, 6000), group_by(0, 1000, 100)), []);
+        assert_eq!(calls(r(3, 9), None), [(3..9, 6, 0)]);
+        assert_eq!(calls(r(9, 3), None), []);
+    }
+
+    #[test]
+    fn windows_past_the_row_bound_are_refused_naming_it() {
+        let e = Cut::new(TimeRange::ALL, group_by(0, 2_000_001, 2)).unwrap_err();
+        assert_eq!(e.code(), 700);
+        assert!(e.to_string().contains("1000001 windows"), "{e}");
+        assert!(e.to_string().contains(&RESULT_ROWS_MAX.to_string()), "{e}");
+        let at_bound = Cut::new(TimeRange::ALL, group_by(0, 2_000_000, 2)).unwrap();
+        assert_eq!(at_bound.rows(), RESULT_ROWS_MAX);
+        assert!(Cut::new(TimeRange::ALL, group_by(5, 5, 1)).is_err());
+        assert!(Cut::new(TimeRange::ALL, group_by(0, 5, 0)).is_err());
+    }
+}

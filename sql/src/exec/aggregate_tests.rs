@@ -1,0 +1,362 @@
+//! Aggregate queries over the in-memory backend: values and types of every function, GROUP BY's
+//! windows (empty ones included, cut by a WHERE range), the refusals, and that the executor asks
+//! for partials once and never for raw points.
+
+use common::{DataType, Value};
+
+use super::memory_backend::{ready, Calls, Memory};
+use super::*;
+use crate::{parse_script, Position};
+
+fn run(m: &Memory, text: &str) -> ExecResult<Outcome> {
+    let mut parsed = parse_script(text, Position::START);
+    assert_eq!(parsed.len(), 1, "{text}");
+    let statement = parsed.pop().unwrap().result.expect(text);
+    ready(execute(m, &statement))
+}
+
+fn one(m: &Memory, text: &str) -> Outcome {
+    run(m, text).expect(text)
+}
+
+/// root.sg.d1: `d` DOUBLE at 1, 2, 12; `i` INT32 and `t` TEXT at 1, 2, 12, 35.
+fn device() -> Memory {
+    let m = Memory::default();
+    one(&m, "CREATE TIMESERIES root.sg.d1.i INT32");
+    one(
+        &m,
+        "INSERT INTO root.sg.d1(time, d, i, t) VALUES (1, 1.5, 4, 'a'), (2, -6.0, -2, 'b'), \
+         (12, 2.0, 7, 'c'), (35, NULL, 1, 'd')",
+    );
+    *m.calls.lock().unwrap() = Calls::default();
+    m
+}
+
+fn int(v: i64) -> Cell {
+    Some(Value::Int64(v))
+}
+
+fn double(v: f64) -> Cell {
+    Some(Value::Double(v))
+}
+
+#[test]
+fn every_function_over_the_whole_range_is_one_row_without_time() {
+    let m = device();
+    let o = one(
+        &m,
+        "SELECT count(d), sum(d), avg(d), min_value(d), max_value(d), extreme(d), \
+         first_value(d), last_value(d), min_time(d), max_time(d) FROM root.sg.d1",
+    );
+    let names = [
+        "count",
+        "sum",
+        "avg",
+        "min_value",
+        "max_value",
+        "extreme",
+        "first_value",
+        "last_value",
+        "min_time",
+        "max_time",
+    ];
+    let columns: Vec<String> = names.iter().map(|f| format!("{f}(root.sg.d1.d)")).collect();
+    assert_eq!(o.columns, columns);
+    assert!(!o.has_time());
+    use DataType::{Double, Int64};
+    assert_eq!(
+        o.types,
+        [Int64, Double, Double, Double, Double, Double, Double, Double, Int64, Int64]
+    );
+    assert_eq!(
+        o.rows,
+        vec![vec![
+            int(3),
+            double(-2.5),
+            double(-2.5 / 3.0),
+            double(-6.0),
+            double(2.0),
+            double(-6.0),
+            double(1.5),
+            double(2.0),
+            int(1),
+            int(12),
+        ]]
+    );
+    assert_eq!(
+        *m.calls.lock().unwrap(),
+        Calls {
+            raw: 0,
+            aggregate: 1
+        },
+        "one call for every series, and no raw point"
+    );
+}
+
+#[test]
+fn group_by_gives_a_row_per_window_with_empty_ones() {
+    let m = device();
+    let o = one(
+        &m,
+        "SELECT count(i), sum(i), max_value(i), first_value(t), min_time(i) FROM root.sg.d1 \
+         GROUP BY ([0, 40), 10ms)",
+    );
+    assert_eq!(
+        o.columns,
+        [
+            "Time",
+            "count(root.sg.d1.i)",
+            "sum(root.sg.d1.i)",
+            "max_value(root.sg.d1.i)",
+            "first_value(root.sg.d1.t)",
+            "min_time(root.sg.d1.i)"
+        ]
+    );
+    use DataType::{Double, Int32, Int64, Text};
+    assert_eq!(o.types, [Int64, Int64, Double, Int32, Text, Int64]);
+    let text = |s: &str| Some(Value::Text(s.into()));
+    let i32 = |v: i32| Some(Value::Int32(v));
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![int(0), int(2), double(2.0), i32(4), text("a"), int(1)],
+            vec![int(10), int(1), double(7.0), i32(7), text("c"), int(12)],
+            vec![int(20), int(0), None, None, None, None],
+            vec![int(30), int(1), double(1.0), i32(1), text("d"), int(35)],
+        ]
+    );
+    assert_eq!(m.calls.lock().unwrap().aggregate, 1);
+    // The last window may be shorter; windows past the points are empty rows.
+    let o = one(
+        &m,
+        "SELECT count(i) FROM root.sg.d1 GROUP BY ([-10, 15), 10ms)",
+    );
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![int(-10), int(0)],
+            vec![int(0), int(2)],
+            vec![int(10), int(1)]
+        ]
+    );
+}
+
+#[test]
+fn where_narrows_the_points_and_windows_keep_group_by_boundaries() {
+    let m = device();
+    // WHERE starts inside the first window: only its points from 2 on count there.
+    let o = one(
+        &m,
+        "SELECT count(i), min_time(i) FROM root.sg.d1 WHERE time >= 2 AND time < 30 \
+         GROUP BY ([0, 40), 10ms)",
+    );
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![int(0), int(1), int(2)],
+            vec![int(10), int(1), int(12)],
+            vec![int(20), int(0), None],
+            vec![int(30), int(0), None],
+        ]
+    );
+    // Its part of the first window is asked on its own, then the windows after it.
+    assert_eq!(m.calls.lock().unwrap().aggregate, 2);
+    // Nothing in common: every window empty, nothing asked.
+    *m.calls.lock().unwrap() = Calls::default();
+    let o = one(
+        &m,
+        "SELECT count(i), avg(i) FROM root.sg.d1 WHERE time >= 100 GROUP BY ([0, 20), 10ms)",
+    );
+    assert_eq!(
+        o.rows,
+        vec![vec![int(0), int(0), None], vec![int(10), int(0), None]]
+    );
+    // Without GROUP BY, an empty WHERE range is one row of COUNT 0.
+    let o = one(
+        &m,
+        "SELECT count(i), avg(i) FROM root.sg.d1 WHERE time > 5 AND time < 3",
+    );
+    assert_eq!(o.rows, vec![vec![int(0), None]]);
+    assert_eq!(m.calls.lock().unwrap().aggregate, 0);
+    let o = one(
+        &m,
+        "SELECT count(i) FROM root.sg.d1 WHERE time > 1 AND time <= 12",
+    );
+    assert_eq!(o.rows, vec![vec![int(2)]]);
+}
+
+#[test]
+fn star_is_every_series_and_missing_series_are_left_out() {
+    let m = device();
+    let o = one(&m, "SELECT count(*), last_value(*) FROM root.sg.d1");
+    assert_eq!(
+        o.columns,
+        [
+            "count(root.sg.d1.d)",
+            "count(root.sg.d1.i)",
+            "count(root.sg.d1.t)",
+            "last_value(root.sg.d1.d)",
+            "last_value(root.sg.d1.i)",
+            "last_value(root.sg.d1.t)"
+        ]
+    );
+    assert_eq!(
+        o.rows,
+        vec![vec![
+            int(3),
+            int(4),
+            int(4),
+            double(2.0),
+            Some(Value::Int32(1)),
+            Some(Value::Text("d".into()))
+        ]]
+    );
+    assert_eq!(
+        m.calls.lock().unwrap().aggregate,
+        1,
+        "each series asked once"
+    );
+    let o = one(&m, "SELECT count(i), count(nope) FROM root.sg.d1");
+    assert_eq!(o.columns, ["count(root.sg.d1.i)"]);
+    // Nothing that exists: an empty result, as COUNT always answered.
+    for text in [
+        "SELECT count(nope) FROM root.sg.d1",
+        "SELECT count(*) FROM root.sg.nope",
+        "SELECT avg(*) FROM root.sg.nope GROUP BY ([0, 10), 1ms)",
+    ] {
+        let o = one(&m, text);
+        assert!(o.columns.is_empty() && o.rows.is_empty(), "{text}: {o:?}");
+        assert_eq!(o.kind, OutcomeKind::Query);
+    }
+}
+
+#[test]
+fn an_alias_names_its_series() {
+    let m = Memory::default();
+    one(&m, "CREATE TIMESERIES root.sg.d1.s1(temperature) DOUBLE");
+    one(
+        &m,
+        "INSERT INTO root.sg.d1(time, s1) VALUES (5, 21.5), (6, 22.5)",
+    );
+    let o = one(&m, "SELECT avg(temperature), count(s1) FROM root.sg.d1");
+    assert_eq!(
+        o.columns,
+        ["avg(root.sg.d1.temperature)", "count(root.sg.d1.s1)"]
+    );
+    assert_eq!(o.rows, vec![vec![double(22.0), int(2)]]);
+    assert_eq!(
+        m.calls.lock().unwrap().aggregate,
+        1,
+        "one series asked once"
+    );
+}
+
+#[test]
+fn numeric_functions_refuse_text_and_the_others_take_every_type() {
+    let m = device();
+    one(&m, "CREATE TIMESERIES root.sg.d1.b BOOLEAN");
+    one(&m, "CREATE TIMESERIES root.sg.d1.day DATE");
+    one(
+        &m,
+        "INSERT INTO root.sg.d1(time, b, day) VALUES (1, true, '2024-01-05'), \
+         (2, false, '2023-12-31')",
+    );
+    for (text, message) in [
+        (
+            "SELECT avg(t) FROM root.sg.d1",
+            "avg(root.sg.d1.t): AVG takes a series of INT32, INT64, FLOAT or DOUBLE, and \
+             root.sg.d1.t is TEXT",
+        ),
+        (
+            "SELECT count(i), sum(*) FROM root.sg.d1",
+            "sum(root.sg.d1.b): SUM takes a series of INT32, INT64, FLOAT or DOUBLE, and \
+             root.sg.d1.b is BOOLEAN",
+        ),
+        (
+            "SELECT min_value(t) FROM root.sg.d1 GROUP BY ([0, 10), 1ms)",
+            "min_value(root.sg.d1.t): MIN_VALUE takes a series of INT32, INT64, FLOAT, DOUBLE, \
+             TIMESTAMP or DATE, and root.sg.d1.t is TEXT",
+        ),
+        (
+            "SELECT max_value(t) FROM root.sg.d1",
+            "max_value(root.sg.d1.t): MAX_VALUE",
+        ),
+        (
+            "SELECT extreme(day) FROM root.sg.d1",
+            "extreme(root.sg.d1.day): EXTREME",
+        ),
+    ] {
+        let e = run(&m, text).expect_err(text);
+        assert_eq!(e.code(), 700, "{text}: {e}");
+        assert!(e.to_string().starts_with(message), "{text}: {e}");
+    }
+    assert_eq!(
+        m.calls.lock().unwrap().aggregate,
+        0,
+        "refused before asking"
+    );
+    let o = one(
+        &m,
+        "SELECT count(t), first_value(t), last_value(b), min_time(t), max_time(t), \
+         min_value(day), max_value(day) FROM root.sg.d1",
+    );
+    use DataType::{Boolean, Date, Int64, Text};
+    assert_eq!(o.types, [Int64, Text, Boolean, Int64, Int64, Date, Date]);
+    assert_eq!(
+        o.rows,
+        vec![vec![
+            int(4),
+            Some(Value::Text("a".into())),
+            Some(Value::Boolean(false)),
+            int(1),
+            int(35),
+            Some(Value::Date(20231231)),
+            Some(Value::Date(20240105)),
+        ]]
+    );
+}
+
+#[test]
+fn windows_are_bounded_by_the_result_rows_and_partials_by_the_budget() {
+    let m = device();
+    let e = run(
+        &m,
+        "SELECT count(i) FROM root.sg.d1 GROUP BY ([0, 2000001), 2ms)",
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), 700);
+    assert!(
+        e.to_string()
+            .contains("makes 1000001 windows, more than the 1000000 rows a query may return"),
+        "{e}"
+    );
+    // Within the row bound but not the result's memory: refused before anything is asked.
+    let budget = ResultBudget::new(1 << 20, 1 << 30);
+    let mut charge = budget.charge();
+    let statement = parse_script(
+        "SELECT count(*) FROM root.sg.d1 GROUP BY ([0, 1000000), 1ms)",
+        Position::START,
+    )
+    .pop()
+    .unwrap()
+    .result
+    .unwrap();
+    let e = ready(execute_charged(&m, &statement, &mut charge)).unwrap_err();
+    assert!(e.to_string().contains("query_result_bytes_max"), "{e}");
+    assert_eq!(m.calls.lock().unwrap().aggregate, 0);
+    drop(charge);
+    assert_eq!(budget.used(), 0);
+    // A result that fits is charged exactly its rows once built.
+    let mut charge = budget.charge();
+    let statement = parse_script(
+        "SELECT count(*) FROM root.sg.d1 GROUP BY ([0, 100), 1ms)",
+        Position::START,
+    )
+    .pop()
+    .unwrap()
+    .result
+    .unwrap();
+    let o = ready(execute_charged(&m, &statement, &mut charge)).unwrap();
+    assert_eq!(o.rows.len(), 100);
+    assert_eq!(charge.bytes(), outcome_bytes(&o));
+}

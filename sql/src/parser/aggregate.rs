@@ -1,0 +1,412 @@
+//! Aggregate queries: a SELECT list of IoTDB's aggregations (`count(s1)`, `avg(*)`), which may
+//! not be mixed with raw columns, and `GROUP BY ([t1, t2), interval)` with an interval of
+//! IoTDB's duration units (`10ms`, `1h30m`). Natural months and years (`mo`, `y`), units finer
+//! than the millisecond, the left-open window `(t1, t2]`, sliding steps and the other GROUP BY
+//! forms answer 300.
+
+use super::{not_supported_yet, ParseError, Parser, Statement, TokenKind, MEASUREMENTS_MAX};
+use crate::ast::{AggregateFunction, AggregateItem, GroupByTime};
+use crate::lexer::duration_parts;
+
+/// Why a SELECT list mixing raw columns and aggregations is refused (IoTDB refuses it too).
+pub(super) const MIXED: &str =
+    "raw columns and aggregations cannot be mixed in one SELECT (IoTDB refuses a raw data and \
+     aggregation hybrid query)";
+
+/// An example of the GROUP BY Fencepost runs, for messages.
+const GROUP_BY_EXAMPLE: &str = "GROUP BY ([0, 1000), 100ms)";
+
+impl Parser<'_> {
+    /// True when the next token is a word right before `(`: a function call.
+    pub(super) fn at_function(&self) -> bool {
+        matches!(self.peek_kind(), Some(TokenKind::Word(_)))
+            && self.tokens.get(self.next + 1).map(|t| &t.kind) == Some(&TokenKind::LeftParen)
+    }
+
+    /// The rest of `SELECT <aggregations> FROM device [WHERE ...] [GROUP BY ...]`, after SELECT.
+    pub(super) fn select_aggregate(&mut self) -> Result<Statement, ParseError> {
+        let items = self.aggregate_items()?;
+        let device = self.from()?;
+        let range = self.where_clause()?;
+        let group_by = if self.is_keyword("GROUP") {
+            Some(self.group_by()?)
+        } else {
+            None
+        };
+        self.refuse_row_clauses("an aggregate query")?;
+        Ok(Statement::SelectAggregate {
+            device,
+            items,
+            range,
+            group_by,
+        })
+    }
+
+    /// `function(measurement | *), ...`: aggregations only.
+    fn aggregate_items(&mut self) -> Result<Vec<AggregateItem>, ParseError> {
+        let mut items = Vec::new();
+        loop {
+            if items.len() == MEASUREMENTS_MAX {
+                return Err(self.error(&format!(
+                    "FROM: at most {MEASUREMENTS_MAX} aggregations in one statement"
+                )));
+            }
+            if !self.at_function() {
+                return Err(match self.peek() {
+                    Some(t) if matches!(t.kind, TokenKind::Word(_) | TokenKind::Star) => {
+                        Self::error_at(t, MIXED.to_string())
+                    }
+                    _ => self.error("an aggregation like count(s1)"),
+                });
+            }
+            items.push(self.aggregate_item()?);
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(items);
+            }
+        }
+    }
+
+    /// `function(measurement)` or `function(*)`; a function Fencepost does not run is 300.
+    fn aggregate_item(&mut self) -> Result<AggregateItem, ParseError> {
+        let Some(token) = self.peek().cloned() else {
+            return Err(self.error("an aggregation like count(s1)"));
+        };
+        let TokenKind::Word(name) = &token.kind else {
+            return Err(self.error("an aggregation like count(s1)"));
+        };
+        let Some(function) = AggregateFunction::parse(name) else {
+            let what = format!("the function {}", name.to_ascii_uppercase());
+            return Err(not_supported_yet(token.position, &what));
+        };
+        self.next += 1;
+        self.expect(&TokenKind::LeftParen, "'('")?;
+        let measurement = if self.eat(&TokenKind::Star) {
+            "*".to_string()
+        } else {
+            self.measurement_or("'*' or a measurement name")?
+        };
+        self.expect(&TokenKind::RightParen, "')'")?;
+        Ok(AggregateItem {
+            function,
+            measurement,
+        })
+    }
+
+    /// `GROUP BY ([start, end), interval)`.
+    fn group_by(&mut self) -> Result<GroupByTime, ParseError> {
+        self.expect_keyword("GROUP")?;
+        self.expect_keyword("BY")?;
+        if let Some(TokenKind::Word(w)) = self.peek_kind() {
+            let what = format!("GROUP BY {}", w.to_ascii_uppercase());
+            return Err(self.unsupported_here(&what));
+        }
+        self.expect(
+            &TokenKind::LeftParen,
+            &format!("'(' as in {GROUP_BY_EXAMPLE}"),
+        )?;
+        match self.peek_kind() {
+            Some(TokenKind::LeftBracket) => self.next += 1,
+            Some(TokenKind::LeftParen) => {
+                return Err(self.unsupported_here(
+                    "the left-open GROUP BY window (t1, t2]; write the left-closed [t1, t2)",
+                ))
+            }
+            Some(TokenKind::Duration(_)) => {
+                return Err(self.unsupported_here(&format!(
+                    "GROUP BY without a time range; give one, as in {GROUP_BY_EXAMPLE}"
+                )))
+            }
+            _ => return Err(self.error(&format!("'[' as in {GROUP_BY_EXAMPLE}"))),
+        }
+        let start = self.time_literal()?;
+        self.expect(&TokenKind::Comma, "','")?;
+        let end_at = self.next;
+        let end = self.time_literal()?;
+        self.expect(&TokenKind::RightParen, "')': the window is [t1, t2)")?;
+        if start >= end {
+            return Err(Self::error_at(
+                &self.tokens[end_at],
+                format!("the GROUP BY window [{start}, {end}) is empty: its start must be before its end"),
+            ));
+        }
+        self.expect(&TokenKind::Comma, "',' and the interval")?;
+        let interval_ms = self.interval()?;
+        if self.peek_kind() == Some(&TokenKind::Comma) {
+            return Err(self.unsupported_here("a GROUP BY sliding step"));
+        }
+        self.expect(&TokenKind::RightParen, "')'")?;
+        if self.peek_kind() == Some(&TokenKind::Comma) {
+            return Err(self.unsupported_here("GROUP BY LEVEL or TAGS after a time window"));
+        }
+        Ok(GroupByTime {
+            start,
+            end,
+            interval_ms,
+        })
+    }
+
+    /// GROUP BY's interval: a positive duration, in ms.
+    fn interval(&mut self) -> Result<u64, ParseError> {
+        let Some(token) = self.peek().cloned() else {
+            return Err(self.error("an interval like 10ms"));
+        };
+        let TokenKind::Duration(text) = &token.kind else {
+            return Err(self.error("an interval like 10ms (units ms, s, m, h, d, w)"));
+        };
+        let interval = duration_ms(text).map_err(|e| match e {
+            DurationError::Unsupported(what) => not_supported_yet(token.position, &what),
+            DurationError::Malformed(message) => Self::error_at(&token, message),
+        })?;
+        if interval == 0 {
+            return Err(Self::error_at(
+                &token,
+                format!("the GROUP BY interval must be positive, found '{text}'"),
+            ));
+        }
+        self.next += 1;
+        Ok(interval)
+    }
+}
+
+/// Why a duration is not taken.
+#[derive(Debug, PartialEq)]
+enum DurationError {
+    /// IoTDB takes it; Fencepost does not yet (300).
+    Unsupported(String),
+    /// Out of range (700).
+    Malformed(String),
+}
+
+/// A duration literal (`10ms`, `1h30m`) in milliseconds.
+fn duration_ms(text: &str) -> Result<u64, DurationError> {
+    let out_of_range = || DurationError::Malformed(format!("duration '{text}' is out of range"));
+    let parts = duration_parts(text)
+        .ok_or_else(|| DurationError::Malformed(format!("'{text}' is not a duration")))?;
+    let mut total: u64 = 0;
+    for (digits, unit) in parts {
+        let unit_ms: u64 = match unit.as_str() {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "w" => 604_800_000,
+            "mo" | "y" => {
+                return Err(DurationError::Unsupported(format!(
+                    "the natural month or year '{unit}' in a duration (months differ in \
+                     length); use days (d) or weeks (w)"
+                )))
+            }
+            _ => {
+                return Err(DurationError::Unsupported(format!(
+                    "the unit '{unit}' in a duration (times are in milliseconds)"
+                )))
+            }
+        };
+        let count: u64 = digits.parse().map_err(|_| out_of_range())?;
+        total = count
+            .checked_mul(unit_ms)
+            .and_then(|ms| total.checked_add(ms))
+            .ok_or_else(out_of_range)?;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{parse_script, Position, TimeRange};
+
+    fn parse(text: &str) -> Result<Statement, ParseError> {
+        let mut parsed = parse_script(text, Position::START);
+        assert_eq!(parsed.len(), 1, "{text}");
+        parsed.pop().unwrap().result
+    }
+
+    fn item(function: AggregateFunction, measurement: &str) -> AggregateItem {
+        AggregateItem {
+            function,
+            measurement: measurement.into(),
+        }
+    }
+
+    #[test]
+    fn every_function_in_any_case_and_star() {
+        for function in AggregateFunction::ALL {
+            for name in [function.name().to_string(), function.name().to_uppercase()] {
+                let text = format!("SELECT {name}(s1), {name}(*) FROM root.sg.d1");
+                assert_eq!(
+                    parse(&text),
+                    Ok(Statement::SelectAggregate {
+                        device: "root.sg.d1".into(),
+                        items: vec![item(function, "s1"), item(function, "*")],
+                        range: TimeRange::ALL,
+                        group_by: None,
+                    }),
+                    "{text}"
+                );
+            }
+        }
+        assert_eq!(
+            AggregateFunction::parse("Max_Value"),
+            Some(AggregateFunction::MaxValue)
+        );
+        assert_eq!(AggregateFunction::parse("max"), None);
+    }
+
+    #[test]
+    fn mixed_functions_with_where_and_group_by() {
+        use AggregateFunction::{Avg, Count, MaxValue};
+        assert_eq!(
+            parse(
+                "SELECT count(s1), avg(s1), max_value(s2) FROM root.sg.d1 \
+                 WHERE time >= 0 AND time < 1000 GROUP BY ([0, 1000), 100ms)"
+            ),
+            Ok(Statement::SelectAggregate {
+                device: "root.sg.d1".into(),
+                items: vec![item(Count, "s1"), item(Avg, "s1"), item(MaxValue, "s2")],
+                range: TimeRange { from: 0, to: 1000 },
+                group_by: Some(GroupByTime {
+                    start: 0,
+                    end: 1000,
+                    interval_ms: 100
+                }),
+            })
+        );
+        let group_by = |text: &str| match parse(text) {
+            Ok(Statement::SelectAggregate { group_by, .. }) => group_by.expect(text),
+            other => panic!("{text}: {other:?}"),
+        };
+        let g = group_by("select count(*) from root.sg.d1 group by ([-5, +7), 2ms)");
+        assert_eq!((g.start, g.end, g.interval_ms), (-5, 7, 2));
+        for (unit, ms) in [
+            ("ms", 1),
+            ("s", 1_000),
+            ("m", 60_000),
+            ("h", 3_600_000),
+            ("d", 86_400_000),
+            ("w", 604_800_000),
+            ("h30m", 3_600_000 + 30 * 60_000),
+        ] {
+            let text = format!("SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 10), 1{unit})");
+            assert_eq!(group_by(&text).interval_ms, ms, "{text}");
+        }
+    }
+
+    #[test]
+    fn group_by_forms_not_run_yet_are_unsupported() {
+        for (text, what) in [
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ((0, 100], 10ms)",
+                "the left-open GROUP BY window",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 1mo)",
+                "the natural month or year 'mo'",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 1y)",
+                "the natural month or year 'y'",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 10ms, 5ms)",
+                "a GROUP BY sliding step",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 10ms), LEVEL = 1",
+                "GROUP BY LEVEL or TAGS",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY LEVEL = 1",
+                "GROUP BY LEVEL",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY (10ms)",
+                "GROUP BY without a time range",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 LIMIT 3",
+                "LIMIT on an aggregate query",
+            ),
+            ("SELECT cos(s1) FROM root.sg.d1", "the function COS"),
+        ] {
+            let e = parse(text).expect_err(text);
+            assert!(e.unsupported, "{text}: {e}");
+            assert!(e.message.starts_with(what), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn malformed_aggregate_queries_are_syntax_errors() {
+        for (text, message) in [
+            (
+                "SELECT count(s1), s2 FROM root.sg.d1",
+                "line 1, column 19: raw columns and aggregations cannot be mixed",
+            ),
+            (
+                "SELECT s2, count(s1) FROM root.sg.d1",
+                "line 1, column 12: raw columns and aggregations cannot be mixed",
+            ),
+            (
+                "SELECT count(s1), * FROM root.sg.d1",
+                "line 1, column 19: raw columns and aggregations cannot be mixed",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 0ms)",
+                "line 1, column 54: the GROUP BY interval must be positive, found '0ms'",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([100, 100), 1ms)",
+                "line 1, column 50: the GROUP BY window [100, 100) is empty",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100], 1ms)",
+                "line 1, column 51: expected ')': the window is [t1, t2), found ']'",
+            ),
+            (
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 10)",
+                "line 1, column 54: expected an interval like 10ms",
+            ),
+            (
+                "SELECT s1 FROM root.sg.d1 GROUP BY ([0, 100), 10ms)",
+                "line 1, column 27: expected end of statement: GROUP BY takes aggregations",
+            ),
+            (
+                "SELECT count(s1.x) FROM root.sg.d1",
+                "line 1, column 14: expected '*' or a measurement name",
+            ),
+        ] {
+            let e = parse(text).expect_err(text);
+            assert!(!e.unsupported, "{text}: {e}");
+            assert!(e.to_string().starts_with(message), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn durations_in_milliseconds() {
+        assert_eq!(duration_ms("10ms"), Ok(10));
+        assert_eq!(duration_ms("1h30m"), Ok(5_400_000));
+        assert_eq!(duration_ms("2S"), Ok(2_000));
+        assert_eq!(duration_ms("1d1w"), Ok(86_400_000 + 604_800_000));
+        assert!(matches!(
+            duration_ms("1mo"),
+            Err(DurationError::Unsupported(m)) if m.contains("natural month")
+        ));
+        assert!(matches!(
+            duration_ms("1y"),
+            Err(DurationError::Unsupported(_))
+        ));
+        assert!(matches!(
+            duration_ms("5us"),
+            Err(DurationError::Unsupported(m)) if m.contains("milliseconds")
+        ));
+        assert!(matches!(
+            duration_ms("99999999999999999999ms"),
+            Err(DurationError::Malformed(_))
+        ));
+        assert!(matches!(
+            duration_ms("9999999999999w"),
+            Err(DurationError::Malformed(_))
+        ));
+    }
+}
