@@ -271,6 +271,41 @@ async fn select_last_and_count(e: &str) {
     let run = table(e, "select count(s3) from root.sg.d1", 0).await;
     assert!(run.stdout.contains("|count(root.sg.d1.s3)|"), "{run:?}");
     assert!(run.stdout.contains(&format!("|{:>20}|", 2)), "{run:?}");
+
+    // Aggregations in GROUP BY windows, computed where the data is (s1: 10, 20, 30 at 1, 2, 3).
+    let objects = json(
+        e,
+        "SELECT avg(s1), max_value(s1), min_time(s1), count(s2) FROM root.sg.d1 \
+         GROUP BY ([0, 6), 2ms)",
+        0,
+    )
+    .await;
+    assert_eq!(
+        objects[0]["columns"],
+        json!([
+            "Time",
+            "avg(root.sg.d1.s1)",
+            "max_value(root.sg.d1.s1)",
+            "min_time(root.sg.d1.s1)",
+            "count(root.sg.d1.s2)"
+        ])
+    );
+    assert_eq!(
+        rows(&objects[0]),
+        vec![
+            json!([0, 10.0, 10, 1, 1]),
+            json!([2, 25.0, 30, 2, 1]),
+            json!([4, null, null, null, 0])
+        ],
+        "{objects:?}"
+    );
+    let objects = json(
+        e,
+        "SELECT sum(s1), extreme(s2) FROM root.sg.d1 WHERE time >= 2",
+        0,
+    )
+    .await;
+    assert_eq!(rows(&objects[0]), vec![json!([50.0, 3.5])], "{objects:?}");
 }
 
 /// SET TTL hides points older than now - ttl from SELECT and SELECT LAST at once, SHOW

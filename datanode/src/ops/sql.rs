@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use common::aggregate::{Partial, Windows};
 use common::table::{DeviceAttributes, TableSchema, TableView};
 use common::views::{
     ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
@@ -229,6 +230,34 @@ impl Backend for DataNodeBackend {
 
     async fn show_timeseries(&self, prefix: &str) -> ExecResult<Vec<TimeseriesView>> {
         answered(cluster::show_timeseries(&self.shared, prefix.to_string()).await)
+    }
+
+    async fn aggregate(
+        &self,
+        device: &str,
+        measurements: &[String],
+        windows: Windows,
+    ) -> ExecResult<Vec<Vec<Partial>>> {
+        let paths: Vec<SeriesPath> = measurements
+            .iter()
+            .map(|m| SeriesPath::new(device, m.as_str()))
+            .collect();
+        let pinned = self.shared.metadata.pin();
+        let mut answered = self
+            .shared
+            .coordinator
+            .read_aggregate(&pinned, &paths, windows)
+            .await
+            .map_err(coordinator_error)?;
+        let count = usize::try_from(windows.count()).expect("windows bounded by the executor");
+        // In the order asked; a series gone meanwhile has empty windows.
+        Ok(paths
+            .iter()
+            .map(|path| match answered.iter().position(|s| s.path == *path) {
+                Some(i) => answered.swap_remove(i).partials,
+                None => vec![Partial::default(); count],
+            })
+            .collect())
     }
 
     async fn query_raw(

@@ -9,8 +9,7 @@
 //! the device, and a series that does not exist is left out (none at all: an empty result).
 //!
 //! GROUP BY's windows keep their boundaries when a WHERE range cuts them: only the points in
-//! both ranges are aggregated. When the WHERE range starts inside a window, that window's part
-//! is asked on its own, so a second call covers the windows after it.
+//! both ranges are aggregated (the WHERE range is the windows' visible range).
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -235,33 +234,17 @@ impl Cut {
     }
 
     /// The backend calls that cover the span, in row order: the windows asked and the row of
-    /// the first one. None when the span is empty; two when it starts inside a window.
+    /// the first one. None when the span is empty, else one: GROUP BY's windows with the span
+    /// as their visible range, or one window over the span.
     fn calls(&self) -> Vec<(Windows, usize)> {
         let span = self.span.clone();
         if span.is_empty() {
             return Vec::new();
         }
-        let Some(w) = self.windows else {
-            let whole = Windows::whole(span).expect("a span that is not empty");
-            return vec![(whole, 0)];
-        };
-        let first = w.index(span.start).expect("the span lies in the windows");
-        let aligned = |start: i64| Windows {
-            start,
-            end: span.end,
-            interval: w.interval,
-        };
-        if w.window_start(first) == span.start {
-            return vec![(aligned(span.start), first)];
+        match self.windows {
+            Some(w) => vec![(w.visible(span), 0)],
+            None => vec![(Windows::whole(span).expect("a span that is not empty"), 0)],
         }
-        let next_window = i128::from(w.start) + (first as i128 + 1) * i128::from(w.interval);
-        let head_end = i64::try_from(next_window.min(i128::from(span.end))).expect("<= span.end");
-        let head = Windows::whole(span.start..head_end).expect("a span that is not empty");
-        let mut calls = vec![(head, first)];
-        if head_end < span.end {
-            calls.push((aligned(head_end), first + 1));
-        }
-        calls
     }
 }
 
@@ -367,26 +350,24 @@ mod tests {
     }
 
     #[test]
-    fn a_where_range_cutting_a_window_asks_for_its_part_alone() {
+    fn a_where_range_is_the_visible_part_of_group_by_windows() {
         let r = |from, to| TimeRange { from, to };
         // No WHERE: one call over GROUP BY's windows.
         assert_eq!(
             calls(TimeRange::ALL, group_by(0, 1000, 100)),
             [(0..1000, 100, 0)]
         );
-        // WHERE on a boundary: one call from that window.
-        assert_eq!(
-            calls(r(200, 750), group_by(0, 1000, 100)),
-            [(200..750, 100, 2)]
-        );
-        // WHERE inside a window: its part, then the windows after it.
+        // WHERE cuts the windows' visible range; they keep their boundaries (row 0 is the
+        // window at 0 whatever WHERE says).
         assert_eq!(
             calls(r(150, 750), group_by(0, 1000, 100)),
-            [(150..200, 50, 1), (200..750, 100, 2)]
+            [(150..750, 100, 0)]
         );
+        let cut = Cut::new(r(150, 750), group_by(0, 1000, 100)).unwrap();
+        let (w, _) = cut.calls()[0];
         assert_eq!(
-            calls(r(150, 170), group_by(0, 1000, 100)),
-            [(150..170, 20, 1)]
+            (w.index(149), w.index(150), w.index(750)),
+            (None, Some(1), None)
         );
         // Nothing in common: no call; without GROUP BY, the WHERE range whole.
         assert_eq!(calls(r(5000, 6000), group_by(0, 1000, 100)), []);
