@@ -700,26 +700,6 @@ impl DataRegion {
             .collect())
     }
 
-    /// The point with the greatest timestamp of a series, if any.
-    pub fn last(&self, device: &str, measurement: &str) -> Result<Option<(i64, Value)>> {
-        let state = self.state.read();
-        for partition in state.partitions.values().rev() {
-            let mut merged = BTreeMap::new();
-            merge_partition(
-                &state,
-                partition,
-                device,
-                measurement,
-                ALL_TIME,
-                &mut merged,
-            )?;
-            if let Some((t, v)) = merged.pop_last() {
-                return Ok(Some((t, v)));
-            }
-        }
-        Ok(None)
-    }
-
     /// Every live series and its type, sorted.
     pub fn series(&self) -> Vec<(String, String, DataType)> {
         let state = self.state.read();

@@ -72,6 +72,32 @@ impl DataRegion {
     }
 }
 
+impl DataRegion {
+    /// The point with the greatest timestamp of a series, if any: the newest partition that
+    /// holds a visible point answers, from its pages' statistics where they answer (a page of
+    /// the newest partition is decoded only where a newer source or a deletion meets it).
+    pub fn last(&self, device: &str, measurement: &str) -> Result<Option<(i64, Value)>> {
+        let all = Windows::whole(i64::MIN..i64::MAX).expect("a range that is not empty");
+        let state = self.state.read();
+        for partition in state.partitions.values().rev() {
+            let mut out = [Partial::default()];
+            let mut series = PartitionSeries {
+                state: &state,
+                partition,
+                device,
+                measurement,
+                windows: &all,
+            };
+            series.aggregate(&mut out, &mut AggregateWork::default())?;
+            let [partial] = out;
+            if let Some(last) = partial.last {
+                return Ok(Some(last));
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// One series in one time partition, aggregated into windows.
 struct PartitionSeries<'a> {
     state: &'a RegionState,
