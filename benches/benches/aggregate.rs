@@ -47,17 +47,25 @@ fn region(dir: &std::path::Path, n: usize) -> DataRegion {
             seed ^= seed >> 7;
             seed ^= seed << 17;
             walk += (seed % 201) as f64 / 100.0 - 1.0;
-            t.push_row(i as i64 * 1000, vec![Some(Value::Double((walk * 100.0).round() / 100.0))]);
+            t.push_row(
+                i as i64 * 1000,
+                vec![Some(Value::Double((walk * 100.0).round() / 100.0))],
+            );
         }
         index += 1;
-        region.apply(index, &RegionCommand::insert(t), &OpenGate).unwrap();
+        region
+            .apply(index, &RegionCommand::insert(t), &OpenGate)
+            .unwrap();
         // Flushed every 10 M points: memory stays bounded and the files are many, as in life.
         if index % 100 == 0 {
             region.flush().unwrap();
         }
     }
     region.flush().unwrap();
-    eprintln!("{n} points written and flushed in {:.1?}", started.elapsed());
+    eprintln!(
+        "{n} points written and flushed in {:.1?}",
+        started.elapsed()
+    );
     region
 }
 
