@@ -10,6 +10,7 @@ pub mod ast;
 pub mod exec;
 pub mod lexer;
 pub mod parser;
+pub mod time;
 
 pub use ast::{
     AggregateFunction, AggregateItem, GroupByTime, Insert, Literal, PathPattern, Projection,
