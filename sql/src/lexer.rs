@@ -15,6 +15,9 @@ pub enum TokenKind {
     /// A duration: digits and a unit, one pair or more (`10ms`, `1h30m`); the units are
     /// IoTDB's ([`DURATION_UNITS`]), any case.
     Duration(String),
+    /// A date-time literal as written (`2024-01-01`, `2024/01/01 08:00:00.123+08:00`): its shape
+    /// only, see [`datetime_len`]; [`crate::time::datetime_ms`] checks the fields.
+    DateTime(String),
     /// A quoted string, quotes removed and doubled quotes collapsed.
     Str(String),
     /// `(`
@@ -205,6 +208,9 @@ impl Lexer<'_> {
     /// Digits, an optional `.digits`, an optional exponent; a letter right after is an error,
     /// unless the whole is a duration.
     fn number(&mut self, start: usize) -> TokenKind {
+        if let Some(len) = datetime_len(&self.text[start..]) {
+            return self.datetime(start, len);
+        }
         self.bump_while(|c| c.is_ascii_digit());
         if self.peek() == Some('.') {
             self.bump();
@@ -234,6 +240,23 @@ impl Lexer<'_> {
             return TokenKind::Error(format!("invalid number '{text}'"));
         }
         TokenKind::Number(self.text[start..self.offset].to_string())
+    }
+
+    /// The date-time literal of `len` bytes at `start` (its first digit already read); a
+    /// letter, `.` or `:` right after makes the whole an error.
+    fn datetime(&mut self, start: usize, len: usize) -> TokenKind {
+        while self.offset < start + len {
+            self.bump();
+        }
+        if self
+            .peek()
+            .is_some_and(|c| is_word_char(c) || c == '.' || c == ':')
+        {
+            self.bump_while(|c| is_word_char(c) || c == '.' || c == ':');
+            let text = &self.text[start..self.offset];
+            return TokenKind::Error(format!("invalid date-time '{text}'"));
+        }
+        TokenKind::DateTime(self.text[start..self.offset].to_string())
     }
 
     /// A name, continued by `.` + name characters or `*` into a dotted path.
@@ -280,6 +303,91 @@ pub fn duration_parts(text: &str) -> Option<Vec<(&str, String)>> {
         rest = &rest[letters..];
     }
     (!parts.is_empty()).then_some(parts)
+}
+
+/// The length in bytes of the date-time literal `text` starts with, if it starts with one, in
+/// the shape of IoTDB's `DATETIME_LITERAL`: a date `digits-digits-digits` (or with `/` or `.`,
+/// the same both times), optionally followed by `T` or blanks and a time `digits:digits:digits`
+/// with an optional `.digits` and a zone (`Z`, `+digits`, `-digits[:digits]`) right after it.
+/// Blanks or `T` without a time after them are not part of it. A zone must not run into a
+/// letter, so `2024-01-01T00:00:00-1h` is the literal, `-` and a duration.
+pub fn datetime_len(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let digits = |at: usize| digits_at(b, at);
+    // `digits sep digits sep digits`, the same separator both times.
+    let mut at = digits(0);
+    let separator = *b.get(at).filter(|c| matches!(c, b'-' | b'/' | b'.'))?;
+    for _ in 0..2 {
+        let n = digits(at + 1);
+        if at == 0 || b.get(at) != Some(&separator) || n == 0 {
+            return None;
+        }
+        at += 1 + n;
+    }
+    // `T` or blanks, then `digits:digits:digits[.digits]`.
+    let blanks = b[at..]
+        .iter()
+        .take_while(|c| matches!(c, b' ' | b'\t'))
+        .count();
+    let gap = match b.get(at) {
+        Some(b'T' | b't') => 1,
+        _ => blanks,
+    };
+    let Some(time) = time_len(&b[at + gap..]).filter(|_| gap > 0) else {
+        return Some(at);
+    };
+    at += gap + time;
+    Some(at + zone_len(&b[at..]))
+}
+
+/// How many ASCII digits `b` has from `at` on.
+fn digits_at(b: &[u8], at: usize) -> usize {
+    b.get(at..).map_or(0, |rest| {
+        rest.iter().take_while(|c| c.is_ascii_digit()).count()
+    })
+}
+
+/// `digits:digits:digits[.digits]` at the start of `b`.
+fn time_len(b: &[u8]) -> Option<usize> {
+    let digits = |at: usize| digits_at(b, at);
+    let mut at = 0;
+    for i in 0..3 {
+        let n = digits(at);
+        if n == 0 || (i < 2 && b.get(at + n) != Some(&b':')) {
+            return None;
+        }
+        at += n + usize::from(i < 2);
+    }
+    let fraction = digits(at + 1);
+    if b.get(at) == Some(&b'.') && fraction > 0 {
+        at += 1 + fraction;
+    }
+    Some(at)
+}
+
+/// `Z`, or `+`/`-` digits with an optional `:digits`, at the start of `b`, when no word
+/// character follows; 0 otherwise.
+fn zone_len(b: &[u8]) -> usize {
+    let digits = |at: usize| digits_at(b, at);
+    let len = match b.first() {
+        Some(b'Z' | b'z') => 1,
+        Some(b'+' | b'-') if digits(1) > 0 => {
+            let hours = 1 + digits(1);
+            match digits(hours + 1) {
+                n if n > 0 && b.get(hours) == Some(&b':') => hours + 1 + n,
+                _ => hours,
+            }
+        }
+        _ => return 0,
+    };
+    let runs_on = b
+        .get(len)
+        .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80);
+    if runs_on {
+        0
+    } else {
+        len
+    }
 }
 
 fn is_word_start(c: char) -> bool {
@@ -419,5 +527,117 @@ mod tests {
         assert_eq!(duration_parts("h"), None);
         assert_eq!(duration_parts("10"), None);
         assert_eq!(duration_parts("10x"), None);
+    }
+
+    #[test]
+    fn date_time_literals_are_one_token() {
+        let at = |d: &str| TokenKind::DateTime(d.into());
+        for text in [
+            "2024-01-01",
+            "2024/01/01",
+            "2024.01.01",
+            "2024-1-1",
+            "2024-01-01T00:00:00",
+            "2024-01-01t00:00:00",
+            "2024-01-01 08:00:00",
+            "2024-01-01  08:00:00.123",
+            "2024-01-01T08:00:00.123+08:00",
+            "2024-01-01T08:00:00-0500",
+            "2024-01-01T08:00:00Z",
+            "2024-13-45",
+        ] {
+            assert_eq!(kinds(text), vec![at(text)], "{text}");
+        }
+        assert_eq!(
+            kinds("time >= 2024-01-01 08:00:00+08:00 - 1h30m, [2024/01/01, now())"),
+            vec![
+                word("time"),
+                TokenKind::GreaterEqual,
+                at("2024-01-01 08:00:00+08:00"),
+                TokenKind::Minus,
+                TokenKind::Duration("1h30m".into()),
+                TokenKind::Comma,
+                TokenKind::LeftBracket,
+                at("2024/01/01"),
+                TokenKind::Comma,
+                word("now"),
+                TokenKind::LeftParen,
+                TokenKind::RightParen,
+                TokenKind::RightParen,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_date_time_ends_where_its_shape_does() {
+        let at = |d: &str| TokenKind::DateTime(d.into());
+        // Blanks without a time after them, and `+`/`-` then a duration, are not part of it.
+        assert_eq!(kinds("2024-01-01 AND"), vec![at("2024-01-01"), word("AND")]);
+        assert_eq!(
+            kinds("2024-01-01T00:00:00-1h"),
+            vec![
+                at("2024-01-01T00:00:00"),
+                TokenKind::Minus,
+                TokenKind::Duration("1h".into())
+            ]
+        );
+        assert_eq!(
+            kinds("2024-01-01T00:00:00+1d"),
+            vec![
+                at("2024-01-01T00:00:00"),
+                TokenKind::Plus,
+                TokenKind::Duration("1d".into())
+            ]
+        );
+        assert_eq!(kinds("2024-01-01 -- a comment"), vec![at("2024-01-01")],);
+        // Mixed separators, or too few parts, are no date.
+        assert_eq!(
+            kinds("2024-01/01"),
+            vec![
+                TokenKind::Number("2024".into()),
+                TokenKind::Minus,
+                TokenKind::Number("01".into()),
+                err("'/'"),
+                TokenKind::Number("01".into()),
+            ]
+        );
+        assert_eq!(
+            kinds("5 - 1, 5-1, -2"),
+            vec![
+                TokenKind::Number("5".into()),
+                TokenKind::Minus,
+                TokenKind::Number("1".into()),
+                TokenKind::Comma,
+                TokenKind::Number("5".into()),
+                TokenKind::Minus,
+                TokenKind::Number("1".into()),
+                TokenKind::Comma,
+                TokenKind::Minus,
+                TokenKind::Number("2".into()),
+            ]
+        );
+        assert_eq!(kinds("1.5e-3"), vec![TokenKind::Number("1.5e-3".into())]);
+    }
+
+    #[test]
+    fn a_date_time_running_into_letters_is_an_error() {
+        for (text, bad) in [
+            ("2024-01-01T25", "2024-01-01T25"),
+            ("2024-01-01T08:00", "2024-01-01T08:00"),
+            ("2024-01-01T08:00:00Zulu", "2024-01-01T08:00:00Zulu"),
+            ("2024-01-01x", "2024-01-01x"),
+            ("2024.01.01.5", "2024.01.01.5"),
+        ] {
+            assert_eq!(
+                kinds(text)[0],
+                TokenKind::Error(format!("invalid date-time '{bad}'")),
+                "{text}"
+            );
+        }
+        assert_eq!(datetime_len("2024-01-01 08:00:00 x"), Some(19));
+        assert_eq!(datetime_len("2024-01-01 08:00 x"), Some(10));
+        assert_eq!(datetime_len("-2024-01-01"), None);
+        assert_eq!(datetime_len("2024"), None);
+        assert_eq!(datetime_len("2024-01-"), None);
     }
 }

@@ -10,6 +10,7 @@ pub mod ast;
 pub mod exec;
 pub mod lexer;
 pub mod parser;
+pub mod time;
 
 pub use ast::{
     AggregateFunction, AggregateItem, GroupByTime, Insert, Literal, PathPattern, Projection,
@@ -20,7 +21,10 @@ pub use exec::{
     row_bytes, Backend, Cell, ExecError, ExecResult, Outcome, OutcomeKind, ResultBudget,
     ResultCharge, TableOutcome,
 };
-pub use parser::{complete_prefix_bytes, parse_script, parse_table_statement, Parsed};
+pub use parser::{
+    complete_prefix_bytes, parse_script, parse_script_with_clock, parse_table_statement,
+    parse_table_statement_with_clock, Parsed,
+};
 
 /// Longest statement accepted, in bytes (the REPL refuses to buffer more).
 pub const STATEMENT_BYTES_MAX: usize = 16 << 20;

@@ -6,6 +6,7 @@ use super::ast::{
     Insert, InsertRow, Literal, PathPattern, Projection, RowWindow, Statement, TimeRange,
 };
 use super::lexer::{advance, tokenize, Token, TokenKind};
+use super::time::wall_clock_ms;
 use super::{ParseError, Position, INSERT_ROWS_MAX, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
 
 /// One statement of a script: where it starts and what it parsed to.
@@ -21,8 +22,15 @@ pub struct Parsed {
 
 /// Parses every `;`-separated statement of `text`, whose first character sits at `base`.
 /// Empty statements (`;;`, a trailing `;`) are skipped; a malformed statement does not stop
-/// the ones after it. The last statement needs no `;`.
+/// the ones after it. The last statement needs no `;`. `now()` reads the wall clock, once per
+/// statement.
 pub fn parse_script(text: &str, base: Position) -> Vec<Parsed> {
+    parse_script_with_clock(text, base, &wall_clock_ms)
+}
+
+/// [`parse_script`] with `now()` read from `clock` (ms since the epoch), at most once per
+/// statement so every `now()` of one statement is the same instant.
+pub fn parse_script_with_clock(text: &str, base: Position, clock: &dyn Fn() -> i64) -> Vec<Parsed> {
     let tokens = tokenize(text, base);
     let end_of_input = advance(base, text);
     let mut parsed = Vec::new();
@@ -42,7 +50,7 @@ pub fn parse_script(text: &str, base: Position) -> Vec<Parsed> {
                 text: text[tokens[start].offset..end_offset]
                     .trim_end()
                     .to_string(),
-                result: parse_statement(&tokens[start..stop], end, bytes),
+                result: parse_statement(&tokens[start..stop], end, bytes, clock),
             });
         }
         start = stop + 1;
@@ -60,7 +68,12 @@ pub fn complete_prefix_bytes(text: &str) -> usize {
         .map_or(0, |t| t.offset + 1)
 }
 
-fn parse_statement(tokens: &[Token], end: Position, bytes: usize) -> Result<Statement, ParseError> {
+fn parse_statement(
+    tokens: &[Token],
+    end: Position,
+    bytes: usize,
+    clock: &dyn Fn() -> i64,
+) -> Result<Statement, ParseError> {
     if bytes > STATEMENT_BYTES_MAX {
         return Err(ParseError::new(
             tokens[0].position,
@@ -79,6 +92,7 @@ fn parse_statement(tokens: &[Token], end: Position, bytes: usize) -> Result<Stat
         tokens,
         next: 0,
         end,
+        now: Now::new(clock),
     };
     let statement = parser.statement()?;
     parser.expect_end()?;
@@ -231,6 +245,8 @@ struct Parser<'a> {
     next: usize,
     /// Where the statement ends (its `;`, or the end of the input).
     end: Position,
+    /// What `now()` is in this statement.
+    now: Now<'a>,
 }
 
 impl Parser<'_> {
@@ -487,7 +503,7 @@ impl Parser<'_> {
         Ok((time_column, measurements))
     }
 
-    /// `(1, 1.5, 'x')`: as many literals as columns; the time column an integer.
+    /// `(1, 1.5, 'x')`: as many literals as columns; the time column a time expression.
     fn insert_row(
         &mut self,
         time_column: usize,
@@ -506,7 +522,7 @@ impl Parser<'_> {
                 )));
             }
             if index == time_column {
-                timestamp = Some(self.timestamp()?);
+                timestamp = Some(self.time_expression()?);
             } else {
                 values.push(self.literal()?);
             }
@@ -526,20 +542,6 @@ impl Parser<'_> {
             (None, open) => unreachable!("a complete row has its time column: {open:?}"),
         };
         Ok(InsertRow { timestamp, values })
-    }
-
-    fn timestamp(&mut self) -> Result<i64, ParseError> {
-        let at = self.next;
-        match self.literal()? {
-            Literal::Integer(t) => Ok(t),
-            _ => Err(Self::error_at(
-                &self.tokens[at],
-                format!(
-                    "expected an integer timestamp in milliseconds, found '{}'",
-                    self.tokens[at].text
-                ),
-            )),
-        }
     }
 
     /// A number (with an optional sign), a quoted string, `X'<hex>'`, TRUE, FALSE or NULL.
@@ -789,27 +791,9 @@ impl Parser<'_> {
             _ => return Err(self.error("one of >=, >, <=, <, =")),
         };
         self.next += 1;
-        let bound = self.time_literal()?;
+        let bound = self.time_expression()?;
         narrow(range, &operator, bound);
         Ok(())
-    }
-
-    /// A time in milliseconds: an integer, with an optional sign.
-    fn time_literal(&mut self) -> Result<i64, ParseError> {
-        let at = self.next;
-        match self.number("an integer time in milliseconds")? {
-            Literal::Integer(t) => Ok(t),
-            _ => {
-                let token = &self.tokens[at];
-                Err(Self::error_at(
-                    token,
-                    format!(
-                        "expected an integer time in milliseconds, found '{}'",
-                        token.text
-                    ),
-                ))
-            }
-        }
     }
 
     fn measurement(&mut self) -> Result<String, ParseError> {
@@ -957,7 +941,9 @@ fn normalise_path(path: &str, nodes_min: usize) -> Option<String> {
 mod admin;
 mod aggregate;
 mod table;
-pub use table::parse_table_statement;
+mod time_expr;
+pub use table::{parse_table_statement, parse_table_statement_with_clock};
+use time_expr::Now;
 
 #[cfg(test)]
 mod tests;

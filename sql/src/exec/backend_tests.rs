@@ -236,6 +236,93 @@ fn delete_from_removes_the_points_in_range_of_the_series_named() {
 }
 
 #[test]
+fn date_time_bounds_select_the_points_of_their_instants() {
+    const JAN_1: i64 = 1_704_067_200_000; // 2024-01-01T00:00:00Z
+    const HOUR: i64 = 3_600_000;
+    const DAY: i64 = 24 * HOUR;
+    let m = Memory::default();
+    // Times written both ways: a date-time expression and integer milliseconds.
+    one(
+        &m,
+        "INSERT INTO root.sg.d1(time, a) VALUES (2024-01-01T00:00:00 - 1ms, 0), \
+         ('2024-01-01 00:00:00', 1), (2024-01-01T01:00:00.500, 2)",
+    );
+    one(
+        &m,
+        &format!(
+            "INSERT INTO root.sg.d1(time, a) VALUES ({}, 3), ({}, 4)",
+            JAN_1 + DAY,
+            JAN_1 + DAY + 1
+        ),
+    );
+    let times_at = |text: &str, now: i64| -> Vec<i64> {
+        let statement = crate::parse_script_with_clock(text, Position::START, &|| now)
+            .pop()
+            .unwrap()
+            .result
+            .expect(text);
+        let outcome = ready(execute(&m, &statement)).expect(text);
+        outcome
+            .rows
+            .iter()
+            .map(|r| match r[0] {
+                Some(Value::Int64(t)) => t,
+                ref other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let times = |text: &str| times_at(text, 0);
+    assert_eq!(
+        times(
+            "SELECT a FROM root.sg.d1 \
+             WHERE time >= 2024-01-01T00:00:00 AND time < '2024-01-02 00:00:00'"
+        ),
+        [JAN_1, JAN_1 + HOUR + 500]
+    );
+    assert_eq!(
+        times(
+            "SELECT a FROM root.sg.d1 \
+             WHERE time >= 2024-01-01 08:00:00+08:00 AND time <= 2024/01/01 + 1d"
+        ),
+        [JAN_1, JAN_1 + HOUR + 500, JAN_1 + DAY]
+    );
+    assert_eq!(
+        times("SELECT a FROM root.sg.d1 WHERE time > 2024-01-01T01:00:00.500"),
+        [JAN_1 + DAY, JAN_1 + DAY + 1]
+    );
+    assert_eq!(
+        times("SELECT a FROM root.sg.d1 WHERE time < 2024-01-01"),
+        [JAN_1 - 1]
+    );
+    assert_eq!(
+        times_at(
+            "SELECT a FROM root.sg.d1 WHERE time >= now() - 1d",
+            JAN_1 + DAY + 1
+        ),
+        [JAN_1 + HOUR + 500, JAN_1 + DAY, JAN_1 + DAY + 1]
+    );
+    let windows = one(
+        &m,
+        "SELECT count(a) FROM root.sg.d1 GROUP BY ([2024-01-01, 2024-01-03), 1d)",
+    );
+    assert_eq!(
+        windows.rows,
+        vec![
+            vec![Some(Value::Int64(JAN_1)), Some(Value::Int64(2))],
+            vec![Some(Value::Int64(JAN_1 + DAY)), Some(Value::Int64(2))],
+        ]
+    );
+    one(
+        &m,
+        "DELETE FROM root.sg.d1.a WHERE time < 2024-01-02T00:00:00",
+    );
+    assert_eq!(
+        times("SELECT a FROM root.sg.d1"),
+        [JAN_1 + DAY, JAN_1 + DAY + 1]
+    );
+}
+
+#[test]
 fn aliases_name_series_and_show_lists_tags_and_attributes() {
     let m = Memory::default();
     one(

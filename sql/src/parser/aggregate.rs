@@ -4,7 +4,7 @@
 //! than the millisecond, the left-open window `(t1, t2]`, sliding steps and the other GROUP BY
 //! forms answer 300.
 
-use super::{not_supported_yet, ParseError, Parser, Statement, TokenKind, MEASUREMENTS_MAX};
+use super::{not_supported_yet, ParseError, Parser, Statement, Token, TokenKind, MEASUREMENTS_MAX};
 use crate::ast::{AggregateFunction, AggregateItem, GroupByTime};
 use crate::lexer::duration_parts;
 
@@ -118,10 +118,10 @@ impl Parser<'_> {
             }
             _ => return Err(self.error(&format!("'[' as in {GROUP_BY_EXAMPLE}"))),
         }
-        let start = self.time_literal()?;
+        let start = self.time_expression()?;
         self.expect(&TokenKind::Comma, "','")?;
         let end_at = self.next;
-        let end = self.time_literal()?;
+        let end = self.time_expression()?;
         self.expect(&TokenKind::RightParen, "')': the window is [t1, t2)")?;
         if start >= end {
             return Err(Self::error_at(
@@ -153,10 +153,7 @@ impl Parser<'_> {
         let TokenKind::Duration(text) = &token.kind else {
             return Err(self.error("an interval like 10ms (units ms, s, m, h, d, w)"));
         };
-        let interval = duration_ms(text).map_err(|e| match e {
-            DurationError::Unsupported(what) => not_supported_yet(token.position, &what),
-            DurationError::Malformed(message) => Self::error_at(&token, message),
-        })?;
+        let interval = duration_token_ms(&token, text)?;
         if interval == 0 {
             return Err(Self::error_at(
                 &token,
@@ -166,6 +163,15 @@ impl Parser<'_> {
         self.next += 1;
         Ok(interval)
     }
+}
+
+/// The duration `text` of `token` in ms: 300 for the units IoTDB takes and Fencepost does not,
+/// 700 when it is out of range.
+pub(super) fn duration_token_ms(token: &Token, text: &str) -> Result<u64, ParseError> {
+    duration_ms(text).map_err(|e| match e {
+        DurationError::Unsupported(what) => not_supported_yet(token.position, &what),
+        DurationError::Malformed(message) => ParseError::new(token.position, message),
+    })
 }
 
 /// Why a duration is not taken.

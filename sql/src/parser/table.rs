@@ -5,13 +5,23 @@
 use common::table::{self, Category, TableColumn, TableSchema};
 use common::DataType;
 
-use super::{lex_error, parse_statement, Parser, CLAUSES_UNSUPPORTED};
+use super::{lex_error, parse_statement, Now, Parser, CLAUSES_UNSUPPORTED};
 use crate::ast::{Insert, RowWindow, Statement, TableSelect, TableStatement, TimeRange};
 use crate::lexer::{advance, tokenize, TokenKind};
+use crate::time::wall_clock_ms;
 use crate::{ParseError, Position, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
 
-/// Parses the one table-model statement of `text` (a trailing `;` allowed).
+/// Parses the one table-model statement of `text` (a trailing `;` allowed); `now()` reads the
+/// wall clock once.
 pub fn parse_table_statement(text: &str) -> Result<TableStatement, ParseError> {
+    parse_table_statement_with_clock(text, &wall_clock_ms)
+}
+
+/// [`parse_table_statement`] with `now()` read from `clock` (ms since the epoch), at most once.
+pub fn parse_table_statement_with_clock(
+    text: &str,
+    clock: &dyn Fn() -> i64,
+) -> Result<TableStatement, ParseError> {
     if text.len() > STATEMENT_BYTES_MAX {
         return Err(ParseError::new(
             Position::START,
@@ -45,10 +55,11 @@ pub fn parse_table_statement(text: &str) -> Result<TableStatement, ParseError> {
         tokens: statement,
         next: 0,
         end,
+        now: Now::new(clock),
     };
     let parsed = match parser.table_statement()? {
         Some(parsed) => parsed,
-        None => return shared(statement, end, text.len()),
+        None => return shared(statement, end, text.len(), clock),
     };
     parser.expect_end()?;
     Ok(parsed)
@@ -60,8 +71,9 @@ fn shared(
     tokens: &[crate::lexer::Token],
     end: Position,
     bytes: usize,
+    clock: &dyn Fn() -> i64,
 ) -> Result<TableStatement, ParseError> {
-    let statement = parse_statement(tokens, end, bytes)?;
+    let statement = parse_statement(tokens, end, bytes, clock)?;
     match statement {
         Statement::Flush
         | Statement::CreateUser { .. }

@@ -480,7 +480,7 @@ fn error_positions_name_line_and_column() {
     );
     assert_eq!(
         error("SELECT s1\nFROM root.sg.d1\n  WHERE time >"),
-        "line 3, column 15: expected an integer time in milliseconds, found end of statement"
+        "line 3, column 15: expected a time (an integer in ms, a date-time like 2024-01-01T00:00:00, or now()), found end of statement"
     );
     assert_eq!(
         error("INSERT INTO root.sg.d1(time, s1) VALUES (1, 2, 3)"),
@@ -500,7 +500,7 @@ fn error_positions_name_line_and_column() {
     );
     assert_eq!(
         error("INSERT INTO root.sg.d1(time, s1) VALUES (1.5, 2)"),
-        "line 1, column 42: expected an integer timestamp in milliseconds, found '1.5'"
+        "line 1, column 42: expected a time (an integer in ms, a date-time like 2024-01-01T00:00:00, or now()), found '1.5'"
     );
     assert_eq!(
         error("INSERT INTO root.sg.d1(time, s1) VALUES (1, 99999999999999999999)"),
@@ -552,7 +552,7 @@ fn errors_in_later_statements_count_from_the_whole_input() {
     assert!(parsed[2].result.is_ok());
     assert_eq!(
         parsed[3].result.clone().map_err(|e| e.to_string()),
-        Err("line 3, column 41: expected an integer time in milliseconds, found 'x'".into())
+        Err("line 3, column 41: expected a time (an integer in ms, a date-time like 2024-01-01T00:00:00, or now()), found 'x'".into())
     );
 }
 
