@@ -170,7 +170,32 @@ fn unreachable(address: &str, e: tonic::Status) -> Status {
     )
 }
 
-/// The status a peer answered (a missing one is malformed).
+/// A region read's answer from `address`: its refusal, or each series converted (one that does
+/// not convert makes the answer malformed, 305).
+fn region_answer<W, T>(
+    address: &str,
+    region: u64,
+    status: Option<proto::Status>,
+    series: Vec<W>,
+    convert: fn(W) -> Result<T, String>,
+) -> Result<Vec<T>, Status> {
+    let status: Status = status.unwrap_or_else(crate::convert::no_status).into();
+    if !status.is_ok() {
+        return Err(status);
+    }
+    series
+        .into_iter()
+        .map(convert)
+        .collect::<Result<_, String>>()
+        .map_err(|e| {
+            Status::new(
+                StatusCode::InternalServerError,
+                format!("{address} answered region {region} malformed: {e}"),
+            )
+        })
+}
+
+/// The status a peer answered, or 1007 when the call got no answer.
 fn answered(resp: Result<tonic::Response<proto::Status>, tonic::Status>, address: &str) -> Status {
     match resp {
         Ok(resp) => resp.into_inner().into(),
@@ -214,20 +239,13 @@ impl PeerRpc for GrpcPeers {
             .await
             .map_err(|e| unreachable(address, e))?
             .into_inner();
-        let status: Status = resp.status.unwrap_or_else(crate::convert::no_status).into();
-        if !status.is_ok() {
-            return Err(status);
-        }
-        resp.series
-            .into_iter()
-            .map(region_series_from_wire)
-            .collect::<Result<_, String>>()
-            .map_err(|e| {
-                Status::new(
-                    StatusCode::InternalServerError,
-                    format!("{address} answered region {} malformed: {e}", read.region),
-                )
-            })
+        region_answer(
+            address,
+            read.region,
+            resp.status,
+            resp.series,
+            region_series_from_wire,
+        )
     }
 
     async fn aggregate_region(
@@ -241,20 +259,13 @@ impl PeerRpc for GrpcPeers {
             .await
             .map_err(|e| unreachable(address, e))?
             .into_inner();
-        let status: Status = resp.status.unwrap_or_else(crate::convert::no_status).into();
-        if !status.is_ok() {
-            return Err(status);
-        }
-        resp.series
-            .into_iter()
-            .map(partials_from_wire)
-            .collect::<Result<_, String>>()
-            .map_err(|e| {
-                Status::new(
-                    StatusCode::InternalServerError,
-                    format!("{address} answered region {} malformed: {e}", read.region),
-                )
-            })
+        region_answer(
+            address,
+            read.region,
+            resp.status,
+            resp.series,
+            partials_from_wire,
+        )
     }
 
     async fn relay_insert(&self, address: &str, tablet: &Tablet) -> Status {

@@ -21,7 +21,7 @@ use common::Value;
 
 use super::{in_ranges, overlaps, DataRegion, Partition, RegionState};
 use crate::error::Result;
-use crate::sealed::{PageIndex, SealedFile};
+use crate::sealed::{ChunkIndex, PageIndex, SealedFile};
 
 /// What one aggregate read did, for `EXPLAIN ANALYZE` and the tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,6 +35,7 @@ pub struct AggregateWork {
 /// A page of a sealed file in the span asked, with what decides whether it is clean.
 struct PageRef<'a> {
     file: usize,
+    chunk: &'a ChunkIndex,
     page: &'a PageIndex,
     clean: bool,
 }
@@ -59,7 +60,7 @@ impl DataRegion {
         let first = self.config.partition.time_slot(range.start);
         let last = self.config.partition.time_slot(range.end - 1);
         for (_, partition) in state.partitions.range(first..=last) {
-            let mut series = PartitionSeries {
+            let series = PartitionSeries {
                 state: &state,
                 partition,
                 device,
@@ -81,7 +82,7 @@ impl DataRegion {
         let state = self.state.read();
         for partition in state.partitions.values().rev() {
             let mut out = [Partial::default()];
-            let mut series = PartitionSeries {
+            let series = PartitionSeries {
                 state: &state,
                 partition,
                 device,
@@ -108,7 +109,7 @@ struct PartitionSeries<'a> {
 }
 
 impl PartitionSeries<'_> {
-    fn aggregate(&mut self, out: &mut [Partial], work: &mut AggregateWork) -> Result<()> {
+    fn aggregate(&self, out: &mut [Partial], work: &mut AggregateWork) -> Result<()> {
         let range = self.windows.range();
         let (start, end) = (range.start, range.end - 1);
         let memory = self.memtable_points(range.start, range.end);
@@ -132,29 +133,25 @@ impl PartitionSeries<'_> {
             .collect();
         let mut pages = self.pages(&files, start, end);
         mark_clean(&mut pages, &deleted, &memory, self.windows);
+        // Pages come file by file, oldest file first: a later file's decoded point wins.
         let mut merged: BTreeMap<i64, Value> = BTreeMap::new();
-        for (index, file) in files.iter().enumerate() {
-            let Some(chunk) = file.chunk(self.device, self.measurement) else {
+        for p in &pages {
+            if p.clean {
+                let facts = page_facts(p.page).expect("a clean page has statistics");
+                let window = self
+                    .windows
+                    .index(p.page.min_time)
+                    .expect("inside a window");
+                out[window].merge(&Partial::of_page(&facts));
+                work.pages_from_stats += 1;
                 continue;
-            };
-            for p in pages.iter().filter(|p| p.file == index) {
-                if p.clean {
-                    let facts = page_facts(p.page).expect("a clean page has statistics");
-                    let window = self
-                        .windows
-                        .index(p.page.min_time)
-                        .expect("inside a window");
-                    out[window].merge(&Partial::of_page(&facts));
-                    work.pages_from_stats += 1;
-                    continue;
-                }
-                let (times, values) =
-                    file.read_page(self.device, self.measurement, chunk, p.page)?;
-                work.pages_decoded += 1;
-                for (i, t) in times.into_iter().enumerate() {
-                    if self.windows.index(t).is_some() && !in_ranges(&deleted[index], t) {
-                        merged.insert(t, values.value(i));
-                    }
+            }
+            let (times, values) =
+                files[p.file].read_page(self.device, self.measurement, p.chunk, p.page)?;
+            work.pages_decoded += 1;
+            for (i, t) in times.into_iter().enumerate() {
+                if self.windows.index(t).is_some() && !in_ranges(&deleted[p.file], t) {
+                    merged.insert(t, values.value(i));
                 }
             }
         }
@@ -201,6 +198,7 @@ impl PartitionSeries<'_> {
                     .filter(|p| p.max_time >= start && p.min_time <= end)
                     .map(|page| PageRef {
                         file,
+                        chunk,
                         page,
                         clean: false,
                     }),

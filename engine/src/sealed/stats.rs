@@ -195,16 +195,10 @@ fn floats<T: Copy + Into<f64>>(v: &[T], value: fn(f64) -> Value) -> Stats {
 }
 
 /// A numeric value as f64, for comparisons of minimum and maximum (an INT64 beyond 2^53 compares
-/// approximately; the value kept is still exact).
+/// approximately; the value kept is still exact); NaN for a value that is no number. The same
+/// mapping aggregates use ([`common::aggregate::numeric`]).
 fn as_f64(v: &Value) -> f64 {
-    match v {
-        Value::Boolean(b) => *b as u8 as f64,
-        Value::Int32(x) | Value::Date(x) => *x as f64,
-        Value::Int64(x) | Value::Timestamp(x) => *x as f64,
-        Value::Float(x) => *x as f64,
-        Value::Double(x) => *x,
-        Value::Text(_) | Value::String(_) | Value::Blob(_) => f64::NAN,
-    }
+    common::aggregate::numeric(v).unwrap_or(f64::NAN)
 }
 
 fn put_value(w: &mut Writer, v: &Value) {

@@ -233,18 +233,17 @@ impl Cut {
         })
     }
 
-    /// The backend calls that cover the span, in row order: the windows asked and the row of
-    /// the first one. None when the span is empty, else one: GROUP BY's windows with the span
-    /// as their visible range, or one window over the span.
-    fn calls(&self) -> Vec<(Windows, usize)> {
+    /// The one backend call that covers the span, `None` when the span is empty: GROUP BY's
+    /// windows with the span as their visible range, or one window over the span.
+    fn call(&self) -> Option<Windows> {
         let span = self.span.clone();
         if span.is_empty() {
-            return Vec::new();
+            return None;
         }
-        match self.windows {
-            Some(w) => vec![(w.visible(span), 0)],
-            None => vec![(Windows::whole(span).expect("a span that is not empty"), 0)],
-        }
+        Some(match self.windows {
+            Some(w) => w.visible(span),
+            None => Windows::whole(span).expect("a span that is not empty"),
+        })
     }
 }
 
@@ -268,40 +267,29 @@ async fn fetch<B: Backend>(
 ) -> ExecResult<Vec<Vec<Partial>>> {
     let rows = cut.rows();
     // Charged before the rows are asked for, so a result too large is refused before it is
-    // computed; the defaults of rows no call covers are charged likewise.
+    // computed (or, with nothing to ask, its empty rows are).
     let fixed = rows
         .saturating_mul(measurements.len())
         .saturating_mul(std::mem::size_of::<Partial>());
     charge.add(fixed)?;
     *held += fixed;
-    let mut partials: Vec<Vec<Partial>> = (0..measurements.len())
-        .map(|_| Vec::with_capacity(rows))
-        .collect();
-    for (windows, first_row) in cut.calls() {
-        let answer = backend.aggregate(device, measurements, windows).await?;
-        let expected = usize::try_from(windows.count()).expect("at most RESULT_ROWS_MAX windows");
-        if answer.len() != measurements.len() || answer.iter().any(|a| a.len() != expected) {
-            return Err(ExecError::refused(
-                StatusCode::InternalServerError,
-                format!(
-                    "the aggregate of {} series in {expected} windows came back with another \
-                     shape",
-                    measurements.len()
-                ),
-            ));
-        }
-        let heap: usize = answer.iter().flatten().map(partial_heap_bytes).sum();
-        charge.add(heap)?;
-        *held += heap;
-        for (series, answered) in partials.iter_mut().zip(answer) {
-            series.resize(first_row, Partial::default());
-            series.extend(answered);
-        }
+    let Some(windows) = cut.call() else {
+        return Ok(vec![vec![Partial::default(); rows]; measurements.len()]);
+    };
+    let answer = backend.aggregate(device, measurements, windows).await?;
+    if answer.len() != measurements.len() || answer.iter().any(|a| a.len() != rows) {
+        return Err(ExecError::refused(
+            StatusCode::InternalServerError,
+            format!(
+                "the aggregate of {} series in {rows} windows came back with another shape",
+                measurements.len()
+            ),
+        ));
     }
-    for series in &mut partials {
-        series.resize(rows, Partial::default());
-    }
-    Ok(partials)
+    let heap: usize = answer.iter().flatten().map(partial_heap_bytes).sum();
+    charge.add(heap)?;
+    *held += heap;
+    Ok(answer)
 }
 
 /// The result: a `Time` column with GROUP BY, then one column per [`Column`], one row per
@@ -343,9 +331,9 @@ mod tests {
     fn calls(range: TimeRange, g: Option<GroupByTime>) -> Vec<(Range<i64>, u64, usize)> {
         Cut::new(range, g)
             .expect("a cut")
-            .calls()
+            .call()
             .into_iter()
-            .map(|(w, first)| (w.range(), w.interval, first))
+            .map(|w| (w.range(), w.interval, 0))
             .collect()
     }
 
@@ -364,7 +352,7 @@ mod tests {
             [(150..750, 100, 0)]
         );
         let cut = Cut::new(r(150, 750), group_by(0, 1000, 100)).unwrap();
-        let (w, _) = cut.calls()[0];
+        let w = cut.call().expect("a call");
         assert_eq!(
             (w.index(149), w.index(150), w.index(750)),
             (None, Some(1), None)
