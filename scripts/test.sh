@@ -73,6 +73,10 @@ bash scripts/iotdb-client-tests.sh --venv-only
 FENCEPOST_IOTDB_PYTHON="$(pwd)/${FENCEPOST_VENV:-target/iotdb-venv}/bin/python"
 export FENCEPOST_IOTDB_PYTHON
 
+# The fault scenarios refuse to start without FENCEPOST_MIN_FREE_GIB free: say what is left.
+echo "== disk after the build"
+df -h . "${TMPDIR:-/tmp}" || true
+
 echo "== cargo test (with failpoints)"
 cargo test --workspace --exclude fencepost-benches --all-features "$@"
 
