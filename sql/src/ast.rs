@@ -61,35 +61,43 @@ pub enum Statement {
     /// `INSERT INTO root.sg.d1(time, s1) VALUES (1, 1.5), ...`
     Insert(Insert),
     /// `SELECT s1, s2 FROM root.sg.d1 WHERE time >= 0 AND time < 100 [ORDER BY TIME [ASC|DESC]]
-    /// [LIMIT n] [OFFSET n]`
+    /// [LIMIT n] [OFFSET n] [ALIGN BY DEVICE]`; FROM takes patterns (`root.sg.*`, `root.**`) and
+    /// lists of them.
     Select {
-        /// The device.
-        device: String,
-        /// The measurements.
+        /// The devices: paths or patterns, in the order written.
+        from: Vec<PathPattern>,
+        /// The measurements under each of them.
         measurements: Projection,
         /// The time range.
         range: TimeRange,
         /// Which rows, in which order.
         rows: RowWindow,
+        /// `ALIGN BY DEVICE`: a `Device` column and one column per measurement name.
+        align_by_device: bool,
     },
-    /// `SELECT LAST s1 FROM root.sg.d1`
+    /// `SELECT LAST s1 FROM root.sg.* [WHERE time >= t]`
     SelectLast {
-        /// The device.
-        device: String,
+        /// The devices, as for [`Statement::Select`].
+        from: Vec<PathPattern>,
         /// The measurements.
         measurements: Projection,
+        /// Only a last point at or after this time is answered (`i64::MIN`: any).
+        since: i64,
     },
     /// `SELECT count(s1), avg(s2), max_value(*) FROM root.sg.d1 [WHERE ...] [GROUP BY ([t1, t2),
-    /// 10ms)]`: IoTDB's aggregations, over the WHERE range or in GROUP BY's windows.
+    /// 10ms)] [ALIGN BY DEVICE]`: IoTDB's aggregations, over the WHERE range or in GROUP BY's
+    /// windows.
     SelectAggregate {
-        /// The device.
-        device: String,
+        /// The devices, as for [`Statement::Select`].
+        from: Vec<PathPattern>,
         /// The aggregations, in the order written.
         items: Vec<AggregateItem>,
         /// The points aggregated (the WHERE range).
         range: TimeRange,
         /// `GROUP BY ([start, end), interval)`: one row per window.
         group_by: Option<GroupByTime>,
+        /// `ALIGN BY DEVICE`: a `Device` column and one row (or window's rows) per device.
+        align_by_device: bool,
     },
     /// `SHOW DATABASES`
     ShowDatabases,
@@ -192,7 +200,7 @@ pub struct RowWindow {
 pub struct AggregateItem {
     /// The function.
     pub function: AggregateFunction,
-    /// The measurement (or an alias), or `*`: every series of the device.
+    /// The measurement (or an alias), or `*`: every series of each device.
     pub measurement: String,
 }
 
@@ -385,6 +393,25 @@ impl PathPattern {
             matched = next;
         }
         matched[path.len()]
+    }
+}
+
+impl PathPattern {
+    /// The pattern of `self`'s paths' children named `node` (`*` for any child).
+    pub fn child(&self, node: &str) -> PathPattern {
+        let mut nodes = self.nodes.clone();
+        nodes.push(node.to_string());
+        PathPattern { nodes }
+    }
+
+    /// The number of nodes, `root` included.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Never: a pattern has `root` at least.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
     }
 }
 

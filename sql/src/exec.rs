@@ -35,6 +35,8 @@ use common::{DataType, StatusCode, Tablet, Value};
 use crate::{Insert, Literal, ParseError, PathPattern, Projection, Statement};
 
 mod aggregate;
+mod align;
+mod analyze;
 mod budget;
 mod query;
 mod show;
@@ -390,21 +392,39 @@ async fn run<B: Backend>(
         }
         Statement::ListUsers => list_users(backend).await,
         Statement::Select {
-            device,
+            from,
             measurements,
             range,
             rows,
-        } => query::select_raw(backend, device, measurements, *range, *rows, charge).await,
+            align_by_device,
+        } => {
+            let (range, rows) = (*range, *rows);
+            query::select_raw(
+                backend,
+                from,
+                measurements,
+                range,
+                rows,
+                *align_by_device,
+                charge,
+            )
+            .await
+        }
         Statement::SelectLast {
-            device,
+            from,
             measurements,
-        } => query::select_last(backend, device, measurements).await,
+            since,
+        } => query::select_last(backend, from, measurements, *since).await,
         Statement::SelectAggregate {
-            device,
+            from,
             items,
             range,
             group_by,
-        } => aggregate::select_aggregate(backend, device, items, *range, *group_by, charge).await,
+            align_by_device,
+        } => {
+            let (range, group_by, align) = (*range, *group_by, *align_by_device);
+            aggregate::select_aggregate(backend, from, items, range, group_by, align, charge).await
+        }
         Statement::ShowDatabases => show::databases(backend).await,
         Statement::ShowTimeseries { pattern } => show::timeseries(backend, pattern.as_ref()).await,
         Statement::ShowDevices { pattern } => show::devices(backend, pattern.as_ref()).await,
@@ -666,6 +686,8 @@ mod backend_tests;
 mod memory_backend;
 #[cfg(test)]
 mod query_tests;
+#[cfg(test)]
+mod wildcard_tests;
 
 #[cfg(test)]
 mod tests {

@@ -32,6 +32,8 @@ pub const STATEMENT_BYTES_MAX: usize = 16 << 20;
 pub const INSERT_ROWS_MAX: usize = 100_000;
 /// Most measurements named in one statement (`INSERT` columns, `SELECT` list).
 pub const MEASUREMENTS_MAX: usize = 1024;
+/// Series one query reads at most, its FROM patterns expanded (700 past it).
+pub const QUERY_SERIES_MAX: usize = 65_536;
 
 /// A place in the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -126,7 +126,7 @@ const AGGREGATIONS_UNSUPPORTED: [&str; 13] = [
 ];
 
 /// IoTDB clauses Fencepost's queries do not take yet.
-const CLAUSES_UNSUPPORTED: [&str; 5] = ["FILL", "SLIMIT", "SOFFSET", "ALIGN", "HAVING"];
+const CLAUSES_UNSUPPORTED: [&str; 4] = ["FILL", "SLIMIT", "SOFFSET", "HAVING"];
 
 /// The clauses only a raw query takes (`ORDER BY TIME`, `LIMIT`, `OFFSET`).
 const ROW_CLAUSES: [&str; 3] = ["ORDER", "LIMIT", "OFFSET"];
@@ -636,11 +636,13 @@ impl Parser<'_> {
         if last {
             self.next += 1;
             let measurements = self.projection()?;
-            let device = self.from()?;
+            let from = self.from()?;
+            let since = self.last_since()?;
             self.refuse_row_clauses("a LAST query")?;
             return Ok(Statement::SelectLast {
-                device,
+                from,
                 measurements,
+                since,
             });
         }
         let measurements = self.projection()?;
@@ -651,18 +653,50 @@ impl Parser<'_> {
                 aggregate::MIXED.to_string(),
             ));
         }
-        let device = self.from()?;
+        let from = self.from()?;
         let range = self.where_clause()?;
         if self.is_keyword("GROUP") {
             return Err(self.error("end of statement: GROUP BY takes aggregations, like count(s1)"));
         }
         let rows = self.row_window()?;
+        let align_by_device = self.align_by()?;
         Ok(Statement::Select {
-            device,
+            from,
             measurements,
             range,
             rows,
+            align_by_device,
         })
+    }
+
+    /// `[ALIGN BY DEVICE | ALIGN BY TIME]`, the last clause of a query: true for DEVICE.
+    fn align_by(&mut self) -> Result<bool, ParseError> {
+        if !self.eat_keyword("ALIGN") {
+            return Ok(false);
+        }
+        self.expect_keyword("BY")?;
+        if self.eat_keyword("DEVICE") {
+            Ok(true)
+        } else if self.eat_keyword("TIME") {
+            Ok(false)
+        } else {
+            Err(self.error("DEVICE or TIME after ALIGN BY"))
+        }
+    }
+
+    /// A LAST query's `[WHERE time >= t]` (or `>`): the first time whose last point counts. An
+    /// upper bound is refused: the last point is the series' newest, wherever it lies.
+    fn last_since(&mut self) -> Result<i64, ParseError> {
+        let at = self.next;
+        let range = self.where_clause()?;
+        if range.to != TimeRange::ALL.to {
+            let token = &self.tokens[at.min(self.tokens.len() - 1)];
+            return Err(not_supported_yet(
+                token.position,
+                "an upper time bound in a LAST query (it takes time >= t or time > t)",
+            ));
+        }
+        Ok(range.from)
     }
 
     /// `[ORDER BY TIME [ASC|DESC]] [LIMIT n] [OFFSET n]` (LIMIT and OFFSET in either order, as
@@ -732,9 +766,30 @@ impl Parser<'_> {
         }
     }
 
-    fn from(&mut self) -> Result<String, ParseError> {
+    /// `FROM path [, path ...]`: devices, or patterns of them (`root.sg.*`, `root.sg.**`).
+    fn from(&mut self) -> Result<Vec<PathPattern>, ParseError> {
+        const EXPECTED: &str = "a device path or pattern like root.sg.d1 or root.sg.*";
         self.expect_keyword("FROM")?;
-        self.path(PathKind::Device)
+        let mut from = Vec::new();
+        loop {
+            let pattern = match self.peek_kind() {
+                Some(TokenKind::Word(word)) => PathPattern::parse(word).filter(|p| p.len() >= 2),
+                _ => None,
+            };
+            let Some(pattern) = pattern else {
+                return Err(self.error(EXPECTED));
+            };
+            if from.len() == MEASUREMENTS_MAX {
+                return Err(self.error(&format!(
+                    "end of FROM: at most {MEASUREMENTS_MAX} paths in one statement"
+                )));
+            }
+            self.next += 1;
+            from.push(pattern);
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(from);
+            }
+        }
     }
 
     /// `*` or `s1, s2, ...`.
@@ -760,8 +815,9 @@ impl Parser<'_> {
     /// the row clauses may follow.
     fn where_clause(&mut self) -> Result<TimeRange, ParseError> {
         let mut range = TimeRange::ALL;
-        let next_clause =
-            self.is_keyword("GROUP") || ROW_CLAUSES.iter().any(|c| self.is_keyword(c));
+        let next_clause = self.is_keyword("GROUP")
+            || self.is_keyword("ALIGN")
+            || ROW_CLAUSES.iter().any(|c| self.is_keyword(c));
         if self.peek().is_none() || next_clause {
             return Ok(range);
         }

@@ -742,6 +742,33 @@ class QueryTest(FencepostTestCase):
         plain = self.query(f"select sum(s1), min_time(s2), extreme(s2) from {self.dev} where time >= 2")
         self.assertEqual([values for _, values in plain.rows], [[27.0, 2, 7.0]])
 
+    def test_patterns_lists_and_align_by_device(self):
+        d1, d2, d3 = self.db + ".d1", self.db + ".d2", self.db + ".g.d3"
+        self.session.insert_tablet(Tablet(d1, ["s1", "s2"], [D, D], [[1.0, None], [2.0, 2.5]], [1, 2]))
+        self.session.insert_tablet(Tablet(d2, ["s1"], [D], [[3.0]], [3]))
+        self.session.insert_tablet(Tablet(d3, ["s1"], [D], [[4.0]], [4]))
+        one_level = self.query(f"select s1 from {self.db}.*")
+        self.assertEqual(one_level.columns, ["Time", d1 + ".s1", d2 + ".s1"])
+        self.assertEqual(one_level.rows, [(1, [1.0, None]), (2, [2.0, None]), (3, [None, 3.0])])
+        every = self.query(f"select s1 from {self.db}.**")
+        self.assertEqual(every.columns, ["Time", d1 + ".s1", d2 + ".s1", d3 + ".s1"])
+        listed = self.query(f"select s1, s2 from {d1}, {d2}")
+        self.assertEqual(listed.columns, ["Time", d1 + ".s1", d2 + ".s1", d1 + ".s2"])
+        # ALIGN BY DEVICE: Time, Device, one column per measurement; LIMIT counts every device.
+        aligned = self.query(f"select * from {self.db}.** limit 3 offset 1 align by device")
+        self.assertEqual(aligned.columns, ["Time", "Device", "s1", "s2"])
+        self.assertEqual(
+            aligned.rows, [(2, [d1, 2.0, 2.5]), (3, [d2, 3.0, None]), (4, [d3, 4.0, None])]
+        )
+        counted = self.query(f"select count(s1), max_value(s1) from {self.db}.** align by device")
+        self.assertEqual(counted.columns, ["Device", "count(s1)", "max_value(s1)"])
+        self.assertEqual([values for _, values in counted.rows],
+                         [[d1, 2, 2.0], [d2, 1, 3.0], [d3, 1, 4.0]])
+        by_time = self.query(f"select count(s1) from {self.db}.*")
+        self.assertEqual(by_time.columns, [f"count({d1}.s1)", f"count({d2}.s1)"])
+        last = self.query(f"select last s1 from {self.db}.** where time >= 3")
+        self.assertEqual([(t, values[0]) for t, values in last.rows], [(3, d2 + ".s1"), (4, d3 + ".s1")])
+
     def test_todf(self):
         times = [1, 2, 3, 4]
         rows = [[10, 1.5, "a", True], [20, None, "b", False], [30, 3.5, None, None], [None, 4.5, "d", True]]

@@ -11,34 +11,45 @@
 //! GROUP BY's windows keep their boundaries when a WHERE range cuts them: only the points in
 //! both ranges are aggregated (the WHERE range is the windows' visible range).
 
-use std::collections::HashMap;
 use std::ops::Range;
 
 use common::aggregate::{Partial, Windows};
 use common::{DataType, StatusCode, Value};
 
+use super::analyze::{self, Series};
 use super::budget::{value_heap_bytes, ResultCharge};
-use super::{resolve, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
-use crate::{AggregateFunction, AggregateItem, GroupByTime, Projection, TimeRange};
+use super::{align, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
+use crate::{AggregateFunction, AggregateItem, GroupByTime, PathPattern, TimeRange};
 
-/// `SELECT <aggregations> FROM device [WHERE ...] [GROUP BY ...]`; the partials the backend
-/// answers are charged to `charge` while they are held.
+/// `SELECT <aggregations> FROM paths [WHERE ...] [GROUP BY ...] [ALIGN BY DEVICE]`; the
+/// partials the backend answers are charged to `charge` while they are held.
 pub(super) async fn select_aggregate<B: Backend>(
     backend: &B,
-    device: &str,
+    from: &[PathPattern],
     items: &[AggregateItem],
     range: TimeRange,
     group_by: Option<GroupByTime>,
+    align_by_device: bool,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     let cut = Cut::new(range, group_by)?;
-    let (measurements, columns) = plan(backend, device, items).await?;
-    if columns.is_empty() {
+    let names: Vec<String> = items.iter().map(|i| i.measurement.clone()).collect();
+    let by_item = analyze::expand(backend, from, &names).await?;
+    let plan = Plan::new(items, by_item)?;
+    if plan.columns.is_empty() {
         return Ok(Outcome::query(Vec::new(), Vec::new()));
     }
+    let keys = if align_by_device {
+        Some(plan.keys()?)
+    } else {
+        None
+    };
     let mut held = 0;
-    let partials = fetch(backend, device, &measurements, &cut, charge, &mut held).await;
-    let outcome = partials.map(|partials| finish(device, &columns, &cut, &partials));
+    let partials = fetch(backend, &plan.reads, &cut, charge, &mut held).await;
+    let outcome = partials.map(|partials| match &keys {
+        Some(keys) => plan.finish_by_device(keys, &cut, &partials),
+        None => plan.finish(&cut, &partials),
+    });
     charge.release(held);
     outcome
 }
@@ -49,7 +60,9 @@ struct Column {
     function: AggregateFunction,
     /// The name the query used: the measurement, or its alias.
     label: String,
-    /// The series' index among the measurements asked of the backend.
+    /// The series' device: its index among the devices asked of the backend.
+    device: usize,
+    /// The series' index among its device's measurements asked of the backend.
     series: usize,
     data_type: DataType,
 }
@@ -118,64 +131,157 @@ fn check_type(function: AggregateFunction, path: &str, data_type: DataType) -> E
     ))
 }
 
-/// The measurements to ask the backend for (each once) and the result's columns, in the order
-/// of the items (`*` expanding to every series of the device, in the server's order).
-async fn plan<B: Backend>(
-    backend: &B,
-    device: &str,
-    items: &[AggregateItem],
-) -> ExecResult<(Vec<String>, Vec<Column>)> {
-    let all = items.iter().any(|i| i.measurement == "*");
-    let every = if all {
-        resolve(backend, device, &Projection::All).await?
-    } else {
-        Vec::new()
-    };
-    let mut names: Vec<String> = Vec::new();
-    for item in items.iter().filter(|i| i.measurement != "*") {
-        if !names.contains(&item.measurement) {
-            names.push(item.measurement.clone());
-        }
-    }
-    let named: HashMap<String, (String, DataType)> = if names.is_empty() {
-        HashMap::new()
-    } else {
-        resolve(backend, device, &Projection::Measurements(names))
-            .await?
-            .into_iter()
-            .map(|(label, measurement, data_type)| (label, (measurement, data_type)))
-            .collect()
-    };
-    let mut measurements: Vec<String> = Vec::new();
-    let mut columns = Vec::new();
-    for item in items {
-        let series: Vec<(String, String, DataType)> = if item.measurement == "*" {
-            every.clone()
-        } else {
-            named
-                .get(&item.measurement)
-                .map(|(m, t)| (item.measurement.clone(), m.clone(), *t))
-                .into_iter()
-                .collect()
+/// What an aggregate query asks of the backend and how it makes its columns.
+#[derive(Debug)]
+struct Plan {
+    /// Each device asked and its measurements, each once, in first-seen order.
+    reads: Vec<(String, Vec<String>)>,
+    /// The result's columns, in the order of the items and their series.
+    columns: Vec<Column>,
+}
+
+/// A column of an aligned-by-device result: a function of a measurement name, and its type.
+type Key = (AggregateFunction, String, DataType);
+
+impl Plan {
+    /// The plan of `items`, each with the series it reads (`by_item`); 700 when a function does
+    /// not take a series' type.
+    fn new(items: &[AggregateItem], by_item: Vec<Vec<Series>>) -> ExecResult<Plan> {
+        assert_eq!(items.len(), by_item.len(), "one list of series per item");
+        let mut plan = Plan {
+            reads: Vec::new(),
+            columns: Vec::new(),
         };
-        for (label, measurement, data_type) in series {
-            check_type(item.function, &format!("{device}.{label}"), data_type)?;
-            let index = match measurements.iter().position(|m| *m == measurement) {
-                Some(i) => i,
-                None => {
-                    measurements.push(measurement);
-                    measurements.len() - 1
-                }
-            };
-            columns.push(Column {
-                function: item.function,
-                label,
-                series: index,
-                data_type,
-            });
+        for (item, series) in items.iter().zip(by_item) {
+            for s in series {
+                check_type(item.function, &s.path(), s.data_type)?;
+                let device = match plan.reads.iter().position(|(d, _)| *d == s.device) {
+                    Some(i) => i,
+                    None => {
+                        plan.reads.push((s.device.clone(), Vec::new()));
+                        plan.reads.len() - 1
+                    }
+                };
+                let measurements = &mut plan.reads[device].1;
+                let index = match measurements.iter().position(|m| *m == s.measurement) {
+                    Some(i) => i,
+                    None => {
+                        measurements.push(s.measurement.clone());
+                        measurements.len() - 1
+                    }
+                };
+                plan.columns.push(Column {
+                    function: item.function,
+                    label: s.label,
+                    device,
+                    series: index,
+                    data_type: s.data_type,
+                });
+            }
         }
+        Ok(plan)
     }
-    Ok((measurements, columns))
+
+    /// The columns of the result aligned by device: each function of a name once; 700 when a
+    /// column's type differs between devices.
+    fn keys(&self) -> ExecResult<Vec<Key>> {
+        let mut keys: Vec<Key> = Vec::new();
+        for c in &self.columns {
+            let output = c.output_type();
+            match keys.iter().find(|k| k.0 == c.function && k.1 == c.label) {
+                Some(k) if k.2 != output => {
+                    return Err(ExecError::refused(
+                        StatusCode::IllegalParameter,
+                        format!(
+                            "ALIGN BY DEVICE: {}({}) is {} on {} but {} on another device; a \
+                             column takes one type",
+                            c.function.name(),
+                            c.label,
+                            output.name(),
+                            self.reads[c.device].0,
+                            k.2.name()
+                        ),
+                    ))
+                }
+                Some(_) => {}
+                None => keys.push((c.function, c.label.clone(), output)),
+            }
+        }
+        Ok(keys)
+    }
+
+    /// The result: a `Time` column with GROUP BY, then one column per [`Column`]
+    /// (`count(root.sg.d1.s1)`), one row per window.
+    fn finish(&self, cut: &Cut, partials: &[Vec<Vec<Partial>>]) -> Outcome {
+        let mut header = Vec::with_capacity(self.columns.len() + 1);
+        if cut.windows.is_some() {
+            header.push((TIME_COLUMN.to_string(), DataType::Int64));
+        }
+        header.extend(self.columns.iter().map(|c| {
+            let device = &self.reads[c.device].0;
+            let name = format!("{}({device}.{})", c.function.name(), c.label);
+            (name, c.output_type())
+        }));
+        let rows = (0..cut.rows())
+            .map(|row| {
+                let mut cells = Vec::with_capacity(header.len());
+                if let Some(w) = cut.windows {
+                    cells.push(Some(Value::Int64(w.window_start(row))));
+                }
+                cells.extend(
+                    self.columns
+                        .iter()
+                        .map(|c| c.cell(&partials[c.device][c.series][row])),
+                );
+                cells
+            })
+            .collect();
+        Outcome::query(header, rows)
+    }
+
+    /// The result aligned by device: `Time` with GROUP BY, `Device`, then one column per key
+    /// (`count(s1)`); each device's rows in turn, devices in ascending order. A device without
+    /// a key's series has NULL there.
+    fn finish_by_device(&self, keys: &[Key], cut: &Cut, partials: &[Vec<Vec<Partial>>]) -> Outcome {
+        let mut header = Vec::with_capacity(keys.len() + 2);
+        if cut.windows.is_some() {
+            header.push((TIME_COLUMN.to_string(), DataType::Int64));
+        }
+        header.push((align::DEVICE_COLUMN.to_string(), DataType::Text));
+        header.extend(
+            keys.iter()
+                .map(|(f, label, t)| (format!("{}({label})", f.name()), *t)),
+        );
+        let mut devices: Vec<usize> = (0..self.reads.len()).collect();
+        devices.sort_by(|a, b| self.reads[*a].0.cmp(&self.reads[*b].0));
+        let mut rows = Vec::with_capacity(devices.len() * cut.rows());
+        for device in devices {
+            let of_key: Vec<Option<&Column>> = keys
+                .iter()
+                .map(|(f, label, _)| {
+                    self.columns
+                        .iter()
+                        .find(|c| c.device == device && c.function == *f && c.label == *label)
+                })
+                .collect();
+            let name = Value::Text(self.reads[device].0.clone());
+            let of_device = &partials[device];
+            rows.extend((0..cut.rows()).map(|row| {
+                let mut cells = Vec::with_capacity(header.len());
+                if let Some(w) = cut.windows {
+                    cells.push(Some(Value::Int64(w.window_start(row))));
+                }
+                cells.push(Some(name.clone()));
+                cells.extend(
+                    of_key
+                        .iter()
+                        .map(|c| c.and_then(|c| c.cell(&of_device[c.series][row]))),
+                );
+                cells
+            }));
+        }
+        Outcome::query(header, rows)
+    }
 }
 
 /// The rows of an aggregate query and the points they take.
@@ -255,65 +361,50 @@ fn partial_heap_bytes(p: &Partial) -> usize {
     values.flatten().map(value_heap_bytes).sum()
 }
 
-/// Each measurement's partial in each row (`[measurement][row]`), from the backend; what they
-/// hold is charged to `charge` and added to `held`, for the caller to give back.
+/// Each device's measurements' partial in each row (`[device][measurement][row]`), from the
+/// backend, one call per device; what they hold is charged to `charge` and added to `held`, for
+/// the caller to give back.
 async fn fetch<B: Backend>(
     backend: &B,
-    device: &str,
-    measurements: &[String],
+    reads: &[(String, Vec<String>)],
     cut: &Cut,
     charge: &mut ResultCharge,
     held: &mut usize,
-) -> ExecResult<Vec<Vec<Partial>>> {
+) -> ExecResult<Vec<Vec<Vec<Partial>>>> {
     let rows = cut.rows();
+    let series: usize = reads.iter().map(|(_, m)| m.len()).sum();
     // Charged before the rows are asked for, so a result too large is refused before it is
     // computed (or, with nothing to ask, its empty rows are).
     let fixed = rows
-        .saturating_mul(measurements.len())
+        .saturating_mul(series)
         .saturating_mul(std::mem::size_of::<Partial>());
     charge.add(fixed)?;
     *held += fixed;
     let Some(windows) = cut.call() else {
-        return Ok(vec![vec![Partial::default(); rows]; measurements.len()]);
+        return Ok(reads
+            .iter()
+            .map(|(_, m)| vec![vec![Partial::default(); rows]; m.len()])
+            .collect());
     };
-    let answer = backend.aggregate(device, measurements, windows).await?;
-    if answer.len() != measurements.len() || answer.iter().any(|a| a.len() != rows) {
-        return Err(ExecError::refused(
-            StatusCode::InternalServerError,
-            format!(
-                "the aggregate of {} series in {rows} windows came back with another shape",
-                measurements.len()
-            ),
-        ));
+    let mut all = Vec::with_capacity(reads.len());
+    for (device, measurements) in reads {
+        let answer = backend.aggregate(device, measurements, windows).await?;
+        if answer.len() != measurements.len() || answer.iter().any(|a| a.len() != rows) {
+            return Err(ExecError::refused(
+                StatusCode::InternalServerError,
+                format!(
+                    "the aggregate of {} series of {device} in {rows} windows came back with \
+                     another shape",
+                    measurements.len()
+                ),
+            ));
+        }
+        let heap: usize = answer.iter().flatten().map(partial_heap_bytes).sum();
+        charge.add(heap)?;
+        *held += heap;
+        all.push(answer);
     }
-    let heap: usize = answer.iter().flatten().map(partial_heap_bytes).sum();
-    charge.add(heap)?;
-    *held += heap;
-    Ok(answer)
-}
-
-/// The result: a `Time` column with GROUP BY, then one column per [`Column`], one row per
-/// window.
-fn finish(device: &str, columns: &[Column], cut: &Cut, partials: &[Vec<Partial>]) -> Outcome {
-    let mut header = Vec::with_capacity(columns.len() + 1);
-    if cut.windows.is_some() {
-        header.push((TIME_COLUMN.to_string(), DataType::Int64));
-    }
-    header.extend(columns.iter().map(|c| {
-        let name = format!("{}({device}.{})", c.function.name(), c.label);
-        (name, c.output_type())
-    }));
-    let rows = (0..cut.rows())
-        .map(|row| {
-            let mut cells = Vec::with_capacity(header.len());
-            if let Some(w) = cut.windows {
-                cells.push(Some(Value::Int64(w.window_start(row))));
-            }
-            cells.extend(columns.iter().map(|c| c.cell(&partials[c.series][row])));
-            cells
-        })
-        .collect();
-    Outcome::query(header, rows)
+    Ok(all)
 }
 
 #[cfg(test)]

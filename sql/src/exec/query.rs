@@ -4,16 +4,17 @@
 //! so a query too large for memory is refused while it is built (REVIEW N5).
 
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use common::{DataType, StatusCode, Value};
 
+use super::analyze::{self, Series};
 use super::budget::{empty_row_bytes, points_bytes, value_heap_bytes, ResultCharge};
 use super::{
-    outcome_bytes, resolve, show, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX,
+    align, outcome_bytes, show, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX,
     TIME_COLUMN,
 };
-use crate::{Projection, RowWindow, TimeRange};
+use crate::{PathPattern, Projection, RowWindow, TimeRange};
 
 pub(super) fn too_many_rows() -> ExecError {
     ExecError::refused(
@@ -102,84 +103,32 @@ impl<'s> SeriesReader<'s> {
     }
 }
 
-/// `Time` and one column per series, outer-joined on time.
+/// `Time` and one column per series, outer-joined on time; ALIGN BY DEVICE's shape with
+/// `align_by_device`.
 pub(super) async fn select_raw<B: Backend>(
     backend: &B,
-    device: &str,
+    from: &[PathPattern],
     projection: &Projection,
     range: TimeRange,
     rows: RowWindow,
+    align_by_device: bool,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
-    let series = resolve_series(backend, device, projection).await?;
+    if align_by_device {
+        let names = projection_names(projection);
+        let by_name = analyze::expand(backend, from, &names).await?;
+        return align::raw(backend, by_name, range, rows, charge).await;
+    }
+    let series = analyze::expand_projection(backend, from, projection).await?;
     join(backend, &series, range, rows, charge).await
 }
 
-/// [`resolve`], as series of `device`.
-async fn resolve_series<B: Backend>(
-    backend: &B,
-    device: &str,
-    projection: &Projection,
-) -> ExecResult<Vec<Series>> {
-    Ok(resolve(backend, device, projection)
-        .await?
-        .into_iter()
-        .map(|(label, measurement, data_type)| Series {
-            device: device.to_string(),
-            label,
-            measurement,
-            data_type,
-        })
-        .collect())
-}
-
-/// One resolved series.
-#[derive(Clone, Debug)]
-struct Series {
-    device: String,
-    /// The name the query used: the measurement, or its alias.
-    label: String,
-    measurement: String,
-    data_type: DataType,
-}
-
-/// The series of full `paths` that exist, in the order given, with their types (one lookup per
-/// device).
-async fn resolve_paths<B: Backend>(backend: &B, paths: &[String]) -> ExecResult<Vec<Series>> {
-    let mut by_device: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    let mut split = Vec::with_capacity(paths.len());
-    for path in paths {
-        let Some((device, measurement)) = path.rsplit_once('.') else {
-            return Err(ExecError::refused(
-                StatusCode::IllegalParameter,
-                format!("{path} is not a series path like root.sg.d1.s1"),
-            ));
-        };
-        by_device
-            .entry(device)
-            .or_default()
-            .push(measurement.to_string());
-        split.push((device, measurement));
+/// The names of a select list: `*`, or the measurements.
+pub(super) fn projection_names(projection: &Projection) -> Vec<String> {
+    match projection {
+        Projection::All => vec![analyze::ANY.to_string()],
+        Projection::Measurements(names) => names.clone(),
     }
-    let mut types: HashMap<(String, String), DataType> = HashMap::new();
-    for (device, measurements) in by_device {
-        for (measurement, data_type) in backend.series_types(device, &measurements).await? {
-            types.insert((device.to_string(), measurement), data_type);
-        }
-    }
-    Ok(split
-        .into_iter()
-        .filter_map(|(device, measurement)| {
-            let key = (device.to_string(), measurement.to_string());
-            let data_type = *types.get(&key)?;
-            Some(Series {
-                device: key.0,
-                label: key.1.clone(),
-                measurement: key.1,
-                data_type,
-            })
-        })
-        .collect())
 }
 
 /// IoTDB's raw data query (`executeRawDataQuery`): `Time` and one column per existing series of
@@ -190,7 +139,7 @@ pub async fn raw_paths<B: Backend>(
     range: TimeRange,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
-    let series = resolve_paths(backend, paths).await?;
+    let series = analyze::resolve_paths(backend, paths).await?;
     let outcome = join(backend, &series, range, RowWindow::default(), charge).await?;
     charge.settle(outcome_bytes(&outcome))?;
     Ok(outcome)
@@ -204,7 +153,7 @@ pub async fn last_paths<B: Backend>(
     since: i64,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
-    let series = resolve_paths(backend, paths).await?;
+    let series = analyze::resolve_paths(backend, paths).await?;
     let outcome = last(backend, &series, since).await?;
     charge.settle(outcome_bytes(&outcome))?;
     Ok(outcome)
@@ -222,11 +171,42 @@ async fn join<B: Backend>(
     rows: RowWindow,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
-    let width = series.len() + 1;
-    let needed = match rows.limit {
+    let joined = joined_rows(backend, series, range, rows_needed(rows), charge).await?;
+    let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
+    header.extend(series.iter().map(|s| (s.path(), s.data_type)));
+    let limit = rows.limit.unwrap_or(usize::MAX);
+    let kept = if rows.descending {
+        joined
+            .into_values()
+            .rev()
+            .skip(rows.offset)
+            .take(limit)
+            .collect()
+    } else {
+        joined.into_values().skip(rows.offset).take(limit).collect()
+    };
+    Ok(Outcome::query(header, kept))
+}
+
+/// The points each series needs to read for `rows`: in time order with a LIMIT, the first
+/// `offset + limit`; otherwise all of them (up to the result's bound).
+pub(super) fn rows_needed(rows: RowWindow) -> usize {
+    match rows.limit {
         Some(limit) if !rows.descending => rows.offset.saturating_add(limit),
         _ => RESULT_ROWS_MAX,
-    };
+    }
+}
+
+/// The points of `series` in `range` (each read up to `needed` points), outer-joined on time: a
+/// row per time, its time cell first, then one cell per series. Charged to `charge` as built.
+pub(super) async fn joined_rows<B: Backend>(
+    backend: &B,
+    series: &[Series],
+    range: TimeRange,
+    needed: usize,
+    charge: &mut ResultCharge,
+) -> ExecResult<BTreeMap<i64, Vec<Cell>>> {
+    let width = series.len() + 1;
     // Each row has its time cell first from the start: no row is copied to prepend it.
     let mut joined: BTreeMap<i64, Vec<Cell>> = BTreeMap::new();
     for (column, s) in series.iter().enumerate() {
@@ -260,35 +240,19 @@ async fn join<B: Backend>(
             }
         }
     }
-    let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
-    header.extend(
-        series
-            .iter()
-            .map(|s| (format!("{}.{}", s.device, s.label), s.data_type)),
-    );
-    let limit = rows.limit.unwrap_or(usize::MAX);
-    let kept = if rows.descending {
-        joined
-            .into_values()
-            .rev()
-            .skip(rows.offset)
-            .take(limit)
-            .collect()
-    } else {
-        joined.into_values().skip(rows.offset).take(limit).collect()
-    };
-    Ok(Outcome::query(header, kept))
+    Ok(joined)
 }
 
 /// IoTDB's last query: `Time`, `Timeseries`, `Value` (as text), `DataType`, one row per series
-/// with a point.
+/// with a point at or after `since`.
 pub(super) async fn select_last<B: Backend>(
     backend: &B,
-    device: &str,
+    from: &[PathPattern],
     projection: &Projection,
+    since: i64,
 ) -> ExecResult<Outcome> {
-    let series = resolve_series(backend, device, projection).await?;
-    last(backend, &series, i64::MIN).await
+    let series = analyze::expand_projection(backend, from, projection).await?;
+    last(backend, &series, since).await
 }
 
 /// The last point at or after `since` of each series, one row each.
@@ -303,7 +267,7 @@ async fn last<B: Backend>(backend: &B, series: &[Series], since: i64) -> ExecRes
         }
         rows.push(vec![
             Some(Value::Int64(time)),
-            Some(Value::Text(format!("{}.{}", s.device, s.label))),
+            Some(Value::Text(s.path())),
             Some(Value::Text(value_text(&value))),
             Some(Value::Text(value.data_type().name().to_string())),
         ]);

@@ -26,7 +26,7 @@ impl Parser<'_> {
     /// The rest of `SELECT <aggregations> FROM device [WHERE ...] [GROUP BY ...]`, after SELECT.
     pub(super) fn select_aggregate(&mut self) -> Result<Statement, ParseError> {
         let items = self.aggregate_items()?;
-        let device = self.from()?;
+        let from = self.from()?;
         let range = self.where_clause()?;
         let group_by = if self.is_keyword("GROUP") {
             Some(self.group_by()?)
@@ -34,11 +34,13 @@ impl Parser<'_> {
             None
         };
         self.refuse_row_clauses("an aggregate query")?;
+        let align_by_device = self.align_by()?;
         Ok(Statement::SelectAggregate {
-            device,
+            from,
             items,
             range,
             group_by,
+            align_by_device,
         })
     }
 
@@ -244,10 +246,11 @@ mod tests {
                 assert_eq!(
                     parse(&text),
                     Ok(Statement::SelectAggregate {
-                        device: "root.sg.d1".into(),
+                        from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
                         items: vec![item(function, "s1"), item(function, "*")],
                         range: TimeRange::ALL,
                         group_by: None,
+                        align_by_device: false,
                     }),
                     "{text}"
                 );
@@ -269,7 +272,7 @@ mod tests {
                  WHERE time >= 0 AND time < 1000 GROUP BY ([0, 1000), 100ms)"
             ),
             Ok(Statement::SelectAggregate {
-                device: "root.sg.d1".into(),
+                from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
                 items: vec![item(Count, "s1"), item(Avg, "s1"), item(MaxValue, "s2")],
                 range: TimeRange { from: 0, to: 1000 },
                 group_by: Some(GroupByTime {
@@ -277,6 +280,7 @@ mod tests {
                     end: 1000,
                     interval_ms: 100
                 }),
+                align_by_device: false,
             })
         );
         let group_by = |text: &str| match parse(text) {

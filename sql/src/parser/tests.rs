@@ -261,47 +261,52 @@ fn select_forms() {
     assert_eq!(
         one("SELECT s1, s2 FROM root.sg.d1 WHERE time >= 0 AND time < 100"),
         Statement::Select {
-            device: "root.sg.d1".into(),
+            from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
             measurements: names(&["s1", "s2"]),
             range: range(0, 100),
-            rows: RowWindow::default()
+            rows: RowWindow::default(),
+            align_by_device: false,
         }
     );
     assert_eq!(
         one("select * from root.sg.d1"),
         Statement::Select {
-            device: "root.sg.d1".into(),
+            from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
             measurements: Projection::All,
             range: TimeRange::ALL,
-            rows: RowWindow::default()
+            rows: RowWindow::default(),
+            align_by_device: false,
         }
     );
     assert_eq!(
         one("SELECT s1 FROM root.sg.d1 WHERE TIME > 5 and time <= 10 AND timestamp >= 7"),
         Statement::Select {
-            device: "root.sg.d1".into(),
+            from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
             measurements: names(&["s1"]),
             range: range(7, 11),
-            rows: RowWindow::default()
+            rows: RowWindow::default(),
+            align_by_device: false,
         }
     );
     assert_eq!(
         one("SELECT s1 FROM root.sg.d1 WHERE time = -3"),
         Statement::Select {
-            device: "root.sg.d1".into(),
+            from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
             measurements: names(&["s1"]),
             range: range(-3, -2),
-            rows: RowWindow::default()
+            rows: RowWindow::default(),
+            align_by_device: false,
         }
     );
     // A contradiction is an empty range, not an error.
     assert_eq!(
         one("SELECT s1 FROM root.sg.d1 WHERE time > 9223372036854775807"),
         Statement::Select {
-            device: "root.sg.d1".into(),
+            from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
             measurements: names(&["s1"]),
             range: range(i64::MAX, i64::MAX),
-            rows: RowWindow::default()
+            rows: RowWindow::default(),
+            align_by_device: false,
         }
     );
 }
@@ -347,25 +352,28 @@ fn select_last_and_count() {
     assert_eq!(
         one("SELECT LAST s1, s2 FROM root.sg.d1"),
         Statement::SelectLast {
-            device: "root.sg.d1".into(),
-            measurements: names(&["s1", "s2"])
+            from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
+            measurements: names(&["s1", "s2"]),
+            since: i64::MIN,
         }
     );
     assert_eq!(
         one("select last * from root.sg.d1"),
         Statement::SelectLast {
-            device: "root.sg.d1".into(),
-            measurements: Projection::All
+            from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
+            measurements: Projection::All,
+            since: i64::MIN,
         }
     );
     // `last` and `count` are also measurement names where no keyword fits.
     assert_eq!(
         one("SELECT last, count FROM root.sg.d1"),
         Statement::Select {
-            device: "root.sg.d1".into(),
+            from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
             measurements: names(&["last", "count"]),
             range: TimeRange::ALL,
-            rows: RowWindow::default()
+            rows: RowWindow::default(),
+            align_by_device: false,
         }
     );
     let count = |measurement: &str| AggregateItem {
@@ -375,19 +383,21 @@ fn select_last_and_count() {
     assert_eq!(
         one("SELECT COUNT(s1), count(s2) FROM root.sg.d1 WHERE time < 10"),
         Statement::SelectAggregate {
-            device: "root.sg.d1".into(),
+            from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
             items: vec![count("s1"), count("s2")],
             range: range(i64::MIN, 10),
-            group_by: None
+            group_by: None,
+            align_by_device: false,
         }
     );
     assert_eq!(
         one("SELECT COUNT(*) FROM root.sg.d1"),
         Statement::SelectAggregate {
-            device: "root.sg.d1".into(),
+            from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
             items: vec![count("*")],
             range: TimeRange::ALL,
-            group_by: None
+            group_by: None,
+            align_by_device: false,
         }
     );
 }
@@ -442,10 +452,11 @@ fn several_statements_and_empty_ones() {
                     column: 18
                 },
                 Statement::Select {
-                    device: "root.sg.d1".into(),
+                    from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
                     measurements: Projection::All,
                     range: TimeRange::ALL,
-                    rows: RowWindow::default()
+                    rows: RowWindow::default(),
+                    align_by_device: false,
                 }
             ),
         ]
@@ -659,6 +670,56 @@ fn each_statement_keeps_its_text() {
 }
 
 #[test]
+fn from_takes_patterns_and_lists_and_queries_align_by_device() {
+    let p = |text: &str| PathPattern::parse(text).unwrap();
+    assert_eq!(
+        one("SELECT s1 FROM root.sg.*, root.other.d1, ROOT.x.** ALIGN BY DEVICE"),
+        Statement::Select {
+            from: vec![p("root.sg.*"), p("root.other.d1"), p("root.x.**")],
+            measurements: names(&["s1"]),
+            range: TimeRange::ALL,
+            rows: RowWindow::default(),
+            align_by_device: true,
+        }
+    );
+    assert_eq!(
+        one("select * from root.sg.d1 where time >= 5 limit 3 align by time"),
+        Statement::Select {
+            from: vec![p("root.sg.d1")],
+            measurements: Projection::All,
+            range: range(5, i64::MAX),
+            rows: RowWindow {
+                limit: Some(3),
+                ..RowWindow::default()
+            },
+            align_by_device: false,
+        }
+    );
+    assert_eq!(
+        one("SELECT LAST s1 FROM root.**.d1 WHERE time > 99"),
+        Statement::SelectLast {
+            from: vec![p("root.**.d1")],
+            measurements: names(&["s1"]),
+            since: 100,
+        }
+    );
+    assert!(matches!(
+        one("select count(s1) from root.sg.* group by ([0, 10), 5ms) align by device"),
+        Statement::SelectAggregate {
+            align_by_device: true,
+            ref from,
+            ..
+        } if *from == [p("root.sg.*")]
+    ));
+    // A FROM path needs a database at least; ALIGN BY takes DEVICE or TIME.
+    assert!(error("SELECT s1 FROM root").contains("root.sg.*"));
+    assert!(error("SELECT s1 FROM root.sg.d1, ").contains("root.sg.*"));
+    assert!(error("SELECT s1 FROM root.sg.d1 ALIGN BY s1").contains("DEVICE or TIME"));
+    let e = error("SELECT s1 FROM root.sg.d* ");
+    assert!(e.contains("found '*'"), "{e}");
+}
+
+#[test]
 fn iotdb_syntax_not_run_yet_is_unsupported_not_malformed() {
     let error = |text: &str| {
         let parsed = parse_script(text, Position::START);
@@ -693,7 +754,10 @@ fn iotdb_syntax_not_run_yet_is_unsupported_not_malformed() {
             "SELECT LAST * FROM root.sg.d1 LIMIT 10",
             "LIMIT on a LAST query",
         ),
-        ("SELECT * FROM root.sg.d1 ALIGN BY DEVICE", "ALIGN clauses"),
+        (
+            "SELECT LAST s1 FROM root.sg.d1 WHERE time < 10",
+            "an upper time bound in a LAST query",
+        ),
         ("USE db1", "USE is a table-model statement"),
         (
             "CREATE TABLE t (a STRING TAG)",

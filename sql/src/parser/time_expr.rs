@@ -250,7 +250,7 @@ mod tests {
         assert_eq!(
             parsed[0].result,
             Ok(Statement::SelectAggregate {
-                device: "root.sg.d1".into(),
+                from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
                 items: vec![crate::AggregateItem {
                     function: crate::AggregateFunction::Count,
                     measurement: "s1".into(),
@@ -264,6 +264,7 @@ mod tests {
                     end: first,
                     interval_ms: 600_000
                 }),
+                align_by_device: false,
             })
         );
         // The next statement reads the clock anew; one without now() does not read it.

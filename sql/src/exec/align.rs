@@ -1,0 +1,155 @@
+//! `ALIGN BY DEVICE`: IoTDB's shape that puts devices under each other rather than side by side.
+//! The columns are `Time`, `Device`, then one per measurement name of the select list (a `*`
+//! adds every measurement any device has, in first-seen order); the rows are each device's in
+//! turn, devices in ascending order, each device's rows in time order (or newest first).
+//! LIMIT and OFFSET count rows of the whole result. A column whose series have different types
+//! on different devices is refused (700), as IoTDB refuses it.
+
+use common::{DataType, StatusCode, Value};
+
+use super::analyze::{by_device, Series};
+use super::budget::{value_heap_bytes, ResultCharge};
+use super::query::{joined_rows, rows_needed, too_many_rows};
+use super::{Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
+use crate::{RowWindow, TimeRange};
+
+/// The name of the device column.
+pub(super) const DEVICE_COLUMN: &str = "Device";
+
+/// The measurement columns of an aligned-by-device result: labels and their types.
+#[derive(Debug, Default)]
+pub(super) struct Columns {
+    labels: Vec<(String, DataType)>,
+}
+
+impl Columns {
+    /// The columns of `by_name` (each name's series, in the select list's order): a label once,
+    /// where it first appears. 700 when a label's series differ in type.
+    pub(super) fn of(by_name: &[Vec<Series>]) -> ExecResult<Columns> {
+        let mut columns = Columns::default();
+        for s in by_name.iter().flatten() {
+            match columns.index(&s.label) {
+                Some(i) if columns.labels[i].1 != s.data_type => {
+                    return Err(ExecError::refused(
+                        StatusCode::IllegalParameter,
+                        format!(
+                            "ALIGN BY DEVICE: {} is {} on {} but {} on another device; a column \
+                             takes one type",
+                            s.label,
+                            s.data_type.name(),
+                            s.device,
+                            columns.labels[i].1.name()
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => columns.labels.push((s.label.clone(), s.data_type)),
+            }
+        }
+        Ok(columns)
+    }
+
+    /// The column of `label`.
+    pub(super) fn index(&self, label: &str) -> Option<usize> {
+        self.labels.iter().position(|(l, _)| l == label)
+    }
+
+    /// How many there are.
+    pub(super) fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// The header: `Time` (when `time`), `Device`, then the columns named by `name`.
+    pub(super) fn header(
+        &self,
+        time: bool,
+        name: impl Fn(&str, DataType) -> (String, DataType),
+    ) -> Vec<(String, DataType)> {
+        let mut header = Vec::with_capacity(self.labels.len() + 2);
+        if time {
+            header.push((TIME_COLUMN.to_string(), DataType::Int64));
+        }
+        header.push((DEVICE_COLUMN.to_string(), DataType::Text));
+        header.extend(self.labels.iter().map(|(l, t)| name(l, *t)));
+        header
+    }
+
+    /// One device's series in the order read, each label once, and each one's column.
+    fn pick(&self, series: Vec<Series>) -> (Vec<Series>, Vec<usize>) {
+        let mut picked: Vec<Series> = Vec::new();
+        let mut slots = Vec::new();
+        for s in series {
+            if picked.iter().any(|p| p.label == s.label) {
+                continue;
+            }
+            let slot = self.index(&s.label).expect("every label has a column");
+            slots.push(slot);
+            picked.push(s);
+        }
+        (picked, slots)
+    }
+}
+
+/// A raw query aligned by device: each device's series outer-joined on time, the devices'
+/// rows one after another.
+pub(super) async fn raw<B: Backend>(
+    backend: &B,
+    by_name: Vec<Vec<Series>>,
+    range: TimeRange,
+    rows: RowWindow,
+    charge: &mut ResultCharge,
+) -> ExecResult<Outcome> {
+    let columns = Columns::of(&by_name)?;
+    let header = columns.header(true, |l, t| (l.to_string(), t));
+    let mut skip = rows.offset;
+    let mut left = rows.limit.unwrap_or(usize::MAX);
+    let mut out: Vec<Vec<Cell>> = Vec::new();
+    for (device, series) in by_device(by_name.into_iter().flatten().collect()) {
+        if left == 0 {
+            break;
+        }
+        let (picked, slots) = columns.pick(series);
+        let needed = rows_needed(RowWindow {
+            descending: rows.descending,
+            offset: skip,
+            limit: Some(left),
+        });
+        let joined = joined_rows(backend, &picked, range, needed, charge).await?;
+        let device_cell = Value::Text(device);
+        let ordered: Box<dyn Iterator<Item = Vec<Cell>>> = if rows.descending {
+            Box::new(joined.into_values().rev())
+        } else {
+            Box::new(joined.into_values())
+        };
+        for row in ordered {
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            if left == 0 {
+                break;
+            }
+            left -= 1;
+            charge.add(value_heap_bytes(&device_cell) + std::mem::size_of::<Cell>())?;
+            out.push(aligned_row(row, &device_cell, &slots, columns.len()));
+        }
+        if out.len() > RESULT_ROWS_MAX {
+            return Err(too_many_rows());
+        }
+    }
+    Ok(Outcome::query(header, out))
+}
+
+/// A joined row (time, then one cell per picked series) as an aligned one: time, device, then
+/// each series' cell in its column.
+fn aligned_row(row: Vec<Cell>, device: &Value, slots: &[usize], width: usize) -> Vec<Cell> {
+    let mut cells = row.into_iter();
+    let mut aligned = Vec::with_capacity(width + 2);
+    aligned.push(cells.next().expect("a joined row starts with its time"));
+    aligned.push(Some(device.clone()));
+    aligned.resize(width + 2, None);
+    for (cell, slot) in cells.zip(slots) {
+        aligned[slot + 2] = cell;
+    }
+    aligned
+}
