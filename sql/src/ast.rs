@@ -2,6 +2,8 @@
 
 use common::DataType;
 
+use crate::expr::Expr;
+
 /// One parsed statement.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Statement {
@@ -70,6 +72,8 @@ pub enum Statement {
         measurements: Projection,
         /// The time range.
         range: TimeRange,
+        /// The value filter: the rows kept (`None`: all).
+        filter: Option<Expr>,
         /// Which rows, in which order.
         rows: RowWindow,
         /// `ALIGN BY DEVICE`: a `Device` column and one column per measurement name.
@@ -94,6 +98,8 @@ pub enum Statement {
         items: Vec<AggregateItem>,
         /// The points aggregated (the WHERE range).
         range: TimeRange,
+        /// The value filter: only the rows it keeps are aggregated (`None`: all).
+        filter: Option<Expr>,
         /// `GROUP BY ([start, end), interval)`: one row per window.
         group_by: Option<GroupByTime>,
         /// `ALIGN BY DEVICE`: a `Device` column and one row (or window's rows) per device.

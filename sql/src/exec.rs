@@ -38,6 +38,8 @@ mod aggregate;
 mod align;
 mod analyze;
 mod budget;
+mod filter;
+mod join;
 mod query;
 mod show;
 mod table;
@@ -395,17 +397,20 @@ async fn run<B: Backend>(
             from,
             measurements,
             range,
+            filter,
             rows,
             align_by_device,
         } => {
-            let (range, rows) = (*range, *rows);
+            let (range, rows, align) = (*range, *rows, *align_by_device);
+            let filter = filter.as_ref();
             query::select_raw(
                 backend,
                 from,
                 measurements,
                 range,
+                filter,
                 rows,
-                *align_by_device,
+                align,
                 charge,
             )
             .await
@@ -419,11 +424,19 @@ async fn run<B: Backend>(
             from,
             items,
             range,
+            filter,
             group_by,
             align_by_device,
         } => {
-            let (range, group_by, align) = (*range, *group_by, *align_by_device);
-            aggregate::select_aggregate(backend, from, items, range, group_by, align, charge).await
+            let query = aggregate::AggregateQuery {
+                from,
+                items,
+                range: *range,
+                filter: filter.as_ref(),
+                group_by: *group_by,
+                align_by_device: *align_by_device,
+            };
+            aggregate::select_aggregate(backend, &query, charge).await
         }
         Statement::ShowDatabases => show::databases(backend).await,
         Statement::ShowTimeseries { pattern } => show::timeseries(backend, pattern.as_ref()).await,
@@ -682,6 +695,8 @@ pub fn natural(literal: &Literal) -> Option<Value> {
 mod aggregate_tests;
 #[cfg(test)]
 mod backend_tests;
+#[cfg(test)]
+mod filter_tests;
 #[cfg(test)]
 mod memory_backend;
 #[cfg(test)]

@@ -34,6 +34,8 @@ pub enum TokenKind {
     Semicolon,
     /// `=` or `==`
     Equal,
+    /// `!=` or `<>`
+    NotEqual,
     /// `<`
     Less,
     /// `<=`
@@ -48,6 +50,10 @@ pub enum TokenKind {
     Minus,
     /// `+`
     Plus,
+    /// `/`
+    Slash,
+    /// `%`
+    Percent,
     /// Text that is no token; the message says why.
     Error(String),
 }
@@ -160,6 +166,17 @@ impl Lexer<'_> {
             '-' => TokenKind::Minus,
             '+' => TokenKind::Plus,
             '=' => self.then('=', TokenKind::Equal, TokenKind::Equal),
+            '!' => self.then(
+                '=',
+                TokenKind::NotEqual,
+                TokenKind::Error("unexpected character '!' (did you mean '!='?)".into()),
+            ),
+            '<' if self.peek() == Some('>') => {
+                self.bump();
+                TokenKind::NotEqual
+            }
+            '/' => TokenKind::Slash,
+            '%' => TokenKind::Percent,
             '<' => self.then('=', TokenKind::LessEqual, TokenKind::Less),
             '>' => self.then('=', TokenKind::GreaterEqual, TokenKind::Greater),
             '\'' | '"' => self.string(c),
@@ -597,7 +614,7 @@ mod tests {
                 TokenKind::Number("2024".into()),
                 TokenKind::Minus,
                 TokenKind::Number("01".into()),
-                err("'/'"),
+                TokenKind::Slash,
                 TokenKind::Number("01".into()),
             ]
         );

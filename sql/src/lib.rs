@@ -8,6 +8,7 @@
 
 pub mod ast;
 pub mod exec;
+pub mod expr;
 pub mod lexer;
 pub mod parser;
 pub mod time;
@@ -21,6 +22,7 @@ pub use exec::{
     row_bytes, Backend, Cell, ExecError, ExecResult, Outcome, OutcomeKind, ResultBudget,
     ResultCharge, TableOutcome,
 };
+pub use expr::{BinaryOp, Expr};
 pub use parser::{
     complete_prefix_bytes, parse_script, parse_script_with_clock, parse_table_statement,
     parse_table_statement_with_clock, Parsed,

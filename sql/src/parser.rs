@@ -170,11 +170,8 @@ fn unsupported(tokens: &[Token]) -> Option<ParseError> {
         "SELECT" => {}
         _ => return None,
     }
-    let mut in_where = false;
-    let mut after_connective = false;
     for (i, t) in tokens.iter().enumerate() {
         let Some(w) = word(t) else {
-            after_connective = false;
             continue;
         };
         let next_is_paren = tokens.get(i + 1).map(|n| &n.kind) == Some(&TokenKind::LeftParen);
@@ -184,18 +181,6 @@ fn unsupported(tokens: &[Token]) -> Option<ParseError> {
         if CLAUSES_UNSUPPORTED.contains(&w.as_str()) {
             return refuse(t, format!("{w} clauses"));
         }
-        if w == "WHERE" || w == "AND" {
-            in_where |= w == "WHERE";
-            after_connective = in_where;
-            continue;
-        }
-        if w == "OR" || w == "NOT" {
-            return refuse(t, format!("{w} in a WHERE clause"));
-        }
-        if after_connective && w != "TIME" && w != "TIMESTAMP" {
-            return refuse(t, format!("the value filter on {}", t.text));
-        }
-        after_connective = false;
     }
     None
 }
@@ -205,8 +190,9 @@ fn not_supported_yet(position: Position, what: &str) -> ParseError {
     ParseError {
         position,
         message: format!(
-            "{what} is not supported yet; Fencepost runs raw, LAST and aggregate queries with \
-             time bounds, and the tree model's statements"
+            "{what} is not supported yet; Fencepost runs raw, LAST and aggregate queries (FROM \
+             patterns, WHERE filters, GROUP BY time windows, ALIGN BY DEVICE) and the tree \
+             model's statements"
         ),
         unsupported: true,
     }
@@ -654,7 +640,7 @@ impl Parser<'_> {
             ));
         }
         let from = self.from()?;
-        let range = self.where_clause()?;
+        let (range, filter) = self.where_filter()?;
         if self.is_keyword("GROUP") {
             return Err(self.error("end of statement: GROUP BY takes aggregations, like count(s1)"));
         }
@@ -664,6 +650,7 @@ impl Parser<'_> {
             from,
             measurements,
             range,
+            filter,
             rows,
             align_by_device,
         })
@@ -996,6 +983,7 @@ fn normalise_path(path: &str, nodes_min: usize) -> Option<String> {
 
 mod admin;
 mod aggregate;
+mod expr;
 mod table;
 mod time_expr;
 pub use table::{parse_table_statement, parse_table_statement_with_clock};

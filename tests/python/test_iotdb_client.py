@@ -769,6 +769,29 @@ class QueryTest(FencepostTestCase):
         last = self.query(f"select last s1 from {self.db}.** where time >= 3")
         self.assertEqual([(t, values[0]) for t, values in last.rows], [(3, d2 + ".s1"), (4, d3 + ".s1")])
 
+    def test_value_filters(self):
+        rows = [[float(i), f"host_{i % 3}", i % 2 == 0] for i in range(10)]
+        self.session.insert_tablet(Tablet(self.dev, ["usage", "host", "even"], [D, T, B], rows, list(range(10))))
+        kept = self.query(f"select usage from {self.dev} where usage > 6 and even = true")
+        self.assertEqual(kept.rows, [(8, [8.0])])
+        either = self.query(
+            f"select usage from {self.dev} where (usage < 2 or usage between 5 and 6) and time >= 1"
+        )
+        self.assertEqual([t for t, _ in either.rows], [1, 5, 6])
+        patterns = self.query(
+            f"select usage from {self.dev} where host like 'host_1' or host regexp '2$' limit 3"
+        )
+        self.assertEqual([t for t, _ in patterns.rows], [1, 2, 4])
+        listed = self.query(f"select usage from {self.dev} where usage in (3, 7) or usage * 2 = 18")
+        self.assertEqual([t for t, _ in listed.rows], [3, 7, 9])
+        counted = self.query(f"select count(usage), max_value(usage) from {self.dev} where not even")
+        self.assertEqual([values for _, values in counted.rows], [[5, 9.0]])
+        # A filter that does not type-check is refused with 700, the session stays open.
+        with self.assertRaises(StatementExecutionException) as caught:
+            self.session.execute_query_statement(f"select usage from {self.dev} where host > 3")
+        self.assertIn("700", str(caught.exception))
+        self.assertTrue(self.session.is_open())
+
     def test_todf(self):
         times = [1, 2, 3, 4]
         rows = [[10, 1.5, "a", True], [20, None, "b", False], [30, 3.5, None, None], [None, 4.5, "d", True]]
@@ -828,7 +851,7 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         # IoTDB syntax Fencepost does not run yet: 300 naming it, not a syntax error.
         for sql, names in [
-            (f"select s from {dev} where s > 1", "value filter"),
+            (f"select s from {dev} fill(previous)", "FILL"),
             (f"select count(s) from {dev} group by ([0, 10), 1mo)", "month"),
         ]:
             with self.assertRaises(StatementExecutionException) as caught:

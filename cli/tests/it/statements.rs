@@ -422,15 +422,16 @@ async fn parse_errors_name_their_position(e: &str) {
 
     let run = table(
         e,
-        "SHOW DATABASES;\nSELECT s1 FROM root.sg.d1 WHERE s1 > 0",
+        "SHOW DATABASES;\nSELECT s1 FROM root.sg.d1 FILL(PREVIOUS)",
         1,
     )
     .await;
     assert!(run.stdout.contains("|  Database|"), "{run:?}");
     assert_eq!(
         run.stderr,
-        "Msg: 300: line 2, column 33: the value filter on s1 is not supported yet; Fencepost runs \
-         raw, LAST and aggregate queries with time bounds, and the tree model's statements\n"
+        "Msg: 300: line 2, column 27: FILL clauses is not supported yet; Fencepost runs raw, LAST \
+         and aggregate queries (FROM patterns, WHERE filters, GROUP BY time windows, ALIGN BY \
+         DEVICE) and the tree model's statements\n"
     );
     let objects = json(e, "INSERT INTO root.sg.d1(time, s1) VALUES (1, 'open)", 1).await;
     assert_eq!(

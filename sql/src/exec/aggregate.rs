@@ -9,7 +9,9 @@
 //! the device, and a series that does not exist is left out (none at all: an empty result).
 //!
 //! GROUP BY's windows keep their boundaries when a WHERE range cuts them: only the points in
-//! both ranges are aggregated (the WHERE range is the windows' visible range).
+//! both ranges are aggregated (the WHERE range is the windows' visible range). Under a value
+//! filter the rows it keeps are read raw and folded here ([`filtered`]): statistics cannot say
+//! which points a filter keeps.
 
 use std::ops::Range;
 
@@ -19,33 +21,48 @@ use common::{DataType, StatusCode, Value};
 use super::analyze::{self, Series};
 use super::budget::{value_heap_bytes, ResultCharge};
 use super::{align, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
+use crate::expr::Expr;
 use crate::{AggregateFunction, AggregateItem, GroupByTime, PathPattern, TimeRange};
 
+mod filtered;
+
+/// An aggregate query, as the statement gives it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AggregateQuery<'q> {
+    pub(super) from: &'q [PathPattern],
+    pub(super) items: &'q [AggregateItem],
+    /// The WHERE clause's time range.
+    pub(super) range: TimeRange,
+    /// The WHERE clause's value filter.
+    pub(super) filter: Option<&'q Expr>,
+    pub(super) group_by: Option<GroupByTime>,
+    pub(super) align_by_device: bool,
+}
+
 /// `SELECT <aggregations> FROM paths [WHERE ...] [GROUP BY ...] [ALIGN BY DEVICE]`; the
-/// partials the backend answers are charged to `charge` while they are held.
+/// partials are charged to `charge` while they are held.
 pub(super) async fn select_aggregate<B: Backend>(
     backend: &B,
-    from: &[PathPattern],
-    items: &[AggregateItem],
-    range: TimeRange,
-    group_by: Option<GroupByTime>,
-    align_by_device: bool,
+    query: &AggregateQuery<'_>,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
-    let cut = Cut::new(range, group_by)?;
-    let names: Vec<String> = items.iter().map(|i| i.measurement.clone()).collect();
-    let by_item = analyze::expand(backend, from, &names).await?;
-    let plan = Plan::new(items, by_item)?;
+    let cut = Cut::new(query.range, query.group_by)?;
+    let names: Vec<String> = query.items.iter().map(|i| i.measurement.clone()).collect();
+    let by_item = analyze::expand(backend, query.from, &names).await?;
+    let plan = Plan::new(query.items, by_item)?;
     if plan.columns.is_empty() {
         return Ok(Outcome::query(Vec::new(), Vec::new()));
     }
-    let keys = if align_by_device {
+    let keys = if query.align_by_device {
         Some(plan.keys()?)
     } else {
         None
     };
     let mut held = 0;
-    let partials = fetch(backend, &plan.reads, &cut, charge, &mut held).await;
+    let partials = match query.filter {
+        None => fetch(backend, &plan.reads, &cut, charge, &mut held).await,
+        Some(expr) => filtered::fetch(backend, &plan, query, expr, &cut, charge, &mut held).await,
+    };
     let outcome = partials.map(|partials| match &keys {
         Some(keys) => plan.finish_by_device(keys, &cut, &partials),
         None => plan.finish(&cut, &partials),
@@ -180,6 +197,26 @@ impl Plan {
             }
         }
         Ok(plan)
+    }
+
+    /// The series read of device `device` (an index into `reads`), in `reads`' order.
+    fn series_of(&self, device: usize) -> Vec<Series> {
+        let (name, measurements) = &self.reads[device];
+        measurements
+            .iter()
+            .enumerate()
+            .map(|(m, measurement)| Series {
+                device: name.clone(),
+                label: measurement.clone(),
+                measurement: measurement.clone(),
+                data_type: self
+                    .columns
+                    .iter()
+                    .find(|c| c.device == device && c.series == m)
+                    .expect("every measurement read is some column's")
+                    .data_type,
+            })
+            .collect()
     }
 
     /// The columns of the result aligned by device: each function of a name once; 700 when a
@@ -353,6 +390,12 @@ impl Cut {
     }
 }
 
+/// The bytes of `series` partials in each of `rows` windows, besides their values.
+fn partials_bytes(rows: usize, series: usize) -> usize {
+    rows.saturating_mul(series)
+        .saturating_mul(std::mem::size_of::<Partial>())
+}
+
 /// The heap bytes of a partial's values besides the partial.
 fn partial_heap_bytes(p: &Partial) -> usize {
     let values = [p.min.as_ref(), p.max.as_ref()]
@@ -375,9 +418,7 @@ async fn fetch<B: Backend>(
     let series: usize = reads.iter().map(|(_, m)| m.len()).sum();
     // Charged before the rows are asked for, so a result too large is refused before it is
     // computed (or, with nothing to ask, its empty rows are).
-    let fixed = rows
-        .saturating_mul(series)
-        .saturating_mul(std::mem::size_of::<Partial>());
+    let fixed = partials_bytes(rows, series);
     charge.add(fixed)?;
     *held += fixed;
     let Some(windows) = cut.call() else {

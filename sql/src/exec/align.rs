@@ -9,8 +9,11 @@ use common::{DataType, StatusCode, Value};
 
 use super::analyze::{by_device, Series};
 use super::budget::{value_heap_bytes, ResultCharge};
-use super::query::{joined_rows, rows_needed, too_many_rows};
+use super::filter::Filter;
+use super::join::{select_rows, with_referenced};
+use super::query::too_many_rows;
 use super::{Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
+use crate::expr::Expr;
 use crate::{RowWindow, TimeRange};
 
 /// The name of the device column.
@@ -90,17 +93,25 @@ impl Columns {
     }
 }
 
-/// A raw query aligned by device: each device's series outer-joined on time, the devices'
-/// rows one after another.
+/// What a raw query aligned by device reads besides its series.
+pub(super) struct RawQuery<'q> {
+    pub(super) range: TimeRange,
+    /// The value filter and the series its names name.
+    pub(super) filter: Option<(&'q Expr, &'q [Series])>,
+    pub(super) rows: RowWindow,
+}
+
+/// A raw query aligned by device: each device's series outer-joined on time (and filtered by
+/// that device's own columns), the devices' rows one after another.
 pub(super) async fn raw<B: Backend>(
     backend: &B,
     by_name: Vec<Vec<Series>>,
-    range: TimeRange,
-    rows: RowWindow,
+    query: &RawQuery<'_>,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     let columns = Columns::of(&by_name)?;
     let header = columns.header(true, |l, t| (l.to_string(), t));
+    let rows = query.rows;
     let mut skip = rows.offset;
     let mut left = rows.limit.unwrap_or(usize::MAX);
     let mut out: Vec<Vec<Cell>> = Vec::new();
@@ -109,19 +120,40 @@ pub(super) async fn raw<B: Backend>(
             break;
         }
         let (picked, slots) = columns.pick(series);
-        let needed = rows_needed(RowWindow {
-            descending: rows.descending,
-            offset: skip,
-            limit: Some(left),
-        });
-        let joined = joined_rows(backend, &picked, range, needed, charge).await?;
-        let device_cell = Value::Text(device);
-        let ordered: Box<dyn Iterator<Item = Vec<Cell>>> = if rows.descending {
-            Box::new(joined.into_values().rev())
-        } else {
-            Box::new(joined.into_values())
+        let output: Vec<usize> = (0..picked.len()).collect();
+        let (read, filter) = match query.filter {
+            Some((expr, referenced)) => {
+                let referenced: Vec<Series> = referenced
+                    .iter()
+                    .filter(|s| s.device == device)
+                    .cloned()
+                    .collect();
+                let read = with_referenced(picked, &referenced);
+                let filter = Filter::over(expr, &read, &referenced)?;
+                (read, Some(filter))
+            }
+            None => (picked, None),
         };
-        for row in ordered {
+        // The device's first `skip + left` rows in the order asked; the window is applied
+        // across devices here.
+        let window = RowWindow {
+            descending: rows.descending,
+            offset: 0,
+            limit: Some(skip.saturating_add(left)),
+        };
+        let range = query.range;
+        let kept = select_rows(
+            backend,
+            &read,
+            &output,
+            range,
+            filter.as_ref(),
+            window,
+            charge,
+        )
+        .await?;
+        let device_cell = Value::Text(device);
+        for row in kept {
             if skip > 0 {
                 skip -= 1;
                 continue;

@@ -37,11 +37,6 @@ pub fn row_bytes(row: &[Cell]) -> usize {
         + row.iter().flatten().map(value_heap_bytes).sum::<usize>()
 }
 
-/// The bytes of a row of `width` empty cells.
-pub fn empty_row_bytes(width: usize) -> usize {
-    ROW_OVERHEAD_BYTES + width * CELL_BYTES
-}
-
 /// The bytes of points read from a series and not yet placed in rows.
 pub fn points_bytes(points: &[(i64, Value)]) -> usize {
     std::mem::size_of_val(points)
@@ -225,6 +220,5 @@ mod tests {
             Some(Value::Text("abcd".into())),
         ];
         assert_eq!(row_bytes(&row), ROW_OVERHEAD_BYTES + 3 * CELL_BYTES + 4);
-        assert_eq!(empty_row_bytes(3), ROW_OVERHEAD_BYTES + 3 * CELL_BYTES);
     }
 }

@@ -3,17 +3,16 @@
 //! ([`SeriesReader`]) and rows are charged to the result's [`ResultCharge`] as they are built,
 //! so a query too large for memory is refused while it is built (REVIEW N5).
 
-use std::collections::btree_map::Entry;
-use std::collections::BTreeMap;
-
 use common::{DataType, StatusCode, Value};
 
 use super::analyze::{self, Series};
-use super::budget::{empty_row_bytes, points_bytes, value_heap_bytes, ResultCharge};
+use super::budget::ResultCharge;
+use super::filter::Filter;
 use super::{
-    align, outcome_bytes, show, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX,
+    align, join, outcome_bytes, show, Backend, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX,
     TIME_COLUMN,
 };
+use crate::expr::Expr;
 use crate::{PathPattern, Projection, RowWindow, TimeRange};
 
 pub(super) fn too_many_rows() -> ExecError {
@@ -40,6 +39,8 @@ pub(super) struct SeriesReader<'s> {
     left: usize,
     read: usize,
     chunk: usize,
+    /// A series longer than [`RESULT_ROWS_MAX`] is refused (every point of it is a row).
+    bounded: bool,
 }
 
 impl<'s> SeriesReader<'s> {
@@ -66,7 +67,22 @@ impl<'s> SeriesReader<'s> {
             left,
             read: 0,
             chunk,
+            bounded: true,
         }
+    }
+
+    /// A reader of every point in `range`, however many: for a filtered scan, whose rows are
+    /// counted as they are kept.
+    pub(super) fn scan(
+        device: &'s str,
+        measurement: &'s str,
+        data_type: DataType,
+        range: TimeRange,
+    ) -> SeriesReader<'s> {
+        let mut reader = SeriesReader::new(device, measurement, data_type, range, 0);
+        reader.bounded = false;
+        reader.left = if range.is_empty() { 0 } else { usize::MAX };
+        reader
     }
 
     /// The next points, or `None` once the series (or the limit) is done.
@@ -88,7 +104,7 @@ impl<'s> SeriesReader<'s> {
             )
             .await?;
         self.read += points.len();
-        if self.read > RESULT_ROWS_MAX {
+        if self.bounded && self.read > RESULT_ROWS_MAX {
             return Err(too_many_rows());
         }
         self.left -= points.len().min(self.left);
@@ -103,24 +119,67 @@ impl<'s> SeriesReader<'s> {
     }
 }
 
-/// `Time` and one column per series, outer-joined on time; ALIGN BY DEVICE's shape with
-/// `align_by_device`.
+/// `Time` and one column per series, outer-joined on time, the rows `filter` keeps; ALIGN BY
+/// DEVICE's shape with `align_by_device`.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn select_raw<B: Backend>(
     backend: &B,
     from: &[PathPattern],
     projection: &Projection,
     range: TimeRange,
+    filter: Option<&Expr>,
     rows: RowWindow,
     align_by_device: bool,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
+    let referenced = match filter {
+        Some(expr) => referenced_series(backend, from, expr).await?,
+        None => Vec::new(),
+    };
     if align_by_device {
         let names = projection_names(projection);
         let by_name = analyze::expand(backend, from, &names).await?;
-        return align::raw(backend, by_name, range, rows, charge).await;
+        let query = align::RawQuery {
+            range,
+            filter: filter.map(|expr| (expr, referenced.as_slice())),
+            rows,
+        };
+        return align::raw(backend, by_name, &query, charge).await;
     }
     let series = analyze::expand_projection(backend, from, projection).await?;
-    join(backend, &series, range, rows, charge).await
+    let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
+    header.extend(series.iter().map(|s| (s.path(), s.data_type)));
+    let output: Vec<usize> = (0..series.len()).collect();
+    let read = join::with_referenced(series, &referenced);
+    let filter = match filter {
+        Some(expr) => Some(Filter::over(expr, &read, &referenced)?),
+        None => None,
+    };
+    let kept = join::select_rows(
+        backend,
+        &read,
+        &output,
+        range,
+        filter.as_ref(),
+        rows,
+        charge,
+    )
+    .await?;
+    Ok(Outcome::query(header, kept))
+}
+
+/// The series a filter's names name under `from`, each labelled by its name.
+pub(super) async fn referenced_series<B: Backend>(
+    backend: &B,
+    from: &[PathPattern],
+    expr: &Expr,
+) -> ExecResult<Vec<Series>> {
+    let names = expr.columns();
+    Ok(analyze::expand(backend, from, &names)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect())
 }
 
 /// The names of a select list: `*`, or the measurements.
@@ -159,11 +218,7 @@ pub async fn last_paths<B: Backend>(
     Ok(outcome)
 }
 
-/// `Time` and one column per series, outer-joined on time, charged to `charge` as it is built.
-///
-/// `rows` picks the rows kept. In time order with a LIMIT, each series is read only as far as
-/// the rows kept need (the first `offset + limit` rows' times are among each series' first
-/// `offset + limit` points); newest first, every series is read whole.
+/// `Time` and one column per series, outer-joined on time, the rows `rows` picks.
 async fn join<B: Backend>(
     backend: &B,
     series: &[Series],
@@ -171,76 +226,11 @@ async fn join<B: Backend>(
     rows: RowWindow,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
-    let joined = joined_rows(backend, series, range, rows_needed(rows), charge).await?;
     let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
     header.extend(series.iter().map(|s| (s.path(), s.data_type)));
-    let limit = rows.limit.unwrap_or(usize::MAX);
-    let kept = if rows.descending {
-        joined
-            .into_values()
-            .rev()
-            .skip(rows.offset)
-            .take(limit)
-            .collect()
-    } else {
-        joined.into_values().skip(rows.offset).take(limit).collect()
-    };
+    let output: Vec<usize> = (0..series.len()).collect();
+    let kept = join::select_rows(backend, series, &output, range, None, rows, charge).await?;
     Ok(Outcome::query(header, kept))
-}
-
-/// The points each series needs to read for `rows`: in time order with a LIMIT, the first
-/// `offset + limit`; otherwise all of them (up to the result's bound).
-pub(super) fn rows_needed(rows: RowWindow) -> usize {
-    match rows.limit {
-        Some(limit) if !rows.descending => rows.offset.saturating_add(limit),
-        _ => RESULT_ROWS_MAX,
-    }
-}
-
-/// The points of `series` in `range` (each read up to `needed` points), outer-joined on time: a
-/// row per time, its time cell first, then one cell per series. Charged to `charge` as built.
-pub(super) async fn joined_rows<B: Backend>(
-    backend: &B,
-    series: &[Series],
-    range: TimeRange,
-    needed: usize,
-    charge: &mut ResultCharge,
-) -> ExecResult<BTreeMap<i64, Vec<Cell>>> {
-    let width = series.len() + 1;
-    // Each row has its time cell first from the start: no row is copied to prepend it.
-    let mut joined: BTreeMap<i64, Vec<Cell>> = BTreeMap::new();
-    for (column, s) in series.iter().enumerate() {
-        let mut reader = SeriesReader::new(&s.device, &s.measurement, s.data_type, range, needed);
-        while let Some(points) = reader.next(backend).await? {
-            // The chunk is charged while it is held, and its values again as rows take them.
-            let points_charged = points_bytes(&points);
-            charge.add(points_charged)?;
-            for (time, value) in points {
-                // A point of another type (the series was dropped and created again with
-                // another type while the query ran) is left out rather than mistyping the
-                // column.
-                if value.data_type() != s.data_type {
-                    continue;
-                }
-                let row = match joined.entry(time) {
-                    Entry::Occupied(row) => row.into_mut(),
-                    Entry::Vacant(slot) => {
-                        charge.add(empty_row_bytes(width))?;
-                        let mut row = vec![None; width];
-                        row[0] = Some(Value::Int64(time));
-                        slot.insert(row)
-                    }
-                };
-                charge.add(value_heap_bytes(&value))?;
-                row[column + 1] = Some(value);
-            }
-            charge.release(points_charged);
-            if joined.len() > RESULT_ROWS_MAX {
-                return Err(too_many_rows());
-            }
-        }
-    }
-    Ok(joined)
 }
 
 /// IoTDB's last query: `Time`, `Timeseries`, `Value` (as text), `DataType`, one row per series

@@ -27,7 +27,7 @@ impl Parser<'_> {
     pub(super) fn select_aggregate(&mut self) -> Result<Statement, ParseError> {
         let items = self.aggregate_items()?;
         let from = self.from()?;
-        let range = self.where_clause()?;
+        let (range, filter) = self.where_filter()?;
         let group_by = if self.is_keyword("GROUP") {
             Some(self.group_by()?)
         } else {
@@ -39,6 +39,7 @@ impl Parser<'_> {
             from,
             items,
             range,
+            filter,
             group_by,
             align_by_device,
         })
@@ -249,6 +250,7 @@ mod tests {
                         from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
                         items: vec![item(function, "s1"), item(function, "*")],
                         range: TimeRange::ALL,
+                        filter: None,
                         group_by: None,
                         align_by_device: false,
                     }),
@@ -275,6 +277,7 @@ mod tests {
                 from: vec![crate::PathPattern::parse("root.sg.d1").unwrap()],
                 items: vec![item(Count, "s1"), item(Avg, "s1"), item(MaxValue, "s2")],
                 range: TimeRange { from: 0, to: 1000 },
+                filter: None,
                 group_by: Some(GroupByTime {
                     start: 0,
                     end: 1000,

@@ -259,6 +259,7 @@ mod tests {
                     from: first - HOUR,
                     to: first
                 },
+                filter: None,
                 group_by: Some(GroupByTime {
                     start: first - HOUR,
                     end: first,

@@ -1,0 +1,235 @@
+//! Expressions: a WHERE clause's value filter, as the parser hands it to the executor. Names are
+//! measurements (or aliases) of the device a row belongs to; `time` is the row's time. The
+//! executor binds the names to a device's series and evaluates with SQL's three-valued logic
+//! (`exec/filter.rs`).
+
+use crate::Literal;
+
+/// One expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// `time` (or `timestamp`): the row's time, INT64 ms.
+    Time,
+    /// A measurement (or alias) of the row's device.
+    Column(String),
+    /// A constant; a time literal (`2024-01-01`, `now() - 1h`) is its INT64 ms.
+    Literal(Literal),
+    /// `NOT e`
+    Not(Box<Expr>),
+    /// `-e`
+    Negate(Box<Expr>),
+    /// `left op right`
+    Binary {
+        /// The operator.
+        op: BinaryOp,
+        /// The left operand.
+        left: Box<Expr>,
+        /// The right operand.
+        right: Box<Expr>,
+    },
+    /// `e [NOT] BETWEEN low AND high` (both ends included).
+    Between {
+        /// The value tested.
+        expr: Box<Expr>,
+        /// The lower end.
+        low: Box<Expr>,
+        /// The upper end.
+        high: Box<Expr>,
+        /// `NOT BETWEEN`.
+        negated: bool,
+    },
+    /// `e [NOT] IN (v1, v2, ...)`
+    InList {
+        /// The value tested.
+        expr: Box<Expr>,
+        /// The values.
+        list: Vec<Expr>,
+        /// `NOT IN`.
+        negated: bool,
+    },
+    /// `e IS [NOT] NULL`
+    IsNull {
+        /// The value tested.
+        expr: Box<Expr>,
+        /// `IS NOT NULL`.
+        negated: bool,
+    },
+    /// `e [NOT] LIKE 'pattern'` (`%` any run of characters, `_` one, `\` escapes) or
+    /// `e [NOT] REGEXP 'pattern'` (a regular expression found anywhere in the value).
+    Match {
+        /// The value tested (TEXT or STRING).
+        expr: Box<Expr>,
+        /// The pattern as written.
+        pattern: String,
+        /// REGEXP rather than LIKE.
+        regexp: bool,
+        /// `NOT LIKE` / `NOT REGEXP`.
+        negated: bool,
+    },
+}
+
+/// A binary operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    /// `AND`
+    And,
+    /// `OR`
+    Or,
+    /// `=` (or `==`)
+    Eq,
+    /// `!=` (or `<>`)
+    NotEq,
+    /// `<`
+    Lt,
+    /// `<=`
+    LtEq,
+    /// `>`
+    Gt,
+    /// `>=`
+    GtEq,
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+    /// `%`
+    Rem,
+}
+
+impl BinaryOp {
+    /// True for `=`, `!=`, `<`, `<=`, `>`, `>=`.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq
+                | BinaryOp::NotEq
+                | BinaryOp::Lt
+                | BinaryOp::LtEq
+                | BinaryOp::Gt
+                | BinaryOp::GtEq
+        )
+    }
+
+    /// True for `+`, `-`, `*`, `/`, `%`.
+    pub fn is_arithmetic(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem
+        )
+    }
+
+    /// The comparison with its operands swapped (`a < b` is `b > a`).
+    pub fn flipped(self) -> BinaryOp {
+        match self {
+            BinaryOp::Lt => BinaryOp::Gt,
+            BinaryOp::LtEq => BinaryOp::GtEq,
+            BinaryOp::Gt => BinaryOp::Lt,
+            BinaryOp::GtEq => BinaryOp::LtEq,
+            other => other,
+        }
+    }
+}
+
+impl Expr {
+    /// `left op right`.
+    pub fn binary(op: BinaryOp, left: Expr, right: Expr) -> Expr {
+        Expr::Binary {
+            op,
+            left: Box::new(left),
+            right: Box::new(right),
+        }
+    }
+
+    /// The conjunction of `parts` (`None` when there are none).
+    pub fn all(parts: Vec<Expr>) -> Option<Expr> {
+        parts
+            .into_iter()
+            .reduce(|a, b| Expr::binary(BinaryOp::And, a, b))
+    }
+
+    /// The parts of a conjunction (`a AND b AND c` → a, b, c); any other expression is one part.
+    pub fn conjuncts(self) -> Vec<Expr> {
+        match self {
+            Expr::Binary {
+                op: BinaryOp::And,
+                left,
+                right,
+            } => {
+                let mut parts = left.conjuncts();
+                parts.extend(right.conjuncts());
+                parts
+            }
+            other => vec![other],
+        }
+    }
+
+    /// The names of the columns it reads, each once, in first-seen order.
+    pub fn columns(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        self.visit(&mut |e| {
+            if let Expr::Column(name) = e {
+                if !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+        });
+        names
+    }
+
+    /// Calls `f` on this expression and every one inside it.
+    fn visit(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Time | Expr::Column(_) | Expr::Literal(_) => {}
+            Expr::Not(e) | Expr::Negate(e) => e.visit(f),
+            Expr::Binary { left, right, .. } => {
+                left.visit(f);
+                right.visit(f);
+            }
+            Expr::Between {
+                expr, low, high, ..
+            } => {
+                expr.visit(f);
+                low.visit(f);
+                high.visit(f);
+            }
+            Expr::InList { expr, list, .. } => {
+                expr.visit(f);
+                list.iter().for_each(|e| e.visit(f));
+            }
+            Expr::IsNull { expr, .. } | Expr::Match { expr, .. } => expr.visit(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conjuncts_and_columns() {
+        let c = |n: &str| Expr::Column(n.into());
+        let one = Expr::Literal(Literal::Integer(1));
+        let e = Expr::binary(
+            BinaryOp::And,
+            Expr::binary(BinaryOp::Gt, c("s1"), one.clone()),
+            Expr::binary(
+                BinaryOp::Or,
+                Expr::binary(BinaryOp::Lt, c("s2"), c("s1")),
+                Expr::IsNull {
+                    expr: Box::new(c("s3")),
+                    negated: false,
+                },
+            ),
+        );
+        assert_eq!(e.columns(), ["s1", "s2", "s3"]);
+        let parts = e.clone().conjuncts();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(Expr::all(parts), Some(e));
+        assert_eq!(Expr::all(Vec::new()), None);
+        assert_eq!(BinaryOp::Lt.flipped(), BinaryOp::Gt);
+    }
+}
