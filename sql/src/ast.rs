@@ -105,8 +105,31 @@ pub enum Statement {
         /// `ALIGN BY DEVICE`: a `Device` column and one row (or window's rows) per device.
         align_by_device: bool,
     },
-    /// `SHOW DATABASES`
-    ShowDatabases,
+    /// `SHOW DATABASES [pattern]`
+    ShowDatabases {
+        /// The databases shown; `None` lists every one.
+        pattern: Option<PathPattern>,
+    },
+    /// `COUNT TIMESERIES [pattern] [GROUP BY LEVEL = n]`
+    CountTimeseries {
+        /// The series counted; `None` counts every one.
+        pattern: Option<PathPattern>,
+        /// `GROUP BY LEVEL = n`: one count per path prefix of `n + 1` nodes (`root` is level 0).
+        level: Option<usize>,
+    },
+    /// `COUNT DEVICES [pattern]`
+    CountDevices {
+        /// The devices counted; `None` counts every one.
+        pattern: Option<PathPattern>,
+    },
+    /// `SHOW CHILD PATHS [pattern]` (`nodes`: `SHOW CHILD NODES`): the nodes one level under the
+    /// paths `pattern` matches (`root` when none).
+    ShowChild {
+        /// The parents.
+        pattern: Option<PathPattern>,
+        /// Only the child nodes' names, each once.
+        nodes: bool,
+    },
     /// `SHOW TIMESERIES [pattern]`
     ShowTimeseries {
         /// The series shown (see [`PathPattern::matches`]); `None` lists every series.

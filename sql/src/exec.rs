@@ -41,6 +41,7 @@ mod budget;
 mod filter;
 mod join;
 mod query;
+mod schema;
 mod show;
 mod table;
 
@@ -438,7 +439,16 @@ async fn run<B: Backend>(
             };
             aggregate::select_aggregate(backend, &query, charge).await
         }
-        Statement::ShowDatabases => show::databases(backend).await,
+        Statement::ShowDatabases { pattern } => show::databases(backend, pattern.as_ref()).await,
+        Statement::CountTimeseries { pattern, level } => {
+            schema::count_timeseries(backend, pattern.as_ref(), *level).await
+        }
+        Statement::CountDevices { pattern } => {
+            schema::count_devices(backend, pattern.as_ref()).await
+        }
+        Statement::ShowChild { pattern, nodes } => {
+            schema::child(backend, pattern.as_ref(), *nodes).await
+        }
         Statement::ShowTimeseries { pattern } => show::timeseries(backend, pattern.as_ref()).await,
         Statement::ShowDevices { pattern } => show::devices(backend, pattern.as_ref()).await,
         Statement::ShowCluster => show::cluster(backend).await,

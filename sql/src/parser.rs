@@ -307,7 +307,7 @@ impl Parser<'_> {
 
     fn statement(&mut self) -> Result<Statement, ParseError> {
         const EXPECTED: &str =
-            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, FLUSH, ALTER, LIST, QUIT)";
+            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, COUNT, REMOVE, FLUSH, ALTER, LIST, QUIT)";
         let keyword = match self.peek_kind() {
             Some(TokenKind::Word(w)) => w.to_ascii_uppercase(),
             _ => return Err(self.error(EXPECTED)),
@@ -332,6 +332,7 @@ impl Parser<'_> {
             "INSERT" => self.insert(),
             "SELECT" => self.select(),
             "SHOW" => self.show(),
+            "COUNT" => self.count(),
             "QUIT" | "EXIT" => {
                 self.next += 1;
                 Ok(Statement::Quit)
@@ -876,32 +877,40 @@ impl Parser<'_> {
             Some(TokenKind::Word(w)) => w.to_ascii_uppercase(),
             _ => String::new(),
         };
-        let statement = match keyword.as_str() {
-            "DATABASES" => Statement::ShowDatabases,
-            "CLUSTER" => Statement::ShowCluster,
-            "REGIONS" => Statement::ShowRegions,
-            "LEASES" => Statement::ShowLeases,
-            "TIMESERIES" => {
-                self.next += 1;
-                let pattern = self.show_pattern()?;
-                return Ok(Statement::ShowTimeseries { pattern });
-            }
-            "DEVICES" => {
-                self.next += 1;
-                let pattern = self.show_pattern()?;
-                return Ok(Statement::ShowDevices { pattern });
-            }
-            "LOCAL" => {
-                self.next += 1;
-                self.expect_keyword("LEASE")?;
-                return Ok(Statement::ShowLocalLease);
-            }
-            _ => {
-                return Err(self.error(
-                    "DATABASES, TIMESERIES, DEVICES, CLUSTER, REGIONS, LEASES or LOCAL LEASE",
-                ))
-            }
-        };
+        let statement =
+            match keyword.as_str() {
+                "DATABASES" => {
+                    self.next += 1;
+                    let pattern = self.show_pattern()?;
+                    return Ok(Statement::ShowDatabases { pattern });
+                }
+                "CHILD" => {
+                    self.next += 1;
+                    return self.show_child();
+                }
+                "CLUSTER" => Statement::ShowCluster,
+                "REGIONS" => Statement::ShowRegions,
+                "LEASES" => Statement::ShowLeases,
+                "TIMESERIES" => {
+                    self.next += 1;
+                    let pattern = self.show_pattern()?;
+                    return Ok(Statement::ShowTimeseries { pattern });
+                }
+                "DEVICES" => {
+                    self.next += 1;
+                    let pattern = self.show_pattern()?;
+                    return Ok(Statement::ShowDevices { pattern });
+                }
+                "LOCAL" => {
+                    self.next += 1;
+                    self.expect_keyword("LEASE")?;
+                    return Ok(Statement::ShowLocalLease);
+                }
+                _ => return Err(self.error(
+                    "DATABASES, TIMESERIES, DEVICES, CHILD PATHS, CHILD NODES, CLUSTER, REGIONS, \
+                     LEASES or LOCAL LEASE",
+                )),
+            };
         self.next += 1;
         Ok(statement)
     }
@@ -927,6 +936,9 @@ impl Parser<'_> {
 
     fn show_pattern(&mut self) -> Result<Option<PathPattern>, ParseError> {
         const EXPECTED: &str = "end of statement or a path pattern like root.sg.** or root.sg.d1.*";
+        if self.is_keyword("GROUP") {
+            return Ok(None);
+        }
         let Some(TokenKind::Word(word)) = self.peek_kind() else {
             return match self.peek() {
                 None => Ok(None),
@@ -984,6 +996,7 @@ fn normalise_path(path: &str, nodes_min: usize) -> Option<String> {
 mod admin;
 mod aggregate;
 mod expr;
+mod schema;
 mod table;
 mod time_expr;
 pub use table::{parse_table_statement, parse_table_statement_with_clock};

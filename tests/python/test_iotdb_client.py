@@ -769,6 +769,26 @@ class QueryTest(FencepostTestCase):
         last = self.query(f"select last s1 from {self.db}.** where time >= 3")
         self.assertEqual([(t, values[0]) for t, values in last.rows], [(3, d2 + ".s1"), (4, d3 + ".s1")])
 
+    def test_schema_browsing(self):
+        d1, d2 = self.db + ".d1", self.db + ".g.d2"
+        self.session.insert_tablet(Tablet(d1, ["s1", "s2"], [D, D], [[1.0, 2.0]], [1]))
+        self.session.insert_tablet(Tablet(d2, ["s1"], [D], [[1.0]], [1]))
+        count = self.query(f"count timeseries {self.db}.**")
+        self.assertEqual([values for _, values in count.rows], [[3]])
+        levels = self.query(f"count timeseries {self.db}.** group by level = 2")
+        self.assertEqual(levels.columns, ["Column", "count(timeseries)"])
+        self.assertEqual([values for _, values in levels.rows], [[d1, 2], [self.db + ".g", 1]])
+        devices = self.query(f"count devices {self.db}.**")
+        self.assertEqual([values for _, values in devices.rows], [[2]])
+        children = self.query(f"show child paths {self.db}")
+        self.assertEqual(children.columns, ["ChildPaths", "NodeTypes"])
+        self.assertEqual([values for _, values in children.rows],
+                         [[d1, "DEVICE"], [self.db + ".g", "INTERNAL"]])
+        nodes = self.query(f"show child nodes {self.db}.*")
+        self.assertEqual([values for _, values in nodes.rows], [["d2"], ["s1"], ["s2"]])
+        databases = self.query(f"show databases {self.db}")
+        self.assertEqual([values[0] for _, values in databases.rows], [self.db])
+
     def test_value_filters(self):
         rows = [[float(i), f"host_{i % 3}", i % 2 == 0] for i in range(10)]
         self.session.insert_tablet(Tablet(self.dev, ["usage", "host", "even"], [D, T, B], rows, list(range(10))))

@@ -17,14 +17,14 @@ pub(super) fn header(columns: &[(&str, DataType)]) -> Vec<(String, DataType)> {
 }
 
 /// Columns of text.
-fn texts(names: &[&str]) -> Vec<(String, DataType)> {
+pub(super) fn texts(names: &[&str]) -> Vec<(String, DataType)> {
     names
         .iter()
         .map(|n| (n.to_string(), DataType::Text))
         .collect()
 }
 
-fn text(s: impl Into<String>) -> Cell {
+pub(super) fn text(s: impl Into<String>) -> Cell {
     Some(Value::Text(s.into()))
 }
 
@@ -38,11 +38,15 @@ fn boolean(b: bool) -> Cell {
 
 /// `SHOW DATABASES`: IoTDB 2.0's columns, then the TTL (which IoTDB 1.x listed here: in ms, or
 /// `INF` when none is set).
-pub(super) async fn databases<B: Backend>(backend: &B) -> ExecResult<Outcome> {
+pub(super) async fn databases<B: Backend>(
+    backend: &B,
+    pattern: Option<&PathPattern>,
+) -> ExecResult<Outcome> {
     let rows = backend
         .show_databases()
         .await?
         .into_iter()
+        .filter(|d| pattern.is_none_or(|p| p.matches(&d.name)))
         .map(|d| {
             let ttl = match d.ttl_ms {
                 Some(ms) => ms.to_string(),

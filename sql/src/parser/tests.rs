@@ -412,8 +412,14 @@ fn select_last_and_count() {
 
 #[test]
 fn show_statements_any_case() {
-    assert_eq!(one("SHOW DATABASES"), Statement::ShowDatabases);
-    assert_eq!(one("show databases"), Statement::ShowDatabases);
+    assert_eq!(
+        one("SHOW DATABASES"),
+        Statement::ShowDatabases { pattern: None }
+    );
+    assert_eq!(
+        one("show databases"),
+        Statement::ShowDatabases { pattern: None }
+    );
     assert_eq!(one("Show Cluster"), Statement::ShowCluster);
     assert_eq!(one("SHOW REGIONS"), Statement::ShowRegions);
     assert_eq!(one("SHOW LEASES"), Statement::ShowLeases);
@@ -453,7 +459,10 @@ fn several_statements_and_empty_ones() {
                     database: "root.sg".into()
                 }
             ),
-            (Position { line: 2, column: 1 }, Statement::ShowDatabases),
+            (
+                Position { line: 2, column: 1 },
+                Statement::ShowDatabases { pattern: None }
+            ),
             (
                 Position {
                     line: 2,
@@ -532,7 +541,7 @@ fn error_positions_name_line_and_column() {
     );
     assert_eq!(
         error("SELEC * FROM root.sg.d1"),
-        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, REMOVE, FLUSH, ALTER, LIST, QUIT), found 'SELEC'"
+        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, COUNT, REMOVE, FLUSH, ALTER, LIST, QUIT), found 'SELEC'"
     );
     assert_eq!(
         error("CREATE DATABASE sg"),
@@ -552,7 +561,7 @@ fn error_positions_name_line_and_column() {
     );
     assert_eq!(
         error("SHOW DATABASES extra"),
-        "line 1, column 16: expected end of statement, found 'extra'"
+        "line 1, column 16: expected end of statement or a path pattern like root.sg.** or root.sg.d1.*, found 'extra'"
     );
     assert_eq!(
         error("INSERT INTO root.sg.d1(time, s1) VALUES (1, 'open)"),
@@ -570,7 +579,7 @@ fn errors_in_later_statements_count_from_the_whole_input() {
     assert_eq!(parsed[0].result, Ok(Statement::ShowCluster));
     assert_eq!(
         parsed[1].result.clone().map_err(|e| e.to_string()),
-        Err("line 1, column 20: expected DATABASES, TIMESERIES, DEVICES, CLUSTER, REGIONS, LEASES or LOCAL LEASE, found 'CLUSTR'".into())
+        Err("line 1, column 20: expected DATABASES, TIMESERIES, DEVICES, CHILD PATHS, CHILD NODES, CLUSTER, REGIONS, LEASES or LOCAL LEASE, found 'CLUSTR'".into())
     );
     assert_eq!(parsed[2].position, Position { line: 2, column: 3 });
     assert!(parsed[2].result.is_ok());
