@@ -102,6 +102,9 @@ pub enum Statement {
         filter: Option<Expr>,
         /// `GROUP BY ([start, end), interval)`: one row per window.
         group_by: Option<GroupByTime>,
+        /// `GROUP BY LEVEL = n[, m]`: the series whose paths agree at these levels (and in
+        /// their measurement) are aggregated together, into `count(root.sg.*.s1)`.
+        levels: Option<Vec<usize>>,
         /// `ALIGN BY DEVICE`: a `Device` column and one row (or window's rows) per device.
         align_by_device: bool,
     },

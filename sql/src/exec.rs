@@ -427,6 +427,7 @@ async fn run<B: Backend>(
             range,
             filter,
             group_by,
+            levels,
             align_by_device,
         } => {
             let query = aggregate::AggregateQuery {
@@ -435,6 +436,7 @@ async fn run<B: Backend>(
                 range: *range,
                 filter: filter.as_ref(),
                 group_by: *group_by,
+                levels: levels.as_deref(),
                 align_by_device: *align_by_device,
             };
             aggregate::select_aggregate(backend, &query, charge).await

@@ -766,6 +766,10 @@ class QueryTest(FencepostTestCase):
                          [[d1, 2, 2.0], [d2, 1, 3.0], [d3, 1, 4.0]])
         by_time = self.query(f"select count(s1) from {self.db}.*")
         self.assertEqual(by_time.columns, [f"count({d1}.s1)", f"count({d2}.s1)"])
+        merged = self.query(f"select count(s1), max_value(s1) from {self.db}.* group by level = 1")
+        star = self.db + ".*.s1"
+        self.assertEqual(merged.columns, [f"count({star})", f"max_value({star})"])
+        self.assertEqual([values for _, values in merged.rows], [[3, 3.0]])
         last = self.query(f"select last s1 from {self.db}.** where time >= 3")
         self.assertEqual([(t, values[0]) for t, values in last.rows], [(3, d2 + ".s1"), (4, d3 + ".s1")])
 

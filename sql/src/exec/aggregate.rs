@@ -36,6 +36,8 @@ pub(super) struct AggregateQuery<'q> {
     /// The WHERE clause's value filter.
     pub(super) filter: Option<&'q Expr>,
     pub(super) group_by: Option<GroupByTime>,
+    /// GROUP BY LEVEL's levels.
+    pub(super) levels: Option<&'q [usize]>,
     pub(super) align_by_device: bool,
 }
 
@@ -58,14 +60,19 @@ pub(super) async fn select_aggregate<B: Backend>(
     } else {
         None
     };
+    let groups = match query.levels {
+        Some(levels) => Some(plan.groups(levels)?),
+        None => None,
+    };
     let mut held = 0;
     let partials = match query.filter {
         None => fetch(backend, &plan.reads, &cut, charge, &mut held).await,
         Some(expr) => filtered::fetch(backend, &plan, query, expr, &cut, charge, &mut held).await,
     };
-    let outcome = partials.map(|partials| match &keys {
-        Some(keys) => plan.finish_by_device(keys, &cut, &partials),
-        None => plan.finish(&cut, &partials),
+    let outcome = partials.map(|partials| match (&keys, &groups) {
+        (Some(keys), _) => plan.finish_by_device(keys, &cut, &partials),
+        (None, Some(groups)) => plan.finish_by_level(groups, &cut, &partials),
+        (None, None) => plan.finish(&cut, &partials),
     });
     charge.release(held);
     outcome
@@ -160,6 +167,32 @@ struct Plan {
 /// A column of an aligned-by-device result: a function of a measurement name, and its type.
 type Key = (AggregateFunction, String, DataType);
 
+/// A column of a GROUP BY LEVEL result: its name and the columns merged into it.
+#[derive(Debug)]
+struct Group {
+    name: String,
+    columns: Vec<usize>,
+}
+
+/// `path` as GROUP BY LEVEL names it: the nodes at `levels` (and `root`, and the measurement)
+/// kept, every other one `*`.
+fn level_path(path: &str, levels: &[usize]) -> String {
+    let nodes: Vec<&str> = path.split('.').collect();
+    let last = nodes.len() - 1;
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if i == 0 || i == last || levels.contains(&i) {
+                *n
+            } else {
+                "*"
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 impl Plan {
     /// The plan of `items`, each with the series it reads (`by_item`); 700 when a function does
     /// not take a series' type.
@@ -245,6 +278,75 @@ impl Plan {
             }
         }
         Ok(keys)
+    }
+
+    /// GROUP BY LEVEL's columns: the columns of one function whose paths agree at `levels`,
+    /// merged, in first-seen order; 700 when a merged column's series differ in type where the
+    /// function answers values of the series' type.
+    fn groups(&self, levels: &[usize]) -> ExecResult<Vec<Group>> {
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, c) in self.columns.iter().enumerate() {
+            let path = level_path(&format!("{}.{}", self.reads[c.device].0, c.label), levels);
+            let name = format!("{}({path})", c.function.name());
+            match groups.iter_mut().find(|g| g.name == name) {
+                Some(g) => {
+                    let first = &self.columns[g.columns[0]];
+                    if first.output_type() != c.output_type() {
+                        return Err(ExecError::refused(
+                            StatusCode::IllegalParameter,
+                            format!(
+                                "GROUP BY LEVEL: {name} merges series of {} and {}",
+                                first.data_type.name(),
+                                c.data_type.name()
+                            ),
+                        ));
+                    }
+                    g.columns.push(i);
+                }
+                None => groups.push(Group {
+                    name,
+                    columns: vec![i],
+                }),
+            }
+        }
+        Ok(groups)
+    }
+
+    /// The result of GROUP BY LEVEL: as [`Plan::finish`], one column per [`Group`], each window's
+    /// partials of its columns merged.
+    fn finish_by_level(
+        &self,
+        groups: &[Group],
+        cut: &Cut,
+        partials: &[Vec<Vec<Partial>>],
+    ) -> Outcome {
+        let mut header = Vec::with_capacity(groups.len() + 1);
+        if cut.windows.is_some() {
+            header.push((TIME_COLUMN.to_string(), DataType::Int64));
+        }
+        header.extend(
+            groups
+                .iter()
+                .map(|g| (g.name.clone(), self.columns[g.columns[0]].output_type())),
+        );
+        let rows = (0..cut.rows())
+            .map(|row| {
+                let mut cells = Vec::with_capacity(header.len());
+                if let Some(w) = cut.windows {
+                    cells.push(Some(Value::Int64(w.window_start(row))));
+                }
+                cells.extend(groups.iter().map(|g| {
+                    let mut merged = Partial::default();
+                    for &i in &g.columns {
+                        let c = &self.columns[i];
+                        merged.merge(&partials[c.device][c.series][row]);
+                    }
+                    self.columns[g.columns[0]].cell(&merged)
+                }));
+                cells
+            })
+            .collect();
+        Outcome::query(header, rows)
     }
 
     /// The result: a `Time` column with GROUP BY, then one column per [`Column`]

@@ -208,3 +208,72 @@ fn an_alias_matches_under_a_pattern() {
     assert_eq!(o.columns, ["Time", "root.sg.d1.temperature"]);
     assert_eq!(o.rows, vec![vec![int(5), double(21.5)]]);
 }
+
+#[test]
+fn group_by_level_merges_the_series_that_agree_at_the_levels() {
+    let m = tree();
+    let o = one(
+        &m,
+        "SELECT count(s1), max_value(s1) FROM root.** GROUP BY LEVEL = 1",
+    );
+    assert_eq!(
+        o.columns,
+        [
+            "count(root.sg.*.s1)",
+            "count(root.sg.*.*.s1)",
+            "count(root.sg2.*.s1)",
+            "max_value(root.sg.*.s1)",
+            "max_value(root.sg.*.*.s1)",
+            "max_value(root.sg2.*.s1)"
+        ]
+    );
+    assert_eq!(
+        o.rows,
+        vec![vec![
+            int(3),
+            int(1),
+            int(1),
+            double(30.0),
+            double(40.0),
+            double(50.0)
+        ]]
+    );
+    let o = one(
+        &m,
+        "SELECT count(s1), avg(s1) FROM root.sg.* GROUP BY ([0, 4), 2ms), LEVEL = 0",
+    );
+    assert_eq!(
+        o.columns,
+        ["Time", "count(root.*.*.s1)", "avg(root.*.*.s1)"]
+    );
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![int(0), int(1), double(10.0)],
+            vec![int(2), int(2), double(25.0)],
+        ]
+    );
+    // Levels that name every node keep the whole path; a value filter still applies (one name
+    // over two devices aligned by time must hold on both: no row here has both).
+    let o = one(
+        &m,
+        "SELECT sum(s1) FROM root.sg.d1 WHERE s1 > 10 GROUP BY LEVEL = 1, 2",
+    );
+    assert_eq!(o.columns, ["sum(root.sg.d1.s1)"]);
+    assert_eq!(o.rows, vec![vec![double(20.0)]]);
+    let o = one(
+        &m,
+        "SELECT sum(s1) FROM root.sg.* WHERE s1 > 10 GROUP BY LEVEL = 1",
+    );
+    assert_eq!(o.rows, vec![vec![None]]);
+    // Merged series of two types, where the function answers the series' values: 700.
+    one(&m, "INSERT INTO root.sg.d4(time, s1) VALUES (1, 'text')");
+    let e = run(
+        &m,
+        "SELECT first_value(s1) FROM root.sg.* GROUP BY LEVEL = 1",
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), 700, "{e}");
+    let o = one(&m, "SELECT count(s1) FROM root.sg.* GROUP BY LEVEL = 1");
+    assert_eq!(o.rows, vec![vec![int(4)]]);
+}

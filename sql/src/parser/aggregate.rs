@@ -5,7 +5,7 @@
 //! forms answer 300.
 
 use super::{not_supported_yet, ParseError, Parser, Statement, Token, TokenKind, MEASUREMENTS_MAX};
-use crate::ast::{AggregateFunction, AggregateItem, GroupByTime};
+use crate::ast::{AggregateFunction, AggregateItem, GroupByTime, Literal};
 use crate::lexer::duration_parts;
 
 /// Why a SELECT list mixing raw columns and aggregations is refused (IoTDB refuses it too).
@@ -28,19 +28,27 @@ impl Parser<'_> {
         let items = self.aggregate_items()?;
         let from = self.from()?;
         let (range, filter) = self.where_filter()?;
-        let group_by = if self.is_keyword("GROUP") {
-            Some(self.group_by()?)
+        let (group_by, levels) = if self.is_keyword("GROUP") {
+            self.group_by()?
         } else {
-            None
+            (None, None)
         };
         self.refuse_row_clauses("an aggregate query")?;
+        let align_at = self.next;
         let align_by_device = self.align_by()?;
+        if align_by_device && levels.is_some() {
+            return Err(Self::error_at(
+                &self.tokens[align_at],
+                "GROUP BY LEVEL merges devices; it does not take ALIGN BY DEVICE".to_string(),
+            ));
+        }
         Ok(Statement::SelectAggregate {
             from,
             items,
             range,
             filter,
             group_by,
+            levels,
             align_by_device,
         })
     }
@@ -95,10 +103,50 @@ impl Parser<'_> {
         })
     }
 
-    /// `GROUP BY ([start, end), interval)`.
-    fn group_by(&mut self) -> Result<GroupByTime, ParseError> {
+    /// `GROUP BY ([start, end), interval)`, `GROUP BY LEVEL = n[, m ...]`, or both (the window
+    /// first).
+    #[allow(clippy::type_complexity)]
+    fn group_by(&mut self) -> Result<(Option<GroupByTime>, Option<Vec<usize>>), ParseError> {
         self.expect_keyword("GROUP")?;
         self.expect_keyword("BY")?;
+        if self.is_keyword("LEVEL") {
+            return Ok((None, Some(self.levels()?)));
+        }
+        let window = self.group_by_time()?;
+        let levels = if self.eat(&TokenKind::Comma) {
+            if !self.is_keyword("LEVEL") {
+                return Err(
+                    self.unsupported_here("GROUP BY TAGS or another grouping after a time window")
+                );
+            }
+            Some(self.levels()?)
+        } else {
+            None
+        };
+        Ok((Some(window), levels))
+    }
+
+    /// `LEVEL = n[, m ...]`: the levels kept (`root` is level 0).
+    fn levels(&mut self) -> Result<Vec<usize>, ParseError> {
+        self.expect_keyword("LEVEL")?;
+        self.expect(&TokenKind::Equal, "'=' after LEVEL")?;
+        let mut levels = Vec::new();
+        loop {
+            let expected = "a level (0 is root)";
+            match self.number(expected)? {
+                Literal::Integer(n) if n >= 0 => {
+                    levels.push(usize::try_from(n).unwrap_or(usize::MAX))
+                }
+                _ => return Err(self.error(expected)),
+            }
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(levels);
+            }
+        }
+    }
+
+    /// `([start, end), interval)`.
+    fn group_by_time(&mut self) -> Result<GroupByTime, ParseError> {
         if let Some(TokenKind::Word(w)) = self.peek_kind() {
             let what = format!("GROUP BY {}", w.to_ascii_uppercase());
             return Err(self.unsupported_here(&what));
@@ -138,9 +186,6 @@ impl Parser<'_> {
             return Err(self.unsupported_here("a GROUP BY sliding step"));
         }
         self.expect(&TokenKind::RightParen, "')'")?;
-        if self.peek_kind() == Some(&TokenKind::Comma) {
-            return Err(self.unsupported_here("GROUP BY LEVEL or TAGS after a time window"));
-        }
         Ok(GroupByTime {
             start,
             end,
@@ -252,6 +297,7 @@ mod tests {
                         range: TimeRange::ALL,
                         filter: None,
                         group_by: None,
+                        levels: None,
                         align_by_device: false,
                     }),
                     "{text}"
@@ -283,8 +329,26 @@ mod tests {
                     end: 1000,
                     interval_ms: 100
                 }),
+                levels: None,
                 align_by_device: false,
             })
+        );
+        let levels = |text: &str| match parse(text) {
+            Ok(Statement::SelectAggregate {
+                group_by, levels, ..
+            }) => (group_by.is_some(), levels),
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(
+            levels("select count(s1) from root.sg.* group by level = 1"),
+            (false, Some(vec![1]))
+        );
+        assert_eq!(
+            levels("select count(s1) from root.** group by ([0, 9), 3ms), level = 1, 3"),
+            (true, Some(vec![1, 3]))
+        );
+        assert!(
+            parse("select count(s1) from root.sg.* group by level = 1 align by device").is_err()
         );
         let group_by = |text: &str| match parse(text) {
             Ok(Statement::SelectAggregate { group_by, .. }) => group_by.expect(text),
@@ -326,12 +390,12 @@ mod tests {
                 "a GROUP BY sliding step",
             ),
             (
-                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 10ms), LEVEL = 1",
-                "GROUP BY LEVEL or TAGS",
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 10ms), TAGS(a)",
+                "GROUP BY TAGS",
             ),
             (
-                "SELECT count(s1) FROM root.sg.d1 GROUP BY LEVEL = 1",
-                "GROUP BY LEVEL",
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY TAGS(a)",
+                "GROUP BY TAGS",
             ),
             (
                 "SELECT count(s1) FROM root.sg.d1 GROUP BY (10ms)",

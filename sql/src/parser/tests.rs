@@ -394,6 +394,7 @@ fn select_last_and_count() {
             range: range(i64::MIN, 10),
             filter: None,
             group_by: None,
+            levels: None,
             align_by_device: false,
         }
     );
@@ -405,6 +406,7 @@ fn select_last_and_count() {
             range: TimeRange::ALL,
             filter: None,
             group_by: None,
+            levels: None,
             align_by_device: false,
         }
     );

@@ -265,6 +265,7 @@ mod tests {
                     end: first,
                     interval_ms: 600_000
                 }),
+                levels: None,
                 align_by_device: false,
             })
         );
