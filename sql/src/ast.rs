@@ -105,6 +105,8 @@ pub enum Statement {
         /// `GROUP BY LEVEL = n[, m]`: the series whose paths agree at these levels (and in
         /// their measurement) are aggregated together, into `count(root.sg.*.s1)`.
         levels: Option<Vec<usize>>,
+        /// Which rows (windows), in which order, and which columns (SLIMIT, SOFFSET).
+        rows: RowWindow,
         /// `ALIGN BY DEVICE`: a `Device` column and one row (or window's rows) per device.
         align_by_device: bool,
     },
@@ -215,8 +217,8 @@ pub enum Literal {
     Null,
 }
 
-/// A raw query's `ORDER BY TIME`, `OFFSET` and `LIMIT`: the rows kept, in time order or its
-/// reverse, after skipping `offset` of them.
+/// A query's `ORDER BY TIME`, `OFFSET` and `LIMIT`: the rows kept, in time order or its
+/// reverse, after skipping `offset` of them; and `SOFFSET`/`SLIMIT`: the series (columns) kept.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RowWindow {
     /// `ORDER BY TIME DESC`: newest first.
@@ -225,6 +227,22 @@ pub struct RowWindow {
     pub offset: usize,
     /// Rows kept at most (`LIMIT`); `None` keeps every row.
     pub limit: Option<usize>,
+    /// Series skipped (`SOFFSET`).
+    pub series_offset: usize,
+    /// Series kept at most (`SLIMIT`); `None` keeps every series.
+    pub series_limit: Option<usize>,
+}
+
+impl RowWindow {
+    /// The part of `items` that SOFFSET and SLIMIT keep.
+    pub fn series<T>(&self, items: Vec<T>) -> Vec<T> {
+        let limit = self.series_limit.unwrap_or(usize::MAX);
+        items
+            .into_iter()
+            .skip(self.series_offset)
+            .take(limit)
+            .collect()
+    }
 }
 
 /// One aggregation of a SELECT list: `avg(s1)`, `count(*)`.

@@ -428,6 +428,7 @@ async fn run<B: Backend>(
             filter,
             group_by,
             levels,
+            rows,
             align_by_device,
         } => {
             let query = aggregate::AggregateQuery {
@@ -437,6 +438,7 @@ async fn run<B: Backend>(
                 filter: filter.as_ref(),
                 group_by: *group_by,
                 levels: levels.as_deref(),
+                rows: *rows,
                 align_by_device: *align_by_device,
             };
             aggregate::select_aggregate(backend, &query, charge).await

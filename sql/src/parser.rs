@@ -126,10 +126,10 @@ const AGGREGATIONS_UNSUPPORTED: [&str; 13] = [
 ];
 
 /// IoTDB clauses Fencepost's queries do not take yet.
-const CLAUSES_UNSUPPORTED: [&str; 4] = ["FILL", "SLIMIT", "SOFFSET", "HAVING"];
+const CLAUSES_UNSUPPORTED: [&str; 2] = ["FILL", "HAVING"];
 
-/// The clauses only a raw query takes (`ORDER BY TIME`, `LIMIT`, `OFFSET`).
-const ROW_CLAUSES: [&str; 3] = ["ORDER", "LIMIT", "OFFSET"];
+/// The clauses that pick rows and series of a query's result.
+const ROW_CLAUSES: [&str; 5] = ["ORDER", "LIMIT", "OFFSET", "SLIMIT", "SOFFSET"];
 
 /// The first piece of IoTDB's syntax in a statement that Fencepost does not run yet, as an
 /// unsupported error (300) naming it, so a client learns what is missing rather than reading a
@@ -702,16 +702,24 @@ impl Parser<'_> {
                 self.eat_keyword("ASC");
             }
         }
-        let (mut limit, mut offset) = (false, false);
+        let mut seen = [false; 4];
         loop {
-            if !limit && self.eat_keyword("LIMIT") {
-                limit = true;
-                rows.limit = Some(self.count_literal("LIMIT")?);
-            } else if !offset && self.eat_keyword("OFFSET") {
-                offset = true;
-                rows.offset = self.count_literal("OFFSET")?;
-            } else {
+            let Some(clause) = ROW_CLAUSES[1..]
+                .iter()
+                .position(|c| self.is_keyword(c))
+                .filter(|&i| !seen[i])
+            else {
                 return Ok(rows);
+            };
+            seen[clause] = true;
+            self.next += 1;
+            let name = ROW_CLAUSES[clause + 1];
+            let n = self.count_literal(name)?;
+            match clause {
+                0 => rows.limit = Some(n),
+                1 => rows.offset = n,
+                2 => rows.series_limit = Some(n),
+                _ => rows.series_offset = n,
             }
         }
     }

@@ -22,7 +22,7 @@ use super::analyze::{self, Series};
 use super::budget::{value_heap_bytes, ResultCharge};
 use super::{align, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
 use crate::expr::Expr;
-use crate::{AggregateFunction, AggregateItem, GroupByTime, PathPattern, TimeRange};
+use crate::{AggregateFunction, AggregateItem, GroupByTime, PathPattern, RowWindow, TimeRange};
 
 mod filtered;
 
@@ -38,6 +38,8 @@ pub(super) struct AggregateQuery<'q> {
     pub(super) group_by: Option<GroupByTime>,
     /// GROUP BY LEVEL's levels.
     pub(super) levels: Option<&'q [usize]>,
+    /// The windows kept and their order; the columns kept (SLIMIT, SOFFSET).
+    pub(super) rows: RowWindow,
     pub(super) align_by_device: bool,
 }
 
@@ -51,7 +53,7 @@ pub(super) async fn select_aggregate<B: Backend>(
     let cut = Cut::new(query.range, query.group_by)?;
     let names: Vec<String> = query.items.iter().map(|i| i.measurement.clone()).collect();
     let by_item = analyze::expand(backend, query.from, &names).await?;
-    let plan = Plan::new(query.items, by_item)?;
+    let plan = Plan::new(query.items, series_window(by_item, query.rows))?;
     if plan.columns.is_empty() {
         return Ok(Outcome::query(Vec::new(), Vec::new()));
     }
@@ -69,12 +71,53 @@ pub(super) async fn select_aggregate<B: Backend>(
         None => fetch(backend, &plan.reads, &cut, charge, &mut held).await,
         Some(expr) => filtered::fetch(backend, &plan, query, expr, &cut, charge, &mut held).await,
     };
-    let outcome = partials.map(|partials| match (&keys, &groups) {
-        (Some(keys), _) => plan.finish_by_device(keys, &cut, &partials),
-        (None, Some(groups)) => plan.finish_by_level(groups, &cut, &partials),
-        (None, None) => plan.finish(&cut, &partials),
+    let outcome = partials.map(|partials| {
+        let outcome = match (&keys, &groups) {
+            (Some(keys), _) => plan.finish_by_device(keys, &cut, &partials),
+            (None, Some(groups)) => plan.finish_by_level(groups, &cut, &partials),
+            (None, None) => plan.finish(&cut, &partials),
+        };
+        window_rows(outcome, query.rows, cut.rows())
     });
     charge.release(held);
+    outcome
+}
+
+/// The series SOFFSET and SLIMIT keep of each item's (counted over every item's in turn).
+fn series_window(by_item: Vec<Vec<Series>>, rows: RowWindow) -> Vec<Vec<Series>> {
+    if rows.series_offset == 0 && rows.series_limit.is_none() {
+        return by_item;
+    }
+    let items = by_item.len();
+    let flat: Vec<(usize, Series)> = by_item
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, series)| series.into_iter().map(move |s| (i, s)))
+        .collect();
+    let mut kept = vec![Vec::new(); items];
+    for (i, s) in rows.series(flat) {
+        kept[i].push(s);
+    }
+    kept
+}
+
+/// The rows `rows` keeps of a finished result whose rows run in windows of `per_device` (each
+/// device's, aligned by device; all of them otherwise): newest window first within each run with
+/// ORDER BY TIME DESC, then OFFSET and LIMIT over the whole result.
+fn window_rows(mut outcome: Outcome, rows: RowWindow, per_device: usize) -> Outcome {
+    if rows.descending && per_device > 0 {
+        for run in outcome.rows.chunks_mut(per_device) {
+            run.reverse();
+        }
+    }
+    if rows.offset > 0 || rows.limit.is_some() {
+        let limit = rows.limit.unwrap_or(usize::MAX);
+        outcome.rows = std::mem::take(&mut outcome.rows)
+            .into_iter()
+            .skip(rows.offset)
+            .take(limit)
+            .collect();
+    }
     outcome
 }
 

@@ -77,7 +77,15 @@ impl Columns {
         header
     }
 
-    /// One device's series in the order read, each label once, and each one's column.
+    /// The columns SOFFSET and SLIMIT keep.
+    pub(super) fn window(self, rows: RowWindow) -> Columns {
+        Columns {
+            labels: rows.series(self.labels),
+        }
+    }
+
+    /// One device's series with a column, in the order read, each label once, and each one's
+    /// column.
     fn pick(&self, series: Vec<Series>) -> (Vec<Series>, Vec<usize>) {
         let mut picked: Vec<Series> = Vec::new();
         let mut slots = Vec::new();
@@ -85,7 +93,9 @@ impl Columns {
             if picked.iter().any(|p| p.label == s.label) {
                 continue;
             }
-            let slot = self.index(&s.label).expect("every label has a column");
+            let Some(slot) = self.index(&s.label) else {
+                continue;
+            };
             slots.push(slot);
             picked.push(s);
         }
@@ -109,9 +119,9 @@ pub(super) async fn raw<B: Backend>(
     query: &RawQuery<'_>,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
-    let columns = Columns::of(&by_name)?;
-    let header = columns.header(true, |l, t| (l.to_string(), t));
     let rows = query.rows;
+    let columns = Columns::of(&by_name)?.window(rows);
+    let header = columns.header(true, |l, t| (l.to_string(), t));
     let mut skip = rows.offset;
     let mut left = rows.limit.unwrap_or(usize::MAX);
     let mut out: Vec<Vec<Cell>> = Vec::new();
@@ -120,6 +130,9 @@ pub(super) async fn raw<B: Backend>(
             break;
         }
         let (picked, slots) = columns.pick(series);
+        if picked.is_empty() {
+            continue;
+        }
         let output: Vec<usize> = (0..picked.len()).collect();
         let (read, filter) = match query.filter {
             Some((expr, referenced)) => {
@@ -140,6 +153,7 @@ pub(super) async fn raw<B: Backend>(
             descending: rows.descending,
             offset: 0,
             limit: Some(skip.saturating_add(left)),
+            ..RowWindow::default()
         };
         let range = query.range;
         let kept = select_rows(

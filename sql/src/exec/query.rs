@@ -146,7 +146,7 @@ pub(super) async fn select_raw<B: Backend>(
         };
         return align::raw(backend, by_name, &query, charge).await;
     }
-    let series = analyze::expand_projection(backend, from, projection).await?;
+    let series = rows.series(analyze::expand_projection(backend, from, projection).await?);
     let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
     header.extend(series.iter().map(|s| (s.path(), s.data_type)));
     let output: Vec<usize> = (0..series.len()).collect();

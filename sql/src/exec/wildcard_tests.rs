@@ -277,3 +277,41 @@ fn group_by_level_merges_the_series_that_agree_at_the_levels() {
     let o = one(&m, "SELECT count(s1) FROM root.sg.* GROUP BY LEVEL = 1");
     assert_eq!(o.rows, vec![vec![int(4)]]);
 }
+
+#[test]
+fn slimit_soffset_pick_columns_and_aggregates_take_order_limit_offset() {
+    let m = tree();
+    let o = one(&m, "SELECT s1 FROM root.sg.** SLIMIT 2 SOFFSET 1");
+    assert_eq!(o.columns, ["Time", "root.sg.d2.s1", "root.sg.x.d3.s1"]);
+    assert_eq!(
+        one(&m, "SELECT * FROM root.sg.* SLIMIT 1 ALIGN BY DEVICE").columns,
+        ["Time", "Device", "s1"]
+    );
+    let o = one(&m, "SELECT count(s1) FROM root.sg.** SOFFSET 2");
+    assert_eq!(o.columns, ["count(root.sg.x.d3.s1)"]);
+    let o = one(
+        &m,
+        "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 8), 2ms) ORDER BY TIME DESC LIMIT 3 OFFSET 1",
+    );
+    let times: Vec<Cell> = o.rows.iter().map(|r| r[0].clone()).collect();
+    assert_eq!(times, [int(4), int(2), int(0)]);
+    // Aligned by device, newest first within each device; LIMIT over the whole result.
+    let o = one(
+        &m,
+        "SELECT count(s1) FROM root.sg.* GROUP BY ([0, 4), 2ms) ORDER BY TIME DESC LIMIT 3 \
+         ALIGN BY DEVICE",
+    );
+    let rows: Vec<(Cell, Cell)> = o
+        .rows
+        .iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (int(2), text("root.sg.d1")),
+            (int(0), text("root.sg.d1")),
+            (int(2), text("root.sg.d2"))
+        ]
+    );
+}

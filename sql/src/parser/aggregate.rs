@@ -33,7 +33,7 @@ impl Parser<'_> {
         } else {
             (None, None)
         };
-        self.refuse_row_clauses("an aggregate query")?;
+        let rows = self.row_window()?;
         let align_at = self.next;
         let align_by_device = self.align_by()?;
         if align_by_device && levels.is_some() {
@@ -49,6 +49,7 @@ impl Parser<'_> {
             filter,
             group_by,
             levels,
+            rows,
             align_by_device,
         })
     }
@@ -298,6 +299,7 @@ mod tests {
                         filter: None,
                         group_by: None,
                         levels: None,
+                        rows: crate::RowWindow::default(),
                         align_by_device: false,
                     }),
                     "{text}"
@@ -330,6 +332,7 @@ mod tests {
                     interval_ms: 100
                 }),
                 levels: None,
+                rows: crate::RowWindow::default(),
                 align_by_device: false,
             })
         );
@@ -400,10 +403,6 @@ mod tests {
             (
                 "SELECT count(s1) FROM root.sg.d1 GROUP BY (10ms)",
                 "GROUP BY without a time range",
-            ),
-            (
-                "SELECT count(s1) FROM root.sg.d1 LIMIT 3",
-                "LIMIT on an aggregate query",
             ),
             ("SELECT cos(s1) FROM root.sg.d1", "the function COS"),
         ] {

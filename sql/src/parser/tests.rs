@@ -327,7 +327,17 @@ fn order_by_time_limit_and_offset() {
         RowWindow {
             descending: true,
             offset: 5,
-            limit: Some(10)
+            limit: Some(10),
+            ..RowWindow::default()
+        }
+    );
+    assert_eq!(
+        rows("SELECT s1 FROM root.sg.* SLIMIT 2 LIMIT 1 SOFFSET 3"),
+        RowWindow {
+            limit: Some(1),
+            series_limit: Some(2),
+            series_offset: 3,
+            ..RowWindow::default()
         }
     );
     assert_eq!(
@@ -335,7 +345,8 @@ fn order_by_time_limit_and_offset() {
         RowWindow {
             descending: false,
             offset: 2,
-            limit: Some(0)
+            limit: Some(0),
+            ..RowWindow::default()
         }
     );
     assert_eq!(rows("select s1 from root.sg.d1 limit 1").limit, Some(1));
@@ -344,7 +355,6 @@ fn order_by_time_limit_and_offset() {
     for unsupported in [
         "SELECT s1 FROM root.sg.d1 ORDER BY s1",
         "SELECT LAST s1 FROM root.sg.d1 LIMIT 1",
-        "SELECT COUNT(s1) FROM root.sg.d1 ORDER BY TIME",
     ] {
         let parsed = parse_script(unsupported, Position::START);
         let e = parsed[0].result.as_ref().unwrap_err();
@@ -395,6 +405,7 @@ fn select_last_and_count() {
             filter: None,
             group_by: None,
             levels: None,
+            rows: RowWindow::default(),
             align_by_device: false,
         }
     );
@@ -407,6 +418,7 @@ fn select_last_and_count() {
             filter: None,
             group_by: None,
             levels: None,
+            rows: RowWindow::default(),
             align_by_device: false,
         }
     );

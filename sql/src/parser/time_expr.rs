@@ -266,6 +266,7 @@ mod tests {
                     interval_ms: 600_000
                 }),
                 levels: None,
+                rows: crate::RowWindow::default(),
                 align_by_device: false,
             })
         );
