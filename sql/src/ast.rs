@@ -76,6 +76,8 @@ pub enum Statement {
         filter: Option<Expr>,
         /// Which rows, in which order.
         rows: RowWindow,
+        /// `FILL(...)`: NULL cells filled.
+        fill: Option<Fill>,
         /// `ALIGN BY DEVICE`: a `Device` column and one column per measurement name.
         align_by_device: bool,
     },
@@ -107,6 +109,8 @@ pub enum Statement {
         levels: Option<Vec<usize>>,
         /// Which rows (windows), in which order, and which columns (SLIMIT, SOFFSET).
         rows: RowWindow,
+        /// `FILL(...)`: NULL cells (empty windows) filled.
+        fill: Option<Fill>,
         /// `ALIGN BY DEVICE`: a `Device` column and one row (or window's rows) per device.
         align_by_device: bool,
     },
@@ -243,6 +247,18 @@ impl RowWindow {
             .take(limit)
             .collect()
     }
+}
+
+/// `FILL(PREVIOUS | LINEAR | constant)`: how the NULL cells of a result's value columns are
+/// filled, in the result's order (each device's rows on their own, aligned by device).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fill {
+    /// The column's last value before, if any.
+    Previous,
+    /// Numbers interpolated on time between the values before and after (none at either end).
+    Linear,
+    /// The constant, in the columns whose type takes it without loss.
+    Constant(Literal),
 }
 
 /// One aggregation of a SELECT list: `avg(s1)`, `count(*)`.

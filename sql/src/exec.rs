@@ -38,6 +38,7 @@ mod aggregate;
 mod align;
 mod analyze;
 mod budget;
+mod fill;
 mod filter;
 mod join;
 mod query;
@@ -400,21 +401,19 @@ async fn run<B: Backend>(
             range,
             filter,
             rows,
+            fill,
             align_by_device,
         } => {
-            let (range, rows, align) = (*range, *rows, *align_by_device);
-            let filter = filter.as_ref();
-            query::select_raw(
-                backend,
+            let query = query::RawSelect {
                 from,
-                measurements,
-                range,
-                filter,
-                rows,
-                align,
-                charge,
-            )
-            .await
+                projection: measurements,
+                range: *range,
+                filter: filter.as_ref(),
+                rows: *rows,
+                fill: fill.as_ref(),
+                align_by_device: *align_by_device,
+            };
+            query::select_raw(backend, &query, charge).await
         }
         Statement::SelectLast {
             from,
@@ -429,6 +428,7 @@ async fn run<B: Backend>(
             group_by,
             levels,
             rows,
+            fill,
             align_by_device,
         } => {
             let query = aggregate::AggregateQuery {
@@ -439,6 +439,7 @@ async fn run<B: Backend>(
                 group_by: *group_by,
                 levels: levels.as_deref(),
                 rows: *rows,
+                fill: fill.as_ref(),
                 align_by_device: *align_by_device,
             };
             aggregate::select_aggregate(backend, &query, charge).await

@@ -14,7 +14,7 @@ pub mod parser;
 pub mod time;
 
 pub use ast::{
-    AggregateFunction, AggregateItem, GroupByTime, Insert, Literal, PathPattern, Projection,
+    AggregateFunction, AggregateItem, Fill, GroupByTime, Insert, Literal, PathPattern, Projection,
     RowWindow, Statement, TableSelect, TableStatement, TimeRange,
 };
 pub use exec::{

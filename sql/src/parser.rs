@@ -3,7 +3,7 @@
 use common::DataType;
 
 use super::ast::{
-    Insert, InsertRow, Literal, PathPattern, Projection, RowWindow, Statement, TimeRange,
+    Fill, Insert, InsertRow, Literal, PathPattern, Projection, RowWindow, Statement, TimeRange,
 };
 use super::lexer::{advance, tokenize, Token, TokenKind};
 use super::time::wall_clock_ms;
@@ -126,10 +126,18 @@ const AGGREGATIONS_UNSUPPORTED: [&str; 13] = [
 ];
 
 /// IoTDB clauses Fencepost's queries do not take yet.
-const CLAUSES_UNSUPPORTED: [&str; 2] = ["FILL", "HAVING"];
+const CLAUSES_UNSUPPORTED: [&str; 1] = ["HAVING"];
 
 /// The clauses that pick rows and series of a query's result.
 const ROW_CLAUSES: [&str; 5] = ["ORDER", "LIMIT", "OFFSET", "SLIMIT", "SOFFSET"];
+
+/// The clauses after WHERE (and GROUP BY): where a WHERE clause ends.
+fn ends_where(word: &str) -> bool {
+    ["GROUP", "ALIGN", "FILL", "HAVING"]
+        .iter()
+        .chain(&ROW_CLAUSES)
+        .any(|c| word.eq_ignore_ascii_case(c))
+}
 
 /// The first piece of IoTDB's syntax in a statement that Fencepost does not run yet, as an
 /// unsupported error (300) naming it, so a client learns what is missing rather than reading a
@@ -645,7 +653,7 @@ impl Parser<'_> {
         if self.is_keyword("GROUP") {
             return Err(self.error("end of statement: GROUP BY takes aggregations, like count(s1)"));
         }
-        let rows = self.row_window()?;
+        let (rows, fill) = self.row_clauses()?;
         let align_by_device = self.align_by()?;
         Ok(Statement::Select {
             from,
@@ -653,6 +661,7 @@ impl Parser<'_> {
             range,
             filter,
             rows,
+            fill,
             align_by_device,
         })
     }
@@ -687,9 +696,46 @@ impl Parser<'_> {
         Ok(range.from)
     }
 
+    /// `[ORDER BY TIME [ASC|DESC]] [FILL(...)] [LIMIT n] [OFFSET n] [SLIMIT n] [SOFFSET n]`
+    /// (FILL also before ORDER BY; the pagination clauses in any order, as IoTDB takes them).
+    fn row_clauses(&mut self) -> Result<(RowWindow, Option<Fill>), ParseError> {
+        let mut fill = self.fill()?;
+        let rows = self.row_window(&mut fill)?;
+        Ok((rows, fill))
+    }
+
+    /// `[FILL(PREVIOUS | LINEAR | constant)]`.
+    fn fill(&mut self) -> Result<Option<Fill>, ParseError> {
+        if !self.eat_keyword("FILL") {
+            return Ok(None);
+        }
+        self.expect(&TokenKind::LeftParen, "'(' after FILL")?;
+        let fill = if self.eat_keyword("PREVIOUS") {
+            Fill::Previous
+        } else if self.eat_keyword("LINEAR") {
+            Fill::Linear
+        } else {
+            match self.peek_kind() {
+                Some(TokenKind::Word(w))
+                    if !w.eq_ignore_ascii_case("null")
+                        && !w.eq_ignore_ascii_case("true")
+                        && !w.eq_ignore_ascii_case("false") =>
+                {
+                    return Err(self.error("PREVIOUS, LINEAR or a constant"));
+                }
+                _ => Fill::Constant(self.literal()?),
+            }
+        };
+        if self.peek_kind() == Some(&TokenKind::Comma) {
+            return Err(self.unsupported_here("a FILL time bound"));
+        }
+        self.expect(&TokenKind::RightParen, "')'")?;
+        Ok(Some(fill))
+    }
+
     /// `[ORDER BY TIME [ASC|DESC]] [LIMIT n] [OFFSET n]` (LIMIT and OFFSET in either order, as
-    /// IoTDB takes them).
-    fn row_window(&mut self) -> Result<RowWindow, ParseError> {
+    /// IoTDB takes them); a FILL after ORDER BY goes to `fill`.
+    fn row_window(&mut self, fill: &mut Option<Fill>) -> Result<RowWindow, ParseError> {
         let mut rows = RowWindow::default();
         if self.eat_keyword("ORDER") {
             self.expect_keyword("BY")?;
@@ -701,6 +747,9 @@ impl Parser<'_> {
             } else {
                 self.eat_keyword("ASC");
             }
+        }
+        if fill.is_none() {
+            *fill = self.fill()?;
         }
         let mut seen = [false; 4];
         loop {
@@ -811,9 +860,7 @@ impl Parser<'_> {
     /// the row clauses may follow.
     fn where_clause(&mut self) -> Result<TimeRange, ParseError> {
         let mut range = TimeRange::ALL;
-        let next_clause = self.is_keyword("GROUP")
-            || self.is_keyword("ALIGN")
-            || ROW_CLAUSES.iter().any(|c| self.is_keyword(c));
+        let next_clause = matches!(self.peek_kind(), Some(TokenKind::Word(w)) if ends_where(w));
         if self.peek().is_none() || next_clause {
             return Ok(range);
         }

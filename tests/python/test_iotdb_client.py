@@ -739,6 +739,10 @@ class QueryTest(FencepostTestCase):
             [(t, values) for t, values in result.rows],
             [(0, [2.0, 3, 1.0, 2]), (4, [5.5, 7, 4.0, 3]), (8, [None, None, None, 0])],
         )
+        filled = self.query(
+            f"select first_value(s2) from {self.dev} group by ([0, 16), 4ms) fill(previous)"
+        )
+        self.assertEqual([values[0] for _, values in filled.rows], [1.0, 4.0, 4.0, 4.0])
         plain = self.query(f"select sum(s1), min_time(s2), extreme(s2) from {self.dev} where time >= 2")
         self.assertEqual([values for _, values in plain.rows], [[27.0, 2, 7.0]])
 
@@ -875,7 +879,7 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         # IoTDB syntax Fencepost does not run yet: 300 naming it, not a syntax error.
         for sql, names in [
-            (f"select s from {dev} fill(previous)", "FILL"),
+            (f"select count(s) from {dev} having count(s) > 1", "HAVING"),
             (f"select count(s) from {dev} group by ([0, 10), 1mo)", "month"),
         ]:
             with self.assertRaises(StatementExecutionException) as caught:

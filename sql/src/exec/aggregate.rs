@@ -20,9 +20,12 @@ use common::{DataType, StatusCode, Value};
 
 use super::analyze::{self, Series};
 use super::budget::{value_heap_bytes, ResultCharge};
+use super::fill;
 use super::{align, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
 use crate::expr::Expr;
-use crate::{AggregateFunction, AggregateItem, GroupByTime, PathPattern, RowWindow, TimeRange};
+use crate::{
+    AggregateFunction, AggregateItem, Fill, GroupByTime, PathPattern, RowWindow, TimeRange,
+};
 
 mod filtered;
 
@@ -40,6 +43,8 @@ pub(super) struct AggregateQuery<'q> {
     pub(super) levels: Option<&'q [usize]>,
     /// The windows kept and their order; the columns kept (SLIMIT, SOFFSET).
     pub(super) rows: RowWindow,
+    /// FILL's way.
+    pub(super) fill: Option<&'q Fill>,
     pub(super) align_by_device: bool,
 }
 
@@ -77,7 +82,7 @@ pub(super) async fn select_aggregate<B: Backend>(
             (None, Some(groups)) => plan.finish_by_level(groups, &cut, &partials),
             (None, None) => plan.finish(&cut, &partials),
         };
-        window_rows(outcome, query.rows, cut.rows())
+        window_rows(outcome, query.rows, query.fill, cut.rows())
     });
     charge.release(held);
     outcome
@@ -103,12 +108,20 @@ fn series_window(by_item: Vec<Vec<Series>>, rows: RowWindow) -> Vec<Vec<Series>>
 
 /// The rows `rows` keeps of a finished result whose rows run in windows of `per_device` (each
 /// device's, aligned by device; all of them otherwise): newest window first within each run with
-/// ORDER BY TIME DESC, then OFFSET and LIMIT over the whole result.
-fn window_rows(mut outcome: Outcome, rows: RowWindow, per_device: usize) -> Outcome {
+/// ORDER BY TIME DESC, FILL within each run, then OFFSET and LIMIT over the whole result.
+fn window_rows(
+    mut outcome: Outcome,
+    rows: RowWindow,
+    fill: Option<&Fill>,
+    per_device: usize,
+) -> Outcome {
     if rows.descending && per_device > 0 {
         for run in outcome.rows.chunks_mut(per_device) {
             run.reverse();
         }
+    }
+    if let Some(how) = fill {
+        fill::fill(&mut outcome, how, per_device);
     }
     if rows.offset > 0 || rows.limit.is_some() {
         let limit = rows.limit.unwrap_or(usize::MAX);

@@ -9,12 +9,13 @@ use common::{DataType, StatusCode, Value};
 
 use super::analyze::{by_device, Series};
 use super::budget::{value_heap_bytes, ResultCharge};
+use super::fill;
 use super::filter::Filter;
 use super::join::{select_rows, with_referenced};
 use super::query::too_many_rows;
 use super::{Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
 use crate::expr::Expr;
-use crate::{RowWindow, TimeRange};
+use crate::{Fill, RowWindow, TimeRange};
 
 /// The name of the device column.
 pub(super) const DEVICE_COLUMN: &str = "Device";
@@ -109,6 +110,8 @@ pub(super) struct RawQuery<'q> {
     /// The value filter and the series its names name.
     pub(super) filter: Option<(&'q Expr, &'q [Series])>,
     pub(super) rows: RowWindow,
+    /// FILL's way, applied to each device's rows on their own.
+    pub(super) fill: Option<&'q Fill>,
 }
 
 /// A raw query aligned by device: each device's series outer-joined on time (and filtered by
@@ -147,16 +150,16 @@ pub(super) async fn raw<B: Backend>(
             }
             None => (picked, None),
         };
-        // The device's first `skip + left` rows in the order asked; the window is applied
-        // across devices here.
+        // The device's first `skip + left` rows in the order asked (all of them to FILL); the
+        // window is applied across devices here.
         let window = RowWindow {
             descending: rows.descending,
             offset: 0,
-            limit: Some(skip.saturating_add(left)),
+            limit: query.fill.is_none().then(|| skip.saturating_add(left)),
             ..RowWindow::default()
         };
         let range = query.range;
-        let kept = select_rows(
+        let mut kept = select_rows(
             backend,
             &read,
             &output,
@@ -166,6 +169,13 @@ pub(super) async fn raw<B: Backend>(
             charge,
         )
         .await?;
+        if let Some(how) = query.fill {
+            let types: Vec<DataType> = std::iter::once(DataType::Int64)
+                .chain(read[..output.len()].iter().map(|s| s.data_type))
+                .collect();
+            let values: Vec<usize> = (1..types.len()).collect();
+            fill::fill_rows(&mut kept, &types, &values, Some(0), how, 0);
+        }
         let device_cell = Value::Text(device);
         for row in kept {
             if skip > 0 {

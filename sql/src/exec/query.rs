@@ -9,11 +9,11 @@ use super::analyze::{self, Series};
 use super::budget::ResultCharge;
 use super::filter::Filter;
 use super::{
-    align, join, outcome_bytes, show, Backend, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX,
-    TIME_COLUMN,
+    align, fill, join, outcome_bytes, show, Backend, ExecError, ExecResult, Outcome,
+    RESULT_ROWS_MAX, TIME_COLUMN,
 };
 use crate::expr::Expr;
-use crate::{PathPattern, Projection, RowWindow, TimeRange};
+use crate::{Fill, PathPattern, Projection, RowWindow, TimeRange};
 
 pub(super) fn too_many_rows() -> ExecError {
     ExecError::refused(
@@ -119,19 +119,34 @@ impl<'s> SeriesReader<'s> {
     }
 }
 
+/// A raw query, as the statement gives it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RawSelect<'q> {
+    pub(super) from: &'q [PathPattern],
+    pub(super) projection: &'q Projection,
+    pub(super) range: TimeRange,
+    pub(super) filter: Option<&'q Expr>,
+    pub(super) rows: RowWindow,
+    pub(super) fill: Option<&'q Fill>,
+    pub(super) align_by_device: bool,
+}
+
 /// `Time` and one column per series, outer-joined on time, the rows `filter` keeps; ALIGN BY
 /// DEVICE's shape with `align_by_device`.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn select_raw<B: Backend>(
     backend: &B,
-    from: &[PathPattern],
-    projection: &Projection,
-    range: TimeRange,
-    filter: Option<&Expr>,
-    rows: RowWindow,
-    align_by_device: bool,
+    query: &RawSelect<'_>,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
+    let RawSelect {
+        from,
+        projection,
+        range,
+        filter,
+        rows,
+        fill,
+        align_by_device,
+    } = *query;
     let referenced = match filter {
         Some(expr) => referenced_series(backend, from, expr).await?,
         None => Vec::new(),
@@ -143,6 +158,7 @@ pub(super) async fn select_raw<B: Backend>(
             range,
             filter: filter.map(|expr| (expr, referenced.as_slice())),
             rows,
+            fill,
         };
         return align::raw(backend, by_name, &query, charge).await;
     }
@@ -155,17 +171,35 @@ pub(super) async fn select_raw<B: Backend>(
         Some(expr) => Some(Filter::over(expr, &read, &referenced)?),
         None => None,
     };
+    // FILL reads every row and fills before OFFSET and LIMIT pick from them.
+    let picked = match fill {
+        Some(_) => RowWindow {
+            descending: rows.descending,
+            ..RowWindow::default()
+        },
+        None => rows,
+    };
     let kept = join::select_rows(
         backend,
         &read,
         &output,
         range,
         filter.as_ref(),
-        rows,
+        picked,
         charge,
     )
     .await?;
-    Ok(Outcome::query(header, kept))
+    let mut outcome = Outcome::query(header, kept);
+    if let Some(how) = fill {
+        fill::fill(&mut outcome, how, 0);
+        let limit = rows.limit.unwrap_or(usize::MAX);
+        outcome.rows = std::mem::take(&mut outcome.rows)
+            .into_iter()
+            .skip(rows.offset)
+            .take(limit)
+            .collect();
+    }
+    Ok(outcome)
 }
 
 /// The series a filter's names name under `from`, each labelled by its name.

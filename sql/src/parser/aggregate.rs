@@ -33,7 +33,7 @@ impl Parser<'_> {
         } else {
             (None, None)
         };
-        let rows = self.row_window()?;
+        let (rows, fill) = self.row_clauses()?;
         let align_at = self.next;
         let align_by_device = self.align_by()?;
         if align_by_device && levels.is_some() {
@@ -50,6 +50,7 @@ impl Parser<'_> {
             group_by,
             levels,
             rows,
+            fill,
             align_by_device,
         })
     }
@@ -300,6 +301,7 @@ mod tests {
                         group_by: None,
                         levels: None,
                         rows: crate::RowWindow::default(),
+                        fill: None,
                         align_by_device: false,
                     }),
                     "{text}"
@@ -333,6 +335,7 @@ mod tests {
                 }),
                 levels: None,
                 rows: crate::RowWindow::default(),
+                fill: None,
                 align_by_device: false,
             })
         );

@@ -20,9 +20,8 @@ const OPERAND: &str = "a measurement, time, a constant or '('";
 impl Parser<'_> {
     /// `[WHERE expression]`: its time range and the value filter left (`None`: every row).
     pub(super) fn where_filter(&mut self) -> Result<(TimeRange, Option<Expr>), ParseError> {
-        let next_clause = self.is_keyword("GROUP")
-            || self.is_keyword("ALIGN")
-            || super::ROW_CLAUSES.iter().any(|c| self.is_keyword(c));
+        let next_clause =
+            matches!(self.peek_kind(), Some(TokenKind::Word(w)) if super::ends_where(w));
         if self.peek().is_none() || next_clause {
             return Ok((TimeRange::ALL, None));
         }

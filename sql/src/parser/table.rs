@@ -5,7 +5,7 @@
 use common::table::{self, Category, TableColumn, TableSchema};
 use common::DataType;
 
-use super::{lex_error, parse_statement, Now, Parser, CLAUSES_UNSUPPORTED};
+use super::{lex_error, not_supported_yet, parse_statement, Now, Parser, CLAUSES_UNSUPPORTED};
 use crate::ast::{Insert, RowWindow, Statement, TableSelect, TableStatement, TimeRange};
 use crate::lexer::{advance, tokenize, TokenKind};
 use crate::time::wall_clock_ms;
@@ -400,7 +400,21 @@ impl Parser<'_> {
         let (database, table) = self.qualified()?;
         let (range, equals) = self.table_where()?;
         let order_by_time = self.is_keyword("ORDER");
-        let rows: RowWindow = self.row_window()?;
+        let fill_at = self.next;
+        let mut fill = None;
+        let rows: RowWindow = self.row_window(&mut fill)?;
+        if fill.is_some() {
+            return Err(not_supported_yet(
+                self.tokens[fill_at.min(self.tokens.len() - 1)].position,
+                "FILL in a table-model query",
+            ));
+        }
+        if let Some(TokenKind::Word(w)) = self.peek_kind() {
+            let w = w.to_ascii_uppercase();
+            if w == "FILL" {
+                return Err(self.unsupported_here("FILL in a table-model query"));
+            }
+        }
         if let Some(TokenKind::Word(w)) = self.peek_kind() {
             let w = w.to_ascii_uppercase();
             if w == "OR" || w == "GROUP" || CLAUSES_UNSUPPORTED.contains(&w.as_str()) {

@@ -266,6 +266,7 @@ fn select_forms() {
             range: range(0, 100),
             filter: None,
             rows: RowWindow::default(),
+            fill: None,
             align_by_device: false,
         }
     );
@@ -277,6 +278,7 @@ fn select_forms() {
             range: TimeRange::ALL,
             filter: None,
             rows: RowWindow::default(),
+            fill: None,
             align_by_device: false,
         }
     );
@@ -288,6 +290,7 @@ fn select_forms() {
             range: range(7, 11),
             filter: None,
             rows: RowWindow::default(),
+            fill: None,
             align_by_device: false,
         }
     );
@@ -299,6 +302,7 @@ fn select_forms() {
             range: range(-3, -2),
             filter: None,
             rows: RowWindow::default(),
+            fill: None,
             align_by_device: false,
         }
     );
@@ -311,6 +315,7 @@ fn select_forms() {
             range: range(i64::MAX, i64::MAX),
             filter: None,
             rows: RowWindow::default(),
+            fill: None,
             align_by_device: false,
         }
     );
@@ -389,6 +394,7 @@ fn select_last_and_count() {
             range: TimeRange::ALL,
             filter: None,
             rows: RowWindow::default(),
+            fill: None,
             align_by_device: false,
         }
     );
@@ -406,6 +412,7 @@ fn select_last_and_count() {
             group_by: None,
             levels: None,
             rows: RowWindow::default(),
+            fill: None,
             align_by_device: false,
         }
     );
@@ -419,6 +426,7 @@ fn select_last_and_count() {
             group_by: None,
             levels: None,
             rows: RowWindow::default(),
+            fill: None,
             align_by_device: false,
         }
     );
@@ -488,6 +496,7 @@ fn several_statements_and_empty_ones() {
                     range: TimeRange::ALL,
                     filter: None,
                     rows: RowWindow::default(),
+                    fill: None,
                     align_by_device: false,
                 }
             ),
@@ -716,6 +725,7 @@ fn from_takes_patterns_and_lists_and_queries_align_by_device() {
             range: TimeRange::ALL,
             filter: None,
             rows: RowWindow::default(),
+            fill: None,
             align_by_device: true,
         }
     );
@@ -730,6 +740,7 @@ fn from_takes_patterns_and_lists_and_queries_align_by_device() {
                 limit: Some(3),
                 ..RowWindow::default()
             },
+            fill: None,
             align_by_device: false,
         }
     );
@@ -841,8 +852,8 @@ fn iotdb_syntax_not_run_yet_is_unsupported_not_malformed() {
             "the aggregation STDDEV",
         ),
         (
-            "select count(s1) from root.sg.d1 group by ([0, 100), 10ms) fill(previous)",
-            "FILL clauses",
+            "select count(s1) from root.sg.d1 group by ([0, 100), 10ms) having count(s1) > 1",
+            "HAVING clauses",
         ),
         (
             "SELECT * FROM root.sg.d1 ORDER BY s1 DESC",

@@ -267,6 +267,7 @@ mod tests {
                 }),
                 levels: None,
                 rows: crate::RowWindow::default(),
+                fill: None,
                 align_by_device: false,
             })
         );
