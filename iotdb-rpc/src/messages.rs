@@ -378,6 +378,24 @@ request!(
 );
 
 request!(
+    /// `executeAggregationQueryV2`'s `TSAggregationQueryReq`: `select <aggregations[i]>(<paths[i]>)`
+    /// over `[start_time, end_time)`, in windows of `interval` when it is set.
+    AggregationQueryReq {
+        session_id: i64 = 1, I64, read_i64;
+        statement_id: i64 = 2, I64, read_i64;
+        paths: Vec<String> = 3, List, strings;
+        /// `TAggregationType` values, one per path.
+        aggregations: Vec<i32> = 4, List, i32s;
+        start_time: Option<i64> = 5, I64, some(read_i64);
+        end_time: Option<i64> = 6, I64, some(read_i64);
+        interval: Option<i64> = 7, I64, some(read_i64);
+        sliding_step: Option<i64> = 8, I64, some(read_i64);
+        fetch_size: i32 = 9, I32, read_i32;
+        timeout: Option<i64> = 10, I64, some(read_i64);
+    }
+);
+
+request!(
     /// `executeLastDataQueryV2`'s `TSLastDataQueryReq`: `select last <paths> where time >= time`.
     LastDataQueryReq {
         session_id: i64 = 1, I64, read_i64;

@@ -46,6 +46,7 @@ mod schema;
 mod show;
 mod table;
 
+pub use aggregate::{aggregate_paths, PathAggregation};
 pub use budget::{row_bytes, ResultBudget, ResultCharge};
 pub use query::{last_paths, raw_paths, value_text};
 pub use table::{execute_table, execute_table_charged, insert_table, TableOutcome};

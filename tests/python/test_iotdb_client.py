@@ -820,6 +820,43 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         self.assertTrue(self.session.is_open())
 
+    def test_aggregation_query_rpc(self):
+        # executeAggregationQueryV2, which the Python Session has no wrapper for: the client's own
+        # generated call and result reader, as Session's execute_raw_data_query drives them.
+        from iotdb.thrift.common.ttypes import TAggregationType
+        from iotdb.thrift.rpc.ttypes import TSAggregationQueryReq
+        from iotdb.utils.SessionDataSet import SessionDataSet
+
+        self.write_rows(self.dev, 50, 0, 10)  # s1 = 3 * i at time 10 * i, i < 50
+        s = self.session
+
+        def aggregate(paths, types, **times):
+            request = TSAggregationQueryReq(
+                s._Session__session_id, s._Session__statement_id, paths, types,
+                fetchSize=s._Session__fetch_size, **times,
+            )
+            resp = s._Session__client.executeAggregationQueryV2(request)
+            if resp.status.code != 200:
+                raise StatementExecutionException(resp.status)
+            return read_all(SessionDataSet(
+                "", resp.columns, resp.dataTypeList, resp.columnNameIndexMap, resp.queryId,
+                s._Session__session_id, s._Session__client, s._Session__statement_id,
+                resp.queryResult, resp.ignoreTimeStamp, 0, resp.moreData, s._Session__fetch_size,
+                s._Session__zone_id, s._Session__time_precision,
+                resp.columnIndex2TsBlockColumnIndexList,
+            ))
+
+        s1 = self.dev + ".s1"
+        whole = aggregate([s1, s1], [TAggregationType.COUNT, TAggregationType.MAX_VALUE],
+                          startTime=100, endTime=200)
+        self.assertEqual(whole.columns, [f"count({s1})", f"max_value({s1})"])
+        self.assertEqual([values for _, values in whole.rows], [[10, 57]])
+        windows = aggregate([s1], [TAggregationType.SUM], startTime=0, endTime=100, interval=50)
+        self.assertEqual([(t, values) for t, values in windows.rows], [(0, [30.0]), (50, [105.0])])
+        with self.assertRaises(StatementExecutionException) as caught:
+            aggregate([s1], [TAggregationType.MODE])
+        self.assertIn("300", str(caught.exception))
+
     def test_todf(self):
         times = [1, 2, 3, 4]
         rows = [[10, 1.5, "a", True], [20, None, "b", False], [30, 3.5, None, None], [None, 4.5, "d", True]]

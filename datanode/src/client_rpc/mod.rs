@@ -85,6 +85,8 @@ pub(crate) const METHODS: &[&str] = &[
     "executeRawDataQuery",
     "executeLastDataQueryV2",
     "executeLastDataQuery",
+    "executeAggregationQueryV2",
+    "executeAggregationQuery",
     "fetchResultsV2",
     "fetchResults",
     "closeOperation",
@@ -481,6 +483,16 @@ impl Connection {
                 let mut charge = self.shared.clients.results.charge();
                 let outcome =
                     sql::exec::last_paths(self.backend(), &req.paths, req.time, &mut charge).await;
+                Answer::Execute(self.result(outcome, charge, req.fetch_size))
+            }
+            QueryCall::Aggregation(req) => {
+                let mut charge = self.shared.clients.results.charge();
+                let outcome = match request::aggregation_query(&req) {
+                    Ok(query) => {
+                        sql::exec::aggregate_paths(self.backend(), &query, &mut charge).await
+                    }
+                    Err(e) => Err(e),
+                };
                 Answer::Execute(self.result(outcome, charge, req.fetch_size))
             }
             QueryCall::Fetch(req) => Answer::Fetch(self.fetch(req)),

@@ -3,13 +3,15 @@
 //! schema, inserts and queries (as mini-redis reads a frame into a `Command` and applies it).
 //! A method outside [`super::METHODS`] is refused here with UNKNOWN_METHOD.
 
+use common::StatusCode;
 use iotdb_rpc::messages::{
-    self, CloseOperationReq, CreateAlignedTimeseriesReq, CreateMultiTimeseriesReq,
-    CreateTimeseriesReq, ExecuteStatementReq, FetchResultsReq, InsertRecordReq,
-    InsertRecordsOfOneDeviceReq, InsertRecordsReq, InsertStringRecordReq,
+    self, AggregationQueryReq, CloseOperationReq, CreateAlignedTimeseriesReq,
+    CreateMultiTimeseriesReq, CreateTimeseriesReq, ExecuteStatementReq, FetchResultsReq,
+    InsertRecordReq, InsertRecordsOfOneDeviceReq, InsertRecordsReq, InsertStringRecordReq,
     InsertStringRecordsOfOneDeviceReq, InsertTabletReq, InsertTabletsReq, LastDataQueryReq,
     OpenSessionReq, RawDataQueryReq, SessionArgs, SetTimeZoneReq,
 };
+use sql::ExecError;
 use thrift_codec::{ApplicationError, Reader, TType};
 
 use super::Refusal;
@@ -61,6 +63,7 @@ pub(super) enum QueryCall {
     Statement(ExecuteStatementReq),
     RawData(RawDataQueryReq),
     LastData(LastDataQueryReq),
+    Aggregation(AggregationQueryReq),
     Fetch(FetchResultsReq),
     CloseOperation(CloseOperationReq),
 }
@@ -163,6 +166,9 @@ fn read_query(method: &str, r: &mut Reader<'_>) -> Result<QueryCall, Refusal> {
         "executeLastDataQueryV2" | "executeLastDataQuery" => {
             QueryCall::LastData(request(r, LastDataQueryReq::read)?)
         }
+        "executeAggregationQueryV2" | "executeAggregationQuery" => {
+            QueryCall::Aggregation(request(r, AggregationQueryReq::read)?)
+        }
         "fetchResultsV2" | "fetchResults" => QueryCall::Fetch(request(r, FetchResultsReq::read)?),
         "closeOperation" => QueryCall::CloseOperation(request(r, CloseOperationReq::read)?),
         other => return Err(unknown(other)),
@@ -196,6 +202,75 @@ fn request<T>(
     out.ok_or_else(|| Refusal {
         kind: ApplicationError::ProtocolError,
         message: "the call's request (field 1) is missing".into(),
+    })
+}
+
+/// `executeAggregationQueryV2`'s request as the SQL executor takes it: IoTDB's `TAggregationType`
+/// numbers (COUNT 0, AVG 1, SUM 2, FIRST_VALUE 3, LAST_VALUE 4, MAX_TIME 5, MIN_TIME 6,
+/// MAX_VALUE 7, MIN_VALUE 8, EXTREME 9; the others 300), the range `[start, end)`, and windows
+/// of `interval` when it is set (a sliding step other than the interval: 300).
+pub(super) fn aggregation_query(
+    req: &AggregationQueryReq,
+) -> Result<sql::exec::PathAggregation, ExecError> {
+    use sql::AggregateFunction as F;
+    const TYPES: [F; 10] = [
+        F::Count,
+        F::Avg,
+        F::Sum,
+        F::FirstValue,
+        F::LastValue,
+        F::MaxTime,
+        F::MinTime,
+        F::MaxValue,
+        F::MinValue,
+        F::Extreme,
+    ];
+    let unsupported = |what: String| ExecError::refused(StatusCode::UnsupportedOperation, what);
+    let functions = req
+        .aggregations
+        .iter()
+        .map(|&t| {
+            usize::try_from(t)
+                .ok()
+                .and_then(|i| TYPES.get(i).copied())
+                .ok_or_else(|| {
+                    unsupported(format!("the aggregation type {t} is not supported yet"))
+                })
+        })
+        .collect::<Result<Vec<F>, ExecError>>()?;
+    let range = sql::TimeRange {
+        from: req.start_time.unwrap_or(i64::MIN),
+        to: req.end_time.unwrap_or(i64::MAX),
+    };
+    let group_by = match req.interval {
+        None => None,
+        Some(interval) => {
+            if req.sliding_step.is_some_and(|step| step != interval) {
+                return Err(unsupported(
+                    "a sliding step other than the interval".to_string(),
+                ));
+            }
+            let interval_ms = u64::try_from(interval)
+                .ok()
+                .filter(|i| *i > 0)
+                .ok_or_else(|| {
+                    ExecError::refused(
+                        StatusCode::IllegalParameter,
+                        format!("the interval {interval} must be positive"),
+                    )
+                })?;
+            Some(sql::GroupByTime {
+                start: range.from,
+                end: range.to,
+                interval_ms,
+            })
+        }
+    };
+    Ok(sql::exec::PathAggregation {
+        paths: req.paths.clone(),
+        functions,
+        range,
+        group_by,
     })
 }
 

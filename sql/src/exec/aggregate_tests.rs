@@ -6,7 +6,7 @@ use common::{DataType, Value};
 
 use super::memory_backend::{ready, Calls, Memory};
 use super::*;
-use crate::{parse_script, Position};
+use crate::{parse_script, AggregateFunction, GroupByTime, Position, TimeRange};
 
 fn run(m: &Memory, text: &str) -> ExecResult<Outcome> {
     let mut parsed = parse_script(text, Position::START);
@@ -359,4 +359,53 @@ fn windows_are_bounded_by_the_result_rows_and_partials_by_the_budget() {
     let o = ready(execute_charged(&m, &statement, &mut charge)).unwrap();
     assert_eq!(o.rows.len(), 100);
     assert_eq!(charge.bytes(), outcome_bytes(&o));
+}
+
+#[test]
+fn aggregations_by_path_pair_each_path_with_its_function() {
+    let m = device();
+    let request = PathAggregation {
+        paths: vec![
+            "root.sg.d1.d".into(),
+            "root.sg.d1.i".into(),
+            "root.sg.d1.nope".into(),
+        ],
+        functions: vec![
+            AggregateFunction::Sum,
+            AggregateFunction::MaxTime,
+            AggregateFunction::Count,
+        ],
+        range: TimeRange { from: 0, to: 20 },
+        group_by: None,
+    };
+    let o = ready(aggregate_paths(
+        &m,
+        &request,
+        &mut ResultCharge::unbounded(),
+    ))
+    .unwrap();
+    assert_eq!(o.columns, ["sum(root.sg.d1.d)", "max_time(root.sg.d1.i)"]);
+    assert_eq!(o.rows, vec![vec![double(-2.5), int(12)]]);
+    let windows = PathAggregation {
+        group_by: Some(GroupByTime {
+            start: 0,
+            end: 20,
+            interval_ms: 10,
+        }),
+        ..request.clone()
+    };
+    let o = ready(aggregate_paths(
+        &m,
+        &windows,
+        &mut ResultCharge::unbounded(),
+    ))
+    .unwrap();
+    assert_eq!(o.rows.len(), 2);
+    assert_eq!(o.rows[1], vec![int(10), double(2.0), int(12)]);
+    let uneven = PathAggregation {
+        functions: vec![AggregateFunction::Count],
+        ..request
+    };
+    let e = ready(aggregate_paths(&m, &uneven, &mut ResultCharge::unbounded())).unwrap_err();
+    assert_eq!(e.code(), 700);
 }
