@@ -107,6 +107,8 @@ pub enum Statement {
         /// `GROUP BY LEVEL = n[, m]`: the series whose paths agree at these levels (and in
         /// their measurement) are aggregated together, into `count(root.sg.*.s1)`.
         levels: Option<Vec<usize>>,
+        /// `HAVING condition`: the rows (windows) kept, by their aggregations.
+        having: Option<Expr>,
         /// Which rows (windows), in which order, and which columns (SLIMIT, SOFFSET).
         rows: RowWindow,
         /// `FILL(...)`: NULL cells (empty windows) filled.

@@ -428,6 +428,7 @@ async fn run<B: Backend>(
             filter,
             group_by,
             levels,
+            having,
             rows,
             fill,
             align_by_device,
@@ -441,6 +442,7 @@ async fn run<B: Backend>(
                 levels: levels.as_deref(),
                 rows: *rows,
                 fill: fill.as_ref(),
+                having: having.as_ref(),
                 align_by_device: *align_by_device,
             };
             aggregate::select_aggregate(backend, &query, charge).await

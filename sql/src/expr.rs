@@ -14,6 +14,14 @@ pub enum Expr {
     Column(String),
     /// A constant; a time literal (`2024-01-01`, `now() - 1h`) is its INT64 ms.
     Literal(Literal),
+    /// An aggregation of a measurement (`count(s1)`), in a HAVING clause: the result's column
+    /// of that function and measurement.
+    Call {
+        /// The function, as IoTDB names it in a column (`count`, `max_value`).
+        function: String,
+        /// The measurement (or alias), or `*`.
+        arg: String,
+    },
     /// `NOT e`
     Not(Box<Expr>),
     /// `-e`
@@ -179,11 +187,25 @@ impl Expr {
         names
     }
 
+    /// The aggregations it names (`count(s1)`), each once, in first-seen order.
+    pub fn calls(&self) -> Vec<(String, String)> {
+        let mut calls = Vec::new();
+        self.visit(&mut |e| {
+            if let Expr::Call { function, arg } = e {
+                let call = (function.clone(), arg.clone());
+                if !calls.contains(&call) {
+                    calls.push(call);
+                }
+            }
+        });
+        calls
+    }
+
     /// Calls `f` on this expression and every one inside it.
     fn visit(&self, f: &mut impl FnMut(&Expr)) {
         f(self);
         match self {
-            Expr::Time | Expr::Column(_) | Expr::Literal(_) => {}
+            Expr::Time | Expr::Column(_) | Expr::Literal(_) | Expr::Call { .. } => {}
             Expr::Not(e) | Expr::Negate(e) => e.visit(f),
             Expr::Binary { left, right, .. } => {
                 left.visit(f);

@@ -739,6 +739,10 @@ class QueryTest(FencepostTestCase):
             [(t, values) for t, values in result.rows],
             [(0, [2.0, 3, 1.0, 2]), (4, [5.5, 7, 4.0, 3]), (8, [None, None, None, 0])],
         )
+        kept = self.query(
+            f"select count(s2) from {self.dev} group by ([0, 12), 4ms) having count(s2) >= 2"
+        )
+        self.assertEqual([(t, values) for t, values in kept.rows], [(0, [2]), (4, [3])])
         filled = self.query(
             f"select first_value(s2) from {self.dev} group by ([0, 16), 4ms) fill(previous)"
         )
@@ -916,7 +920,7 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         # IoTDB syntax Fencepost does not run yet: 300 naming it, not a syntax error.
         for sql, names in [
-            (f"select count(s) from {dev} having count(s) > 1", "HAVING"),
+            (f"select stddev(s) from {dev}", "STDDEV"),
             (f"select count(s) from {dev} group by ([0, 10), 1mo)", "month"),
         ]:
             with self.assertRaises(StatementExecutionException) as caught:

@@ -28,6 +28,7 @@ use crate::{
 };
 
 mod filtered;
+mod having;
 
 /// An aggregate query, as the statement gives it.
 #[derive(Clone, Copy, Debug)]
@@ -45,6 +46,8 @@ pub(super) struct AggregateQuery<'q> {
     pub(super) rows: RowWindow,
     /// FILL's way.
     pub(super) fill: Option<&'q Fill>,
+    /// HAVING's condition.
+    pub(super) having: Option<&'q Expr>,
     pub(super) align_by_device: bool,
 }
 
@@ -121,6 +124,7 @@ pub async fn aggregate_paths<B: Backend>(
         levels: None,
         rows: RowWindow::default(),
         fill: None,
+        having: None,
         align_by_device: false,
     };
     let outcome = answer(backend, &query, by_item, charge).await?;
@@ -154,13 +158,13 @@ async fn answer<B: Backend>(
         None => fetch(backend, &plan.reads, &cut, charge, &mut held).await,
         Some(expr) => filtered::fetch(backend, &plan, query, expr, &cut, charge, &mut held).await,
     };
-    let outcome = partials.map(|partials| {
+    let outcome = partials.and_then(|partials| {
         let outcome = match (&keys, &groups) {
             (Some(keys), _) => plan.finish_by_device(keys, &cut, &partials),
             (None, Some(groups)) => plan.finish_by_level(groups, &cut, &partials),
             (None, None) => plan.finish(&cut, &partials),
         };
-        window_rows(outcome, query.rows, query.fill, cut.rows())
+        window_rows(outcome, query, cut.rows())
     });
     charge.release(held);
     outcome
@@ -184,22 +188,26 @@ fn series_window(by_item: Vec<Vec<Series>>, rows: RowWindow) -> Vec<Vec<Series>>
     kept
 }
 
-/// The rows `rows` keeps of a finished result whose rows run in windows of `per_device` (each
-/// device's, aligned by device; all of them otherwise): newest window first within each run with
-/// ORDER BY TIME DESC, FILL within each run, then OFFSET and LIMIT over the whole result.
+/// The rows of a finished result that `query` keeps, its rows running in windows of
+/// `per_device` (each device's, aligned by device; all of them otherwise): newest window first
+/// within each run with ORDER BY TIME DESC, those HAVING keeps, FILL within each device, then
+/// OFFSET and LIMIT over the whole result.
 fn window_rows(
     mut outcome: Outcome,
-    rows: RowWindow,
-    fill: Option<&Fill>,
+    query: &AggregateQuery<'_>,
     per_device: usize,
-) -> Outcome {
+) -> ExecResult<Outcome> {
+    let rows = query.rows;
     if rows.descending && per_device > 0 {
         for run in outcome.rows.chunks_mut(per_device) {
             run.reverse();
         }
     }
-    if let Some(how) = fill {
-        fill::fill(&mut outcome, how, per_device);
+    if let Some(condition) = query.having {
+        having::keep(&mut outcome, condition)?;
+    }
+    if let Some(how) = query.fill {
+        fill::fill(&mut outcome, how);
     }
     if rows.offset > 0 || rows.limit.is_some() {
         let limit = rows.limit.unwrap_or(usize::MAX);
@@ -209,7 +217,7 @@ fn window_rows(
             .take(limit)
             .collect();
     }
-    outcome
+    Ok(outcome)
 }
 
 /// One column of the result: a function of one series.

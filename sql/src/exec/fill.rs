@@ -11,8 +11,9 @@ use super::align::DEVICE_COLUMN;
 use super::{convert, Cell, Outcome, TIME_COLUMN};
 use crate::Fill;
 
-/// Fills `outcome`'s NULL value cells, run by run of `run` rows (all rows as one when 0).
-pub(super) fn fill(outcome: &mut Outcome, how: &Fill, run: usize) {
+/// Fills `outcome`'s NULL value cells, each device's rows on their own when it has a `Device`
+/// column (all rows as one otherwise).
+pub(super) fn fill(outcome: &mut Outcome, how: &Fill) {
     let values: Vec<usize> = outcome
         .columns
         .iter()
@@ -21,7 +22,20 @@ pub(super) fn fill(outcome: &mut Outcome, how: &Fill, run: usize) {
         .map(|(i, _)| i)
         .collect();
     let time = outcome.columns.iter().position(|c| c == TIME_COLUMN);
-    fill_rows(&mut outcome.rows, &outcome.types, &values, time, how, run);
+    let Some(device) = outcome.columns.iter().position(|c| c == DEVICE_COLUMN) else {
+        fill_rows(&mut outcome.rows, &outcome.types, &values, time, how, 0);
+        return;
+    };
+    let mut rest: &mut [Vec<Cell>] = &mut outcome.rows;
+    while !rest.is_empty() {
+        let run = rest
+            .iter()
+            .position(|r| r[device] != rest[0][device])
+            .unwrap_or(rest.len());
+        let (this, next) = rest.split_at_mut(run);
+        fill_rows(this, &outcome.types, &values, time, how, 0);
+        rest = next;
+    }
 }
 
 /// Fills the NULL cells of `rows` in the `values` columns (of `types`), `time` being the time

@@ -19,7 +19,7 @@ use crate::expr::{BinaryOp, Expr};
 use crate::Literal;
 
 /// Where a name's cell is in a row, and its type (`None`: the name is NULL).
-type Lookup<'a> = dyn Fn(&str) -> Option<(usize, DataType)> + 'a;
+pub(super) type Lookup<'a> = dyn Fn(&str) -> Option<(usize, DataType)> + 'a;
 
 /// A filter bound to one row layout: kept when every root is true (one root per device a
 /// filter over several devices aligned by time is expanded to, as IoTDB ANDs the expansions).
@@ -212,6 +212,10 @@ impl Node {
                 None => Node::Const(Datum::Null, Kind::Null),
             },
             Expr::Literal(literal) => constant(literal),
+            Expr::Call { function, arg } => match lookup(&format!("{function}({arg})")) {
+                Some((cell, data_type)) => Node::Cell(cell, Kind::of(data_type)),
+                None => Node::Const(Datum::Null, Kind::Null),
+            },
             Expr::Not(e) => Node::Not(bind(e)?),
             Expr::Negate(e) => Node::Negate(bind(e)?),
             Expr::Binary { op, left, right } => {

@@ -191,7 +191,7 @@ pub(super) async fn select_raw<B: Backend>(
     .await?;
     let mut outcome = Outcome::query(header, kept);
     if let Some(how) = fill {
-        fill::fill(&mut outcome, how, 0);
+        fill::fill(&mut outcome, how);
         let limit = rows.limit.unwrap_or(usize::MAX);
         outcome.rows = std::mem::take(&mut outcome.rows)
             .into_iter()

@@ -315,3 +315,55 @@ fn slimit_soffset_pick_columns_and_aggregates_take_order_limit_offset() {
         ]
     );
 }
+
+#[test]
+fn having_keeps_the_windows_its_aggregations_pass() {
+    let m = tree();
+    let times = |o: &Outcome| -> Vec<Cell> { o.rows.iter().map(|r| r[0].clone()).collect() };
+    let o = one(
+        &m,
+        "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 6), 2ms) HAVING count(s1) >= 1",
+    );
+    assert_eq!(times(&o), [int(0), int(2)]);
+    // A call that is not selected is NULL, so nothing passes.
+    let o = one(
+        &m,
+        "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 6), 2ms) HAVING sum(s1) > 0",
+    );
+    assert!(o.rows.is_empty());
+    // Aligned by time over a pattern, on every device; aligned by device, on its own.
+    let o = one(
+        &m,
+        "SELECT count(s1) FROM root.sg.* GROUP BY ([0, 4), 2ms) HAVING count(s1) > 0",
+    );
+    assert_eq!(times(&o), [int(2)]);
+    let o = one(
+        &m,
+        "SELECT count(s1) FROM root.sg.** GROUP BY ([0, 4), 2ms) HAVING count(s1) > 0 \
+         ORDER BY TIME DESC ALIGN BY DEVICE",
+    );
+    let rows: Vec<(Cell, Cell)> = o
+        .rows
+        .iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (int(2), text("root.sg.d1")),
+            (int(0), text("root.sg.d1")),
+            (int(2), text("root.sg.d2"))
+        ]
+    );
+    let o = one(
+        &m,
+        "SELECT count(s1), max_value(s1) FROM root.sg.d1 HAVING count(s1) > 1 AND max_value(s1) < 25",
+    );
+    assert_eq!(o.rows, vec![vec![int(2), double(20.0)]]);
+    let e = run(
+        &m,
+        "SELECT count(s1), max_value(s1) FROM root.sg.* HAVING count(s1) > 1 AND max_value(s1) < 5",
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), 300, "{e}");
+}

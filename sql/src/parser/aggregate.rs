@@ -33,6 +33,7 @@ impl Parser<'_> {
         } else {
             (None, None)
         };
+        let having = self.having()?;
         let (rows, fill) = self.row_clauses()?;
         let align_at = self.next;
         let align_by_device = self.align_by()?;
@@ -49,6 +50,7 @@ impl Parser<'_> {
             filter,
             group_by,
             levels,
+            having,
             rows,
             fill,
             align_by_device,
@@ -300,6 +302,7 @@ mod tests {
                         filter: None,
                         group_by: None,
                         levels: None,
+                        having: None,
                         rows: crate::RowWindow::default(),
                         fill: None,
                         align_by_device: false,
@@ -334,6 +337,7 @@ mod tests {
                     interval_ms: 100
                 }),
                 levels: None,
+                having: None,
                 rows: crate::RowWindow::default(),
                 fill: None,
                 align_by_device: false,

@@ -28,7 +28,14 @@ impl Parser<'_> {
         if !self.eat_keyword("WHERE") {
             return Err(self.error("WHERE or end of statement"));
         }
+        let at = self.next;
         let expr = self.or_expr(0)?;
+        if let Some((function, arg)) = expr.calls().into_iter().next() {
+            return Err(Self::error_at(
+                &self.tokens[at],
+                format!("{function}({arg}) in WHERE: an aggregation belongs in HAVING"),
+            ));
+        }
         let mut range = TimeRange::ALL;
         let mut rest = Vec::new();
         for part in expr.conjuncts() {
@@ -37,6 +44,22 @@ impl Parser<'_> {
             }
         }
         Ok((range, Expr::all(rest)))
+    }
+
+    /// `[HAVING expression]`: a condition on an aggregate query's rows, naming aggregations.
+    pub(super) fn having(&mut self) -> Result<Option<Expr>, ParseError> {
+        if !self.eat_keyword("HAVING") {
+            return Ok(None);
+        }
+        let at = self.next;
+        let expr = self.or_expr(0)?;
+        if let Some(name) = expr.columns().into_iter().next() {
+            return Err(Self::error_at(
+                &self.tokens[at],
+                format!("{name} in HAVING: HAVING names aggregations, like count({name})"),
+            ));
+        }
+        Ok(Some(expr))
     }
 
     fn or_expr(&mut self, depth: usize) -> Result<Expr, ParseError> {
@@ -250,6 +273,11 @@ impl Parser<'_> {
                         Ok(Expr::Literal(Literal::Null))
                     }
                     "NOW" => Ok(Expr::Literal(Literal::Integer(self.time_expression()?))),
+                    _ if self.tokens.get(self.next + 1).map(|t| &t.kind)
+                        == Some(&TokenKind::LeftParen) =>
+                    {
+                        self.call()
+                    }
                     _ if w.contains(['.', '*']) => Err(Self::error_at(
                         &token,
                         format!(
@@ -266,6 +294,33 @@ impl Parser<'_> {
             }
             _ => Err(self.error(OPERAND)),
         }
+    }
+}
+
+impl Parser<'_> {
+    /// `function(measurement | *)`: one of the aggregations Fencepost runs.
+    fn call(&mut self) -> Result<Expr, ParseError> {
+        let token = self.tokens[self.next].clone();
+        let TokenKind::Word(name) = &token.kind else {
+            unreachable!("a call starts with its name");
+        };
+        let Some(function) = crate::AggregateFunction::parse(name) else {
+            return Err(super::not_supported_yet(
+                token.position,
+                &format!("the function {}", name.to_ascii_uppercase()),
+            ));
+        };
+        self.next += 2;
+        let arg = if self.eat(&TokenKind::Star) {
+            "*".to_string()
+        } else {
+            self.measurement()?
+        };
+        self.expect(&TokenKind::RightParen, "')'")?;
+        Ok(Expr::Call {
+            function: function.name().to_string(),
+            arg,
+        })
     }
 }
 

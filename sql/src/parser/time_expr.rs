@@ -266,6 +266,7 @@ mod tests {
                     interval_ms: 600_000
                 }),
                 levels: None,
+                having: None,
                 rows: crate::RowWindow::default(),
                 fill: None,
                 align_by_device: false,
