@@ -346,6 +346,10 @@ pub struct GroupByTime {
     pub end: i64,
     /// A window's width, ms; positive.
     pub interval_ms: u64,
+    /// Written left-open, `((t1, t2], interval)`: `start` and `end` are `t1 + 1` and `t2 + 1`
+    /// (a window `(a, b]` is `[a + 1, b + 1)` in ms), and a row is labelled with its window's
+    /// right end, as IoTDB labels it.
+    pub left_open: bool,
 }
 
 /// Which measurements a `SELECT` names.

@@ -263,6 +263,7 @@ pub(super) fn aggregation_query(
                 start: range.from,
                 end: range.to,
                 interval_ms,
+                left_open: false,
             })
         }
     };

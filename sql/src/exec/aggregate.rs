@@ -475,7 +475,7 @@ impl Plan {
             .map(|row| {
                 let mut cells = Vec::with_capacity(header.len());
                 if let Some(w) = cut.windows {
-                    cells.push(Some(Value::Int64(w.window_start(row))));
+                    cells.push(Some(Value::Int64(cut.row_time(&w, row))));
                 }
                 cells.extend(groups.iter().map(|g| {
                     let mut merged = Partial::default();
@@ -507,7 +507,7 @@ impl Plan {
             .map(|row| {
                 let mut cells = Vec::with_capacity(header.len());
                 if let Some(w) = cut.windows {
-                    cells.push(Some(Value::Int64(w.window_start(row))));
+                    cells.push(Some(Value::Int64(cut.row_time(&w, row))));
                 }
                 cells.extend(
                     self.columns
@@ -550,7 +550,7 @@ impl Plan {
             rows.extend((0..cut.rows()).map(|row| {
                 let mut cells = Vec::with_capacity(header.len());
                 if let Some(w) = cut.windows {
-                    cells.push(Some(Value::Int64(w.window_start(row))));
+                    cells.push(Some(Value::Int64(cut.row_time(&w, row))));
                 }
                 cells.push(Some(name.clone()));
                 cells.extend(
@@ -570,6 +570,8 @@ impl Plan {
 struct Cut {
     /// GROUP BY's windows, one row each; `None`: one row, without GROUP BY.
     windows: Option<Windows>,
+    /// GROUP BY was written left-open: a row is labelled with its window's right end.
+    left_open: bool,
     /// The points aggregated: the WHERE range, within GROUP BY's.
     span: Range<i64>,
 }
@@ -580,6 +582,7 @@ impl Cut {
         let Some(g) = group_by else {
             return Ok(Cut {
                 windows: None,
+                left_open: false,
                 span: range.from..range.to,
             });
         };
@@ -609,8 +612,20 @@ impl Cut {
         };
         Ok(Cut {
             windows: Some(windows),
+            left_open: g.left_open,
             span: range.from.max(g.start)..range.to.min(g.end),
         })
+    }
+
+    /// The time of row `row` of a GROUP BY result: its window's start, or, written left-open, the
+    /// window's last millisecond (its right end as written).
+    fn row_time(&self, w: &Windows, row: usize) -> i64 {
+        let start = w.window_start(row);
+        if !self.left_open {
+            return start;
+        }
+        let end = (i128::from(start) + i128::from(w.interval)).min(i128::from(w.end));
+        i64::try_from(end - 1).expect("a window ends within i64")
     }
 
     /// Rows of the result.
@@ -701,6 +716,7 @@ mod tests {
             start,
             end,
             interval_ms,
+            left_open: false,
         })
     }
 

@@ -391,6 +391,7 @@ fn aggregations_by_path_pair_each_path_with_its_function() {
             start: 0,
             end: 20,
             interval_ms: 10,
+            left_open: false,
         }),
         ..request.clone()
     };
@@ -408,4 +409,25 @@ fn aggregations_by_path_pair_each_path_with_its_function() {
     };
     let e = ready(aggregate_paths(&m, &uneven, &mut ResultCharge::unbounded())).unwrap_err();
     assert_eq!(e.code(), 700);
+}
+
+#[test]
+fn left_open_windows_hold_their_right_end_and_are_labelled_by_it() {
+    let m = device();
+    // i at 1, 2, 12, 35; a point at a window's right end belongs to it.
+    one(&m, "INSERT INTO root.sg.d1(time, i) VALUES (20, 9)");
+    let o = one(
+        &m,
+        "SELECT count(i) FROM root.sg.d1 GROUP BY ((0, 35], 10ms)",
+    );
+    assert_eq!(o.columns, ["Time", "count(root.sg.d1.i)"]);
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![int(10), int(2)],
+            vec![int(20), int(2)],
+            vec![int(30), int(0)],
+            vec![int(35), int(1)],
+        ]
+    );
 }

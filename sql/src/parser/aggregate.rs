@@ -159,31 +159,52 @@ impl Parser<'_> {
             &TokenKind::LeftParen,
             &format!("'(' as in {GROUP_BY_EXAMPLE}"),
         )?;
-        match self.peek_kind() {
-            Some(TokenKind::LeftBracket) => self.next += 1,
-            Some(TokenKind::LeftParen) => {
-                return Err(self.unsupported_here(
-                    "the left-open GROUP BY window (t1, t2]; write the left-closed [t1, t2)",
-                ))
-            }
+        let left_open = match self.peek_kind() {
+            Some(TokenKind::LeftBracket) => false,
+            Some(TokenKind::LeftParen) => true,
             Some(TokenKind::Duration(_)) => {
                 return Err(self.unsupported_here(&format!(
                     "GROUP BY without a time range; give one, as in {GROUP_BY_EXAMPLE}"
                 )))
             }
             _ => return Err(self.error(&format!("'[' as in {GROUP_BY_EXAMPLE}"))),
-        }
+        };
+        self.next += 1;
+        let start_at = self.next;
         let start = self.time_expression()?;
         self.expect(&TokenKind::Comma, "','")?;
         let end_at = self.next;
         let end = self.time_expression()?;
-        self.expect(&TokenKind::RightParen, "')': the window is [t1, t2)")?;
+        if left_open {
+            self.expect(&TokenKind::RightBracket, "']': the window is (t1, t2]")?;
+        } else {
+            self.expect(&TokenKind::RightParen, "')': the window is [t1, t2)")?;
+        }
         if start >= end {
+            let shown = if left_open {
+                format!("({start}, {end}]")
+            } else {
+                format!("[{start}, {end})")
+            };
             return Err(Self::error_at(
                 &self.tokens[end_at],
-                format!("the GROUP BY window [{start}, {end}) is empty: its start must be before its end"),
+                format!("the GROUP BY window {shown} is empty: its start must be before its end"),
             ));
         }
+        // (t1, t2] holds the same milliseconds as [t1 + 1, t2 + 1).
+        let (start, end) = if left_open {
+            match (start.checked_add(1), end.checked_add(1)) {
+                (Some(s), Some(e)) => (s, e),
+                _ => {
+                    return Err(Self::error_at(
+                        &self.tokens[start_at],
+                        "the GROUP BY window ends past the last millisecond".to_string(),
+                    ))
+                }
+            }
+        } else {
+            (start, end)
+        };
         self.expect(&TokenKind::Comma, "',' and the interval")?;
         let interval_ms = self.interval()?;
         if self.peek_kind() == Some(&TokenKind::Comma) {
@@ -194,6 +215,7 @@ impl Parser<'_> {
             start,
             end,
             interval_ms,
+            left_open,
         })
     }
 
@@ -334,7 +356,8 @@ mod tests {
                 group_by: Some(GroupByTime {
                     start: 0,
                     end: 1000,
-                    interval_ms: 100
+                    interval_ms: 100,
+                    left_open: false,
                 }),
                 levels: None,
                 having: None,
@@ -366,6 +389,9 @@ mod tests {
         };
         let g = group_by("select count(*) from root.sg.d1 group by ([-5, +7), 2ms)");
         assert_eq!((g.start, g.end, g.interval_ms), (-5, 7, 2));
+        let g = group_by("select count(*) from root.sg.d1 group by ((-5, 7], 2ms)");
+        assert_eq!((g.start, g.end, g.left_open), (-4, 8, true));
+        assert!(parse("select count(*) from root.sg.d1 group by ((0, 7), 2ms)").is_err());
         for (unit, ms) in [
             ("ms", 1),
             ("s", 1_000),
@@ -383,10 +409,6 @@ mod tests {
     #[test]
     fn group_by_forms_not_run_yet_are_unsupported() {
         for (text, what) in [
-            (
-                "SELECT count(s1) FROM root.sg.d1 GROUP BY ((0, 100], 10ms)",
-                "the left-open GROUP BY window",
-            ),
             (
                 "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 1mo)",
                 "the natural month or year 'mo'",

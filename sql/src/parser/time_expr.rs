@@ -263,7 +263,8 @@ mod tests {
                 group_by: Some(GroupByTime {
                     start: first - HOUR,
                     end: first,
-                    interval_ms: 600_000
+                    interval_ms: 600_000,
+                    left_open: false,
                 }),
                 levels: None,
                 having: None,
