@@ -63,6 +63,8 @@ const DOUBLE_EXACT_INTEGER_MAX: i64 = 1 << 53;
 /// The name of a result's time column; a table without it has no time (IoTDB's
 /// `ignoreTimeStamp`).
 pub const TIME_COLUMN: &str = "Time";
+/// The name of ALIGN BY DEVICE's device column.
+pub const DEVICE_COLUMN: &str = "Device";
 
 /// One cell of a result; `None` is SQL NULL.
 pub type Cell = Option<Value>;
@@ -396,6 +398,36 @@ async fn run<B: Backend>(
             done(backend.alter_user_password(name, password)).await
         }
         Statement::ListUsers => list_users(backend).await,
+        Statement::Select { .. }
+        | Statement::SelectLast { .. }
+        | Statement::SelectAggregate { .. } => select(backend, statement, charge).await,
+        Statement::ShowDatabases { pattern } => show::databases(backend, pattern.as_ref()).await,
+        Statement::CountTimeseries { pattern, level } => {
+            schema::count_timeseries(backend, pattern.as_ref(), *level).await
+        }
+        Statement::CountDevices { pattern } => {
+            schema::count_devices(backend, pattern.as_ref()).await
+        }
+        Statement::ShowChild { pattern, nodes } => {
+            schema::child(backend, pattern.as_ref(), *nodes).await
+        }
+        Statement::ShowTimeseries { pattern } => show::timeseries(backend, pattern.as_ref()).await,
+        Statement::ShowDevices { pattern } => show::devices(backend, pattern.as_ref()).await,
+        Statement::ShowCluster => show::cluster(backend).await,
+        Statement::ShowRegions => show::regions(backend).await,
+        Statement::ShowLeases => show::leases(backend).await,
+        Statement::ShowLocalLease => show::local_lease(backend).await,
+        Statement::Quit => Ok(Outcome::done()),
+    }
+}
+
+/// A SELECT of the tree model: raw, LAST or aggregate.
+async fn select<B: Backend>(
+    backend: &B,
+    statement: &Statement,
+    charge: &mut ResultCharge,
+) -> ExecResult<Outcome> {
+    match statement {
         Statement::Select {
             from,
             measurements,
@@ -447,23 +479,7 @@ async fn run<B: Backend>(
             };
             aggregate::select_aggregate(backend, &query, charge).await
         }
-        Statement::ShowDatabases { pattern } => show::databases(backend, pattern.as_ref()).await,
-        Statement::CountTimeseries { pattern, level } => {
-            schema::count_timeseries(backend, pattern.as_ref(), *level).await
-        }
-        Statement::CountDevices { pattern } => {
-            schema::count_devices(backend, pattern.as_ref()).await
-        }
-        Statement::ShowChild { pattern, nodes } => {
-            schema::child(backend, pattern.as_ref(), *nodes).await
-        }
-        Statement::ShowTimeseries { pattern } => show::timeseries(backend, pattern.as_ref()).await,
-        Statement::ShowDevices { pattern } => show::devices(backend, pattern.as_ref()).await,
-        Statement::ShowCluster => show::cluster(backend).await,
-        Statement::ShowRegions => show::regions(backend).await,
-        Statement::ShowLeases => show::leases(backend).await,
-        Statement::ShowLocalLease => show::local_lease(backend).await,
-        Statement::Quit => Ok(Outcome::done()),
+        other => unreachable!("select takes SELECT statements, not {other:?}"),
     }
 }
 

@@ -2,9 +2,7 @@
 
 use common::DataType;
 
-use super::ast::{
-    Fill, Insert, InsertRow, Literal, PathPattern, Projection, RowWindow, Statement, TimeRange,
-};
+use super::ast::{Insert, InsertRow, Literal, PathPattern, Statement, TimeRange};
 use super::lexer::{advance, tokenize, Token, TokenKind};
 use super::time::wall_clock_ms;
 use super::{ParseError, Position, INSERT_ROWS_MAX, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
@@ -622,237 +620,11 @@ impl Parser<'_> {
         }
     }
 
-    fn select(&mut self) -> Result<Statement, ParseError> {
-        self.expect_keyword("SELECT")?;
-        if self.at_function() {
-            return self.select_aggregate();
-        }
-        let last = self.is_keyword("LAST") && !self.next_is_from_or_comma();
-        if last {
-            self.next += 1;
-            let measurements = self.projection()?;
-            let from = self.from()?;
-            let since = self.last_since()?;
-            self.refuse_row_clauses("a LAST query")?;
-            return Ok(Statement::SelectLast {
-                from,
-                measurements,
-                since,
-            });
-        }
-        let measurements = self.projection()?;
-        if self.peek_kind() == Some(&TokenKind::LeftParen) {
-            // A name right before `(` ended the list: an aggregation after raw columns.
-            return Err(Self::error_at(
-                &self.tokens[self.next - 1],
-                aggregate::MIXED.to_string(),
-            ));
-        }
-        let from = self.from()?;
-        let (range, filter) = self.where_filter()?;
-        if self.is_keyword("GROUP") {
-            return Err(self.error("end of statement: GROUP BY takes aggregations, like count(s1)"));
-        }
-        let (rows, fill) = self.row_clauses()?;
-        let align_by_device = self.align_by()?;
-        Ok(Statement::Select {
-            from,
-            measurements,
-            range,
-            filter,
-            rows,
-            fill,
-            align_by_device,
-        })
-    }
-
-    /// `[ALIGN BY DEVICE | ALIGN BY TIME]`, the last clause of a query: true for DEVICE.
-    fn align_by(&mut self) -> Result<bool, ParseError> {
-        if !self.eat_keyword("ALIGN") {
-            return Ok(false);
-        }
-        self.expect_keyword("BY")?;
-        if self.eat_keyword("DEVICE") {
-            Ok(true)
-        } else if self.eat_keyword("TIME") {
-            Ok(false)
-        } else {
-            Err(self.error("DEVICE or TIME after ALIGN BY"))
-        }
-    }
-
-    /// A LAST query's `[WHERE time >= t]` (or `>`): the first time whose last point counts. An
-    /// upper bound is refused: the last point is the series' newest, wherever it lies.
-    fn last_since(&mut self) -> Result<i64, ParseError> {
-        let at = self.next;
-        let range = self.where_clause()?;
-        if range.to != TimeRange::ALL.to {
-            let token = &self.tokens[at.min(self.tokens.len() - 1)];
-            return Err(not_supported_yet(
-                token.position,
-                "an upper time bound in a LAST query (it takes time >= t or time > t)",
-            ));
-        }
-        Ok(range.from)
-    }
-
-    /// `[ORDER BY TIME [ASC|DESC]] [FILL(...)] [LIMIT n] [OFFSET n] [SLIMIT n] [SOFFSET n]`
-    /// (FILL also before ORDER BY; the pagination clauses in any order, as IoTDB takes them).
-    fn row_clauses(&mut self) -> Result<(RowWindow, Option<Fill>), ParseError> {
-        let mut fill = self.fill()?;
-        let rows = self.row_window(&mut fill)?;
-        Ok((rows, fill))
-    }
-
-    /// `[FILL(PREVIOUS | LINEAR | constant)]`.
-    fn fill(&mut self) -> Result<Option<Fill>, ParseError> {
-        if !self.eat_keyword("FILL") {
-            return Ok(None);
-        }
-        self.expect(&TokenKind::LeftParen, "'(' after FILL")?;
-        let fill = if self.eat_keyword("PREVIOUS") {
-            Fill::Previous
-        } else if self.eat_keyword("LINEAR") {
-            Fill::Linear
-        } else {
-            match self.peek_kind() {
-                Some(TokenKind::Word(w))
-                    if !w.eq_ignore_ascii_case("null")
-                        && !w.eq_ignore_ascii_case("true")
-                        && !w.eq_ignore_ascii_case("false") =>
-                {
-                    return Err(self.error("PREVIOUS, LINEAR or a constant"));
-                }
-                _ => Fill::Constant(self.literal()?),
-            }
-        };
-        if self.peek_kind() == Some(&TokenKind::Comma) {
-            return Err(self.unsupported_here("a FILL time bound"));
-        }
-        self.expect(&TokenKind::RightParen, "')'")?;
-        Ok(Some(fill))
-    }
-
-    /// `[ORDER BY TIME [ASC|DESC]] [LIMIT n] [OFFSET n]` (LIMIT and OFFSET in either order, as
-    /// IoTDB takes them); a FILL after ORDER BY goes to `fill`.
-    fn row_window(&mut self, fill: &mut Option<Fill>) -> Result<RowWindow, ParseError> {
-        let mut rows = RowWindow::default();
-        if self.eat_keyword("ORDER") {
-            self.expect_keyword("BY")?;
-            if !(self.eat_keyword("TIME") || self.eat_keyword("TIMESTAMP")) {
-                return Err(self.unsupported_here("ORDER BY anything but TIME"));
-            }
-            if self.eat_keyword("DESC") {
-                rows.descending = true;
-            } else {
-                self.eat_keyword("ASC");
-            }
-        }
-        if fill.is_none() {
-            *fill = self.fill()?;
-        }
-        let mut seen = [false; 4];
-        loop {
-            let Some(clause) = ROW_CLAUSES[1..]
-                .iter()
-                .position(|c| self.is_keyword(c))
-                .filter(|&i| !seen[i])
-            else {
-                return Ok(rows);
-            };
-            seen[clause] = true;
-            self.next += 1;
-            let name = ROW_CLAUSES[clause + 1];
-            let n = self.count_literal(name)?;
-            match clause {
-                0 => rows.limit = Some(n),
-                1 => rows.offset = n,
-                2 => rows.series_limit = Some(n),
-                _ => rows.series_offset = n,
-            }
-        }
-    }
-
-    /// A non-negative integer after `clause`.
-    fn count_literal(&mut self, clause: &str) -> Result<usize, ParseError> {
-        let expected = format!("a row count after {clause}");
-        match self.number(&expected)? {
-            Literal::Integer(n) if n >= 0 => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
-            _ => Err(self.error(&expected)),
-        }
-    }
-
-    /// 300 for ORDER BY, LIMIT or OFFSET after `query` (`a LAST query`), which does not take
-    /// them yet.
-    fn refuse_row_clauses(&self, query: &str) -> Result<(), ParseError> {
-        match self.peek().map(|t| &t.kind) {
-            Some(TokenKind::Word(w)) if ROW_CLAUSES.iter().any(|c| w.eq_ignore_ascii_case(c)) => {
-                Err(self.unsupported_here(&format!("{} on {query}", w.to_ascii_uppercase())))
-            }
-            _ => Ok(()),
-        }
-    }
-
     /// "`what` is not supported yet" (300) at the next token.
     fn unsupported_here(&self, what: &str) -> ParseError {
         match self.peek().or(self.tokens.last()) {
             Some(t) => not_supported_yet(t.position, what),
             None => self.error(what),
-        }
-    }
-
-    /// True when the token after the next one is FROM or `,` (so `SELECT last FROM` names a
-    /// measurement called `last`).
-    fn next_is_from_or_comma(&self) -> bool {
-        match self.tokens.get(self.next + 1).map(|t| &t.kind) {
-            Some(TokenKind::Comma) => true,
-            Some(TokenKind::Word(w)) => w.eq_ignore_ascii_case("FROM"),
-            _ => false,
-        }
-    }
-
-    /// `FROM path [, path ...]`: devices, or patterns of them (`root.sg.*`, `root.sg.**`).
-    fn from(&mut self) -> Result<Vec<PathPattern>, ParseError> {
-        const EXPECTED: &str = "a device path or pattern like root.sg.d1 or root.sg.*";
-        self.expect_keyword("FROM")?;
-        let mut from = Vec::new();
-        loop {
-            let pattern = match self.peek_kind() {
-                Some(TokenKind::Word(word)) => PathPattern::parse(word).filter(|p| p.len() >= 2),
-                _ => None,
-            };
-            let Some(pattern) = pattern else {
-                return Err(self.error(EXPECTED));
-            };
-            if from.len() == MEASUREMENTS_MAX {
-                return Err(self.error(&format!(
-                    "end of FROM: at most {MEASUREMENTS_MAX} paths in one statement"
-                )));
-            }
-            self.next += 1;
-            from.push(pattern);
-            if !self.eat(&TokenKind::Comma) {
-                return Ok(from);
-            }
-        }
-    }
-
-    /// `*` or `s1, s2, ...`.
-    fn projection(&mut self) -> Result<Projection, ParseError> {
-        if self.eat(&TokenKind::Star) {
-            return Ok(Projection::All);
-        }
-        let mut names = Vec::new();
-        loop {
-            if names.len() == MEASUREMENTS_MAX {
-                return Err(self.error(&format!(
-                    "FROM: at most {MEASUREMENTS_MAX} measurements in one statement"
-                )));
-            }
-            names.push(self.measurement_or("'*' or a measurement name")?);
-            if !self.eat(&TokenKind::Comma) {
-                return Ok(Projection::Measurements(names));
-            }
         }
     }
 
@@ -1052,6 +824,7 @@ mod admin;
 mod aggregate;
 mod expr;
 mod schema;
+mod select;
 mod table;
 mod time_expr;
 pub use table::{parse_table_statement, parse_table_statement_with_clock};

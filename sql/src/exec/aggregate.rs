@@ -21,7 +21,7 @@ use common::{DataType, StatusCode, Value};
 use super::analyze::{self, Series};
 use super::budget::{value_heap_bytes, ResultCharge};
 use super::fill;
-use super::{align, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
+use super::{Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
 use crate::expr::Expr;
 use crate::{
     AggregateFunction, AggregateItem, Fill, GroupByTime, PathPattern, RowWindow, TimeRange,
@@ -528,7 +528,7 @@ impl Plan {
         if cut.windows.is_some() {
             header.push((TIME_COLUMN.to_string(), DataType::Int64));
         }
-        header.push((align::DEVICE_COLUMN.to_string(), DataType::Text));
+        header.push((super::DEVICE_COLUMN.to_string(), DataType::Text));
         header.extend(
             keys.iter()
                 .map(|(f, label, t)| (format!("{}({label})", f.name()), *t)),

@@ -11,14 +11,12 @@ use super::analyze::{by_device, Series};
 use super::budget::{value_heap_bytes, ResultCharge};
 use super::fill;
 use super::filter::Filter;
-use super::join::{select_rows, with_referenced};
-use super::query::too_many_rows;
-use super::{Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX, TIME_COLUMN};
+use super::join::{select_rows, too_many_rows, with_referenced};
+use super::{
+    Backend, Cell, ExecError, ExecResult, Outcome, DEVICE_COLUMN, RESULT_ROWS_MAX, TIME_COLUMN,
+};
 use crate::expr::Expr;
 use crate::{Fill, RowWindow, TimeRange};
-
-/// The name of the device column.
-pub(super) const DEVICE_COLUMN: &str = "Device";
 
 /// The measurement columns of an aligned-by-device result: labels and their types.
 #[derive(Debug, Default)]

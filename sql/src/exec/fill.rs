@@ -7,8 +7,7 @@
 
 use common::{DataType, Value};
 
-use super::align::DEVICE_COLUMN;
-use super::{convert, Cell, Outcome, TIME_COLUMN};
+use super::{convert, Cell, Outcome, DEVICE_COLUMN, TIME_COLUMN};
 use crate::Fill;
 
 /// Fills `outcome`'s NULL value cells, each device's rows on their own when it has a `Device`

@@ -4,14 +4,117 @@
 //! series is held; what it holds is charged while it is. A filter drops rows as they are made,
 //! so a filtered query reads its series whole but holds only the rows it keeps.
 
-use common::{DataType, Value};
+use common::{DataType, StatusCode, Value};
 
 use super::analyze::Series;
 use super::budget::{points_bytes, row_bytes, ResultCharge};
 use super::filter::Filter;
-use super::query::{too_many_rows, SeriesReader};
-use super::{Backend, Cell, ExecResult, RESULT_ROWS_MAX};
+use super::{Backend, Cell, ExecError, ExecResult, RESULT_ROWS_MAX};
 use crate::{RowWindow, TimeRange};
+
+pub(super) fn too_many_rows() -> ExecError {
+    ExecError::refused(
+        StatusCode::IllegalParameter,
+        format!("the result has more than {RESULT_ROWS_MAX} rows; narrow the time range"),
+    )
+}
+
+/// Points asked of the backend at once for a series of fixed-width values: a long series is
+/// read a chunk at a time, never whole, so what a query holds besides its rows is one chunk.
+const CHUNK_POINTS_FIXED: usize = 65_536;
+/// Likewise for TEXT, STRING and BLOB values (up to 64 KiB each).
+const CHUNK_POINTS_VARIABLE: usize = 1024;
+
+/// The points of one series in a time range, read a chunk at a time in time order: the first
+/// `limit` of them, and a series with more than [`RESULT_ROWS_MAX`] there is refused, read no
+/// further than that.
+pub(super) struct SeriesReader<'s> {
+    device: &'s str,
+    measurement: &'s str,
+    range: TimeRange,
+    /// Points still to read (one past [`RESULT_ROWS_MAX`] at most, to see a series too long).
+    left: usize,
+    read: usize,
+    chunk: usize,
+    /// A series longer than [`RESULT_ROWS_MAX`] is refused (every point of it is a row).
+    bounded: bool,
+}
+
+impl<'s> SeriesReader<'s> {
+    pub(super) fn new(
+        device: &'s str,
+        measurement: &'s str,
+        data_type: DataType,
+        range: TimeRange,
+        limit: usize,
+    ) -> SeriesReader<'s> {
+        let chunk = match data_type {
+            DataType::Text | DataType::String | DataType::Blob => CHUNK_POINTS_VARIABLE,
+            _ => CHUNK_POINTS_FIXED,
+        };
+        let left = if range.is_empty() {
+            0
+        } else {
+            limit.min(RESULT_ROWS_MAX + 1)
+        };
+        SeriesReader {
+            device,
+            measurement,
+            range,
+            left,
+            read: 0,
+            chunk,
+            bounded: true,
+        }
+    }
+
+    /// A reader of every point in `range`, however many: for a filtered scan, whose rows are
+    /// counted as they are kept.
+    pub(super) fn scan(
+        device: &'s str,
+        measurement: &'s str,
+        data_type: DataType,
+        range: TimeRange,
+    ) -> SeriesReader<'s> {
+        let mut reader = SeriesReader::new(device, measurement, data_type, range, 0);
+        reader.bounded = false;
+        reader.left = if range.is_empty() { 0 } else { usize::MAX };
+        reader
+    }
+
+    /// The next points, or `None` once the series (or the limit) is done.
+    pub(super) async fn next<B: Backend>(
+        &mut self,
+        backend: &B,
+    ) -> ExecResult<Option<Vec<(i64, Value)>>> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        let asked = self.left.min(self.chunk);
+        let points = backend
+            .query_raw(
+                self.device,
+                self.measurement,
+                self.range.from,
+                self.range.to,
+                asked,
+            )
+            .await?;
+        self.read += points.len();
+        if self.bounded && self.read > RESULT_ROWS_MAX {
+            return Err(too_many_rows());
+        }
+        self.left -= points.len().min(self.left);
+        match points.last() {
+            Some(&(time, _)) if points.len() >= asked && time < i64::MAX => {
+                self.range.from = time + 1;
+            }
+            // Fewer than asked: the series has no more in the range.
+            _ => self.left = 0,
+        }
+        Ok((!points.is_empty()).then_some(points))
+    }
+}
 
 /// One series' place in a join.
 struct Cursor<'s> {

@@ -13,7 +13,7 @@ use common::table::{self, Category, DeviceAttributes, TableColumn, TableSchema, 
 use common::{Column, DataType, StatusCode, Tablet, Value};
 
 use super::budget::{row_bytes, value_heap_bytes, ResultCharge, CELL_BYTES, ROW_OVERHEAD_BYTES};
-use super::query::{too_many_rows, SeriesReader};
+use super::join::{too_many_rows, SeriesReader};
 use super::{outcome_bytes, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX};
 use crate::{Insert, TableSelect, TableStatement, TimeRange};
 

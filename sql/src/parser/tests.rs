@@ -1,7 +1,7 @@
 use common::DataType;
 
 use super::*;
-use crate::{AggregateFunction, AggregateItem};
+use crate::{AggregateFunction, AggregateItem, Projection, RowWindow};
 
 fn one(text: &str) -> Statement {
     let parsed = parse_script(text, Position::START);
