@@ -123,9 +123,6 @@ const AGGREGATIONS_UNSUPPORTED: [&str; 13] = [
     "AVG_BY",
 ];
 
-/// IoTDB clauses Fencepost's queries do not take yet.
-const CLAUSES_UNSUPPORTED: [&str; 0] = [];
-
 /// The clauses that pick rows and series of a query's result.
 const ROW_CLAUSES: [&str; 5] = ["ORDER", "LIMIT", "OFFSET", "SLIMIT", "SOFFSET"];
 
@@ -139,8 +136,8 @@ fn ends_where(word: &str) -> bool {
 
 /// The first piece of IoTDB's syntax in a statement that Fencepost does not run yet, as an
 /// unsupported error (300) naming it, so a client learns what is missing rather than reading a
-/// syntax error: FILL and the other clauses, the aggregations Fencepost does not run, value
-/// filters, and the table model's statements (which a table-model session runs).
+/// syntax error: the aggregations Fencepost does not run, and the table model's statements
+/// (which a table-model session runs).
 fn unsupported(tokens: &[Token]) -> Option<ParseError> {
     let word = |t: &Token| match &t.kind {
         TokenKind::Word(w) => Some(w.to_ascii_uppercase()),
@@ -183,9 +180,6 @@ fn unsupported(tokens: &[Token]) -> Option<ParseError> {
         let next_is_paren = tokens.get(i + 1).map(|n| &n.kind) == Some(&TokenKind::LeftParen);
         if next_is_paren && AGGREGATIONS_UNSUPPORTED.contains(&w.as_str()) {
             return refuse(t, format!("the aggregation {w}"));
-        }
-        if CLAUSES_UNSUPPORTED.contains(&w.as_str()) {
-            return refuse(t, format!("{w} clauses"));
         }
     }
     None

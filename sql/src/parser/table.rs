@@ -5,11 +5,14 @@
 use common::table::{self, Category, TableColumn, TableSchema};
 use common::DataType;
 
-use super::{lex_error, not_supported_yet, parse_statement, Now, Parser, CLAUSES_UNSUPPORTED};
+use super::{lex_error, not_supported_yet, parse_statement, Now, Parser};
 use crate::ast::{Insert, RowWindow, Statement, TableSelect, TableStatement, TimeRange};
 use crate::lexer::{advance, tokenize, TokenKind};
 use crate::time::wall_clock_ms;
 use crate::{ParseError, Position, MEASUREMENTS_MAX, STATEMENT_BYTES_MAX};
+
+/// Clauses a table-model query does not take yet: 300 naming them.
+const TABLE_CLAUSES_UNSUPPORTED: [&str; 5] = ["OR", "GROUP", "FILL", "HAVING", "ALIGN"];
 
 /// Parses the one table-model statement of `text` (a trailing `;` allowed); `now()` reads the
 /// wall clock once.
@@ -400,24 +403,19 @@ impl Parser<'_> {
         let (database, table) = self.qualified()?;
         let (range, equals) = self.table_where()?;
         let order_by_time = self.is_keyword("ORDER");
-        let fill_at = self.next;
+        // The tree model's FILL, SLIMIT and SOFFSET are not the table model's yet.
+        let clauses_at = self.next;
         let mut fill = None;
         let rows: RowWindow = self.row_window(&mut fill)?;
-        if fill.is_some() {
+        if fill.is_some() || rows.series_limit.is_some() || rows.series_offset > 0 {
             return Err(not_supported_yet(
-                self.tokens[fill_at.min(self.tokens.len() - 1)].position,
-                "FILL in a table-model query",
+                self.tokens[clauses_at.min(self.tokens.len() - 1)].position,
+                "FILL, SLIMIT and SOFFSET in a table-model query",
             ));
         }
         if let Some(TokenKind::Word(w)) = self.peek_kind() {
             let w = w.to_ascii_uppercase();
-            if w == "FILL" {
-                return Err(self.unsupported_here("FILL in a table-model query"));
-            }
-        }
-        if let Some(TokenKind::Word(w)) = self.peek_kind() {
-            let w = w.to_ascii_uppercase();
-            if w == "OR" || w == "GROUP" || CLAUSES_UNSUPPORTED.contains(&w.as_str()) {
+            if TABLE_CLAUSES_UNSUPPORTED.contains(&w.as_str()) {
                 return Err(self.unsupported_here(&format!("{w} in a table-model query")));
             }
         }
