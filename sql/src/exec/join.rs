@@ -7,7 +7,7 @@
 use common::{DataType, StatusCode, Value};
 
 use super::analyze::Series;
-use super::budget::{points_bytes, row_bytes, ResultCharge};
+use super::budget::{points_bytes, row_bytes, value_heap_bytes, ResultCharge};
 use super::filter::Filter;
 use super::{Backend, Cell, ExecError, ExecResult, RESULT_ROWS_MAX};
 use crate::{RowWindow, TimeRange};
@@ -116,6 +116,11 @@ impl<'s> SeriesReader<'s> {
     }
 }
 
+/// What one point of a chunk was charged, as [`points_bytes`] counts it.
+fn point_bytes(value: &Value) -> usize {
+    std::mem::size_of::<(i64, Value)>() + value_heap_bytes(value)
+}
+
 /// One series' place in a join.
 struct Cursor<'s> {
     reader: SeriesReader<'s>,
@@ -129,6 +134,16 @@ struct Cursor<'s> {
 }
 
 impl Cursor<'_> {
+    /// The head's value, moved into a row: its share of the chunk's charge is given back (the
+    /// row that takes it is charged for it), so a value is never charged twice.
+    fn take(&mut self, charge: &mut ResultCharge) -> Cell {
+        let (_, value) = self.head.take()?;
+        let share = point_bytes(&value).min(self.held);
+        self.held -= share;
+        charge.release(share);
+        Some(value)
+    }
+
     /// Fills `head` from the chunk, reading the next chunk when it is spent.
     async fn fill<B: Backend>(&mut self, backend: &B, charge: &mut ResultCharge) -> ExecResult<()> {
         while self.head.is_none() && !self.done {
@@ -201,11 +216,7 @@ pub(super) async fn scan<B: Backend>(
         row.push(Some(Value::Int64(time)));
         for cursor in &mut cursors {
             let at_time = cursor.head.as_ref().is_some_and(|(t, _)| *t == time);
-            row.push(if at_time {
-                cursor.head.take().map(|(_, v)| v)
-            } else {
-                None
-            });
+            row.push(if at_time { cursor.take(charge) } else { None });
         }
         if filter.is_some_and(|f| !f.keeps(&row)) {
             continue;
