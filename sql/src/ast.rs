@@ -240,6 +240,12 @@ pub struct RowWindow {
 }
 
 impl RowWindow {
+    /// The part of `items` that OFFSET and LIMIT keep.
+    pub fn page<T>(&self, items: Vec<T>) -> Vec<T> {
+        let limit = self.limit.unwrap_or(usize::MAX);
+        items.into_iter().skip(self.offset).take(limit).collect()
+    }
+
     /// The part of `items` that SOFFSET and SLIMIT keep.
     pub fn series<T>(&self, items: Vec<T>) -> Vec<T> {
         let limit = self.series_limit.unwrap_or(usize::MAX);

@@ -209,14 +209,7 @@ fn window_rows(
     if let Some(how) = query.fill {
         fill::fill(&mut outcome, how);
     }
-    if rows.offset > 0 || rows.limit.is_some() {
-        let limit = rows.limit.unwrap_or(usize::MAX);
-        outcome.rows = std::mem::take(&mut outcome.rows)
-            .into_iter()
-            .skip(rows.offset)
-            .take(limit)
-            .collect();
-    }
+    outcome.rows = rows.page(std::mem::take(&mut outcome.rows));
     Ok(outcome)
 }
 

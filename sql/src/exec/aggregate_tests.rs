@@ -4,20 +4,9 @@
 
 use common::{DataType, Value};
 
-use super::memory_backend::{ready, Calls, Memory};
+use super::memory_backend::{one, ready, run, Calls, Memory};
 use super::*;
 use crate::{parse_script, AggregateFunction, GroupByTime, Position, TimeRange};
-
-fn run(m: &Memory, text: &str) -> ExecResult<Outcome> {
-    let mut parsed = parse_script(text, Position::START);
-    assert_eq!(parsed.len(), 1, "{text}");
-    let statement = parsed.pop().unwrap().result.expect(text);
-    ready(execute(m, &statement))
-}
-
-fn one(m: &Memory, text: &str) -> Outcome {
-    run(m, text).expect(text)
-}
 
 /// root.sg.d1: `d` DOUBLE at 1, 2, 12; `i` INT32 and `t` TEXT at 1, 2, 12, 35.
 fn device() -> Memory {

@@ -172,7 +172,7 @@ pub(super) async fn raw<B: Backend>(
                 .chain(read[..output.len()].iter().map(|s| s.data_type))
                 .collect();
             let values: Vec<usize> = (1..types.len()).collect();
-            fill::fill_rows(&mut kept, &types, &values, Some(0), how, 0);
+            fill::fill_rows(&mut kept, &types, &values, Some(0), how);
         }
         let device_cell = Value::Text(device);
         for row in kept {

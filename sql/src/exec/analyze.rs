@@ -66,17 +66,21 @@ pub(super) async fn expand<B: Backend>(
     Ok(by_name)
 }
 
+/// The names of a select list: `*`, or the measurements.
+pub(super) fn names_of(projection: &Projection) -> Vec<String> {
+    match projection {
+        Projection::All => vec![ANY.to_string()],
+        Projection::Measurements(names) => names.clone(),
+    }
+}
+
 /// [`expand`]'s series as one list, for a projection.
 pub(super) async fn expand_projection<B: Backend>(
     backend: &B,
     from: &[PathPattern],
     projection: &Projection,
 ) -> ExecResult<Vec<Series>> {
-    let names = match projection {
-        Projection::All => vec![ANY.to_string()],
-        Projection::Measurements(names) => names.clone(),
-    };
-    Ok(expand(backend, from, &names)
+    Ok(expand(backend, from, &names_of(projection))
         .await?
         .into_iter()
         .flatten()

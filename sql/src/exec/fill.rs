@@ -22,7 +22,7 @@ pub(super) fn fill(outcome: &mut Outcome, how: &Fill) {
         .collect();
     let time = outcome.columns.iter().position(|c| c == TIME_COLUMN);
     let Some(device) = outcome.columns.iter().position(|c| c == DEVICE_COLUMN) else {
-        fill_rows(&mut outcome.rows, &outcome.types, &values, time, how, 0);
+        fill_rows(&mut outcome.rows, &outcome.types, &values, time, how);
         return;
     };
     let mut rest: &mut [Vec<Cell>] = &mut outcome.rows;
@@ -32,37 +32,33 @@ pub(super) fn fill(outcome: &mut Outcome, how: &Fill) {
             .position(|r| r[device] != rest[0][device])
             .unwrap_or(rest.len());
         let (this, next) = rest.split_at_mut(run);
-        fill_rows(this, &outcome.types, &values, time, how, 0);
+        fill_rows(this, &outcome.types, &values, time, how);
         rest = next;
     }
 }
 
 /// Fills the NULL cells of `rows` in the `values` columns (of `types`), `time` being the time
-/// column if any, run by run of `run` rows (all rows as one when 0).
+/// column if any.
 pub(super) fn fill_rows(
     rows: &mut [Vec<Cell>],
     types: &[DataType],
     values: &[usize],
     time: Option<usize>,
     how: &Fill,
-    run: usize,
 ) {
-    let run = if run == 0 { rows.len().max(1) } else { run };
-    for rows in rows.chunks_mut(run) {
-        for &column in values {
-            let data_type = types[column];
-            match how {
-                Fill::Previous => previous(rows, column),
-                Fill::Linear => {
-                    if let Some(time) = time {
-                        linear(rows, column, time, data_type);
-                    }
+    for &column in values {
+        let data_type = types[column];
+        match how {
+            Fill::Previous => previous(rows, column),
+            Fill::Linear => {
+                if let Some(time) = time {
+                    linear(rows, column, time, data_type);
                 }
-                Fill::Constant(literal) => {
-                    if let Some(value) = convert(literal, data_type) {
-                        for row in rows.iter_mut() {
-                            row[column].get_or_insert_with(|| value.clone());
-                        }
+            }
+            Fill::Constant(literal) => {
+                if let Some(value) = convert(literal, data_type) {
+                    for row in rows.iter_mut() {
+                        row[column].get_or_insert_with(|| value.clone());
                     }
                 }
             }
@@ -120,18 +116,8 @@ fn linear(rows: &mut [Vec<Cell>], column: usize, time: usize, data_type: DataTyp
 
 #[cfg(test)]
 mod tests {
-    use super::super::memory_backend::{ready, Memory};
+    use super::super::memory_backend::{one, Memory};
     use super::super::*;
-    use crate::{parse_script, Position};
-
-    fn one(m: &Memory, text: &str) -> Outcome {
-        let statement = parse_script(text, Position::START)
-            .pop()
-            .unwrap()
-            .result
-            .expect(text);
-        ready(execute(m, &statement)).expect(text)
-    }
 
     fn column(o: &Outcome, i: usize) -> Vec<Cell> {
         o.rows.iter().map(|r| r[i].clone()).collect()

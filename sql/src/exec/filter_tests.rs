@@ -6,20 +6,8 @@ use std::collections::BTreeMap;
 
 use common::Value;
 
-use super::memory_backend::{ready, Calls, Memory};
+use super::memory_backend::{one, run, Calls, Memory};
 use super::*;
-use crate::{parse_script, Position};
-
-fn run(m: &Memory, text: &str) -> ExecResult<Outcome> {
-    let mut parsed = parse_script(text, Position::START);
-    assert_eq!(parsed.len(), 1, "{text}");
-    let statement = parsed.pop().unwrap().result.expect(text);
-    ready(execute(m, &statement))
-}
-
-fn one(m: &Memory, text: &str) -> Outcome {
-    run(m, text).expect(text)
-}
 
 fn int(v: i64) -> Cell {
     Some(Value::Int64(v))

@@ -273,7 +273,7 @@ pub(super) async fn select_rows<B: Backend>(
     scan(backend, read, range, per_series, filter, charge, take).await?;
     if rows.descending {
         kept.reverse();
-        kept = kept.into_iter().skip(rows.offset).take(limit).collect();
+        kept = rows.page(kept);
     }
     Ok(kept)
 }

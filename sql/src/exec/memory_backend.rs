@@ -411,3 +411,16 @@ pub(super) fn ready<F: Future>(future: F) -> F::Output {
         std::task::Poll::Pending => panic!("the in-memory backend never waits"),
     }
 }
+
+/// Runs the one statement of `text` over `m`.
+pub(super) fn run(m: &Memory, text: &str) -> super::ExecResult<super::Outcome> {
+    let mut parsed = crate::parse_script(text, crate::Position::START);
+    assert_eq!(parsed.len(), 1, "{text}");
+    let statement = parsed.pop().unwrap().result.expect(text);
+    ready(super::execute(m, &statement))
+}
+
+/// [`run`], which must succeed.
+pub(super) fn one(m: &Memory, text: &str) -> super::Outcome {
+    run(m, text).expect(text)
+}

@@ -45,7 +45,7 @@ pub(super) async fn select_raw<B: Backend>(
         None => Vec::new(),
     };
     if align_by_device {
-        let names = projection_names(projection);
+        let names = analyze::names_of(projection);
         let by_name = analyze::expand(backend, from, &names).await?;
         let query = align::RawQuery {
             range,
@@ -85,12 +85,7 @@ pub(super) async fn select_raw<B: Backend>(
     let mut outcome = Outcome::query(header, kept);
     if let Some(how) = fill {
         fill::fill(&mut outcome, how);
-        let limit = rows.limit.unwrap_or(usize::MAX);
-        outcome.rows = std::mem::take(&mut outcome.rows)
-            .into_iter()
-            .skip(rows.offset)
-            .take(limit)
-            .collect();
+        outcome.rows = rows.page(std::mem::take(&mut outcome.rows));
     }
     Ok(outcome)
 }
@@ -107,14 +102,6 @@ pub(super) async fn referenced_series<B: Backend>(
         .into_iter()
         .flatten()
         .collect())
-}
-
-/// The names of a select list: `*`, or the measurements.
-pub(super) fn projection_names(projection: &Projection) -> Vec<String> {
-    match projection {
-        Projection::All => vec![analyze::ANY.to_string()],
-        Projection::Measurements(names) => names.clone(),
-    }
 }
 
 /// IoTDB's raw data query (`executeRawDataQuery`): `Time` and one column per existing series of

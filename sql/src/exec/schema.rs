@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::{DataType, Value};
 
-use super::show::{series_matching, text, texts};
+use super::show::{devices_matching, series_matching, text, texts};
 use super::{Backend, ExecResult, Outcome};
 use crate::PathPattern;
 
@@ -57,14 +57,7 @@ pub(super) async fn count_devices<B: Backend>(
     backend: &B,
     pattern: Option<&PathPattern>,
 ) -> ExecResult<Outcome> {
-    let prefix = pattern.map(PathPattern::fixed_prefix).unwrap_or_default();
-    let devices: BTreeSet<String> = backend
-        .show_timeseries(&prefix)
-        .await?
-        .into_iter()
-        .filter(|s| !s.pending_delete && pattern.is_none_or(|p| p.matches(&s.device)))
-        .map(|s| s.device)
-        .collect();
+    let devices = devices_matching(backend, pattern).await?;
     Ok(Outcome::query(
         vec![("count(devices)".to_string(), DataType::Int64)],
         vec![vec![Some(Value::Int64(
@@ -160,18 +153,8 @@ fn for_each_prefix(path: &str, mut f: impl FnMut(&str)) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::memory_backend::{ready, Memory};
+    use super::super::memory_backend::{one, Memory};
     use super::super::*;
-    use crate::{parse_script, Position};
-
-    fn one(m: &Memory, text: &str) -> Outcome {
-        let statement = parse_script(text, Position::START)
-            .pop()
-            .unwrap()
-            .result
-            .expect(text);
-        ready(execute(m, &statement)).expect(text)
-    }
 
     fn texts(o: &Outcome) -> Vec<Vec<String>> {
         o.rows

@@ -173,6 +173,22 @@ pub(super) async fn series_matching<B: Backend>(
         .collect())
 }
 
+/// The devices with a series not being deleted that `pattern` matches as a device path, with
+/// their databases, in path order.
+pub(super) async fn devices_matching<B: Backend>(
+    backend: &B,
+    pattern: Option<&PathPattern>,
+) -> ExecResult<BTreeMap<String, String>> {
+    let prefix = pattern.map(PathPattern::fixed_prefix).unwrap_or_default();
+    let mut devices: BTreeMap<String, String> = BTreeMap::new();
+    for s in backend.show_timeseries(&prefix).await? {
+        if !s.pending_delete && pattern.is_none_or(|p| p.matches(&s.device)) {
+            devices.insert(s.device, s.database);
+        }
+    }
+    Ok(devices)
+}
+
 /// `SHOW DEVICES`: IoTDB's columns; every device is stored one way (not aligned), without a
 /// template, and its TTL is its database's.
 pub(super) async fn devices<B: Backend>(
@@ -185,14 +201,8 @@ pub(super) async fn devices<B: Backend>(
         .into_iter()
         .map(|d| (d.name, d.ttl_ms))
         .collect();
-    let prefix = pattern.map(PathPattern::fixed_prefix).unwrap_or_default();
-    let mut devices: BTreeMap<String, String> = BTreeMap::new();
-    for s in backend.show_timeseries(&prefix).await? {
-        if !s.pending_delete && pattern.is_none_or(|p| p.matches(&s.device)) {
-            devices.insert(s.device, s.database);
-        }
-    }
-    let rows = devices
+    let rows = devices_matching(backend, pattern)
+        .await?
         .into_iter()
         .map(|(device, database)| {
             let ttl = match ttls.get(&database).copied().flatten() {

@@ -4,20 +4,8 @@
 
 use common::Value;
 
-use super::memory_backend::{ready, Memory};
+use super::memory_backend::{one, run, Memory};
 use super::*;
-use crate::{parse_script, Position};
-
-fn run(m: &Memory, text: &str) -> ExecResult<Outcome> {
-    let mut parsed = parse_script(text, Position::START);
-    assert_eq!(parsed.len(), 1, "{text}");
-    let statement = parsed.pop().unwrap().result.expect(text);
-    ready(execute(m, &statement))
-}
-
-fn one(m: &Memory, text: &str) -> Outcome {
-    run(m, text).expect(text)
-}
 
 /// root.sg.d1 (s1 at 1, 2; s2 at 2), root.sg.d2 (s1 at 3), root.sg.x.d3 (s1 at 4),
 /// root.sg2.d1 (s1 at 5): every value is its time × 10, DOUBLE.
