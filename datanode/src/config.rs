@@ -268,9 +268,10 @@ runtime::node_config! {
             /// Points of one series one query answers at most; a session pages through larger
             /// results. Default 1000000.
             query_points_max: u32 = 1_000_000,
-            /// Bytes of memory one query result may take while it is built and until its client has
-            /// read it (rows estimated per cell: 32 bytes and a text's or blob's bytes); a query
-            /// past it is refused with 700 naming this key. Default 256 MiB; at least 1 MiB.
+            /// Bytes of memory one query result may hold at once: a result built whole until its
+            /// client has read it, or a streamed raw query's chunks (one per series) and page
+            /// (rows estimated per cell: 32 bytes and a text's or blob's bytes); a query past it is
+            /// refused with 700 naming this key. Default 256 MiB; at least 1 MiB.
             query_result_bytes_max: u64 = 256 << 20,
             /// Bytes of memory all open query results of this DataNode may take together; a query
             /// that would pass it is refused with 606 naming this key. Default 1 GiB; at least

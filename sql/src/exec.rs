@@ -38,17 +38,20 @@ mod aggregate;
 mod align;
 mod analyze;
 mod budget;
+mod cursor;
 mod fill;
 mod filter;
 mod join;
 mod query;
+mod rows;
 mod schema;
 mod show;
 mod table;
 
 pub use aggregate::{aggregate_paths, PathAggregation};
 pub use budget::{row_bytes, ResultBudget, ResultCharge};
-pub use query::{last_paths, raw_paths, value_text};
+pub use cursor::{Page, ResultCursor};
+pub use query::{last_paths, open_raw_paths, raw_paths, value_text};
 pub use table::{execute_table, execute_table_charged, insert_table, TableOutcome};
 
 /// Most rows one query may return (a raw SELECT's joined rows, or one series' points); past it
@@ -359,6 +362,47 @@ pub async fn execute_charged<B: Backend>(
     Ok(outcome)
 }
 
+/// Opens one statement's result as a cursor: a raw SELECT reads its rows as the cursor is asked
+/// for them (see [`ResultCursor`]); every other statement runs whole, as
+/// [`execute_charged`] runs it, its rows charged to `charge`.
+pub async fn open<B: Backend>(
+    backend: &B,
+    statement: &Statement,
+    charge: &mut ResultCharge,
+) -> ExecResult<ResultCursor> {
+    match raw_select(statement) {
+        Some(query) => query::open_raw(backend, &query).await,
+        None => Ok(ResultCursor::built(
+            execute_charged(backend, statement, charge).await?,
+        )),
+    }
+}
+
+/// A raw SELECT's parts, borrowed from its statement.
+fn raw_select(statement: &Statement) -> Option<query::RawSelect<'_>> {
+    let Statement::Select {
+        from,
+        measurements,
+        range,
+        filter,
+        rows,
+        fill,
+        align_by_device,
+    } = statement
+    else {
+        return None;
+    };
+    Some(query::RawSelect {
+        from,
+        projection: measurements,
+        range: *range,
+        filter: filter.as_ref(),
+        rows: *rows,
+        fill: fill.as_ref(),
+        align_by_device: *align_by_device,
+    })
+}
+
 async fn run<B: Backend>(
     backend: &B,
     statement: &Statement,
@@ -428,25 +472,10 @@ async fn select<B: Backend>(
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     match statement {
-        Statement::Select {
-            from,
-            measurements,
-            range,
-            filter,
-            rows,
-            fill,
-            align_by_device,
-        } => {
-            let query = query::RawSelect {
-                from,
-                projection: measurements,
-                range: *range,
-                filter: filter.as_ref(),
-                rows: *rows,
-                fill: fill.as_ref(),
-                align_by_device: *align_by_device,
-            };
-            query::select_raw(backend, &query, charge).await
+        Statement::Select { .. } => {
+            let query = raw_select(statement).expect("a raw SELECT");
+            let cursor = query::open_raw(backend, &query).await?;
+            cursor.collect(backend, charge).await
         }
         Statement::SelectLast {
             from,
@@ -729,6 +758,8 @@ pub fn natural(literal: &Literal) -> Option<Value> {
 mod aggregate_tests;
 #[cfg(test)]
 mod backend_tests;
+#[cfg(test)]
+mod cursor_tests;
 #[cfg(test)]
 mod filter_tests;
 #[cfg(test)]

@@ -23,7 +23,7 @@ mod inserts;
 mod request;
 mod results;
 
-pub(crate) use crate::ops::sql::{delete_data, exec_status, run_statement, DataNodeBackend};
+pub(crate) use crate::ops::sql::{delete_data, exec_status, open_statement, DataNodeBackend};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -36,6 +36,7 @@ use iotdb_rpc::messages::{
     FetchResultsResp, GetTimeZoneResp, InsertTabletReq, OpenSessionResp, Status,
 };
 use runtime::ThriftConnection;
+use sql::exec::ResultCursor;
 use sql::{Backend, ExecError, OutcomeKind, TimeRange};
 use thrift_codec::{ApplicationError, MessageType, Protocol, Reader, TType, Writer};
 
@@ -474,16 +475,15 @@ impl Connection {
                     from: req.start_time,
                     to: req.end_time,
                 };
-                let mut charge = self.shared.clients.results.charge();
-                let outcome =
-                    sql::exec::raw_paths(self.backend(), &req.paths, range, &mut charge).await;
-                Answer::Execute(self.result(outcome, charge, req.fetch_size))
+                let charge = self.shared.clients.results.charge();
+                let cursor = sql::exec::open_raw_paths(self.backend(), &req.paths, range).await;
+                Answer::Execute(self.result(cursor, charge, req.fetch_size).await)
             }
             QueryCall::LastData(req) => {
                 let mut charge = self.shared.clients.results.charge();
                 let outcome =
                     sql::exec::last_paths(self.backend(), &req.paths, req.time, &mut charge).await;
-                Answer::Execute(self.result(outcome, charge, req.fetch_size))
+                Answer::Execute(self.built(outcome, charge, req.fetch_size).await)
             }
             QueryCall::Aggregation(req) => {
                 let mut charge = self.shared.clients.results.charge();
@@ -493,9 +493,9 @@ impl Connection {
                     }
                     Err(e) => Err(e),
                 };
-                Answer::Execute(self.result(outcome, charge, req.fetch_size))
+                Answer::Execute(self.built(outcome, charge, req.fetch_size).await)
             }
-            QueryCall::Fetch(req) => Answer::Fetch(self.fetch(req)),
+            QueryCall::Fetch(req) => Answer::Fetch(self.fetch(req).await),
             QueryCall::CloseOperation(req) => {
                 if let Some(query_id) = req.query_id {
                     let session = self.session.as_mut().expect("logged in");
@@ -625,8 +625,8 @@ impl Connection {
         let session = self.session.as_ref().expect("logged in");
         let mut charge = self.shared.clients.results.charge();
         if !session.table_model {
-            let outcome = run_statement(self.backend(), &req.statement, &mut charge).await;
-            return self.result(outcome, charge, req.fetch_size);
+            let cursor = open_statement(self.backend(), &req.statement, &mut charge).await;
+            return self.result(cursor, charge, req.fetch_size).await;
         }
         let outcome = match sql::parse_table_statement(&req.statement) {
             Ok(statement) => {
@@ -644,13 +644,13 @@ impl Connection {
                 self.session.as_mut().expect("logged in").database = Some(database.clone());
                 ExecuteStatementResp {
                     database: Some(database),
-                    ..self.result(Ok(outcome), charge, req.fetch_size)
+                    ..self.built(Ok(outcome), charge, req.fetch_size).await
                 }
             }
             Ok(sql::TableOutcome { outcome, .. }) => {
-                self.result(Ok(outcome), charge, req.fetch_size)
+                self.built(Ok(outcome), charge, req.fetch_size).await
             }
-            Err(e) => self.result(Err(e), charge, req.fetch_size),
+            Err(e) => self.built(Err(e), charge, req.fetch_size).await,
         }
     }
 
@@ -692,19 +692,30 @@ impl Connection {
         }
     }
 
-    /// A statement's outcome as an execute reply: a non-query's status, or a query's header and
-    /// first page, the rest kept for fetches.
-    fn result(
+    /// A result built whole as an execute reply (see [`Connection::result`]).
+    async fn built(
         &mut self,
         outcome: Result<sql::Outcome, ExecError>,
         charge: sql::ResultCharge,
         fetch_size: i32,
     ) -> ExecuteStatementResp {
-        let outcome = match outcome {
-            Ok(o) => o,
+        let cursor = outcome.map(ResultCursor::built);
+        self.result(cursor, charge, fetch_size).await
+    }
+
+    /// A statement's result as an execute reply: a non-query's status, or a query's header and
+    /// first page, the rest kept for fetches (a streamed result reads them as they are fetched).
+    async fn result(
+        &mut self,
+        cursor: Result<ResultCursor, ExecError>,
+        charge: sql::ResultCharge,
+        fetch_size: i32,
+    ) -> ExecuteStatementResp {
+        let cursor = match cursor {
+            Ok(c) => c,
             Err(e) => return failed(status_of(&e)),
         };
-        if outcome.kind == OutcomeKind::Done {
+        if cursor.kind == OutcomeKind::Done {
             return ExecuteStatementResp {
                 status: Status::ok(),
                 ..ExecuteStatementResp::default()
@@ -716,10 +727,17 @@ impl Connection {
             .query
             .dn_client_queries_per_connection_max
             .max(1) as usize;
-        let session = self.session.as_mut().expect("logged in");
         let page_bytes_max = self.shared.config.page_bytes_max();
-        let (header, mut pending) = Pending::new(outcome, charge);
-        let first = pending.next_page(results::page_rows(fetch_size), page_bytes_max);
+        let session = self.session.as_mut().expect("logged in");
+        let (header, mut pending) = Pending::new(cursor, charge);
+        let rows = results::page_rows(fetch_size);
+        let first = match pending
+            .next_page(&session.backend, rows, page_bytes_max)
+            .await
+        {
+            Ok(page) => page,
+            Err(e) => return failed(status_of(&e)),
+        };
         let query_id = session.next_query_id;
         session.next_query_id += 1;
         let more_data = !pending.is_done();
@@ -743,8 +761,9 @@ impl Connection {
         }
     }
 
-    /// The next page of a query; an unknown or finished one answers no rows and no more data.
-    fn fetch(&mut self, req: FetchResultsReq) -> FetchResultsResp {
+    /// The next page of a query; an unknown or finished one answers no rows and no more data. A
+    /// streamed query that fails reading its next page answers the failure and is closed.
+    async fn fetch(&mut self, req: FetchResultsReq) -> FetchResultsResp {
         let page_bytes_max = self.shared.config.page_bytes_max();
         let session = self.session.as_mut().expect("logged in");
         let Some(pending) = session.queries.get_mut(&req.query_id) else {
@@ -753,15 +772,24 @@ impl Connection {
                 ..FetchResultsResp::default()
             };
         };
-        let page = pending.next_page(results::page_rows(req.fetch_size), page_bytes_max);
-        let more_data = !pending.is_done();
+        let rows = results::page_rows(req.fetch_size);
+        let page = pending
+            .next_page(&session.backend, rows, page_bytes_max)
+            .await;
+        let more_data = page.is_ok() && !pending.is_done();
         if !more_data {
             session.queries.remove(&req.query_id);
         }
-        FetchResultsResp {
-            status: Status::ok(),
-            query_result: page.into_iter().collect(),
-            more_data,
+        match page {
+            Ok(page) => FetchResultsResp {
+                status: Status::ok(),
+                query_result: page.into_iter().collect(),
+                more_data,
+            },
+            Err(e) => FetchResultsResp {
+                status: status_of(&e),
+                ..FetchResultsResp::default()
+            },
         }
     }
 }

@@ -538,13 +538,8 @@ pub(crate) async fn delete_data(
     sql::delete_paths(backend, &patterns, start, end).await
 }
 
-/// Parses and runs the one statement of `text` over `backend` (IoTDB's clients and the gRPC
-/// session's ExecuteStatement alike), its result charged to `charge` as it is built.
-pub(crate) async fn run_statement(
-    backend: &DataNodeBackend,
-    text: &str,
-    charge: &mut sql::ResultCharge,
-) -> Result<sql::Outcome, ExecError> {
+/// The one statement of `text`, parsed (refused: none, several, or QUIT).
+fn one_statement(text: &str) -> Result<sql::Statement, ExecError> {
     let mut parsed = sql::parse_script(text, sql::Position::START);
     let statement = match (parsed.len(), parsed.pop()) {
         (1, Some(p)) => p.result?,
@@ -567,5 +562,24 @@ pub(crate) async fn run_statement(
             message: "QUIT ends a CLI session; it is no statement for the server".into(),
         });
     }
-    sql::execute_charged(backend, &statement, charge).await
+    Ok(statement)
+}
+
+/// Parses and runs the one statement of `text` over `backend` (IoTDB's clients and the gRPC
+/// session's ExecuteStatement alike), its result charged to `charge` as it is built.
+pub(crate) async fn run_statement(
+    backend: &DataNodeBackend,
+    text: &str,
+    charge: &mut sql::ResultCharge,
+) -> Result<sql::Outcome, ExecError> {
+    sql::execute_charged(backend, &one_statement(text)?, charge).await
+}
+
+/// [`run_statement`]'s result as a cursor: a raw SELECT reads its rows as they are paged.
+pub(crate) async fn open_statement(
+    backend: &DataNodeBackend,
+    text: &str,
+    charge: &mut sql::ResultCharge,
+) -> Result<sql::exec::ResultCursor, ExecError> {
+    sql::exec::open(backend, &one_statement(text)?, charge).await
 }

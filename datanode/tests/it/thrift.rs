@@ -225,6 +225,21 @@ impl Client {
         .await
     }
 
+    /// `closeOperation` of a query.
+    pub(crate) async fn close_operation(&mut self, query_id: i64) -> Reply {
+        self.call("closeOperation", |w| {
+            w.field_begin(TType::Struct, 1);
+            w.struct_begin();
+            w.field_begin(TType::I64, 1);
+            w.i64(4242);
+            w.field_begin(TType::I64, 2);
+            w.i64(query_id);
+            w.field_stop();
+            w.struct_end();
+        })
+        .await
+    }
+
     /// `insertTablet` of one INT64 column `s1` with values `t * 10` (a null at every third row).
     pub(crate) async fn insert_tablet(&mut self, device: &str, times: &[i64]) -> Reply {
         let mut values = Vec::new();

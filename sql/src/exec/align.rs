@@ -8,13 +8,11 @@
 use common::{DataType, StatusCode, Value};
 
 use super::analyze::{by_device, Series};
-use super::budget::{value_heap_bytes, ResultCharge};
-use super::fill;
+use super::cursor::ResultCursor;
 use super::filter::Filter;
-use super::join::{select_rows, too_many_rows, with_referenced};
-use super::{
-    Backend, Cell, ExecError, ExecResult, Outcome, DEVICE_COLUMN, RESULT_ROWS_MAX, TIME_COLUMN,
-};
+use super::join::with_referenced;
+use super::rows::{Part, RawRows, Shape};
+use super::{ExecError, ExecResult, DEVICE_COLUMN, TIME_COLUMN};
 use crate::expr::Expr;
 use crate::{Fill, RowWindow, TimeRange};
 
@@ -113,28 +111,18 @@ pub(super) struct RawQuery<'q> {
 }
 
 /// A raw query aligned by device: each device's series outer-joined on time (and filtered by
-/// that device's own columns), the devices' rows one after another.
-pub(super) async fn raw<B: Backend>(
-    backend: &B,
-    by_name: Vec<Vec<Series>>,
-    query: &RawQuery<'_>,
-    charge: &mut ResultCharge,
-) -> ExecResult<Outcome> {
-    let rows = query.rows;
-    let columns = Columns::of(&by_name)?.window(rows);
+/// that device's own columns), the devices' rows one after another, read as the cursor is asked
+/// for them.
+pub(super) fn raw(by_name: Vec<Vec<Series>>, query: &RawQuery<'_>) -> ExecResult<ResultCursor> {
+    let columns = Columns::of(&by_name)?.window(query.rows);
     let header = columns.header(true, |l, t| (l.to_string(), t));
-    let mut skip = rows.offset;
-    let mut left = rows.limit.unwrap_or(usize::MAX);
-    let mut out: Vec<Vec<Cell>> = Vec::new();
+    let mut parts = Vec::new();
     for (device, series) in by_device(by_name.into_iter().flatten().collect()) {
-        if left == 0 {
-            break;
-        }
         let (picked, slots) = columns.pick(series);
         if picked.is_empty() {
             continue;
         }
-        let output: Vec<usize> = (0..picked.len()).collect();
+        let outputs = picked.len();
         let (read, filter) = match query.filter {
             Some((expr, referenced)) => {
                 let referenced: Vec<Series> = referenced
@@ -148,62 +136,17 @@ pub(super) async fn raw<B: Backend>(
             }
             None => (picked, None),
         };
-        // The device's first `skip + left` rows in the order asked (all of them to FILL); the
-        // window is applied across devices here.
-        let window = RowWindow {
-            descending: rows.descending,
-            offset: 0,
-            limit: query.fill.is_none().then(|| skip.saturating_add(left)),
-            ..RowWindow::default()
-        };
-        let range = query.range;
-        let mut kept = select_rows(
-            backend,
-            &read,
-            &output,
-            range,
-            filter.as_ref(),
-            window,
-            charge,
-        )
-        .await?;
-        if let Some(how) = query.fill {
-            let types: Vec<DataType> = std::iter::once(DataType::Int64)
-                .chain(read[..output.len()].iter().map(|s| s.data_type))
-                .collect();
-            let values: Vec<usize> = (1..types.len()).collect();
-            fill::fill_rows(&mut kept, &types, &values, Some(0), how);
-        }
-        let device_cell = Value::Text(device);
-        for row in kept {
-            if skip > 0 {
-                skip -= 1;
-                continue;
-            }
-            if left == 0 {
-                break;
-            }
-            left -= 1;
-            charge.add(value_heap_bytes(&device_cell) + std::mem::size_of::<Cell>())?;
-            out.push(aligned_row(row, &device_cell, &slots, columns.len()));
-        }
-        if out.len() > RESULT_ROWS_MAX {
-            return Err(too_many_rows());
-        }
+        parts.push(Part {
+            read,
+            outputs,
+            filter,
+            shape: Shape::Device {
+                device: Value::Text(device),
+                slots,
+                width: columns.len(),
+            },
+        });
     }
-    Ok(Outcome::query(header, out))
-}
-
-/// A joined row (time, then one cell per picked series) as an aligned one: time, device, then
-/// each series' cell in its column.
-fn aligned_row(row: Vec<Cell>, device: &Value, slots: &[usize], width: usize) -> Vec<Cell> {
-    let mut cells = row.into_iter();
-    let mut aligned = Vec::with_capacity(width + 2);
-    aligned.push(cells.next().expect("a joined row starts with its time"));
-    aligned.push(Some(device.clone()));
-    aligned.resize(width + 2, None);
-    for (cell, slot) in cells.zip(slots) {
-        aligned[slot + 2] = cell;
-    }
-    aligned
+    let rows = RawRows::new(parts, query.range, query.rows, query.fill.cloned());
+    Ok(ResultCursor::raw(header, rows))
 }

@@ -108,6 +108,15 @@ impl ResultCharge {
         self.bytes
     }
 
+    /// Bytes this result may still be charged before its own bound refuses it (the node's
+    /// bound may refuse it sooner).
+    pub fn room(&self) -> usize {
+        match &self.budget {
+            Some(budget) => budget.result_bytes_max.saturating_sub(self.bytes),
+            None => usize::MAX,
+        }
+    }
+
     /// Charges `bytes` more, or refuses them (700 when this result would pass its own bound,
     /// 606 when all results of the node would pass theirs), charging nothing.
     pub fn add(&mut self, bytes: usize) -> ExecResult<()> {

@@ -1,16 +1,17 @@
-//! Series joined on time, one row at a time: each series is read a chunk at a time
+//! Series joined on time, one row at a time ([`Join`]): each series is read a chunk at a time
 //! ([`SeriesReader`]), and a row is made of the earliest time any series holds next (its time
 //! cell, then one cell per series, NULL where a series has no point then). Only one chunk per
-//! series is held; what it holds is charged while it is. A filter drops rows as they are made,
-//! so a filtered query reads its series whole but holds only the rows it keeps.
+//! series is held; what it holds is charged while it is, and chunks are shorter the more series
+//! a query joins. A filter drops rows as they are made, so a filtered query reads its series
+//! whole but holds only the rows it keeps.
 
 use common::{DataType, StatusCode, Value};
 
 use super::analyze::Series;
-use super::budget::{points_bytes, row_bytes, value_heap_bytes, ResultCharge};
+use super::budget::{points_bytes, value_heap_bytes, ResultCharge};
 use super::filter::Filter;
 use super::{Backend, Cell, ExecError, ExecResult, RESULT_ROWS_MAX};
-use crate::{RowWindow, TimeRange};
+use crate::TimeRange;
 
 pub(super) fn too_many_rows() -> ExecError {
     ExecError::refused(
@@ -24,13 +25,16 @@ pub(super) fn too_many_rows() -> ExecError {
 const CHUNK_POINTS_FIXED: usize = 65_536;
 /// Likewise for TEXT, STRING and BLOB values (up to 64 KiB each).
 const CHUNK_POINTS_VARIABLE: usize = 1024;
+/// Fewest points of a chunk of fixed-width values, however wide the query: a sealed page holds
+/// up to 10,000 points, and each chunk read decodes the pages it touches.
+const CHUNK_POINTS_MIN: usize = 256;
 
 /// The points of one series in a time range, read a chunk at a time in time order: the first
 /// `limit` of them, and a series with more than [`RESULT_ROWS_MAX`] there is refused, read no
 /// further than that.
-pub(super) struct SeriesReader<'s> {
-    device: &'s str,
-    measurement: &'s str,
+pub(super) struct SeriesReader {
+    device: String,
+    measurement: String,
     range: TimeRange,
     /// Points still to read (one past [`RESULT_ROWS_MAX`] at most, to see a series too long).
     left: usize,
@@ -40,14 +44,14 @@ pub(super) struct SeriesReader<'s> {
     bounded: bool,
 }
 
-impl<'s> SeriesReader<'s> {
+impl SeriesReader {
     pub(super) fn new(
-        device: &'s str,
-        measurement: &'s str,
+        device: &str,
+        measurement: &str,
         data_type: DataType,
         range: TimeRange,
         limit: usize,
-    ) -> SeriesReader<'s> {
+    ) -> SeriesReader {
         let chunk = match data_type {
             DataType::Text | DataType::String | DataType::Blob => CHUNK_POINTS_VARIABLE,
             _ => CHUNK_POINTS_FIXED,
@@ -58,8 +62,8 @@ impl<'s> SeriesReader<'s> {
             limit.min(RESULT_ROWS_MAX + 1)
         };
         SeriesReader {
-            device,
-            measurement,
+            device: device.to_string(),
+            measurement: measurement.to_string(),
             range,
             left,
             read: 0,
@@ -71,11 +75,11 @@ impl<'s> SeriesReader<'s> {
     /// A reader of every point in `range`, however many: for a filtered scan, whose rows are
     /// counted as they are kept.
     pub(super) fn scan(
-        device: &'s str,
-        measurement: &'s str,
+        device: &str,
+        measurement: &str,
         data_type: DataType,
         range: TimeRange,
-    ) -> SeriesReader<'s> {
+    ) -> SeriesReader {
         let mut reader = SeriesReader::new(device, measurement, data_type, range, 0);
         reader.bounded = false;
         reader.left = if range.is_empty() { 0 } else { usize::MAX };
@@ -93,8 +97,8 @@ impl<'s> SeriesReader<'s> {
         let asked = self.left.min(self.chunk);
         let points = backend
             .query_raw(
-                self.device,
-                self.measurement,
+                &self.device,
+                &self.measurement,
                 self.range.from,
                 self.range.to,
                 asked,
@@ -122,8 +126,8 @@ fn point_bytes(value: &Value) -> usize {
 }
 
 /// One series' place in a join.
-struct Cursor<'s> {
-    reader: SeriesReader<'s>,
+struct SeriesCursor {
+    reader: SeriesReader,
     data_type: DataType,
     chunk: std::vec::IntoIter<(i64, Value)>,
     /// What the chunk was charged.
@@ -133,7 +137,7 @@ struct Cursor<'s> {
     done: bool,
 }
 
-impl Cursor<'_> {
+impl SeriesCursor {
     /// The head's value, moved into a row: its share of the chunk's charge is given back (the
     /// row that takes it is charged for it), so a value is never charged twice.
     fn take(&mut self, charge: &mut ResultCharge) -> Cell {
@@ -170,120 +174,123 @@ impl Cursor<'_> {
     }
 }
 
+/// Points of a chunk for one of `series` series when a result has `room` bytes left: the
+/// chunks of all series together take at most half the room, within each type's bounds, so a
+/// wide query reads short chunks rather than being refused.
+fn chunk_points(data_type: DataType, series: usize, room: usize) -> usize {
+    let (min, max) = match data_type {
+        DataType::Text | DataType::String | DataType::Blob => (16, CHUNK_POINTS_VARIABLE),
+        _ => (CHUNK_POINTS_MIN, CHUNK_POINTS_FIXED),
+    };
+    let point = std::mem::size_of::<(i64, Value)>();
+    (room / 2 / series.max(1) / point).clamp(min, max)
+}
+
+/// Series outer-joined on time, a row at a time, those the filter keeps (all without one).
+pub(super) struct Join {
+    cursors: Vec<SeriesCursor>,
+    filter: Option<Filter>,
+}
+
+impl Join {
+    /// A join of `series` in `range`, each read up to `per_series` points (every point with a
+    /// filter), in chunks sized by what `charge` has room for. Nothing is read yet.
+    pub(super) fn new(
+        series: &[Series],
+        range: TimeRange,
+        per_series: usize,
+        filter: Option<Filter>,
+        charge: &ResultCharge,
+    ) -> Join {
+        let room = charge.room();
+        let cursors = series
+            .iter()
+            .map(|s| {
+                let mut reader = match filter {
+                    Some(_) => SeriesReader::scan(&s.device, &s.measurement, s.data_type, range),
+                    None => {
+                        SeriesReader::new(&s.device, &s.measurement, s.data_type, range, per_series)
+                    }
+                };
+                reader.bounded = false;
+                reader.chunk = chunk_points(s.data_type, series.len(), room);
+                SeriesCursor {
+                    reader,
+                    data_type: s.data_type,
+                    chunk: Vec::new().into_iter(),
+                    held: 0,
+                    head: None,
+                    done: false,
+                }
+            })
+            .collect();
+        Join { cursors, filter }
+    }
+
+    /// The next row the filter keeps: its time cell, then one cell per series (NULL where a
+    /// series has no point then); `None` once every series is spent. The row's values are no
+    /// longer charged as read points: the caller charges the row if it keeps it.
+    pub(super) async fn next<B: Backend>(
+        &mut self,
+        backend: &B,
+        charge: &mut ResultCharge,
+    ) -> ExecResult<Option<Vec<Cell>>> {
+        loop {
+            for cursor in &mut self.cursors {
+                cursor.fill(backend, charge).await?;
+            }
+            let Some(time) = self
+                .cursors
+                .iter()
+                .filter_map(|c| Some(c.head.as_ref()?.0))
+                .min()
+            else {
+                self.release(charge);
+                return Ok(None);
+            };
+            let mut row = Vec::with_capacity(self.cursors.len() + 1);
+            row.push(Some(Value::Int64(time)));
+            for cursor in &mut self.cursors {
+                let at_time = cursor.head.as_ref().is_some_and(|(t, _)| *t == time);
+                row.push(if at_time { cursor.take(charge) } else { None });
+            }
+            if self.filter.as_ref().is_some_and(|f| !f.keeps(&row)) {
+                continue;
+            }
+            return Ok(Some(row));
+        }
+    }
+
+    /// Gives back what the chunks still held are charged (the join reads no further).
+    pub(super) fn release(&mut self, charge: &mut ResultCharge) {
+        for cursor in &mut self.cursors {
+            charge.release(std::mem::take(&mut cursor.held));
+            cursor.chunk = Vec::new().into_iter();
+            cursor.head = None;
+            cursor.done = true;
+        }
+    }
+}
+
 /// Rows of `series` joined on time in `range`, those `filter` keeps (all without one), handed to
-/// `keep` in time order until it answers false. Each series is read up to `per_series` points;
-/// without a filter, a series with more points than a result may have rows is refused.
+/// `keep` in time order until it answers false. Each series is read up to `per_series` points.
 pub(super) async fn scan<B: Backend>(
     backend: &B,
     series: &[Series],
     range: TimeRange,
     per_series: usize,
-    filter: Option<&Filter>,
+    filter: Option<Filter>,
     charge: &mut ResultCharge,
     mut keep: impl FnMut(Vec<Cell>, &mut ResultCharge) -> ExecResult<bool>,
 ) -> ExecResult<()> {
-    let mut cursors: Vec<Cursor<'_>> = series
-        .iter()
-        .map(|s| {
-            let reader = match filter {
-                Some(_) => SeriesReader::scan(&s.device, &s.measurement, s.data_type, range),
-                None => {
-                    SeriesReader::new(&s.device, &s.measurement, s.data_type, range, per_series)
-                }
-            };
-            Cursor {
-                reader,
-                data_type: s.data_type,
-                chunk: Vec::new().into_iter(),
-                held: 0,
-                head: None,
-                done: false,
-            }
-        })
-        .collect();
-    loop {
-        for cursor in &mut cursors {
-            cursor.fill(backend, charge).await?;
-        }
-        let Some(time) = cursors
-            .iter()
-            .filter_map(|c| Some(c.head.as_ref()?.0))
-            .min()
-        else {
-            break;
-        };
-        let mut row = Vec::with_capacity(cursors.len() + 1);
-        row.push(Some(Value::Int64(time)));
-        for cursor in &mut cursors {
-            let at_time = cursor.head.as_ref().is_some_and(|(t, _)| *t == time);
-            row.push(if at_time { cursor.take(charge) } else { None });
-        }
-        if filter.is_some_and(|f| !f.keeps(&row)) {
-            continue;
-        }
+    let mut join = Join::new(series, range, per_series, filter, charge);
+    while let Some(row) = join.next(backend, charge).await? {
         if !keep(row, charge)? {
             break;
         }
     }
-    for cursor in &mut cursors {
-        charge.release(std::mem::take(&mut cursor.held));
-    }
+    join.release(charge);
     Ok(())
-}
-
-/// The rows `rows` picks of `read` joined on time (those `filter` keeps), each as its time and
-/// the cells of `output` (indices into `read`), charged as they are kept.
-///
-/// In time order each series is read only as far as the rows kept need (without a filter, the
-/// first `offset + limit` rows' times are among each series' first `offset + limit` points);
-/// newest first, or with a filter, every series is read whole.
-pub(super) async fn select_rows<B: Backend>(
-    backend: &B,
-    read: &[Series],
-    output: &[usize],
-    range: TimeRange,
-    filter: Option<&Filter>,
-    rows: RowWindow,
-    charge: &mut ResultCharge,
-) -> ExecResult<Vec<Vec<Cell>>> {
-    let per_series = match rows.limit {
-        Some(limit) if !rows.descending => rows.offset.saturating_add(limit),
-        _ => RESULT_ROWS_MAX,
-    };
-    let limit = rows.limit.unwrap_or(usize::MAX);
-    let mut skip = if rows.descending { 0 } else { rows.offset };
-    let identity = output.len() == read.len() && output.iter().enumerate().all(|(i, o)| i == *o);
-    let mut kept: Vec<Vec<Cell>> = Vec::new();
-    let take = |row: Vec<Cell>, charge: &mut ResultCharge| {
-        if skip > 0 {
-            skip -= 1;
-            return Ok(true);
-        }
-        if !rows.descending && kept.len() >= limit {
-            return Ok(false);
-        }
-        let row = if identity { row } else { project(row, output) };
-        charge.add(row_bytes(&row))?;
-        kept.push(row);
-        if kept.len() > RESULT_ROWS_MAX {
-            return Err(too_many_rows());
-        }
-        Ok(rows.descending || kept.len() < limit)
-    };
-    scan(backend, read, range, per_series, filter, charge, take).await?;
-    if rows.descending {
-        kept.reverse();
-        kept = rows.page(kept);
-    }
-    Ok(kept)
-}
-
-/// A joined row's time and the cells of `output`.
-fn project(mut row: Vec<Cell>, output: &[usize]) -> Vec<Cell> {
-    let mut projected = Vec::with_capacity(output.len() + 1);
-    projected.push(row[0].take());
-    projected.extend(output.iter().map(|i| row[i + 1].take()));
-    projected
 }
 
 /// `read` with the series of `referenced` it lacks appended (a filter's columns that are not

@@ -1,14 +1,17 @@
-//! Queries of the tree model: raw SELECT (series joined on time by [`super::join`]), SELECT
-//! LAST, and IoTDB's raw and last data queries by path (aggregations are [`super::aggregate`]'s).
-//! Series are read a chunk at a time ([`super::join::SeriesReader`]) and rows are charged to the result's [`ResultCharge`] as they are built,
-//! so a query too large for memory is refused while it is built (REVIEW N5).
+//! Queries of the tree model: raw SELECT (series joined on time by [`super::join`], read as
+//! their cursor is asked, [`super::rows`]), SELECT LAST, and IoTDB's raw and last data queries
+//! by path (aggregations are [`super::aggregate`]'s). Rows are charged to the result's
+//! [`ResultCharge`] as they are held, so a query too large for memory is refused rather than
+//! running the node out of it (REVIEW N5).
 
 use common::{DataType, Value};
 
 use super::analyze::{self, Series};
 use super::budget::ResultCharge;
+use super::cursor::ResultCursor;
 use super::filter::Filter;
-use super::{align, fill, join, outcome_bytes, show, Backend, ExecResult, Outcome, TIME_COLUMN};
+use super::rows::{Part, RawRows, Shape};
+use super::{align, join, outcome_bytes, show, Backend, ExecResult, Outcome, TIME_COLUMN};
 use crate::expr::Expr;
 use crate::{Fill, PathPattern, Projection, RowWindow, TimeRange};
 
@@ -25,12 +28,11 @@ pub(super) struct RawSelect<'q> {
 }
 
 /// `Time` and one column per series, outer-joined on time, the rows `filter` keeps; ALIGN BY
-/// DEVICE's shape with `align_by_device`.
-pub(super) async fn select_raw<B: Backend>(
+/// DEVICE's shape with `align_by_device`. The rows are read as the cursor is asked for them.
+pub(super) async fn open_raw<B: Backend>(
     backend: &B,
     query: &RawSelect<'_>,
-    charge: &mut ResultCharge,
-) -> ExecResult<Outcome> {
+) -> ExecResult<ResultCursor> {
     let RawSelect {
         from,
         projection,
@@ -53,41 +55,25 @@ pub(super) async fn select_raw<B: Backend>(
             rows,
             fill,
         };
-        return align::raw(backend, by_name, &query, charge).await;
+        return align::raw(by_name, &query);
     }
     let series = rows.series(analyze::expand_projection(backend, from, projection).await?);
     let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
     header.extend(series.iter().map(|s| (s.path(), s.data_type)));
-    let output: Vec<usize> = (0..series.len()).collect();
+    let outputs = series.len();
     let read = join::with_referenced(series, &referenced);
     let filter = match filter {
         Some(expr) => Some(Filter::over(expr, &read, &referenced)?),
         None => None,
     };
-    // FILL reads every row and fills before OFFSET and LIMIT pick from them.
-    let picked = match fill {
-        Some(_) => RowWindow {
-            descending: rows.descending,
-            ..RowWindow::default()
-        },
-        None => rows,
+    let part = Part {
+        read,
+        outputs,
+        filter,
+        shape: Shape::Time,
     };
-    let kept = join::select_rows(
-        backend,
-        &read,
-        &output,
-        range,
-        filter.as_ref(),
-        picked,
-        charge,
-    )
-    .await?;
-    let mut outcome = Outcome::query(header, kept);
-    if let Some(how) = fill {
-        fill::fill(&mut outcome, how);
-        outcome.rows = rows.page(std::mem::take(&mut outcome.rows));
-    }
-    Ok(outcome)
+    let rows = RawRows::new(vec![part], range, rows, fill.cloned());
+    Ok(ResultCursor::raw(header, rows))
 }
 
 /// The series a filter's names name under `from`, each labelled by its name.
@@ -105,15 +91,34 @@ pub(super) async fn referenced_series<B: Backend>(
 }
 
 /// IoTDB's raw data query (`executeRawDataQuery`): `Time` and one column per existing series of
-/// the full `paths`, in `[from, to)`.
+/// the full `paths`, in `[from, to)`, read as the cursor is asked for them.
+pub async fn open_raw_paths<B: Backend>(
+    backend: &B,
+    paths: &[String],
+    range: TimeRange,
+) -> ExecResult<ResultCursor> {
+    let series = analyze::resolve_paths(backend, paths).await?;
+    let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
+    header.extend(series.iter().map(|s| (s.path(), s.data_type)));
+    let part = Part {
+        outputs: series.len(),
+        read: series,
+        filter: None,
+        shape: Shape::Time,
+    };
+    let rows = RawRows::new(vec![part], range, RowWindow::default(), None);
+    Ok(ResultCursor::raw(header, rows))
+}
+
+/// [`open_raw_paths`]'s result whole, charged to `charge`.
 pub async fn raw_paths<B: Backend>(
     backend: &B,
     paths: &[String],
     range: TimeRange,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
-    let series = analyze::resolve_paths(backend, paths).await?;
-    let outcome = join(backend, &series, range, RowWindow::default(), charge).await?;
+    let cursor = open_raw_paths(backend, paths, range).await?;
+    let outcome = cursor.collect(backend, charge).await?;
     charge.settle(outcome_bytes(&outcome))?;
     Ok(outcome)
 }
@@ -130,21 +135,6 @@ pub async fn last_paths<B: Backend>(
     let outcome = last(backend, &series, since).await?;
     charge.settle(outcome_bytes(&outcome))?;
     Ok(outcome)
-}
-
-/// `Time` and one column per series, outer-joined on time, the rows `rows` picks.
-async fn join<B: Backend>(
-    backend: &B,
-    series: &[Series],
-    range: TimeRange,
-    rows: RowWindow,
-    charge: &mut ResultCharge,
-) -> ExecResult<Outcome> {
-    let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
-    header.extend(series.iter().map(|s| (s.path(), s.data_type)));
-    let output: Vec<usize> = (0..series.len()).collect();
-    let kept = join::select_rows(backend, series, &output, range, None, rows, charge).await?;
-    Ok(Outcome::query(header, kept))
 }
 
 /// IoTDB's last query: `Time`, `Timeseries`, `Value` (as text), `DataType`, one row per series

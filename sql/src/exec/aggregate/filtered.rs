@@ -86,7 +86,7 @@ pub(super) async fn fetch<B: Backend>(
             &read,
             range,
             usize::MAX,
-            Some(&filter),
+            Some(filter),
             charge,
             fold,
         )
