@@ -18,6 +18,8 @@ pub struct DatabaseView {
     pub time_partition_origin_ms: i64,
     /// The length of a time partition, in ms.
     pub time_partition_interval_ms: i64,
+    /// A table-model database: only tables live in it, and tree statements do not see it.
+    pub table_model: bool,
 }
 
 /// `SHOW DATABASES` as the ConfigNode answers it: every database, and the cluster-wide settings
@@ -27,6 +29,8 @@ pub struct DatabasesView {
     /// Each database's path and time to live in ms (`None` when none is set, IoTDB's INF), in
     /// the ConfigNode's order.
     pub databases: Vec<(String, Option<i64>)>,
+    /// Those of `databases` that are table-model databases.
+    pub table_databases: std::collections::BTreeSet<String>,
     /// The metadata's replicas: the ConfigNodes.
     pub schema_replication_factor: u32,
     /// The replicas of each data region.
@@ -45,6 +49,7 @@ impl DatabasesView {
         self.databases
             .into_iter()
             .map(|(name, ttl_ms)| DatabaseView {
+                table_model: self.table_databases.contains(&name),
                 name,
                 ttl_ms,
                 schema_replication_factor: self.schema_replication_factor,
@@ -75,6 +80,9 @@ pub struct TimeseriesView {
     pub compressor: String,
     /// Its alias, tags and attributes.
     pub meta: SeriesMeta,
+    /// Its database is the table model's: the series is a table's column on one of its
+    /// devices, which tree statements do not see.
+    pub table_model: bool,
 }
 
 /// A series' alias, tags and attributes, as IoTDB's `createTimeseries` declares them: the alias

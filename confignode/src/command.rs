@@ -163,6 +163,9 @@ pub enum Command {
     CreateDatabase {
         /// e.g. `root.sg`.
         database: String,
+        /// A table-model database (the table model's `CREATE DATABASE`): only tables live in
+        /// it, and tree statements do not see it.
+        table_model: bool,
     },
     /// Creates series. With `auto_create`, existing series with the same type are skipped and a
     /// missing database is created at level 1 (`root.<first>`); without, an existing series is
@@ -353,6 +356,8 @@ mod kind {
     pub const CREATE_TABLE_SERIES: u8 = 24;
     /// SET_DEVICE_ATTRIBUTES preceded by the table version it was derived from.
     pub const SET_TABLE_DEVICE_ATTRIBUTES: u8 = 25;
+    /// CREATE_DATABASE of a table-model database.
+    pub const CREATE_TABLE_DATABASE: u8 = 26;
 }
 
 mod kinds;
@@ -414,7 +419,9 @@ impl Command {
             kind::CONFIRM_INCARNATION => kinds::decode_confirm_incarnation(&mut r)?,
             kind::SET_DATA_NODE_STATUS => kinds::decode_set_data_node_status(&mut r)?,
             kind::REMOVE_DATA_NODE => kinds::decode_remove_data_node(&mut r)?,
-            kind::CREATE_DATABASE => kinds::decode_create_database(&mut r)?,
+            k @ (kind::CREATE_DATABASE | kind::CREATE_TABLE_DATABASE) => {
+                kinds::decode_create_database(&mut r, k)?
+            }
             k @ (kind::CREATE_TIMESERIES
             | kind::CREATE_TIMESERIES_WITH_CODECS
             | kind::CREATE_TIMESERIES_WITH_META) => kinds::decode_create_timeseries(&mut r, k)?,

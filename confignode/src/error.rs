@@ -25,6 +25,10 @@ pub enum MetadataError {
     /// The database exists already.
     #[error("database {0} already exists")]
     DatabaseExists(String),
+    /// The path lies in a database of the other model: a tree series or write in a table-model
+    /// database, or a table in a tree database (the models keep their namespaces apart).
+    #[error("{0}")]
+    WrongModel(String),
     /// A database would nest inside another one.
     #[error("database {0} overlaps database {1}")]
     DatabaseOverlap(String, String),
@@ -151,6 +155,7 @@ impl MetadataError {
             | MetadataError::Decode(_)
             | MetadataError::PartitionsLimit { .. }
             | MetadataError::IllegalTtl(_)
+            | MetadataError::WrongModel(_)
             | MetadataError::IllegalUser(_) => StatusCode::IllegalParameter,
             MetadataError::UserExists(_) => StatusCode::UserAlreadyExist,
             MetadataError::UserNotFound(_) => StatusCode::UserNotExist,

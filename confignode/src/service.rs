@@ -467,10 +467,16 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         &self,
         request: Request<proto::CreateDatabaseReq>,
     ) -> RpcResult<proto::Status> {
-        let database = request.into_inner().database;
+        let proto::CreateDatabaseReq {
+            database,
+            table_model,
+        } = request.into_inner();
         Ok(Response::new(
-            self.propose_for_status(Command::CreateDatabase { database })
-                .await,
+            self.propose_for_status(Command::CreateDatabase {
+                database,
+                table_model,
+            })
+            .await,
         ))
     }
 
@@ -612,6 +618,9 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         Ok(Response::new(proto::ShowDatabasesResp {
             status: Some(status_ok()),
             ttl_ms: shown.iter().map(|d| state.ttl_ms(d).unwrap_or(0)).collect(),
+            table_model: proto::views::table_model_list(
+                shown.iter().map(|d| state.is_table_database(d)),
+            ),
             databases: shown.into_iter().map(str::to_string).collect(),
             schema_replication_factor: self.shared.group.members().len() as u32,
             data_replication_factor: config.partitioning.data_replication_factor,
@@ -660,6 +669,9 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
                     alias: meta.alias.unwrap_or_default(),
                     tags: meta.tags,
                     attributes: meta.attributes,
+                    table_model: state
+                        .database_of(d)
+                        .is_some_and(|(db, _)| state.is_table_database(db)),
                 }
             })
             .collect();
@@ -1134,7 +1146,10 @@ impl ConfigNodeServiceImpl {
             match self
                 .shared
                 .group
-                .propose(Command::CreateDatabase { database })
+                .propose(Command::CreateDatabase {
+                    database,
+                    table_model: false,
+                })
                 .await
             {
                 Ok(_) => {}
@@ -1317,6 +1332,7 @@ fn device_schema(state: &MetadataState, d: &proto::DeviceSchemaRequest) -> proto
         device: d.device.clone(),
         database: database.unwrap_or_default().to_string(),
         ttl_ms: database.and_then(|db| state.ttl_ms(db)).unwrap_or(0),
+        table_model: database.is_some_and(|db| state.is_table_database(db)),
         measurements: usable
             .into_iter()
             .filter(|(m, _)| requested(m) || aliases.iter().any(|a| a.measurement == *m))

@@ -93,6 +93,7 @@ mod tests {
         let mut leader = MetadataStateMachine::new(Arc::default());
         let create = Command::CreateDatabase {
             database: "root.sg".into(),
+            table_model: false,
         };
         leader.apply(1, &create.encode()).unwrap();
         leader.note_applied(2);

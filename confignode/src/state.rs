@@ -141,6 +141,9 @@ pub struct MetadataState {
     /// (database, table) → a table of the table model (`common::table`), with the attributes of
     /// its devices.
     tables: BTreeMap<(String, String), TableRecord>,
+    /// The databases of `databases` that are the table model's: tables live in them, tree
+    /// series do not (the models keep their namespaces apart, as in IoTDB).
+    table_databases: BTreeSet<String>,
 }
 
 /// The next id of each kind the state hands out (1 in a new state; never reused).
@@ -267,6 +270,11 @@ impl MetadataState {
     /// Databases with their pending-delete flag.
     pub fn databases(&self) -> impl Iterator<Item = (&str, bool)> {
         self.databases.iter().map(|(d, p)| (d.as_str(), *p))
+    }
+
+    /// Whether `database` is a table-model database.
+    pub fn is_table_database(&self, database: &str) -> bool {
+        self.table_databases.contains(database)
     }
 
     /// The time to live of `database` in ms, if one is set.
@@ -476,14 +484,17 @@ impl MetadataState {
                 data_node_id,
                 status,
             } => self.set_data_node_status(data_node_id, status),
-            Command::CreateDatabase { database } => {
-                self.create_database(database)?;
+            Command::CreateDatabase {
+                database,
+                table_model,
+            } => {
+                self.create_database(database, *table_model)?;
                 Ok(CommandResult::Done)
             }
             Command::CreateTimeseries {
                 series,
                 auto_create,
-            } => self.create_timeseries(series, *auto_create),
+            } => self.create_series(series, *auto_create, false),
             Command::AllocatePartitions {
                 database,
                 slots,
@@ -546,7 +557,7 @@ impl MetadataState {
         }
     }
 
-    fn create_database(&mut self, database: &str) -> Result<(), MetadataError> {
+    fn create_database(&mut self, database: &str, table_model: bool) -> Result<(), MetadataError> {
         DatabasePath::parse(database, PATH_BYTES_MAX).map_err(illegal)?;
         if let Some(pending) = self.databases.get(database) {
             return Err(if *pending {
@@ -566,14 +577,20 @@ impl MetadataState {
             ));
         }
         self.databases.insert(database.to_string(), false);
+        if table_model {
+            self.table_databases.insert(database.to_string());
+        }
         self.bump();
         Ok(())
     }
 
-    fn create_timeseries(
+    /// Creates `series`: the tree model's (`table` false), refused in a table-model database,
+    /// or a table's, which [`MetadataState::create_table_series`] checked lie under it.
+    fn create_series(
         &mut self,
         series: &[SeriesSpec],
         auto_create: bool,
+        table: bool,
     ) -> Result<CommandResult, MetadataError> {
         // Validate everything first so that a refused command changes nothing.
         let mut new_databases = BTreeSet::new();
@@ -592,6 +609,12 @@ impl MetadataState {
             }
             match self.database_of(&s.device) {
                 Some((db, true)) => return Err(MetadataError::PendingDelete(db.to_string())),
+                Some((db, _)) if !table && self.is_table_database(db) => {
+                    return Err(MetadataError::WrongModel(format!(
+                        "{db} is a table-model database: its series are its tables' columns, \
+                         written and read with the table model"
+                    )))
+                }
                 Some(_) => {}
                 None if auto_create => {
                     let level1 = device.level1_database().into_string();
@@ -627,7 +650,7 @@ impl MetadataState {
         }
         for db in new_databases {
             // Checked above: no database covers or lies inside it, so this cannot fail.
-            self.create_database(&db)
+            self.create_database(&db, false)
                 .unwrap_or_else(|e| panic!("auto-creating checked database {db}: {e}"));
         }
         let mut changed = false;

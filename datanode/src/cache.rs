@@ -36,6 +36,8 @@ pub struct DeviceSchema {
     /// database's entries on every DataNode before it is acknowledged, so a cached value is
     /// never older than an acknowledged SET TTL.
     pub ttl_ms: Option<i64>,
+    /// The database is the table model's: only a table write may write the device.
+    pub table_model: bool,
 }
 
 impl DeviceSchema {
@@ -409,6 +411,7 @@ mod tests {
             aliases: BTreeMap::new(),
             version: 1,
             ttl_ms: None,
+            table_model: false,
         };
         assert!(cache.put_schema(g, "root.sg.d1", schema.clone()));
         assert_eq!(cache.schema("root.sg.d1").unwrap(), Some(schema.clone()));
@@ -473,6 +476,7 @@ mod tests {
             aliases: BTreeMap::new(),
             version: 1,
             ttl_ms: None,
+            table_model: false,
         };
         for d in ["root.db.t", "root.db.t.-a", "root.db.tx.-a", "root.db.u.-a"] {
             assert!(cache.put_schema(g, d, device("root.db")));
@@ -510,6 +514,7 @@ mod tests {
             aliases: BTreeMap::new(),
             version: 1,
             ttl_ms: None,
+            table_model: false,
         };
         cache.put_schema(g, "root.sg.d1", schema);
         cache.invalidate(&[], &[("root.sg.d1".into(), "s1".into())], &[]);
@@ -529,6 +534,7 @@ mod tests {
             aliases: BTreeMap::new(),
             version,
             ttl_ms: None,
+            table_model: false,
         };
         assert!(cache.put_schema(g, "root.sg.old", schema(3)));
         assert!(cache.put_schema(g, "root.sg.new", schema(12)));

@@ -18,10 +18,11 @@ pub fn split_series_path(path: &str) -> Option<(String, String)> {
     }
 }
 
-/// `CREATE DATABASE`.
-pub fn create_database(database: &str) -> Statement {
+/// `CREATE DATABASE`: of the table model (a database only tables live in) with `table_model`.
+pub fn create_database(database: &str, table_model: bool) -> Statement {
     Statement::CreateDatabase(proto::CreateDatabaseReq {
         database: database.into(),
+        table_model,
     })
 }
 

@@ -23,7 +23,21 @@ impl TryFrom<crate::ShowDatabasesResp> for DatabasesView {
                 to: "databases",
             });
         }
+        if !r.table_model.is_empty() && r.table_model.len() != r.databases.len() {
+            return Err(crate::Error::NotParallel {
+                list: "table_model",
+                to: "databases",
+            });
+        }
+        let table_databases = r
+            .databases
+            .iter()
+            .zip(&r.table_model)
+            .filter(|(_, table)| **table)
+            .map(|(name, _)| name.clone())
+            .collect();
         Ok(DatabasesView {
+            table_databases,
             databases: r
                 .databases
                 .into_iter()
@@ -58,6 +72,7 @@ impl TryFrom<crate::TimeseriesInfo> for TimeseriesView {
                 tags: s.tags,
                 attributes: s.attributes,
             },
+            table_model: s.table_model,
         })
     }
 }
@@ -178,8 +193,24 @@ fn endpoint_of(address: &str) -> Option<crate::Endpoint> {
     })
 }
 
+/// `ShowDatabasesResp.table_model` of databases whose flags are `flags`: empty when none is a
+/// table-model database (as an answer from before the flag reads).
+pub fn table_model_list(flags: impl Iterator<Item = bool>) -> Vec<bool> {
+    let flags: Vec<bool> = flags.collect();
+    if flags.iter().any(|f| *f) {
+        flags
+    } else {
+        Vec::new()
+    }
+}
+
 impl From<DatabasesView> for crate::ShowDatabasesResp {
     fn from(v: DatabasesView) -> Self {
+        let table_model = table_model_list(
+            v.databases
+                .iter()
+                .map(|(name, _)| v.table_databases.contains(name)),
+        );
         let (databases, ttl_ms) = v
             .databases
             .into_iter()
@@ -189,6 +220,7 @@ impl From<DatabasesView> for crate::ShowDatabasesResp {
             status: ok(),
             databases,
             ttl_ms,
+            table_model,
             schema_replication_factor: v.schema_replication_factor,
             data_replication_factor: v.data_replication_factor,
             time_partition_origin_ms: v.time_partition_origin_ms,
@@ -211,6 +243,7 @@ impl From<TimeseriesView> for crate::TimeseriesInfo {
             alias: s.meta.alias.unwrap_or_default(),
             tags: s.meta.tags,
             attributes: s.meta.attributes,
+            table_model: s.table_model,
         }
     }
 }
@@ -373,6 +406,7 @@ mod tests {
             status: ok(),
             databases: names.iter().map(|(n, _)| n.to_string()).collect(),
             ttl_ms: names.iter().map(|(_, t)| *t).collect(),
+            table_model: Vec::new(),
             schema_replication_factor: 3,
             data_replication_factor: 2,
             time_partition_origin_ms: -5,
@@ -390,6 +424,14 @@ mod tests {
             let view = DatabasesView::try_from(wire.clone()).unwrap();
             assert_eq!(ShowDatabasesResp::from(view), wire);
         }
+        let mut tables = databases(&[("root.a", 0), ("root.t", 0)]);
+        tables.table_model = vec![false, true];
+        let view = DatabasesView::try_from(tables.clone()).unwrap();
+        assert_eq!(ShowDatabasesResp::from(view.clone()), tables);
+        let rows = view.into_rows();
+        assert_eq!((rows[0].table_model, rows[1].table_model), (false, true));
+        tables.table_model = vec![true];
+        assert!(DatabasesView::try_from(tables).is_err(), "not parallel");
         let view = DatabasesView::try_from(databases(&[("root.a", 0), ("root.b", 7)])).unwrap();
         let rows = view.into_rows();
         assert_eq!(rows[0].ttl_ms, None);
@@ -422,6 +464,7 @@ mod tests {
                     alias: "temp".into(),
                     tags: [("unit".to_string(), "C".to_string())].into(),
                     attributes: [("room".to_string(), "3".to_string())].into(),
+                    table_model: true,
                 },
                 TimeseriesInfo {
                     database: "root.sg".into(),

@@ -496,7 +496,8 @@ impl Session {
 
     /// `CREATE DATABASE root.sg`.
     pub async fn create_database(&self, database: &str) -> Result<()> {
-        self.schema(statements::create_database(database)).await
+        self.schema(statements::create_database(database, false))
+            .await
     }
 
     /// `DROP DATABASE root.sg`.

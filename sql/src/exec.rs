@@ -76,7 +76,11 @@ pub type Cell = Option<Value>;
 /// [`ExecError`] with the status code the answer carried.
 pub trait Backend: Sync {
     /// `CREATE DATABASE`.
-    fn create_database(&self, database: &str) -> impl Future<Output = ExecResult<()>> + Send;
+    fn create_database(
+        &self,
+        database: &str,
+        table_model: bool,
+    ) -> impl Future<Output = ExecResult<()>> + Send;
     /// `DROP DATABASE`.
     fn drop_database(&self, database: &str) -> impl Future<Output = ExecResult<()>> + Send;
     /// `SET TTL`.
@@ -106,7 +110,9 @@ pub trait Backend: Sync {
     ) -> impl Future<Output = ExecResult<()>> + Send;
     /// Writes one tablet (atomically per region, as every write).
     fn insert_tablet(&self, tablet: Tablet) -> impl Future<Output = ExecResult<()>> + Send;
-    /// The types of those of `measurements` of `device` that exist, in the order named.
+    /// The types of those of `measurements` of `device` that exist in the tree model, in the
+    /// order named: a device of a table-model database has none here (the models keep their
+    /// namespaces apart).
     fn series_types(
         &self,
         device: &str,
@@ -409,8 +415,10 @@ async fn run<B: Backend>(
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     match statement {
-        Statement::CreateDatabase { database } => done(backend.create_database(database)).await,
-        Statement::DropDatabase { database } => done(backend.drop_database(database)).await,
+        Statement::CreateDatabase { database } => {
+            done(backend.create_database(database, false)).await
+        }
+        Statement::DropDatabase { database } => done(drop_tree_database(backend, database)).await,
         Statement::SetTtl { database, ttl_ms } => done(backend.set_ttl(database, *ttl_ms)).await,
         Statement::UnsetTtl { database } => done(backend.unset_ttl(database)).await,
         Statement::RemoveDataNode { data_node_id } => {
@@ -583,12 +591,43 @@ pub async fn delete_paths<B: Backend>(
 /// The series of `device` (exactly that device), in the server's order; series being deleted
 /// are left out.
 async fn device_views<B: Backend>(backend: &B, device: &str) -> ExecResult<Vec<TimeseriesView>> {
-    Ok(backend
-        .show_timeseries(&format!("{device}."))
+    Ok(tree_series(backend, &format!("{device}."))
         .await?
         .into_iter()
         .filter(|s| s.device == device && !s.pending_delete)
         .collect())
+}
+
+/// The series under `prefix` that tree statements see: those of tree-model databases (a table's
+/// columns on its devices belong to the table model, as in IoTDB).
+async fn tree_series<B: Backend>(backend: &B, prefix: &str) -> ExecResult<Vec<TimeseriesView>> {
+    let mut series = backend.show_timeseries(prefix).await?;
+    series.retain(|s| !s.table_model);
+    Ok(series)
+}
+
+/// The databases tree statements see: the tree model's.
+async fn tree_databases<B: Backend>(backend: &B) -> ExecResult<Vec<DatabaseView>> {
+    let mut databases = backend.show_databases().await?;
+    databases.retain(|d| !d.table_model);
+    Ok(databases)
+}
+
+/// DROP DATABASE of the tree model (the statement and IoTDB's `deleteStorageGroups`): a
+/// table-model database is the table model's to drop.
+pub async fn drop_tree_database<B: Backend>(backend: &B, database: &str) -> ExecResult<()> {
+    let table_model = backend
+        .show_databases()
+        .await?
+        .iter()
+        .any(|d| d.name == database && d.table_model);
+    if table_model {
+        return Err(ExecError::refused(
+            StatusCode::IllegalParameter,
+            format!("{database} is a table-model database: drop it with the table model"),
+        ));
+    }
+    backend.drop_database(database).await
 }
 
 /// [`device_views`]' measurements and their types.

@@ -1211,12 +1211,21 @@ class RedirectionTest(FencepostTestCase):
 class TableModelTest(FencepostTestCase):
     """IoTDB's table model through the 2.0.11 TableSession: table_model_session_example.py's flow
     (with the wheel's ColumnType names TAG/ATTRIBUTE/FIELD), then reads that check every value.
-    The table database `py_<test>` is the tree database root.py_<test>, which setUp and the
-    clean-up drop."""
+    The table database `py_<test>` lies at root.py_<test>, which the tree model does not see:
+    setUp and the clean-up drop it with the table model."""
 
     manages_own_database = (
         "test_table_session_example", "test_table_session_pool_and_ttl", "test_table_delete_and_drop_table",
     )
+
+    def _drop_quietly(self, database):
+        """The tree model cannot drop a table-model database: DROP DATABASE of the table model."""
+        super()._drop_quietly(database)
+        try:
+            session = self.table_session()
+            session.execute_non_query_statement(f"DROP DATABASE IF EXISTS {database[len('root.'):]}")
+        except Exception:
+            pass
 
     def table_session(self, database=None, endpoints=None):
         urls = [f"{h}:{p}" for h, p in (endpoints or ENDPOINTS[:1])]
@@ -1326,9 +1335,29 @@ class TableModelTest(FencepostTestCase):
             with self.assertRaises(StatementExecutionException, msg=sql) as caught:
                 read_all(reader.execute_query_statement(sql))
             self.assertIn(code, str(caught.exception), sql)
-        # The tree model sees the table's devices as ordinary series (their tag values escaped).
+        # The models keep their namespaces apart (issue 40): the tree model sees none of the
+        # table database's devices or series, cannot write into it, and cannot drop it.
+        tree_databases = [v[0] for _, v in self.query("SHOW DATABASES").rows]
+        self.assertNotIn(f"root.{name}", tree_databases)
+        devices = [v[0] for _, v in self.query("SHOW DEVICES").rows]
+        self.assertFalse([d for d in devices if d.startswith(f"root.{name}.")], devices)
+        self.assertEqual([v for _, v in self.query(f"COUNT TIMESERIES root.{name}.**").rows], [[0]])
         tree = read_all(self.session.execute_raw_data_query([f"root.{name}.table5.-id_3A7.m1"], 0, 1000))
-        self.assertEqual(tree.rows, [(7, [7.0])])
+        self.assertEqual(tree.rows, [])
+        with self.assertRaises(Exception) as caught:
+            self.session.insert_record(f"root.{name}.table5.-id_3A7", 5, ["m1"], [TSDataType.DOUBLE], [5.0])
+        self.assertIn("table-model database", str(caught.exception))
+        with self.assertRaises(Exception) as caught:
+            self.session.execute_non_query_statement(f"DROP DATABASE root.{name}")
+        self.assertIn("table-model database", str(caught.exception))
+        # And the table model sees none of the tree's databases.
+        self.session.set_storage_group(f"root.{name}_tree")
+        self.addCleanup(self._drop_quietly, f"root.{name}_tree")
+        table_databases = [v[0] for _, v in read_all(session.execute_query_statement("SHOW DATABASES")).rows]
+        self.assertIn(name, table_databases)
+        self.assertNotIn(f"{name}_tree", table_databases)
+        with self.assertRaises(StatementExecutionException):
+            session.execute_non_query_statement(f"USE {name}_tree")
 
     def test_table_delete_and_drop_table(self):
         name = self.db[len("root."):]

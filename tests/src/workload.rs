@@ -673,8 +673,11 @@ impl SchemaChurn {
         ctx: DropContext,
         databases: u64,
     ) -> SchemaChurn {
-        let tables = crate::tables::table_tree_database();
-        if let Err(e) = runtime.block_on(ctx.ddl.create_database(&tables)) {
+        // A table-model database: the table model's CREATE DATABASE (the models keep their
+        // databases apart).
+        let tables = crate::tables::TABLE_DATABASE;
+        let create = format!("CREATE DATABASE IF NOT EXISTS {tables}");
+        if let Err(e) = runtime.block_on(ctx.ddl.execute_table_statement(None, &create)) {
             panic!("creating the table database {tables}: {e}");
         }
         for i in 0..databases {

@@ -156,7 +156,10 @@ pub(super) fn decode_remove_data_node(r: &mut Reader<'_>) -> DecodeResult<Comman
 /// Encodes a command of the schema's kinds.
 pub(super) fn encode_schema(w: &mut Writer, command: &Command) {
     match command {
-        Command::CreateDatabase { database } => encode_create_database(w, database),
+        Command::CreateDatabase {
+            database,
+            table_model,
+        } => encode_create_database(w, database, *table_model),
         Command::CreateTimeseries {
             series,
             auto_create,
@@ -165,15 +168,20 @@ pub(super) fn encode_schema(w: &mut Writer, command: &Command) {
     }
 }
 
-/// CREATE_DATABASE: `str16 database`.
-fn encode_create_database(w: &mut Writer, database: &str) {
-    w.u8(kind::CREATE_DATABASE);
+/// CREATE_DATABASE, or CREATE_TABLE_DATABASE for a table-model one: `str16 database`.
+fn encode_create_database(w: &mut Writer, database: &str, table_model: bool) {
+    w.u8(if table_model {
+        kind::CREATE_TABLE_DATABASE
+    } else {
+        kind::CREATE_DATABASE
+    });
     w.str16(database);
 }
 
-pub(super) fn decode_create_database(r: &mut Reader<'_>) -> DecodeResult<Command> {
+pub(super) fn decode_create_database(r: &mut Reader<'_>, kind: u8) -> DecodeResult<Command> {
     Ok(Command::CreateDatabase {
         database: r.str16()?,
+        table_model: kind == kind::CREATE_TABLE_DATABASE,
     })
 }
 

@@ -29,8 +29,16 @@ fn version_1_vectors() -> Vec<(Command, Vec<u8>)> {
         (
             Command::CreateDatabase {
                 database: "root.a".into(),
+                table_model: false,
             },
             vec![1, 3, 6, 0, b'r', b'o', b'o', b't', b'.', b'a'],
+        ),
+        (
+            Command::CreateDatabase {
+                database: "root.a".into(),
+                table_model: true,
+            },
+            vec![1, 26, 6, 0, b'r', b'o', b'o', b't', b'.', b'a'],
         ),
         (
             Command::CreateTimeseries {
@@ -410,8 +418,9 @@ pub(crate) fn arb_command() -> impl Strategy<Value = Command> {
             data_node_id: id,
             status: NodeStatus::from_code(s).unwrap(),
         }),
-        name.prop_map(|n| Command::CreateDatabase {
-            database: format!("root.{n}")
+        (name, any::<bool>()).prop_map(|(n, table_model)| Command::CreateDatabase {
+            database: format!("root.{n}"),
+            table_model,
         }),
         (
             prop::collection::vec((name, name, name, dtype), 0..4),

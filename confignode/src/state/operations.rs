@@ -75,6 +75,7 @@ impl MetadataState {
                 self.placement.index.drop_database(&database);
                 self.ttls.remove(&database);
                 self.tables.retain(|(db, _), _| *db != database);
+                self.table_databases.remove(&database);
             }
             OperationKind::SetTtl(_) => {}
         }

@@ -404,7 +404,8 @@ mod tests {
         r.new_node();
         r.confirm(id, 1);
         let bytes = r.state.encode_snapshot();
-        let tail = &bytes[bytes.len() - 4 - 20..bytes.len() - 4];
+        // Before the CRC: the confirmed incarnations, then the (empty) table-model databases.
+        let tail = &bytes[bytes.len() - 8 - 20..bytes.len() - 8];
         let mut expected = vec![1, 0, 0, 0];
         expected.extend_from_slice(&1u64.to_le_bytes());
         expected.extend_from_slice(&1u64.to_le_bytes());
@@ -412,9 +413,10 @@ mod tests {
         assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), r.state);
 
         let with_tail = |id: u64, epoch: u64| {
-            let mut damaged = bytes[..bytes.len() - 20].to_vec();
+            let mut damaged = bytes[..bytes.len() - 24].to_vec();
             damaged.extend_from_slice(&id.to_le_bytes());
             damaged.extend_from_slice(&epoch.to_le_bytes());
+            damaged.extend_from_slice(&0u32.to_le_bytes());
             let crc = crc32fast::hash(&damaged);
             damaged.extend_from_slice(&crc.to_le_bytes());
             MetadataState::decode_snapshot(&damaged)
@@ -423,8 +425,8 @@ mod tests {
         assert!(with_tail(9, 1).is_err(), "an unknown DataNode");
         assert!(with_tail(1, 2).is_err(), "above its incarnation");
 
-        // Less the table (4 + 16 bytes) and the CRC.
-        let mut v7 = bytes[..bytes.len() - 24].to_vec();
+        // Less the table (4 + 16 bytes), the table-model databases (4) and the CRC.
+        let mut v7 = bytes[..bytes.len() - 28].to_vec();
         v7[..8].copy_from_slice(MetadataState::SNAPSHOT_MAGIC_V7);
         let crc = crc32fast::hash(&v7);
         v7.extend_from_slice(&crc.to_le_bytes());

@@ -6,8 +6,10 @@ use common::codec::{DecodeResult, Reader};
 use super::*;
 
 impl MetadataState {
-    /// Magic of the snapshot encoding (version 8).
-    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP8";
+    /// Magic of the snapshot encoding (version 9).
+    pub const SNAPSHOT_MAGIC: &'static [u8; 8] = b"FPCNSNP9";
+    /// Magic of version 8, still read: no table-model databases (every database the tree's).
+    pub const SNAPSHOT_MAGIC_V8: &'static [u8; 8] = b"FPCNSNP8";
     /// Magic of version 7, still read: tables without their incarnation (read as 0), no
     /// confirmed incarnations (0, none proved).
     pub const SNAPSHOT_MAGIC_V7: &'static [u8; 8] = b"FPCNSNP7";
@@ -23,9 +25,10 @@ impl MetadataState {
     pub const SNAPSHOT_MAGIC_V2: &'static [u8; 8] = b"FPCNSNP2";
     /// Magic of version 1, still read: no TTL table, no operation kind 3.
     pub const SNAPSHOT_MAGIC_V1: &'static [u8; 8] = b"FPCNSNP1";
-    /// Every magic still read, newest first: the one at index `i` is version `8 - i`.
-    const SNAPSHOT_MAGICS: [&'static [u8; 8]; 8] = [
+    /// Every magic still read, newest first: the one at index `i` is version `9 - i`.
+    const SNAPSHOT_MAGICS: [&'static [u8; 8]; 9] = [
         Self::SNAPSHOT_MAGIC,
+        Self::SNAPSHOT_MAGIC_V8,
         Self::SNAPSHOT_MAGIC_V7,
         Self::SNAPSHOT_MAGIC_V6,
         Self::SNAPSHOT_MAGIC_V5,
@@ -35,7 +38,10 @@ impl MetadataState {
         Self::SNAPSHOT_MAGIC_V1,
     ];
 
-    /// The snapshot encoding, version 8: version 7 with each table's incarnation (`u64
+    /// The snapshot encoding, version 9: version 8 followed by the table-model databases
+    /// (`str16 database`, a u32 count then items, by name) before the CRC.
+    ///
+    /// Version 8: version 7 with each table's incarnation (`u64
     /// created_version`) after its name, followed by the DataNodes' confirmed incarnations
     /// (`u64 id, u64 confirmed epoch`, a u32 count then items, by id; only those above 0) before
     /// the CRC.
@@ -92,6 +98,10 @@ impl MetadataState {
         self.encode_series_meta(w);
         self.encode_tables(w);
         registry::encode_confirmed(w, &self.data_nodes);
+        w.len32(self.table_databases.len());
+        for db in &self.table_databases {
+            w.str16(db);
+        }
     }
 
     /// Inverse of [`MetadataState::encode_snapshot`]; checks magic and CRC first.
@@ -102,7 +112,7 @@ impl MetadataState {
                 ..e
             })?;
         let version = Self::SNAPSHOT_MAGICS.len() - magic;
-        debug_assert!((1..=8).contains(&version), "snapshot version {version}");
+        debug_assert!((1..=9).contains(&version), "snapshot version {version}");
         let mut s = MetadataState {
             applied_index: r.u64()?,
             metadata_version: r.u64()?,
@@ -139,6 +149,16 @@ impl MetadataState {
         }
         if version >= 8 {
             registry::decode_confirmed(&mut r, &mut s.data_nodes)?;
+        }
+        if version >= 9 {
+            for_each_item(&mut r, 2, |r| {
+                let db = r.str16()?;
+                if !s.databases.contains_key(&db) {
+                    return r.error(format!("table-model database {db} is no database"));
+                }
+                s.table_databases.insert(db);
+                Ok(())
+            })?;
         }
         r.finish()?;
         // The allocation index is derived, so it is rebuilt here, never read from the bytes.

@@ -13,6 +13,12 @@ impl MetadataState {
         extend: bool,
     ) -> Result<(), MetadataError> {
         self.check_live_database(database)?;
+        if !self.is_table_database(database) {
+            return Err(MetadataError::WrongModel(format!(
+                "{database} is a tree-model database: tables live in databases the table model \
+                 created"
+            )));
+        }
         let illegal = |reason: String| MetadataError::IllegalTable(reason);
         table::check_name(&table.name).map_err(illegal)?;
         if table.ttl_ms.is_some_and(|t| t <= 0) {
@@ -226,7 +232,7 @@ impl MetadataState {
                 s.device
             )));
         }
-        self.create_timeseries(series, true)
+        self.create_series(series, true, true)
     }
 
     /// The tables of `database`, by name.

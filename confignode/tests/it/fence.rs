@@ -339,6 +339,7 @@ async fn a_delete_overtaken_by_a_drop_of_its_database_is_answered_success() {
     let created = cn
         .create_database(proto::CreateDatabaseReq {
             database: "root.sg".into(),
+            table_model: false,
         })
         .await
         .unwrap()

@@ -373,12 +373,13 @@ impl Connection {
     async fn call_schema(&mut self, call: SchemaCall) -> Status {
         match call {
             SchemaCall::SetStorageGroup(database) => {
-                self.done(self.backend().create_database(&database).await)
+                self.done(self.backend().create_database(&database, false).await)
             }
             SchemaCall::DeleteStorageGroups(databases) => {
                 let mut statuses = Vec::new();
                 for database in &databases {
-                    statuses.push(self.done(self.backend().drop_database(database).await));
+                    let dropped = sql::exec::drop_tree_database(self.backend(), database).await;
+                    statuses.push(self.done(dropped));
                 }
                 combined(statuses)
             }

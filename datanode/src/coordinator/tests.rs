@@ -3,7 +3,7 @@
 //! lease on a manual clock and the real caches and in-flight guard.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use common::{SeriesPath, Value};
 use consensus::ManualClock;
@@ -13,6 +13,7 @@ use super::*;
 use crate::cache::NodeAddresses;
 use crate::convert::{ok, status};
 use crate::lease::MetadataLeaseManager;
+use crate::metadata::{PartitionFetch, PartitionMap, TimeSlots};
 use crate::peers::PeerRpc;
 use crate::region_read::{RegionAggregate, RegionPartials, RegionRead, RegionSeries};
 
@@ -49,6 +50,8 @@ struct FakeSource {
     aliases: Mutex<BTreeMap<String, String>>,
     /// Answer every call with this status instead (e.g. 712: unreachable).
     fail_with: Mutex<Option<LinkError>>,
+    /// The database is a table-model one.
+    table_model: AtomicBool,
     schema_calls: AtomicUsize,
     partition_calls: AtomicUsize,
     /// Time slots asked for by every FetchPartitions so far.
@@ -104,6 +107,7 @@ impl MetadataSource for FakeSource {
                         .collect(),
                     version: 7,
                     ttl_ms: None,
+                    table_model: self.table_model.load(Ordering::SeqCst),
                 };
                 (d.device.clone(), schema)
             })
@@ -582,6 +586,29 @@ async fn an_unreachable_confignode_makes_the_coordinator_relay() {
         .await
         .unwrap();
     assert_eq!(types, [("s1".to_string(), DataType::Double)]);
+}
+
+/// Issue 40: a table-model database's devices are not the tree's. A tree write to one is
+/// refused (700) before anything is written, and a tree lookup finds none of its series.
+#[tokio::test]
+async fn the_tree_neither_writes_nor_types_a_table_models_device() {
+    let h = harness(true);
+    h.source.table_model.store(true, Ordering::SeqCst);
+    let e = h
+        .coordinator
+        .insert_tablet(tablet(&[1]), Relay::WhenFenced)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status().code.code(), 700, "{e}");
+    assert!(e.to_string().contains("table-model database"), "{e}");
+    assert_eq!(h.source.partition_calls.load(Ordering::SeqCst), 0);
+    assert!(h.peers.calls().is_empty(), "{:?}", h.peers.calls());
+    let types = h
+        .coordinator
+        .series_types(DEVICE, &["s1".into()], Relay::WhenFenced)
+        .await
+        .unwrap();
+    assert!(types.is_empty(), "{types:?}");
 }
 
 #[tokio::test(start_paused = true)]

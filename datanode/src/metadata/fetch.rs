@@ -129,6 +129,7 @@ pub(super) fn schemas(
                 aliases,
                 version,
                 ttl_ms: (d.ttl_ms > 0).then_some(d.ttl_ms),
+                table_model: d.table_model,
             };
             Ok((d.device, schema))
         })

@@ -143,8 +143,9 @@ fn split_path(path: &str) -> ExecResult<(String, String)> {
 }
 
 impl Backend for DataNodeBackend {
-    async fn create_database(&self, database: &str) -> ExecResult<()> {
-        self.schema(statements::create_database(database)).await
+    async fn create_database(&self, database: &str, table_model: bool) -> ExecResult<()> {
+        self.schema(statements::create_database(database, table_model))
+            .await
     }
 
     async fn drop_database(&self, database: &str) -> ExecResult<()> {

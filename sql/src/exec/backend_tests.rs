@@ -559,11 +559,52 @@ fn the_table_model_creates_uses_writes_and_reads_tables() {
     }
     // Shared statements run.
     table(&m, Some("db1"), "FLUSH").unwrap();
+    // The table model's databases only: root.sg is the tree's.
     let dbs = table(&m, None, "SHOW DATABASES").unwrap().outcome;
     assert_eq!(
         dbs.rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>(),
-        [s("sg"), s("db1")]
+        [s("db1")]
     );
+
+    // Issue 40: the models keep their namespaces apart. The tree sees none of the table's
+    // devices, series or database, and may not drop it; the table model may not use the tree's.
+    for text in [
+        "SHOW DEVICES",
+        "SHOW TIMESERIES root.**",
+        "SHOW CHILD PATHS root",
+        "SELECT * FROM root.**",
+    ] {
+        let shown = one(&m, text);
+        assert!(
+            !format!("{:?}", shown.rows).contains("db1"),
+            "{text}: {:?}",
+            shown.rows
+        );
+    }
+    // IoTDB's raw and last data queries name full paths: a table's series is not among them.
+    let table_series: Vec<String> = ready(m.show_timeseries("root.db1"))
+        .unwrap()
+        .iter()
+        .map(|s| format!("{}.{}", s.device, s.measurement))
+        .collect();
+    assert!(!table_series.is_empty());
+    let mut charge = ResultCharge::unbounded();
+    let raw = ready(raw_paths(&m, &table_series, TimeRange::ALL, &mut charge)).unwrap();
+    assert_eq!(raw.columns.len(), 1, "{:?}", raw.columns);
+    assert!(raw.rows.is_empty(), "{:?}", raw.rows);
+    let last = ready(last_paths(&m, &table_series, i64::MIN, &mut charge)).unwrap();
+    assert!(last.rows.is_empty(), "{:?}", last.rows);
+    let databases = one(&m, "SHOW DATABASES");
+    assert_eq!(databases.rows.len(), 1, "{:?}", databases.rows);
+    assert_eq!(
+        one(&m, "COUNT TIMESERIES root.**").rows,
+        vec![vec![Some(Value::Int64(0))]]
+    );
+    let e = super::memory_backend::run(&m, "DROP DATABASE root.db1").unwrap_err();
+    assert_eq!(e.code(), 700, "{e}");
+    assert!(e.to_string().contains("table-model database"), "{e}");
+    let e = table(&m, None, "USE sg").unwrap_err();
+    assert_eq!(e.code(), StatusCode::MetadataError.wire(), "{e}");
 }
 
 /// A DROP TABLE that lands between a table write's schema lookup and its rows (REVIEW N1): the

@@ -21,8 +21,9 @@ type Points = (DataType, BTreeMap<i64, Value>);
 pub(super) struct Memory {
     pub(super) series: Mutex<BTreeMap<(String, String), Points>>,
     meta: Mutex<BTreeMap<(String, String), SeriesMeta>>,
-    /// Databases created besides root.sg, which always exists.
-    databases: Mutex<std::collections::BTreeSet<String>>,
+    /// Databases created besides root.sg (a tree database that always exists), and whether
+    /// each is the table model's.
+    databases: Mutex<BTreeMap<String, bool>>,
     /// Tables by (database, name), with their devices' attributes.
     tables: Mutex<BTreeMap<(String, String), TableView>>,
     /// The last metadata version handed out (a table's incarnation).
@@ -44,6 +45,14 @@ pub(super) struct Calls {
 }
 
 impl Memory {
+    /// Whether `device` lies in a table-model database.
+    fn table_model(&self, device: &str) -> bool {
+        let databases = self.databases.lock().unwrap();
+        databases
+            .iter()
+            .any(|(db, table)| *table && device.starts_with(&format!("{db}.")))
+    }
+
     /// 550 unless `table` of `database` exists as incarnation `created_version`.
     fn check_incarnation(
         &self,
@@ -70,8 +79,11 @@ fn unused<T>() -> ExecResult<T> {
 }
 
 impl Backend for Memory {
-    async fn create_database(&self, database: &str) -> ExecResult<()> {
-        self.databases.lock().unwrap().insert(database.to_string());
+    async fn create_database(&self, database: &str, table_model: bool) -> ExecResult<()> {
+        self.databases
+            .lock()
+            .unwrap()
+            .insert(database.to_string(), table_model);
         Ok(())
     }
     async fn drop_database(&self, _: &str) -> ExecResult<()> {
@@ -139,6 +151,9 @@ impl Backend for Memory {
         device: &str,
         measurements: &[String],
     ) -> ExecResult<Vec<(String, DataType)>> {
+        if self.table_model(device) {
+            return Ok(Vec::new());
+        }
         let series = self.series.lock().unwrap();
         Ok(measurements
             .iter()
@@ -151,10 +166,12 @@ impl Backend for Memory {
     async fn show_timeseries(&self, prefix: &str) -> ExecResult<Vec<TimeseriesView>> {
         let series = self.series.lock().unwrap();
         let meta = self.meta.lock().unwrap();
+        let table_model = |device: &str| self.table_model(device);
         Ok(series
             .iter()
             .filter(|((d, m), _)| format!("{d}.{m}").starts_with(prefix))
             .map(|((d, m), (t, _))| TimeseriesView {
+                table_model: table_model(d),
                 meta: meta
                     .get(&(d.clone(), m.clone()))
                     .cloned()
@@ -225,21 +242,22 @@ impl Backend for Memory {
             .map(|(t, v)| (*t, v.clone())))
     }
     async fn show_databases(&self) -> ExecResult<Vec<DatabaseView>> {
-        let view = |name: &str, ttl_ms| DatabaseView {
+        let view = |name: &str, ttl_ms, table_model| DatabaseView {
             name: name.into(),
             ttl_ms,
             schema_replication_factor: 1,
             data_replication_factor: 3,
             time_partition_origin_ms: 0,
             time_partition_interval_ms: 604_800_000,
+            table_model,
         };
-        let mut views = vec![view("root.sg", Some(86_400_000))];
+        let mut views = vec![view("root.sg", Some(86_400_000), false)];
         let created = self.databases.lock().unwrap();
         views.extend(
             created
                 .iter()
-                .filter(|d| *d != "root.sg")
-                .map(|d| view(d, None)),
+                .filter(|(d, _)| *d != "root.sg")
+                .map(|(d, table_model)| view(d, None, *table_model)),
         );
         Ok(views)
     }

@@ -106,14 +106,14 @@ pub(super) async fn child<B: Backend>(
         let entry = nodes.entry(path).or_insert(what);
         *entry = (*entry).min(what);
     };
-    for database in backend.show_databases().await? {
+    for database in super::tree_databases(backend).await? {
         for_each_prefix(&database.name, |p| {
             mark(p.to_string(), NodeType::SgInternal)
         });
         mark(database.name, NodeType::Database);
     }
     let prefix = children.fixed_prefix();
-    for s in backend.show_timeseries(&prefix).await? {
+    for s in super::tree_series(backend, &prefix).await? {
         if s.pending_delete {
             continue;
         }

@@ -42,8 +42,7 @@ pub(super) async fn databases<B: Backend>(
     backend: &B,
     pattern: Option<&PathPattern>,
 ) -> ExecResult<Outcome> {
-    let rows = backend
-        .show_databases()
+    let rows = super::tree_databases(backend)
         .await?
         .into_iter()
         .filter(|d| pattern.is_none_or(|p| p.matches(&d.name)))
@@ -164,8 +163,7 @@ pub(super) async fn series_matching<B: Backend>(
     pattern: Option<&PathPattern>,
 ) -> ExecResult<Vec<(String, TimeseriesView)>> {
     let prefix = pattern.map(PathPattern::fixed_prefix).unwrap_or_default();
-    Ok(backend
-        .show_timeseries(&prefix)
+    Ok(super::tree_series(backend, &prefix)
         .await?
         .into_iter()
         .map(|s| (format!("{}.{}", s.device, s.measurement), s))
@@ -181,7 +179,7 @@ pub(super) async fn devices_matching<B: Backend>(
 ) -> ExecResult<BTreeMap<String, String>> {
     let prefix = pattern.map(PathPattern::fixed_prefix).unwrap_or_default();
     let mut devices: BTreeMap<String, String> = BTreeMap::new();
-    for s in backend.show_timeseries(&prefix).await? {
+    for s in super::tree_series(backend, &prefix).await? {
         if !s.pending_delete && pattern.is_none_or(|p| p.matches(&s.device)) {
             devices.insert(s.device, s.database);
         }

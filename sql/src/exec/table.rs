@@ -166,7 +166,9 @@ async fn create_database<B: Backend>(
             format!("database {name} already exists"),
         ));
     }
-    backend.create_database(&table::database_path(name)).await?;
+    backend
+        .create_database(&table::database_path(name), true)
+        .await?;
     Ok(Outcome::done().into())
 }
 
@@ -253,22 +255,24 @@ fn database_of<'a>(named: Option<&'a str>, current: Option<&'a str>) -> ExecResu
     })
 }
 
-/// Whether the table database `name` exists.
+/// Whether the table database `name` exists (a tree database of its path is none: the models
+/// keep their namespaces apart).
 async fn exists<B: Backend>(backend: &B, name: &str) -> ExecResult<bool> {
     let path = table::database_path(name);
     Ok(backend
         .show_databases()
         .await?
         .iter()
-        .any(|d| d.name == path))
+        .any(|d| d.name == path && d.table_model))
 }
 
-/// The table databases: the tree databases of one level (`root.x`), by name.
+/// The table databases, by name (`root.x` is `x`).
 async fn show_databases<B: Backend>(backend: &B) -> ExecResult<Outcome> {
     let rows = backend
         .show_databases()
         .await?
         .into_iter()
+        .filter(|d| d.table_model)
         .filter_map(|d| {
             let name = d.name.strip_prefix("root.")?;
             (!name.contains('.')).then(|| {

@@ -141,7 +141,7 @@ fn a_snapshot_with_a_bad_user_does_not_decode() {
         // An empty state's snapshot less its empty users table and CRC, then the bad table
         // (as a writer without the encoder's checks would have left it).
         let empty = MetadataState::new().encode_snapshot();
-        let mut bytes = empty[..empty.len() - 20].to_vec();
+        let mut bytes = empty[..empty.len() - 24].to_vec();
         let mut w = Writer::new();
         w.len32(1);
         w.str16(name);
@@ -149,6 +149,7 @@ fn a_snapshot_with_a_bad_user_does_not_decode() {
         w.len32(0); // series meta
         w.len32(0); // tables
         w.len32(0); // confirmed incarnations
+        w.len32(0); // table-model databases
         bytes.extend_from_slice(&w.into_bytes());
         let crc = crc32fast::hash(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());

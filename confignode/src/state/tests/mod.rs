@@ -48,16 +48,16 @@ impl Harness {
     }
 }
 
-/// A version-8 snapshot with no confirmed incarnation as version 7 wrote it: without the
-/// (empty) table, under its magic, with its CRC.
-fn as_version_7(v8: &[u8]) -> Vec<u8> {
-    assert_eq!(&v8[..8], b"FPCNSNP8");
+/// A version-9 snapshot with no confirmed incarnation and no table-model database as version 7
+/// wrote it: without the two (empty) tables, under its magic, with its CRC.
+fn as_version_7(v9: &[u8]) -> Vec<u8> {
+    assert_eq!(&v9[..8], b"FPCNSNP9");
     assert_eq!(
-        &v8[v8.len() - 8..v8.len() - 4],
-        &[0, 0, 0, 0],
-        "confirmed incarnations"
+        &v9[v9.len() - 12..v9.len() - 4],
+        &[0; 8],
+        "confirmed incarnations, table-model databases"
     );
-    let mut v7 = v8[..v8.len() - 8].to_vec();
+    let mut v7 = v9[..v9.len() - 12].to_vec();
     v7[..8].copy_from_slice(b"FPCNSNP7");
     let crc = crc32fast::hash(&v7);
     v7.extend_from_slice(&crc.to_le_bytes());

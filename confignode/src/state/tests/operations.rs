@@ -151,6 +151,7 @@ fn a_pending_drop_refuses_what_would_touch_its_database() {
         },
         Command::CreateDatabase {
             database: "root.sg".into(),
+            table_model: false,
         },
         Command::AllocatePartitions {
             database: "root.sg".into(),
@@ -348,6 +349,7 @@ fn set_and_unset_ttl_and_the_snapshot_keeps_it() {
     );
     h.apply(Command::CreateDatabase {
         database: "root.sg".into(),
+        table_model: false,
     })
     .unwrap();
     for bad in [0, -5] {
@@ -447,7 +449,10 @@ fn fence_command(state: &MetadataState, step: &FenceStep) -> Option<Command> {
             series: vec![spec(&device(*i, *d), &measurement(*m), DataType::Int64)],
             auto_create: *auto_create,
         },
-        FenceStep::CreateDatabase(i) => Command::CreateDatabase { database: db(*i) },
+        FenceStep::CreateDatabase(i) => Command::CreateDatabase {
+            database: db(*i),
+            table_model: false,
+        },
         FenceStep::BeginDelete(series) => Command::BeginDeleteTimeseries {
             series: series
                 .iter()

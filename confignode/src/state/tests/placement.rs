@@ -12,6 +12,7 @@ fn three_nodes_two_regions() -> Harness {
     }
     h.apply(Command::CreateDatabase {
         database: "root.sg".into(),
+        table_model: false,
     })
     .unwrap();
     h.apply(Command::AllocatePartitions {
@@ -167,6 +168,7 @@ fn allocation_spreads_replicas_and_leaders_and_keeps_a_series_slot_in_one_group(
     }
     h.apply(Command::CreateDatabase {
         database: "root.sg".into(),
+        table_model: false,
     })
     .unwrap();
     let created = h
@@ -218,6 +220,7 @@ fn allocation_spreads_replicas_and_leaders_and_keeps_a_series_slot_in_one_group(
     // Too few Running DataNodes for a first group: refused, nothing changes.
     h.apply(Command::CreateDatabase {
         database: "root.x".into(),
+        table_model: false,
     })
     .unwrap();
     let before = h.state.clone();
@@ -245,6 +248,7 @@ fn a_region_group_counts_as_dropped_only_once_drop_database_finished() {
     for db in ["root.a", "root.b"] {
         h.apply(Command::CreateDatabase {
             database: db.into(),
+            table_model: false,
         })
         .unwrap();
     }
@@ -284,6 +288,7 @@ fn a_region_group_counts_as_dropped_only_once_drop_database_finished() {
     assert!(restored.region_dropped(a));
     h.apply(Command::CreateDatabase {
         database: "root.a".into(),
+        table_model: false,
     })
     .unwrap();
     let again = created(
@@ -402,6 +407,7 @@ fn with_database(database: &str) -> Harness {
     h.register(0, "a:1");
     h.apply(Command::CreateDatabase {
         database: database.into(),
+        table_model: false,
     })
     .unwrap();
     h
@@ -433,6 +439,7 @@ fn the_index_is_rebuilt_from_a_snapshot_and_dropped_with_its_database() {
     let mut h = with_database("root.a");
     h.apply(Command::CreateDatabase {
         database: "root.b".into(),
+        table_model: false,
     })
     .unwrap();
     for db in ["root.a", "root.b"] {
@@ -474,6 +481,7 @@ fn the_index_is_rebuilt_from_a_snapshot_and_dropped_with_its_database() {
     // Created again, the database starts from nothing: new groups, no old series slot.
     h.apply(Command::CreateDatabase {
         database: "root.a".into(),
+        table_model: false,
     })
     .unwrap();
     let created = h.apply(allocate("root.a", vec![(1, 0)], 2, 100)).unwrap();
@@ -511,6 +519,7 @@ fn an_allocation_past_the_database_cap_is_refused_whole_and_alike_on_every_repli
     for h in [&mut a, &mut b] {
         h.apply(Command::CreateDatabase {
             database: "root.other".into(),
+            table_model: false,
         })
         .unwrap();
         h.apply(allocate("root.sg", vec![(1, 0), (1, 1), (2, 0)], 2, 5))

@@ -35,7 +35,8 @@ fn auto_create_makes_the_level1_database_and_keeps_existing_types() {
         .is_err());
     assert!(matches!(
         h.apply(Command::CreateDatabase {
-            database: "root.sg.inner".into()
+            database: "root.sg.inner".into(),
+            table_model: false,
         }),
         Err(MetadataError::DatabaseOverlap(..))
     ));
@@ -115,6 +116,7 @@ fn aliases_are_unique_per_device_and_meta_follows_the_series() {
     h.register(0, "a");
     h.apply(Command::CreateDatabase {
         database: "root.sg".into(),
+        table_model: false,
     })
     .unwrap();
     let with = |m: &str, alias: Option<&str>| SeriesSpec {

@@ -8,7 +8,7 @@ fn snapshot_golden_vector() {
     let mut h = Harness::new();
     h.register(0, "a");
     let bytes = h.state.encode_snapshot();
-    let mut expected: Vec<u8> = b"FPCNSNP8".to_vec();
+    let mut expected: Vec<u8> = b"FPCNSNP9".to_vec();
     for v in [1u64, 1, 2, 1, 1] {
         // applied index, metadata version, next DataNode / region / operation ids
         expected.extend_from_slice(&v.to_le_bytes());
@@ -18,9 +18,10 @@ fn snapshot_golden_vector() {
     expected.extend_from_slice(&[1, 0, b'a', 5, 0, b'a', b'-', b'r', b'p', b'c']);
     expected.extend_from_slice(&1u64.to_le_bytes()); // epoch
     expected.push(0); // Running
-    for _ in 0..11 {
+    for _ in 0..12 {
         // databases, series, partitions, regions, operations, TTLs, migrations, users,
-        // series meta, tables, confirmed incarnations (none: registered with the old command)
+        // series meta, tables, confirmed incarnations (none: registered with the old command),
+        // table-model databases
         expected.extend_from_slice(&[0, 0, 0, 0]);
     }
     let crc = crc32fast::hash(&expected);
@@ -34,21 +35,24 @@ fn snapshot_golden_vector() {
     })
     .unwrap();
     let bytes = h.state.encode_snapshot();
-    let mut expected = expected[..expected.len() - 20].to_vec();
+    let mut expected = expected[..expected.len() - 24].to_vec();
     expected[8..16].copy_from_slice(&2u64.to_le_bytes()); // applied index
     expected.extend_from_slice(&[1, 0, 0, 0, 2, 0, b'a', b'l', 11, 0]);
     expected.extend_from_slice(b"$argon2id$h");
     expected.extend_from_slice(&[0, 0, 0, 0]); // series meta
     expected.extend_from_slice(&[0, 0, 0, 0]); // tables
     expected.extend_from_slice(&[0, 0, 0, 0]); // confirmed incarnations
+    expected.extend_from_slice(&[0, 0, 0, 0]); // table-model databases
     let crc = crc32fast::hash(&expected);
     expected.extend_from_slice(&crc.to_le_bytes());
     assert_eq!(bytes, expected);
     assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
 
-    // With a database and a table: the table's incarnation after its name (version 8).
+    // With a table-model database and a table: the table's incarnation after its name
+    // (version 8), the database among the table model's (version 9).
     h.apply(Command::CreateDatabase {
         database: "root.b".into(),
+        table_model: true,
     })
     .unwrap();
     h.apply(Command::CreateTable {
@@ -74,11 +78,17 @@ fn snapshot_golden_vector() {
         &[0, 0, 0, 0],       // devices
     ]
     .concat();
-    // Then no confirmed incarnation (the registry's, version 8 too) and the CRC.
-    let body = &bytes[..bytes.len() - 8];
+    // Then no confirmed incarnation (the registry's, version 8 too), the table-model
+    // databases and the CRC.
+    let table_databases: Vec<u8> = [&[1, 0, 0, 0][..], &[6, 0], b"root.b"].concat();
+    let end = bytes.len() - 4 - table_databases.len();
+    assert_eq!(&bytes[end..bytes.len() - 4], &table_databases[..]);
+    let body = &bytes[..end - 4];
     assert!(body.ends_with(&table), "{body:?}");
-    assert_eq!(&bytes[bytes.len() - 8..bytes.len() - 4], &[0, 0, 0, 0]);
-    assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
+    assert_eq!(&bytes[end - 4..end], &[0, 0, 0, 0]);
+    let decoded = MetadataState::decode_snapshot(&bytes).unwrap();
+    assert_eq!(decoded, h.state);
+    assert!(decoded.is_table_database("root.b"));
     // The same in version 7: no incarnation, read as 0, and no confirmed incarnations.
     let mut v7 = body[..body.len() - table.len()].to_vec();
     v7[..8].copy_from_slice(b"FPCNSNP7");
@@ -129,6 +139,7 @@ fn snapshot_version_2_decodes_and_version_3_keeps_declarations() {
 
     h.apply(Command::CreateDatabase {
         database: "root.sg".into(),
+        table_model: false,
     })
     .unwrap();
     let declared =

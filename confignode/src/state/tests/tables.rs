@@ -35,6 +35,7 @@ fn tables_are_created_extended_snapshotted_and_dropped() {
     assert!(matches!(e, MetadataError::DatabaseNotFound(_)), "{e}");
     h.apply(Command::CreateDatabase {
         database: "root.db".into(),
+        table_model: true,
     })
     .unwrap();
     let version = h.state.metadata_version();
@@ -172,6 +173,7 @@ fn drop_table_takes_the_table_at_once_and_its_series_at_the_finish() {
     h.register(0, "a");
     h.apply(Command::CreateDatabase {
         database: "root.db".into(),
+        table_model: true,
     })
     .unwrap();
     let create = |h: &mut Harness, name: &str| {
@@ -192,18 +194,35 @@ fn drop_table_takes_the_table_at_once_and_its_series_at_the_finish() {
     };
     create(&mut h, "t").unwrap();
     create(&mut h, "t2").unwrap();
-    h.apply(Command::CreateTimeseries {
-        series: vec![
+    let table_series = |h: &mut Harness, table: &str, series: Vec<SeriesSpec>| {
+        let created_version = h.state.table("root.db", table).unwrap().created_version;
+        h.apply(Command::CreateTableSeries {
+            origin: TableOrigin {
+                database: "root.db".into(),
+                table: table.into(),
+                created_version,
+            },
+            series,
+        })
+        .unwrap();
+    };
+    table_series(
+        &mut h,
+        "t",
+        vec![
             spec("root.db.t.-a", "v", DataType::Double),
             spec("root.db.t.-b", "v", DataType::Double),
             spec("root.db.t.-b", "w", DataType::Int32),
-            // Another table whose name starts alike, and the table's device of no tags.
-            spec("root.db.t2.-a", "v", DataType::Double),
+            // The table's device of no tags.
             spec("root.db.t", "s", DataType::Double),
         ],
-        auto_create: false,
-    })
-    .unwrap();
+    );
+    // Another table whose name starts alike.
+    table_series(
+        &mut h,
+        "t2",
+        vec![spec("root.db.t2.-a", "v", DataType::Double)],
+    );
     // One series of the table is already being deleted: it stays that operation's.
     let delete = begun(h.apply(Command::BeginDeleteTimeseries {
         series: vec![("root.db.t.-b".into(), "w".into())],
@@ -257,11 +276,20 @@ fn drop_table_takes_the_table_at_once_and_its_series_at_the_finish() {
             "{device}: {e}"
         );
     }
-    h.apply(Command::CreateTimeseries {
-        series: vec![spec("root.db.t2.-new", "v", DataType::Double)],
-        auto_create: true,
-    })
-    .unwrap();
+    table_series(
+        &mut h,
+        "t2",
+        vec![spec("root.db.t2.-new", "v", DataType::Double)],
+    );
+    // A tree write may not create series in the table-model database at all.
+    let e = h
+        .apply(Command::CreateTimeseries {
+            series: vec![spec("root.db.t2.-tree", "v", DataType::Double)],
+            auto_create: true,
+        })
+        .unwrap_err();
+    assert!(matches!(e, MetadataError::WrongModel(_)), "{e}");
+    assert_eq!(e.status_code(), StatusCode::IllegalParameter);
     // Snapshots keep the operation (kind 4).
     let bytes = h.state.encode_snapshot();
     assert_eq!(MetadataState::decode_snapshot(&bytes).unwrap(), h.state);
@@ -303,6 +331,7 @@ fn a_table_write_creates_only_under_the_incarnation_it_read() {
     h.register(0, "a");
     h.apply(Command::CreateDatabase {
         database: "root.db".into(),
+        table_model: true,
     })
     .unwrap();
     let create = |h: &mut Harness| {
@@ -389,4 +418,62 @@ fn a_table_write_creates_only_under_the_incarnation_it_read() {
         decoded.table("root.db", "t").unwrap().created_version,
         second
     );
+}
+
+/// Issue 40: the models keep their namespaces apart. Tables live only in databases the table
+/// model created, tree series never in those, and a dropped table database leaves its name to
+/// either model.
+#[test]
+fn the_models_keep_their_databases_apart() {
+    let mut h = Harness::new();
+    h.register(0, "a");
+    let database = |h: &mut Harness, name: &str, table_model: bool| {
+        h.apply(Command::CreateDatabase {
+            database: name.into(),
+            table_model,
+        })
+    };
+    let table = |h: &mut Harness, database: &str| {
+        h.apply(Command::CreateTable {
+            database: database.into(),
+            table: TableSchema {
+                name: "t".into(),
+                columns: Vec::new(),
+                ttl_ms: None,
+            },
+            if_not_exists: false,
+            extend: false,
+        })
+    };
+    let tree_series = |h: &mut Harness, device: &str, auto_create: bool| {
+        h.apply(Command::CreateTimeseries {
+            series: vec![spec(device, "v", DataType::Double)],
+            auto_create,
+        })
+    };
+    database(&mut h, "root.tree", false).unwrap();
+    database(&mut h, "root.tab", true).unwrap();
+    assert!(h.state.is_table_database("root.tab"));
+    assert!(!h.state.is_table_database("root.tree"));
+    let e = table(&mut h, "root.tree").unwrap_err();
+    assert!(matches!(e, MetadataError::WrongModel(_)), "{e}");
+    table(&mut h, "root.tab").unwrap();
+    for auto_create in [false, true] {
+        let e = tree_series(&mut h, "root.tab.t.-x", auto_create).unwrap_err();
+        assert!(matches!(e, MetadataError::WrongModel(_)), "{e}");
+    }
+    tree_series(&mut h, "root.tree.d", false).unwrap();
+    let bytes = h.state.encode_snapshot();
+    assert!(MetadataState::decode_snapshot(&bytes)
+        .unwrap()
+        .is_table_database("root.tab"));
+
+    let drop = begun(h.apply(Command::BeginDropDatabase {
+        database: "root.tab".into(),
+    }));
+    h.apply(Command::FinishOperation { operation_id: drop })
+        .unwrap();
+    assert!(!h.state.is_table_database("root.tab"));
+    database(&mut h, "root.tab", false).unwrap();
+    tree_series(&mut h, "root.tab.d", false).unwrap();
 }
