@@ -8,6 +8,19 @@
 #   scripts/bench.sh --soak [--duration-s 1800] [--ttl-ms 300000] [--no-record] [--no-build]
 #   scripts/bench.sh --protocols [--duration-s 20] [--no-record] [--no-build]
 #   scripts/bench.sh --hostile [--connections 10000] [--hold-s 36] [--wide-rows 100000] [--no-record] [--no-build]
+#   scripts/bench.sh --query [--hosts 1000] [--days 3] [--runs 50] [--no-rf3] [--no-record] [--no-build]
+#
+# --query: the queries people store time series for (issue 40), TSBS's devops use case. The same
+# points (`--hosts` × 10 DOUBLE metrics, a 2-decimal random walk every 10 s for `--days` days,
+# from 2023-11-15T00:00Z) go to Fencepost RF=1 (`fencepost bench`, then FLUSH and compaction
+# settled), Fencepost RF=3, InfluxDB 1.x and VictoriaMetrics (`peerload --tag-devices`: one
+# measurement `bench` with a tag `host`, as their users would write it), one system at a time.
+# `querybench` (benches/src/bin/querybench.rs) then asks each query kind `--runs` times with
+# random parameters from one client and records p50/p99: single-groupby-1-1-1, -1-1-12, -5-8-1,
+# cpu-max-all-8, double-groupby-1, high-cpu-1, lastpoint, groupby-orderby-limit and a day of one
+# series by the minute; the numbers of one seeded answer per kind are compared with Fencepost
+# RF=1's. Prints one table and appends it to benches/RESULTS.md unless --no-record. The body is
+# scripts/bench-query.sh.
 #
 # --hostile: what hostile clients do to one DataNode (issue 38). 1 ConfigNode + 1 DataNode (RF=1)
 # are started from a subshell whose soft open-files limit is 1,024, as the issue's repro was (the
@@ -92,8 +105,8 @@ cd "$(dirname "$0")/.."
 
 mode=${1:---micro}
 case "$mode" in
-    --micro | --e2e | --storage | --soak | --protocols | --hostile) shift || true ;;
-    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build] | --soak [--duration-s N] [--ttl-ms N] [--no-record] [--no-build] | --protocols [--duration-s N] [--no-record] [--no-build] | --hostile [--connections N] [--hold-s N] [--wide-rows N] [--no-record] [--no-build]" >&2; exit 2 ;;
+    --micro | --e2e | --storage | --soak | --protocols | --hostile | --query) shift || true ;;
+    *) echo "usage: scripts/bench.sh --micro [criterion args] | --e2e [--duration-s N] [--sweep] [--profile] [--no-record] [--no-build] | --storage [--points N] [--no-record] [--no-build] | --soak [--duration-s N] [--ttl-ms N] [--no-record] [--no-build] | --protocols [--duration-s N] [--no-record] [--no-build] | --hostile [--connections N] [--hold-s N] [--wide-rows N] [--no-record] [--no-build] | --query [--hosts N] [--days N] [--runs N] [--no-rf3] [--no-record] [--no-build]" >&2; exit 2 ;;
 esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-bench.XXXXXX")
@@ -228,6 +241,12 @@ $extra
   level = "warn"
 EOF
 }
+
+# --query: TSBS devops queries (see the header); its body is its own file.
+if [ "$mode" = --query ]; then
+    # shellcheck source=scripts/bench-query.sh
+    source scripts/bench-query.sh
+fi
 
 # ---------------------------------------------------------------------------------------------
 # --protocols: gRPC vs IoTDB's client RPC (see the header).

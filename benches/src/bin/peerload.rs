@@ -23,19 +23,16 @@
 //! `rows × i64` timestamps, then per measurement `rows × f64` values (IEEE 754 bits).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use common::{Column, Tablet};
+use fencepost_benches::http::{query_escape, HttpConnection};
 use fencepost_benches::thrift::{insert_tablet_req, ThriftConnection};
 use fencepost_cli::loadgen::{self, LoadArgs, Sink, WriteFailure};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
-/// Largest response header block accepted, in bytes.
-const RESPONSE_HEAD_BYTES_MAX: usize = 64 * 1024;
 /// Largest response body accepted, in bytes (errors are short JSON messages).
 const RESPONSE_BODY_BYTES_MAX: usize = 1024 * 1024;
 /// Characters of an error body kept in a failure message.
@@ -86,217 +83,34 @@ struct Cli {
     /// One JSON object instead of the text report.
     #[arg(long)]
     json: bool,
+    /// Write a device as its peers' users would: a tag of one measurement rather than a
+    /// measurement of its own (`bench,host=d7 s0=…` for `root.bench.d7`, as TSBS's devops data
+    /// is `cpu,hostname=host_7 usage_user=…`). For `scripts/bench.sh --query`.
+    #[arg(long)]
+    tag_devices: bool,
     #[command(flatten)]
     load: LoadArgs,
 }
 
-/// A minimal HTTP/1.1 client: one keep-alive connection, `POST` only, `Content-Length` bodies
-/// out, `Content-Length`, chunked or close-delimited bodies in.
-struct HttpConnection {
-    address: String,
-    stream: Option<BufReader<TcpStream>>,
-    request: Vec<u8>,
-}
-
-struct Response {
-    status: u16,
-    body: Vec<u8>,
-}
-
-impl HttpConnection {
-    async fn connect(address: &str) -> anyhow::Result<HttpConnection> {
-        let mut c = HttpConnection {
-            address: address.to_string(),
-            stream: None,
-            request: Vec::new(),
-        };
-        c.reconnect().await?;
-        Ok(c)
-    }
-
-    async fn reconnect(&mut self) -> std::io::Result<()> {
-        let stream = TcpStream::connect(&self.address).await?;
-        stream.set_nodelay(true)?;
-        self.stream = Some(BufReader::with_capacity(16 * 1024, stream));
-        Ok(())
-    }
-
-    /// Sends one `POST`; reconnects once when a kept-alive connection turns out closed.
-    /// Returns the response and whether a reconnect was needed.
-    async fn post(&mut self, path: &str, body: &[u8]) -> std::io::Result<(Response, bool)> {
-        self.request.clear();
-        write!(
-            Adapter(&mut self.request),
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: text/plain; charset=utf-8\r\n\
-             Content-Length: {}\r\n\r\n",
-            self.address,
-            body.len()
-        )
-        .expect("writing to a Vec cannot fail");
-        let reused = self.stream.is_some();
-        match self.exchange(body).await {
-            Ok(r) => Ok((r, false)),
-            Err(_) if reused => {
-                self.reconnect().await?;
-                Ok((self.exchange(body).await?, true))
-            }
-            Err(e) => Err(e),
+/// Appends `tablet` as line protocol: one line per row, every column a field; its device is the
+/// measurement, or with `tag_devices` the device's last node is the tag `host` of a measurement
+/// named by the node before it.
+fn encode_line_protocol(tablet: &Tablet, tag_devices: bool, out: &mut Vec<u8>) {
+    let w = out;
+    let key = match tablet.device.rsplit_once('.') {
+        Some((parent, host)) if tag_devices => {
+            let measurement = parent.rsplit('.').next().unwrap_or(parent);
+            format!("{measurement},host={host}")
         }
-    }
-
-    async fn exchange(&mut self, body: &[u8]) -> std::io::Result<Response> {
-        if self.stream.is_none() {
-            self.reconnect().await?;
-        }
-        let stream = self.stream.as_mut().expect("connected above");
-        let result = async {
-            stream.get_mut().write_all(&self.request).await?;
-            stream.get_mut().write_all(body).await?;
-            read_response(stream).await
-        }
-        .await;
-        match result {
-            Ok((response, keep_alive)) => {
-                if !keep_alive {
-                    self.stream = None;
-                }
-                Ok(response)
-            }
-            Err(e) => {
-                self.stream = None;
-                Err(e)
-            }
-        }
-    }
-}
-
-/// `fmt::Write` into a byte buffer.
-struct Adapter<'a>(&'a mut Vec<u8>);
-
-impl std::fmt::Write for Adapter<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-}
-
-fn invalid(what: String) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, what)
-}
-
-/// Reads one line (CRLF kept) into `line`; end of stream is an error.
-async fn read_line(stream: &mut BufReader<TcpStream>, line: &mut String) -> std::io::Result<usize> {
-    line.clear();
-    let n = stream.read_line(line).await?;
-    if n == 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "connection closed before the response ended",
-        ));
-    }
-    Ok(n)
-}
-
-/// Reads one response; the flag says whether the connection may be reused.
-async fn read_response(stream: &mut BufReader<TcpStream>) -> std::io::Result<(Response, bool)> {
-    let mut line = String::new();
-    let mut head_bytes = 0;
-    head_bytes += read_line(stream, &mut line).await?;
-    let mut parts = line.split_whitespace();
-    let version = parts.next().unwrap_or_default().to_string();
-    let status: u16 = parts
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| invalid(format!("bad status line {line:?}")))?;
-    let mut content_length = None;
-    let mut chunked = false;
-    let mut keep_alive = version == "HTTP/1.1";
-    loop {
-        head_bytes += read_line(stream, &mut line).await?;
-        if head_bytes > RESPONSE_HEAD_BYTES_MAX {
-            return Err(invalid(format!(
-                "response head over {RESPONSE_HEAD_BYTES_MAX} bytes"
-            )));
-        }
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        let Some((name, value)) = header.split_once(':') else {
-            return Err(invalid(format!("bad header {header:?}")));
-        };
-        let value = value.trim();
-        match name.to_ascii_lowercase().as_str() {
-            "content-length" => {
-                let n: usize = value
-                    .parse()
-                    .map_err(|_| invalid(format!("bad Content-Length {value:?}")))?;
-                content_length = Some(n);
-            }
-            "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
-            "connection" => {
-                if value.eq_ignore_ascii_case("close") {
-                    keep_alive = false;
-                } else if value.eq_ignore_ascii_case("keep-alive") {
-                    keep_alive = true;
-                }
-            }
-            _ => {}
-        }
-    }
-    let too_big = |n: usize| {
-        if n > RESPONSE_BODY_BYTES_MAX {
-            Err(invalid(format!(
-                "response body over {RESPONSE_BODY_BYTES_MAX} bytes"
-            )))
-        } else {
-            Ok(())
-        }
+        _ => tablet.device.clone(),
     };
-    let mut body = Vec::new();
-    if status == 204 || status == 304 || (100..200).contains(&status) {
-        // No body by definition.
-    } else if chunked {
-        loop {
-            read_line(stream, &mut line).await?;
-            let size_text = line.trim_end().split(';').next().unwrap_or_default();
-            let size = usize::from_str_radix(size_text, 16)
-                .map_err(|_| invalid(format!("bad chunk size {line:?}")))?;
-            too_big(body.len() + size)?;
-            let start = body.len();
-            body.resize(start + size, 0);
-            stream.read_exact(&mut body[start..]).await?;
-            read_line(stream, &mut line).await?; // the CRLF after the chunk (or the trailer end)
-            if size == 0 {
-                break;
-            }
-        }
-    } else if let Some(n) = content_length {
-        too_big(n)?;
-        body.resize(n, 0);
-        stream.read_exact(&mut body).await?;
-    } else {
-        // Delimited by the connection closing.
-        (&mut *stream)
-            .take(RESPONSE_BODY_BYTES_MAX as u64 + 1)
-            .read_to_end(&mut body)
-            .await?;
-        too_big(body.len())?;
-        keep_alive = false;
-    }
-    Ok((Response { status, body }, keep_alive))
-}
-
-/// Appends `tablet` as line protocol: one line per row, every column a field.
-fn encode_line_protocol(tablet: &Tablet, out: &mut Vec<u8>) {
-    let mut w = Adapter(out);
     for row in 0..tablet.row_count() {
-        w.0.extend_from_slice(tablet.device.as_bytes());
+        w.extend_from_slice(key.as_bytes());
         for (m, (name, column)) in tablet.measurements.iter().zip(&tablet.columns).enumerate() {
             assert!(!tablet.is_null(row, m), "the generator writes no nulls");
-            w.0.push(if m == 0 { b' ' } else { b',' });
-            w.0.extend_from_slice(name.as_bytes());
-            w.0.push(b'=');
+            w.push(if m == 0 { b' ' } else { b',' });
+            w.extend_from_slice(name.as_bytes());
+            w.push(b'=');
             let r = match column {
                 Column::Double(v) => write!(w, "{}", v[row]),
                 Column::Float(v) => write!(w, "{}", v[row]),
@@ -320,6 +134,7 @@ fn encode_line_protocol(tablet: &Tablet, out: &mut Vec<u8>) {
 struct HttpSink {
     connection: HttpConnection,
     path: String,
+    tag_devices: bool,
     body: Vec<u8>,
     reconnects: u64,
 }
@@ -327,7 +142,7 @@ struct HttpSink {
 impl Sink for HttpSink {
     async fn write(&mut self, tablet: &Tablet) -> Result<(), WriteFailure> {
         self.body.clear();
-        encode_line_protocol(tablet, &mut self.body);
+        encode_line_protocol(tablet, self.tag_devices, &mut self.body);
         match self.connection.post(&self.path, &self.body).await {
             Ok((response, reconnected)) => {
                 self.reconnects += u64::from(reconnected);
@@ -418,19 +233,6 @@ impl Sink for FileSink {
     fn retries_by_code(&self) -> BTreeMap<String, u64> {
         BTreeMap::new()
     }
-}
-
-/// Percent-encodes a query value (unreserved characters kept).
-fn query_escape(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            write!(out, "%{b:02X}").expect("writing to a String cannot fail");
-        }
-    }
-    out
 }
 
 fn print_report(report: &loadgen::Report, json: bool) -> anyhow::Result<u8> {
@@ -561,7 +363,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         .expect("clap requires --address with an HTTP target");
     let db = query_escape(&cli.db);
     if cli.target == Target::Influxdb {
-        let mut c = HttpConnection::connect(&address)
+        let mut c = HttpConnection::connect(&address, RESPONSE_BODY_BYTES_MAX)
             .await
             .with_context(|| format!("connecting to {address}"))?;
         let q = query_escape(&format!("CREATE DATABASE \"{}\"", cli.db));
@@ -575,14 +377,16 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     let path = format!("/write?db={db}&precision=ms");
     let address = address.as_str();
+    let tag_devices = cli.tag_devices;
     let report = loadgen::drive(cli.target.name(), spec, |_client| {
         let path = path.clone();
         async move {
             Ok(HttpSink {
-                connection: HttpConnection::connect(address)
+                connection: HttpConnection::connect(address, RESPONSE_BODY_BYTES_MAX)
                     .await
                     .with_context(|| format!("connecting to {address}"))?,
                 path,
+                tag_devices,
                 body: Vec::new(),
                 reconnects: 0,
             })
@@ -638,7 +442,7 @@ mod tests {
         let g = generator(DataType::Double);
         let tablet = g.tablet(1, 0);
         let mut out = Vec::new();
-        encode_line_protocol(&tablet, &mut out);
+        encode_line_protocol(&tablet, false, &mut out);
         let text = String::from_utf8(out).expect("utf-8");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
@@ -652,13 +456,18 @@ mod tests {
             assert_eq!(*line, expected);
         }
         let mut ints = Vec::new();
-        encode_line_protocol(&generator(DataType::Int32).tablet(0, 0), &mut ints);
+        encode_line_protocol(&generator(DataType::Int32).tablet(0, 0), false, &mut ints);
         let ints = String::from_utf8(ints).expect("utf-8");
         assert!(ints.lines().all(|l| l.matches("i,").count() == 1), "{ints}");
         let mut text = Vec::new();
-        encode_line_protocol(&generator(DataType::Text).tablet(0, 0), &mut text);
+        encode_line_protocol(&generator(DataType::Text).tablet(0, 0), false, &mut text);
         let text = String::from_utf8(text).expect("utf-8");
         assert!(text.contains("s0=\"v"), "{text}");
+        let mut tagged = Vec::new();
+        encode_line_protocol(&tablet, true, &mut tagged);
+        let tagged = String::from_utf8(tagged).expect("utf-8");
+        assert!(tagged.starts_with("bench,host=d1 s0="), "{tagged}");
+        assert_eq!(tagged.lines().count(), 2, "{tagged}");
     }
 
     #[test]
@@ -675,7 +484,7 @@ mod tests {
             });
             let tablet = g.tablet(1, 2);
             let mut out = Vec::new();
-            encode_line_protocol(&tablet, &mut out);
+            encode_line_protocol(&tablet, false, &mut out);
             let text = String::from_utf8(out).expect("utf-8");
             for (row, line) in text.lines().enumerate() {
                 let fields = line.split(' ').nth(1).expect("a field set");
@@ -718,14 +527,5 @@ mod tests {
         let mut ints = Vec::new();
         let refused = encode_record(&generator(DataType::Int64).tablet(0, 0), &mut ints);
         assert_eq!(refused.map_err(|f| f.code), Err("unsupported".to_string()));
-    }
-
-    #[test]
-    fn query_values_are_percent_encoded() {
-        assert_eq!(
-            query_escape("CREATE DATABASE \"b\""),
-            "CREATE%20DATABASE%20%22b%22"
-        );
-        assert_eq!(query_escape("bench_1"), "bench_1");
     }
 }
