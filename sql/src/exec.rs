@@ -132,21 +132,21 @@ pub trait Backend: Sync {
         to: i64,
         limit: usize,
     ) -> impl Future<Output = ExecResult<Vec<(i64, Value)>>> + Send;
-    /// The partial aggregates of each of `measurements` of `device` (in the order named) in each
-    /// of `windows`' windows (in window order); a series without points in a window has a default
-    /// partial. The whole computation happens where the data is: no raw point is fetched.
+    /// The partial aggregates of each read's measurements — `(device, measurements)` — in each
+    /// of `windows`' windows: `[read][measurement][window]`, in the order asked; a series without
+    /// points in a window has a default partial. The whole computation happens where the data
+    /// is: no raw point is fetched. Many devices in one call, so each region is asked once.
     fn aggregate(
         &self,
-        device: &str,
-        measurements: &[String],
+        reads: &[(String, Vec<String>)],
         windows: Windows,
-    ) -> impl Future<Output = ExecResult<Vec<Vec<Partial>>>> + Send;
-    /// The last point of one series.
+    ) -> impl Future<Output = ExecResult<Vec<Vec<Vec<Partial>>>>> + Send;
+    /// The last point of each `(device, measurement)` series, in the order asked (`None`: no
+    /// point). Many series in one call, so each region is asked once.
     fn query_last(
         &self,
-        device: &str,
-        measurement: &str,
-    ) -> impl Future<Output = ExecResult<Option<(i64, Value)>>> + Send;
+        series: &[(String, String)],
+    ) -> impl Future<Output = ExecResult<Vec<Option<(i64, Value)>>>> + Send;
     /// Every database, with its TTL, replication and time partitions.
     fn show_databases(&self) -> impl Future<Output = ExecResult<Vec<DatabaseView>>> + Send;
     /// `SHOW CLUSTER`.

@@ -4,6 +4,7 @@
 //! forwards them to the ConfigNode leader. IoTDB's Thrift service, the gRPC session's
 //! ExecuteStatement and DeleteData, and a relayed table write all run here.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use common::aggregate::{Partial, Windows};
@@ -235,28 +236,43 @@ impl Backend for DataNodeBackend {
 
     async fn aggregate(
         &self,
-        device: &str,
-        measurements: &[String],
+        reads: &[(String, Vec<String>)],
         windows: Windows,
-    ) -> ExecResult<Vec<Vec<Partial>>> {
-        let paths: Vec<SeriesPath> = measurements
+    ) -> ExecResult<Vec<Vec<Vec<Partial>>>> {
+        let paths: Vec<SeriesPath> = reads
             .iter()
-            .map(|m| SeriesPath::new(device, m.as_str()))
+            .flat_map(|(device, measurements)| {
+                measurements
+                    .iter()
+                    .map(move |m| SeriesPath::new(device, m.as_str()))
+            })
             .collect();
         let pinned = self.shared.metadata.pin();
-        let mut answered = self
+        let answered = self
             .shared
             .coordinator
             .read_aggregate(&pinned, &paths, windows)
             .await
             .map_err(coordinator_error)?;
         let count = usize::try_from(windows.count()).expect("windows bounded by the executor");
-        // In the order asked; a series gone meanwhile has empty windows.
-        Ok(paths
+        let by_path: HashMap<SeriesPath, Vec<Partial>> =
+            answered.into_iter().map(|s| (s.path, s.partials)).collect();
+        // In the order asked (a path asked twice answered twice); a series gone meanwhile has
+        // empty windows.
+        let mut paths = paths.into_iter();
+        Ok(reads
             .iter()
-            .map(|path| match answered.iter().position(|s| s.path == *path) {
-                Some(i) => answered.swap_remove(i).partials,
-                None => vec![Partial::default(); count],
+            .map(|(_, measurements)| {
+                paths
+                    .by_ref()
+                    .take(measurements.len())
+                    .map(|path| {
+                        by_path
+                            .get(&path)
+                            .cloned()
+                            .unwrap_or_else(|| vec![Partial::default(); count])
+                    })
+                    .collect()
             })
             .collect())
     }
@@ -298,21 +314,24 @@ impl Backend for DataNodeBackend {
 
     async fn query_last(
         &self,
-        device: &str,
-        measurement: &str,
-    ) -> ExecResult<Option<(i64, Value)>> {
-        let path = SeriesPath::new(device, measurement);
+        series: &[(String, String)],
+    ) -> ExecResult<Vec<Option<(i64, Value)>>> {
+        let paths: Vec<SeriesPath> = series
+            .iter()
+            .map(|(device, measurement)| SeriesPath::new(device, measurement.as_str()))
+            .collect();
         let pinned = self.shared.metadata.pin();
-        let series = self
+        let answered = self
             .shared
             .coordinator
-            .read_last(&pinned, std::slice::from_ref(&path))
+            .read_last(&pinned, &paths)
             .await
             .map_err(coordinator_error)?;
-        Ok(series
+        let by_path: HashMap<SeriesPath, (i64, Value)> = answered
             .into_iter()
-            .find(|s| s.path == path)
-            .map(|s| (s.time, s.value)))
+            .map(|s| (s.path, (s.time, s.value)))
+            .collect();
+        Ok(paths.iter().map(|p| by_path.get(p).cloned()).collect())
     }
 
     async fn show_databases(&self) -> ExecResult<Vec<DatabaseView>> {

@@ -656,9 +656,32 @@ fn partial_heap_bytes(p: &Partial) -> usize {
     values.flatten().map(value_heap_bytes).sum()
 }
 
+/// Partials one backend call asks for at most (series × windows): a call's answer stays well
+/// inside a peer message, however many devices a query reads.
+const CALL_PARTIALS_MAX: usize = 64 * 1024;
+
+/// The reads of `reads` in consecutive batches of at most [`CALL_PARTIALS_MAX`] partials in
+/// `rows` windows (a device whose series alone pass it is a batch of its own).
+fn batches(reads: &[(String, Vec<String>)], rows: usize) -> Vec<&[(String, Vec<String>)]> {
+    let mut out = Vec::new();
+    let (mut start, mut partials) = (0, 0usize);
+    for (i, (_, measurements)) in reads.iter().enumerate() {
+        let mine = measurements.len().saturating_mul(rows.max(1));
+        if i > start && partials.saturating_add(mine) > CALL_PARTIALS_MAX {
+            out.push(&reads[start..i]);
+            (start, partials) = (i, 0);
+        }
+        partials = partials.saturating_add(mine);
+    }
+    if start < reads.len() {
+        out.push(&reads[start..]);
+    }
+    out
+}
+
 /// Each device's measurements' partial in each row (`[device][measurement][row]`), from the
-/// backend, one call per device; what they hold is charged to `charge` and added to `held`, for
-/// the caller to give back.
+/// backend, many devices a call ([`batches`]); what they hold is charged to `charge` and added
+/// to `held`, for the caller to give back.
 async fn fetch<B: Backend>(
     backend: &B,
     reads: &[(String, Vec<String>)],
@@ -680,22 +703,30 @@ async fn fetch<B: Backend>(
             .collect());
     };
     let mut all = Vec::with_capacity(reads.len());
-    for (device, measurements) in reads {
-        let answer = backend.aggregate(device, measurements, windows).await?;
-        if answer.len() != measurements.len() || answer.iter().any(|a| a.len() != rows) {
+    for batch in batches(reads, rows) {
+        let answer = backend.aggregate(batch, windows).await?;
+        let shaped = answer.len() == batch.len()
+            && answer.iter().zip(batch).all(|(device, (_, measurements))| {
+                device.len() == measurements.len() && device.iter().all(|a| a.len() == rows)
+            });
+        if !shaped {
             return Err(ExecError::refused(
                 StatusCode::InternalServerError,
                 format!(
-                    "the aggregate of {} series of {device} in {rows} windows came back with \
-                     another shape",
-                    measurements.len()
+                    "the aggregate of {} devices in {rows} windows came back with another shape",
+                    batch.len()
                 ),
             ));
         }
-        let heap: usize = answer.iter().flatten().map(partial_heap_bytes).sum();
+        let heap: usize = answer
+            .iter()
+            .flatten()
+            .flatten()
+            .map(partial_heap_bytes)
+            .sum();
         charge.add(heap)?;
         *held += heap;
-        all.push(answer);
+        all.extend(answer);
     }
     Ok(all)
 }
@@ -703,6 +734,32 @@ async fn fetch<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_keep_order_and_stay_under_the_bound() {
+        let read = |d: usize, n: usize| (format!("root.sg.d{d}"), vec!["s".to_string(); n]);
+        let reads: Vec<_> = (0..100).map(|d| read(d, 10)).collect();
+        // 10 series × 1,000 windows a device: 6 devices a call.
+        let cut = batches(&reads, 1000);
+        assert_eq!(cut.iter().map(|b| b.len()).sum::<usize>(), 100);
+        assert!(
+            cut.iter().all(|b| b.len() == 6 || b.len() == 100 % 6),
+            "{:?}",
+            cut.len()
+        );
+        assert_eq!(cut.concat(), reads);
+        // Few windows: one call; a device over the bound alone: its own call.
+        assert_eq!(batches(&reads, 1).len(), 1);
+        let wide = vec![read(0, 1), read(1, 100_000), read(2, 1)];
+        assert_eq!(
+            batches(&wide, 1)
+                .iter()
+                .map(|b| b.len())
+                .collect::<Vec<_>>(),
+            [1, 1, 1]
+        );
+        assert!(batches(&[], 10).is_empty());
+    }
 
     fn group_by(start: i64, end: i64, interval_ms: u64) -> Option<GroupByTime> {
         Some(GroupByTime {

@@ -209,37 +209,43 @@ impl Backend for Memory {
     }
     async fn aggregate(
         &self,
-        device: &str,
-        measurements: &[String],
+        reads: &[(String, Vec<String>)],
         windows: Windows,
-    ) -> ExecResult<Vec<Vec<Partial>>> {
+    ) -> ExecResult<Vec<Vec<Vec<Partial>>>> {
         self.calls.lock().unwrap().aggregate += 1;
         let series = self.series.lock().unwrap();
         let windows_count = usize::try_from(windows.count()).expect("windows fit in memory");
-        Ok(measurements
-            .iter()
-            .map(|m| {
-                let mut partials = vec![Partial::default(); windows_count];
-                if let Some((_, points)) = series.get(&(device.to_string(), m.clone())) {
-                    for (t, v) in points.range(windows.range()) {
-                        let i = windows.index(*t).expect("a point of the windows' range");
-                        partials[i].push(*t, v);
-                    }
+        let partials = |device: &String, m: &String| {
+            let mut partials = vec![Partial::default(); windows_count];
+            if let Some((_, points)) = series.get(&(device.clone(), m.clone())) {
+                for (t, v) in points.range(windows.range()) {
+                    let i = windows.index(*t).expect("a point of the windows' range");
+                    partials[i].push(*t, v);
                 }
-                partials
+            }
+            partials
+        };
+        Ok(reads
+            .iter()
+            .map(|(device, measurements)| {
+                measurements.iter().map(|m| partials(device, m)).collect()
             })
             .collect())
     }
     async fn query_last(
         &self,
-        device: &str,
-        measurement: &str,
-    ) -> ExecResult<Option<(i64, Value)>> {
+        asked: &[(String, String)],
+    ) -> ExecResult<Vec<Option<(i64, Value)>>> {
         let series = self.series.lock().unwrap();
-        Ok(series
-            .get(&(device.to_string(), measurement.to_string()))
-            .and_then(|(_, points)| points.last_key_value())
-            .map(|(t, v)| (*t, v.clone())))
+        Ok(asked
+            .iter()
+            .map(|key| {
+                series
+                    .get(key)
+                    .and_then(|(_, points)| points.last_key_value())
+                    .map(|(t, v)| (*t, v.clone()))
+            })
+            .collect())
     }
     async fn show_databases(&self) -> ExecResult<Vec<DatabaseView>> {
         let view = |name: &str, ttl_ms, table_model| DatabaseView {

@@ -4,14 +4,16 @@
 //! [`ResultCharge`] as they are held, so a query too large for memory is refused rather than
 //! running the node out of it (REVIEW N5).
 
-use common::{DataType, Value};
+use common::{DataType, StatusCode, Value};
 
 use super::analyze::{self, Series};
 use super::budget::ResultCharge;
 use super::cursor::ResultCursor;
 use super::filter::Filter;
 use super::rows::{Part, RawRows, Shape};
-use super::{align, join, outcome_bytes, show, Backend, ExecResult, Outcome, TIME_COLUMN};
+use super::{
+    align, join, outcome_bytes, show, Backend, ExecError, ExecResult, Outcome, TIME_COLUMN,
+};
 use crate::expr::Expr;
 use crate::{Fill, PathPattern, Projection, RowWindow, TimeRange};
 
@@ -149,11 +151,51 @@ pub(super) async fn select_last<B: Backend>(
     last(backend, &series, since).await
 }
 
-/// The last point at or after `since` of each series, one row each.
+/// Series one backend call asks the last point of at most.
+const LAST_CALL_SERIES_MAX: usize = 4096;
+
+/// The last point at or after `since` of each series, one row each; the backend is asked
+/// [`LAST_CALL_SERIES_MAX`] series a call.
 async fn last<B: Backend>(backend: &B, series: &[Series], since: i64) -> ExecResult<Outcome> {
     let mut rows = Vec::new();
-    for s in series {
-        let Some((time, value)) = backend.query_last(&s.device, &s.measurement).await? else {
+    for batch in series.chunks(LAST_CALL_SERIES_MAX) {
+        let asked: Vec<(String, String)> = batch
+            .iter()
+            .map(|s| (s.device.clone(), s.measurement.clone()))
+            .collect();
+        let answered = backend.query_last(&asked).await?;
+        if answered.len() != batch.len() {
+            return Err(ExecError::refused(
+                StatusCode::InternalServerError,
+                format!(
+                    "the last points of {} series came back as {}",
+                    batch.len(),
+                    answered.len()
+                ),
+            ));
+        }
+        last_rows(batch, answered, since, &mut rows);
+    }
+    Ok(Outcome::query(
+        show::header(&[
+            (TIME_COLUMN, DataType::Int64),
+            ("Timeseries", DataType::Text),
+            ("Value", DataType::Text),
+            ("DataType", DataType::Text),
+        ]),
+        rows,
+    ))
+}
+
+/// The rows of `series`' last points (`answered`, parallel) at or after `since`.
+fn last_rows(
+    series: &[Series],
+    answered: Vec<Option<(i64, Value)>>,
+    since: i64,
+    rows: &mut Vec<Vec<Option<Value>>>,
+) {
+    for (s, answer) in series.iter().zip(answered) {
+        let Some((time, value)) = answer else {
             continue;
         };
         if time < since {
@@ -166,15 +208,6 @@ async fn last<B: Backend>(backend: &B, series: &[Series], since: i64) -> ExecRes
             Some(Value::Text(value.data_type().name().to_string())),
         ]);
     }
-    Ok(Outcome::query(
-        show::header(&[
-            (TIME_COLUMN, DataType::Int64),
-            ("Timeseries", DataType::Text),
-            ("Value", DataType::Text),
-            ("DataType", DataType::Text),
-        ]),
-        rows,
-    ))
 }
 
 /// A value as IoTDB prints it in a last query (Java's `toString`: `1.5`, `2.0`, `true`; a DATE

@@ -157,6 +157,8 @@ fn aggregates_over_patterns_by_time_and_by_device() {
         ]
     );
     assert_eq!(m.calls.lock().unwrap().raw, 0, "no raw point read");
+    // Each query asked its devices' partials in one call, not one a device.
+    assert_eq!(m.calls.lock().unwrap().aggregate, 2);
 }
 
 #[test]
