@@ -38,6 +38,9 @@ struct PageRef<'a> {
     chunk: &'a ChunkIndex,
     page: &'a PageIndex,
     clean: bool,
+    /// No other page and no memtable point lies within its time range: its decoded points are
+    /// the series' only ones there, folded as they come rather than merged by time first.
+    alone: bool,
 }
 
 impl DataRegion {
@@ -150,7 +153,15 @@ impl PartitionSeries<'_> {
                 files[p.file].read_page(self.device, self.measurement, p.chunk, p.page)?;
             work.pages_decoded += 1;
             for (i, t) in times.into_iter().enumerate() {
-                if self.windows.index(t).is_some() && !in_ranges(&deleted[p.file], t) {
+                let Some(window) = self.windows.index(t) else {
+                    continue;
+                };
+                if in_ranges(&deleted[p.file], t) {
+                    continue;
+                }
+                if p.alone {
+                    out[window].push(t, &values.value(i));
+                } else {
                     merged.insert(t, values.value(i));
                 }
             }
@@ -201,6 +212,7 @@ impl PartitionSeries<'_> {
                         chunk,
                         page,
                         clean: false,
+                        alone: false,
                     }),
             );
         }
@@ -208,7 +220,8 @@ impl PartitionSeries<'_> {
     }
 }
 
-/// Marks the pages whose statistics answer for them (the rules of the module's doc).
+/// Marks the pages whose statistics answer for them (the rules of the module's doc), and those
+/// alone in their time range.
 fn mark_clean(
     pages: &mut [PageRef<'_>],
     deleted: &[Vec<(i64, i64)>],
@@ -234,12 +247,12 @@ fn mark_clean(
     }
     for (i, p) in pages.iter_mut().enumerate() {
         let (min, max) = (p.page.min_time, p.page.max_time);
-        p.clean = !overlapped[i]
+        p.alone = !overlapped[i] && memory.range(min..=max).next().is_none();
+        p.clean = p.alone
             && page_facts(p.page).is_some()
             && windows.index(min).is_some()
             && windows.index(min) == windows.index(max)
-            && !deleted[p.file].iter().any(|d| overlaps(*d, min, max))
-            && memory.range(min..=max).next().is_none();
+            && !deleted[p.file].iter().any(|d| overlaps(*d, min, max));
     }
 }
 

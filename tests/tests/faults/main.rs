@@ -1729,9 +1729,10 @@ fn table_writes_across_drop_table_obey_the_fence() {
     let handle = run.cluster.runtime.handle().clone();
     let all: Vec<usize> = (0..run.cluster.data_nodes.len()).collect();
     let ctx = run.drop_context(run.ddl_on(&all));
+    let create = format!("CREATE DATABASE IF NOT EXISTS {}", tables::TABLE_DATABASE);
     run.cluster
         .runtime
-        .block_on(ctx.ddl.create_database(&tables::table_tree_database()))
+        .block_on(ctx.ddl.execute_table_statement(None, &create))
         .expect("CREATE DATABASE of the table model");
     let (before, after) = (Duration::from_millis(700), Duration::from_millis(1500));
     run.fault("DROP TABLE during table writes");
@@ -2158,17 +2159,20 @@ const PYTHON_TABLET_ROWS: i64 = 100;
 /// ... and this many tablets, then one string record, then a deletion of the first tablet's rows.
 const PYTHON_TABLETS: i64 = 20;
 /// Then, through a `TableSession`, one table-model tablet of this many rows (two devices, an
-/// attribute) into table [`PYTHON_TABLE`] of the probe's database.
+/// attribute) into table [`PYTHON_TABLE`] of [`PYTHON_TABLE_DATABASE`].
 const PYTHON_TABLE_ROWS: i64 = 100;
 /// The table the Python client's table-model tablet creates during the cut.
 const PYTHON_TABLE: &str = "cut";
+/// The table-model database it lies in (the models keep their databases apart, so not the
+/// probe's tree database).
+const PYTHON_TABLE_DATABASE: &str = "fpcli_t";
 
 /// IoTDB's official Python client (`apache-iotdb` 2.0.11, in the virtualenv `scripts/test.sh`
 /// makes, named by `FENCEPOST_IOTDB_PYTHON`) logged in on DataNode `j` while it is healthy: it
 /// waits for a line on stdin, then writes [`PYTHON_TABLETS`] tablets and a string record to
 /// `device`, deletes the first tablet's points, writes a table-model tablet (IoTDB's
-/// `TableSession`, logged in too; the table is created by the write) into the table database
-/// that is `device`'s tree database, and prints `written`. `None` (noted; a failure under `CI=true`) without the
+/// `TableSession`, logged in too; the table is created by the write) into
+/// [`PYTHON_TABLE_DATABASE`], and prints `written`. `None` (noted; a failure under `CI=true`) without the
 /// virtualenv.
 fn python_writer(run: &Run, j: usize, device: &str) -> Option<std::process::Child> {
     let Ok(python) = std::env::var("FENCEPOST_IOTDB_PYTHON") else {
@@ -2188,10 +2192,7 @@ fn python_writer(run: &Run, j: usize, device: &str) -> Option<std::process::Chil
         .rsplit_once(':')
         .map(|(h, p)| (h.to_string(), p.to_string()))
         .expect("host:port");
-    let table_database = device
-        .strip_prefix("root.")
-        .and_then(|rest| rest.split('.').next())
-        .expect("a device under root");
+    let table_database = PYTHON_TABLE_DATABASE;
     let script = format!(
         r#"
 import sys
@@ -2307,6 +2308,23 @@ fn long_partition_heals_to_normal_within_a_few_heartbeats() {
         .runtime
         .block_on(run.session.insert_tablet(&warm))
         .expect("a first write allocates the CLI probe's region");
+    // The same for the Python client's table database, made by the table model.
+    for (database, statement) in [
+        (None, format!("CREATE DATABASE IF NOT EXISTS {PYTHON_TABLE_DATABASE}")),
+        (
+            Some(PYTHON_TABLE_DATABASE),
+            "CREATE TABLE warm (site STRING TAG, v DOUBLE FIELD)".to_string(),
+        ),
+        (
+            Some(PYTHON_TABLE_DATABASE),
+            "INSERT INTO warm(time, site, v) VALUES (999, 'w', 0.0)".to_string(),
+        ),
+    ] {
+        run.cluster
+            .runtime
+            .block_on(run.session.execute_table_statement(database, &statement))
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
     // `FENCEPOST_LONG_CUT_SECS`: default 80 s, past the ~60 s beyond which recovery used to take
     // minutes; 180 for three minutes.
     let long_cut = secs_from_env("FENCEPOST_LONG_CUT_SECS", 80);
@@ -2372,8 +2390,11 @@ fn long_partition_heals_to_normal_within_a_few_heartbeats() {
             }
             // The table-model tablet's two devices, half the rows each.
             for site in ["a", "b"] {
-                let device =
-                    common::table::device_path(probe_database, PYTHON_TABLE, &[Some(site)]);
+                let device = common::table::device_path(
+                    &common::table::database_path(PYTHON_TABLE_DATABASE),
+                    PYTHON_TABLE,
+                    &[Some(site)],
+                );
                 let points =
                     run.cluster
                         .runtime
