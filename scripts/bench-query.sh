@@ -107,12 +107,8 @@ query_fencepost() {
 
 query_influxdb() {
     local dir="$tmp/influxdb" waited=0
-    influx_config "$dir" '  cache-snapshot-write-cold-duration = "1s"
-  compact-full-write-cold-duration = "1s"'
-    influxd run -config "$dir/influxdb.conf" > "$dir/influxd.log" 2>&1 &
-    local pid=$!
-    started_pids+=("$pid")
-    wait_http "http://127.0.0.1:$influx_port/ping" 204
+    start_settling_influxdb "$dir"
+    local pid=$peer_pid
     query_load influxdb "$bin/peerload" --target influxdb --tag-devices \
         --address "127.0.0.1:$influx_port" --db bench
     # Snapshotted to TSM once the cache is cold: the WAL empties.
@@ -127,12 +123,8 @@ query_influxdb() {
 
 query_victoriametrics() {
     local dir="$tmp/vm"
-    mkdir -p "$dir"
-    victoria-metrics -storageDataPath "$dir/storage" -httpListenAddr "127.0.0.1:$vm_port" \
-        -retentionPeriod 100y -loggerLevel ERROR > "$dir/vm.log" 2>&1 &
-    local pid=$!
-    started_pids+=("$pid")
-    wait_http "http://127.0.0.1:$vm_port/health" 200
+    start_victoriametrics "$dir"
+    local pid=$peer_pid
     query_load victoriametrics "$bin/peerload" --target victoriametrics --tag-devices \
         --address "127.0.0.1:$vm_port" --db bench
     curl -s -o /dev/null "http://127.0.0.1:$vm_port/internal/force_flush"

@@ -242,6 +242,29 @@ $extra
 EOF
 }
 
+# start_settling_influxdb DIR: an influxd with its files under DIR that snapshots its cache to TSM
+# and compacts the shard fully once it has had no write for 1 s; its pid in $peer_pid.
+start_settling_influxdb() {
+    local dir=$1
+    influx_config "$dir" '  cache-snapshot-write-cold-duration = "1s"
+  compact-full-write-cold-duration = "1s"'
+    influxd run -config "$dir/influxdb.conf" > "$dir/influxd.log" 2>&1 &
+    peer_pid=$!
+    started_pids+=("$peer_pid")
+    wait_http "http://127.0.0.1:$influx_port/ping" 204
+}
+
+# start_victoriametrics DIR: a VictoriaMetrics with its storage under DIR; its pid in $peer_pid.
+start_victoriametrics() {
+    local dir=$1
+    mkdir -p "$dir"
+    victoria-metrics -storageDataPath "$dir/storage" -httpListenAddr "127.0.0.1:$vm_port" \
+        -retentionPeriod 100y -loggerLevel ERROR > "$dir/vm.log" 2>&1 &
+    peer_pid=$!
+    started_pids+=("$peer_pid")
+    wait_http "http://127.0.0.1:$vm_port/health" 200
+}
+
 # --query: TSBS devops queries (see the header); its body is its own file.
 if [ "$mode" = --query ]; then
     # shellcheck source=scripts/bench-query.sh
@@ -660,13 +683,8 @@ influx_signature() {
 
 storage_influxdb() {
     local name=$1 shape=$2 interval=$3 dir="$tmp/$1"
-    # Snapshot the cache to TSM and compact the shard fully once it has had no write for 1 s.
-    influx_config "$dir" '  cache-snapshot-write-cold-duration = "1s"
-  compact-full-write-cold-duration = "1s"'
-    influxd run -config "$dir/influxdb.conf" > "$dir/influxd.log" 2>&1 &
-    local pid=$!
-    started_pids+=("$pid")
-    wait_http "http://127.0.0.1:$influx_port/ping" 204
+    start_settling_influxdb "$dir"
+    local pid=$peer_pid
     load "$name" "$shape" "$interval" "$bin/peerload" --target influxdb \
         --address "127.0.0.1:$influx_port" --db bench --clients 4
     local settled tsm whole
@@ -717,12 +735,8 @@ vm_signature() {
 
 storage_victoriametrics() {
     local name=$1 shape=$2 interval=$3 dir="$tmp/$1"
-    mkdir -p "$dir"
-    victoria-metrics -storageDataPath "$dir/storage" -httpListenAddr "127.0.0.1:$vm_port" \
-        -retentionPeriod 100y -loggerLevel ERROR > "$dir/vm.log" 2>&1 &
-    local pid=$!
-    started_pids+=("$pid")
-    wait_http "http://127.0.0.1:$vm_port/health" 200
+    start_victoriametrics "$dir"
+    local pid=$peer_pid
     load "$name" "$shape" "$interval" "$bin/peerload" --target victoriametrics \
         --address "127.0.0.1:$vm_port" --db bench --clients 4
     local code month months=()
