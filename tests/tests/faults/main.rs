@@ -2310,7 +2310,10 @@ fn long_partition_heals_to_normal_within_a_few_heartbeats() {
         .expect("a first write allocates the CLI probe's region");
     // The same for the Python client's table database, made by the table model.
     for (database, statement) in [
-        (None, format!("CREATE DATABASE IF NOT EXISTS {PYTHON_TABLE_DATABASE}")),
+        (
+            None,
+            format!("CREATE DATABASE IF NOT EXISTS {PYTHON_TABLE_DATABASE}"),
+        ),
         (
             Some(PYTHON_TABLE_DATABASE),
             "CREATE TABLE warm (site STRING TAG, v DOUBLE FIELD)".to_string(),
