@@ -39,12 +39,17 @@ def main():
     args = p.parse_args()
     table_database = args.database.removeprefix("root.")
 
-    setup = Session(args.host, args.port, "root", "root")
-    setup.open(False)
-    try:
-        setup.execute_non_query_statement(f"CREATE DATABASE {args.database}")
-    except Exception:
-        pass  # it exists
+    # Each model creates its own databases (they keep their namespaces apart).
+    if args.table:
+        setup = TableSession(TableSessionConfig(node_urls=[f"{args.host}:{args.port}"]))
+        setup.execute_non_query_statement(f"CREATE DATABASE IF NOT EXISTS {table_database}")
+    else:
+        setup = Session(args.host, args.port, "root", "root")
+        setup.open(False)
+        try:
+            setup.execute_non_query_statement(f"CREATE DATABASE {args.database}")
+        except Exception:
+            pass  # it exists
     setup.close()
 
     def open_session():
