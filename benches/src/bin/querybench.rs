@@ -163,8 +163,6 @@ struct Params {
     to: i64,
     /// Window length; 0: none.
     window: i64,
-    /// HighCpu1's threshold on `s0`.
-    threshold: f64,
 }
 
 /// SplitMix64: the parameters' random numbers.
@@ -222,7 +220,6 @@ impl Cli {
             from,
             to,
             window,
-            threshold: HIGH_THRESHOLD,
         }
     }
 }
@@ -250,7 +247,7 @@ fn fencepost_sql(p: &Params) -> String {
         }
         Kind::HighCpu1 => format!(
             "select * from {from} where s0 > {} and time >= {} and time < {}",
-            p.threshold, p.from, p.to
+            HIGH_THRESHOLD, p.from, p.to
         ),
         Kind::Lastpoint => format!("select last * from {from}"),
         Kind::GroupbyOrderbyLimit => format!(
@@ -286,10 +283,7 @@ fn influxql(p: &Params) -> String {
             agg("mean"),
             by(p.window)
         ),
-        Kind::HighCpu1 => format!(
-            "SELECT * FROM bench WHERE {filter} AND s0 > {}",
-            p.threshold
-        ),
+        Kind::HighCpu1 => format!("SELECT * FROM bench WHERE {filter} AND s0 > {HIGH_THRESHOLD}"),
         Kind::Lastpoint => "SELECT last(*) FROM bench GROUP BY host".to_string(),
         Kind::GroupbyOrderbyLimit => format!(
             "SELECT {} FROM bench WHERE {filter} GROUP BY time({}ms) ORDER BY time DESC LIMIT 5",
@@ -323,7 +317,7 @@ fn metricsql(p: &Params) -> (String, Option<(i64, i64, i64)>) {
         Kind::HighCpu1 => {
             let host = p.hosts.first().copied().unwrap_or(0);
             let all = format!("{{__name__=~\"bench_s[0-9]+\",host=\"d{host}\"}}");
-            let over = format!("bench_s0{{host=\"d{host}\"}} > {}", p.threshold);
+            let over = format!("bench_s0{{host=\"d{host}\"}} > {HIGH_THRESHOLD}");
             // Every 10 s sample: a bare selector at a sample's own time is that sample.
             let q = format!("{all} and on(host) ({over})");
             (q, Some((p.from, p.to - 1, 10_000)))
@@ -597,7 +591,6 @@ mod tests {
             from: 3_600_000,
             to: 7_200_000,
             window: MINUTE_MS,
-            threshold: 90.0,
         };
         assert_eq!(
             fencepost_sql(&p),

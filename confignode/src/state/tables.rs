@@ -19,26 +19,7 @@ impl MetadataState {
                  created"
             )));
         }
-        let illegal = |reason: String| MetadataError::IllegalTable(reason);
-        table::check_name(&table.name).map_err(illegal)?;
-        if table.ttl_ms.is_some_and(|t| t <= 0) {
-            return Err(MetadataError::IllegalTtl(table.ttl_ms.unwrap_or(0)));
-        }
-        let mut names = BTreeSet::new();
-        for c in &table.columns {
-            table::check_name(&c.name).map_err(illegal)?;
-            if !names.insert(c.name.as_str()) {
-                return Err(illegal(format!("column {} named twice", c.name)));
-            }
-            if c.category != Category::Field && c.data_type != common::DataType::String {
-                return Err(illegal(format!(
-                    "{} column {} must be STRING, not {}",
-                    c.category.name(),
-                    c.name,
-                    c.data_type
-                )));
-            }
-        }
+        check_schema(table)?;
         let key = (database.to_string(), table.name.clone());
         if self.table_drop_pending(database, &table.name) {
             // As CockroachDB's "relation is being dropped": the drop's deletion covers the
@@ -79,24 +60,7 @@ impl MetadataState {
                 )))
             };
         }
-        let mut added: Vec<TableColumn> = Vec::new();
-        for c in &table.columns {
-            match existing.schema.column(&c.name) {
-                Some(have) if have.category == c.category && have.data_type == c.data_type => {}
-                Some(have) => {
-                    return Err(MetadataError::ColumnMismatch(format!(
-                        "column {} of table {} is a {} {} column, not {} {}",
-                        c.name,
-                        table.name,
-                        have.data_type,
-                        have.category.name(),
-                        c.data_type,
-                        c.category.name()
-                    )))
-                }
-                None => added.push(c.clone()),
-            }
-        }
+        let added = added_columns(&existing.schema, table)?;
         if added.is_empty() {
             return Ok(());
         }
@@ -250,4 +214,57 @@ impl MetadataState {
     pub fn table(&self, database: &str, table: &str) -> Option<&TableRecord> {
         self.tables.get(&(database.to_string(), table.to_string()))
     }
+}
+
+/// A table schema's own checks: legal names, a positive TTL, columns named once, TAG and
+/// ATTRIBUTE columns STRING.
+fn check_schema(table: &TableSchema) -> Result<(), MetadataError> {
+    let illegal = |reason: String| MetadataError::IllegalTable(reason);
+    table::check_name(&table.name).map_err(illegal)?;
+    if table.ttl_ms.is_some_and(|t| t <= 0) {
+        return Err(MetadataError::IllegalTtl(table.ttl_ms.unwrap_or(0)));
+    }
+    let mut names = BTreeSet::new();
+    for c in &table.columns {
+        table::check_name(&c.name).map_err(illegal)?;
+        if !names.insert(c.name.as_str()) {
+            return Err(illegal(format!("column {} named twice", c.name)));
+        }
+        if c.category != Category::Field && c.data_type != common::DataType::String {
+            return Err(illegal(format!(
+                "{} column {} must be STRING, not {}",
+                c.category.name(),
+                c.name,
+                c.data_type
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The columns of `table` that `existing` lacks; a column both have must agree in category
+/// and type.
+fn added_columns(
+    existing: &TableSchema,
+    table: &TableSchema,
+) -> Result<Vec<TableColumn>, MetadataError> {
+    let mut added = Vec::new();
+    for c in &table.columns {
+        match existing.column(&c.name) {
+            Some(have) if have.category == c.category && have.data_type == c.data_type => {}
+            Some(have) => {
+                return Err(MetadataError::ColumnMismatch(format!(
+                    "column {} of table {} is a {} {} column, not {} {}",
+                    c.name,
+                    table.name,
+                    have.data_type,
+                    have.category.name(),
+                    c.data_type,
+                    c.category.name()
+                )))
+            }
+            None => added.push(c.clone()),
+        }
+    }
+    Ok(added)
 }
