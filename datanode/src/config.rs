@@ -67,7 +67,8 @@ runtime::node_config! {
             dn_rpc_frame_timeout_ms: u64 = 60_000,
             /// Milliseconds a logged-in Thrift connection may stay silent between two requests
             /// before it is closed with its session and open queries (IoTDB closes idle
-            /// connections too); 0 never closes one. Default 3600000 (1 h).
+            /// connections too), and a gRPC connection may run no call (its keepalive PINGs do
+            /// not count) before it is closed; 0 never closes one. Default 3600000 (1 h).
             dn_rpc_idle_timeout_ms: u64 = 3_600_000,
             /// Session requests this DataNode runs at once; one more is answered gRPC
             /// `RESOURCE_EXHAUSTED` at once, which sessions take as 606 WRITE_PROCESS_REJECT and
@@ -392,6 +393,8 @@ impl RpcSection {
             handshake_timeout: std::time::Duration::from_millis(self.dn_rpc_handshake_timeout_ms),
             grpc_connections_max: self.dn_rpc_grpc_connections_max as usize,
             thrift_sessions_max: self.dn_rpc_max_concurrent_client_num as usize,
+            grpc_idle_timeout: (self.dn_rpc_idle_timeout_ms > 0)
+                .then(|| std::time::Duration::from_millis(self.dn_rpc_idle_timeout_ms)),
         }
     }
 

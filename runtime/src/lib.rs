@@ -15,7 +15,8 @@
 //!   [`ChannelConfig`] (connect timeout, HTTP/2 keepalive, TCP keepalive, `TCP_NODELAY`,
 //!   `TCP_USER_TIMEOUT`); [`ChannelPool`] replaces a channel whose call failed.
 //! - [`port`]: a port serving gRPC and IoTDB's Thrift clients at once, with a connection budget
-//!   per protocol and per stage (handshakes, gRPC connections, Thrift sessions).
+//!   per protocol and per stage (handshakes, gRPC connections, Thrift sessions); [`idle`]
+//!   closes its gRPC connections that run no call for the idle timeout.
 //! - [`metrics`]: the Prometheus page writer and the HTTP responder both servers' metrics
 //!   addresses serve; a node declares each metric once, in an [`metrics::Area`] with its value.
 //! - [`config`]: what both servers' configurations share: [`node_config!`], which declares each
@@ -35,6 +36,7 @@ mod confignode_client;
 pub mod docs;
 mod driver;
 mod error;
+pub mod idle;
 pub mod limits;
 pub mod metrics;
 pub mod port;
@@ -46,6 +48,7 @@ pub use config::ConfigError;
 pub use confignode_client::{ConfigNodeClient, HasStatus, NoLeader};
 pub use driver::{entropy_seed, DriverConfig, DriverStatus, RaftDriver};
 pub use error::{Error, Result};
+pub use idle::ConnectionInfo;
 pub use limits::{Gated, ServerGate, ServerLimits};
 pub use port::{incoming_split, Handshake, PortGate, PortLimits, ThriftConnection};
 pub use raft_host::{open_raft_host, RaftHostConfig, RaftLogLimits};

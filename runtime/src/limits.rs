@@ -18,6 +18,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -25,7 +26,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::codegen::http::{Request, Response};
 use tonic::codegen::Service;
 use tonic::server::NamedService;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::Connected;
+
+use crate::idle::{Activity, ConnectionInfo, IdleClock};
 
 /// How much one server takes at once. Both are at least 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,11 +125,15 @@ impl ServerGate {
     }
 }
 
-/// An accepted connection holding one of its server's connection permits until it closes.
+/// An accepted connection holding one of its server's connection permits until it closes;
+/// with an idle timeout ([`GatedStream::closing_when_idle`]), closed once it has run no call
+/// for that long ([`crate::idle`]).
 #[derive(Debug)]
 pub struct GatedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    activity: Option<Arc<Activity>>,
+    idle: Option<IdleClock>,
 }
 
 impl GatedStream {
@@ -134,7 +141,18 @@ impl GatedStream {
         GatedStream {
             stream,
             _permit: permit,
+            activity: None,
+            idle: None,
         }
+    }
+
+    /// This connection, closed once no call has run on it for `timeout` (a read then fails
+    /// with `TimedOut`, and the server drops the connection).
+    pub(crate) fn closing_when_idle(mut self, timeout: Duration) -> GatedStream {
+        let activity = Activity::new();
+        self.idle = Some(IdleClock::new(activity.clone(), timeout));
+        self.activity = Some(activity);
+        self
     }
 
     /// The TCP stream.
@@ -144,20 +162,37 @@ impl GatedStream {
 }
 
 impl Connected for GatedStream {
-    type ConnectInfo = TcpConnectInfo;
+    type ConnectInfo = ConnectionInfo;
 
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.stream.connect_info()
+    fn connect_info(&self) -> ConnectionInfo {
+        ConnectionInfo {
+            tcp: self.stream.connect_info(),
+            activity: self.activity.clone(),
+        }
     }
 }
 
 impl AsyncRead for GatedStream {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let this = self.get_mut();
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        // Looked at only while the server waits for bytes: a connection that is being read
+        // from is not closed under its reader.
+        if read.is_pending() {
+            if let Some(idle) = this.idle.as_mut() {
+                if idle.poll_expired(cx).is_ready() {
+                    return Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no call on this connection for its idle timeout",
+                    )));
+                }
+            }
+        }
+        read
     }
 }
 
@@ -219,15 +254,26 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The connection counts the call as running until it is answered (its idle clock).
+        let call = request
+            .extensions()
+            .get::<ConnectionInfo>()
+            .and_then(|info| info.activity.as_ref())
+            .map(|activity| activity.call());
         if self.exempt.contains(&request.uri().path()) {
-            return Box::pin(self.inner.call(request));
+            let running = self.inner.call(request);
+            return Box::pin(async move {
+                let response = running.await;
+                drop(call);
+                response
+            });
         }
         match self.gate.try_request() {
             Some(permit) => {
                 let running = self.inner.call(request);
                 Box::pin(async move {
                     let response = running.await;
-                    drop(permit);
+                    drop((permit, call));
                     response
                 })
             }

@@ -54,6 +54,9 @@ pub struct PortLimits {
     pub grpc_connections_max: usize,
     /// Thrift connections logged in at once; a login past it is refused.
     pub thrift_sessions_max: usize,
+    /// A gRPC connection that runs no call for this long is closed ([`crate::idle`]); `None`
+    /// keeps it open.
+    pub grpc_idle_timeout: Option<Duration>,
 }
 
 /// What a port holds and what it turned away, shared by its acceptor and its servers.
@@ -204,7 +207,13 @@ impl PortGate {
     /// it) when all are taken.
     fn admit_grpc(&self, stream: TcpStream) -> Option<GatedStream> {
         match self.grpc.clone().try_acquire_owned() {
-            Ok(permit) => Some(GatedStream::new(stream, permit)),
+            Ok(permit) => {
+                let stream = GatedStream::new(stream, permit);
+                Some(match self.limits.grpc_idle_timeout {
+                    Some(timeout) => stream.closing_when_idle(timeout),
+                    None => stream,
+                })
+            }
             Err(_) => {
                 let refused = self.grpc_refused.fetch_add(1, Ordering::Relaxed) + 1;
                 if refused.is_power_of_two() {
@@ -346,6 +355,7 @@ mod tests {
             handshake_timeout,
             grpc_connections_max: 2,
             thrift_sessions_max: 1,
+            grpc_idle_timeout: None,
         }
     }
 

@@ -206,3 +206,85 @@ async fn a_connection_past_the_limit_is_closed_until_one_closes() {
     }
     assert_eq!(gate.connections_open(), 1);
 }
+
+/// The session port's gRPC side: a connection that runs no call for the idle timeout is closed
+/// (its keepalive PINGs, answered all along, do not count), a call that outlasts the timeout
+/// keeps its connection, and the client's next call connects again.
+#[tokio::test]
+async fn a_grpc_connection_without_calls_is_closed_after_the_idle_timeout() {
+    let idle = Duration::from_millis(600);
+    let config = ChannelConfig::with_keepalive(100, 1000, 2000);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let double = Double {
+        release: Arc::new(Semaphore::new(0)),
+        started: Arc::default(),
+        raft_messages: Arc::default(),
+    };
+    let port = runtime::PortGate::new(runtime::PortLimits {
+        handshakes_max: 16,
+        handshake_timeout: BOUND,
+        grpc_connections_max: 16,
+        thrift_sessions_max: 1,
+        grpc_idle_timeout: Some(idle),
+    });
+    let (grpc, _thrift) = runtime::incoming_split(listener, &config, &port);
+    let gate = ServerGate::new(ServerLimits {
+        connections_max: 16,
+        requests_max: 16,
+    });
+    let service = gate.service(ConfigNodeServiceServer::new(double.clone()), &[]);
+    tokio::spawn(async move {
+        runtime::server(&config)
+            .add_service(service)
+            .serve_with_incoming(grpc)
+            .await
+            .unwrap();
+    });
+    // The client PINGs every 100 ms while idle, so the connection carries bytes throughout.
+    let channel = config.connect_lazy(&address.to_string()).unwrap();
+    let c = ConfigNodeServiceClient::new(channel);
+
+    // A call three timeouts long keeps its connection.
+    let mut slow = c.clone();
+    let call =
+        tokio::spawn(async move { slow.show_cluster(proto::ShowClusterReq::default()).await });
+    until("the call running", || {
+        double.started.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    tokio::time::sleep(idle * 3).await;
+    assert_eq!(
+        port.grpc_connections_open(),
+        1,
+        "closed under a running call"
+    );
+    double.release.add_permits(1 << 20);
+    call.await.unwrap().expect("the long call is answered");
+
+    // Then nothing runs: closed about one timeout after the call's end.
+    let ended = Instant::now();
+    until("the idle connection closed", || {
+        port.grpc_connections_open() == 0
+    })
+    .await;
+    assert!(
+        ended.elapsed() >= idle - Duration::from_millis(50),
+        "closed early"
+    );
+
+    // The next call connects again.
+    let deadline = Instant::now() + BOUND;
+    loop {
+        match c
+            .clone()
+            .show_cluster(proto::ShowClusterReq::default())
+            .await
+        {
+            Ok(_) => break,
+            Err(e) => assert!(Instant::now() < deadline, "never served again: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(port.grpc_connections_open(), 1);
+}
