@@ -273,6 +273,9 @@ pub async fn drop_on(address: &str, target: &DropTarget) -> Outcome {
                 })
                 .await?
                 .into_inner(),
+            DropTarget::Points { .. } => {
+                anyhow::bail!("deleteData goes through a session, not to the ConfigNode")
+            }
         };
         anyhow::Ok(status)
     };

@@ -21,7 +21,11 @@
 //! 6. the replicas of every region report identical digests at a common applied index, and
 //!    every replica the ConfigNode assigned exists — except those of a DataNode id a scenario
 //!    wiped ([`Cluster::wipe_data_node`]): that id never returns, and until a membership change
-//!    replaces its replicas its regions run on the rest.
+//!    replaces its replicas its regions run on the rest;
+//! 7. a `deleteData` ([`crate::workload::DropTarget::Points`]) is linearizable: it may remove
+//!    a cell only if it was not acknowledged before the cell's write was invoked (so a late
+//!    redelivery cannot remove what was written after its acknowledgement), and an
+//!    acknowledged one leaves no cell of an acknowledged write completed before it began.
 //!
 //! Timestamps are unique per write op, so every point is attributed to exactly one op.
 //! Scenario-specific rules (e.g. no write acknowledged by a fenced DataNode after a drop) are
@@ -275,6 +279,10 @@ fn verdict(op: &TabletOp, measurement: &str, drops: &[DropOp]) -> Verdict {
             continue;
         }
         let acked = d.outcome.is_ok();
+        if d.target.is_points() {
+            points_verdict(&mut v, op, i, d);
+            continue;
+        }
         if !(acked && d.completed < op.invoked) {
             v.may_remove.push(i);
         }
@@ -292,6 +300,23 @@ fn verdict(op: &TabletOp, measurement: &str, drops: &[DropOp]) -> Verdict {
         }
     }
     v
+}
+
+/// A `deleteData` of the cell's series (rule 7): linearizable, no fence. Unless it was
+/// acknowledged before the write was invoked it may have come after it, so it excuses the
+/// cell; once acknowledged, every acknowledged write that completed before it was invoked is
+/// gone. A late second delivery (a retry of an attempt that already applied) would remove the
+/// cells of writes invoked after its acknowledgement: those must be there.
+fn points_verdict(v: &mut Verdict, op: &TabletOp, i: usize, d: &DropOp) {
+    let acked = d.outcome.is_ok();
+    if !(acked && d.completed < op.invoked) {
+        v.may_remove.push(i);
+        v.excused_by.push(i);
+        v.must_be_there = false;
+    }
+    if acked && op.outcome.is_ok() && op.completed < d.invoked && v.must_be_gone.is_none() {
+        v.must_be_gone = Some(i);
+    }
 }
 
 fn time_slot(ts: i64, interval_ms: i64) -> i64 {
@@ -544,9 +569,10 @@ pub fn check(cluster: &Cluster, session: &Session, history: &History) -> Result<
     report.after_drop = seen_after.len();
 
     // Unknown drops: of what was acknowledged before one began, and that only it could have
-    // removed, everything is there or nothing is.
+    // removed, everything is there or nothing is. A `deleteData` is one command per region, not
+    // one fence operation: it may apply on some regions only.
     for (i, d) in drops.iter().enumerate() {
-        if d.outcome.is_ok() {
+        if d.outcome.is_ok() || d.target.is_points() {
             continue;
         }
         let (mut present, mut missing) = (0, 0);
@@ -904,5 +930,95 @@ pub fn converged_digests(cluster: &Cluster, session: &Session) -> Result<usize> 
     match outcome {
         Ok(n) => Ok(n),
         Err(e) => bail!("{e}; last digests: {last}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::workload::{DropTarget, Outcome};
+
+    fn at(base: Instant, ms: u64) -> Instant {
+        base + Duration::from_millis(ms)
+    }
+
+    fn write(base: Instant, invoked: u64, completed: u64, outcome: Outcome) -> TabletOp {
+        TabletOp {
+            id: 0,
+            writer: "w".into(),
+            device: "root.fp.vic1".into(),
+            timestamps: vec![1],
+            invoked: at(base, invoked),
+            completed: at(base, completed),
+            outcome,
+        }
+    }
+
+    fn delete(base: Instant, invoked: u64, completed: u64, outcome: Outcome) -> DropOp {
+        DropOp {
+            target: DropTarget::Points {
+                device: "root.fp.vic1".into(),
+                measurement: "s1".into(),
+            },
+            via: "session".into(),
+            invoked: at(base, invoked),
+            pending_seen: None,
+            completed: at(base, completed),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn a_delete_of_points_is_judged_as_linearizable() {
+        let base = Instant::now();
+        let unknown = || Outcome::Unknown("timeout".into());
+        // Acknowledged before the write began: the cell must be there (a late redelivery of
+        // the deletion would remove it).
+        let v = verdict(
+            &write(base, 20, 30, Outcome::Ok),
+            "s1",
+            &[delete(base, 0, 10, Outcome::Ok)],
+        );
+        assert!(v.must_be_there && v.may_remove.is_empty() && v.must_be_gone.is_none());
+        // The other measurement is untouched.
+        let v = verdict(
+            &write(base, 0, 5, Outcome::Ok),
+            "s2",
+            &[delete(base, 10, 20, Outcome::Ok)],
+        );
+        assert!(v.must_be_there && v.must_be_gone.is_none());
+        // An acknowledged write completed before an acknowledged deletion began: gone.
+        let v = verdict(
+            &write(base, 0, 5, Outcome::Ok),
+            "s1",
+            &[delete(base, 10, 20, Outcome::Ok)],
+        );
+        assert_eq!(v.must_be_gone, Some(0));
+        assert!(!v.must_be_there);
+        // Concurrent, or a deletion of unknown outcome: either way is right.
+        for (w, d) in [
+            (
+                write(base, 0, 15, Outcome::Ok),
+                delete(base, 10, 20, Outcome::Ok),
+            ),
+            (
+                write(base, 20, 30, Outcome::Ok),
+                delete(base, 0, 10, unknown()),
+            ),
+            (
+                write(base, 0, 5, Outcome::Ok),
+                delete(base, 10, 20, unknown()),
+            ),
+            (
+                write(base, 0, 5, unknown()),
+                delete(base, 10, 20, Outcome::Ok),
+            ),
+        ] {
+            let v = verdict(&w, "s1", &[d]);
+            assert!(!v.must_be_there && v.must_be_gone.is_none(), "{w:?}");
+            assert_eq!(v.may_remove, [0]);
+        }
     }
 }

@@ -97,13 +97,27 @@ pub enum DropTarget {
         /// The fixed devices its writers write, one per writer.
         devices: Vec<String>,
     },
+    /// `deleteData` of every point of `device.measurement`: the series stays. No fence
+    /// operation, so it is judged as linearizable only: it may remove a cell unless it was
+    /// acknowledged before the cell's write was invoked, and an acknowledged one removes every
+    /// acknowledged cell whose write completed before it was invoked.
+    Points {
+        /// The device.
+        device: String,
+        /// The measurement.
+        measurement: String,
+    },
 }
 
 impl DropTarget {
-    /// Whether the change removes `device.measurement`.
+    /// Whether the change removes `device.measurement` (or its points).
     pub fn covers(&self, device: &str, measurement: &str) -> bool {
         match self {
             DropTarget::Series {
+                device: d,
+                measurement: m,
+            }
+            | DropTarget::Points {
                 device: d,
                 measurement: m,
             } => d == device && m == measurement,
@@ -120,10 +134,19 @@ impl DropTarget {
         }
     }
 
+    /// A `deleteData`, not a fence operation.
+    pub fn is_points(&self) -> bool {
+        matches!(self, DropTarget::Points { .. })
+    }
+
     /// The SHOW TIMESERIES prefix of what it removes.
     pub fn prefix(&self) -> String {
         match self {
             DropTarget::Series {
+                device,
+                measurement,
+            }
+            | DropTarget::Points {
                 device,
                 measurement,
             } => format!("{device}.{measurement}"),
@@ -137,7 +160,9 @@ impl DropTarget {
     /// The devices written in the target.
     pub fn devices(&self) -> Vec<String> {
         match self {
-            DropTarget::Series { device, .. } => vec![device.clone()],
+            DropTarget::Series { device, .. } | DropTarget::Points { device, .. } => {
+                vec![device.clone()]
+            }
             DropTarget::Database { devices, .. } | DropTarget::Table { devices, .. } => {
                 devices.clone()
             }
@@ -454,9 +479,9 @@ pub enum DropVia {
     ConfigNode(String),
 }
 
-/// Runs a schema change with a bounded wait and records it. While it runs, the ConfigNode
-/// leaders at `config_nodes` are asked every 100 ms whether the target is still pending delete
-/// ([`DropOp::pending_seen`]).
+/// Runs a schema change (or a `deleteData`) with a bounded wait and records it. While a schema
+/// change runs, the ConfigNode leaders at `config_nodes` are asked every 100 ms whether the
+/// target is still pending delete ([`DropOp::pending_seen`]).
 pub async fn drop_recorded(
     via: &DropVia,
     config_nodes: &[String],
@@ -485,6 +510,15 @@ pub async fn drop_recorded(
                         )
                         .await
                         .map(drop),
+                    DropTarget::Points {
+                        device,
+                        measurement,
+                    } => {
+                        let path = format!("{device}.{measurement}");
+                        session
+                            .delete_data(&[&path], i64::MIN / 2, i64::MAX / 2)
+                            .await
+                    }
                 };
                 Outcome::of(&r)
             }
@@ -500,13 +534,16 @@ pub async fn drop_recorded(
         }
     };
     let prefix = target.prefix();
+    // A deletion of points leaves nothing pending; the probe would see a DELETE TIMESERIES of
+    // the same series.
+    let probe = !target.is_points();
     let mut call = std::pin::pin!(call);
     let mut pending_seen = None;
     let outcome = loop {
         let asked = Instant::now();
         tokio::select! {
             outcome = &mut call => break outcome,
-            pending = crate::admin::pending_delete(config_nodes, &prefix) => {
+            pending = crate::admin::pending_delete(config_nodes, &prefix), if probe => {
                 if matches!(pending, Ok(true)) {
                     pending_seen = Some(asked);
                 }
@@ -631,6 +668,52 @@ impl DropContext {
     }
 }
 
+/// A task that deletes every point of one series through `deleteData`, again and again, until
+/// stopped ([`DropContext::deleter`]).
+pub struct Deleter {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Deleter {
+    /// Stops after the current deletion.
+    pub async fn stop_async(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task
+            .await
+            .expect("a deleter task panicked (see its message above)");
+    }
+}
+
+impl DropContext {
+    /// Starts a [`Deleter`] of `device.measurement` through the writers' session, its pauses
+    /// varied by `seed` (150–700 ms), each deletion recorded as a [`DropTarget::Points`].
+    pub fn deleter(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        device: &str,
+        measurement: &str,
+        seed: u64,
+    ) -> Deleter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, ctx) = (stop.clone(), self.clone());
+        let target = DropTarget::Points {
+            device: device.to_string(),
+            measurement: measurement.to_string(),
+        };
+        let task = runtime.spawn(async move {
+            let mut n = seed;
+            while !flag.load(Ordering::Relaxed) {
+                n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                tokio::time::sleep(Duration::from_millis(150 + (n >> 33) % 550)).await;
+                let via = DropVia::Session(ctx.session.clone());
+                drop_recorded(&via, &[], &ctx.history, target.clone()).await;
+            }
+        });
+        Deleter { stop, task }
+    }
+}
+
 /// The name of table writer `i` of a drop round `name`: its fixed device's tag is derived from
 /// it ([`crate::tables::writer_tags`]), so [`DropTarget::Table::devices`] can name it.
 pub fn table_writer_name(name: &str, i: usize) -> String {
@@ -650,9 +733,10 @@ pub fn table_target(name: &str, table: &str, writers: usize) -> DropTarget {
     }
 }
 
-/// Schema churn for the nemesis: rounds that DELETE TIMESERIES a fresh series, or DROP DATABASE
-/// one of the databases created beforehand, while writers keep writing to it — before, during
-/// and after the drop (writes after it re-create the target) — and faults run.
+/// Schema churn for the nemesis: rounds that DELETE TIMESERIES a fresh series (racing
+/// `deleteData`s of it), DROP TABLE a table, or DROP DATABASE one of the databases created
+/// beforehand, while writers keep writing to it — before, during and after the drop (writes
+/// after it re-create the target) — and faults run.
 pub struct SchemaChurn {
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<u64>,
@@ -723,8 +807,20 @@ impl SchemaChurn {
                 };
                 // Varied, so drops land at different points of the writers' cycle.
                 let before = Duration::from_millis(200 + (round * 337) % 900);
+                // A DELETE TIMESERIES round races `deleteData`s of the same series: before,
+                // during and after the drop and the series' re-creation.
+                let deleter = match &target {
+                    DropTarget::Series {
+                        device,
+                        measurement,
+                    } => Some(ctx.deleter(&handle, device, measurement, round)),
+                    _ => None,
+                };
                 ctx.drop_round(&handle, &name, target, before, Duration::from_millis(800))
                     .await;
+                if let Some(deleter) = deleter {
+                    deleter.stop_async().await;
+                }
                 round += 1;
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
