@@ -2,7 +2,7 @@
 //! `runtime::open_raft_host`) and the region replicas on this node — their creation, proposals
 //! to the regions led here, and linearizable reads of them.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -764,16 +764,10 @@ fn read_series(
     read: &RegionRead,
     limit: u32,
 ) -> std::result::Result<Vec<RegionSeries>, Status> {
-    let types: HashMap<(String, String), common::DataType> = region
-        .series()
-        .into_iter()
-        .map(|(d, m, t)| ((d, m), t))
-        .collect();
     let limit = limit as usize;
     let mut out = Vec::new();
     for path in &read.paths {
-        let key = (path.device.clone(), path.measurement.clone());
-        let Some(data_type) = types.get(&key) else {
+        let Some(data_type) = region.series_type(&path.device, &path.measurement) else {
             continue;
         };
         let points = match read.kind {
@@ -797,7 +791,7 @@ fn read_series(
         if points.is_empty() {
             continue;
         }
-        let batch = SeriesBatch::from_points(*data_type, points.into_iter().take(limit));
+        let batch = SeriesBatch::from_points(data_type, points.into_iter().take(limit));
         out.push((path.clone(), batch));
     }
     Ok(out)

@@ -700,6 +700,12 @@ impl DataRegion {
             .collect())
     }
 
+    /// The type of a live series, or `None` when the region holds no such series.
+    pub fn series_type(&self, device: &str, measurement: &str) -> Option<DataType> {
+        let state = self.state.read();
+        state.series_types.get(device)?.get(measurement).copied()
+    }
+
     /// Every live series and its type, sorted.
     pub fn series(&self) -> Vec<(String, String, DataType)> {
         let state = self.state.read();

@@ -368,21 +368,24 @@ impl Coordinator {
         pinned: &Pinned<'_>,
         paths: &[SeriesPath],
     ) -> Outcome<BTreeMap<String, DeviceSchema>> {
-        let devices: BTreeSet<&str> = paths.iter().map(|p| p.device.as_str()).collect();
+        // Each device's measurements, looked up once per device (a LAST over 10,000 series
+        // asks for 1,000 devices).
+        let mut devices: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for p in paths {
+            devices
+                .entry(p.device.as_str())
+                .or_default()
+                .push(p.measurement.as_str());
+        }
         let mut schemas = BTreeMap::new();
         let mut missing = Vec::new();
-        for d in devices {
+        for (d, measurements) in devices {
             // A path the rules refuse names no series: absent from the answer.
             let Ok(device) = DevicePath::parse(d, self.limits.tablet_limits.path_bytes_max) else {
                 continue;
             };
             match pinned.schema(&device).map_err(|_| self.fenced_read())? {
-                Some(s)
-                    if paths
-                        .iter()
-                        .filter(|p| p.device == d)
-                        .all(|p| s.knows(&p.measurement)) =>
-                {
+                Some(s) if measurements.iter().all(|m| s.knows(m)) => {
                     schemas.insert(d.to_string(), s);
                 }
                 _ => missing.push(device),
@@ -403,8 +406,10 @@ impl Coordinator {
             auto_create: false,
             table: None,
         };
+        let missing: BTreeMap<&str, &DevicePath> =
+            missing.iter().map(|d| (d.as_str(), d)).collect();
         for (device, schema) in self.fetch_schema(&fetch).await? {
-            let Some(path) = missing.iter().find(|m| m.as_str() == device) else {
+            let Some(&path) = missing.get(device.as_str()) else {
                 continue;
             };
             if !schema.database.is_empty() {
