@@ -1,7 +1,8 @@
 //! Partial aggregates: what a region answers for an aggregate query of one series over one time
 //! window, merged across time partitions and regions at the coordinator, then finished into
 //! IoTDB's functions (`COUNT`, `SUM`, `AVG`, `MIN_VALUE`, `MAX_VALUE`, `EXTREME`, `FIRST_VALUE`,
-//! `LAST_VALUE`, `MIN_TIME`, `MAX_TIME`).
+//! `LAST_VALUE`, `MIN_TIME`, `MAX_TIME`, and from the second moment `STDDEV`, `VARIANCE` and
+//! their population and sample forms).
 //!
 //! A partial is built from points ([`Partial::push`]) or from a sealed page's statistics
 //! ([`Partial::of_page`]) without decoding it; the two give the same partial for the same
@@ -9,6 +10,10 @@
 //! statistics do); the sum takes every value (a NaN makes it NaN). BOOLEAN values count as 0 and
 //! 1 for the sum, minimum and maximum; TEXT, STRING and BLOB values only count and take part in
 //! first and last.
+//!
+//! The second moment ([`Partial::m2`]) is kept point by point (Welford's update) and merged
+//! with Chan's formula; page statistics do not carry it, so a partial made from them has none
+//! (0), and windows that ask for it ([`Windows::moments`]) have every page decoded.
 
 use std::ops::Range;
 
@@ -29,6 +34,9 @@ pub struct Partial {
     pub first: Option<(i64, Value)>,
     /// The point with the greatest timestamp.
     pub last: Option<(i64, Value)>,
+    /// The sum of the squared differences between the values the sum takes and their mean
+    /// (NaN once one is NaN); 0 in a partial made from page statistics.
+    pub m2: f64,
 }
 
 /// What a sealed page's index says about its points (the engine's page statistics, in the
@@ -59,7 +67,15 @@ impl Partial {
         self.count += 1;
         if let Some(x) = numeric(value) {
             if !matches!(value, Value::Timestamp(_) | Value::Date(_)) {
+                // Welford: the mean before and after this point.
+                let n = self.count as f64;
+                let before = if self.count > 1 {
+                    self.sum / (n - 1.0)
+                } else {
+                    0.0
+                };
                 self.sum += x;
+                self.m2 += (x - before) * (x - self.sum / n);
             }
             if !x.is_nan() {
                 self.take_min(value);
@@ -84,11 +100,20 @@ impl Partial {
             max: page.max.cloned(),
             first: Some((page.min_time, page.first.clone())),
             last: Some((page.max_time, page.last.clone())),
+            m2: 0.0,
         }
     }
 
     /// Takes `other`'s points too (a disjoint set: another page, partition or region).
     pub fn merge(&mut self, other: &Partial) {
+        if self.count > 0 && other.count > 0 {
+            // Chan et al.: the two moments plus the spread of the two means.
+            let (a, b) = (self.count as f64, other.count as f64);
+            let delta = other.sum / b - self.sum / a;
+            self.m2 += other.m2 + delta * delta * a * b / (a + b);
+        } else if other.count > 0 {
+            self.m2 = other.m2;
+        }
         self.count += other.count;
         self.sum += other.sum;
         if let Some(v) = &other.min {
@@ -136,6 +161,16 @@ impl Partial {
         (self.count > 0).then(|| self.sum / self.count as f64)
     }
 
+    /// `VAR_POP`: the population variance, `None` without points.
+    pub fn var_pop(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.m2 / self.count as f64)
+    }
+
+    /// `VAR_SAMP` (and `VARIANCE`): the sample variance, `None` under two points.
+    pub fn var_samp(&self) -> Option<f64> {
+        (self.count > 1).then(|| self.m2 / (self.count - 1) as f64)
+    }
+
     /// `EXTREME`: the value of greatest magnitude (the maximum on a tie, as IoTDB).
     pub fn extreme(&self) -> Option<Value> {
         let magnitude = |v: &Value| numeric(v).map_or(f64::NAN, f64::abs);
@@ -178,6 +213,8 @@ pub struct Windows {
     pub from: i64,
     /// End of the visible range (excluded).
     pub to: i64,
+    /// The second moment is wanted ([`Partial::m2`]): no partial is made from page statistics.
+    pub moments: bool,
 }
 
 impl Windows {
@@ -193,6 +230,7 @@ impl Windows {
             interval,
             from: range.start,
             to: range.end,
+            moments: false,
         };
         (windows.count() <= max).then_some(windows)
     }
@@ -210,6 +248,11 @@ impl Windows {
             to: self.to.min(visible.end),
             ..self
         }
+    }
+
+    /// The same windows, their partials with the second moment (`moments`) or without.
+    pub fn with_moments(self, moments: bool) -> Windows {
+        Windows { moments, ..self }
     }
 
     /// How many windows.
@@ -283,9 +326,56 @@ mod tests {
             }
         }
         right.merge(&left);
-        assert_eq!(right, all);
+        // The second moment agrees up to rounding; everything else exactly.
+        assert!(
+            (right.m2 - all.m2).abs() <= 1e-9 * all.m2,
+            "{} vs {}",
+            right.m2,
+            all.m2
+        );
+        assert_eq!(
+            Partial { m2: 0.0, ..right },
+            Partial {
+                m2: 0.0,
+                ..all.clone()
+            }
+        );
         assert_eq!(all.avg(), Some(all.sum / 50.0));
         assert_eq!(Partial::default().avg(), None);
+    }
+
+    /// The two-pass variance of `xs`: what the one-pass moments must give.
+    fn two_pass(xs: &[f64]) -> f64 {
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        xs.iter().map(|x| (x - mean) * (x - mean)).sum()
+    }
+
+    #[test]
+    fn the_second_moment_is_exact_pushed_or_merged_and_far_from_zero() {
+        // Large values with a small spread: the naive sum of squares loses them all.
+        let xs: Vec<f64> = (0..1_000).map(|i| 1e9 + f64::from(i % 7)).collect();
+        let want = two_pass(&xs);
+        let mut parts = vec![Partial::default(); 3];
+        let mut all = Partial::default();
+        for (i, x) in xs.iter().enumerate() {
+            all.push(i as i64, &Value::Double(*x));
+            parts[i % 3].push(i as i64, &Value::Double(*x));
+        }
+        let mut merged = Partial::default();
+        for p in &parts {
+            merged.merge(p);
+        }
+        for got in [all.m2, merged.m2] {
+            assert!((got - want).abs() <= 1e-6 * want, "{got} vs {want}");
+        }
+        let var_pop = all.var_pop().unwrap();
+        assert!((var_pop - want / 1_000.0).abs() < 1e-6);
+        assert!((all.var_samp().unwrap() - want / 999.0).abs() < 1e-6);
+        // One point: a population variance of 0, no sample variance.
+        let mut one = Partial::default();
+        one.push(0, &Value::Int32(5));
+        assert_eq!((one.var_pop(), one.var_samp()), (Some(0.0), None));
+        assert_eq!(Partial::default().var_pop(), None);
     }
 
     #[test]

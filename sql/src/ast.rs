@@ -301,11 +301,23 @@ pub enum AggregateFunction {
     MinTime,
     /// `MAX_TIME`: the greatest timestamp, INT64.
     MaxTime,
+    /// `STDDEV` (`STDDEV_SAMP`): the sample standard deviation, DOUBLE; null under two points.
+    Stddev,
+    /// `STDDEV_POP`: the population standard deviation, DOUBLE.
+    StddevPop,
+    /// `STDDEV_SAMP`: as `STDDEV`.
+    StddevSamp,
+    /// `VARIANCE` (`VAR_SAMP`): the sample variance, DOUBLE; null under two points.
+    Variance,
+    /// `VAR_POP`: the population variance, DOUBLE.
+    VarPop,
+    /// `VAR_SAMP`: as `VARIANCE`.
+    VarSamp,
 }
 
 impl AggregateFunction {
     /// Every function.
-    pub const ALL: [AggregateFunction; 10] = [
+    pub const ALL: [AggregateFunction; 16] = [
         AggregateFunction::Count,
         AggregateFunction::Sum,
         AggregateFunction::Avg,
@@ -316,6 +328,12 @@ impl AggregateFunction {
         AggregateFunction::LastValue,
         AggregateFunction::MinTime,
         AggregateFunction::MaxTime,
+        AggregateFunction::Stddev,
+        AggregateFunction::StddevPop,
+        AggregateFunction::StddevSamp,
+        AggregateFunction::Variance,
+        AggregateFunction::VarPop,
+        AggregateFunction::VarSamp,
     ];
 
     /// The function named `name`, in any case.
@@ -338,7 +356,27 @@ impl AggregateFunction {
             AggregateFunction::LastValue => "last_value",
             AggregateFunction::MinTime => "min_time",
             AggregateFunction::MaxTime => "max_time",
+            AggregateFunction::Stddev => "stddev",
+            AggregateFunction::StddevPop => "stddev_pop",
+            AggregateFunction::StddevSamp => "stddev_samp",
+            AggregateFunction::Variance => "variance",
+            AggregateFunction::VarPop => "var_pop",
+            AggregateFunction::VarSamp => "var_samp",
         }
+    }
+
+    /// Whether the function is finished from the second moment (`Partial::m2`), which no page
+    /// statistics carry.
+    pub fn needs_moments(self) -> bool {
+        matches!(
+            self,
+            AggregateFunction::Stddev
+                | AggregateFunction::StddevPop
+                | AggregateFunction::StddevSamp
+                | AggregateFunction::Variance
+                | AggregateFunction::VarPop
+                | AggregateFunction::VarSamp
+        )
     }
 }
 

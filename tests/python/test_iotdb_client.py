@@ -857,6 +857,19 @@ class QueryTest(FencepostTestCase):
         self.assertEqual([values for _, values in whole.rows], [[10, 57]])
         windows = aggregate([s1], [TAggregationType.SUM], startTime=0, endTime=100, interval=50)
         self.assertEqual([(t, values) for t, values in windows.rows], [(0, [30.0]), (50, [105.0])])
+        # The deviations and variances, from sealed pages (decoded: their statistics carry no
+        # second moment): s1 = 30, 33, … 57 in [100, 200).
+        s.execute_non_query_statement("flush")
+        spread = aggregate([s1, s1], [TAggregationType.STDDEV_POP, TAggregationType.VAR_SAMP],
+                           startTime=100, endTime=200)
+        self.assertEqual(spread.columns, [f"stddev_pop({s1})", f"var_samp({s1})"])
+        [[stddev_pop, var_samp]] = [values for _, values in spread.rows]
+        self.assertAlmostEqual(stddev_pop, 74.25 ** 0.5)
+        self.assertAlmostEqual(var_samp, 82.5)
+        by_sql = self.query(f"select stddev(s1), variance(s1) from {self.dev} where time < 40")
+        [[stddev, variance]] = [values for _, values in by_sql.rows]  # 0, 3, 6, 9
+        self.assertAlmostEqual(variance, 15.0)
+        self.assertAlmostEqual(stddev, 15.0 ** 0.5)
         with self.assertRaises(StatementExecutionException) as caught:
             aggregate([s1], [TAggregationType.MODE])
         self.assertIn("300", str(caught.exception))
@@ -920,7 +933,7 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         # IoTDB syntax Fencepost does not run yet: 300 naming it, not a syntax error.
         for sql, names in [
-            (f"select stddev(s) from {dev}", "STDDEV"),
+            (f"select max_by(s, s) from {dev}", "MAX_BY"),
             (f"select count(s) from {dev} group by ([0, 10), 1mo)", "month"),
         ]:
             with self.assertRaises(StatementExecutionException) as caught:

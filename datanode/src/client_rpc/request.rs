@@ -207,23 +207,35 @@ fn request<T>(
 
 /// `executeAggregationQueryV2`'s request as the SQL executor takes it: IoTDB's `TAggregationType`
 /// numbers (COUNT 0, AVG 1, SUM 2, FIRST_VALUE 3, LAST_VALUE 4, MAX_TIME 5, MIN_TIME 6,
-/// MAX_VALUE 7, MIN_VALUE 8, EXTREME 9; the others 300), the range `[start, end)`, and windows
+/// MAX_VALUE 7, MIN_VALUE 8, EXTREME 9, STDDEV 14, STDDEV_POP 15, STDDEV_SAMP 16, VARIANCE 17,
+/// VAR_POP 18, VAR_SAMP 19; the others 300), the range `[start, end)`, and windows
 /// of `interval` when it is set (a sliding step other than the interval: 300).
 pub(super) fn aggregation_query(
     req: &AggregationQueryReq,
 ) -> Result<sql::exec::PathAggregation, ExecError> {
     use sql::AggregateFunction as F;
-    const TYPES: [F; 10] = [
-        F::Count,
-        F::Avg,
-        F::Sum,
-        F::FirstValue,
-        F::LastValue,
-        F::MaxTime,
-        F::MinTime,
-        F::MaxValue,
-        F::MinValue,
-        F::Extreme,
+    // `None`: COUNT_IF 10, TIME_DURATION 11, MODE 12 and COUNT_TIME 13, not run yet.
+    const TYPES: [Option<F>; 20] = [
+        Some(F::Count),
+        Some(F::Avg),
+        Some(F::Sum),
+        Some(F::FirstValue),
+        Some(F::LastValue),
+        Some(F::MaxTime),
+        Some(F::MinTime),
+        Some(F::MaxValue),
+        Some(F::MinValue),
+        Some(F::Extreme),
+        None,
+        None,
+        None,
+        None,
+        Some(F::Stddev),
+        Some(F::StddevPop),
+        Some(F::StddevSamp),
+        Some(F::Variance),
+        Some(F::VarPop),
+        Some(F::VarSamp),
     ];
     let unsupported = |what: String| ExecError::refused(StatusCode::UnsupportedOperation, what);
     let functions = req
@@ -232,7 +244,7 @@ pub(super) fn aggregation_query(
         .map(|&t| {
             usize::try_from(t)
                 .ok()
-                .and_then(|i| TYPES.get(i).copied())
+                .and_then(|i| TYPES.get(i).copied().flatten())
                 .ok_or_else(|| {
                     unsupported(format!("the aggregation type {t} is not supported yet"))
                 })

@@ -17,6 +17,7 @@ pub(crate) fn region_aggregate_to_wire(read: &RegionAggregate) -> proto::RegionA
         interval: w.interval,
         visible_from: w.from,
         visible_to: w.to,
+        moments: w.moments,
     }
 }
 
@@ -32,7 +33,8 @@ pub(crate) fn region_aggregate_from_wire(
                 req.window_start, req.window_end, req.interval
             )
         })?
-        .visible(req.visible_from..req.visible_to);
+        .visible(req.visible_from..req.visible_to)
+        .with_moments(req.moments);
     Ok(RegionAggregate {
         region: req.region_id,
         paths: req.paths.into_iter().map(Into::into).collect(),
@@ -60,6 +62,7 @@ fn partial_to_wire(p: &Partial) -> proto::Partial {
         first,
         last_time,
         last,
+        m2: p.m2,
     }
 }
 
@@ -94,6 +97,7 @@ fn partial_from_wire(p: proto::Partial) -> Result<Partial, String> {
         max: value(p.max)?,
         first: value(p.first)?.map(|v| (p.first_time, v)),
         last: value(p.last)?.map(|v| (p.last_time, v)),
+        m2: p.m2,
     };
     if (partial.count > 0) != (partial.first.is_some() && partial.last.is_some()) {
         return Err(format!(
@@ -110,19 +114,25 @@ mod tests {
 
     #[test]
     fn reads_and_partials_round_trip() {
-        let windows = Windows::new(0..100, 10, 10).unwrap().visible(5..95);
-        let read = RegionAggregate {
-            region: 3,
-            paths: vec![SeriesPath::new("root.sg.d1".to_string(), "s1")],
-            windows,
-        };
-        assert_eq!(
-            region_aggregate_from_wire(region_aggregate_to_wire(&read)),
-            Ok(read)
-        );
+        for moments in [false, true] {
+            let windows = Windows::new(0..100, 10, 10)
+                .unwrap()
+                .visible(5..95)
+                .with_moments(moments);
+            let read = RegionAggregate {
+                region: 3,
+                paths: vec![SeriesPath::new("root.sg.d1".to_string(), "s1")],
+                windows,
+            };
+            assert_eq!(
+                region_aggregate_from_wire(region_aggregate_to_wire(&read)),
+                Ok(read)
+            );
+        }
         let mut full = Partial::default();
         full.push(7, &Value::Int64(-4));
         full.push(9, &Value::Int64(12));
+        assert!(full.m2 > 0.0);
         let series = (
             SeriesPath::new("root.sg.d1".to_string(), "s1"),
             vec![full, Partial::default()],

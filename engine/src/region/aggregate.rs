@@ -2,6 +2,7 @@
 //! page's points are exactly the visible ones, decoded elsewhere.
 //!
 //! A page is answered from its statistics ("clean") when all of these hold:
+//! - the windows do not ask for the second moment ([`Windows::moments`]);
 //! - it carries statistics with its first and last values (version 2; not TEXT, STRING, BLOB);
 //! - its time range lies inside one window (so inside the query's range);
 //! - no deletion of its file's checkpoint meets its time range;
@@ -248,7 +249,9 @@ fn mark_clean(
     for (i, p) in pages.iter_mut().enumerate() {
         let (min, max) = (p.page.min_time, p.page.max_time);
         p.alone = !overlapped[i] && memory.range(min..=max).next().is_none();
+        // Statistics carry no second moment: a query that wants it decodes every page.
         p.clean = p.alone
+            && !windows.moments
             && page_facts(p.page).is_some()
             && windows.index(min).is_some()
             && windows.index(min) == windows.index(max)

@@ -20,6 +20,10 @@ fn windows() -> Vec<Windows> {
         Windows::new(-10..80, 8, 100)
             .expect("12 windows")
             .visible(13..61),
+        // STDDEV / VARIANCE: every page decoded, the second moment exact.
+        Windows::new(-10..80, 7, 100)
+            .expect("13 windows")
+            .with_moments(true),
     ]
 }
 
@@ -34,11 +38,14 @@ fn folded(points: &BTreeMap<i64, Value>, windows: &Windows) -> Vec<Partial> {
     out
 }
 
-/// Sums agree up to the rounding their different orders give.
-fn same(a: &Partial, b: &Partial) -> bool {
-    let close = (a.sum.is_nan() && b.sum.is_nan())
-        || (a.sum - b.sum).abs() <= 1e-9 * (1.0 + a.sum.abs().max(b.sum.abs()));
-    close
+/// Sums (and, when the windows ask for them, second moments) agree up to the rounding their
+/// different orders give.
+fn same(a: &Partial, b: &Partial, moments: bool) -> bool {
+    let near = |x: f64, y: f64| {
+        (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-9 * (1.0 + x.abs().max(y.abs()))
+    };
+    near(a.sum, b.sum)
+        && (!moments || near(a.m2, b.m2))
         && a.count == b.count
         && a.min == b.min
         && a.max == b.max
@@ -59,7 +66,7 @@ pub fn check_aggregates(
             let want = folded(points, &windows);
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 prop_assert!(
-                    same(g, w),
+                    same(g, w, windows.moments),
                     "{}.{} window {} of {:?} after step {}: {:?} != {:?}",
                     device,
                     measurement,
@@ -106,6 +113,16 @@ fn a_clean_page_is_answered_from_its_statistics() {
     let (partials, work) = region.region.aggregate("root.sg.d1", "s1", &fives).unwrap();
     assert_eq!((work.pages_from_stats, work.pages_decoded), (8, 4));
     assert!(partials.iter().all(|p| p.count == 5));
+    // The second moment is in no page's statistics: every page decoded.
+    let moments = whole.with_moments(true);
+    let (partials, work) = region
+        .region
+        .aggregate("root.sg.d1", "s1", &moments)
+        .unwrap();
+    assert_eq!((work.pages_from_stats, work.pages_decoded), (0, 12));
+    // 0.5, 1.5, … 39.5: a population variance of (40² − 1) / 12.
+    let var = partials[0].var_pop().unwrap();
+    assert!((var - (1600.0 - 1.0) / 12.0).abs() < 1e-9, "{var}");
 }
 
 #[test]

@@ -139,8 +139,9 @@ async fn answer<B: Backend>(
     by_item: Vec<Vec<Series>>,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
-    let cut = Cut::new(query.range, query.group_by)?;
+    let mut cut = Cut::new(query.range, query.group_by)?;
     let plan = Plan::new(query.items, series_window(by_item, query.rows))?;
+    cut.moments = plan.columns.iter().any(|c| c.function.needs_moments());
     if plan.columns.is_empty() {
         return Ok(Outcome::query(Vec::new(), Vec::new()));
     }
@@ -233,6 +234,7 @@ impl Column {
             AggregateFunction::Count | AggregateFunction::MinTime | AggregateFunction::MaxTime => {
                 DataType::Int64
             }
+            f if f.needs_moments() => DataType::Double,
             AggregateFunction::Sum | AggregateFunction::Avg => DataType::Double,
             _ => self.data_type,
         }
@@ -256,16 +258,28 @@ impl Column {
             AggregateFunction::LastValue => of_series(p.last.as_ref().map(|(_, v)| v)),
             AggregateFunction::MinTime => p.first.as_ref().map(|(t, _)| Value::Int64(*t)),
             AggregateFunction::MaxTime => p.last.as_ref().map(|(t, _)| Value::Int64(*t)),
+            AggregateFunction::VarPop => p.var_pop().map(Value::Double),
+            AggregateFunction::Variance | AggregateFunction::VarSamp => {
+                p.var_samp().map(Value::Double)
+            }
+            AggregateFunction::StddevPop => p.var_pop().map(|v| Value::Double(v.sqrt())),
+            AggregateFunction::Stddev | AggregateFunction::StddevSamp => {
+                p.var_samp().map(|v| Value::Double(v.sqrt()))
+            }
         }
     }
 }
 
-/// 700 unless `function` takes a series of `data_type`, as IoTDB: SUM, AVG and EXTREME take
-/// numbers (INT32, INT64, FLOAT, DOUBLE), MIN_VALUE and MAX_VALUE numbers, TIMESTAMP and DATE;
+/// 700 unless `function` takes a series of `data_type`, as IoTDB: SUM, AVG, EXTREME and the
+/// deviations and variances take numbers (INT32, INT64, FLOAT, DOUBLE), MIN_VALUE and MAX_VALUE numbers, TIMESTAMP and DATE;
 /// the others every type.
 fn check_type(function: AggregateFunction, path: &str, data_type: DataType) -> ExecResult<()> {
     use DataType::{Date, Double, Float, Int32, Int64, Timestamp};
     let (takes, types) = match function {
+        f if f.needs_moments() => (
+            matches!(data_type, Int32 | Int64 | Float | Double),
+            "INT32, INT64, FLOAT or DOUBLE",
+        ),
         AggregateFunction::Sum | AggregateFunction::Avg | AggregateFunction::Extreme => (
             matches!(data_type, Int32 | Int64 | Float | Double),
             "INT32, INT64, FLOAT or DOUBLE",
@@ -567,6 +581,8 @@ struct Cut {
     left_open: bool,
     /// The points aggregated: the WHERE range, within GROUP BY's.
     span: Range<i64>,
+    /// A function needs the second moment: the backend decodes every page.
+    moments: bool,
 }
 
 impl Cut {
@@ -577,6 +593,7 @@ impl Cut {
                 windows: None,
                 left_open: false,
                 span: range.from..range.to,
+                moments: false,
             });
         };
         if g.start >= g.end || g.interval_ms == 0 {
@@ -607,6 +624,7 @@ impl Cut {
             windows: Some(windows),
             left_open: g.left_open,
             span: range.from.max(g.start)..range.to.min(g.end),
+            moments: false,
         })
     }
 
@@ -635,10 +653,11 @@ impl Cut {
         if span.is_empty() {
             return None;
         }
-        Some(match self.windows {
+        let windows = match self.windows {
             Some(w) => w.visible(span),
             None => Windows::whole(span).expect("a span that is not empty"),
-        })
+        };
+        Some(windows.with_moments(self.moments))
     }
 }
 

@@ -420,3 +420,57 @@ fn left_open_windows_hold_their_right_end_and_are_labelled_by_it() {
         ]
     );
 }
+
+#[test]
+fn deviations_and_variances_ask_for_the_second_moment() {
+    let m = device();
+    let o = one(
+        &m,
+        "SELECT stddev(d), stddev_pop(d), stddev_samp(d), variance(d), var_pop(d), \
+         var_samp(d) FROM root.sg.d1",
+    );
+    let names = [
+        "stddev",
+        "stddev_pop",
+        "stddev_samp",
+        "variance",
+        "var_pop",
+        "var_samp",
+    ];
+    let columns: Vec<String> = names.iter().map(|f| format!("{f}(root.sg.d1.d)")).collect();
+    assert_eq!(o.columns, columns);
+    assert_eq!(o.types, [DataType::Double; 6]);
+    // 1.5, -6.0, 2.0, two-pass.
+    let xs = [1.5, -6.0, 2.0];
+    let mean = xs.iter().sum::<f64>() / 3.0;
+    let m2: f64 = xs.iter().map(|x| (x - mean) * (x - mean)).sum();
+    let want = [
+        (m2 / 2.0).sqrt(),
+        (m2 / 3.0).sqrt(),
+        (m2 / 2.0).sqrt(),
+        m2 / 2.0,
+        m2 / 3.0,
+        m2 / 2.0,
+    ];
+    for (cell, want) in o.rows[0].iter().zip(want) {
+        let Some(Value::Double(got)) = cell else {
+            panic!("{cell:?}");
+        };
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+    }
+    // One point in a window: no sample deviation, a population one of 0.
+    let o = one(
+        &m,
+        "SELECT stddev(i), var_pop(i) FROM root.sg.d1 GROUP BY ([30, 40), 10ms)",
+    );
+    assert_eq!(
+        o.rows,
+        vec![vec![Some(Value::Int64(30)), None, double(0.0)]]
+    );
+    // Numbers only, as IoTDB.
+    let e = run(&m, "SELECT stddev(t) FROM root.sg.d1").unwrap_err();
+    assert!(
+        e.to_string().contains("STDDEV takes a series of INT32"),
+        "{e}"
+    );
+}

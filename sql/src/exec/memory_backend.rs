@@ -223,6 +223,10 @@ impl Backend for Memory {
                     partials[i].push(*t, v);
                 }
             }
+            // As a region answering from page statistics: no second moment unless asked.
+            if !windows.moments {
+                partials.iter_mut().for_each(|p| p.m2 = 0.0);
+            }
             partials
         };
         Ok(reads

@@ -853,8 +853,8 @@ fn iotdb_syntax_not_run_yet_is_unsupported_not_malformed() {
     };
     for (text, names) in [
         (
-            "SELECT stddev(s1) FROM root.sg.d1",
-            "the aggregation STDDEV",
+            "SELECT max_by(s1, s2) FROM root.sg.d1",
+            "the aggregation MAX_BY",
         ),
         (
             "SELECT * FROM root.sg.d1 ORDER BY s1 DESC",
