@@ -48,6 +48,9 @@ pub enum StatusCode {
     UserLoginLocked = 822,
     /// 712: an internal request timed out.
     InternalRequestTimeOut = 712,
+    /// 720: the query ran past its deadline (`query_timeout_ms`, or the client's own); it was
+    /// stopped and closed. Not retried: the same query would take as long again.
+    QueryTimeout = 720,
     /// 905: the region's leader changed; retry on the new leader.
     RegionLeaderChangeError = 905,
     /// 1007: a DataNode could not be reached.
@@ -56,7 +59,7 @@ pub enum StatusCode {
 
 impl StatusCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [StatusCode; 23] = [
+    pub const ALL: [StatusCode; 24] = [
         StatusCode::Success,
         StatusCode::UnsupportedOperation,
         StatusCode::MultipleError,
@@ -78,6 +81,7 @@ impl StatusCode {
         StatusCode::UserAlreadyExist,
         StatusCode::UserLoginLocked,
         StatusCode::InternalRequestTimeOut,
+        StatusCode::QueryTimeout,
         StatusCode::RegionLeaderChangeError,
         StatusCode::CanNotConnectDatanode,
     ];
@@ -142,6 +146,7 @@ impl StatusCode {
             StatusCode::UserAlreadyExist => "USER_ALREADY_EXIST",
             StatusCode::UserLoginLocked => "USER_LOGIN_LOCKED",
             StatusCode::InternalRequestTimeOut => "INTERNAL_REQUEST_TIME_OUT",
+            StatusCode::QueryTimeout => "QUERY_TIMEOUT",
             StatusCode::RegionLeaderChangeError => "REGION_LEADER_CHANGE_ERROR",
             StatusCode::CanNotConnectDatanode => "CAN_NOT_CONNECT_DATANODE",
         }

@@ -285,6 +285,11 @@ runtime::node_config! {
             /// Queries one IoTDB client connection keeps open (results not yet read to the end);
             /// opening one more drops the oldest. Default 64; at least 1.
             dn_client_queries_per_connection_max: u32 = 64,
+            /// Milliseconds a query may live, from its statement to its last page (IoTDB's
+            /// `query_timeout_threshold`): past it the query is stopped, answered 720
+            /// QUERY_TIMEOUT and closed, its memory given back. A smaller timeout a client sends
+            /// with its statement wins. Default 60000; 0 never.
+            query_timeout_ms: u64 = 60_000,
         },
     }
 

@@ -381,18 +381,25 @@ impl SessionService for SessionServiceImpl {
         // Charged while it is built, so a result too large for memory is refused before it is
         // whole; the charge holds until the answer is encoded.
         let mut charge = self.shared.clients.results.charge();
+        let deadline =
+            ops::deadline::QueryDeadline::new(self.shared.config.query.query_timeout_ms, 0);
         let outcome = if req.table_model {
             let database = (!req.database.is_empty()).then_some(req.database.as_str());
             match sql::parse_table_statement(&req.statement) {
                 Ok(statement) => {
-                    sql::execute_table_charged(&backend, database, &statement, &mut charge)
-                        .await
-                        .map(|o| o.outcome)
+                    let run =
+                        sql::execute_table_charged(&backend, database, &statement, &mut charge);
+                    let run = async { run.await.map(|o| o.outcome) };
+                    if ops::sql::is_table_query(&statement) {
+                        deadline.run(run).await
+                    } else {
+                        run.await
+                    }
                 }
                 Err(e) => Err(e.into()),
             }
         } else {
-            ops::sql::run_statement(&backend, &req.statement, &mut charge).await
+            ops::sql::run_statement(&backend, &req.statement, &mut charge, &deadline).await
         };
         let answer = match outcome {
             Ok(o) => proto::ExecuteStatementResp {

@@ -41,6 +41,7 @@ use sql::{Backend, ExecError, OutcomeKind, TimeRange};
 use thrift_codec::{ApplicationError, MessageType, Protocol, Reader, TType, Writer};
 
 use crate::coordinator::Relay;
+use crate::ops::deadline::QueryDeadline;
 use crate::parts::Shared;
 use inserts::BadRequest;
 use request::{InsertCall, QueryCall, Request, SchemaCall, SessionCall};
@@ -477,24 +478,29 @@ impl Connection {
                     to: req.end_time,
                 };
                 let charge = self.shared.clients.results.charge();
-                let cursor = sql::exec::open_raw_paths(self.backend(), &req.paths, range).await;
-                Answer::Execute(self.result(cursor, charge, req.fetch_size).await)
+                let deadline = self.deadline(0);
+                let open = sql::exec::open_raw_paths(self.backend(), &req.paths, range);
+                let cursor = deadline.run(open).await;
+                Answer::Execute(self.result(cursor, charge, req.fetch_size, deadline).await)
             }
             QueryCall::LastData(req) => {
                 let mut charge = self.shared.clients.results.charge();
-                let outcome =
-                    sql::exec::last_paths(self.backend(), &req.paths, req.time, &mut charge).await;
-                Answer::Execute(self.built(outcome, charge, req.fetch_size).await)
+                let deadline = self.deadline(0);
+                let last = sql::exec::last_paths(self.backend(), &req.paths, req.time, &mut charge);
+                let outcome = deadline.run(last).await;
+                Answer::Execute(self.built(outcome, charge, req.fetch_size, deadline).await)
             }
             QueryCall::Aggregation(req) => {
                 let mut charge = self.shared.clients.results.charge();
+                let deadline = self.deadline(0);
                 let outcome = match request::aggregation_query(&req) {
                     Ok(query) => {
-                        sql::exec::aggregate_paths(self.backend(), &query, &mut charge).await
+                        let run = sql::exec::aggregate_paths(self.backend(), &query, &mut charge);
+                        deadline.run(run).await
                     }
                     Err(e) => Err(e),
                 };
-                Answer::Execute(self.built(outcome, charge, req.fetch_size).await)
+                Answer::Execute(self.built(outcome, charge, req.fetch_size, deadline).await)
             }
             QueryCall::Fetch(req) => Answer::Fetch(self.fetch(req).await),
             QueryCall::CloseOperation(req) => {
@@ -505,6 +511,12 @@ impl Connection {
                 Answer::Status(Status::ok())
             }
         }
+    }
+
+    /// A query's deadline from now: `query_timeout_ms`, or the client's `timeout_ms` when
+    /// smaller (0: none sent).
+    fn deadline(&self, client_ms: i64) -> QueryDeadline {
+        QueryDeadline::new(self.shared.config.query.query_timeout_ms, client_ms)
     }
 
     /// The logged-in user's backend (every call past the login check has a session).
@@ -623,17 +635,24 @@ impl Connection {
     }
 
     async fn execute(&mut self, req: ExecuteStatementReq) -> ExecuteStatementResp {
+        let deadline = self.deadline(req.timeout_ms);
         let session = self.session.as_ref().expect("logged in");
         let mut charge = self.shared.clients.results.charge();
         if !session.table_model {
-            let cursor = open_statement(self.backend(), &req.statement, &mut charge).await;
-            return self.result(cursor, charge, req.fetch_size).await;
+            let cursor =
+                open_statement(self.backend(), &req.statement, &mut charge, &deadline).await;
+            return self.result(cursor, charge, req.fetch_size, deadline).await;
         }
         let outcome = match sql::parse_table_statement(&req.statement) {
             Ok(statement) => {
                 let database = session.database.as_deref();
-                sql::execute_table_charged(&session.backend, database, &statement, &mut charge)
-                    .await
+                let run =
+                    sql::execute_table_charged(&session.backend, database, &statement, &mut charge);
+                if crate::ops::sql::is_table_query(&statement) {
+                    deadline.run(run).await
+                } else {
+                    run.await
+                }
             }
             Err(e) => Err(e.into()),
         };
@@ -645,13 +664,16 @@ impl Connection {
                 self.session.as_mut().expect("logged in").database = Some(database.clone());
                 ExecuteStatementResp {
                     database: Some(database),
-                    ..self.built(Ok(outcome), charge, req.fetch_size).await
+                    ..self
+                        .built(Ok(outcome), charge, req.fetch_size, deadline)
+                        .await
                 }
             }
             Ok(sql::TableOutcome { outcome, .. }) => {
-                self.built(Ok(outcome), charge, req.fetch_size).await
+                self.built(Ok(outcome), charge, req.fetch_size, deadline)
+                    .await
             }
-            Err(e) => self.built(Err(e), charge, req.fetch_size).await,
+            Err(e) => self.built(Err(e), charge, req.fetch_size, deadline).await,
         }
     }
 
@@ -699,9 +721,10 @@ impl Connection {
         outcome: Result<sql::Outcome, ExecError>,
         charge: sql::ResultCharge,
         fetch_size: i32,
+        deadline: QueryDeadline,
     ) -> ExecuteStatementResp {
         let cursor = outcome.map(ResultCursor::built);
-        self.result(cursor, charge, fetch_size).await
+        self.result(cursor, charge, fetch_size, deadline).await
     }
 
     /// A statement's result as an execute reply: a non-query's status, or a query's header and
@@ -711,6 +734,7 @@ impl Connection {
         cursor: Result<ResultCursor, ExecError>,
         charge: sql::ResultCharge,
         fetch_size: i32,
+        deadline: QueryDeadline,
     ) -> ExecuteStatementResp {
         let cursor = match cursor {
             Ok(c) => c,
@@ -730,7 +754,7 @@ impl Connection {
             .max(1) as usize;
         let page_bytes_max = self.shared.config.page_bytes_max();
         let session = self.session.as_mut().expect("logged in");
-        let (header, mut pending) = Pending::new(cursor, charge);
+        let (header, mut pending) = Pending::new(cursor, charge, deadline);
         let rows = results::page_rows(fetch_size);
         let first = match pending
             .next_page(&session.backend, rows, page_bytes_max)

@@ -10,6 +10,8 @@ use iotdb_rpc::tsblock;
 use sql::exec::ResultCursor;
 use sql::{Cell, ExecError, ResultCharge};
 
+use crate::ops::deadline::QueryDeadline;
+
 /// Rows of a page when the client asks for none or a negative number (IoTDB's
 /// `maxTsBlockLineNumber`).
 pub(crate) const DEFAULT_FETCH_ROWS: usize = 1000;
@@ -24,6 +26,8 @@ pub(crate) struct Pending {
     has_time: bool,
     cursor: ResultCursor,
     charge: ResultCharge,
+    /// Past it a fetch answers 720 and the query is closed.
+    deadline: QueryDeadline,
 }
 
 /// The rows a page takes for the client's `fetchSize`.
@@ -44,7 +48,11 @@ pub(crate) struct Header {
 
 impl Pending {
     /// Splits a query's cursor into its header and the rows still to send, which keep `charge`.
-    pub(crate) fn new(cursor: ResultCursor, charge: ResultCharge) -> (Header, Pending) {
+    pub(crate) fn new(
+        cursor: ResultCursor,
+        charge: ResultCharge,
+        deadline: QueryDeadline,
+    ) -> (Header, Pending) {
         let has_time = cursor.has_time();
         let skip = usize::from(has_time);
         let header = Header {
@@ -59,6 +67,7 @@ impl Pending {
             has_time,
             cursor,
             charge,
+            deadline,
         };
         (header, pending)
     }
@@ -71,16 +80,19 @@ impl Pending {
     /// The next page as one TsBlock: at most `rows` rows and, past its first row, at most
     /// `bytes_max` bytes of them; `None` when no row is left (a TsBlock of zero rows is never
     /// sent). A streamed result reads its rows now (and may fail: a fenced node's 535, a bound's
-    /// 700). The page's rows give back their charge once encoded.
+    /// 700, the query's deadline's 720). The page's rows give back their charge once encoded.
     pub(crate) async fn next_page<B: sql::Backend>(
         &mut self,
         backend: &B,
         rows: usize,
         bytes_max: usize,
     ) -> Result<Option<Vec<u8>>, ExecError> {
-        let page = self
-            .cursor
-            .next_page(backend, rows, bytes_max, &mut self.charge)
+        let deadline = self.deadline;
+        let page = deadline
+            .run(
+                self.cursor
+                    .next_page(backend, rows, bytes_max, &mut self.charge),
+            )
             .await?;
         if page.rows.is_empty() {
             return Ok(None);
@@ -147,8 +159,11 @@ mod tests {
             types: vec![DataType::Int64, DataType::Int32],
             rows: rows.clone(),
         };
-        let (header, pending) =
-            Pending::new(ResultCursor::built(outcome), ResultCharge::unbounded());
+        let (header, pending) = Pending::new(
+            ResultCursor::built(outcome),
+            ResultCharge::unbounded(),
+            QueryDeadline::new(0, 0),
+        );
         assert_eq!(header.columns, vec!["root.sg.d.s".to_string()]);
         assert_eq!(header.data_types, vec!["INT32".to_string()]);
         assert!(!header.ignore_time_stamp);

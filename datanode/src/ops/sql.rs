@@ -16,6 +16,7 @@ use common::{DataType, SeriesPath, Status, StatusCode, Tablet, Value};
 use proto::statements;
 use sql::{Backend, ExecError, ExecResult};
 
+use super::deadline::QueryDeadline;
 use crate::coordinator::{CoordinatorError, Relay, TableOrigin};
 use crate::ops::cluster;
 use crate::parts::Shared;
@@ -591,8 +592,15 @@ pub(crate) async fn run_statement(
     backend: &DataNodeBackend,
     text: &str,
     charge: &mut sql::ResultCharge,
+    deadline: &QueryDeadline,
 ) -> Result<sql::Outcome, ExecError> {
-    sql::execute_charged(backend, &one_statement(text)?, charge).await
+    let statement = one_statement(text)?;
+    let run = sql::execute_charged(backend, &statement, charge);
+    if is_query(&statement) {
+        deadline.run(run).await
+    } else {
+        run.await
+    }
 }
 
 /// [`run_statement`]'s result as a cursor: a raw SELECT reads its rows as they are paged.
@@ -600,6 +608,40 @@ pub(crate) async fn open_statement(
     backend: &DataNodeBackend,
     text: &str,
     charge: &mut sql::ResultCharge,
+    deadline: &QueryDeadline,
 ) -> Result<sql::exec::ResultCursor, ExecError> {
-    sql::exec::open(backend, &one_statement(text)?, charge).await
+    let statement = one_statement(text)?;
+    let open = sql::exec::open(backend, &statement, charge);
+    if is_query(&statement) {
+        deadline.run(open).await
+    } else {
+        open.await
+    }
+}
+
+/// Whether a statement only reads: a query, under its deadline. A write or a schema change is
+/// never cut off midway by one (its own deadlines bound it).
+pub(crate) fn is_query(statement: &sql::Statement) -> bool {
+    use sql::Statement as S;
+    matches!(
+        statement,
+        S::Select { .. }
+            | S::SelectLast { .. }
+            | S::SelectAggregate { .. }
+            | S::ShowDatabases { .. }
+            | S::CountTimeseries { .. }
+            | S::CountDevices { .. }
+            | S::ShowChild { .. }
+            | S::ShowTimeseries { .. }
+            | S::ShowDevices { .. }
+    )
+}
+
+/// [`is_query`] for the table model: SELECT.
+pub(crate) fn is_table_query(statement: &sql::TableStatement) -> bool {
+    match statement {
+        sql::TableStatement::Select(_) => true,
+        sql::TableStatement::Shared(shared) => is_query(shared),
+        _ => false,
+    }
 }
