@@ -380,8 +380,10 @@ impl AggregateFunction {
     }
 }
 
-/// IoTDB's `GROUP BY ([start, end), interval)`: windows `[start + k·interval, start +
-/// (k+1)·interval)` cut from `[start, end)`, the last perhaps shorter.
+/// IoTDB's `GROUP BY ([start, end), interval[, step])`: windows `[start + k·step, start +
+/// k·step + interval)` for every `start + k·step < end`, cut at `end`; without a step, `step`
+/// is `interval` (windows side by side). A step under the interval makes windows that overlap,
+/// one over it windows with gaps between.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GroupByTime {
     /// The first window's first time, ms.
@@ -390,6 +392,8 @@ pub struct GroupByTime {
     pub end: i64,
     /// A window's width, ms; positive.
     pub interval_ms: u64,
+    /// From one window's start to the next one's, ms; positive (`interval_ms` unless given).
+    pub step_ms: u64,
     /// Written left-open, `((t1, t2], interval)`: `start` and `end` are `t1 + 1` and `t2 + 1`
     /// (a window `(a, b]` is `[a + 1, b + 1)` in ms), and a row is labelled with its window's
     /// right end, as IoTDB labels it.

@@ -857,6 +857,11 @@ class QueryTest(FencepostTestCase):
         self.assertEqual([values for _, values in whole.rows], [[10, 57]])
         windows = aggregate([s1], [TAggregationType.SUM], startTime=0, endTime=100, interval=50)
         self.assertEqual([(t, values) for t, values in windows.rows], [(0, [30.0]), (50, [105.0])])
+        # Windows of 50 every 25, the last cut at 100: s1 every 10.
+        sliding = aggregate([s1], [TAggregationType.COUNT], startTime=0, endTime=100, interval=50,
+                            slidingStep=25)
+        self.assertEqual([(t, values) for t, values in sliding.rows],
+                         [(0, [5]), (25, [5]), (50, [5]), (75, [2])])
         # The deviations and variances, from sealed pages (decoded: their statistics carry no
         # second moment): s1 = 30, 33, … 57 in [100, 200).
         s.execute_non_query_statement("flush")

@@ -209,7 +209,7 @@ fn request<T>(
 /// numbers (COUNT 0, AVG 1, SUM 2, FIRST_VALUE 3, LAST_VALUE 4, MAX_TIME 5, MIN_TIME 6,
 /// MAX_VALUE 7, MIN_VALUE 8, EXTREME 9, STDDEV 14, STDDEV_POP 15, STDDEV_SAMP 16, VARIANCE 17,
 /// VAR_POP 18, VAR_SAMP 19; the others 300), the range `[start, end)`, and windows
-/// of `interval` when it is set (a sliding step other than the interval: 300).
+/// of `interval` when it is set, `slidingStep` apart when that is set too.
 pub(super) fn aggregation_query(
     req: &AggregationQueryReq,
 ) -> Result<sql::exec::PathAggregation, ExecError> {
@@ -257,24 +257,24 @@ pub(super) fn aggregation_query(
     let group_by = match req.interval {
         None => None,
         Some(interval) => {
-            if req.sliding_step.is_some_and(|step| step != interval) {
-                return Err(unsupported(
-                    "a sliding step other than the interval".to_string(),
-                ));
-            }
-            let interval_ms = u64::try_from(interval)
-                .ok()
-                .filter(|i| *i > 0)
-                .ok_or_else(|| {
+            let positive = |what: &str, ms: i64| {
+                u64::try_from(ms).ok().filter(|ms| *ms > 0).ok_or_else(|| {
                     ExecError::refused(
                         StatusCode::IllegalParameter,
-                        format!("the interval {interval} must be positive"),
+                        format!("the {what} {ms} must be positive"),
                     )
-                })?;
+                })
+            };
+            let interval_ms = positive("interval", interval)?;
+            let step_ms = match req.sliding_step {
+                Some(step) => positive("sliding step", step)?,
+                None => interval_ms,
+            };
             Some(sql::GroupByTime {
                 start: range.from,
                 end: range.to,
                 interval_ms,
+                step_ms,
                 left_open: false,
             })
         }

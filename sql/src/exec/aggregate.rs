@@ -158,7 +158,8 @@ async fn answer<B: Backend>(
     let partials = match query.filter {
         None => fetch(backend, &plan.reads, &cut, charge, &mut held).await,
         Some(expr) => filtered::fetch(backend, &plan, query, expr, &cut, charge, &mut held).await,
-    };
+    }
+    .map(|units| cut.rows_of(units));
     let outcome = partials.and_then(|partials| {
         let outcome = match (&keys, &groups) {
             (Some(keys), _) => plan.finish_by_device(keys, &cut, &partials),
@@ -575,8 +576,11 @@ impl Plan {
 /// The rows of an aggregate query and the points they take.
 #[derive(Clone, Debug, PartialEq)]
 struct Cut {
-    /// GROUP BY's windows, one row each; `None`: one row, without GROUP BY.
+    /// GROUP BY's windows, one row each; `None`: one row, without GROUP BY. With a sliding step,
+    /// the units the rows are made of ([`Slide`]).
     windows: Option<Windows>,
+    /// GROUP BY's step differs from its interval: each row merges the units its window covers.
+    slide: Option<Slide>,
     /// GROUP BY was written left-open: a row is labelled with its window's right end.
     left_open: bool,
     /// The points aggregated: the WHERE range, within GROUP BY's.
@@ -591,25 +595,31 @@ impl Cut {
         let Some(g) = group_by else {
             return Ok(Cut {
                 windows: None,
+                slide: None,
                 left_open: false,
                 span: range.from..range.to,
                 moments: false,
             });
         };
-        if g.start >= g.end || g.interval_ms == 0 {
+        if g.start >= g.end || g.interval_ms == 0 || g.step_ms == 0 {
             return Err(ExecError::refused(
                 StatusCode::IllegalParameter,
                 format!(
-                    "GROUP BY ([{}, {}), {}ms) has no window: the start must be before the end \
-                     and the interval positive",
-                    g.start, g.end, g.interval_ms
+                    "GROUP BY ([{}, {}), {}ms, {}ms) has no window: the start must be before the \
+                     end, and the interval and the step positive",
+                    g.start, g.end, g.interval_ms, g.step_ms
                 ),
             ));
         }
-        let Some(windows) = Windows::new(g.start..g.end, g.interval_ms, RESULT_ROWS_MAX as u64)
-        else {
-            let span = (i128::from(g.end) - i128::from(g.start)) as u128;
-            let count = span.div_ceil(u128::from(g.interval_ms));
+        let span = (i128::from(g.end) - i128::from(g.start)) as u128;
+        let slide = if g.step_ms == g.interval_ms {
+            None
+        } else {
+            Some(Slide::new(&g, span)?)
+        };
+        let unit = slide.map_or(g.interval_ms, |s| s.unit);
+        let Some(windows) = Windows::new(g.start..g.end, unit, RESULT_ROWS_MAX as u64) else {
+            let count = span.div_ceil(u128::from(unit));
             return Err(ExecError::refused(
                 StatusCode::IllegalParameter,
                 format!(
@@ -622,6 +632,7 @@ impl Cut {
         };
         Ok(Cut {
             windows: Some(windows),
+            slide,
             left_open: g.left_open,
             span: range.from.max(g.start)..range.to.min(g.end),
             moments: false,
@@ -631,19 +642,54 @@ impl Cut {
     /// The time of row `row` of a GROUP BY result: its window's start, or, written left-open, the
     /// window's last millisecond (its right end as written).
     fn row_time(&self, w: &Windows, row: usize) -> i64 {
-        let start = w.window_start(row);
-        if !self.left_open {
-            return start;
-        }
-        let end = (i128::from(start) + i128::from(w.interval)).min(i128::from(w.end));
-        i64::try_from(end - 1).expect("a window ends within i64")
+        let (step, interval) = self
+            .slide
+            .map_or((w.interval, w.interval), |s| (s.step, s.interval));
+        let start = i128::from(w.start) + row as i128 * i128::from(step);
+        let at = if self.left_open {
+            (start + i128::from(interval)).min(i128::from(w.end)) - 1
+        } else {
+            start
+        };
+        i64::try_from(at).expect("a window lies within i64")
+    }
+
+    /// Partials the backend answers per series: one per window, or per unit when sliding.
+    fn call_rows(&self) -> usize {
+        self.windows.map_or(1, |w| {
+            usize::try_from(w.count()).expect("at most RESULT_ROWS_MAX windows")
+        })
+    }
+
+    /// Each series' per-unit partials merged into its rows' windows (as they are without a
+    /// sliding step).
+    fn rows_of(&self, partials: Vec<Vec<Vec<Partial>>>) -> Vec<Vec<Vec<Partial>>> {
+        let Some(slide) = self.slide else {
+            return partials;
+        };
+        let per_row = |units: Vec<Partial>| -> Vec<Partial> {
+            (0..slide.rows)
+                .map(|row| {
+                    let mut merged = Partial::default();
+                    for unit in &units[slide.units(row, units.len())] {
+                        merged.merge(unit);
+                    }
+                    merged
+                })
+                .collect()
+        };
+        partials
+            .into_iter()
+            .map(|device| device.into_iter().map(per_row).collect())
+            .collect()
     }
 
     /// Rows of the result.
     fn rows(&self) -> usize {
-        self.windows.map_or(1, |w| {
-            usize::try_from(w.count()).expect("at most RESULT_ROWS_MAX windows")
-        })
+        match self.slide {
+            Some(slide) => slide.rows,
+            None => self.call_rows(),
+        }
     }
 
     /// The one backend call that covers the span, `None` when the span is empty: GROUP BY's
@@ -658,6 +704,55 @@ impl Cut {
             None => Windows::whole(span).expect("a span that is not empty"),
         };
         Some(windows.with_moments(self.moments))
+    }
+}
+
+/// GROUP BY's windows when they slide by a step other than their interval: the backend
+/// aggregates units of the greatest common divisor of the two, which tile every window, and each
+/// row merges its window's units (partials of disjoint points merge exactly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slide {
+    interval: u64,
+    step: u64,
+    /// The units' width: gcd(interval, step).
+    unit: u64,
+    /// Windows: one for every `start + k·step < end`.
+    rows: usize,
+}
+
+impl Slide {
+    /// 700 when the windows are more than [`RESULT_ROWS_MAX`].
+    fn new(g: &GroupByTime, span: u128) -> ExecResult<Slide> {
+        let (interval, step) = (g.interval_ms, g.step_ms);
+        let rows = span.div_ceil(u128::from(step));
+        if rows > RESULT_ROWS_MAX as u128 {
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                format!(
+                    "GROUP BY ([{}, {}), {interval}ms, {step}ms) makes {rows} windows, more than \
+                     the {RESULT_ROWS_MAX} rows a query may return; widen the step or narrow the \
+                     range",
+                    g.start, g.end
+                ),
+            ));
+        }
+        let (mut a, mut b) = (interval, step);
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        Ok(Slide {
+            interval,
+            step,
+            unit: a,
+            rows: rows as usize,
+        })
+    }
+
+    /// The units of row `row`'s window among `count`.
+    fn units(&self, row: usize, count: usize) -> Range<usize> {
+        let per = |ms: u64| usize::try_from(ms / self.unit).unwrap_or(usize::MAX);
+        let first = row.saturating_mul(per(self.step)).min(count);
+        first..first.saturating_add(per(self.interval)).min(count)
     }
 }
 
@@ -708,7 +803,7 @@ async fn fetch<B: Backend>(
     charge: &mut ResultCharge,
     held: &mut usize,
 ) -> ExecResult<Vec<Vec<Vec<Partial>>>> {
-    let rows = cut.rows();
+    let rows = cut.call_rows();
     let series: usize = reads.iter().map(|(_, m)| m.len()).sum();
     // Charged before the rows are asked for, so a result too large is refused before it is
     // computed (or, with nothing to ask, its empty rows are).
@@ -785,6 +880,7 @@ mod tests {
             start,
             end,
             interval_ms,
+            step_ms: interval_ms,
             left_open: false,
         })
     }

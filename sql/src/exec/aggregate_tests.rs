@@ -380,6 +380,7 @@ fn aggregations_by_path_pair_each_path_with_its_function() {
             start: 0,
             end: 20,
             interval_ms: 10,
+            step_ms: 10,
             left_open: false,
         }),
         ..request.clone()
@@ -473,4 +474,50 @@ fn deviations_and_variances_ask_for_the_second_moment() {
         e.to_string().contains("STDDEV takes a series of INT32"),
         "{e}"
     );
+}
+
+#[test]
+fn windows_slide_by_their_step_overlapping_or_apart() {
+    let m = device();
+    // i: 4 at 1, -2 at 2, 7 at 12, 1 at 35. Windows of 20 every 10, the last ones cut at 40.
+    let o = one(
+        &m,
+        "SELECT count(i), sum(i) FROM root.sg.d1 GROUP BY ([0, 40), 20ms, 10ms)",
+    );
+    let rows: Vec<(Cell, Cell, Cell)> = o
+        .rows
+        .iter()
+        .map(|r| (r[0].clone(), r[1].clone(), r[2].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (int(0), int(3), double(9.0)),
+            (int(10), int(1), double(7.0)),
+            (int(20), int(1), double(1.0)),
+            (int(30), int(1), double(1.0)),
+        ]
+    );
+    // Windows of 5 every 20: the points between are in none.
+    let o = one(
+        &m,
+        "SELECT count(i) FROM root.sg.d1 GROUP BY ([0, 40), 5ms, 20ms)",
+    );
+    assert_eq!(o.rows, vec![vec![int(0), int(2)], vec![int(20), int(0)]]);
+    // Left-open: (0, 20], (10, 30], … labelled with their right ends, the last cut at 40.
+    let o = one(
+        &m,
+        "SELECT count(i) FROM root.sg.d1 GROUP BY ((0, 40], 20ms, 10ms)",
+    );
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![int(20), int(3)],
+            vec![int(30), int(1)],
+            vec![int(40), int(1)],
+            vec![int(40), int(1)],
+        ]
+    );
+    // One backend call whatever the step.
+    assert_eq!(m.calls.lock().unwrap().aggregate, 3);
 }

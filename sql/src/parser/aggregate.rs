@@ -207,14 +207,17 @@ impl Parser<'_> {
         };
         self.expect(&TokenKind::Comma, "',' and the interval")?;
         let interval_ms = self.interval()?;
-        if self.peek_kind() == Some(&TokenKind::Comma) {
-            return Err(self.unsupported_here("a GROUP BY sliding step"));
-        }
+        let step_ms = if self.eat(&TokenKind::Comma) {
+            self.interval()?
+        } else {
+            interval_ms
+        };
         self.expect(&TokenKind::RightParen, "')'")?;
         Ok(GroupByTime {
             start,
             end,
             interval_ms,
+            step_ms,
             left_open,
         })
     }
@@ -357,6 +360,7 @@ mod tests {
                     start: 0,
                     end: 1000,
                     interval_ms: 100,
+                    step_ms: 100,
                     left_open: false,
                 }),
                 levels: None,
@@ -416,10 +420,6 @@ mod tests {
             (
                 "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 1y)",
                 "the natural month or year 'y'",
-            ),
-            (
-                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 10ms, 5ms)",
-                "a GROUP BY sliding step",
             ),
             (
                 "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 10ms), TAGS(a)",

@@ -264,6 +264,7 @@ mod tests {
                     start: first - HOUR,
                     end: first,
                     interval_ms: 600_000,
+                    step_ms: 600_000,
                     left_open: false,
                 }),
                 levels: None,

@@ -25,7 +25,7 @@ pub(super) async fn fetch<B: Backend>(
     charge: &mut ResultCharge,
     held: &mut usize,
 ) -> ExecResult<Vec<Vec<Vec<Partial>>>> {
-    let rows = cut.rows();
+    let rows = cut.call_rows();
     let series: usize = plan.reads.iter().map(|(_, m)| m.len()).sum();
     let fixed = partials_bytes(rows, series);
     charge.add(fixed)?;
