@@ -824,6 +824,18 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         self.assertTrue(self.session.is_open())
 
+    def test_a_query_past_its_timeout_answers_720_and_the_session_goes_on(self):
+        # 200,000 points in memtables: a STDDEV folds each of them (no statistics answer for a
+        # second moment), far longer than the statement's own 1 ms timeout.
+        n = 200_000
+        self.write_rows(self.dev, n, 0, 1)
+        with self.assertRaises(StatementExecutionException) as caught:
+            self.session.execute_query_statement(f"select stddev(s1) from {self.dev}", timeout=1)
+        self.assertIn("720", str(caught.exception))
+        # Without the timeout the same query answers, on the same session.
+        counted = self.query(f"select count(s1) from {self.dev}")
+        self.assertEqual([values for _, values in counted.rows], [[n]])
+
     def test_aggregation_query_rpc(self):
         # executeAggregationQueryV2, which the Python Session has no wrapper for: the client's own
         # generated call and result reader, as Session's execute_raw_data_query drives them.
