@@ -58,15 +58,21 @@ impl ConfigNodeService for Double {
     }
 }
 
+impl Double {
+    fn new() -> Double {
+        Double {
+            release: Arc::new(Semaphore::new(0)),
+            started: Arc::default(),
+            raft_messages: Arc::default(),
+        }
+    }
+}
+
 async fn serve(limits: ServerLimits) -> (SocketAddr, Double, Arc<ServerGate>) {
     let config = ChannelConfig::with_keepalive(1000, 1000, 2000);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let double = Double {
-        release: Arc::new(Semaphore::new(0)),
-        started: Arc::default(),
-        raft_messages: Arc::default(),
-    };
+    let double = Double::new();
     let gate = ServerGate::new(limits);
     let service = gate.service(ConfigNodeServiceServer::new(double.clone()), RAFT_STREAM);
     let serving = gate.clone();
@@ -85,6 +91,22 @@ async fn client(address: SocketAddr) -> ConfigNodeServiceClient<tonic::transport
         .unwrap()
         .connect_lazy();
     ConfigNodeServiceClient::new(channel)
+}
+
+/// Calls until one is answered (the client connects again), at most [`BOUND`].
+async fn served_again(c: &ConfigNodeServiceClient<tonic::transport::Channel>, what: &str) {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        match c
+            .clone()
+            .show_cluster(proto::ShowClusterReq::default())
+            .await
+        {
+            Ok(_) => return,
+            Err(e) => assert!(Instant::now() < deadline, "{what}: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
@@ -192,18 +214,7 @@ async fn a_connection_past_the_limit_is_closed_until_one_closes() {
         gate.connections_open() == 0
     })
     .await;
-    let deadline = Instant::now() + BOUND;
-    loop {
-        match second
-            .clone()
-            .show_cluster(proto::ShowClusterReq::default())
-            .await
-        {
-            Ok(_) => break,
-            Err(e) => assert!(Instant::now() < deadline, "never taken again: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    served_again(&second, "never taken again").await;
     assert_eq!(gate.connections_open(), 1);
 }
 
@@ -216,11 +227,7 @@ async fn a_grpc_connection_without_calls_is_closed_after_the_idle_timeout() {
     let config = ChannelConfig::with_keepalive(100, 1000, 2000);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let double = Double {
-        release: Arc::new(Semaphore::new(0)),
-        started: Arc::default(),
-        raft_messages: Arc::default(),
-    };
+    let double = Double::new();
     let port = runtime::PortGate::new(runtime::PortLimits {
         handshakes_max: 16,
         handshake_timeout: BOUND,
@@ -274,17 +281,6 @@ async fn a_grpc_connection_without_calls_is_closed_after_the_idle_timeout() {
     );
 
     // The next call connects again.
-    let deadline = Instant::now() + BOUND;
-    loop {
-        match c
-            .clone()
-            .show_cluster(proto::ShowClusterReq::default())
-            .await
-        {
-            Ok(_) => break,
-            Err(e) => assert!(Instant::now() < deadline, "never served again: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    served_again(&c, "never served again").await;
     assert_eq!(port.grpc_connections_open(), 1);
 }
