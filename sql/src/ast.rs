@@ -276,6 +276,8 @@ pub struct AggregateItem {
     pub function: AggregateFunction,
     /// The measurement (or an alias), or `*`: every series of each device.
     pub measurement: String,
+    /// `AS name`: the column's name, for an aggregation of one series.
+    pub alias: Option<String>,
 }
 
 /// IoTDB's aggregation functions Fencepost runs.
@@ -313,11 +315,13 @@ pub enum AggregateFunction {
     VarPop,
     /// `VAR_SAMP`: as `VARIANCE`.
     VarSamp,
+    /// `TIME_DURATION`: the greatest timestamp minus the smallest, INT64.
+    TimeDuration,
 }
 
 impl AggregateFunction {
     /// Every function.
-    pub const ALL: [AggregateFunction; 16] = [
+    pub const ALL: [AggregateFunction; 17] = [
         AggregateFunction::Count,
         AggregateFunction::Sum,
         AggregateFunction::Avg,
@@ -334,6 +338,7 @@ impl AggregateFunction {
         AggregateFunction::Variance,
         AggregateFunction::VarPop,
         AggregateFunction::VarSamp,
+        AggregateFunction::TimeDuration,
     ];
 
     /// The function named `name`, in any case.
@@ -362,6 +367,7 @@ impl AggregateFunction {
             AggregateFunction::Variance => "variance",
             AggregateFunction::VarPop => "var_pop",
             AggregateFunction::VarSamp => "var_samp",
+            AggregateFunction::TimeDuration => "time_duration",
         }
     }
 
@@ -407,6 +413,32 @@ pub enum Projection {
     All,
     /// The listed measurements, in order.
     Measurements(Vec<String>),
+    /// The listed measurements with their `AS` aliases, in order, when one has an alias: an
+    /// alias names the column of the one series its measurement reads.
+    Aliased {
+        /// The measurements.
+        names: Vec<String>,
+        /// Each one's alias, if any.
+        aliases: Vec<Option<String>>,
+    },
+}
+
+impl Projection {
+    /// The measurements named (`None` for `*`).
+    pub fn names(&self) -> Option<&[String]> {
+        match self {
+            Projection::All => None,
+            Projection::Measurements(names) | Projection::Aliased { names, .. } => Some(names),
+        }
+    }
+
+    /// The alias of the `i`-th measurement, if any.
+    pub fn alias(&self, i: usize) -> Option<&str> {
+        match self {
+            Projection::Aliased { aliases, .. } => aliases.get(i)?.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// The half-open time range `[from, to)` in milliseconds; empty when `from >= to`.

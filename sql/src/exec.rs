@@ -658,7 +658,7 @@ async fn resolve<B: Backend>(
                 .map(|(m, t)| (m.clone(), m, t))
                 .collect())
         }
-        Projection::Measurements(names) => names,
+        Projection::Measurements(names) | Projection::Aliased { names, .. } => names,
     };
     let found: HashMap<String, DataType> = backend
         .series_types(device, names)

@@ -107,13 +107,12 @@ fn lex_error(tokens: &[Token]) -> Option<ParseError> {
 
 /// IoTDB's aggregation functions Fencepost does not run yet (those it runs are
 /// [`crate::AggregateFunction`]).
-const AGGREGATIONS_UNSUPPORTED: [&str; 7] = [
+const AGGREGATIONS_UNSUPPORTED: [&str; 6] = [
     "MODE",
     "MAX_BY",
     "MIN_BY",
     "COUNT_IF",
     "COUNT_TIME",
-    "TIME_DURATION",
     "AVG_BY",
 ];
 

@@ -749,6 +749,13 @@ class QueryTest(FencepostTestCase):
         self.assertEqual([values[0] for _, values in filled.rows], [1.0, 4.0, 4.0, 4.0])
         plain = self.query(f"select sum(s1), min_time(s2), extreme(s2) from {self.dev} where time >= 2")
         self.assertEqual([values for _, values in plain.rows], [[27.0, 2, 7.0]])
+        # AS names a column; TIME_DURATION spans a series' timestamps.
+        aliased = self.query(f"select count(s1) as n, time_duration(s2) from {self.dev}")
+        self.assertEqual(aliased.columns, ["n", f"time_duration({self.dev}.s2)"])
+        self.assertEqual([values for _, values in aliased.rows], [[7, 6]])
+        raw = self.query(f"select s1 as a from {self.dev} where time < 3")
+        self.assertEqual(raw.columns, ["Time", "a"])
+        self.assertEqual(raw.rows, [(1, [1]), (2, [2])])
 
     def test_patterns_lists_and_align_by_device(self):
         d1, d2, d3 = self.db + ".d1", self.db + ".d2", self.db + ".g.d3"

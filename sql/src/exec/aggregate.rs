@@ -113,6 +113,7 @@ pub async fn aggregate_paths<B: Backend>(
         .map(|&function| AggregateItem {
             function,
             measurement: String::new(),
+            alias: None,
         })
         .collect();
     let query = AggregateQuery {
@@ -140,6 +141,14 @@ async fn answer<B: Backend>(
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     let mut cut = Cut::new(query.range, query.group_by)?;
+    if (query.align_by_device || query.levels.is_some())
+        && query.items.iter().any(|i| i.alias.is_some())
+    {
+        return Err(ExecError::refused(
+            StatusCode::UnsupportedOperation,
+            "AS on an aggregation with ALIGN BY DEVICE or GROUP BY LEVEL is not supported yet",
+        ));
+    }
     let plan = Plan::new(query.items, series_window(by_item, query.rows))?;
     cut.moments = plan.columns.iter().any(|c| c.function.needs_moments());
     if plan.columns.is_empty() {
@@ -221,6 +230,8 @@ struct Column {
     function: AggregateFunction,
     /// The name the query used: the measurement, or its alias.
     label: String,
+    /// The column's name given with `AS`, if any.
+    alias: Option<String>,
     /// The series' device: its index among the devices asked of the backend.
     device: usize,
     /// The series' index among its device's measurements asked of the backend.
@@ -232,9 +243,10 @@ impl Column {
     /// The column's type, as IoTDB's `getBuiltinAggregationDataType`.
     fn output_type(&self) -> DataType {
         match self.function {
-            AggregateFunction::Count | AggregateFunction::MinTime | AggregateFunction::MaxTime => {
-                DataType::Int64
-            }
+            AggregateFunction::Count
+            | AggregateFunction::MinTime
+            | AggregateFunction::MaxTime
+            | AggregateFunction::TimeDuration => DataType::Int64,
             f if f.needs_moments() => DataType::Double,
             AggregateFunction::Sum | AggregateFunction::Avg => DataType::Double,
             _ => self.data_type,
@@ -259,6 +271,12 @@ impl Column {
             AggregateFunction::LastValue => of_series(p.last.as_ref().map(|(_, v)| v)),
             AggregateFunction::MinTime => p.first.as_ref().map(|(t, _)| Value::Int64(*t)),
             AggregateFunction::MaxTime => p.last.as_ref().map(|(t, _)| Value::Int64(*t)),
+            AggregateFunction::TimeDuration => match (&p.first, &p.last) {
+                (Some((first, _)), Some((last, _))) => {
+                    Some(Value::Int64(last.wrapping_sub(*first)))
+                }
+                _ => None,
+            },
             AggregateFunction::VarPop => p.var_pop().map(Value::Double),
             AggregateFunction::Variance | AggregateFunction::VarSamp => {
                 p.var_samp().map(Value::Double)
@@ -272,8 +290,8 @@ impl Column {
 }
 
 /// 700 unless `function` takes a series of `data_type`, as IoTDB: SUM, AVG, EXTREME and the
-/// deviations and variances take numbers (INT32, INT64, FLOAT, DOUBLE), MIN_VALUE and MAX_VALUE numbers, TIMESTAMP and DATE;
-/// the others every type.
+/// deviations and variances take numbers (INT32, INT64, FLOAT, DOUBLE), MIN_VALUE and MAX_VALUE
+/// numbers, TIMESTAMP and DATE; the others every type.
 fn check_type(function: AggregateFunction, path: &str, data_type: DataType) -> ExecResult<()> {
     use DataType::{Date, Double, Float, Int32, Int64, Timestamp};
     let (takes, types) = match function {
@@ -353,6 +371,16 @@ impl Plan {
             columns: Vec::new(),
         };
         for (item, series) in items.iter().zip(by_item) {
+            if let Some(alias) = item.alias.as_ref().filter(|_| series.len() > 1) {
+                return Err(ExecError::refused(
+                    StatusCode::IllegalParameter,
+                    format!(
+                        "the alias {alias} names {} aggregations; an alias names the column of \
+                         exactly one",
+                        series.len()
+                    ),
+                ));
+            }
             for s in series {
                 check_type(item.function, &s.path(), s.data_type)?;
                 let device = match plan.reads.iter().position(|(d, _)| *d == s.device) {
@@ -373,6 +401,7 @@ impl Plan {
                 plan.columns.push(Column {
                     function: item.function,
                     label: s.label,
+                    alias: item.alias.clone(),
                     device,
                     series: index,
                     data_type: s.data_type,
@@ -398,6 +427,7 @@ impl Plan {
                     .find(|c| c.device == device && c.series == m)
                     .expect("every measurement read is some column's")
                     .data_type,
+                column: None,
             })
             .collect()
     }
@@ -508,7 +538,10 @@ impl Plan {
         }
         header.extend(self.columns.iter().map(|c| {
             let device = &self.reads[c.device].0;
-            let name = format!("{}({device}.{})", c.function.name(), c.label);
+            let name = match &c.alias {
+                Some(alias) => alias.clone(),
+                None => format!("{}({device}.{})", c.function.name(), c.label),
+            };
             (name, c.output_type())
         }));
         let rows = (0..cut.rows())
@@ -620,15 +653,22 @@ impl Cut {
         let unit = slide.map_or(g.interval_ms, |s| s.unit);
         let Some(windows) = Windows::new(g.start..g.end, unit, RESULT_ROWS_MAX as u64) else {
             let count = span.div_ceil(u128::from(unit));
-            return Err(ExecError::refused(
-                StatusCode::IllegalParameter,
-                format!(
+            let message = match slide {
+                None => format!(
                     "GROUP BY ([{}, {}), {}ms) makes {count} windows, more than the \
                      {RESULT_ROWS_MAX} rows a query may return; widen the interval or narrow \
                      the range",
                     g.start, g.end, g.interval_ms
                 ),
-            ));
+                Some(_) => format!(
+                    "GROUP BY ([{}, {}), {}ms, {}ms) is aggregated in units of {unit}ms (the \
+                     greatest common divisor of the interval and the step): {count} of them, \
+                     more than {RESULT_ROWS_MAX}; choose an interval and a step with a larger \
+                     common divisor, or narrow the range",
+                    g.start, g.end, g.interval_ms, g.step_ms
+                ),
+            };
+            return Err(ExecError::refused(StatusCode::IllegalParameter, message));
         };
         Ok(Cut {
             windows: Some(windows),

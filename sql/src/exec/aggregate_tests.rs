@@ -520,4 +520,64 @@ fn windows_slide_by_their_step_overlapping_or_apart() {
     );
     // One backend call whatever the step.
     assert_eq!(m.calls.lock().unwrap().aggregate, 3);
+    // An interval and a step whose common divisor cuts too many units: refused, named.
+    let e = run(
+        &m,
+        "SELECT count(i) FROM root.sg.d1 GROUP BY ([0, 10000000), 1000001ms, 1000000ms)",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("units of 1ms"), "{e}");
+}
+
+#[test]
+fn time_duration_is_the_span_of_any_series_timestamps() {
+    let m = device();
+    let o = one(
+        &m,
+        "SELECT time_duration(i), time_duration(t), time_duration(d) FROM root.sg.d1 \
+         GROUP BY ([0, 40), 20ms)",
+    );
+    assert_eq!(o.columns[1], "time_duration(root.sg.d1.i)");
+    assert_eq!(o.types[1..], [DataType::Int64; 3]);
+    // i and t at 1, 2, 12 | 35; d at 1, 2, 12 | none.
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![int(0), int(11), int(11), int(11)],
+            vec![int(20), int(0), int(0), None],
+        ]
+    );
+}
+
+#[test]
+fn as_names_the_column_of_one_series() {
+    let m = device();
+    let o = one(&m, "SELECT d AS temperature, i FROM root.sg.d1");
+    assert_eq!(o.columns, ["Time", "temperature", "root.sg.d1.i"]);
+    assert_eq!(o.rows[0][1], double(1.5));
+    let o = one(
+        &m,
+        "SELECT d AS temperature FROM root.sg.d1 ALIGN BY DEVICE",
+    );
+    assert_eq!(o.columns, ["Time", "Device", "temperature"]);
+    let o = one(&m, "SELECT count(d) AS n, max_value(i) FROM root.sg.d1");
+    assert_eq!(o.columns, ["n", "max_value(root.sg.d1.i)"]);
+    assert_eq!(o.rows, vec![vec![int(3), Some(Value::Int32(7))]]);
+    // An alias names one series: not two devices' d.
+    one(&m, "INSERT INTO root.sg.d2(time, d) VALUES (1, 1.0)");
+    for text in [
+        "SELECT d AS x FROM root.sg.*",
+        "SELECT count(d) AS x FROM root.sg.*",
+    ] {
+        let e = run(&m, text).unwrap_err();
+        assert!(e.to_string().contains("alias x names 2"), "{text}: {e}");
+    }
+    let parsed = parse_script("SELECT last d AS x FROM root.sg.d1", Position::START);
+    let e = parsed[0].result.clone().unwrap_err();
+    assert!(
+        e.unsupported && e.message.contains("AS in a LAST query"),
+        "{e:?}"
+    );
+    let e = run(&m, "SELECT count(d) AS x FROM root.sg.* ALIGN BY DEVICE").unwrap_err();
+    assert!(e.to_string().contains("not supported yet"), "{e}");
 }

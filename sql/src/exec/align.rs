@@ -5,6 +5,8 @@
 //! LIMIT and OFFSET count rows of the whole result. A column whose series have different types
 //! on different devices is refused (700), as IoTDB refuses it.
 
+use std::collections::HashMap;
+
 use common::{DataType, StatusCode, Value};
 
 use super::analyze::{by_device, Series};
@@ -108,6 +110,8 @@ pub(super) struct RawQuery<'q> {
     pub(super) rows: RowWindow,
     /// FILL's way, applied to each device's rows on their own.
     pub(super) fill: Option<&'q Fill>,
+    /// The columns named with `AS`: a measurement's alias.
+    pub(super) renamed: &'q HashMap<String, String>,
 }
 
 /// A raw query aligned by device: each device's series outer-joined on time (and filtered by
@@ -115,7 +119,10 @@ pub(super) struct RawQuery<'q> {
 /// for them.
 pub(super) fn raw(by_name: Vec<Vec<Series>>, query: &RawQuery<'_>) -> ExecResult<ResultCursor> {
     let columns = Columns::of(&by_name)?.window(query.rows);
-    let header = columns.header(true, |l, t| (l.to_string(), t));
+    let header = columns.header(true, |l, t| {
+        let name = query.renamed.get(l).map_or(l, String::as_str);
+        (name.to_string(), t)
+    });
     let mut parts = Vec::new();
     for (device, series) in by_device(by_name.into_iter().flatten().collect()) {
         let (picked, slots) = columns.pick(series);

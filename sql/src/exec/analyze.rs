@@ -23,12 +23,19 @@ pub(super) struct Series {
     pub(super) label: String,
     pub(super) measurement: String,
     pub(super) data_type: DataType,
+    /// The column's name the query gave with `AS`, if any.
+    pub(super) column: Option<String>,
 }
 
 impl Series {
     /// `device.label`, as IoTDB names the series' column.
     pub(super) fn path(&self) -> String {
         format!("{}.{}", self.device, self.label)
+    }
+
+    /// The series' column in a result: its `AS` alias, or its path.
+    pub(super) fn column_name(&self) -> String {
+        self.column.clone().unwrap_or_else(|| self.path())
     }
 }
 
@@ -68,23 +75,40 @@ pub(super) async fn expand<B: Backend>(
 
 /// The names of a select list: `*`, or the measurements.
 pub(super) fn names_of(projection: &Projection) -> Vec<String> {
-    match projection {
-        Projection::All => vec![ANY.to_string()],
-        Projection::Measurements(names) => names.clone(),
-    }
+    projection
+        .names()
+        .map_or_else(|| vec![ANY.to_string()], <[String]>::to_vec)
 }
 
-/// [`expand`]'s series as one list, for a projection.
+/// [`expand`]'s series as one list, for a projection: a measurement with an `AS` alias names its
+/// one series' column (700 when it reads more than one, as IoTDB refuses it).
 pub(super) async fn expand_projection<B: Backend>(
     backend: &B,
     from: &[PathPattern],
     projection: &Projection,
 ) -> ExecResult<Vec<Series>> {
-    Ok(expand(backend, from, &names_of(projection))
-        .await?
-        .into_iter()
-        .flatten()
-        .collect())
+    let by_name = expand(backend, from, &names_of(projection)).await?;
+    let mut out = Vec::new();
+    for (i, group) in by_name.into_iter().enumerate() {
+        let Some(alias) = projection.alias(i) else {
+            out.extend(group);
+            continue;
+        };
+        if group.len() > 1 {
+            return Err(ExecError::refused(
+                StatusCode::IllegalParameter,
+                format!(
+                    "the alias {alias} names {} series; an alias names the column of exactly one",
+                    group.len()
+                ),
+            ));
+        }
+        out.extend(group.into_iter().map(|s| Series {
+            column: Some(alias.to_string()),
+            ..s
+        }));
+    }
+    Ok(out)
 }
 
 /// The series of one device (a path without wildcards) for each name: one schema lookup for the
@@ -99,6 +123,7 @@ async fn expand_device<B: Backend>(
         label,
         measurement,
         data_type,
+        column: None,
     };
     let every: Vec<Series> = if names.iter().any(|n| n == ANY) {
         resolve(backend, device, &Projection::All)
@@ -162,6 +187,7 @@ async fn expand_pattern<B: Backend>(
                         label,
                         measurement: s.measurement.clone(),
                         data_type: s.data_type,
+                        column: None,
                     })
                 })
                 .collect()
@@ -206,6 +232,7 @@ pub(super) async fn resolve_paths<B: Backend>(
                 label: key.1.clone(),
                 measurement: key.1,
                 data_type,
+                column: None,
             })
         })
         .collect())

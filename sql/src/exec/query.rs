@@ -4,6 +4,8 @@
 //! [`ResultCharge`] as they are held, so a query too large for memory is refused rather than
 //! running the node out of it (REVIEW N5).
 
+use std::collections::HashMap;
+
 use common::{DataType, StatusCode, Value};
 
 use super::analyze::{self, Series};
@@ -50,18 +52,24 @@ pub(super) async fn open_raw<B: Backend>(
     };
     if align_by_device {
         let names = analyze::names_of(projection);
+        let renamed: HashMap<String, String> = names
+            .iter()
+            .enumerate()
+            .filter_map(|(i, name)| Some((name.clone(), projection.alias(i)?.to_string())))
+            .collect();
         let by_name = analyze::expand(backend, from, &names).await?;
         let query = align::RawQuery {
             range,
             filter: filter.map(|expr| (expr, referenced.as_slice())),
             rows,
             fill,
+            renamed: &renamed,
         };
         return align::raw(by_name, &query);
     }
     let series = rows.series(analyze::expand_projection(backend, from, projection).await?);
     let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
-    header.extend(series.iter().map(|s| (s.path(), s.data_type)));
+    header.extend(series.iter().map(|s| (s.column_name(), s.data_type)));
     let outputs = series.len();
     let read = join::with_referenced(series, &referenced);
     let filter = match filter {

@@ -101,9 +101,15 @@ impl Parser<'_> {
             self.measurement_or("'*' or a measurement name")?
         };
         self.expect(&TokenKind::RightParen, "')'")?;
+        let alias = if self.eat_keyword("AS") {
+            Some(self.measurement_or("an alias (a name without '.' or '*')")?)
+        } else {
+            None
+        };
         Ok(AggregateItem {
             function,
             measurement,
+            alias,
         })
     }
 
@@ -310,6 +316,7 @@ mod tests {
         AggregateItem {
             function,
             measurement: measurement.into(),
+            alias: None,
         }
     }
 

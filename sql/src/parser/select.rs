@@ -16,7 +16,14 @@ impl Parser<'_> {
         let last = self.is_keyword("LAST") && !self.next_is_from_or_comma();
         if last {
             self.next += 1;
+            let at = self.next;
             let measurements = self.projection()?;
+            if matches!(measurements, Projection::Aliased { .. }) {
+                return Err(not_supported_yet(
+                    self.tokens[at].position,
+                    "AS in a LAST query (its columns are fixed: Time, Timeseries, Value, DataType)",
+                ));
+            }
             let from = self.from()?;
             let since = self.last_since()?;
             self.refuse_row_clauses("a LAST query")?;
@@ -220,7 +227,7 @@ impl Parser<'_> {
         if self.eat(&TokenKind::Star) {
             return Ok(Projection::All);
         }
-        let mut names = Vec::new();
+        let (mut names, mut aliases) = (Vec::new(), Vec::new());
         loop {
             if names.len() == MEASUREMENTS_MAX {
                 return Err(self.error(&format!(
@@ -228,9 +235,19 @@ impl Parser<'_> {
                 )));
             }
             names.push(self.measurement_or("'*' or a measurement name")?);
+            aliases.push(if self.eat_keyword("AS") {
+                Some(self.measurement_or("an alias (a name without '.' or '*')")?)
+            } else {
+                None
+            });
             if !self.eat(&TokenKind::Comma) {
-                return Ok(Projection::Measurements(names));
+                break;
             }
+        }
+        if aliases.iter().all(Option::is_none) {
+            Ok(Projection::Measurements(names))
+        } else {
+            Ok(Projection::Aliased { names, aliases })
         }
     }
 }

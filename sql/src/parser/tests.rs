@@ -401,6 +401,7 @@ fn select_last_and_count() {
     let count = |measurement: &str| AggregateItem {
         function: AggregateFunction::Count,
         measurement: measurement.into(),
+        alias: None,
     };
     assert_eq!(
         one("SELECT COUNT(s1), count(s2) FROM root.sg.d1 WHERE time < 10"),
