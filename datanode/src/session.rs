@@ -389,12 +389,8 @@ impl SessionService for SessionServiceImpl {
                 Ok(statement) => {
                     let run =
                         sql::execute_table_charged(&backend, database, &statement, &mut charge);
-                    let run = async { run.await.map(|o| o.outcome) };
-                    if ops::sql::is_table_query(&statement) {
-                        deadline.run(run).await
-                    } else {
-                        run.await
-                    }
+                    let query = ops::sql::is_table_query(&statement);
+                    deadline.run_if(query, run).await.map(|o| o.outcome)
                 }
                 Err(e) => Err(e.into()),
             }

@@ -648,11 +648,8 @@ impl Connection {
                 let database = session.database.as_deref();
                 let run =
                     sql::execute_table_charged(&session.backend, database, &statement, &mut charge);
-                if crate::ops::sql::is_table_query(&statement) {
-                    deadline.run(run).await
-                } else {
-                    run.await
-                }
+                let query = crate::ops::sql::is_table_query(&statement);
+                deadline.run_if(query, run).await
             }
             Err(e) => Err(e.into()),
         };

@@ -53,6 +53,19 @@ impl QueryDeadline {
         }
     }
 
+    /// [`QueryDeadline::run`] when `applies` (the step belongs to a query), else `step` unbounded.
+    pub(crate) async fn run_if<T>(
+        &self,
+        applies: bool,
+        step: impl Future<Output = Result<T, ExecError>>,
+    ) -> Result<T, ExecError> {
+        if applies {
+            self.run(step).await
+        } else {
+            step.await
+        }
+    }
+
     fn expired(&self) -> ExecError {
         ExecError::refused(
             StatusCode::QueryTimeout,

@@ -596,11 +596,7 @@ pub(crate) async fn run_statement(
 ) -> Result<sql::Outcome, ExecError> {
     let statement = one_statement(text)?;
     let run = sql::execute_charged(backend, &statement, charge);
-    if is_query(&statement) {
-        deadline.run(run).await
-    } else {
-        run.await
-    }
+    deadline.run_if(is_query(&statement), run).await
 }
 
 /// [`run_statement`]'s result as a cursor: a raw SELECT reads its rows as they are paged.
@@ -612,11 +608,7 @@ pub(crate) async fn open_statement(
 ) -> Result<sql::exec::ResultCursor, ExecError> {
     let statement = one_statement(text)?;
     let open = sql::exec::open(backend, &statement, charge);
-    if is_query(&statement) {
-        deadline.run(open).await
-    } else {
-        open.await
-    }
+    deadline.run_if(is_query(&statement), open).await
 }
 
 /// Whether a statement only reads: a query, under its deadline. A write or a schema change is

@@ -372,14 +372,7 @@ impl Plan {
         };
         for (item, series) in items.iter().zip(by_item) {
             if let Some(alias) = item.alias.as_ref().filter(|_| series.len() > 1) {
-                return Err(ExecError::refused(
-                    StatusCode::IllegalParameter,
-                    format!(
-                        "the alias {alias} names {} aggregations; an alias names the column of \
-                         exactly one",
-                        series.len()
-                    ),
-                ));
+                return Err(analyze::alias_of_many(alias, series.len()));
             }
             for s in series {
                 check_type(item.function, &s.path(), s.data_type)?;

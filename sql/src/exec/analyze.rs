@@ -80,6 +80,17 @@ pub(super) fn names_of(projection: &Projection) -> Vec<String> {
         .map_or_else(|| vec![ANY.to_string()], <[String]>::to_vec)
 }
 
+/// 700: an `AS` alias over `series` series, where it names the column of exactly one (IoTDB
+/// refuses it too).
+pub(super) fn alias_of_many(alias: &str, series: usize) -> ExecError {
+    ExecError::refused(
+        StatusCode::IllegalParameter,
+        format!(
+            "the alias {alias} names {series} series; an alias names the column of exactly one"
+        ),
+    )
+}
+
 /// [`expand`]'s series as one list, for a projection: a measurement with an `AS` alias names its
 /// one series' column (700 when it reads more than one, as IoTDB refuses it).
 pub(super) async fn expand_projection<B: Backend>(
@@ -95,13 +106,7 @@ pub(super) async fn expand_projection<B: Backend>(
             continue;
         };
         if group.len() > 1 {
-            return Err(ExecError::refused(
-                StatusCode::IllegalParameter,
-                format!(
-                    "the alias {alias} names {} series; an alias names the column of exactly one",
-                    group.len()
-                ),
-            ));
+            return Err(alias_of_many(alias, group.len()));
         }
         out.extend(group.into_iter().map(|s| Series {
             column: Some(alias.to_string()),
