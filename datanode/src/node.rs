@@ -351,6 +351,7 @@ fn storage_config(config: &DataNodeConfig, partition: PartitionConfig) -> Storag
         partition,
         memtable_flush_bytes: config.storage.memtable_flush_bytes as usize,
         memtable_flush_age_ms: config.storage.memtable_flush_age_ms,
+        last_cache_bytes: config.storage.last_cache_bytes_per_region as usize,
         compaction: CompactionConfig {
             files_min: config.compaction.compaction_files_min as usize,
             write_bytes_per_sec: config.compaction.compaction_write_bytes_per_sec,

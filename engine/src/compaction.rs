@@ -422,7 +422,7 @@ impl DataRegion {
             StorageError::Injected("storage::compact::before_manifest")
         ));
         let output = output.map(|file| (entry, Arc::new(file)));
-        if !self.install(&job, output)? {
+        if !self.install(&job, output, counts.expired_points > 0)? {
             // The partition changed under the merge (a snapshot replaced the region's content):
             // the output is an orphan.
             let _ = fs::remove_file(&path);
@@ -551,8 +551,14 @@ impl DataRegion {
     }
 
     /// Swaps the output (if any) in for the inputs in the manifest, then in memory. False when
-    /// the inputs are no longer a run of the partition's files.
-    fn install(&self, job: &Job, output: Option<(FileEntry, Arc<SealedFile>)>) -> Result<bool> {
+    /// the inputs are no longer a run of the partition's files. A merge that `expired` points
+    /// forgets the cached newest points in its partition (`last_cache.rs`).
+    fn install(
+        &self,
+        job: &Job,
+        output: Option<(FileEntry, Arc<SealedFile>)>,
+        expired: bool,
+    ) -> Result<bool> {
         let _one_change = self.flush_lock.lock();
         let mut state = self.state.write();
         let Some(partition) = state.partitions.get(&job.time_slot) else {
@@ -596,6 +602,14 @@ impl DataRegion {
             .get_mut(&job.time_slot)
             .expect("checked above, under the same lock");
         partition.sealed.splice(run, file);
+        if expired {
+            let slots = &self.config.partition;
+            self.last_values.forget_where(|_, _, newest| {
+                newest
+                    .as_ref()
+                    .is_some_and(|(t, _)| slots.time_slot(*t) == job.time_slot)
+            });
+        }
         if partition.is_empty() {
             state.partitions.remove(&job.time_slot);
         }

@@ -31,10 +31,12 @@ use crate::sealed::{self, Header, SealedFile, SealedOptions, SeriesCodecs};
 mod aggregate;
 mod digest;
 mod fences;
+mod last_cache;
 
 pub use aggregate::AggregateWork;
 
 use fences::Fences;
+use last_cache::LastCache;
 
 pub(crate) const SEALED_DIR: &str = "sealed";
 const ALL_TIME: RangeInclusive<i64> = i64::MIN..=i64::MAX;
@@ -54,6 +56,8 @@ pub struct StorageConfig {
     pub sealed: SealedOptions,
     /// When and how fast sealed files are merged.
     pub compaction: CompactionConfig,
+    /// Bytes the region's last-value cache may hold (0: no cache). Default 16 MiB.
+    pub last_cache_bytes: usize,
 }
 
 impl Default for StorageConfig {
@@ -65,6 +69,7 @@ impl Default for StorageConfig {
             tablet_limits: TabletLimits::default(),
             sealed: SealedOptions::default(),
             compaction: CompactionConfig::default(),
+            last_cache_bytes: 16 << 20,
         }
     }
 }
@@ -383,6 +388,8 @@ pub struct DataRegion {
     /// Bytes held by working and frozen memtables (kept by every change to them), for the node's
     /// memory budget.
     memory: AtomicUsize,
+    /// Each series' newest visible point, as [`DataRegion::last`] answers it.
+    pub(crate) last_values: LastCache,
 }
 
 /// A sealed file a flush wrote: its manifest entry, the open file, the memtable it holds.
@@ -416,6 +423,7 @@ impl DataRegion {
         // Orphans of a crashed flush or snapshot install.
         remove_orphans(&sealed_dir, &live)?;
         let state = load_state(&sealed_dir, manifest, &config, &files)?;
+        let last_values = LastCache::new(config.last_cache_bytes);
         Ok(DataRegion {
             dir,
             config,
@@ -427,6 +435,7 @@ impl DataRegion {
             compaction_claims: Mutex::new(HashSet::new()),
             series_codecs: RwLock::new(Arc::new(SeriesCodecs::default())),
             memory: AtomicUsize::new(0),
+            last_values,
             state: RwLock::new(state),
             flush_lock: Mutex::new(()),
         })
@@ -559,6 +568,7 @@ impl DataRegion {
                 Ok(ApplyOutcome::FloorRaised)
             }
         };
+        self.note_in_last_values(command, &outcome);
         match &outcome {
             Err(e) if e.is_recoverable() => {}
             _ => state.applied_index = index,
@@ -569,6 +579,29 @@ impl DataRegion {
         }
         debug_assert_eq!(self.memory.load(Ordering::Relaxed), state.memory_bytes());
         outcome
+    }
+
+    /// Keeps the last-value cache exact after `command` applied (called under the state's write
+    /// lock): a whole insert moves its series' entries forward, a deletion forgets the entries it
+    /// may have touched (whether or not it deleted anything: it is rare, and forgetting is safe).
+    fn note_in_last_values(&self, command: &RegionCommand, outcome: &Result<ApplyOutcome>) {
+        match command {
+            RegionCommand::InsertTablet { tablet, .. } => {
+                if matches!(outcome, Ok(ApplyOutcome::Inserted { .. })) {
+                    self.last_values.note_insert(tablet);
+                }
+            }
+            RegionCommand::DeleteSeries { series, .. }
+            | RegionCommand::DeleteData { series, .. } => {
+                self.last_values
+                    .forget_where(|d, m, _| series.iter().any(|(sd, sm)| sd == d && sm == m));
+            }
+            RegionCommand::DeleteDatabase { database, .. } => {
+                self.last_values
+                    .forget_where(|d, _, _| device_under(d, database));
+            }
+            RegionCommand::RaiseFenceFloor { .. } => {}
+        }
     }
 
     /// Writes a tablet fragment by fragment (one per time partition), consulting the lease gate
@@ -803,6 +836,7 @@ impl DataRegion {
             let _one_flush = self.flush_lock.lock();
             let mut state = self.state.write();
             replaced = state.manifest.file_names();
+            self.last_values.clear();
             state.partitions.clear();
             state.series_types.clear();
             state.recent_tombstones.clear();
@@ -943,6 +977,7 @@ impl DataRegion {
             let mut state = self.state.write();
             let replaced = state.manifest.file_names();
             *state = loaded;
+            self.last_values.clear();
             self.memory.store(state.memory_bytes(), Ordering::Relaxed);
             replaced
         };

@@ -78,29 +78,48 @@ impl DataRegion {
 }
 
 impl DataRegion {
-    /// The point with the greatest timestamp of a series, if any: the newest partition that
-    /// holds a visible point answers, from its pages' statistics where they answer (a page of
-    /// the newest partition is decoded only where a newer source or a deletion meets it).
+    /// The point with the greatest timestamp of a series, if any: from the last-value cache
+    /// when it knows the series (`last_cache.rs`), else computed ([`DataRegion::last_uncached`])
+    /// and kept there.
     pub fn last(&self, device: &str, measurement: &str) -> Result<Option<(i64, Value)>> {
-        let all = Windows::whole(i64::MIN..i64::MAX).expect("a range that is not empty");
         let state = self.state.read();
-        for partition in state.partitions.values().rev() {
-            let mut out = [Partial::default()];
-            let series = PartitionSeries {
-                state: &state,
-                partition,
-                device,
-                measurement,
-                windows: &all,
-            };
-            series.aggregate(&mut out, &mut AggregateWork::default())?;
-            let [partial] = out;
-            if let Some(last) = partial.last {
-                return Ok(Some(last));
-            }
+        if let Some(newest) = self.last_values.get(device, measurement) {
+            return Ok(newest);
         }
-        Ok(None)
+        let newest = last_of(&state, device, measurement)?;
+        // Under the same read lock: no apply ran since the state was read.
+        self.last_values.fill(device, measurement, &newest);
+        Ok(newest)
     }
+
+    /// [`DataRegion::last`] computed afresh, the cache neither read nor filled: the newest
+    /// partition that holds a visible point answers, from its pages' statistics where they
+    /// answer (a page of the newest partition is decoded only where a newer source or a
+    /// deletion meets it).
+    pub fn last_uncached(&self, device: &str, measurement: &str) -> Result<Option<(i64, Value)>> {
+        last_of(&self.state.read(), device, measurement)
+    }
+}
+
+/// The newest visible point of a series in `state`.
+fn last_of(state: &RegionState, device: &str, measurement: &str) -> Result<Option<(i64, Value)>> {
+    let all = Windows::whole(i64::MIN..i64::MAX).expect("a range that is not empty");
+    for partition in state.partitions.values().rev() {
+        let mut out = [Partial::default()];
+        let series = PartitionSeries {
+            state,
+            partition,
+            device,
+            measurement,
+            windows: &all,
+        };
+        series.aggregate(&mut out, &mut AggregateWork::default())?;
+        let [partial] = out;
+        if let Some(last) = partial.last {
+            return Ok(Some(last));
+        }
+    }
+    Ok(None)
 }
 
 /// One series in one time partition, aggregated into windows.

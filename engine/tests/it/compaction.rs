@@ -666,3 +666,33 @@ fn a_digest_is_the_same_whatever_the_sources_of_its_points() {
         files.region.digest_visible_from(6).unwrap().hash
     );
 }
+
+/// A TTL merge keeps each series' newest point in its output, even one a `deleteData` not yet in
+/// the manifest masks, and drops the older visible ones: the visible newest point changes, and
+/// the last-value cache must not keep answering the old one.
+#[test]
+fn a_ttl_merge_that_drops_the_visible_newest_point_is_not_answered_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let region = LoggedRegion::open(dir.path());
+    for time in [1, 5] {
+        let t = tablet("root.sg.d1", &[time], 1.0);
+        region.write(&RegionCommand::insert(t), &OpenGate).unwrap();
+        region.flush();
+    }
+    let delete = RegionCommand::DeleteData {
+        series: vec![("root.sg.d1".to_string(), "s1".to_string())],
+        start: 4,
+        end: 6,
+        deletion: engine::Deletion::default(),
+    };
+    region.write(&delete, &OpenGate).unwrap();
+    let before = region.region.last("root.sg.d1", "s1").unwrap();
+    assert_eq!(before.map(|(t, _)| t), Some(1), "t=5 is deleted");
+
+    region.region.set_ttl_cutoff(Some(3));
+    let reports = region.region.compact_all().unwrap();
+    assert!(reports.iter().any(|r| r.expired_points > 0), "{reports:?}");
+    let fresh = region.region.last_uncached("root.sg.d1", "s1").unwrap();
+    assert_eq!(fresh, None, "the merge kept t=5 (masked) and dropped t=1");
+    assert_eq!(region.region.last("root.sg.d1", "s1").unwrap(), fresh);
+}

@@ -1,6 +1,7 @@
 //! The engine against a model: random multi-partition tablets, fenced attempts, type clashes,
 //! flushes, compactions, restarts, deletes and time-range deletes; after every step the
-//! region's aggregates against the fold of its points.
+//! region's aggregates against the fold of its points, and its cached newest points against
+//! fresh ones.
 
 use std::collections::{HashMap, HashSet};
 
@@ -186,6 +187,21 @@ fn check(
                 step
             );
         }
+    }
+    // The last-value cache answers exactly what a fresh computation does, for every series
+    // written (points left or not) and one never written; each read fills it for later steps.
+    let never = ("root.sg.d9".to_string(), "s1".to_string());
+    for (device, measurement) in model.keys().chain(known.types.keys()).chain([&never]) {
+        let uncached = region.region.last_uncached(device, measurement).unwrap();
+        let cached = region.region.last(device, measurement).unwrap();
+        prop_assert_eq!(
+            cached,
+            uncached,
+            "cached last of {}.{} after step {}",
+            device,
+            measurement,
+            step
+        );
     }
     for ((device, measurement), points) in model {
         let last = region.region.last(device, measurement).unwrap();
