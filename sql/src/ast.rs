@@ -622,6 +622,9 @@ pub enum TableStatement {
     /// `SELECT * | c, ... FROM [db.]t [WHERE ...] [ORDER BY time [ASC|DESC]] [LIMIT n]
     /// [OFFSET n]`
     Select(TableSelect),
+    /// `SELECT` of aggregations, grouping columns and `date_bin(...)` `FROM [db.]t [WHERE ...]
+    /// [GROUP BY ...] [ORDER BY ...] [OFFSET n] [LIMIT n]`.
+    SelectAggregate(TableAggregate),
     /// `INSERT INTO [db.]t(time, c1, ...) VALUES (...), ...`: `insert.device` is the table,
     /// `insert.measurements` its columns.
     Insert {
@@ -672,6 +675,75 @@ pub struct TableSelect {
     pub order_by_time: bool,
     /// Direction, OFFSET and LIMIT.
     pub rows: RowWindow,
+}
+
+/// A table-model aggregation query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableAggregate {
+    /// The database named with the table, if any.
+    pub database: Option<String>,
+    /// The table.
+    pub table: String,
+    /// The select list, in order.
+    pub items: Vec<TableItem>,
+    /// `time` bounds of the WHERE clause.
+    pub range: TimeRange,
+    /// `column = 'value'` terms of the WHERE clause, on TAG and ATTRIBUTE columns.
+    pub equals: Vec<(String, String)>,
+    /// GROUP BY's TAG and ATTRIBUTE columns (aliases and positions resolved), in order.
+    pub group_columns: Vec<String>,
+    /// GROUP BY's `date_bin(...)`, if any.
+    pub date_bin: Option<DateBin>,
+    /// ORDER BY: select-list positions (from 0), each descending or not.
+    pub order_by: Vec<(usize, bool)>,
+    /// Rows skipped (`OFFSET`).
+    pub offset: usize,
+    /// Rows kept at most (`LIMIT`).
+    pub limit: Option<usize>,
+}
+
+/// One entry of a table-model aggregation's select list.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableItem {
+    /// What it computes.
+    pub kind: TableItemKind,
+    /// `AS name`.
+    pub alias: Option<String>,
+}
+
+/// What a [`TableItem`] computes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TableItemKind {
+    /// A TAG or ATTRIBUTE column the query groups by.
+    Column(String),
+    /// `date_bin(interval, time[, origin])`: the start of each row's time bin.
+    DateBin(DateBin),
+    /// `function(column)`; `min(time)` and `max(time)` are `MinTime` and `MaxTime` of `time`.
+    Aggregate {
+        /// The function (the table model's `min`, `max`, `first` and `last` are the tree's
+        /// `MIN_VALUE`, `MAX_VALUE`, `FIRST_VALUE` and `LAST_VALUE`).
+        function: AggregateFunction,
+        /// The FIELD column, or `time`.
+        column: String,
+    },
+}
+
+/// `date_bin(interval, time, origin)`: bins of `interval_ms` laid from `origin_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DateBin {
+    /// Width of a bin, > 0.
+    pub interval_ms: u64,
+    /// A bin boundary (default 0, the epoch).
+    pub origin_ms: i64,
+}
+
+impl DateBin {
+    /// The start of the bin holding `time`.
+    pub fn bin_start(&self, time: i64) -> i64 {
+        let interval = i128::from(self.interval_ms);
+        let offset = (i128::from(time) - i128::from(self.origin_ms)).rem_euclid(interval);
+        (i128::from(time) - offset) as i64
+    }
 }
 
 #[cfg(test)]

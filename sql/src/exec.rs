@@ -806,6 +806,8 @@ mod memory_backend;
 #[cfg(test)]
 mod query_tests;
 #[cfg(test)]
+mod table_aggregate_tests;
+#[cfg(test)]
 mod wildcard_tests;
 
 #[cfg(test)]

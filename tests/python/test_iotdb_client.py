@@ -1253,6 +1253,7 @@ class TableModelTest(FencepostTestCase):
 
     manages_own_database = (
         "test_table_session_example", "test_table_session_pool_and_ttl", "test_table_delete_and_drop_table",
+        "test_table_aggregations",
     )
 
     def _drop_quietly(self, database):
@@ -1433,6 +1434,60 @@ class TableModelTest(FencepostTestCase):
         # the dropped points come back.
         session.insert(Tablet("t", ["site", "v"], types, [["c", 5.0]], [5], categories))
         self.assertEqual(rows(), [["c", 5.0]])
+
+    def test_table_aggregations(self):
+        """Aggregations grouped by tags and date_bin, flushed and buffered points together, read
+        through both DataNodes."""
+        name = self.db[len("root."):]
+        session = self.table_session()
+        session.execute_non_query_statement(f"CREATE DATABASE {name}")
+        session.execute_non_query_statement(f"USE {name}")
+        session.execute_non_query_statement(
+            "CREATE TABLE cpu (host STRING TAG, rack STRING ATTRIBUTE, usage DOUBLE FIELD, n INT64 FIELD)"
+        )
+        types = [TSDataType.STRING, TSDataType.STRING, TSDataType.DOUBLE, TSDataType.INT64]
+        categories = [ColumnType.TAG, ColumnType.ATTRIBUTE, ColumnType.FIELD, ColumnType.FIELD]
+        columns = ["host", "rack", "usage", "n"]
+        # Two hosts, a point a minute for two hours: h0 usage = minute, h1 usage = 2 * minute.
+        for host, factor in (("h0", 1.0), ("h1", 2.0)):
+            values = [[host, "r1", factor * m, m] for m in range(120)]
+            times = [m * 60_000 for m in range(120)]
+            session.insert(Tablet("cpu", columns, types, values[:60], times[:60], categories))
+            session.execute_non_query_statement("FLUSH")
+            session.insert(Tablet("cpu", columns, types, values[60:], times[60:], categories))
+
+        def ms(timestamp):
+            return int(timestamp.timestamp() * 1000)
+
+        reader = self.table_session(database=name, endpoints=ENDPOINTS[-1:])
+        for s in (session, reader):
+            total = read_all(s.execute_query_statement(
+                "select count(usage), sum(n), max(usage), min(time), max(time) from cpu"
+            ))
+            self.assertEqual(total.columns, ["_col0", "_col1", "_col2", "_col3", "_col4"])
+            # TIMESTAMP columns (min(time), max(time), date_bin) come back as pandas Timestamps.
+            [row] = [v for _, v in total.rows]
+            self.assertEqual(row[:3] + [ms(t) for t in row[3:]], [240, 2 * 7140.0, 238.0, 0, 119 * 60_000])
+
+            hourly = read_all(s.execute_query_statement(
+                "select date_bin(1h, time) as hour, host, avg(usage) as mean from cpu "
+                "where time < 7200000 group by 1, host order by hour, host"
+            ))
+            self.assertEqual(hourly.columns, ["hour", "host", "mean"])
+            self.assertEqual(
+                [[ms(v[0])] + v[1:] for _, v in hourly.rows],
+                [[0, "h0", 29.5], [0, "h1", 59.0], [3_600_000, "h0", 89.5], [3_600_000, "h1", 179.0]],
+            )
+
+            top = read_all(s.execute_query_statement(
+                "select host, max(usage) from cpu where rack = 'r1' group by host "
+                "order by max(usage) desc limit 1"
+            ))
+            self.assertEqual([v for _, v in top.rows], [["h1", 238.0]])
+
+        with self.assertRaises(StatementExecutionException) as caught:
+            read_all(session.execute_query_statement("select host, count(usage) from cpu"))
+        self.assertIn("700", str(caught.exception))
 
     def test_table_session_pool_and_ttl(self):
         name = self.db[len("root."):]

@@ -632,7 +632,7 @@ pub(crate) fn is_query(statement: &sql::Statement) -> bool {
 /// [`is_query`] for the table model: SELECT.
 pub(crate) fn is_table_query(statement: &sql::TableStatement) -> bool {
     match statement {
-        sql::TableStatement::Select(_) => true,
+        sql::TableStatement::Select(_) | sql::TableStatement::SelectAggregate(_) => true,
         sql::TableStatement::Shared(shared) => is_query(shared),
         _ => false,
     }

@@ -242,49 +242,56 @@ struct Column {
 impl Column {
     /// The column's type, as IoTDB's `getBuiltinAggregationDataType`.
     fn output_type(&self) -> DataType {
-        match self.function {
-            AggregateFunction::Count
-            | AggregateFunction::MinTime
-            | AggregateFunction::MaxTime
-            | AggregateFunction::TimeDuration => DataType::Int64,
-            f if f.needs_moments() => DataType::Double,
-            AggregateFunction::Sum | AggregateFunction::Avg => DataType::Double,
-            _ => self.data_type,
-        }
+        output_type(self.function, self.data_type)
     }
 
     /// The column's cell for one window's partial of its series.
     fn cell(&self, p: &Partial) -> Cell {
-        // A value of another type (the series was dropped and created again with another type
-        // while the query ran) is left out rather than mistyping the column.
-        let of_series = |v: Option<&Value>| v.filter(|v| v.data_type() == self.data_type).cloned();
-        match self.function {
-            AggregateFunction::Count => Some(Value::Int64(
-                i64::try_from(p.count).expect("fewer points than i64::MAX"),
-            )),
-            AggregateFunction::Sum => (p.count > 0).then_some(Value::Double(p.sum)),
-            AggregateFunction::Avg => p.avg().map(Value::Double),
-            AggregateFunction::MinValue => of_series(p.min.as_ref()),
-            AggregateFunction::MaxValue => of_series(p.max.as_ref()),
-            AggregateFunction::Extreme => of_series(p.extreme().as_ref()),
-            AggregateFunction::FirstValue => of_series(p.first.as_ref().map(|(_, v)| v)),
-            AggregateFunction::LastValue => of_series(p.last.as_ref().map(|(_, v)| v)),
-            AggregateFunction::MinTime => p.first.as_ref().map(|(t, _)| Value::Int64(*t)),
-            AggregateFunction::MaxTime => p.last.as_ref().map(|(t, _)| Value::Int64(*t)),
-            AggregateFunction::TimeDuration => match (&p.first, &p.last) {
-                (Some((first, _)), Some((last, _))) => {
-                    Some(Value::Int64(last.wrapping_sub(*first)))
-                }
-                _ => None,
-            },
-            AggregateFunction::VarPop => p.var_pop().map(Value::Double),
-            AggregateFunction::Variance | AggregateFunction::VarSamp => {
-                p.var_samp().map(Value::Double)
-            }
-            AggregateFunction::StddevPop => p.var_pop().map(|v| Value::Double(v.sqrt())),
-            AggregateFunction::Stddev | AggregateFunction::StddevSamp => {
-                p.var_samp().map(|v| Value::Double(v.sqrt()))
-            }
+        finish(self.function, self.data_type, p)
+    }
+}
+
+/// The type of `function` over a series of `data_type`, as IoTDB's
+/// `getBuiltinAggregationDataType`.
+pub(super) fn output_type(function: AggregateFunction, data_type: DataType) -> DataType {
+    match function {
+        AggregateFunction::Count
+        | AggregateFunction::MinTime
+        | AggregateFunction::MaxTime
+        | AggregateFunction::TimeDuration => DataType::Int64,
+        f if f.needs_moments() => DataType::Double,
+        AggregateFunction::Sum | AggregateFunction::Avg => DataType::Double,
+        _ => data_type,
+    }
+}
+
+/// `function` finished from the partial `p` of a series of `data_type`.
+pub(super) fn finish(function: AggregateFunction, data_type: DataType, p: &Partial) -> Cell {
+    // A value of another type (the series was dropped and created again with another type
+    // while the query ran) is left out rather than mistyping the column.
+    let of_series = |v: Option<&Value>| v.filter(|v| v.data_type() == data_type).cloned();
+    match function {
+        AggregateFunction::Count => Some(Value::Int64(
+            i64::try_from(p.count).expect("fewer points than i64::MAX"),
+        )),
+        AggregateFunction::Sum => (p.count > 0).then_some(Value::Double(p.sum)),
+        AggregateFunction::Avg => p.avg().map(Value::Double),
+        AggregateFunction::MinValue => of_series(p.min.as_ref()),
+        AggregateFunction::MaxValue => of_series(p.max.as_ref()),
+        AggregateFunction::Extreme => of_series(p.extreme().as_ref()),
+        AggregateFunction::FirstValue => of_series(p.first.as_ref().map(|(_, v)| v)),
+        AggregateFunction::LastValue => of_series(p.last.as_ref().map(|(_, v)| v)),
+        AggregateFunction::MinTime => p.first.as_ref().map(|(t, _)| Value::Int64(*t)),
+        AggregateFunction::MaxTime => p.last.as_ref().map(|(t, _)| Value::Int64(*t)),
+        AggregateFunction::TimeDuration => match (&p.first, &p.last) {
+            (Some((first, _)), Some((last, _))) => Some(Value::Int64(last.wrapping_sub(*first))),
+            _ => None,
+        },
+        AggregateFunction::VarPop => p.var_pop().map(Value::Double),
+        AggregateFunction::Variance | AggregateFunction::VarSamp => p.var_samp().map(Value::Double),
+        AggregateFunction::StddevPop => p.var_pop().map(|v| Value::Double(v.sqrt())),
+        AggregateFunction::Stddev | AggregateFunction::StddevSamp => {
+            p.var_samp().map(|v| Value::Double(v.sqrt()))
         }
     }
 }
@@ -292,7 +299,11 @@ impl Column {
 /// 700 unless `function` takes a series of `data_type`, as IoTDB: SUM, AVG, EXTREME and the
 /// deviations and variances take numbers (INT32, INT64, FLOAT, DOUBLE), MIN_VALUE and MAX_VALUE
 /// numbers, TIMESTAMP and DATE; the others every type.
-fn check_type(function: AggregateFunction, path: &str, data_type: DataType) -> ExecResult<()> {
+pub(super) fn check_type(
+    function: AggregateFunction,
+    path: &str,
+    data_type: DataType,
+) -> ExecResult<()> {
     use DataType::{Date, Double, Float, Int32, Int64, Timestamp};
     let (takes, types) = match function {
         f if f.needs_moments() => (

@@ -17,6 +17,8 @@ use super::join::{too_many_rows, SeriesReader};
 use super::{outcome_bytes, Backend, Cell, ExecError, ExecResult, Outcome, RESULT_ROWS_MAX};
 use crate::{Insert, TableSelect, TableStatement, TimeRange};
 
+mod aggregate;
+
 /// What a table-model statement produced, and the session's current database after it (`USE`).
 #[derive(Debug)]
 pub struct TableOutcome {
@@ -108,10 +110,13 @@ async fn run<B: Backend>(
         }
         TableStatement::Select(select) => {
             let database = database_of(select.database.as_deref(), current)?;
-            let now_ms = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            query(backend, database, select, now_ms, charge)
+            query(backend, database, select, now_ms(), charge)
+                .await
+                .map(Into::into)
+        }
+        TableStatement::SelectAggregate(query) => {
+            let database = database_of(query.database.as_deref(), current)?;
+            aggregate::aggregate(backend, database, query, now_ms(), charge)
                 .await
                 .map(Into::into)
         }
@@ -296,6 +301,13 @@ async fn show_databases<B: Backend>(backend: &B) -> ExecResult<Outcome> {
         ],
         rows,
     ))
+}
+
+/// The wall clock, in ms since the epoch: what a table's TTL is counted back from.
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// One table, or 550.

@@ -229,7 +229,7 @@ impl Parser<'_> {
     }
 
     /// GROUP BY's interval: a positive duration, in ms.
-    fn interval(&mut self) -> Result<u64, ParseError> {
+    pub(super) fn interval(&mut self) -> Result<u64, ParseError> {
         let Some(token) = self.peek().cloned() else {
             return Err(self.error("an interval like 10ms"));
         };

@@ -6,6 +6,8 @@ use common::table::{self, Category, TableColumn, TableSchema};
 use common::DataType;
 
 use super::{lex_error, not_supported_yet, parse_statement, Now, Parser};
+
+mod aggregate;
 use crate::ast::{Insert, RowWindow, Statement, TableSelect, TableStatement, TimeRange};
 use crate::lexer::{advance, tokenize, TokenKind};
 use crate::time::wall_clock_ms;
@@ -151,7 +153,11 @@ impl Parser<'_> {
             }
             ("SELECT", _) => {
                 self.next += 1;
-                TableStatement::Select(self.table_select()?)
+                if self.table_select_aggregates() {
+                    TableStatement::SelectAggregate(self.table_aggregate()?)
+                } else {
+                    TableStatement::Select(self.table_select()?)
+                }
             }
             ("INSERT", "INTO") => {
                 self.next += 2;

@@ -1,0 +1,452 @@
+//! Table-model aggregation: `SELECT region, date_bin(1h, time) AS hour, avg(temperature) FROM t
+//! WHERE ... GROUP BY region, hour ORDER BY ... LIMIT n`.
+//!
+//! The devices that pass the WHERE clause's tag and attribute terms are asked for the partial
+//! aggregates of their FIELD columns in the query's windows (one window without `date_bin`),
+//! where the data is, as the tree's aggregations are (page statistics where they answer, no raw
+//! point fetched); the coordinator merges each group's partials (the devices sharing the GROUP BY
+//! columns' values) and finishes them. A group has a row per bin that holds a point of any of its
+//! devices' FIELD columns; a query without GROUP BY has exactly one row, as in SQL.
+//!
+//! Without a time bound on both sides, `date_bin` first asks the devices for their first and last
+//! points, so that the bins span the data only. Devices are asked a bounded batch at a time
+//! ([`PARTIALS_PER_CALL`]), their partials merged into the groups as they come.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use common::aggregate::{numeric, Partial, Windows};
+use common::table::{Category, TableSchema};
+use common::{DataType, StatusCode, Value};
+
+use super::super::aggregate::{check_type, finish, output_type};
+use super::super::{Backend, Cell, ExecError, ExecResult, Outcome, ResultCharge, RESULT_ROWS_MAX};
+use super::{matching_devices, one_table, Device};
+use crate::ast::{AggregateFunction, TableAggregate, TableItemKind};
+use crate::TimeRange;
+
+/// Partials one backend call answers at most (devices × FIELD columns × windows).
+const PARTIALS_PER_CALL: usize = 1 << 18;
+
+/// Bytes a group's partial is counted as while the groups are built.
+const PARTIAL_BYTES: usize = std::mem::size_of::<Partial>() + 32;
+
+/// One aggregation of the select list, resolved against the table.
+struct Aggregation {
+    /// The item's position in the select list.
+    item: usize,
+    function: AggregateFunction,
+    /// The FIELD column and its type; `None` for `time` (`min(time)`, `max(time)`).
+    field: Option<(String, DataType)>,
+}
+
+/// One group: per aggregation and window its merged partial, and the windows holding a point.
+struct Group {
+    partials: Vec<Vec<Partial>>,
+    seen: Vec<bool>,
+}
+
+/// Runs `query` on the table of `database`, points before `now_ms` minus the TTL left out.
+pub(super) async fn aggregate<B: Backend>(
+    backend: &B,
+    database: &str,
+    query: &TableAggregate,
+    now_ms: i64,
+    charge: &mut ResultCharge,
+) -> ExecResult<Outcome> {
+    let view = one_table(backend, database, &query.table, true).await?;
+    let schema = &view.schema;
+    let aggregations = resolve(schema, query)?;
+    let group_columns: Vec<usize> = query
+        .group_columns
+        .iter()
+        .map(|name| grouping_column(schema, name))
+        .collect::<ExecResult<_>>()?;
+    let devices = matching_devices(backend, database, &view, &query.equals, false).await?;
+    let mut range = query.range;
+    if let Some(ttl_ms) = schema.ttl_ms {
+        range.from = range.from.max(now_ms.saturating_sub(ttl_ms));
+    }
+    let global = query.group_columns.is_empty() && query.date_bin.is_none();
+    let windows = match windows(backend, schema, query, &devices, range).await? {
+        Some(windows) => windows,
+        None if global => {
+            // No point can be read: the one row of a query without GROUP BY, over nothing.
+            let mut groups = BTreeMap::new();
+            groups.insert(Vec::new(), new_group(aggregations.len(), 1));
+            return Ok(finish_rows(
+                schema,
+                query,
+                &aggregations,
+                &groups,
+                None,
+                true,
+            ));
+        }
+        None => {
+            return Ok(finish_rows(
+                schema,
+                query,
+                &aggregations,
+                &BTreeMap::new(),
+                None,
+                false,
+            ))
+        }
+    };
+    let moments = aggregations.iter().any(|a| a.function.needs_moments());
+    let windows = windows.with_moments(moments);
+    let count = usize::try_from(windows.count()).expect("windows are bounded");
+    let mut groups: BTreeMap<Vec<Option<String>>, Group> = BTreeMap::new();
+    if global {
+        groups.insert(Vec::new(), new_group(aggregations.len(), count));
+    }
+    for batch in device_batches(schema, &devices, count) {
+        let reads: Vec<(String, Vec<String>)> = batch
+            .iter()
+            .map(|d| (d.path.clone(), fields_of(schema, d)))
+            .collect();
+        let partials = backend.aggregate(&reads, windows).await?;
+        for ((device, (_, fields)), partials) in batch.iter().zip(&reads).zip(partials) {
+            let key: Vec<Option<String>> = group_columns
+                .iter()
+                .map(|&i| device.value_of(schema, i).map(str::to_string))
+                .collect();
+            let group = groups
+                .entry(key)
+                .or_insert_with(|| new_group(aggregations.len(), count));
+            merge_device(group, &aggregations, fields, &partials);
+        }
+        if groups.len().saturating_mul(count) > RESULT_ROWS_MAX {
+            return Err(super::super::join::too_many_rows());
+        }
+        charge.settle(groups.len() * count * (aggregations.len() + 1) * PARTIAL_BYTES)?;
+    }
+    let outcome = finish_rows(
+        schema,
+        query,
+        &aggregations,
+        &groups,
+        Some(&windows),
+        global,
+    );
+    charge.settle(0)?;
+    Ok(outcome)
+}
+
+/// The select list's aggregations, each column checked: a FIELD column of a type the function
+/// takes, or `time` for `min` and `max`.
+fn resolve(schema: &TableSchema, query: &TableAggregate) -> ExecResult<Vec<Aggregation>> {
+    let mut out = Vec::new();
+    for (item, entry) in query.items.iter().enumerate() {
+        let TableItemKind::Aggregate { function, column } = &entry.kind else {
+            continue;
+        };
+        let field = if column == common::table::TIME_COLUMN {
+            None
+        } else {
+            let c = schema
+                .column(column)
+                .ok_or_else(|| no_column(schema, column))?;
+            if c.category != Category::Field {
+                return Err(ExecError::refused(
+                    StatusCode::UnsupportedOperation,
+                    format!(
+                        "{}({column}) aggregates the {} column {column}; aggregations take FIELD \
+                         columns",
+                        function.name(),
+                        category_name(c.category)
+                    ),
+                ));
+            }
+            check_type(*function, &format!("{}.{column}", schema.name), c.data_type)?;
+            Some((column.clone(), c.data_type))
+        };
+        out.push(Aggregation {
+            item,
+            function: *function,
+            field,
+        });
+    }
+    Ok(out)
+}
+
+/// The index of a GROUP BY column: a TAG or an ATTRIBUTE column of the table.
+fn grouping_column(schema: &TableSchema, name: &str) -> ExecResult<usize> {
+    let index = schema
+        .columns
+        .iter()
+        .position(|c| c.name == name)
+        .ok_or_else(|| no_column(schema, name))?;
+    if schema.columns[index].category == Category::Field {
+        return Err(ExecError::refused(
+            StatusCode::UnsupportedOperation,
+            format!("GROUP BY the FIELD column {name} is not supported yet; group by TAG or ATTRIBUTE columns"),
+        ));
+    }
+    Ok(index)
+}
+
+fn no_column(schema: &TableSchema, name: &str) -> ExecError {
+    ExecError::refused(
+        StatusCode::IllegalParameter,
+        format!("column {name} does not exist in table {}", schema.name),
+    )
+}
+
+fn category_name(category: Category) -> &'static str {
+    match category {
+        Category::Tag => "TAG",
+        Category::Attribute => "ATTRIBUTE",
+        Category::Field => "FIELD",
+    }
+}
+
+/// The query's windows: `date_bin`'s bins over the range (over the data's span where the range
+/// is open), or one window over the range. `None` when nothing can be read.
+async fn windows<B: Backend>(
+    backend: &B,
+    schema: &TableSchema,
+    query: &TableAggregate,
+    devices: &[Device<'_>],
+    range: TimeRange,
+) -> ExecResult<Option<Windows>> {
+    if range.is_empty() {
+        return Ok(None);
+    }
+    let Some(bin) = query.date_bin else {
+        return Ok(Windows::whole(range.from..range.to));
+    };
+    let (mut from, mut to) = (range.from, range.to);
+    if from == i64::MIN || to == i64::MAX {
+        let Some((first, last)) = span(backend, schema, devices, range).await? else {
+            return Ok(None);
+        };
+        from = from.max(first);
+        to = to.min(last.saturating_add(1));
+    }
+    let start = bin.bin_start(from);
+    let Some(windows) = Windows::new(start..to, bin.interval_ms, RESULT_ROWS_MAX as u64) else {
+        return Err(ExecError::refused(
+            StatusCode::IllegalParameter,
+            format!(
+                "date_bin({}ms, time) makes more than {RESULT_ROWS_MAX} bins from {from} to {to}; \
+                 narrow the time range or widen the bins",
+                bin.interval_ms
+            ),
+        ));
+    };
+    Ok(Some(windows.visible(range.from..range.to)))
+}
+
+/// The first and last timestamps of the devices' points in `range`.
+async fn span<B: Backend>(
+    backend: &B,
+    schema: &TableSchema,
+    devices: &[Device<'_>],
+    range: TimeRange,
+) -> ExecResult<Option<(i64, i64)>> {
+    let whole = Windows::whole(range.from..range.to).expect("a range that is not empty");
+    let mut span: Option<(i64, i64)> = None;
+    for batch in device_batches(schema, devices, 1) {
+        let reads: Vec<(String, Vec<String>)> = batch
+            .iter()
+            .map(|d| (d.path.clone(), fields_of(schema, d)))
+            .collect();
+        for device in backend.aggregate(&reads, whole).await? {
+            for partial in device.iter().flatten() {
+                if let (Some((first, _)), Some((last, _))) = (&partial.first, &partial.last) {
+                    let (lo, hi) = span.unwrap_or((*first, *last));
+                    span = Some((lo.min(*first), hi.max(*last)));
+                }
+            }
+        }
+    }
+    Ok(span)
+}
+
+/// The devices in batches of at most [`PARTIALS_PER_CALL`] partials over `windows` windows.
+fn device_batches<'a, 'v>(
+    schema: &TableSchema,
+    devices: &'a [Device<'v>],
+    windows: usize,
+) -> std::slice::Chunks<'a, Device<'v>> {
+    let fields = schema.of(Category::Field).count().max(1);
+    let per_device = fields.saturating_mul(windows).max(1);
+    devices.chunks((PARTIALS_PER_CALL / per_device).max(1))
+}
+
+/// The table's FIELD columns `device` holds, with the table's type.
+fn fields_of(schema: &TableSchema, device: &Device<'_>) -> Vec<String> {
+    schema
+        .of(Category::Field)
+        .filter(|c| device.fields.get(&c.name) == Some(&c.data_type))
+        .map(|c| c.name.clone())
+        .collect()
+}
+
+fn new_group(aggregations: usize, windows: usize) -> Group {
+    Group {
+        partials: vec![vec![Partial::default(); windows]; aggregations],
+        seen: vec![false; windows],
+    }
+}
+
+/// Merges one device's partials (`partials[field][window]`, `fields` in that order) into its
+/// group.
+fn merge_device(
+    group: &mut Group,
+    aggregations: &[Aggregation],
+    fields: &[String],
+    partials: &[Vec<Partial>],
+) {
+    for field in partials {
+        for (seen, p) in group.seen.iter_mut().zip(field) {
+            *seen |= p.count > 0;
+        }
+    }
+    for (merged, aggregation) in group.partials.iter_mut().zip(aggregations) {
+        let of: Vec<&Vec<Partial>> = match &aggregation.field {
+            Some((name, _)) => fields
+                .iter()
+                .position(|f| f == name)
+                .map(|i| &partials[i])
+                .into_iter()
+                .collect(),
+            None => partials.iter().collect(),
+        };
+        for field in of {
+            for (m, p) in merged.iter_mut().zip(field) {
+                m.merge(p);
+            }
+        }
+    }
+}
+
+/// The result: one row per group and bin with a point (the one row of a `global` query), in
+/// ORDER BY's order (else the groups' and then the bins'), cut by OFFSET and LIMIT.
+fn finish_rows(
+    schema: &TableSchema,
+    query: &TableAggregate,
+    aggregations: &[Aggregation],
+    groups: &BTreeMap<Vec<Option<String>>, Group>,
+    windows: Option<&Windows>,
+    global: bool,
+) -> Outcome {
+    let header: Vec<(String, DataType)> = query
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let name = match (&item.alias, &item.kind) {
+                (Some(alias), _) => alias.clone(),
+                (None, TableItemKind::Column(name)) => name.clone(),
+                (None, _) => format!("_col{i}"),
+            };
+            (name, item_type(schema, &item.kind))
+        })
+        .collect();
+    let mut rows: Vec<Vec<Cell>> = Vec::new();
+    for (key, group) in groups {
+        for (w, seen) in group.seen.iter().enumerate() {
+            if !(global || *seen) {
+                continue;
+            }
+            let row = query
+                .items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| match &item.kind {
+                    TableItemKind::Column(name) => {
+                        let at = query.group_columns.iter().position(|c| c == name)?;
+                        key[at].clone().map(Value::String)
+                    }
+                    TableItemKind::DateBin(_) => {
+                        windows.map(|windows| Value::Timestamp(windows.window_start(w)))
+                    }
+                    TableItemKind::Aggregate { .. } => {
+                        let at = aggregations.iter().position(|a| a.item == i)?;
+                        cell(&aggregations[at], &group.partials[at][w])
+                    }
+                })
+                .collect();
+            rows.push(row);
+        }
+    }
+    if !query.order_by.is_empty() {
+        rows.sort_by(|a, b| {
+            query
+                .order_by
+                .iter()
+                .map(|&(i, descending)| compare(&a[i], &b[i], descending))
+                .find(|o| o.is_ne())
+                .unwrap_or(Ordering::Equal)
+        });
+    }
+    let rows = rows
+        .into_iter()
+        .skip(query.offset)
+        .take(query.limit.unwrap_or(usize::MAX))
+        .collect();
+    Outcome::query(header, rows)
+}
+
+/// The type of an item's column: TAG and ATTRIBUTE columns are STRING, bins and times TIMESTAMP.
+fn item_type(schema: &TableSchema, kind: &TableItemKind) -> DataType {
+    match kind {
+        TableItemKind::Column(_) => DataType::String,
+        TableItemKind::DateBin(_) => DataType::Timestamp,
+        TableItemKind::Aggregate { column, .. } if column == common::table::TIME_COLUMN => {
+            DataType::Timestamp
+        }
+        TableItemKind::Aggregate { function, column } => {
+            let data_type = schema
+                .column(column)
+                .map_or(DataType::Double, |c| c.data_type);
+            output_type(*function, data_type)
+        }
+    }
+}
+
+/// An aggregation's cell for one merged partial.
+fn cell(aggregation: &Aggregation, partial: &Partial) -> Cell {
+    match &aggregation.field {
+        Some((_, data_type)) => finish(aggregation.function, *data_type, partial),
+        None => {
+            let point = match aggregation.function {
+                AggregateFunction::MinTime => partial.first.as_ref(),
+                _ => partial.last.as_ref(),
+            };
+            point.map(|(t, _)| Value::Timestamp(*t))
+        }
+    }
+}
+
+/// ORDER BY's order of two cells of one column: NULL last either way, as IoTDB.
+fn compare(a: &Cell, b: &Cell, descending: bool) -> Ordering {
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Greater,
+        (Some(_), None) => Ordering::Less,
+        (Some(a), Some(b)) => {
+            let order = match (a, b) {
+                (Value::Text(x) | Value::String(x), Value::Text(y) | Value::String(y)) => x.cmp(y),
+                (Value::Blob(x), Value::Blob(y)) => x.cmp(y),
+                (Value::Timestamp(x), Value::Timestamp(y)) | (Value::Int64(x), Value::Int64(y)) => {
+                    x.cmp(y)
+                }
+                (Value::Int32(x), Value::Int32(y)) | (Value::Date(x), Value::Date(y)) => x.cmp(y),
+                (Value::Boolean(x), Value::Boolean(y)) => x.cmp(y),
+                _ => match (numeric(a), numeric(b)) {
+                    (Some(x), Some(y)) => x.total_cmp(&y),
+                    _ => Ordering::Equal,
+                },
+            };
+            if descending {
+                order.reverse()
+            } else {
+                order
+            }
+        }
+    }
+}

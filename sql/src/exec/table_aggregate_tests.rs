@@ -1,0 +1,168 @@
+//! Table-model aggregation over an in-memory backend: groups by TAG columns and `date_bin`,
+//! the one row of a query without GROUP BY, ORDER BY, OFFSET and LIMIT, and the refusals.
+
+use common::{DataType, StatusCode};
+
+use super::backend_tests::{strings, table};
+use super::memory_backend::Memory;
+
+/// Five temperatures and three humidities on three devices of two regions, in two hours.
+fn sensors() -> Memory {
+    let m = Memory::default();
+    table(&m, None, "CREATE DATABASE db").unwrap();
+    table(
+        &m,
+        Some("db"),
+        "CREATE TABLE sensors (region STRING TAG, plant STRING TAG, model STRING ATTRIBUTE, \
+         temperature DOUBLE FIELD, humidity INT32 FIELD)",
+    )
+    .unwrap();
+    table(
+        &m,
+        Some("db"),
+        "INSERT INTO sensors(time, region, plant, model, temperature, humidity) VALUES \
+         (0, 'north', 'p1', 'a', 10, 1), (1000, 'north', 'p1', 'a', 20, NULL), \
+         (3600000, 'north', 'p1', 'a', 30, 3), (500, 'north', 'p2', 'b', 40, NULL), \
+         (0, 'south', 'p3', 'a', 5, 7)",
+    )
+    .unwrap();
+    m
+}
+
+fn query(m: &Memory, text: &str) -> super::Outcome {
+    table(m, Some("db"), text).expect(text).outcome
+}
+
+#[test]
+fn a_query_without_group_by_has_one_row_even_over_nothing() {
+    let m = sensors();
+    let o = query(
+        &m,
+        "SELECT count(temperature), avg(temperature), min(temperature), max(temperature), \
+         sum(humidity), first(temperature), last(temperature) FROM sensors",
+    );
+    assert_eq!(
+        o.columns,
+        ["_col0", "_col1", "_col2", "_col3", "_col4", "_col5", "_col6"]
+    );
+    assert_eq!(
+        o.types,
+        [
+            DataType::Int64,
+            DataType::Double,
+            DataType::Double,
+            DataType::Double,
+            DataType::Double,
+            DataType::Double,
+            DataType::Double
+        ]
+    );
+    assert_eq!(
+        strings(&o),
+        [["5", "21.0", "5.0", "40.0", "11.0", "10.0", "30.0"]]
+    );
+
+    let o = query(
+        &m,
+        "SELECT count(temperature) AS n, min(time), max(time) FROM sensors \
+         WHERE region = 'north' AND time >= 1000",
+    );
+    assert_eq!(o.columns, ["n", "_col1", "_col2"]);
+    assert_eq!(o.types[1], DataType::Timestamp);
+    assert_eq!(strings(&o), [["2", "1000", "3600000"]]);
+
+    let none = query(
+        &m,
+        "SELECT count(temperature), avg(temperature) FROM sensors WHERE time > 9999999",
+    );
+    assert_eq!(strings(&none), [["0", "null"]]);
+    let grouped = query(
+        &m,
+        "SELECT region, count(temperature) FROM sensors WHERE time > 9999999 GROUP BY region",
+    );
+    assert!(grouped.rows.is_empty());
+}
+
+#[test]
+fn groups_by_tags_attributes_and_date_bin_merge_their_devices() {
+    let m = sensors();
+    let o = query(
+        &m,
+        "SELECT region, count(temperature) AS n, max(temperature) FROM sensors \
+         GROUP BY region ORDER BY n DESC",
+    );
+    assert_eq!(o.columns, ["region", "n", "_col2"]);
+    assert_eq!(o.types[0], DataType::String);
+    assert_eq!(strings(&o), [["north", "4", "40.0"], ["south", "1", "5.0"]]);
+
+    let o = query(
+        &m,
+        "SELECT date_bin(1h, time) AS hour, region, avg(temperature) FROM sensors \
+         GROUP BY 1, region",
+    );
+    assert_eq!(o.types[0], DataType::Timestamp);
+    let rows = strings(&o);
+    assert_eq!(rows[0][..2], ["0", "north"]);
+    assert!(rows[0][2].starts_with("23.33"), "{rows:?}");
+    assert_eq!(
+        rows[1..],
+        [["3600000", "north", "30.0"], ["0", "south", "5.0"]]
+    );
+
+    // An attribute groups too; a bin without a point of the group has no row.
+    let o = query(
+        &m,
+        "SELECT model, date_bin(1h, time), sum(humidity) FROM sensors \
+         WHERE time < 7200000 GROUP BY model, date_bin(1h, time) ORDER BY 1, 2",
+    );
+    assert_eq!(
+        strings(&o),
+        [
+            ["a", "0", "8.0"],
+            ["a", "3600000", "3.0"],
+            ["b", "0", "null"]
+        ]
+    );
+}
+
+#[test]
+fn order_by_offset_and_limit_pick_rows_of_the_result() {
+    let m = sensors();
+    let o = query(
+        &m,
+        "SELECT plant, max(temperature) FROM sensors GROUP BY plant \
+         ORDER BY max(temperature) DESC OFFSET 1 LIMIT 1",
+    );
+    assert_eq!(strings(&o), [["p1", "30.0"]]);
+    let o = query(
+        &m,
+        "SELECT plant, last(humidity) AS h FROM sensors GROUP BY plant ORDER BY h ASC",
+    );
+    assert_eq!(
+        strings(&o),
+        [["p1", "3"], ["p3", "7"], ["p2", "null"]],
+        "NULL last"
+    );
+}
+
+#[test]
+fn what_is_not_run_is_refused_with_its_reason() {
+    let m = sensors();
+    for (text, code) in [
+        ("SELECT region, count(temperature) FROM sensors", 700),
+        ("SELECT count(temperature) FROM sensors GROUP BY temperature", 300),
+        ("SELECT count(region) FROM sensors", 300),
+        ("SELECT count(*) FROM sensors", 300),
+        ("SELECT median(temperature) FROM sensors", 300),
+        ("SELECT region, count(temperature) FROM sensors GROUP BY region HAVING count(temperature) > 1", 300),
+        ("SELECT avg(nope) FROM sensors", 700),
+        ("SELECT avg(temperature) FROM nope", 550),
+        ("SELECT avg(temperature) FROM sensors ORDER BY region", 700),
+        ("SELECT date_bin(1h, time), count(temperature) FROM sensors", 700),
+    ] {
+        let e = table(&m, Some("db"), text).unwrap_err();
+        assert_eq!(e.code(), code, "{text}: {e}");
+    }
+    let e = table(&m, Some("db"), "SELECT avg(region) FROM sensors").unwrap_err();
+    assert_eq!(e.code(), StatusCode::UnsupportedOperation.wire(), "{e}");
+}

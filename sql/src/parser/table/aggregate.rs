@@ -1,0 +1,303 @@
+//! The table model's aggregation queries: a select list of aggregations (`avg(temperature)`,
+//! the table model's `min`, `max`, `first` and `last` among them), grouping TAG and ATTRIBUTE
+//! columns and `date_bin(interval, time[, origin])`, each with an optional `AS` alias; then
+//! `GROUP BY` (names, aliases, 1-based positions, `date_bin(...)`), `ORDER BY` output columns
+//! and `OFFSET` / `LIMIT`. HAVING, FIELD filters and `count(*)` answer 300.
+
+use super::super::{not_supported_yet, ParseError, Parser};
+use crate::ast::{AggregateFunction, DateBin, Literal, TableAggregate, TableItem, TableItemKind};
+use crate::lexer::TokenKind;
+use crate::MEASUREMENTS_MAX;
+use common::table;
+
+/// The table model's names of the aggregations Fencepost runs, and the functions they are.
+const FUNCTIONS: [(&str, AggregateFunction); 14] = [
+    ("count", AggregateFunction::Count),
+    ("sum", AggregateFunction::Sum),
+    ("avg", AggregateFunction::Avg),
+    ("min", AggregateFunction::MinValue),
+    ("max", AggregateFunction::MaxValue),
+    ("first", AggregateFunction::FirstValue),
+    ("last", AggregateFunction::LastValue),
+    ("extreme", AggregateFunction::Extreme),
+    ("stddev", AggregateFunction::Stddev),
+    ("stddev_pop", AggregateFunction::StddevPop),
+    ("stddev_samp", AggregateFunction::StddevSamp),
+    ("variance", AggregateFunction::Variance),
+    ("var_pop", AggregateFunction::VarPop),
+    ("var_samp", AggregateFunction::VarSamp),
+];
+
+/// A GROUP BY or ORDER BY term before it is resolved against the select list.
+enum Term {
+    Name(String),
+    Position(usize),
+    Item(TableItemKind),
+}
+
+impl Parser<'_> {
+    /// True when the select list (from the next token to FROM) calls a function, or the
+    /// statement has a GROUP BY: an aggregation query.
+    pub(super) fn table_select_aggregates(&self) -> bool {
+        let rest = &self.tokens[self.next..];
+        let from = rest
+            .iter()
+            .position(|t| matches!(&t.kind, TokenKind::Word(w) if w.eq_ignore_ascii_case("FROM")))
+            .unwrap_or(rest.len());
+        let calls = rest[..from].windows(2).any(|pair| {
+            matches!(pair[0].kind, TokenKind::Word(_)) && pair[1].kind == TokenKind::LeftParen
+        });
+        let groups = rest[from..]
+            .iter()
+            .any(|t| matches!(&t.kind, TokenKind::Word(w) if w.eq_ignore_ascii_case("GROUP")));
+        calls || groups
+    }
+
+    /// After `SELECT`, when [`Parser::table_select_aggregates`].
+    pub(super) fn table_aggregate(&mut self) -> Result<TableAggregate, ParseError> {
+        let items = self.table_items()?;
+        self.expect_keyword("FROM")?;
+        let (database, table) = self.qualified()?;
+        let (range, equals) = self.table_where()?;
+        let mut group_columns = Vec::new();
+        let mut date_bin = None;
+        if self.eat_keyword("GROUP") {
+            self.expect_keyword("BY")?;
+            loop {
+                let at = self.next;
+                let term = self.term()?;
+                match self.resolve(term, &items, "GROUP BY")? {
+                    TableItemKind::Column(name) => group_columns.push(name),
+                    TableItemKind::DateBin(bin) if date_bin.is_none() => date_bin = Some(bin),
+                    TableItemKind::DateBin(_) => {
+                        return Err(Self::error_at(
+                            &self.tokens[at],
+                            "GROUP BY takes one date_bin".to_string(),
+                        ))
+                    }
+                    TableItemKind::Aggregate { .. } => {
+                        return Err(Self::error_at(
+                            &self.tokens[at],
+                            "GROUP BY cannot take an aggregation".to_string(),
+                        ))
+                    }
+                }
+                if !self.eat(&TokenKind::Comma) {
+                    break;
+                }
+            }
+        }
+        if self.is_keyword("HAVING") {
+            return Err(self.unsupported_here("HAVING in a table-model query"));
+        }
+        let order_by = self.table_order_by(&items)?;
+        let (mut offset, mut limit) = (0, None);
+        loop {
+            if self.eat_keyword("OFFSET") {
+                offset = self.count_literal("OFFSET")?;
+            } else if self.eat_keyword("LIMIT") {
+                limit = Some(self.count_literal("LIMIT")?);
+            } else {
+                break;
+            }
+        }
+        let aggregate = TableAggregate {
+            database,
+            table,
+            items,
+            range,
+            equals,
+            group_columns,
+            date_bin,
+            order_by,
+            offset,
+            limit,
+        };
+        self.check_grouping(&aggregate)?;
+        Ok(aggregate)
+    }
+
+    /// The select list: aggregations, columns and `date_bin(...)`, each `[AS alias]`.
+    fn table_items(&mut self) -> Result<Vec<TableItem>, ParseError> {
+        let mut items = Vec::new();
+        loop {
+            if items.len() == MEASUREMENTS_MAX {
+                return Err(self.error(&format!("at most {MEASUREMENTS_MAX} columns")));
+            }
+            if let Some(star) = self.peek().filter(|t| t.kind == TokenKind::Star) {
+                return Err(Self::error_at(
+                    star,
+                    "an aggregation query selects its GROUP BY columns and aggregations, not *"
+                        .to_string(),
+                ));
+            }
+            let kind = self.item_kind()?;
+            let alias = if self.eat_keyword("AS") {
+                Some(self.name("an alias")?)
+            } else {
+                None
+            };
+            items.push(TableItem { kind, alias });
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(items);
+            }
+        }
+    }
+
+    /// An aggregation, `date_bin(...)` or a column name.
+    fn item_kind(&mut self) -> Result<TableItemKind, ParseError> {
+        if !self.at_function() {
+            return Ok(TableItemKind::Column(
+                self.name("a column or an aggregation")?,
+            ));
+        }
+        let token = self.tokens[self.next].clone();
+        let TokenKind::Word(word) = &token.kind else {
+            unreachable!("at_function checked a word");
+        };
+        let word = word.to_ascii_lowercase();
+        self.next += 2;
+        if word == "date_bin" {
+            let interval_ms = self.interval()?;
+            self.expect(&TokenKind::Comma, "',' and time")?;
+            self.expect_keyword("TIME")?;
+            let origin_ms = if self.eat(&TokenKind::Comma) {
+                self.time_expression()?
+            } else {
+                0
+            };
+            self.expect(&TokenKind::RightParen, "')'")?;
+            return Ok(TableItemKind::DateBin(DateBin {
+                interval_ms,
+                origin_ms,
+            }));
+        }
+        let Some(&(_, function)) = FUNCTIONS.iter().find(|(name, _)| *name == word) else {
+            let what = format!("the function {word} in a table-model query");
+            return Err(not_supported_yet(token.position, &what));
+        };
+        if self.peek_kind() == Some(&TokenKind::Star) {
+            return Err(self.unsupported_here(
+                "count(*) in a table-model query; count a FIELD column (count(temperature))",
+            ));
+        }
+        let column = if self.eat_keyword("TIME") {
+            let function = match function {
+                AggregateFunction::MinValue => AggregateFunction::MinTime,
+                AggregateFunction::MaxValue => AggregateFunction::MaxTime,
+                _ => {
+                    return Err(Self::error_at(
+                        &token,
+                        format!("{word}(time) is not supported yet: min(time) and max(time) are"),
+                    ))
+                }
+            };
+            self.expect(&TokenKind::RightParen, "')'")?;
+            return Ok(TableItemKind::Aggregate {
+                function,
+                column: table::TIME_COLUMN.to_string(),
+            });
+        } else {
+            self.name("a FIELD column")?
+        };
+        self.expect(&TokenKind::RightParen, "')'")?;
+        Ok(TableItemKind::Aggregate { function, column })
+    }
+
+    /// A GROUP BY or ORDER BY term: a 1-based position, a name, or an item written out.
+    fn term(&mut self) -> Result<Term, ParseError> {
+        if let Some(TokenKind::Number(_)) = self.peek_kind() {
+            let at = self.next;
+            return match self.number("a position")? {
+                Literal::Integer(n) if n >= 1 => Ok(Term::Position(n as usize - 1)),
+                _ => Err(Self::error_at(
+                    &self.tokens[at],
+                    "a position counts from 1".to_string(),
+                )),
+            };
+        }
+        if self.at_function() {
+            return Ok(Term::Item(self.item_kind()?));
+        }
+        if self.eat_keyword("TIME") {
+            return Ok(Term::Name(table::TIME_COLUMN.to_string()));
+        }
+        Ok(Term::Name(self.name("a column, an alias or a position")?))
+    }
+
+    /// What `term` stands for: an alias or a position names its item, a name not aliased is
+    /// a column.
+    fn resolve(
+        &self,
+        term: Term,
+        items: &[TableItem],
+        clause: &str,
+    ) -> Result<TableItemKind, ParseError> {
+        let at = self.next.saturating_sub(1);
+        match term {
+            Term::Item(kind) => Ok(kind),
+            Term::Position(i) => items.get(i).map(|item| item.kind.clone()).ok_or_else(|| {
+                Self::error_at(
+                    &self.tokens[at],
+                    format!("{clause} position {} is past the select list", i + 1),
+                )
+            }),
+            Term::Name(name) => Ok(items
+                .iter()
+                .find(|item| item.alias.as_deref() == Some(name.as_str()))
+                .map_or(TableItemKind::Column(name), |item| item.kind.clone())),
+        }
+    }
+
+    /// `[ORDER BY term [ASC|DESC], ...]`: each term one of the select list's items.
+    fn table_order_by(&mut self, items: &[TableItem]) -> Result<Vec<(usize, bool)>, ParseError> {
+        let mut order = Vec::new();
+        if !self.eat_keyword("ORDER") {
+            return Ok(order);
+        }
+        self.expect_keyword("BY")?;
+        loop {
+            let at = self.next;
+            let term = self.term()?;
+            let kind = self.resolve(term, items, "ORDER BY")?;
+            let Some(position) = items.iter().position(|item| item.kind == kind) else {
+                return Err(Self::error_at(
+                    &self.tokens[at],
+                    "ORDER BY in an aggregation query names a column of its select list"
+                        .to_string(),
+                ));
+            };
+            let descending = self.eat_keyword("DESC");
+            if !descending {
+                self.eat_keyword("ASC");
+            }
+            order.push((position, descending));
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(order);
+            }
+        }
+    }
+
+    /// Every column of the select list is grouped by, and its `date_bin` is GROUP BY's.
+    fn check_grouping(&self, aggregate: &TableAggregate) -> Result<(), ParseError> {
+        let at = self.next.min(self.tokens.len() - 1);
+        for item in &aggregate.items {
+            let grouped = match &item.kind {
+                TableItemKind::Column(name) => aggregate.group_columns.contains(name),
+                TableItemKind::DateBin(bin) => aggregate.date_bin == Some(*bin),
+                TableItemKind::Aggregate { .. } => true,
+            };
+            if !grouped {
+                let what = match &item.kind {
+                    TableItemKind::Column(name) => format!("the column {name}"),
+                    _ => "date_bin(...)".to_string(),
+                };
+                return Err(Self::error_at(
+                    &self.tokens[at],
+                    format!("{what} must be in GROUP BY or inside an aggregation"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
