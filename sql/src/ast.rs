@@ -348,6 +348,22 @@ impl AggregateFunction {
             .find(|f| f.name().eq_ignore_ascii_case(name))
     }
 
+    /// The function the table model names `name` (any case): its `min`, `max`, `first` and
+    /// `last` are `MIN_VALUE`, `MAX_VALUE`, `FIRST_VALUE` and `LAST_VALUE`; the others keep the
+    /// tree's names.
+    pub fn parse_table(name: &str) -> Option<AggregateFunction> {
+        let function = match name.to_ascii_lowercase().as_str() {
+            "min" => AggregateFunction::MinValue,
+            "max" => AggregateFunction::MaxValue,
+            "first" => AggregateFunction::FirstValue,
+            "last" => AggregateFunction::LastValue,
+            "min_value" | "max_value" | "first_value" | "last_value" | "min_time" | "max_time"
+            | "time_duration" => return None,
+            other => return AggregateFunction::parse(other),
+        };
+        Some(function)
+    }
+
     /// The name as IoTDB prints it in a column's name (`count`, `max_value`).
     pub fn name(self) -> &'static str {
         match self {
@@ -669,8 +685,8 @@ pub struct TableSelect {
     pub columns: Option<Vec<String>>,
     /// `time` bounds of the WHERE clause.
     pub range: TimeRange,
-    /// `column = 'value'` terms of the WHERE clause, on TAG and ATTRIBUTE columns.
-    pub equals: Vec<(String, String)>,
+    /// The rest of the WHERE clause, on any column.
+    pub filter: Option<Expr>,
     /// `ORDER BY time`: rows in time order across devices (else device by device).
     pub order_by_time: bool,
     /// Direction, OFFSET and LIMIT.
@@ -684,12 +700,18 @@ pub struct TableAggregate {
     pub database: Option<String>,
     /// The table.
     pub table: String,
-    /// The select list, in order.
+    /// The select list, in order, then the aggregations and columns only HAVING names (the
+    /// result's columns are the first `shown`).
     pub items: Vec<TableItem>,
+    /// How many of `items` the result shows.
+    pub shown: usize,
     /// `time` bounds of the WHERE clause.
     pub range: TimeRange,
-    /// `column = 'value'` terms of the WHERE clause, on TAG and ATTRIBUTE columns.
-    pub equals: Vec<(String, String)>,
+    /// The rest of the WHERE clause, on any column.
+    pub filter: Option<Expr>,
+    /// `HAVING`: a condition on the result's rows, naming its columns, aliases and
+    /// aggregations.
+    pub having: Option<Expr>,
     /// GROUP BY's TAG and ATTRIBUTE columns (aliases and positions resolved), in order.
     pub group_columns: Vec<String>,
     /// GROUP BY's `date_bin(...)`, if any.

@@ -187,6 +187,13 @@ impl Expr {
         names
     }
 
+    /// True when it reads the row's time.
+    pub fn reads_time(&self) -> bool {
+        let mut time = false;
+        self.visit(&mut |e| time |= matches!(e, Expr::Time));
+        time
+    }
+
     /// The aggregations it names (`count(s1)`), each once, in first-seen order.
     pub fn calls(&self) -> Vec<(String, String)> {
         let mut calls = Vec::new();

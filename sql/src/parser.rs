@@ -91,6 +91,7 @@ fn parse_statement(
         next: 0,
         end,
         now: Now::new(clock),
+        table_model: false,
     };
     let statement = parser.statement()?;
     parser.expect_end()?;
@@ -226,6 +227,8 @@ struct Parser<'a> {
     end: Position,
     /// What `now()` is in this statement.
     now: Now<'a>,
+    /// The statement is the table model's: calls in expressions take its function names.
+    table_model: bool,
 }
 
 impl Parser<'_> {

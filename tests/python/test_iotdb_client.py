@@ -1485,6 +1485,17 @@ class TableModelTest(FencepostTestCase):
             ))
             self.assertEqual([v for _, v in top.rows], [["h1", 238.0]])
 
+            # WHERE on a FIELD column and HAVING on an aggregation the result does not show.
+            busy = read_all(s.execute_query_statement(
+                "select host, count(usage) as n from cpu where usage >= 100 or n = 0 "
+                "group by host having max(usage) > 200"
+            ))
+            self.assertEqual([v for _, v in busy.rows], [["h1", 71]])
+            raw = read_all(s.execute_query_statement(
+                "select time, host, usage from cpu where usage > 236 and host != 'h0' order by time"
+            ))
+            self.assertEqual([[ms(v[0])] + v[1:] for _, v in raw.rows], [[119 * 60_000, "h1", 238.0]])
+
         with self.assertRaises(StatementExecutionException) as caught:
             read_all(session.execute_query_statement("select host, count(usage) from cpu"))
         self.assertIn("700", str(caught.exception))

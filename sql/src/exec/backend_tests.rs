@@ -543,10 +543,11 @@ fn the_table_model_creates_uses_writes_and_reads_tables() {
         [["1", "a"], ["2", "a"], ["4", "a"], ["3", "b"]]
     );
 
-    // Refusals: a FIELD filter is not supported yet (300); `*` is not grouped (700); a tree
-    // statement in a table session is not run; an unknown column is named.
+    // Refusals: a DOUBLE compared with text and `*` grouped (700); a tree statement in a table
+    // session is not run; an unknown column is named.
     for (text, code) in [
-        ("SELECT * FROM t5 WHERE m1 = 'x'", 300),
+        ("SELECT * FROM t5 WHERE m1 = 'x'", 700),
+        ("SELECT * FROM t5 WHERE nope > 1", 700),
         ("SELECT * FROM t5 GROUP BY id1", 700),
         ("SELECT count(*) FROM t5", 300),
         ("SELECT * FROM t5 FILL(PREVIOUS)", 300),

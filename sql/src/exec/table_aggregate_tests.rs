@@ -1,5 +1,6 @@
 //! Table-model aggregation over an in-memory backend: groups by TAG columns and `date_bin`,
-//! the one row of a query without GROUP BY, ORDER BY, OFFSET and LIMIT, and the refusals.
+//! the one row of a query without GROUP BY, WHERE on any column, HAVING, ORDER BY, OFFSET and
+//! LIMIT, and the refusals.
 
 use common::{DataType, StatusCode};
 
@@ -150,19 +151,100 @@ fn what_is_not_run_is_refused_with_its_reason() {
     let m = sensors();
     for (text, code) in [
         ("SELECT region, count(temperature) FROM sensors", 700),
-        ("SELECT count(temperature) FROM sensors GROUP BY temperature", 300),
+        (
+            "SELECT count(temperature) FROM sensors GROUP BY temperature",
+            300,
+        ),
         ("SELECT count(region) FROM sensors", 300),
         ("SELECT count(*) FROM sensors", 300),
         ("SELECT median(temperature) FROM sensors", 300),
-        ("SELECT region, count(temperature) FROM sensors GROUP BY region HAVING count(temperature) > 1", 300),
+        (
+            "SELECT region, count(temperature) FROM sensors GROUP BY region HAVING plant = 'p1'",
+            700,
+        ),
+        (
+            "SELECT count(temperature) FROM sensors WHERE count(temperature) > 1",
+            700,
+        ),
         ("SELECT avg(nope) FROM sensors", 700),
         ("SELECT avg(temperature) FROM nope", 550),
         ("SELECT avg(temperature) FROM sensors ORDER BY region", 700),
-        ("SELECT date_bin(1h, time), count(temperature) FROM sensors", 700),
+        (
+            "SELECT date_bin(1h, time), count(temperature) FROM sensors",
+            700,
+        ),
     ] {
         let e = table(&m, Some("db"), text).unwrap_err();
         assert_eq!(e.code(), code, "{text}: {e}");
     }
     let e = table(&m, Some("db"), "SELECT avg(region) FROM sensors").unwrap_err();
     assert_eq!(e.code(), StatusCode::UnsupportedOperation.wire(), "{e}");
+}
+
+#[test]
+fn where_takes_any_column_for_raw_rows_and_aggregations() {
+    let m = sensors();
+    let o = query(
+        &m,
+        "SELECT time, plant, temperature FROM sensors \
+         WHERE temperature > 15 AND humidity IS NULL ORDER BY time",
+    );
+    assert_eq!(strings(&o), [["500", "p2", "40.0"], ["1000", "p1", "20.0"]]);
+    let o = query(
+        &m,
+        "SELECT time, plant FROM sensors WHERE plant IN ('p2', 'p3') OR temperature = 30 \
+         ORDER BY time",
+    );
+    assert_eq!(strings(&o), [["0", "p3"], ["500", "p2"], ["3600000", "p1"]]);
+    let o = query(
+        &m,
+        "SELECT temperature FROM sensors WHERE region LIKE 'no%' AND temperature > 15 \
+         ORDER BY time LIMIT 1",
+    );
+    assert_eq!(strings(&o), [["40.0"]], "LIMIT applies after the filter");
+
+    let o = query(
+        &m,
+        "SELECT region, count(temperature), avg(temperature), count(humidity) FROM sensors \
+         WHERE temperature >= 20 GROUP BY region",
+    );
+    assert_eq!(
+        strings(&o),
+        [["north", "3", "30.0", "1"]],
+        "south has no row left"
+    );
+    let o = query(
+        &m,
+        "SELECT date_bin(1h, time), count(temperature) FROM sensors \
+         WHERE time < 7200000 AND (humidity > 2 OR plant = 'p2') GROUP BY 1",
+    );
+    assert_eq!(strings(&o), [["0", "2"], ["3600000", "1"]]);
+}
+
+#[test]
+fn having_keeps_groups_by_aggregations_aliases_and_grouped_columns() {
+    let m = sensors();
+    let run = |text: &str| strings(&query(&m, text));
+    assert_eq!(
+        run(
+            "SELECT region, count(temperature) AS n FROM sensors GROUP BY region \
+             HAVING count(temperature) > 1"
+        ),
+        [["north", "4"]]
+    );
+    assert_eq!(
+        run("SELECT region, count(temperature) AS n FROM sensors GROUP BY region HAVING n < 2"),
+        [["south", "1"]]
+    );
+    // An aggregation only HAVING names is computed, not shown.
+    let o = query(
+        &m,
+        "SELECT region FROM sensors GROUP BY region HAVING max(temperature) < 10",
+    );
+    assert_eq!(o.columns, ["region"]);
+    assert_eq!(strings(&o), [["south"]]);
+    assert_eq!(
+        run("SELECT count(temperature) FROM sensors GROUP BY region HAVING region = 'north'"),
+        [["4"]]
+    );
 }

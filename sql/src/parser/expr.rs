@@ -62,7 +62,7 @@ impl Parser<'_> {
         Ok(Some(expr))
     }
 
-    fn or_expr(&mut self, depth: usize) -> Result<Expr, ParseError> {
+    pub(super) fn or_expr(&mut self, depth: usize) -> Result<Expr, ParseError> {
         if depth > NESTING_MAX {
             return Err(self.error(&format!("an expression nested at most {NESTING_MAX} deep")));
         }
@@ -300,6 +300,9 @@ impl Parser<'_> {
 impl Parser<'_> {
     /// `function(measurement | *)`: one of the aggregations Fencepost runs.
     fn call(&mut self) -> Result<Expr, ParseError> {
+        if self.table_model {
+            return self.table_call();
+        }
         let token = self.tokens[self.next].clone();
         let TokenKind::Word(name) = &token.kind else {
             unreachable!("a call starts with its name");

@@ -61,6 +61,7 @@ pub fn parse_table_statement_with_clock(
         next: 0,
         end,
         now: Now::new(clock),
+        table_model: true,
     };
     let parsed = match parser.table_statement()? {
         Some(parsed) => parsed,
@@ -407,7 +408,7 @@ impl Parser<'_> {
         };
         self.expect_keyword("FROM")?;
         let (database, table) = self.qualified()?;
-        let (range, equals) = self.table_where()?;
+        let (range, filter) = self.where_filter()?;
         let order_by_time = self.is_keyword("ORDER");
         // The tree model's FILL, SLIMIT and SOFFSET are not the table model's yet.
         let clauses_at = self.next;
@@ -430,7 +431,7 @@ impl Parser<'_> {
             table,
             columns,
             range,
-            equals,
+            filter,
             order_by_time,
             rows,
         })

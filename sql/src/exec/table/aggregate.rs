@@ -20,7 +20,10 @@ use common::table::{Category, TableSchema};
 use common::{DataType, StatusCode, Value};
 
 use super::super::aggregate::{check_type, finish, output_type};
+use super::super::filter::{Filter, Lookup};
 use super::super::{Backend, Cell, ExecError, ExecResult, Outcome, ResultCharge, RESULT_ROWS_MAX};
+use super::filter::TableFilter;
+use super::select::{join_device, DeviceRead};
 use super::{matching_devices, one_table, Device};
 use crate::ast::{AggregateFunction, TableAggregate, TableItemKind};
 use crate::TimeRange;
@@ -62,7 +65,12 @@ pub(super) async fn aggregate<B: Backend>(
         .iter()
         .map(|name| grouping_column(schema, name))
         .collect::<ExecResult<_>>()?;
-    let devices = matching_devices(backend, database, &view, &query.equals, false).await?;
+    let filter = TableFilter::new(schema, query.filter.as_ref())?;
+    let devices: Vec<Device<'_>> = matching_devices(backend, database, &view, &[], false)
+        .await?
+        .into_iter()
+        .filter(|d| filter.keeps_device(schema, d))
+        .collect();
     let mut range = query.range;
     if let Some(ttl_ms) = schema.ttl_ms {
         range.from = range.from.max(now_ms.saturating_sub(ttl_ms));
@@ -74,25 +82,9 @@ pub(super) async fn aggregate<B: Backend>(
             // No point can be read: the one row of a query without GROUP BY, over nothing.
             let mut groups = BTreeMap::new();
             groups.insert(Vec::new(), new_group(aggregations.len(), 1));
-            return Ok(finish_rows(
-                schema,
-                query,
-                &aggregations,
-                &groups,
-                None,
-                true,
-            ));
+            return finish_rows(schema, query, &aggregations, &groups, None, true);
         }
-        None => {
-            return Ok(finish_rows(
-                schema,
-                query,
-                &aggregations,
-                &BTreeMap::new(),
-                None,
-                false,
-            ))
-        }
+        None => return finish_rows(schema, query, &aggregations, &BTreeMap::new(), None, false),
     };
     let moments = aggregations.iter().any(|a| a.function.needs_moments());
     let windows = windows.with_moments(moments);
@@ -101,26 +93,45 @@ pub(super) async fn aggregate<B: Backend>(
     if global {
         groups.insert(Vec::new(), new_group(aggregations.len(), count));
     }
-    for batch in device_batches(schema, &devices, count) {
-        let reads: Vec<(String, Vec<String>)> = batch
+    let key_of = |device: &Device<'_>| -> Vec<Option<String>> {
+        group_columns
             .iter()
-            .map(|d| (d.path.clone(), fields_of(schema, d)))
-            .collect();
-        let partials = backend.aggregate(&reads, windows).await?;
-        for ((device, (_, fields)), partials) in batch.iter().zip(&reads).zip(partials) {
-            let key: Vec<Option<String>> = group_columns
-                .iter()
-                .map(|&i| device.value_of(schema, i).map(str::to_string))
-                .collect();
+            .map(|&i| device.value_of(schema, i).map(str::to_string))
+            .collect()
+    };
+    let held = |groups: &BTreeMap<_, _>| groups.len() * count * (aggregations.len() + 1);
+    if filter.reads_rows() {
+        // Rows are judged one by one: each device's rows read raw and folded here.
+        let fold = Fold {
+            schema,
+            filter: &filter,
+            windows: &windows,
+            aggregations: &aggregations,
+        };
+        for device in &devices {
+            let bytes = (held(&groups) + aggregations.len() * count) * PARTIAL_BYTES;
             let group = groups
-                .entry(key)
+                .entry(key_of(device))
                 .or_insert_with(|| new_group(aggregations.len(), count));
-            merge_device(group, &aggregations, fields, &partials);
+            fold.device(backend, device, group, bytes, charge).await?;
+            check_rows(&groups, count)?;
         }
-        if groups.len().saturating_mul(count) > RESULT_ROWS_MAX {
-            return Err(super::super::join::too_many_rows());
+    } else {
+        for batch in device_batches(schema, &devices, count) {
+            let reads: Vec<(String, Vec<String>)> = batch
+                .iter()
+                .map(|d| (d.path.clone(), fields_of(schema, d)))
+                .collect();
+            let partials = backend.aggregate(&reads, windows).await?;
+            for ((device, (_, fields)), partials) in batch.iter().zip(&reads).zip(partials) {
+                let group = groups
+                    .entry(key_of(device))
+                    .or_insert_with(|| new_group(aggregations.len(), count));
+                merge_device(group, &aggregations, fields, &partials);
+            }
+            check_rows(&groups, count)?;
+            charge.settle(held(&groups) * PARTIAL_BYTES)?;
         }
-        charge.settle(groups.len() * count * (aggregations.len() + 1) * PARTIAL_BYTES)?;
     }
     let outcome = finish_rows(
         schema,
@@ -131,7 +142,73 @@ pub(super) async fn aggregate<B: Backend>(
         global,
     );
     charge.settle(0)?;
-    Ok(outcome)
+    outcome
+}
+
+/// 700 past [`RESULT_ROWS_MAX`] rows (groups times bins).
+fn check_rows(groups: &BTreeMap<Vec<Option<String>>, Group>, bins: usize) -> ExecResult<()> {
+    if groups.len().saturating_mul(bins) > RESULT_ROWS_MAX {
+        return Err(super::super::join::too_many_rows());
+    }
+    Ok(())
+}
+
+/// Folds the rows a WHERE clause on FIELD columns keeps into their groups' partials.
+struct Fold<'a> {
+    schema: &'a TableSchema,
+    filter: &'a TableFilter,
+    windows: &'a Windows,
+    aggregations: &'a [Aggregation],
+}
+
+impl Fold<'_> {
+    /// Reads every FIELD column of `device` in the windows' span, joined on time, and folds
+    /// each row the filter keeps into `group` (charged on top of `held` bytes).
+    async fn device<B: Backend>(
+        &self,
+        backend: &B,
+        device: &Device<'_>,
+        group: &mut Group,
+        held: usize,
+        charge: &mut ResultCharge,
+    ) -> ExecResult<()> {
+        let columns: Vec<&common::table::TableColumn> = self
+            .schema
+            .of(Category::Field)
+            .filter(|c| device.fields.get(&c.name) == Some(&c.data_type))
+            .collect();
+        let span = self.windows.range();
+        let read = DeviceRead {
+            device,
+            columns: &columns,
+            range: TimeRange {
+                from: span.start,
+                to: span.end,
+            },
+            needed: RESULT_ROWS_MAX,
+        };
+        let rows = join_device(backend, &read, held, charge).await?;
+        for (time, values) in &rows {
+            let Some(w) = self.windows.index(*time) else {
+                continue;
+            };
+            if !self.filter.keeps_row(self.schema, device, *time, values) {
+                continue;
+            }
+            group.seen[w] = true;
+            for (partials, aggregation) in group.partials.iter_mut().zip(self.aggregations) {
+                match &aggregation.field {
+                    Some((name, _)) => {
+                        if let Some(value) = values.get(name.as_str()) {
+                            partials[w].push(*time, value);
+                        }
+                    }
+                    None => partials[w].push(*time, &Value::Timestamp(*time)),
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The select list's aggregations, each column checked: a FIELD column of a type the function
@@ -332,8 +409,8 @@ fn finish_rows(
     groups: &BTreeMap<Vec<Option<String>>, Group>,
     windows: Option<&Windows>,
     global: bool,
-) -> Outcome {
-    let header: Vec<(String, DataType)> = query
+) -> ExecResult<Outcome> {
+    let mut header: Vec<(String, DataType)> = query
         .items
         .iter()
         .enumerate()
@@ -373,6 +450,10 @@ fn finish_rows(
             rows.push(row);
         }
     }
+    if let Some(condition) = &query.having {
+        let filter = having(query, &header, condition)?;
+        rows.retain(|row| filter.keeps(row));
+    }
     if !query.order_by.is_empty() {
         rows.sort_by(|a, b| {
             query
@@ -383,12 +464,42 @@ fn finish_rows(
                 .unwrap_or(Ordering::Equal)
         });
     }
+    // What HAVING alone named goes.
+    header.truncate(query.shown);
     let rows = rows
         .into_iter()
         .skip(query.offset)
         .take(query.limit.unwrap_or(usize::MAX))
+        .map(|mut row| {
+            row.truncate(query.shown);
+            row
+        })
         .collect();
-    Outcome::query(header, rows)
+    Ok(Outcome::query(header, rows))
+}
+
+/// HAVING bound to the rows of every item: an aggregation by its call (`max_value(t)` as the
+/// parser names it), an alias, a GROUP BY column by its name.
+fn having(
+    query: &TableAggregate,
+    header: &[(String, DataType)],
+    condition: &crate::expr::Expr,
+) -> ExecResult<Filter> {
+    let lookup = |name: &str| -> Option<(usize, DataType)> {
+        let name = name.to_lowercase();
+        let i = query.items.iter().position(|item| {
+            item.alias.as_deref() == Some(name.as_str())
+                || match &item.kind {
+                    TableItemKind::Column(c) => *c == name,
+                    TableItemKind::Aggregate { function, column } => {
+                        format!("{}({column})", function.name()) == name
+                    }
+                    TableItemKind::DateBin(_) => false,
+                }
+        })?;
+        Some((i, header[i].1))
+    };
+    Filter::bind(condition, [&lookup as &Lookup<'_>])
 }
 
 /// The type of an item's column: TAG and ATTRIBUTE columns are STRING, bins and times TIMESTAMP.

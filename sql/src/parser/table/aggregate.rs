@@ -6,27 +6,10 @@
 
 use super::super::{not_supported_yet, ParseError, Parser};
 use crate::ast::{AggregateFunction, DateBin, Literal, TableAggregate, TableItem, TableItemKind};
+use crate::expr::Expr;
 use crate::lexer::TokenKind;
 use crate::MEASUREMENTS_MAX;
 use common::table;
-
-/// The table model's names of the aggregations Fencepost runs, and the functions they are.
-const FUNCTIONS: [(&str, AggregateFunction); 14] = [
-    ("count", AggregateFunction::Count),
-    ("sum", AggregateFunction::Sum),
-    ("avg", AggregateFunction::Avg),
-    ("min", AggregateFunction::MinValue),
-    ("max", AggregateFunction::MaxValue),
-    ("first", AggregateFunction::FirstValue),
-    ("last", AggregateFunction::LastValue),
-    ("extreme", AggregateFunction::Extreme),
-    ("stddev", AggregateFunction::Stddev),
-    ("stddev_pop", AggregateFunction::StddevPop),
-    ("stddev_samp", AggregateFunction::StddevSamp),
-    ("variance", AggregateFunction::Variance),
-    ("var_pop", AggregateFunction::VarPop),
-    ("var_samp", AggregateFunction::VarSamp),
-];
 
 /// A GROUP BY or ORDER BY term before it is resolved against the select list.
 enum Term {
@@ -58,7 +41,7 @@ impl Parser<'_> {
         let items = self.table_items()?;
         self.expect_keyword("FROM")?;
         let (database, table) = self.qualified()?;
-        let (range, equals) = self.table_where()?;
+        let (range, filter) = self.where_filter()?;
         let mut group_columns = Vec::new();
         let mut date_bin = None;
         if self.eat_keyword("GROUP") {
@@ -87,10 +70,17 @@ impl Parser<'_> {
                 }
             }
         }
-        if self.is_keyword("HAVING") {
-            return Err(self.unsupported_here("HAVING in a table-model query"));
-        }
-        let order_by = self.table_order_by(&items)?;
+        let mut items = items;
+        let shown = items.len();
+        let having = if self.eat_keyword("HAVING") {
+            let at = self.next;
+            let condition = self.or_expr(0)?;
+            self.having_items(&condition, &group_columns, &mut items, at)?;
+            Some(condition)
+        } else {
+            None
+        };
+        let order_by = self.table_order_by(&items[..shown])?;
         let (mut offset, mut limit) = (0, None);
         loop {
             if self.eat_keyword("OFFSET") {
@@ -105,8 +95,10 @@ impl Parser<'_> {
             database,
             table,
             items,
+            shown,
             range,
-            equals,
+            filter,
+            having,
             group_columns,
             date_bin,
             order_by,
@@ -144,6 +136,22 @@ impl Parser<'_> {
         }
     }
 
+    /// An aggregation in an expression (HAVING): its function by the tree's name, its column
+    /// lower case.
+    pub(in crate::parser) fn table_call(&mut self) -> Result<Expr, ParseError> {
+        let at = self.next;
+        match self.item_kind()? {
+            TableItemKind::Aggregate { function, column } => Ok(Expr::Call {
+                function: function.name().to_string(),
+                arg: column,
+            }),
+            _ => Err(Self::error_at(
+                &self.tokens[at],
+                "an expression takes aggregations, not date_bin".to_string(),
+            )),
+        }
+    }
+
     /// An aggregation, `date_bin(...)` or a column name.
     fn item_kind(&mut self) -> Result<TableItemKind, ParseError> {
         if !self.at_function() {
@@ -172,7 +180,7 @@ impl Parser<'_> {
                 origin_ms,
             }));
         }
-        let Some(&(_, function)) = FUNCTIONS.iter().find(|(name, _)| *name == word) else {
+        let Some(function) = AggregateFunction::parse_table(&word) else {
             let what = format!("the function {word} in a table-model query");
             return Err(not_supported_yet(token.position, &what));
         };
@@ -276,6 +284,45 @@ impl Parser<'_> {
                 return Ok(order);
             }
         }
+    }
+
+    /// Adds to `items` what `condition` names that the select list lacks: its aggregations,
+    /// and the GROUP BY columns it names. A name that is neither an alias nor a GROUP BY column
+    /// is refused.
+    fn having_items(
+        &self,
+        condition: &Expr,
+        group_columns: &[String],
+        items: &mut Vec<TableItem>,
+        at: usize,
+    ) -> Result<(), ParseError> {
+        for (function, column) in condition.calls() {
+            let function = AggregateFunction::parse(&function).expect("a call the parser named");
+            let kind = TableItemKind::Aggregate { function, column };
+            if !items.iter().any(|item| item.kind == kind) {
+                items.push(TableItem { kind, alias: None });
+            }
+        }
+        for name in condition.columns() {
+            let name = name.to_lowercase();
+            if items
+                .iter()
+                .any(|item| item.alias.as_deref() == Some(name.as_str()))
+            {
+                continue;
+            }
+            if !group_columns.contains(&name) {
+                return Err(Self::error_at(
+                    &self.tokens[at],
+                    format!("{name} in HAVING is neither grouped by nor an alias"),
+                ));
+            }
+            let kind = TableItemKind::Column(name);
+            if !items.iter().any(|item| item.kind == kind) {
+                items.push(TableItem { kind, alias: None });
+            }
+        }
+        Ok(())
     }
 
     /// Every column of the select list is grouped by, and its `date_bin` is GROUP BY's.

@@ -1,0 +1,202 @@
+//! The table model's raw query: `SELECT * | c, ... FROM t [WHERE ...] [ORDER BY time] [OFFSET n]
+//! [LIMIT n]`. The devices that pass the WHERE clause's terms on TAG and ATTRIBUTE columns are
+//! read one at a time, their FIELD columns joined on time, each row kept when it passes the
+//! terms on FIELD columns and time ([`TableFilter`]).
+
+use std::collections::{BTreeMap, HashMap};
+
+use common::table::{self, Category, TableColumn, TableSchema};
+use common::{DataType, Value};
+
+use super::super::budget::{
+    row_bytes, value_heap_bytes, ResultCharge, CELL_BYTES, ROW_OVERHEAD_BYTES,
+};
+use super::super::join::{too_many_rows, SeriesReader};
+use super::super::{Backend, Cell, ExecResult, Outcome, RESULT_ROWS_MAX};
+use super::filter::TableFilter;
+use super::{column_index, matching_devices, one_table, Device};
+use crate::{TableSelect, TimeRange};
+
+/// A column of a query's result.
+#[derive(Clone, Copy)]
+enum Output {
+    Time,
+    /// A column of the table, by index.
+    Column(usize),
+}
+
+/// `SELECT ... FROM table`: the table's devices that pass the WHERE clause's device terms, each
+/// joined on time and its rows filtered; device by device, or across devices in time order with
+/// ORDER BY time. Points older than the table's TTL are not read.
+pub(super) async fn query<B: Backend>(
+    backend: &B,
+    database: &str,
+    select: &TableSelect,
+    now_ms: i64,
+    charge: &mut ResultCharge,
+) -> ExecResult<Outcome> {
+    let view = one_table(backend, database, &select.table, true).await?;
+    let schema = &view.schema;
+    let outputs: Vec<Output> = match &select.columns {
+        None => std::iter::once(Output::Time)
+            .chain((0..schema.columns.len()).map(Output::Column))
+            .collect(),
+        Some(names) => names
+            .iter()
+            .map(|name| match name.as_str() {
+                table::TIME_COLUMN => Ok(Output::Time),
+                name => column_index(schema, name).map(Output::Column),
+            })
+            .collect::<ExecResult<_>>()?,
+    };
+    let filter = TableFilter::new(schema, select.filter.as_ref())?;
+    let devices: Vec<Device<'_>> = matching_devices(backend, database, &view, &[], false)
+        .await?
+        .into_iter()
+        .filter(|d| filter.keeps_device(schema, d))
+        .collect();
+
+    let mut range = select.range;
+    if let Some(ttl_ms) = schema.ttl_ms {
+        range.from = range.from.max(now_ms.saturating_sub(ttl_ms));
+    }
+    let rows_window = select.rows;
+    let needed = match rows_window.limit {
+        Some(limit) if !rows_window.descending && !filter.reads_rows() => {
+            rows_window.offset.saturating_add(limit)
+        }
+        _ => RESULT_ROWS_MAX,
+    };
+    let mut rows: Vec<(i64, Vec<Cell>)> = Vec::new();
+    let mut rows_bytes = 0;
+    for device in &devices {
+        let value_of = |index: usize| device.value_of(schema, index);
+        // The FIELD columns read: those output, or every one the device has when none is
+        // (a query of tags alone lists the device's rows).
+        let mut read: Vec<&TableColumn> = outputs
+            .iter()
+            .filter_map(|o| match o {
+                Output::Column(i) if schema.columns[*i].category == Category::Field => {
+                    Some(&schema.columns[*i])
+                }
+                _ => None,
+            })
+            .collect();
+        if read.is_empty() {
+            read = schema.of(Category::Field).collect();
+        }
+        for name in filter.fields() {
+            if !read.iter().any(|c| &c.name == name) {
+                read.extend(schema.column(name));
+            }
+        }
+        let reads = DeviceRead {
+            device,
+            columns: &read,
+            range,
+            needed,
+        };
+        let joined = join_device(backend, &reads, rows_bytes, charge).await?;
+        for (time, mut values) in joined {
+            if !filter.keeps_row(schema, device, time, &values) {
+                continue;
+            }
+            let row: Vec<Cell> = outputs
+                .iter()
+                .map(|o| match *o {
+                    Output::Time => Some(Value::Timestamp(time)),
+                    Output::Column(i) => match schema.columns[i].category {
+                        Category::Field => values.remove(schema.columns[i].name.as_str()),
+                        _ => value_of(i).map(|v| Value::String(v.to_string())),
+                    },
+                })
+                .collect();
+            rows_bytes += row_bytes(&row);
+            rows.push((time, row));
+            if rows.len() > RESULT_ROWS_MAX {
+                return Err(too_many_rows());
+            }
+        }
+        charge.settle(rows_bytes)?;
+    }
+    if select.order_by_time {
+        // Stable: rows of one time keep the devices' order.
+        if rows_window.descending {
+            rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+        } else {
+            rows.sort_by_key(|r| r.0);
+        }
+    }
+    let kept = rows
+        .into_iter()
+        .skip(rows_window.offset)
+        .take(rows_window.limit.unwrap_or(usize::MAX))
+        .map(|(_, row)| row)
+        .collect();
+    Ok(Outcome::query(header(&outputs, schema), kept))
+}
+
+/// A table query's columns: `time`, and each column named with its type (tags and attributes
+/// as STRING).
+fn header(outputs: &[Output], schema: &TableSchema) -> Vec<(String, DataType)> {
+    outputs
+        .iter()
+        .map(|o| match *o {
+            Output::Time => (table::TIME_COLUMN.to_string(), DataType::Timestamp),
+            Output::Column(i) => {
+                let c = &schema.columns[i];
+                let data_type = match c.category {
+                    Category::Field => c.data_type,
+                    _ => DataType::String,
+                };
+                (c.name.clone(), data_type)
+            }
+        })
+        .collect()
+}
+
+/// The FIELD columns of one device a query reads, in a time range, the first `needed` points
+/// of each.
+pub(super) struct DeviceRead<'a> {
+    pub(super) device: &'a Device<'a>,
+    pub(super) columns: &'a [&'a TableColumn],
+    pub(super) range: TimeRange,
+    pub(super) needed: usize,
+}
+
+/// The device's points by time, charged to `charge` (on top of `charged` bytes of rows) as they
+/// arrive: a map entry per time, a cell and the heap bytes per value.
+pub(super) async fn join_device<'a, B: Backend>(
+    backend: &B,
+    read: &DeviceRead<'a>,
+    charged: usize,
+    charge: &mut ResultCharge,
+) -> ExecResult<BTreeMap<i64, HashMap<&'a str, Value>>> {
+    let mut joined: BTreeMap<i64, HashMap<&'a str, Value>> = BTreeMap::new();
+    let mut joined_bytes = 0;
+    for column in read.columns {
+        if read.device.fields.get(&column.name) != Some(&column.data_type) {
+            continue;
+        }
+        let (path, name) = (read.device.path.as_str(), column.name.as_str());
+        let mut reader = SeriesReader::new(path, name, column.data_type, read.range, read.needed);
+        while let Some(points) = reader.next(backend).await? {
+            for (time, value) in points {
+                if value.data_type() != column.data_type {
+                    continue;
+                }
+                let values = joined.entry(time).or_insert_with(|| {
+                    joined_bytes += ROW_OVERHEAD_BYTES;
+                    HashMap::new()
+                });
+                joined_bytes += 2 * CELL_BYTES + value_heap_bytes(&value);
+                values.insert(name, value);
+            }
+            charge.settle(charged + joined_bytes)?;
+            if joined.len() > RESULT_ROWS_MAX {
+                return Err(too_many_rows());
+            }
+        }
+    }
+    Ok(joined)
+}
