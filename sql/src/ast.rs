@@ -740,7 +740,8 @@ pub enum TableItemKind {
     Column(String),
     /// `date_bin(interval, time[, origin])`: the start of each row's time bin.
     DateBin(DateBin),
-    /// `function(column)`; `min(time)` and `max(time)` are `MinTime` and `MaxTime` of `time`.
+    /// `function(column)`; `min(time)` and `max(time)` (or `first(time)`, `last(time)`) are
+    /// `MinTime` and `MaxTime` of `time`, `count(*)` and `count(time)` `Count` of `time` (rows).
     Aggregate {
         /// The function (the table model's `min`, `max`, `first` and `last` are the tree's
         /// `MIN_VALUE`, `MAX_VALUE`, `FIRST_VALUE` and `LAST_VALUE`).
@@ -757,6 +758,9 @@ pub struct DateBin {
     pub interval_ms: u64,
     /// A bin boundary (default 0, the epoch).
     pub origin_ms: i64,
+    /// `date_bin_gapfill`: every bin of the WHERE clause's time range has a row in each group
+    /// that has one, NULL (count 0) where no point lies.
+    pub gapfill: bool,
 }
 
 impl DateBin {

@@ -156,7 +156,11 @@ fn what_is_not_run_is_refused_with_its_reason() {
             300,
         ),
         ("SELECT count(region) FROM sensors", 300),
-        ("SELECT count(*) FROM sensors", 300),
+        (
+            "SELECT date_bin_gapfill(1h, time), count(*) FROM sensors GROUP BY 1",
+            700,
+        ),
+        ("SELECT sum(time) FROM sensors", 700),
         ("SELECT median(temperature) FROM sensors", 300),
         (
             "SELECT region, count(temperature) FROM sensors GROUP BY region HAVING plant = 'p1'",
@@ -246,5 +250,57 @@ fn having_keeps_groups_by_aggregations_aliases_and_grouped_columns() {
     assert_eq!(
         run("SELECT count(temperature) FROM sensors GROUP BY region HAVING region = 'north'"),
         [["4"]]
+    );
+}
+
+#[test]
+fn count_star_counts_rows_and_gapfill_fills_the_bins_of_the_range() {
+    let m = sensors();
+    let run = |text: &str| strings(&query(&m, text));
+    // Five rows, though humidity has three points and temperature five at other times.
+    assert_eq!(
+        run("SELECT count(*), count(time), count(humidity) FROM sensors"),
+        [["5", "5", "3"]]
+    );
+    assert_eq!(
+        run("SELECT region, count(*) FROM sensors WHERE humidity IS NULL GROUP BY region"),
+        [["north", "2"]]
+    );
+    // One FIELD column: rows are its points, counted from statistics.
+    table(
+        &m,
+        Some("db"),
+        "CREATE TABLE one (k STRING TAG, v INT64 FIELD)",
+    )
+    .unwrap();
+    table(
+        &m,
+        Some("db"),
+        "INSERT INTO one(time, k, v) VALUES (1, 'a', 1), (2, 'a', 2), (3, 'b', 3)",
+    )
+    .unwrap();
+    assert_eq!(
+        run("SELECT k, count(*) FROM one GROUP BY k ORDER BY k"),
+        [["a", "2"], ["b", "1"]]
+    );
+
+    let o = query(
+        &m,
+        "SELECT date_bin_gapfill(1h, time) AS hour, region, count(temperature), \
+         avg(temperature) FROM sensors WHERE time >= 0 AND time < 10800000 GROUP BY 1, 2",
+    );
+    assert_eq!(o.types[0], DataType::Timestamp);
+    let rows = strings(&o);
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert_eq!(rows[0][..3], ["0", "north", "3"]);
+    assert_eq!(
+        rows[1..],
+        [
+            ["3600000", "north", "1", "30.0"],
+            ["7200000", "north", "0", "null"],
+            ["0", "south", "1", "5.0"],
+            ["3600000", "south", "0", "null"],
+            ["7200000", "south", "0", "null"],
+        ]
     );
 }

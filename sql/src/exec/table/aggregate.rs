@@ -100,7 +100,13 @@ pub(super) async fn aggregate<B: Backend>(
             .collect()
     };
     let held = |groups: &BTreeMap<_, _>| groups.len() * count * (aggregations.len() + 1);
-    if filter.reads_rows() {
+    // count(*) counts rows: a device's FIELD columns' points at distinct times, which only
+    // its rows tell when it has several.
+    let counts_rows = aggregations
+        .iter()
+        .any(|a| a.field.is_none() && a.function == AggregateFunction::Count);
+    let several = devices.iter().any(|d| fields_of(schema, d).len() > 1);
+    if filter.reads_rows() || (counts_rows && several) {
         // Rows are judged one by one: each device's rows read raw and folded here.
         let fold = Fold {
             schema,
@@ -294,8 +300,16 @@ async fn windows<B: Backend>(
     let Some(bin) = query.date_bin else {
         return Ok(Windows::whole(range.from..range.to));
     };
+    let open = |r: TimeRange| r.from == i64::MIN || r.to == i64::MAX;
+    if bin.gapfill && open(query.range) {
+        return Err(ExecError::refused(
+            StatusCode::IllegalParameter,
+            "date_bin_gapfill fills the bins of a bounded time range: bound time on both sides \
+             in WHERE (time >= a AND time < b)",
+        ));
+    }
     let (mut from, mut to) = (range.from, range.to);
-    if from == i64::MIN || to == i64::MAX {
+    if open(range) {
         let Some((first, last)) = span(backend, schema, devices, range).await? else {
             return Ok(None);
         };
@@ -424,9 +438,12 @@ fn finish_rows(
         })
         .collect();
     let mut rows: Vec<Vec<Cell>> = Vec::new();
+    let gapfill = query.date_bin.is_some_and(|b| b.gapfill);
     for (key, group) in groups {
+        // date_bin_gapfill: every bin of a group that has a row.
+        let every = global || (gapfill && group.seen.iter().any(|s| *s));
         for (w, seen) in group.seen.iter().enumerate() {
-            if !(global || *seen) {
+            if !(every || *seen) {
                 continue;
             }
             let row = query
@@ -507,6 +524,10 @@ fn item_type(schema: &TableSchema, kind: &TableItemKind) -> DataType {
     match kind {
         TableItemKind::Column(_) => DataType::String,
         TableItemKind::DateBin(_) => DataType::Timestamp,
+        TableItemKind::Aggregate {
+            function: AggregateFunction::Count,
+            ..
+        } => DataType::Int64,
         TableItemKind::Aggregate { column, .. } if column == common::table::TIME_COLUMN => {
             DataType::Timestamp
         }
@@ -525,6 +546,10 @@ fn cell(aggregation: &Aggregation, partial: &Partial) -> Cell {
         Some((_, data_type)) => finish(aggregation.function, *data_type, partial),
         None => {
             let point = match aggregation.function {
+                AggregateFunction::Count => {
+                    let rows = i64::try_from(partial.count).expect("fewer rows than i64::MAX");
+                    return Some(Value::Int64(rows));
+                }
                 AggregateFunction::MinTime => partial.first.as_ref(),
                 _ => partial.last.as_ref(),
             };

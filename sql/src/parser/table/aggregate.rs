@@ -2,7 +2,7 @@
 //! the table model's `min`, `max`, `first` and `last` among them), grouping TAG and ATTRIBUTE
 //! columns and `date_bin(interval, time[, origin])`, each with an optional `AS` alias; then
 //! `GROUP BY` (names, aliases, 1-based positions, `date_bin(...)`), `ORDER BY` output columns
-//! and `OFFSET` / `LIMIT`. HAVING, FIELD filters and `count(*)` answer 300.
+//! and `OFFSET` / `LIMIT`; `date_bin_gapfill` too.
 
 use super::super::{not_supported_yet, ParseError, Parser};
 use crate::ast::{AggregateFunction, DateBin, Literal, TableAggregate, TableItem, TableItemKind};
@@ -165,7 +165,7 @@ impl Parser<'_> {
         };
         let word = word.to_ascii_lowercase();
         self.next += 2;
-        if word == "date_bin" {
+        if word == "date_bin" || word == "date_bin_gapfill" {
             let interval_ms = self.interval()?;
             self.expect(&TokenKind::Comma, "',' and time")?;
             self.expect_keyword("TIME")?;
@@ -178,25 +178,30 @@ impl Parser<'_> {
             return Ok(TableItemKind::DateBin(DateBin {
                 interval_ms,
                 origin_ms,
+                gapfill: word == "date_bin_gapfill",
             }));
         }
         let Some(function) = AggregateFunction::parse_table(&word) else {
             let what = format!("the function {word} in a table-model query");
             return Err(not_supported_yet(token.position, &what));
         };
-        if self.peek_kind() == Some(&TokenKind::Star) {
-            return Err(self.unsupported_here(
-                "count(*) in a table-model query; count a FIELD column (count(temperature))",
-            ));
-        }
-        let column = if self.eat_keyword("TIME") {
+        let star = function == AggregateFunction::Count && self.eat(&TokenKind::Star);
+        let column = if star || self.eat_keyword("TIME") {
             let function = match function {
-                AggregateFunction::MinValue => AggregateFunction::MinTime,
-                AggregateFunction::MaxValue => AggregateFunction::MaxTime,
+                AggregateFunction::MinValue | AggregateFunction::FirstValue => {
+                    AggregateFunction::MinTime
+                }
+                AggregateFunction::MaxValue | AggregateFunction::LastValue => {
+                    AggregateFunction::MaxTime
+                }
+                AggregateFunction::Count => AggregateFunction::Count,
                 _ => {
                     return Err(Self::error_at(
                         &token,
-                        format!("{word}(time) is not supported yet: min(time) and max(time) are"),
+                        format!(
+                            "{word}(time) does not aggregate time: count, min, max, first and \
+                             last do"
+                        ),
                     ))
                 }
             };
