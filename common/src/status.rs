@@ -51,6 +51,10 @@ pub enum StatusCode {
     /// 720: the query ran past its deadline (`query_timeout_ms`, or the client's own); it was
     /// stopped and closed. Not retried: the same query would take as long again.
     QueryTimeout = 720,
+    /// 714: `KILL QUERY` named no query running (or not the user's).
+    NoSuchQuery = 714,
+    /// 715: the query was killed (`KILL QUERY`, `cancelOperation`); it was stopped and closed.
+    QueryWasKilled = 715,
     /// 905: the region's leader changed; retry on the new leader.
     RegionLeaderChangeError = 905,
     /// 1007: a DataNode could not be reached.
@@ -59,7 +63,7 @@ pub enum StatusCode {
 
 impl StatusCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [StatusCode; 24] = [
+    pub const ALL: [StatusCode; 26] = [
         StatusCode::Success,
         StatusCode::UnsupportedOperation,
         StatusCode::MultipleError,
@@ -82,6 +86,8 @@ impl StatusCode {
         StatusCode::UserLoginLocked,
         StatusCode::InternalRequestTimeOut,
         StatusCode::QueryTimeout,
+        StatusCode::NoSuchQuery,
+        StatusCode::QueryWasKilled,
         StatusCode::RegionLeaderChangeError,
         StatusCode::CanNotConnectDatanode,
     ];
@@ -147,6 +153,8 @@ impl StatusCode {
             StatusCode::UserLoginLocked => "USER_LOGIN_LOCKED",
             StatusCode::InternalRequestTimeOut => "INTERNAL_REQUEST_TIME_OUT",
             StatusCode::QueryTimeout => "QUERY_TIMEOUT",
+            StatusCode::NoSuchQuery => "NO_SUCH_QUERY",
+            StatusCode::QueryWasKilled => "QUERY_WAS_KILLED",
             StatusCode::RegionLeaderChangeError => "REGION_LEADER_CHANGE_ERROR",
             StatusCode::CanNotConnectDatanode => "CAN_NOT_CONNECT_DATANODE",
         }

@@ -212,6 +212,23 @@ pub struct LocalLeaseView {
     pub fence_ms: u64,
 }
 
+/// `SHOW QUERIES`: one statement a DataNode runs (or whose result it holds open).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryView {
+    /// When it started, ms since the epoch.
+    pub started_ms: i64,
+    /// Its id, `yyyyMMdd_HHmmss_<sequence>_<DataNode id>`.
+    pub id: String,
+    /// The DataNode running it.
+    pub data_node: u64,
+    /// Seconds since it started.
+    pub elapsed_secs: f32,
+    /// Its text (at most 1 KiB of it).
+    pub statement: String,
+    /// The user who sent it.
+    pub user: String,
+}
+
 /// One replica's digest (`fencepost verify`): comparable with another replica's only at the same
 /// applied index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

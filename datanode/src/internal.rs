@@ -483,6 +483,44 @@ impl DataNodeInternalService for InternalService {
         Ok(Response::new(crate::convert::reply(answer)))
     }
 
+    async fn list_queries(
+        &self,
+        request: Request<proto::ListQueriesReq>,
+    ) -> RpcResult<proto::ListQueriesResp> {
+        let req = request.into_inner();
+        let queries = self
+            .shared
+            .queries
+            .list(&req.user)
+            .into_iter()
+            .map(|q| proto::RunningQuery {
+                started_ms: q.started_ms,
+                id: q.id,
+                data_node: q.data_node,
+                elapsed_secs: q.elapsed_secs,
+                statement: q.statement,
+                user: q.user,
+            })
+            .collect();
+        Ok(Response::new(proto::ListQueriesResp {
+            status: Some(ok()),
+            queries,
+        }))
+    }
+
+    async fn kill_query(
+        &self,
+        request: Request<proto::KillQueryReq>,
+    ) -> RpcResult<proto::KillQueryResp> {
+        let req = request.into_inner();
+        let id = (!req.id.is_empty()).then_some(req.id.as_str());
+        let killed = self.shared.queries.kill(id, &req.user);
+        Ok(Response::new(proto::KillQueryResp {
+            status: Some(ok()),
+            killed: killed as u64,
+        }))
+    }
+
     async fn read_region(
         &self,
         request: Request<proto::RegionReadReq>,

@@ -303,7 +303,9 @@ fn assemble(
         raft_transport,
         digests: tokio::sync::Semaphore::new(1),
     };
+    let queries = crate::ops::queries::QueryRegistry::new(identity.node_id);
     Ok(Arc::new(Shared {
+        queries,
         config,
         identity,
         metadata,

@@ -65,6 +65,8 @@ pub(crate) struct Shared {
     pub clients: ClientLimits,
     /// What other nodes hold of this node and what bounds it.
     pub internal: InternalLimits,
+    /// The statements running on this node (`SHOW QUERIES`, `KILL QUERY`).
+    pub queries: Arc<crate::ops::queries::QueryRegistry>,
 }
 
 /// What clients hold of a DataNode, and the bounds on it: the session port's connections, the

@@ -3,6 +3,7 @@
 //! (`runtime::ChannelPool`, at most `POOL_ADDRESSES_MAX` addresses).
 
 use common::table::Category;
+use common::views::QueryView;
 use common::{DataType, SeriesPath, Status, StatusCode, Tablet};
 use engine::RegionCommand;
 use proto::data_node_internal_service_client::DataNodeInternalServiceClient;
@@ -66,6 +67,20 @@ pub(crate) trait PeerRpc: Send + Sync {
         tablet: &Tablet,
         categories: &[Category],
     ) -> Status;
+    /// `ListQueries`: the statements the peer runs that `user` may see.
+    async fn list_queries(&self, _address: &str, _user: &str) -> Result<Vec<QueryView>, Status> {
+        Err(Status::new(StatusCode::UnsupportedOperation, "ListQueries"))
+    }
+    /// `KillQuery`: kills the peer's statement `id` (every one `user` may manage when `None`);
+    /// how many were.
+    async fn kill_query(
+        &self,
+        _address: &str,
+        _id: Option<&str>,
+        _user: &str,
+    ) -> Result<usize, Status> {
+        Err(Status::new(StatusCode::UnsupportedOperation, "KillQuery"))
+    }
     /// `FetchSnapshot`: the stream of chunks.
     async fn fetch_snapshot(
         &self,
@@ -205,6 +220,53 @@ fn answered(resp: Result<tonic::Response<proto::Status>, tonic::Status>, address
 
 #[tonic::async_trait]
 impl PeerRpc for GrpcPeers {
+    async fn list_queries(&self, address: &str, user: &str) -> Result<Vec<QueryView>, Status> {
+        let mut client = self.client(address).map_err(|e| unreachable(address, e))?;
+        let resp = client
+            .list_queries(proto::ListQueriesReq {
+                user: user.to_string(),
+            })
+            .await
+            .map_err(|e| unreachable(address, e))?
+            .into_inner();
+        if let Some(s) = resp.status.filter(|s| !s.is_success()) {
+            return Err(s.into());
+        }
+        Ok(resp
+            .queries
+            .into_iter()
+            .map(|q| QueryView {
+                started_ms: q.started_ms,
+                id: q.id,
+                data_node: q.data_node,
+                elapsed_secs: q.elapsed_secs,
+                statement: q.statement,
+                user: q.user,
+            })
+            .collect())
+    }
+
+    async fn kill_query(
+        &self,
+        address: &str,
+        id: Option<&str>,
+        user: &str,
+    ) -> Result<usize, Status> {
+        let mut client = self.client(address).map_err(|e| unreachable(address, e))?;
+        let resp = client
+            .kill_query(proto::KillQueryReq {
+                id: id.unwrap_or_default().to_string(),
+                user: user.to_string(),
+            })
+            .await
+            .map_err(|e| unreachable(address, e))?
+            .into_inner();
+        if let Some(s) = resp.status.filter(|s| !s.is_success()) {
+            return Err(s.into());
+        }
+        Ok(usize::try_from(resp.killed).unwrap_or(usize::MAX))
+    }
+
     async fn forward_region_write(
         &self,
         address: &str,

@@ -381,8 +381,10 @@ impl SessionService for SessionServiceImpl {
         // Charged while it is built, so a result too large for memory is refused before it is
         // whole; the charge holds until the answer is encoded.
         let mut charge = self.shared.clients.results.charge();
+        let ticket = self.shared.queries.register(&req.statement, backend.user());
         let deadline =
-            ops::deadline::QueryDeadline::new(self.shared.config.query.query_timeout_ms, 0);
+            ops::deadline::QueryDeadline::new(self.shared.config.query.query_timeout_ms, 0)
+                .registered(ticket);
         let outcome = if req.table_model {
             let database = (!req.database.is_empty()).then_some(req.database.as_str());
             match sql::parse_table_statement(&req.statement) {

@@ -303,6 +303,14 @@ request!(
 );
 
 request!(
+    /// `cancelOperation`'s `TSCancelOperationReq`.
+    CancelOperationReq {
+        session_id: i64 = 1, I64, read_i64;
+        query_id: i64 = 2, I64, read_i64;
+    }
+);
+
+request!(
     /// `setTimeZone`'s `TSSetTimeZoneReq`.
     SetTimeZoneReq {
         session_id: i64 = 1, I64, read_i64;

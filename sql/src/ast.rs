@@ -182,6 +182,13 @@ pub enum Statement {
     ShowLeases,
     /// `SHOW LOCAL LEASE`: the answering DataNode's own lease.
     ShowLocalLease,
+    /// `SHOW QUERIES`: the statements every DataNode runs that the user may see.
+    ShowQueries,
+    /// `KILL QUERY '<id>'`, or `KILL ALL QUERIES` (`id` `None`).
+    KillQuery {
+        /// The query's id.
+        id: Option<String>,
+    },
     /// `QUIT` or `EXIT`: stop reading statements.
     Quit,
 }

@@ -28,7 +28,8 @@ use std::future::Future;
 use common::aggregate::{Partial, Windows};
 use common::table::{DeviceAttributes, TableSchema, TableView};
 use common::views::{
-    ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
+    ClusterView, DatabaseView, LeasesView, LocalLeaseView, QueryView, RegionView, SeriesMeta,
+    TimeseriesView,
 };
 use common::{DataType, StatusCode, Tablet, Value};
 
@@ -157,6 +158,11 @@ pub trait Backend: Sync {
     fn show_leases(&self) -> impl Future<Output = ExecResult<LeasesView>> + Send;
     /// `SHOW LOCAL LEASE`.
     fn local_lease(&self) -> impl Future<Output = ExecResult<LocalLeaseView>> + Send;
+    /// `SHOW QUERIES`: the statements every DataNode runs that the user may see, oldest first.
+    fn show_queries(&self) -> impl Future<Output = ExecResult<Vec<QueryView>>> + Send;
+    /// `KILL QUERY`: kills the statement `id` (every one the user may manage when `None`);
+    /// how many were.
+    fn kill_query(&self, id: Option<&str>) -> impl Future<Output = ExecResult<usize>> + Send;
     /// `FLUSH`.
     fn flush(&self) -> impl Future<Output = ExecResult<()>> + Send;
     /// `CREATE USER`, as the logged-in user.
@@ -469,6 +475,17 @@ async fn run<B: Backend>(
         Statement::ShowRegions => show::regions(backend).await,
         Statement::ShowLeases => show::leases(backend).await,
         Statement::ShowLocalLease => show::local_lease(backend).await,
+        Statement::ShowQueries => show::queries(backend).await,
+        Statement::KillQuery { id } => {
+            let killed = backend.kill_query(id.as_deref()).await?;
+            match id {
+                Some(id) if killed == 0 => Err(ExecError::refused(
+                    StatusCode::NoSuchQuery,
+                    format!("no query {id} is running (or it is not yours to kill)"),
+                )),
+                _ => Ok(Outcome::done()),
+            }
+        }
         Statement::Quit => Ok(Outcome::done()),
     }
 }

@@ -303,7 +303,7 @@ impl Parser<'_> {
 
     fn statement(&mut self) -> Result<Statement, ParseError> {
         const EXPECTED: &str =
-            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, COUNT, REMOVE, FLUSH, ALTER, LIST, QUIT)";
+            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, COUNT, REMOVE, FLUSH, ALTER, LIST, KILL, QUIT)";
         let keyword = match self.peek_kind() {
             Some(TokenKind::Word(w)) => w.to_ascii_uppercase(),
             _ => return Err(self.error(EXPECTED)),
@@ -329,11 +329,30 @@ impl Parser<'_> {
             "SELECT" => self.select(),
             "SHOW" => self.show(),
             "COUNT" => self.count(),
+            "KILL" => self.kill(),
             "QUIT" | "EXIT" => {
                 self.next += 1;
                 Ok(Statement::Quit)
             }
             _ => Err(self.error(EXPECTED)),
+        }
+    }
+
+    /// `KILL QUERY '<id>'` or `KILL ALL QUERIES`.
+    fn kill(&mut self) -> Result<Statement, ParseError> {
+        self.expect_keyword("KILL")?;
+        if self.eat_keyword("ALL") {
+            self.expect_keyword("QUERIES")?;
+            return Ok(Statement::KillQuery { id: None });
+        }
+        self.expect_keyword("QUERY")?;
+        match self.peek_kind() {
+            Some(TokenKind::Str(id)) => {
+                let id = id.clone();
+                self.next += 1;
+                Ok(Statement::KillQuery { id: Some(id) })
+            }
+            _ => Err(self.error("a query id in quotes, as SHOW QUERIES lists it")),
         }
     }
 
@@ -708,6 +727,7 @@ impl Parser<'_> {
                 "CLUSTER" => Statement::ShowCluster,
                 "REGIONS" => Statement::ShowRegions,
                 "LEASES" => Statement::ShowLeases,
+                "QUERIES" => Statement::ShowQueries,
                 "TIMESERIES" => {
                     self.next += 1;
                     let pattern = self.show_pattern()?;
@@ -725,7 +745,7 @@ impl Parser<'_> {
                 }
                 _ => return Err(self.error(
                     "DATABASES, TIMESERIES, DEVICES, CHILD PATHS, CHILD NODES, CLUSTER, REGIONS, \
-                     LEASES or LOCAL LEASE",
+                     LEASES, LOCAL LEASE or QUERIES",
                 )),
             };
         self.next += 1;

@@ -559,7 +559,7 @@ async fn repl_over_piped_stdin(e: &str) {
     assert_eq!(rows(&objects[1]), vec![json!([1, 1.0])]);
     assert_eq!(
         objects[2]["message"],
-        json!("line 5, column 8: expected DATABASES, TIMESERIES, DEVICES, CHILD PATHS, CHILD NODES, CLUSTER, REGIONS, LEASES or LOCAL LEASE, found 'BOGUS'")
+        json!("line 5, column 8: expected DATABASES, TIMESERIES, DEVICES, CHILD PATHS, CHILD NODES, CLUSTER, REGIONS, LEASES, LOCAL LEASE or QUERIES, found 'BOGUS'")
     );
 
     // No prompt when stdin is not a terminal; a last statement without `;` still runs.

@@ -92,6 +92,7 @@ pub(crate) const METHODS: &[&str] = &[
     "fetchResultsV2",
     "fetchResults",
     "closeOperation",
+    "cancelOperation",
 ];
 
 /// Serves the Thrift connections the acceptor hands over until `stop`.
@@ -478,21 +479,26 @@ impl Connection {
                     to: req.end_time,
                 };
                 let charge = self.shared.clients.results.charge();
-                let deadline = self.deadline(0);
+                let deadline =
+                    self.query(0, &format!("executeRawDataQuery {}", req.paths.join(", ")));
                 let open = sql::exec::open_raw_paths(self.backend(), &req.paths, range);
                 let cursor = deadline.run(open).await;
                 Answer::Execute(self.result(cursor, charge, req.fetch_size, deadline).await)
             }
             QueryCall::LastData(req) => {
                 let mut charge = self.shared.clients.results.charge();
-                let deadline = self.deadline(0);
+                let deadline =
+                    self.query(0, &format!("executeLastDataQuery {}", req.paths.join(", ")));
                 let last = sql::exec::last_paths(self.backend(), &req.paths, req.time, &mut charge);
                 let outcome = deadline.run(last).await;
                 Answer::Execute(self.built(outcome, charge, req.fetch_size, deadline).await)
             }
             QueryCall::Aggregation(req) => {
                 let mut charge = self.shared.clients.results.charge();
-                let deadline = self.deadline(0);
+                let deadline = self.query(
+                    0,
+                    &format!("executeAggregationQuery {}", req.paths.join(", ")),
+                );
                 let outcome = match request::aggregation_query(&req) {
                     Ok(query) => {
                         let run = sql::exec::aggregate_paths(self.backend(), &query, &mut charge);
@@ -510,13 +516,24 @@ impl Connection {
                 }
                 Answer::Status(Status::ok())
             }
+            QueryCall::CancelOperation(req) => {
+                // The connection runs one call at a time: a query of its own is at rest between
+                // fetches here. Dropping it deregisters it and gives back its memory.
+                let session = self.session.as_mut().expect("logged in");
+                session.queries.remove(&req.query_id);
+                Answer::Status(Status::ok())
+            }
         }
     }
 
-    /// A query's deadline from now: `query_timeout_ms`, or the client's `timeout_ms` when
-    /// smaller (0: none sent).
-    fn deadline(&self, client_ms: i64) -> QueryDeadline {
-        QueryDeadline::new(self.shared.config.query.query_timeout_ms, client_ms)
+    /// A statement's deadline from now (`query_timeout_ms`, or the client's `timeout_ms` when
+    /// smaller; 0: none sent), registered as running `statement` (`SHOW QUERIES`).
+    fn query(&self, client_ms: i64, statement: &str) -> QueryDeadline {
+        let ticket = self
+            .shared
+            .queries
+            .register(statement, self.backend().user());
+        QueryDeadline::new(self.shared.config.query.query_timeout_ms, client_ms).registered(ticket)
     }
 
     /// The logged-in user's backend (every call past the login check has a session).
@@ -635,7 +652,7 @@ impl Connection {
     }
 
     async fn execute(&mut self, req: ExecuteStatementReq) -> ExecuteStatementResp {
-        let deadline = self.deadline(req.timeout_ms);
+        let deadline = self.query(req.timeout_ms, &req.statement);
         let session = self.session.as_ref().expect("logged in");
         let mut charge = self.shared.clients.results.charge();
         if !session.table_model {

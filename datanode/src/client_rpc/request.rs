@@ -66,6 +66,8 @@ pub(super) enum QueryCall {
     Aggregation(AggregationQueryReq),
     Fetch(FetchResultsReq),
     CloseOperation(CloseOperationReq),
+    /// `cancelOperation`: the query closed, as by `closeOperation`, and no longer listed.
+    CancelOperation(messages::CancelOperationReq),
 }
 
 impl Request {
@@ -85,9 +87,14 @@ impl Request {
             m if m.starts_with("insert") || m.starts_with("testInsert") => {
                 Request::Insert(read_insert(m, r)?)
             }
-            m if ["execute", "fetchResults", "closeOperation"]
-                .iter()
-                .any(|prefix| m.starts_with(prefix)) =>
+            m if [
+                "execute",
+                "fetchResults",
+                "closeOperation",
+                "cancelOperation",
+            ]
+            .iter()
+            .any(|prefix| m.starts_with(prefix)) =>
             {
                 Request::Query(read_query(m, r)?)
             }
@@ -171,6 +178,9 @@ fn read_query(method: &str, r: &mut Reader<'_>) -> Result<QueryCall, Refusal> {
         }
         "fetchResultsV2" | "fetchResults" => QueryCall::Fetch(request(r, FetchResultsReq::read)?),
         "closeOperation" => QueryCall::CloseOperation(request(r, CloseOperationReq::read)?),
+        "cancelOperation" => {
+            QueryCall::CancelOperation(request(r, messages::CancelOperationReq::read)?)
+        }
         other => return Err(unknown(other)),
     })
 }

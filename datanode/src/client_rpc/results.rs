@@ -26,7 +26,8 @@ pub(crate) struct Pending {
     has_time: bool,
     cursor: ResultCursor,
     charge: ResultCharge,
-    /// Past it a fetch answers 720 and the query is closed.
+    /// Past it a fetch answers 720 and the query is closed (715 once killed); it holds the
+    /// query's registration while the result is open.
     deadline: QueryDeadline,
 }
 
@@ -87,8 +88,8 @@ impl Pending {
         rows: usize,
         bytes_max: usize,
     ) -> Result<Option<Vec<u8>>, ExecError> {
-        let deadline = self.deadline;
-        let page = deadline
+        let page = self
+            .deadline
             .run(
                 self.cursor
                     .next_page(backend, rows, bytes_max, &mut self.charge),

@@ -1,21 +1,27 @@
 //! A query's deadline (`query_timeout_ms`, issue 40's governance): from its statement to its
 //! last page, whichever protocol runs it. Past it the query is stopped where it waits (a
 //! region read, a peer, the ConfigNode) and answered 720 QUERY_TIMEOUT; its owner then drops
-//! its result, which gives back the result's memory.
+//! its result, which gives back the result's memory. A registered query (`queries.rs`) is
+//! stopped the same way when killed, and answered 715 QUERY_WAS_KILLED.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::StatusCode;
 use sql::ExecError;
 use tokio::time::Instant;
 
-/// When a query must have finished, or never.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+use super::queries::QueryTicket;
+
+/// When a query must have finished, or never; and its registration, by which it is killed.
+#[derive(Clone)]
 pub(crate) struct QueryDeadline {
     at: Option<Instant>,
     /// The bound it was made from, for the message.
     ms: u64,
+    /// Held while the query runs or its result is open (the last copy dropped deregisters).
+    ticket: Option<Arc<QueryTicket>>,
 }
 
 impl QueryDeadline {
@@ -24,7 +30,13 @@ impl QueryDeadline {
     pub(crate) fn new(config_ms: u64, client_ms: i64) -> QueryDeadline {
         let client = u64::try_from(client_ms).ok().filter(|&ms| ms > 0);
         let ms = match (config_ms, client) {
-            (0, None) => return QueryDeadline { at: None, ms: 0 },
+            (0, None) => {
+                return QueryDeadline {
+                    at: None,
+                    ms: 0,
+                    ticket: None,
+                }
+            }
             (0, Some(c)) => c,
             (m, Some(c)) => m.min(c),
             (m, None) => m,
@@ -32,24 +44,46 @@ impl QueryDeadline {
         QueryDeadline {
             at: Instant::now().checked_add(Duration::from_millis(ms)),
             ms,
+            ticket: None,
         }
     }
 
-    /// Runs `step` of the query within the deadline: 720 once it has passed, before or while
-    /// the step runs (the step is dropped then).
+    /// The same deadline for the query `ticket` registered.
+    pub(crate) fn registered(self, ticket: Arc<QueryTicket>) -> QueryDeadline {
+        QueryDeadline {
+            ticket: Some(ticket),
+            ..self
+        }
+    }
+
+    /// Runs `step` of the query within the deadline: 720 once it has passed, 715 once the query
+    /// was killed, before or while the step runs (the step is dropped then).
     pub(crate) async fn run<T>(
         &self,
         step: impl Future<Output = Result<T, ExecError>>,
     ) -> Result<T, ExecError> {
-        let Some(at) = self.at else {
-            return step.await;
-        };
-        if Instant::now() >= at {
+        if self.ticket.as_ref().is_some_and(|t| t.is_killed()) {
+            return Err(killed());
+        }
+        if self.at.is_some_and(|at| Instant::now() >= at) {
             return Err(self.expired());
         }
-        match tokio::time::timeout_at(at, step).await {
-            Ok(result) => result,
-            Err(_) => Err(self.expired()),
+        let expiry = async {
+            match self.at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let kill = async {
+            match &self.ticket {
+                Some(ticket) => ticket.killed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            result = step => result,
+            () = expiry => Err(self.expired()),
+            () = kill => Err(killed()),
         }
     }
 
@@ -76,6 +110,14 @@ impl QueryDeadline {
             ),
         )
     }
+}
+
+/// 715 for a query killed.
+fn killed() -> ExecError {
+    ExecError::refused(
+        StatusCode::QueryWasKilled,
+        "Query was killed by others (KILL QUERY or cancelOperation); it was stopped and closed",
+    )
 }
 
 #[cfg(test)]
@@ -107,5 +149,40 @@ mod tests {
         let never = QueryDeadline::new(0, 0);
         tokio::time::advance(Duration::from_secs(1 << 30)).await;
         never.run(async { Ok(()) }).await.expect("no deadline");
+    }
+}
+
+#[cfg(test)]
+mod kill_tests {
+    use super::super::queries::QueryRegistry;
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_killed_query_is_stopped_where_it_waits_and_refused_after() {
+        let registry = QueryRegistry::new(1);
+        let ticket = registry.register("select * from root.sg.d1", "root");
+        let id = ticket.id().to_string();
+        let deadline = QueryDeadline::new(0, 0).registered(ticket);
+        let stuck = tokio::spawn({
+            let deadline = deadline.clone();
+            async move {
+                deadline
+                    .run(std::future::pending::<Result<(), ExecError>>())
+                    .await
+            }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(registry.kill(Some(&id), "root"), 1);
+        let error = stuck.await.unwrap().unwrap_err();
+        assert_eq!(error.code(), StatusCode::QueryWasKilled.wire());
+        let later = deadline.run(async { Ok(()) }).await.unwrap_err();
+        assert_eq!(later.code(), StatusCode::QueryWasKilled.wire());
+        assert_eq!(
+            registry.list("root").len(),
+            1,
+            "held while its result is open"
+        );
+        drop(deadline);
+        assert!(registry.list("root").is_empty());
     }
 }

@@ -7,7 +7,8 @@
 //! - `table.rs` a table-model tablet for a client: derived here, or relayed whole when fenced;
 //! - `sql.rs` the `sql` executor's backend, a statement run over it, `deleteData`;
 //! - `cluster.rs` schema and user statements and cluster views, forwarded to the ConfigNode;
-//! - `deadline.rs` a query's deadline (`query_timeout_ms`), from its statement to its last page.
+//! - `deadline.rs` a query's deadline (`query_timeout_ms`), from its statement to its last page;
+//! - `queries.rs` the running statements (`SHOW QUERIES`, `KILL QUERY`, `cancelOperation`).
 //!
 //! Answers are internal types: `common::Status` (a 302 with its parts), the views of
 //! `common::views` (a ConfigNode's reply becomes one in `cluster.rs`, where it arrives), a type
@@ -19,6 +20,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod deadline;
+pub(crate) mod queries;
 pub(crate) mod sql;
 pub(crate) mod table;
 pub(crate) mod write;

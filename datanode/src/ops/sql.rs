@@ -41,6 +41,11 @@ impl DataNodeBackend {
         }
     }
 
+    /// The user statements run as.
+    pub(crate) fn user(&self) -> &str {
+        &self.user
+    }
+
     /// The backend of a write a fenced peer relayed here: written here or refused, never
     /// relayed on. It runs no user statement (it has no user).
     pub(crate) fn relayed(shared: Arc<Shared>) -> DataNodeBackend {
@@ -353,6 +358,16 @@ impl Backend for DataNodeBackend {
 
     async fn local_lease(&self) -> ExecResult<LocalLeaseView> {
         Ok(cluster::local_lease(&self.shared))
+    }
+
+    async fn show_queries(&self) -> ExecResult<Vec<common::views::QueryView>> {
+        Ok(super::queries::show(&self.shared, &self.user).await)
+    }
+
+    async fn kill_query(&self, id: Option<&str>) -> ExecResult<usize> {
+        super::queries::kill(&self.shared, id, &self.user)
+            .await
+            .map_err(|s| status_error(&s))
     }
 
     async fn create_user(&self, name: &str, password: &str) -> ExecResult<()> {

@@ -655,3 +655,87 @@ async fn a_grpc_result_over_the_message_limit_is_refused_with_a_reason() {
     assert_eq!(rows, 80_000);
     cluster.stop().await;
 }
+
+/// Issue 40's governance: a query whose result is open is listed by SHOW QUERIES on any
+/// DataNode, killed from another DataNode (its next fetch answers 715 QUERY_WAS_KILLED), and a
+/// client's cancelOperation closes its own query, which is then listed no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn running_queries_are_listed_killed_and_cancelled_across_data_nodes() {
+    let cluster = Cluster::start(2, 1, LONG_FENCE_MS).await;
+    let endpoints = cluster.endpoints();
+    let mut a = Client::connect(&endpoints[0], Protocol::Binary).await;
+    assert_eq!(a.open("root", "root").await.code(), 200);
+    let times: Vec<i64> = (1..=40).collect();
+    assert_eq!(a.insert_tablet("root.q.d1", &times).await.code(), 200);
+    let first = a
+        .execute("executeQueryStatementV2", "select s1 from root.q.d1", 4)
+        .await;
+    assert_eq!(first.code(), 200);
+    assert_eq!(first.success().field(14), &V::Bool(true), "more data");
+    let query_id = first.success().field(2).int();
+
+    let mut b = Client::connect(&endpoints[1], Protocol::Binary).await;
+    assert_eq!(b.open("root", "root").await.code(), 200);
+    let shown = b
+        .execute("executeQueryStatementV2", "show queries", 100)
+        .await;
+    assert_eq!(shown.code(), 200);
+    let columns: Vec<String> = shown
+        .success()
+        .field(3)
+        .list()
+        .iter()
+        .map(V::text)
+        .collect();
+    assert_eq!(
+        columns,
+        ["QueryId", "DataNodeId", "ElapsedTime", "Statement", "User"]
+    );
+    assert_eq!(
+        rows_of(shown.success().field(13).list()),
+        2,
+        "a's open query on the first DataNode, and this SHOW QUERIES"
+    );
+    let unknown = b
+        .execute(
+            "executeStatementV2",
+            "kill query '20240101_000000_00001_99'",
+            0,
+        )
+        .await;
+    assert_eq!(unknown.code(), 714);
+    let killed = b.execute("executeStatementV2", "kill all queries", 0).await;
+    assert_eq!(killed.code(), 200);
+    let page = a.fetch(query_id, 4).await;
+    assert_eq!(page.code(), 715, "{page:?}");
+
+    // cancelOperation: a's own query goes, as by closeOperation, and is listed no more.
+    let second = a
+        .execute("executeQueryStatementV2", "select s1 from root.q.d1", 4)
+        .await;
+    let second_id = second.success().field(2).int();
+    let cancelled = a
+        .call("cancelOperation", |w| {
+            w.field_begin(TType::Struct, 1);
+            w.struct_begin();
+            w.field_begin(TType::I64, 1);
+            w.i64(1);
+            w.field_begin(TType::I64, 2);
+            w.i64(second_id);
+            w.field_stop();
+            w.struct_end();
+        })
+        .await;
+    assert_eq!(cancelled.code(), 200);
+    let after = a.fetch(second_id, 4).await;
+    assert_eq!(after.success().field(7), &V::Bool(false), "no more data");
+    let shown = b
+        .execute("executeQueryStatementV2", "show queries", 100)
+        .await;
+    assert_eq!(
+        rows_of(shown.success().field(13).list()),
+        1,
+        "SHOW QUERIES alone"
+    );
+    cluster.stop().await;
+}

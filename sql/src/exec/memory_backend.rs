@@ -283,6 +283,12 @@ impl Backend for Memory {
     async fn local_lease(&self) -> ExecResult<LocalLeaseView> {
         unused()
     }
+    async fn show_queries(&self) -> ExecResult<Vec<common::views::QueryView>> {
+        Ok(Vec::new())
+    }
+    async fn kill_query(&self, _: Option<&str>) -> ExecResult<usize> {
+        Ok(0)
+    }
     async fn flush(&self) -> ExecResult<()> {
         Ok(())
     }

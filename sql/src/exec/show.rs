@@ -324,6 +324,35 @@ pub(super) async fn leases<B: Backend>(backend: &B) -> ExecResult<Outcome> {
     ))
 }
 
+/// `SHOW QUERIES`, as IoTDB: `Time` (the start), `QueryId`, `DataNodeId`, `ElapsedTime` (s),
+/// `Statement`, and the `User` who sent it.
+pub(super) async fn queries<B: Backend>(backend: &B) -> ExecResult<Outcome> {
+    let queries = backend.show_queries().await?;
+    Ok(Outcome::query(
+        header(&[
+            (super::TIME_COLUMN, DataType::Int64),
+            ("QueryId", DataType::Text),
+            ("DataNodeId", DataType::Int32),
+            ("ElapsedTime", DataType::Float),
+            ("Statement", DataType::Text),
+            ("User", DataType::Text),
+        ]),
+        queries
+            .into_iter()
+            .map(|q| {
+                vec![
+                    Some(Value::Int64(q.started_ms)),
+                    text(q.id),
+                    Some(Value::Int32(i32::try_from(q.data_node).unwrap_or(i32::MAX))),
+                    Some(Value::Float(q.elapsed_secs)),
+                    text(q.statement),
+                    text(q.user),
+                ]
+            })
+            .collect(),
+    ))
+}
+
 pub(super) async fn local_lease<B: Backend>(backend: &B) -> ExecResult<Outcome> {
     let lease = backend.local_lease().await?;
     Ok(Outcome::query(

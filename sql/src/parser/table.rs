@@ -90,6 +90,8 @@ fn shared(
         | Statement::ShowRegions
         | Statement::ShowLeases
         | Statement::ShowLocalLease
+        | Statement::ShowQueries
+        | Statement::KillQuery { .. }
         | Statement::RemoveDataNode { .. } => Ok(TableStatement::Shared(statement)),
         _ => Err(ParseError {
             position: tokens[0].position,

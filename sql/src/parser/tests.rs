@@ -449,6 +449,14 @@ fn show_statements_any_case() {
     assert_eq!(one("SHOW REGIONS"), Statement::ShowRegions);
     assert_eq!(one("SHOW LEASES"), Statement::ShowLeases);
     assert_eq!(one("show local lease"), Statement::ShowLocalLease);
+    assert_eq!(one("show queries"), Statement::ShowQueries);
+    assert_eq!(
+        one("kill query '20240102_030405_00007_1'"),
+        Statement::KillQuery {
+            id: Some("20240102_030405_00007_1".into())
+        }
+    );
+    assert_eq!(one("KILL ALL QUERIES"), Statement::KillQuery { id: None });
     assert_eq!(
         one("SHOW TIMESERIES"),
         Statement::ShowTimeseries { pattern: None }
@@ -567,7 +575,7 @@ fn error_positions_name_line_and_column() {
     );
     assert_eq!(
         error("SELEC * FROM root.sg.d1"),
-        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, COUNT, REMOVE, FLUSH, ALTER, LIST, QUIT), found 'SELEC'"
+        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, COUNT, REMOVE, FLUSH, ALTER, LIST, KILL, QUIT), found 'SELEC'"
     );
     assert_eq!(
         error("CREATE DATABASE sg"),
@@ -605,7 +613,7 @@ fn errors_in_later_statements_count_from_the_whole_input() {
     assert_eq!(parsed[0].result, Ok(Statement::ShowCluster));
     assert_eq!(
         parsed[1].result.clone().map_err(|e| e.to_string()),
-        Err("line 1, column 20: expected DATABASES, TIMESERIES, DEVICES, CHILD PATHS, CHILD NODES, CLUSTER, REGIONS, LEASES or LOCAL LEASE, found 'CLUSTR'".into())
+        Err("line 1, column 20: expected DATABASES, TIMESERIES, DEVICES, CHILD PATHS, CHILD NODES, CLUSTER, REGIONS, LEASES, LOCAL LEASE or QUERIES, found 'CLUSTR'".into())
     );
     assert_eq!(parsed[2].position, Position { line: 2, column: 3 });
     assert!(parsed[2].result.is_ok());
