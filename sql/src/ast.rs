@@ -756,6 +756,14 @@ pub enum TableItemKind {
         /// The FIELD column, or `time`.
         column: String,
     },
+    /// `last_by(x, time)` / `first_by(x, time)`: the FIELD column's value in the group's last
+    /// (first) row, NULL when that row has none. (`last_by(time, x)` is `MaxTime` of `x`.)
+    ValueAtRow {
+        /// The FIELD column.
+        column: String,
+        /// The last row, else the first.
+        last: bool,
+    },
 }
 
 /// `date_bin(interval, time, origin)`: bins of `interval_ms` laid from `origin_ms`.

@@ -1485,6 +1485,15 @@ class TableModelTest(FencepostTestCase):
             ))
             self.assertEqual([v for _, v in top.rows], [["h1", 238.0]])
 
+            # The latest row per host (IoTDB's latest-per-device idiom).
+            latest = read_all(s.execute_query_statement(
+                "select host, last_by(usage, time), last_by(time, usage) from cpu group by host order by host"
+            ))
+            self.assertEqual(
+                [[v[0], v[1], ms(v[2])] for _, v in latest.rows],
+                [["h0", 119.0, 119 * 60_000], ["h1", 238.0, 119 * 60_000]],
+            )
+
             # WHERE on a FIELD column and HAVING on an aggregation the result does not show.
             busy = read_all(s.execute_query_statement(
                 "select host, count(usage) as n from cpu where usage >= 100 or n = 0 "

@@ -304,3 +304,49 @@ fn count_star_counts_rows_and_gapfill_fills_the_bins_of_the_range() {
         ]
     );
 }
+
+#[test]
+fn first_by_and_last_by_read_a_fields_value_in_the_groups_first_and_last_rows() {
+    let m = sensors();
+    let run = |text: &str| strings(&query(&m, text));
+    let o = query(
+        &m,
+        "SELECT plant, last_by(humidity, time), last_by(time, humidity), \
+         first_by(humidity, time) FROM sensors GROUP BY plant ORDER BY plant",
+    );
+    assert_eq!(o.types[1], DataType::Int32);
+    assert_eq!(o.types[2], DataType::Timestamp);
+    assert_eq!(
+        strings(&o),
+        [
+            ["p1", "3", "3600000", "1"],
+            // Its only row has no humidity.
+            ["p2", "null", "null", "null"],
+            ["p3", "7", "0", "7"],
+        ]
+    );
+    // Per bin: p1's last row of the first hour (t = 1000) has no humidity.
+    assert_eq!(
+        run(
+            "SELECT date_bin(1h, time), last_by(humidity, time), first_by(humidity, time) \
+             FROM sensors WHERE plant = 'p1' GROUP BY 1"
+        ),
+        [["0", "null", "1"], ["3600000", "3", "3"]]
+    );
+    // Across a group's devices, and under a row filter.
+    assert_eq!(
+        run("SELECT region, last_by(temperature, time) FROM sensors GROUP BY region"),
+        [["north", "30.0"], ["south", "5.0"]]
+    );
+    assert_eq!(
+        run("SELECT last_by(temperature, time) FROM sensors WHERE humidity IS NULL"),
+        [["20.0"]]
+    );
+    let e = table(
+        &m,
+        Some("db"),
+        "SELECT last_by(temperature, humidity) FROM sensors",
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), StatusCode::UnsupportedOperation.wire(), "{e}");
+}

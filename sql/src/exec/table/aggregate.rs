@@ -41,12 +41,27 @@ struct Aggregation {
     function: AggregateFunction,
     /// The FIELD column and its type; `None` for `time` (`min(time)`, `max(time)`).
     field: Option<(String, DataType)>,
+    /// `last_by(x, time)` (`Some(true)`) or `first_by(x, time)`: the field's value in the
+    /// group's last (first) row of the window.
+    at_row: Option<bool>,
 }
 
-/// One group: per aggregation and window its merged partial, and the windows holding a point.
+/// One group: per aggregation and window its merged partial, and per window the times of its
+/// first and last rows (`None`: no row).
 struct Group {
     partials: Vec<Vec<Partial>>,
-    seen: Vec<bool>,
+    rows: Vec<Option<(i64, i64)>>,
+}
+
+impl Group {
+    /// Notes a row (or a point of any field) at each of `first..=last`'s ends in window `w`.
+    fn saw(&mut self, w: usize, first: i64, last: i64) {
+        let span = &mut self.rows[w];
+        *span = Some(match *span {
+            Some((a, b)) => (a.min(first), b.max(last)),
+            None => (first, last),
+        });
+    }
 }
 
 /// Runs `query` on the table of `database`, points before `now_ms` minus the TTL left out.
@@ -201,7 +216,7 @@ impl Fold<'_> {
             if !self.filter.keeps_row(self.schema, device, *time, values) {
                 continue;
             }
-            group.seen[w] = true;
+            group.saw(w, *time, *time);
             for (partials, aggregation) in group.partials.iter_mut().zip(self.aggregations) {
                 match &aggregation.field {
                     Some((name, _)) => {
@@ -222,8 +237,16 @@ impl Fold<'_> {
 fn resolve(schema: &TableSchema, query: &TableAggregate) -> ExecResult<Vec<Aggregation>> {
     let mut out = Vec::new();
     for (item, entry) in query.items.iter().enumerate() {
-        let TableItemKind::Aggregate { function, column } = &entry.kind else {
-            continue;
+        let (function, column, at_row) = match &entry.kind {
+            TableItemKind::Aggregate { function, column } => (*function, column, None),
+            TableItemKind::ValueAtRow { column, last: true } => {
+                (AggregateFunction::LastValue, column, Some(true))
+            }
+            TableItemKind::ValueAtRow {
+                column,
+                last: false,
+            } => (AggregateFunction::FirstValue, column, Some(false)),
+            _ => continue,
         };
         let field = if column == common::table::TIME_COLUMN {
             None
@@ -242,13 +265,14 @@ fn resolve(schema: &TableSchema, query: &TableAggregate) -> ExecResult<Vec<Aggre
                     ),
                 ));
             }
-            check_type(*function, &format!("{}.{column}", schema.name), c.data_type)?;
+            check_type(function, &format!("{}.{column}", schema.name), c.data_type)?;
             Some((column.clone(), c.data_type))
         };
         out.push(Aggregation {
             item,
-            function: *function,
+            function,
             field,
+            at_row,
         });
     }
     Ok(out)
@@ -379,7 +403,7 @@ fn fields_of(schema: &TableSchema, device: &Device<'_>) -> Vec<String> {
 fn new_group(aggregations: usize, windows: usize) -> Group {
     Group {
         partials: vec![vec![Partial::default(); windows]; aggregations],
-        seen: vec![false; windows],
+        rows: vec![None; windows],
     }
 }
 
@@ -392,8 +416,10 @@ fn merge_device(
     partials: &[Vec<Partial>],
 ) {
     for field in partials {
-        for (seen, p) in group.seen.iter_mut().zip(field) {
-            *seen |= p.count > 0;
+        for (w, p) in field.iter().enumerate() {
+            if let (Some((first, _)), Some((last, _))) = (&p.first, &p.last) {
+                group.saw(w, *first, *last);
+            }
         }
     }
     for (merged, aggregation) in group.partials.iter_mut().zip(aggregations) {
@@ -441,9 +467,9 @@ fn finish_rows(
     let gapfill = query.date_bin.is_some_and(|b| b.gapfill);
     for (key, group) in groups {
         // date_bin_gapfill: every bin of a group that has a row.
-        let every = global || (gapfill && group.seen.iter().any(|s| *s));
-        for (w, seen) in group.seen.iter().enumerate() {
-            if !(every || *seen) {
+        let every = global || (gapfill && group.rows.iter().any(Option::is_some));
+        for (w, span) in group.rows.iter().enumerate() {
+            if !(every || span.is_some()) {
                 continue;
             }
             let row = query
@@ -458,9 +484,9 @@ fn finish_rows(
                     TableItemKind::DateBin(_) => {
                         windows.map(|windows| Value::Timestamp(windows.window_start(w)))
                     }
-                    TableItemKind::Aggregate { .. } => {
+                    TableItemKind::Aggregate { .. } | TableItemKind::ValueAtRow { .. } => {
                         let at = aggregations.iter().position(|a| a.item == i)?;
-                        cell(&aggregations[at], &group.partials[at][w])
+                        cell(&aggregations[at], &group.partials[at][w], *span)
                     }
                 })
                 .collect();
@@ -511,7 +537,7 @@ fn having(
                     TableItemKind::Aggregate { function, column } => {
                         format!("{}({column})", function.name()) == name
                     }
-                    TableItemKind::DateBin(_) => false,
+                    TableItemKind::DateBin(_) | TableItemKind::ValueAtRow { .. } => false,
                 }
         })?;
         Some((i, header[i].1))
@@ -528,9 +554,13 @@ fn item_type(schema: &TableSchema, kind: &TableItemKind) -> DataType {
             function: AggregateFunction::Count,
             ..
         } => DataType::Int64,
-        TableItemKind::Aggregate { column, .. } if column == common::table::TIME_COLUMN => {
-            DataType::Timestamp
-        }
+        TableItemKind::Aggregate {
+            function: AggregateFunction::MinTime | AggregateFunction::MaxTime,
+            ..
+        } => DataType::Timestamp,
+        TableItemKind::ValueAtRow { column, .. } => schema
+            .column(column)
+            .map_or(DataType::Double, |c| c.data_type),
         TableItemKind::Aggregate { function, column } => {
             let data_type = schema
                 .column(column)
@@ -540,9 +570,27 @@ fn item_type(schema: &TableSchema, kind: &TableItemKind) -> DataType {
     }
 }
 
-/// An aggregation's cell for one merged partial.
-fn cell(aggregation: &Aggregation, partial: &Partial) -> Cell {
+/// An aggregation's cell for one merged partial, in a window whose rows span `rows`.
+fn cell(aggregation: &Aggregation, partial: &Partial, rows: Option<(i64, i64)>) -> Cell {
+    if let Some(last) = aggregation.at_row {
+        // The field's newest (oldest) point is the row's value only if it lies in that row.
+        let (row, point) = match last {
+            true => (rows.map(|(_, t)| t), &partial.last),
+            false => (rows.map(|(t, _)| t), &partial.first),
+        };
+        return point
+            .as_ref()
+            .filter(|(t, _)| Some(*t) == row)
+            .map(|(_, v)| v.clone());
+    }
+    let time = |p: Option<&(i64, Value)>| p.map(|(t, _)| Value::Timestamp(*t));
     match &aggregation.field {
+        Some(_) if aggregation.function == AggregateFunction::MinTime => {
+            time(partial.first.as_ref())
+        }
+        Some(_) if aggregation.function == AggregateFunction::MaxTime => {
+            time(partial.last.as_ref())
+        }
         Some((_, data_type)) => finish(aggregation.function, *data_type, partial),
         None => {
             let point = match aggregation.function {

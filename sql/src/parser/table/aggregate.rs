@@ -2,7 +2,7 @@
 //! the table model's `min`, `max`, `first` and `last` among them), grouping TAG and ATTRIBUTE
 //! columns and `date_bin(interval, time[, origin])`, each with an optional `AS` alias; then
 //! `GROUP BY` (names, aliases, 1-based positions, `date_bin(...)`), `ORDER BY` output columns
-//! and `OFFSET` / `LIMIT`; `date_bin_gapfill` too.
+//! and `OFFSET` / `LIMIT`; `date_bin_gapfill`, `first_by` and `last_by` too.
 
 use super::super::{not_supported_yet, ParseError, Parser};
 use crate::ast::{AggregateFunction, DateBin, Literal, TableAggregate, TableItem, TableItemKind};
@@ -58,7 +58,7 @@ impl Parser<'_> {
                             "GROUP BY takes one date_bin".to_string(),
                         ))
                     }
-                    TableItemKind::Aggregate { .. } => {
+                    TableItemKind::Aggregate { .. } | TableItemKind::ValueAtRow { .. } => {
                         return Err(Self::error_at(
                             &self.tokens[at],
                             "GROUP BY cannot take an aggregation".to_string(),
@@ -147,7 +147,7 @@ impl Parser<'_> {
             }),
             _ => Err(Self::error_at(
                 &self.tokens[at],
-                "an expression takes aggregations, not date_bin".to_string(),
+                "an expression takes aggregations of one column".to_string(),
             )),
         }
     }
@@ -180,6 +180,9 @@ impl Parser<'_> {
                 origin_ms,
                 gapfill: word == "date_bin_gapfill",
             }));
+        }
+        if word == "last_by" || word == "first_by" {
+            return self.by_row(word == "last_by");
         }
         let Some(function) = AggregateFunction::parse_table(&word) else {
             let what = format!("the function {word} in a table-model query");
@@ -215,6 +218,49 @@ impl Parser<'_> {
         };
         self.expect(&TokenKind::RightParen, "')'")?;
         Ok(TableItemKind::Aggregate { function, column })
+    }
+
+    /// The arguments of `last_by(x, y)` / `first_by(x, y)` (`last`: the former), after `(`: x's
+    /// value in the row where y is last (first) non-null. With `time` as y it is the group's
+    /// last row; `last_by(time, x)` is x's last time. Two FIELD columns answer 300.
+    fn by_row(&mut self, last: bool) -> Result<TableItemKind, ParseError> {
+        let name = if last { "last_by" } else { "first_by" };
+        let at = self.next;
+        let time_first = self.eat_keyword("TIME");
+        let first = if time_first {
+            table::TIME_COLUMN.to_string()
+        } else {
+            self.name("a FIELD column or time")?
+        };
+        self.expect(&TokenKind::Comma, "',' and a second column")?;
+        let time_second = self.eat_keyword("TIME");
+        let second = if time_second {
+            table::TIME_COLUMN.to_string()
+        } else {
+            self.name("a FIELD column or time")?
+        };
+        self.expect(&TokenKind::RightParen, "')'")?;
+        let function = if last {
+            AggregateFunction::MaxTime
+        } else {
+            AggregateFunction::MinTime
+        };
+        match (time_first, time_second) {
+            (true, _) => Ok(TableItemKind::Aggregate {
+                function,
+                column: second,
+            }),
+            (false, true) => Ok(TableItemKind::ValueAtRow {
+                column: first,
+                last,
+            }),
+            (false, false) => Err(not_supported_yet(
+                self.tokens[at].position,
+                &format!(
+                    "{name}(x, y) of two FIELD columns; {name}(x, time) and {name}(time, x) run"
+                ),
+            )),
+        }
     }
 
     /// A GROUP BY or ORDER BY term: a 1-based position, a name, or an item written out.
@@ -337,7 +383,7 @@ impl Parser<'_> {
             let grouped = match &item.kind {
                 TableItemKind::Column(name) => aggregate.group_columns.contains(name),
                 TableItemKind::DateBin(bin) => aggregate.date_bin == Some(*bin),
-                TableItemKind::Aggregate { .. } => true,
+                TableItemKind::Aggregate { .. } | TableItemKind::ValueAtRow { .. } => true,
             };
             if !grouped {
                 let what = match &item.kind {
