@@ -107,6 +107,9 @@ pub enum Statement {
         /// `GROUP BY LEVEL = n[, m]`: the series whose paths agree at these levels (and in
         /// their measurement) are aggregated together, into `count(root.sg.*.s1)`.
         levels: Option<Vec<usize>>,
+        /// `GROUP BY TAGS(k, ...)`: the series with the same values of these tags are
+        /// aggregated together, one row per combination of values (and window).
+        tags: Option<Vec<String>>,
         /// `HAVING condition`: the rows (windows) kept, by their aggregations.
         having: Option<Expr>,
         /// Which rows (windows), in which order, and which columns (SLIMIT, SOFFSET).

@@ -29,6 +29,7 @@ use crate::{
 
 mod filtered;
 mod having;
+mod tags;
 
 /// An aggregate query, as the statement gives it.
 #[derive(Clone, Copy, Debug)]
@@ -42,6 +43,8 @@ pub(super) struct AggregateQuery<'q> {
     pub(super) group_by: Option<GroupByTime>,
     /// GROUP BY LEVEL's levels.
     pub(super) levels: Option<&'q [usize]>,
+    /// GROUP BY TAGS' keys.
+    pub(super) tags: Option<&'q [String]>,
     /// The windows kept and their order; the columns kept (SLIMIT, SOFFSET).
     pub(super) rows: RowWindow,
     /// FILL's way.
@@ -123,6 +126,7 @@ pub async fn aggregate_paths<B: Backend>(
         filter: None,
         group_by: request.group_by,
         levels: None,
+        tags: None,
         rows: RowWindow::default(),
         fill: None,
         having: None,
@@ -141,12 +145,13 @@ async fn answer<B: Backend>(
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     let mut cut = Cut::new(query.range, query.group_by)?;
-    if (query.align_by_device || query.levels.is_some())
+    if (query.align_by_device || query.levels.is_some() || query.tags.is_some())
         && query.items.iter().any(|i| i.alias.is_some())
     {
         return Err(ExecError::refused(
             StatusCode::UnsupportedOperation,
-            "AS on an aggregation with ALIGN BY DEVICE or GROUP BY LEVEL is not supported yet",
+            "AS on an aggregation with ALIGN BY DEVICE or GROUP BY LEVEL or TAGS is not supported \
+             yet",
         ));
     }
     let plan = Plan::new(query.items, series_window(by_item, query.rows))?;
@@ -154,10 +159,14 @@ async fn answer<B: Backend>(
     if plan.columns.is_empty() {
         return Ok(Outcome::query(Vec::new(), Vec::new()));
     }
-    let keys = if query.align_by_device {
+    let keys = if query.align_by_device || query.tags.is_some() {
         Some(plan.keys()?)
     } else {
         None
+    };
+    let tag_groups = match query.tags {
+        Some(tags) => Some(tags::TagGroups::new(backend, query.from, &plan, tags).await?),
+        None => None,
     };
     let groups = match query.levels {
         Some(levels) => Some(plan.groups(levels)?),
@@ -171,6 +180,10 @@ async fn answer<B: Backend>(
     .map(|units| cut.rows_of(units));
     let outcome = partials.and_then(|partials| {
         let outcome = match (&keys, &groups) {
+            (Some(keys), _) if tag_groups.is_some() => {
+                let tags = tag_groups.as_ref().expect("checked");
+                tags.finish(&plan, keys, &cut, &partials)
+            }
             (Some(keys), _) => plan.finish_by_device(keys, &cut, &partials),
             (None, Some(groups)) => plan.finish_by_level(groups, &cut, &partials),
             (None, None) => plan.finish(&cut, &partials),

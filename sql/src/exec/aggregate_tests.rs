@@ -581,3 +581,89 @@ fn as_names_the_column_of_one_series() {
     let e = run(&m, "SELECT count(d) AS x FROM root.sg.* ALIGN BY DEVICE").unwrap_err();
     assert!(e.to_string().contains("not supported yet"), "{e}");
 }
+
+#[test]
+fn group_by_tags_merges_the_series_with_the_same_tag_values() {
+    let m = Memory::default();
+    for (device, tags) in [
+        ("d1", " TAGS(city=beijing, workshop=w1)"),
+        ("d2", " TAGS(city=beijing, workshop=w2)"),
+        ("d3", " TAGS(city=shanghai)"),
+        ("d4", ""),
+    ] {
+        one(
+            &m,
+            &format!("CREATE TIMESERIES root.f.{device}.temperature WITH DATATYPE=DOUBLE{tags}"),
+        );
+    }
+    for (device, rows) in [
+        ("d1", "(1, 10), (2, 20)"),
+        ("d2", "(1, 30)"),
+        ("d3", "(1, 5), (11, 7)"),
+        ("d4", "(1, 100)"),
+    ] {
+        one(
+            &m,
+            &format!("INSERT INTO root.f.{device}(time, temperature) VALUES {rows}"),
+        );
+    }
+    let o = one(
+        &m,
+        "SELECT avg(temperature), count(temperature) FROM root.f.** GROUP BY TAGS(city)",
+    );
+    assert_eq!(
+        o.columns,
+        ["city", "avg(temperature)", "count(temperature)"]
+    );
+    let text = |s: &str| Some(Value::Text(s.into()));
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![None, double(100.0), int(1)],
+            vec![text("beijing"), double(20.0), int(3)],
+            vec![text("shanghai"), double(6.0), int(2)],
+        ]
+    );
+    let o = one(
+        &m,
+        "SELECT count(temperature) FROM root.f.** GROUP BY ([0, 20), 10ms), TAGS(city, workshop)",
+    );
+    assert_eq!(
+        o.columns,
+        ["Time", "city", "workshop", "count(temperature)"]
+    );
+    let counts: Vec<(i64, Cell, Cell, Cell)> = o
+        .rows
+        .iter()
+        .map(|r| {
+            let Some(Value::Int64(t)) = r[0] else {
+                panic!("{r:?}")
+            };
+            (t, r[1].clone(), r[2].clone(), r[3].clone())
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        vec![
+            (0, None, None, int(1)),
+            (0, text("beijing"), text("w1"), int(2)),
+            (0, text("beijing"), text("w2"), int(1)),
+            (0, text("shanghai"), None, int(1)),
+            (10, None, None, int(0)),
+            (10, text("beijing"), text("w1"), int(0)),
+            (10, text("beijing"), text("w2"), int(0)),
+            (10, text("shanghai"), None, int(1)),
+        ]
+    );
+    let parsed = parse_script(
+        "SELECT count(temperature) FROM root.f.** GROUP BY TAGS(city) ALIGN BY DEVICE",
+        Position::START,
+    );
+    assert!(parsed[0].result.is_err(), "TAGS merges devices");
+    let e = run(
+        &m,
+        "SELECT count(temperature) AS n FROM root.f.d1 GROUP BY TAGS(city)",
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), 300, "{e}");
+}

@@ -28,19 +28,26 @@ impl Parser<'_> {
         let items = self.aggregate_items()?;
         let from = self.from()?;
         let (range, filter) = self.where_filter()?;
-        let (group_by, levels) = if self.is_keyword("GROUP") {
+        let (group_by, levels, tags) = if self.is_keyword("GROUP") {
             self.group_by()?
         } else {
-            (None, None)
+            (None, None, None)
         };
         let having = self.having()?;
         let (rows, fill) = self.row_clauses()?;
         let align_at = self.next;
         let align_by_device = self.align_by()?;
-        if align_by_device && levels.is_some() {
+        if align_by_device && (levels.is_some() || tags.is_some()) {
             return Err(Self::error_at(
                 &self.tokens[align_at],
-                "GROUP BY LEVEL merges devices; it does not take ALIGN BY DEVICE".to_string(),
+                "GROUP BY LEVEL and TAGS merge devices; they do not take ALIGN BY DEVICE"
+                    .to_string(),
+            ));
+        }
+        if tags.is_some() && fill.is_some() {
+            return Err(not_supported_yet(
+                self.tokens[align_at.min(self.tokens.len() - 1)].position,
+                "FILL with GROUP BY TAGS",
             ));
         }
         Ok(Statement::SelectAggregate {
@@ -50,6 +57,7 @@ impl Parser<'_> {
             filter,
             group_by,
             levels,
+            tags,
             having,
             rows,
             fill,
@@ -113,27 +121,48 @@ impl Parser<'_> {
         })
     }
 
-    /// `GROUP BY ([start, end), interval)`, `GROUP BY LEVEL = n[, m ...]`, or both (the window
-    /// first).
+    /// `GROUP BY ([start, end), interval)`, `GROUP BY LEVEL = n[, m ...]`, `GROUP BY TAGS(k,
+    /// ...)`, or the window then LEVEL or TAGS.
     #[allow(clippy::type_complexity)]
-    fn group_by(&mut self) -> Result<(Option<GroupByTime>, Option<Vec<usize>>), ParseError> {
+    fn group_by(
+        &mut self,
+    ) -> Result<(Option<GroupByTime>, Option<Vec<usize>>, Option<Vec<String>>), ParseError> {
         self.expect_keyword("GROUP")?;
         self.expect_keyword("BY")?;
         if self.is_keyword("LEVEL") {
-            return Ok((None, Some(self.levels()?)));
+            return Ok((None, Some(self.levels()?), None));
+        }
+        if self.is_keyword("TAGS") {
+            return Ok((None, None, Some(self.tag_keys()?)));
         }
         let window = self.group_by_time()?;
-        let levels = if self.eat(&TokenKind::Comma) {
-            if !self.is_keyword("LEVEL") {
-                return Err(
-                    self.unsupported_here("GROUP BY TAGS or another grouping after a time window")
-                );
+        if !self.eat(&TokenKind::Comma) {
+            return Ok((Some(window), None, None));
+        }
+        if self.is_keyword("TAGS") {
+            return Ok((Some(window), None, Some(self.tag_keys()?)));
+        }
+        if !self.is_keyword("LEVEL") {
+            return Err(
+                self.unsupported_here("a grouping other than LEVEL or TAGS after a time window")
+            );
+        }
+        Ok((Some(window), Some(self.levels()?), None))
+    }
+
+    /// `TAGS(k, ...)`: the tag keys grouped by.
+    fn tag_keys(&mut self) -> Result<Vec<String>, ParseError> {
+        self.expect_keyword("TAGS")?;
+        self.expect(&TokenKind::LeftParen, "'(' and tag keys")?;
+        let mut keys = Vec::new();
+        loop {
+            keys.push(self.measurement_or("a tag key")?);
+            if !self.eat(&TokenKind::Comma) {
+                break;
             }
-            Some(self.levels()?)
-        } else {
-            None
-        };
-        Ok((Some(window), levels))
+        }
+        self.expect(&TokenKind::RightParen, "')'")?;
+        Ok(keys)
     }
 
     /// `LEVEL = n[, m ...]`: the levels kept (`root` is level 0).
@@ -334,6 +363,7 @@ mod tests {
                         filter: None,
                         group_by: None,
                         levels: None,
+                        tags: None,
                         having: None,
                         rows: crate::RowWindow::default(),
                         fill: None,
@@ -371,6 +401,7 @@ mod tests {
                     left_open: false,
                 }),
                 levels: None,
+                tags: None,
                 having: None,
                 rows: crate::RowWindow::default(),
                 fill: None,
@@ -429,12 +460,12 @@ mod tests {
                 "the natural month or year 'y'",
             ),
             (
-                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 10ms), TAGS(a)",
-                "GROUP BY TAGS",
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY TAGS(a) FILL(PREVIOUS)",
+                "FILL with GROUP BY TAGS",
             ),
             (
-                "SELECT count(s1) FROM root.sg.d1 GROUP BY TAGS(a)",
-                "GROUP BY TAGS",
+                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 10ms), SESSION(5ms)",
+                "a grouping other than LEVEL or TAGS",
             ),
             (
                 "SELECT count(s1) FROM root.sg.d1 GROUP BY (10ms)",

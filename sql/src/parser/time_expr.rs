@@ -269,6 +269,7 @@ mod tests {
                     left_open: false,
                 }),
                 levels: None,
+                tags: None,
                 having: None,
                 rows: crate::RowWindow::default(),
                 fill: None,
