@@ -645,33 +645,43 @@ impl ConfigNodeService for ConfigNodeServiceImpl {
         try_status!(self.shared.group.read_barrier().await, empty);
         let state = self.shared.group.state();
         let candidates: Box<dyn Iterator<Item = _>> = if declared_codecs_only {
-            Box::new(state.declared_codec_series())
+            Box::new(
+                state
+                    .declared_codec_series()
+                    .filter(|(d, m, _)| {
+                        prefix.is_empty() || format!("{d}.{m}").starts_with(&prefix)
+                    })
+                    .map(|(d, m, r)| (d, m, r, state.series_meta(d, m))),
+            )
         } else {
-            Box::new(state.all_series())
+            Box::new(state.series_under(&prefix))
         };
+        // The database of the device before, found once per device.
+        let mut database: Option<(&str, Option<(&str, bool)>)> = None;
         let series = candidates
-            .filter(|(d, m, _)| prefix.is_empty() || format!("{d}.{m}").starts_with(&prefix))
             .take(REQUEST_ITEMS_MAX)
-            .map(|(d, m, r)| {
-                let meta = state.series_meta(d, m).cloned().unwrap_or_default();
+            .map(|(d, m, r, meta)| {
+                let of_device = match database {
+                    Some((device, db)) if device == d => db,
+                    _ => {
+                        let db = state.database_of(d);
+                        database = Some((d, db));
+                        db
+                    }
+                };
+                let meta = meta.cloned().unwrap_or_default();
                 proto::TimeseriesInfo {
-                    database: state
-                        .database_of(d)
-                        .map(|(db, _)| db.to_string())
-                        .unwrap_or_default(),
+                    database: of_device.map(|(db, _)| db.to_string()).unwrap_or_default(),
                     device: d.to_string(),
                     measurement: m.to_string(),
                     data_type: proto::data_type_to_wire(r.data_type) as i32,
-                    pending_delete: r.pending_delete
-                        || state.database_of(d).is_some_and(|(_, p)| p),
+                    pending_delete: r.pending_delete || of_device.is_some_and(|(_, p)| p),
                     encoding: r.codec.encoding_name().to_string(),
                     compressor: r.codec.compressor_name().to_string(),
                     alias: meta.alias.unwrap_or_default(),
                     tags: meta.tags,
                     attributes: meta.attributes,
-                    table_model: state
-                        .database_of(d)
-                        .is_some_and(|(db, _)| state.is_table_database(db)),
+                    table_model: of_device.is_some_and(|(db, _)| state.is_table_database(db)),
                 }
             })
             .collect();

@@ -372,6 +372,30 @@ impl MetadataState {
             .map(|((d, m), r)| (d.as_str(), m.as_str(), *r))
     }
 
+    /// The series whose path (`device.measurement`) starts with `prefix` as text, in path order,
+    /// with their declared names: a range of the catalog from the prefix's parent path, not a
+    /// pass over every series (`""` is every series).
+    pub fn series_under<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a str, SeriesRecord, Option<&'a SeriesMeta>)> + 'a {
+        // A path starting with `prefix` has a device starting with the prefix's parent.
+        let parent = prefix.rsplit_once('.').map_or("", |(parent, _)| parent);
+        self.series
+            .records
+            .range((parent.to_string(), String::new())..)
+            .take_while(move |((d, _), _)| d.starts_with(parent))
+            .filter(move |((d, m), _)| path_starts_with(d, m, prefix))
+            .map(|(key, r)| {
+                (
+                    key.0.as_str(),
+                    key.1.as_str(),
+                    *r,
+                    self.series.meta.get(key),
+                )
+            })
+    }
+
     /// The series with a declared encoding or compressor, in path order, from an index (no pass
     /// over every series).
     pub fn declared_codec_series(&self) -> impl Iterator<Item = (&str, &str, SeriesRecord)> {
@@ -694,5 +718,16 @@ mod placement;
 mod registry;
 mod snapshot;
 mod tables;
+/// Whether `device.measurement` starts with `prefix`, as text, without building the path.
+fn path_starts_with(device: &str, measurement: &str, prefix: &str) -> bool {
+    match prefix.strip_prefix(device) {
+        None => device.starts_with(prefix),
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('.')
+            .is_some_and(|rest| measurement.starts_with(rest)),
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -209,3 +209,39 @@ fn aliases_are_unique_per_device_and_meta_follows_the_series() {
         .unwrap();
     assert!(h.state.series.meta.is_empty());
 }
+
+proptest! {
+    /// `series_under` is the pass over every series it replaces: the paths that start with the
+    /// prefix as text, in path order.
+    #[test]
+    fn series_under_a_prefix_is_the_filter_of_every_series(
+        paths in prop::collection::btree_set(
+            (prop::sample::select(vec!["root.a.d1", "root.a.d10", "root.a.d1.x", "root.ab.d2", "root.b.d1"]),
+             prop::sample::select(vec!["s1", "s10", "t"])),
+            1..12,
+        ),
+        prefix in prop::sample::select(vec![
+            "", "root", "root.a", "root.a.", "root.a.d1", "root.a.d1.", "root.a.d1.s", "root.a.d1.s1",
+            "root.a.d1.x", "root.a.d1.x.t", "root.ab", "root.b.d1.t", "root.c",
+        ]),
+    ) {
+        let mut h = Harness::new();
+        let series: Vec<SeriesSpec> = paths
+            .iter()
+            .map(|(d, m)| spec(d, m, DataType::Int64))
+            .collect();
+        h.apply(Command::CreateTimeseries { series, auto_create: true }).unwrap();
+        let under: Vec<(String, String)> = h
+            .state
+            .series_under(prefix)
+            .map(|(d, m, _, _)| (d.to_string(), m.to_string()))
+            .collect();
+        let expected: Vec<(String, String)> = h
+            .state
+            .all_series()
+            .filter(|(d, m, _)| format!("{d}.{m}").starts_with(prefix))
+            .map(|(d, m, _)| (d.to_string(), m.to_string()))
+            .collect();
+        prop_assert_eq!(under, expected);
+    }
+}
