@@ -493,14 +493,7 @@ impl DataNodeInternalService for InternalService {
             .queries
             .list(&req.user)
             .into_iter()
-            .map(|q| proto::RunningQuery {
-                started_ms: q.started_ms,
-                id: q.id,
-                data_node: q.data_node,
-                elapsed_secs: q.elapsed_secs,
-                statement: q.statement,
-                user: q.user,
-            })
+            .map(proto::RunningQuery::from)
             .collect();
         Ok(Response::new(proto::ListQueriesResp {
             status: Some(ok()),

@@ -178,6 +178,14 @@ impl GrpcPeers {
 }
 
 /// A call that got no answer: 1007, so the coordinator tries another replica or peer.
+/// A peer's answer status as a result: `Err` when it is not a success.
+fn refused(status: Option<proto::Status>) -> Result<(), Status> {
+    match status.filter(|s| !s.is_success()) {
+        Some(s) => Err(s.into()),
+        None => Ok(()),
+    }
+}
+
 fn unreachable(address: &str, e: tonic::Status) -> Status {
     Status::new(
         StatusCode::CanNotConnectDatanode,
@@ -229,21 +237,8 @@ impl PeerRpc for GrpcPeers {
             .await
             .map_err(|e| unreachable(address, e))?
             .into_inner();
-        if let Some(s) = resp.status.filter(|s| !s.is_success()) {
-            return Err(s.into());
-        }
-        Ok(resp
-            .queries
-            .into_iter()
-            .map(|q| QueryView {
-                started_ms: q.started_ms,
-                id: q.id,
-                data_node: q.data_node,
-                elapsed_secs: q.elapsed_secs,
-                statement: q.statement,
-                user: q.user,
-            })
-            .collect())
+        refused(resp.status)?;
+        Ok(resp.queries.into_iter().map(QueryView::from).collect())
     }
 
     async fn kill_query(
@@ -261,9 +256,7 @@ impl PeerRpc for GrpcPeers {
             .await
             .map_err(|e| unreachable(address, e))?
             .into_inner();
-        if let Some(s) = resp.status.filter(|s| !s.is_success()) {
-            return Err(s.into());
-        }
+        refused(resp.status)?;
         Ok(usize::try_from(resp.killed).unwrap_or(usize::MAX))
     }
 

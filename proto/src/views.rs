@@ -5,7 +5,7 @@
 
 pub use common::views::{
     ClusterView, ConfigNodeView, DataNodeView, DatabaseView, DatabasesView, LeaseView, LeasesView,
-    LocalLeaseView, RegionDigestView, RegionView, SeriesMeta, TimeseriesView,
+    LocalLeaseView, QueryView, RegionDigestView, RegionView, SeriesMeta, TimeseriesView,
 };
 
 fn endpoint(e: &Option<crate::Endpoint>) -> String {
@@ -170,6 +170,32 @@ impl From<crate::RegionDigest> for RegionDigestView {
             applied_index: d.applied_index,
             digest: d.digest,
             is_leader: d.is_leader,
+        }
+    }
+}
+
+impl From<crate::RunningQuery> for QueryView {
+    fn from(q: crate::RunningQuery) -> Self {
+        QueryView {
+            started_ms: q.started_ms,
+            id: q.id,
+            data_node: q.data_node,
+            elapsed_secs: q.elapsed_secs,
+            statement: q.statement,
+            user: q.user,
+        }
+    }
+}
+
+impl From<QueryView> for crate::RunningQuery {
+    fn from(q: QueryView) -> Self {
+        crate::RunningQuery {
+            started_ms: q.started_ms,
+            id: q.id,
+            data_node: q.data_node,
+            elapsed_secs: q.elapsed_secs,
+            statement: q.statement,
+            user: q.user,
         }
     }
 }
