@@ -311,6 +311,14 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// `range` without the points older than the table's TTL at `now_ms`.
+fn live_range(schema: &TableSchema, mut range: TimeRange, now_ms: i64) -> TimeRange {
+    if let Some(ttl_ms) = schema.ttl_ms {
+        range.from = range.from.max(now_ms.saturating_sub(ttl_ms));
+    }
+    range
+}
+
 /// One table, or 550.
 async fn one_table<B: Backend>(
     backend: &B,

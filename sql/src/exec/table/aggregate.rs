@@ -24,7 +24,7 @@ use super::super::filter::{Filter, Lookup};
 use super::super::{Backend, Cell, ExecError, ExecResult, Outcome, ResultCharge, RESULT_ROWS_MAX};
 use super::filter::TableFilter;
 use super::select::{join_device, DeviceRead};
-use super::{matching_devices, one_table, Device};
+use super::{live_range, one_table, Device};
 use crate::ast::{AggregateFunction, TableAggregate, TableItemKind};
 use crate::TimeRange;
 
@@ -81,15 +81,8 @@ pub(super) async fn aggregate<B: Backend>(
         .map(|name| grouping_column(schema, name))
         .collect::<ExecResult<_>>()?;
     let filter = TableFilter::new(schema, query.filter.as_ref())?;
-    let devices: Vec<Device<'_>> = matching_devices(backend, database, &view, &[], false)
-        .await?
-        .into_iter()
-        .filter(|d| filter.keeps_device(schema, d))
-        .collect();
-    let mut range = query.range;
-    if let Some(ttl_ms) = schema.ttl_ms {
-        range.from = range.from.max(now_ms.saturating_sub(ttl_ms));
-    }
+    let devices = filter.devices(backend, database, &view).await?;
+    let range = live_range(schema, query.range, now_ms);
     let global = query.group_columns.is_empty() && query.date_bin.is_none();
     let windows = match windows(backend, schema, query, &devices, range).await? {
         Some(windows) => windows,

@@ -8,12 +8,12 @@
 
 use std::collections::HashMap;
 
-use common::table::{Category, TableSchema};
+use common::table::{Category, TableSchema, TableView};
 use common::{StatusCode, Value};
 
 use super::super::filter::{Filter, Lookup};
-use super::super::{Cell, ExecError, ExecResult};
-use super::Device;
+use super::super::{Backend, Cell, ExecError, ExecResult};
+use super::{matching_devices, Device};
 use crate::expr::Expr;
 
 /// A WHERE clause bound to a table.
@@ -78,6 +78,22 @@ impl TableFilter {
     /// True when some term reads rows: a query must read them all, no LIMIT pushed down.
     pub(super) fn reads_rows(&self) -> bool {
         self.rows.is_some()
+    }
+
+    /// The devices of the table `view` (of `database`) that pass the terms on TAG and
+    /// ATTRIBUTE columns.
+    pub(super) async fn devices<'v, B: Backend>(
+        &self,
+        backend: &B,
+        database: &str,
+        view: &'v TableView,
+    ) -> ExecResult<Vec<Device<'v>>> {
+        let schema = &view.schema;
+        Ok(matching_devices(backend, database, view, &[], false)
+            .await?
+            .into_iter()
+            .filter(|d| self.keeps_device(schema, d))
+            .collect())
     }
 
     /// Whether `device` passes the terms on TAG and ATTRIBUTE columns.

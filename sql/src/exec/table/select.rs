@@ -14,7 +14,7 @@ use super::super::budget::{
 use super::super::join::{too_many_rows, SeriesReader};
 use super::super::{Backend, Cell, ExecResult, Outcome, RESULT_ROWS_MAX};
 use super::filter::TableFilter;
-use super::{column_index, matching_devices, one_table, Device};
+use super::{column_index, live_range, one_table, Device};
 use crate::{TableSelect, TimeRange};
 
 /// A column of a query's result.
@@ -50,16 +50,8 @@ pub(super) async fn query<B: Backend>(
             .collect::<ExecResult<_>>()?,
     };
     let filter = TableFilter::new(schema, select.filter.as_ref())?;
-    let devices: Vec<Device<'_>> = matching_devices(backend, database, &view, &[], false)
-        .await?
-        .into_iter()
-        .filter(|d| filter.keeps_device(schema, d))
-        .collect();
-
-    let mut range = select.range;
-    if let Some(ttl_ms) = schema.ttl_ms {
-        range.from = range.from.max(now_ms.saturating_sub(ttl_ms));
-    }
+    let devices = filter.devices(backend, database, &view).await?;
+    let range = live_range(schema, select.range, now_ms);
     let rows_window = select.rows;
     let needed = match rows_window.limit {
         Some(limit) if !rows_window.descending && !filter.reads_rows() => {
