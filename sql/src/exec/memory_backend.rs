@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Mutex;
 
+use common::aggregate::{Partial, Windows};
 use common::table::{TableSchema, TableView};
 use common::views::{
     ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
