@@ -229,6 +229,46 @@ pub struct QueryView {
     pub user: String,
 }
 
+/// `EXPLAIN ANALYZE`: the reads of one kind a statement made of one region on one replica
+/// (its fragment there), summed over the calls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FragmentView {
+    /// What was read: `raw`, `last` or `aggregate`.
+    pub kind: &'static str,
+    /// The region.
+    pub region: u64,
+    /// The replica that answered: its internal address.
+    pub replica: String,
+    /// Whether that replica is on the coordinating DataNode (no network hop).
+    pub local: bool,
+    /// Calls made of it.
+    pub calls: u64,
+    /// Series asked, summed over the calls.
+    pub series: u64,
+    /// What came back: points (`raw`, `last`) or window partials (`aggregate`).
+    pub rows: u64,
+    /// Microseconds from asking to the answer, retries included, summed over the calls.
+    pub elapsed_us: u64,
+    /// Attempts past the first (a leader moved, a replica was fenced).
+    pub retries: u64,
+}
+
+impl FragmentView {
+    /// Adds `other`'s calls (of the same kind, region and replica) to these.
+    pub fn absorb(&mut self, other: &FragmentView) {
+        self.calls += other.calls;
+        self.series += other.series;
+        self.rows += other.rows;
+        self.elapsed_us += other.elapsed_us;
+        self.retries += other.retries;
+    }
+
+    /// Whether `other` is the same fragment: same kind, region and replica.
+    pub fn same_place(&self, other: &FragmentView) -> bool {
+        self.kind == other.kind && self.region == other.region && self.replica == other.replica
+    }
+}
+
 /// One replica's digest (`fencepost verify`): comparable with another replica's only at the same
 /// applied index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -192,6 +192,14 @@ pub enum Statement {
         /// The query's id.
         id: Option<String>,
     },
+    /// `EXPLAIN [ANALYZE [VERBOSE]] query`: the query's plan, a line per row; with ANALYZE
+    /// the query runs (its rows dropped) and its time, rows and region reads follow the plan.
+    Explain {
+        /// `EXPLAIN ANALYZE`.
+        analyze: bool,
+        /// The query: a SELECT.
+        query: Box<Statement>,
+    },
     /// `QUIT` or `EXIT`: stop reading statements.
     Quit,
 }
@@ -679,6 +687,13 @@ pub enum TableStatement {
         range: TimeRange,
         /// `tag = 'value'` terms of the WHERE clause.
         equals: Vec<(String, String)>,
+    },
+    /// `EXPLAIN [ANALYZE [VERBOSE]] query`, as the tree model's [`Statement::Explain`].
+    Explain {
+        /// `EXPLAIN ANALYZE`.
+        analyze: bool,
+        /// The query: a SELECT.
+        query: Box<TableStatement>,
     },
     /// A statement both models share: FLUSH, the user statements, SHOW CLUSTER / REGIONS.
     Shared(Statement),

@@ -38,6 +38,7 @@ mod analyze;
 mod backend;
 mod budget;
 mod cursor;
+mod explain;
 mod fill;
 mod filter;
 mod join;
@@ -320,6 +321,18 @@ async fn run<B: Backend>(
                 )),
                 _ => Ok(Outcome::done()),
             }
+        }
+        Statement::Explain { analyze, query } => {
+            let plan = explain::tree_plan(query).ok_or_else(|| {
+                ExecError::refused(StatusCode::IllegalParameter, "EXPLAIN takes a query")
+            })?;
+            explain::explain(
+                backend,
+                plan,
+                *analyze,
+                Box::pin(run(backend, query, charge)),
+            )
+            .await
         }
         Statement::Quit => Ok(Outcome::done()),
     }
@@ -653,6 +666,8 @@ mod aggregate_tests;
 mod backend_tests;
 #[cfg(test)]
 mod cursor_tests;
+#[cfg(test)]
+mod explain_tests;
 #[cfg(test)]
 mod filter_tests;
 #[cfg(test)]

@@ -234,9 +234,149 @@ impl Expr {
     }
 }
 
+impl std::fmt::Display for BinaryOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BinaryOp::And => "AND",
+            BinaryOp::Or => "OR",
+            BinaryOp::Eq => "=",
+            BinaryOp::NotEq => "!=",
+            BinaryOp::Lt => "<",
+            BinaryOp::LtEq => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::GtEq => ">=",
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Rem => "%",
+        })
+    }
+}
+
+impl std::fmt::Display for Literal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Literal::Integer(n) => write!(f, "{n}"),
+            Literal::Float(x) => write!(f, "{x:?}"),
+            Literal::Boolean(b) => write!(f, "{b}"),
+            Literal::Text(text) => write!(f, "'{}'", text.replace('\'', "''")),
+            Literal::Blob(bytes) => {
+                f.write_str("X'")?;
+                bytes.iter().try_for_each(|b| write!(f, "{b:02x}"))?;
+                f.write_str("'")
+            }
+            Literal::Null => f.write_str("NULL"),
+        }
+    }
+}
+
+/// An operand of a larger expression: in parentheses unless it is a name, literal or call.
+struct Operand<'a>(&'a Expr);
+
+impl std::fmt::Display for Operand<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            e @ (Expr::Time | Expr::Column(_) | Expr::Literal(_) | Expr::Call { .. }) => {
+                write!(f, "{e}")
+            }
+            e => write!(f, "({e})"),
+        }
+    }
+}
+
+/// The expression as SQL: every operand that is itself an operation in parentheses, so the
+/// text reads back as the same expression.
+impl std::fmt::Display for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let not = |negated: bool| if negated { "NOT " } else { "" };
+        match self {
+            Expr::Time => f.write_str("time"),
+            Expr::Column(name) => f.write_str(name),
+            Expr::Literal(literal) => write!(f, "{literal}"),
+            Expr::Call { function, arg } => write!(f, "{function}({arg})"),
+            Expr::Not(e) => write!(f, "NOT {}", Operand(e)),
+            Expr::Negate(e) => write!(f, "-{}", Operand(e)),
+            Expr::Binary { op, left, right } => {
+                write!(f, "{} {op} {}", Operand(left), Operand(right))
+            }
+            Expr::Between {
+                expr,
+                low,
+                high,
+                negated,
+            } => write!(
+                f,
+                "{} {}BETWEEN {} AND {}",
+                Operand(expr),
+                not(*negated),
+                Operand(low),
+                Operand(high)
+            ),
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                write!(f, "{} {}IN (", Operand(expr), not(*negated))?;
+                for (i, e) in list.iter().enumerate() {
+                    let comma = if i == 0 { "" } else { ", " };
+                    write!(f, "{comma}{e}")?;
+                }
+                f.write_str(")")
+            }
+            Expr::IsNull { expr, negated } => {
+                write!(f, "{} IS {}NULL", Operand(expr), not(*negated))
+            }
+            Expr::Match {
+                expr,
+                pattern,
+                regexp,
+                negated,
+            } => {
+                let how = if *regexp { "REGEXP" } else { "LIKE" };
+                let pattern = Literal::Text(pattern.clone());
+                write!(f, "{} {}{how} {pattern}", Operand(expr), not(*negated))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expressions_print_as_sql_that_reads_back_alike() {
+        let c = |n: &str| Expr::Column(n.into());
+        let e = Expr::binary(
+            BinaryOp::Or,
+            Expr::binary(
+                BinaryOp::Gt,
+                Expr::binary(BinaryOp::Add, c("s1"), Expr::Literal(Literal::Float(1.5))),
+                Expr::Time,
+            ),
+            Expr::Match {
+                expr: Box::new(c("s2")),
+                pattern: "it's%".into(),
+                regexp: false,
+                negated: true,
+            },
+        );
+        assert_eq!(
+            e.to_string(),
+            "((s1 + 1.5) > time) OR (s2 NOT LIKE 'it''s%')"
+        );
+        let e = Expr::InList {
+            expr: Box::new(Expr::Negate(Box::new(c("s1")))),
+            list: vec![
+                Expr::Literal(Literal::Integer(1)),
+                Expr::Literal(Literal::Null),
+            ],
+            negated: false,
+        };
+        assert_eq!(e.to_string(), "(-s1) IN (1, NULL)");
+    }
 
     #[test]
     fn conjuncts_and_columns() {

@@ -148,6 +148,15 @@ fn unsupported(tokens: &[Token]) -> Option<ParseError> {
             unsupported: true,
         })
     };
+    // EXPLAIN's query is checked as the query itself.
+    let explained = tokens
+        .iter()
+        .take(3)
+        .take_while(|t| {
+            word(t).is_some_and(|w| matches!(w.as_str(), "EXPLAIN" | "ANALYZE" | "VERBOSE"))
+        })
+        .count();
+    let tokens = &tokens[explained..];
     let first = word(tokens.first()?)?;
     match first.as_str() {
         "USE" => return other_model(&tokens[0], "USE"),
@@ -303,7 +312,7 @@ impl Parser<'_> {
 
     fn statement(&mut self) -> Result<Statement, ParseError> {
         const EXPECTED: &str =
-            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, COUNT, REMOVE, FLUSH, ALTER, LIST, KILL, QUIT)";
+            "a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, COUNT, REMOVE, FLUSH, ALTER, LIST, KILL, EXPLAIN, QUIT)";
         let keyword = match self.peek_kind() {
             Some(TokenKind::Word(w)) => w.to_ascii_uppercase(),
             _ => return Err(self.error(EXPECTED)),
@@ -330,12 +339,32 @@ impl Parser<'_> {
             "SHOW" => self.show(),
             "COUNT" => self.count(),
             "KILL" => self.kill(),
+            "EXPLAIN" => {
+                let analyze = self.explain_prefix();
+                if !self.is_keyword("SELECT") {
+                    return Err(self.error("a query (SELECT) to explain"));
+                }
+                let query = Box::new(self.select()?);
+                Ok(Statement::Explain { analyze, query })
+            }
             "QUIT" | "EXIT" => {
                 self.next += 1;
                 Ok(Statement::Quit)
             }
             _ => Err(self.error(EXPECTED)),
         }
+    }
+
+    /// `EXPLAIN [ANALYZE [VERBOSE]]`: whether ANALYZE is asked (VERBOSE adds nothing here: the
+    /// analysis always lists every fragment).
+    fn explain_prefix(&mut self) -> bool {
+        debug_assert!(self.is_keyword("EXPLAIN"));
+        self.next += 1;
+        let analyze = self.eat_keyword("ANALYZE");
+        if analyze {
+            self.eat_keyword("VERBOSE");
+        }
+        analyze
     }
 
     /// `KILL QUERY '<id>'` or `KILL ALL QUERIES`.

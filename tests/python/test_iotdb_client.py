@@ -831,6 +831,19 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         self.assertTrue(self.session.is_open())
 
+    def test_explain_and_explain_analyze(self):
+        self.write_rows(self.dev, 100, 0, 10)
+        plan = self.query(f"explain select avg(s1) from {self.dev} group by ([0, 1000), 100ms)")
+        self.assertEqual(plan.columns, ["distribution plan"])
+        lines = plan.column("distribution plan")
+        self.assertEqual(lines[0], "Aggregate query  ALIGN BY TIME")
+        self.assertTrue(any("RegionAggregate" in line for line in lines), lines)
+        analyzed = self.query(f"explain analyze select s1 from {self.dev} where s1 > 150")
+        self.assertEqual(analyzed.columns, ["Explain Analyze"])
+        lines = analyzed.column("Explain Analyze")
+        self.assertTrue(any(line.startswith("Execution: ") and ", 49 rows, " in line for line in lines), lines)
+        self.assertTrue(any("FRAGMENT [raw] region " in line for line in lines), lines)
+
     def test_a_query_past_its_timeout_answers_720_and_the_session_goes_on(self):
         # 200,000 points in memtables: a STDDEV folds each of them (no statistics answer for a
         # second moment), far longer than the statement's own 1 ms timeout.
@@ -1504,6 +1517,14 @@ class TableModelTest(FencepostTestCase):
                 "select time, host, usage from cpu where usage > 236 and host != 'h0' order by time"
             ))
             self.assertEqual([[ms(v[0])] + v[1:] for _, v in raw.rows], [[119 * 60_000, "h1", 238.0]])
+            analyzed = read_all(s.execute_query_statement(
+                "explain analyze select host, avg(usage) from cpu group by host"
+            ))
+            self.assertEqual(analyzed.columns, ["Explain Analyze"])
+            lines = [v[0] for _, v in analyzed.rows]
+            self.assertEqual(lines[0], f"Table aggregate  {name}.cpu")
+            self.assertTrue(any(", 2 rows, " in line for line in lines), lines)
+            self.assertTrue(any("FRAGMENT [aggregate] region " in line for line in lines), lines)
 
         with self.assertRaises(StatementExecutionException) as caught:
             read_all(session.execute_query_statement("select host, count(usage) from cpu"))

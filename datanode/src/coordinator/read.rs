@@ -21,6 +21,10 @@ use crate::peers::PeerRpc;
 use crate::region_read::{ReadKind, RegionAggregate, RegionPartials, RegionRead, RegionSeries};
 use crate::timing::READ_RETRY;
 use common::path::DevicePath;
+use common::views::FragmentView;
+use fragments::Fragments;
+
+pub(crate) mod fragments;
 
 /// The points of one asked series in a range, gathered from every region holding it.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +72,10 @@ impl ResolvedPaths {
 pub(super) trait RegionQuery: Clone + Send + Sync + 'static {
     /// One series' answer.
     type Answer: Send + 'static;
+    /// What it reads, as EXPLAIN ANALYZE names it.
+    fn kind(&self) -> &'static str;
+    /// The points or partials `answers` hold.
+    fn rows(answers: &[Self::Answer]) -> u64;
     fn region(&self) -> u64;
     fn paths(&self) -> &[SeriesPath];
     /// The same request, of `paths` of `region`.
@@ -87,6 +95,17 @@ pub(super) trait RegionQuery: Clone + Send + Sync + 'static {
 
 impl RegionQuery for RegionRead {
     type Answer = RegionSeries;
+
+    fn kind(&self) -> &'static str {
+        match self.kind {
+            ReadKind::Range => "raw",
+            ReadKind::Last => "last",
+        }
+    }
+
+    fn rows(answers: &[RegionSeries]) -> u64 {
+        answers.iter().map(|(_, batch)| batch.len() as u64).sum()
+    }
 
     fn region(&self) -> u64 {
         self.region
@@ -122,6 +141,17 @@ impl RegionQuery for RegionRead {
 
 impl RegionQuery for RegionAggregate {
     type Answer = RegionPartials;
+
+    fn kind(&self) -> &'static str {
+        "aggregate"
+    }
+
+    fn rows(answers: &[RegionPartials]) -> u64 {
+        answers
+            .iter()
+            .map(|(_, partials)| partials.len() as u64)
+            .sum()
+    }
 
     fn region(&self) -> u64 {
         self.region
@@ -164,25 +194,41 @@ impl Coordinator {
         read: Q,
     ) -> Outcome<Vec<Q::Answer>> {
         let region = read.region();
-        let deadline = Instant::now() + READ_RETRY;
+        let started = Instant::now();
+        let deadline = started + READ_RETRY;
         let mut targets = Targets::new(self, region, route);
         let mut attempt = 0u32;
         loop {
             if !self.read_gate() {
                 return Err(self.fenced_read());
             }
-            let answer = match targets.next() {
+            let target = targets.next();
+            let answer = match &target {
                 None => Err(Status::new(
                     StatusCode::CanNotConnectDatanode,
                     format!("no known replica of region {region}"),
                 )),
-                Some(address) if address == self.internal_address => {
+                Some(address) if *address == self.internal_address => {
                     read.local(self.local.as_ref()).await
                 }
-                Some(address) => read.remote(self.peers.rpc(), &address).await,
+                Some(address) => read.remote(self.peers.rpc(), address).await,
             };
             let s = match answer {
-                Ok(series) => return Ok(series),
+                Ok(series) => {
+                    let replica = target.unwrap_or_default();
+                    Fragments::record(FragmentView {
+                        kind: read.kind(),
+                        region,
+                        local: replica == self.internal_address,
+                        replica,
+                        calls: 1,
+                        series: read.paths().len() as u64,
+                        rows: Q::rows(&series),
+                        elapsed_us: started.elapsed().as_micros() as u64,
+                        retries: u64::from(attempt),
+                    });
+                    return Ok(series);
+                }
                 Err(s) => s,
             };
             // A fenced replica (535) is not the place to read; another may be.
@@ -433,11 +479,16 @@ impl Coordinator {
             .await?;
         let fenced = |_| self.fenced_read();
         let mut reads = tokio::task::JoinSet::new();
+        // The reads record into the statement's fragments, as the statement's task would.
+        let fragments = Fragments::current();
         for (region, paths) in by_region {
             let route = pinned.region(region).map_err(fenced)?.unwrap_or_default();
             let read = read.of_region(region, paths);
             let coordinator = self.clone();
-            reads.spawn(async move { coordinator.read_region(&route, read).await });
+            let fragments = fragments.clone();
+            reads.spawn(Fragments::scope(fragments, async move {
+                coordinator.read_region(&route, read).await
+            }));
         }
         let mut series = Vec::new();
         while let Some(joined) = reads.join_next().await {

@@ -5,18 +5,20 @@
 //! ExecuteStatement and DeleteData, and a relayed table write all run here.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use common::aggregate::{Partial, Windows};
 use common::table::{DeviceAttributes, TableSchema, TableView};
 use common::views::{
-    ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
+    ClusterView, DatabaseView, FragmentView, LeasesView, LocalLeaseView, RegionView, SeriesMeta,
+    TimeseriesView,
 };
 use common::{DataType, SeriesPath, Status, StatusCode, Tablet, Value};
 use proto::statements;
 use sql::{Backend, ExecError, ExecResult};
 
 use super::deadline::QueryDeadline;
+use crate::coordinator::read::fragments::Fragments;
 use crate::coordinator::{CoordinatorError, Relay, TableOrigin};
 use crate::ops::cluster;
 use crate::parts::Shared;
@@ -30,6 +32,8 @@ pub(crate) struct DataNodeBackend {
     user: String,
     /// Whether its writes may be relayed: a session's may, a relayed one's never again.
     relay: Relay,
+    /// EXPLAIN ANALYZE's record of the region reads, once asked for.
+    fragments: OnceLock<Fragments>,
 }
 
 impl DataNodeBackend {
@@ -38,7 +42,13 @@ impl DataNodeBackend {
             shared,
             user,
             relay: Relay::WhenFenced,
+            fragments: OnceLock::new(),
         }
+    }
+
+    /// Runs a read of the coordinator, its region reads recorded when EXPLAIN ANALYZE asked.
+    async fn traced<F: std::future::Future>(&self, read: F) -> F::Output {
+        Fragments::scope(self.fragments.get().cloned(), read).await
     }
 
     /// The user statements run as.
@@ -255,9 +265,11 @@ impl Backend for DataNodeBackend {
             .collect();
         let pinned = self.shared.metadata.pin();
         let answered = self
-            .shared
-            .coordinator
-            .read_aggregate(&pinned, &paths, windows)
+            .traced(
+                self.shared
+                    .coordinator
+                    .read_aggregate(&pinned, &paths, windows),
+            )
             .await
             .map_err(coordinator_error)?;
         let count = usize::try_from(windows.count()).expect("windows bounded by the executor");
@@ -298,12 +310,13 @@ impl Backend for DataNodeBackend {
             let page_points =
                 READ_PAGE_POINTS.min(u32::try_from(limit - points.len()).unwrap_or(u32::MAX));
             let pinned = self.shared.metadata.pin();
-            let series = self
-                .shared
-                .coordinator
-                .read_range(&pinned, std::slice::from_ref(&path), start..to, page_points)
-                .await
-                .map_err(coordinator_error)?;
+            let read = self.shared.coordinator.read_range(
+                &pinned,
+                std::slice::from_ref(&path),
+                start..to,
+                page_points,
+            );
+            let series = self.traced(read).await.map_err(coordinator_error)?;
             let Some(page) = series.into_iter().find(|s| s.path == path) else {
                 return Ok(points);
             };
@@ -328,9 +341,7 @@ impl Backend for DataNodeBackend {
             .collect();
         let pinned = self.shared.metadata.pin();
         let answered = self
-            .shared
-            .coordinator
-            .read_last(&pinned, &paths)
+            .traced(self.shared.coordinator.read_last(&pinned, &paths))
             .await
             .map_err(coordinator_error)?;
         let by_path: HashMap<SeriesPath, (i64, Value)> = answered
@@ -338,6 +349,17 @@ impl Backend for DataNodeBackend {
             .map(|s| (s.path, (s.time, s.value)))
             .collect();
         Ok(paths.iter().map(|p| by_path.get(p).cloned()).collect())
+    }
+
+    fn trace_fragments(&self) {
+        self.fragments.get_or_init(Fragments::default);
+    }
+
+    fn take_fragments(&self) -> Vec<FragmentView> {
+        self.fragments
+            .get()
+            .map(Fragments::take)
+            .unwrap_or_default()
     }
 
     async fn show_databases(&self) -> ExecResult<Vec<DatabaseView>> {
@@ -641,13 +663,16 @@ pub(crate) fn is_query(statement: &sql::Statement) -> bool {
             | S::ShowChild { .. }
             | S::ShowTimeseries { .. }
             | S::ShowDevices { .. }
+            | S::Explain { .. }
     )
 }
 
 /// [`is_query`] for the table model: SELECT.
 pub(crate) fn is_table_query(statement: &sql::TableStatement) -> bool {
     match statement {
-        sql::TableStatement::Select(_) | sql::TableStatement::SelectAggregate(_) => true,
+        sql::TableStatement::Select(_)
+        | sql::TableStatement::SelectAggregate(_)
+        | sql::TableStatement::Explain { .. } => true,
         sql::TableStatement::Shared(shared) => is_query(shared),
         _ => false,
     }

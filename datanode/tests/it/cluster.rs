@@ -402,3 +402,66 @@ async fn delete_from_removes_points_of_every_region_and_replica_flushed_or_not()
     replica_digests_agree(&cluster).await;
     cluster.stop().await;
 }
+
+/// Issue 40's EXPLAIN ANALYZE: a query through one DataNode lists the reads it made of each
+/// region (its fragments) on the replica that answered, with their series and rows; EXPLAIN
+/// alone reads nothing and answers the plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn explain_analyze_lists_the_region_reads_a_query_made() {
+    let cluster = Cluster::start(3, 1, LONG_FENCE_MS).await;
+    let devices: Vec<String> = (1..=6).map(|i| format!("root.ea.d{i}")).collect();
+    let mut writer = cluster.client(0).await;
+    for d in &devices {
+        let s = insert_retrying(&mut writer, &tablet(d, 0, 250, 32)).await;
+        assert_eq!(s.code, 200, "{s:?}");
+    }
+    let mut reader = cluster.client(2).await;
+    let mut run = async |statement: &str| {
+        let answer = reader
+            .execute_statement(proto::ExecuteStatementReq {
+                session_id: 1,
+                statement: statement.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(code(&answer.status), 200, "{:?}", answer.status);
+        let lines: Vec<String> = answer
+            .rows
+            .iter()
+            .map(|row| match &row.cells[0].value {
+                Some(proto::value::Value::TextValue(line)) => line.clone(),
+                other => panic!("a line of text, not {other:?}"),
+            })
+            .collect();
+        (answer.columns, lines)
+    };
+    let (columns, plan) = run("EXPLAIN SELECT count(s1) FROM root.ea.**").await;
+    assert_eq!(columns, ["distribution plan"]);
+    assert_eq!(plan[0], "Aggregate query  ALIGN BY TIME");
+    assert!(plan.iter().all(|l| !l.contains("FRAGMENT")), "{plan:?}");
+
+    let (columns, text) = run("EXPLAIN ANALYZE SELECT count(s1) FROM root.ea.**").await;
+    assert_eq!(columns, ["Explain Analyze"]);
+    assert!(text.iter().any(|l| l.contains(", 1 rows, ")), "{text:?}");
+    let fragments: Vec<&String> = text.iter().filter(|l| l.contains("FRAGMENT")).collect();
+    assert!(!fragments.is_empty(), "{text:?}");
+    // Every asked series is read once, on one replica of its region (RF 1), one window each.
+    let number_before = |line: &str, what: &str| -> u64 {
+        let head = &line[..line.find(what).expect(what)];
+        head.rsplit(' ').next().unwrap().parse().expect(what)
+    };
+    let series: u64 = fragments.iter().map(|l| number_before(l, " series")).sum();
+    let rows: u64 = fragments.iter().map(|l| number_before(l, " rows")).sum();
+    assert_eq!((series, rows), (6, 6), "{text:?}");
+    for line in &fragments {
+        assert!(line.contains("[aggregate] region "), "{line}");
+        let on_a_member = cluster
+            .nodes
+            .iter()
+            .any(|n| line.contains(&n.internal_address.to_string()));
+        assert!(on_a_member, "{line}");
+    }
+    cluster.stop().await;
+}

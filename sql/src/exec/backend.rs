@@ -7,8 +7,8 @@ use std::future::Future;
 use common::aggregate::{Partial, Windows};
 use common::table::{DeviceAttributes, TableSchema, TableView};
 use common::views::{
-    ClusterView, DatabaseView, LeasesView, LocalLeaseView, QueryView, RegionView, SeriesMeta,
-    TimeseriesView,
+    ClusterView, DatabaseView, FragmentView, LeasesView, LocalLeaseView, QueryView, RegionView,
+    SeriesMeta, TimeseriesView,
 };
 use common::{DataType, Tablet, Value};
 
@@ -89,6 +89,14 @@ pub trait Backend: Sync {
         &self,
         series: &[(String, String)],
     ) -> impl Future<Output = ExecResult<Vec<Option<(i64, Value)>>>> + Send;
+    /// EXPLAIN ANALYZE: from now on, records the reads of regions this backend makes (the
+    /// statement's fragments: raw, last and aggregate reads, each on the replica that
+    /// answered), for [`Backend::take_fragments`].
+    fn trace_fragments(&self);
+    /// The fragments recorded since [`Backend::trace_fragments`], one per kind of read, region
+    /// and replica with its calls summed, in the order each was first read; none when not
+    /// tracing.
+    fn take_fragments(&self) -> Vec<FragmentView>;
     /// Every database, with its TTL, replication and time partitions.
     fn show_databases(&self) -> impl Future<Output = ExecResult<Vec<DatabaseView>>> + Send;
     /// `SHOW CLUSTER`.

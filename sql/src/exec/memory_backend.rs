@@ -8,7 +8,8 @@ use std::sync::Mutex;
 use common::aggregate::{Partial, Windows};
 use common::table::{TableSchema, TableView};
 use common::views::{
-    ClusterView, DatabaseView, LeasesView, LocalLeaseView, RegionView, SeriesMeta, TimeseriesView,
+    ClusterView, DatabaseView, FragmentView, LeasesView, LocalLeaseView, RegionView, SeriesMeta,
+    TimeseriesView,
 };
 use common::{DataType, StatusCode, Tablet, Value};
 
@@ -34,6 +35,8 @@ pub(super) struct Memory {
     pub(super) drop_before_next_write: Mutex<Option<(String, String)>>,
     /// Calls of `query_raw` and of `aggregate` so far.
     pub(super) calls: Mutex<Calls>,
+    /// EXPLAIN ANALYZE's fragments, once traced: the whole map is region 0 on "memory".
+    fragments: Mutex<Option<Vec<FragmentView>>>,
 }
 
 /// How often the executor asked for points and for partials.
@@ -68,6 +71,31 @@ impl Memory {
                 StatusCode::TableNotExists,
                 format!("table {database}.{table} was dropped since the write read it"),
             )),
+        }
+    }
+}
+
+impl Memory {
+    /// Records one read of `series` series answering `rows`, when tracing.
+    fn record(&self, kind: &'static str, series: usize, rows: usize) {
+        let mut fragments = self.fragments.lock().unwrap();
+        let Some(fragments) = fragments.as_mut() else {
+            return;
+        };
+        let read = FragmentView {
+            kind,
+            region: 0,
+            replica: "memory".into(),
+            local: true,
+            calls: 1,
+            series: series as u64,
+            rows: rows as u64,
+            elapsed_us: 0,
+            retries: 0,
+        };
+        match fragments.iter_mut().find(|f| f.same_place(&read)) {
+            Some(known) => known.absorb(&read),
+            None => fragments.push(read),
         }
     }
 }
@@ -197,7 +225,7 @@ impl Backend for Memory {
     ) -> ExecResult<Vec<(i64, Value)>> {
         self.calls.lock().unwrap().raw += 1;
         let series = self.series.lock().unwrap();
-        Ok(series
+        let points: Vec<(i64, Value)> = series
             .get(&(device.to_string(), measurement.to_string()))
             .map(|(_, points)| {
                 points
@@ -206,7 +234,9 @@ impl Backend for Memory {
                     .map(|(t, v)| (*t, v.clone()))
                     .collect()
             })
-            .unwrap_or_default())
+            .unwrap_or_default();
+        self.record("raw", 1, points.len());
+        Ok(points)
     }
     async fn aggregate(
         &self,
@@ -230,6 +260,8 @@ impl Backend for Memory {
             }
             partials
         };
+        let asked: usize = reads.iter().map(|(_, m)| m.len()).sum();
+        self.record("aggregate", asked, asked * windows_count);
         Ok(reads
             .iter()
             .map(|(device, measurements)| {
@@ -242,7 +274,7 @@ impl Backend for Memory {
         asked: &[(String, String)],
     ) -> ExecResult<Vec<Option<(i64, Value)>>> {
         let series = self.series.lock().unwrap();
-        Ok(asked
+        let last: Vec<Option<(i64, Value)>> = asked
             .iter()
             .map(|key| {
                 series
@@ -250,7 +282,16 @@ impl Backend for Memory {
                     .and_then(|(_, points)| points.last_key_value())
                     .map(|(t, v)| (*t, v.clone()))
             })
-            .collect())
+            .collect();
+        self.record("last", asked.len(), last.iter().flatten().count());
+        Ok(last)
+    }
+    fn trace_fragments(&self) {
+        self.fragments.lock().unwrap().get_or_insert_with(Vec::new);
+    }
+    fn take_fragments(&self) -> Vec<FragmentView> {
+        let mut fragments = self.fragments.lock().unwrap();
+        fragments.as_mut().map(std::mem::take).unwrap_or_default()
     }
     async fn show_databases(&self) -> ExecResult<Vec<DatabaseView>> {
         let view = |name: &str, ttl_ms, table_model| DatabaseView {

@@ -14,7 +14,7 @@ use common::{Column, DataType, StatusCode, Tablet, Value};
 
 use super::budget::ResultCharge;
 use super::{outcome_bytes, Backend, Cell, ExecError, ExecResult, Outcome};
-use crate::{Insert, TableStatement, TimeRange};
+use crate::{Insert, TableAggregate, TableSelect, TableStatement, TimeRange};
 
 mod aggregate;
 mod filter;
@@ -150,6 +150,23 @@ async fn run<B: Backend>(
             let database = database_of(database.as_deref(), current)?;
             delete(backend, database, table, *range, equals).await?;
             Ok(Outcome::done().into())
+        }
+        TableStatement::Explain { analyze, query } => {
+            let database = match query.as_ref() {
+                TableStatement::Select(TableSelect { database, .. })
+                | TableStatement::SelectAggregate(TableAggregate { database, .. }) => {
+                    database_of(database.as_deref(), current)?
+                }
+                _ => current.unwrap_or_default(),
+            };
+            let plan = super::explain::table_plan(query, database).ok_or_else(|| {
+                ExecError::refused(StatusCode::IllegalParameter, "EXPLAIN takes a query")
+            })?;
+            let inner = Box::pin(run(backend, current, query, charge));
+            let run = async { inner.await.map(|o| o.outcome) };
+            super::explain::explain(backend, plan, *analyze, run)
+                .await
+                .map(Into::into)
         }
         TableStatement::Shared(statement) => super::execute_charged(backend, statement, charge)
             .await

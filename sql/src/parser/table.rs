@@ -154,6 +154,19 @@ impl Parser<'_> {
                 self.next += 2;
                 self.create_table()?
             }
+            ("EXPLAIN", _) => {
+                let analyze = self.explain_prefix();
+                if !self.is_keyword("SELECT") {
+                    return Err(self.error("a query (SELECT) to explain"));
+                }
+                let query = self
+                    .table_statement()?
+                    .expect("a SELECT is the table model's");
+                TableStatement::Explain {
+                    analyze,
+                    query: Box::new(query),
+                }
+            }
             ("SELECT", _) => {
                 self.next += 1;
                 if self.table_select_aggregates() {

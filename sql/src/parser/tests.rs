@@ -577,7 +577,7 @@ fn error_positions_name_line_and_column() {
     );
     assert_eq!(
         error("SELEC * FROM root.sg.d1"),
-        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, COUNT, REMOVE, FLUSH, ALTER, LIST, KILL, QUIT), found 'SELEC'"
+        "line 1, column 1: expected a statement (CREATE, DROP, DELETE, INSERT, SELECT, SET, UNSET, SHOW, COUNT, REMOVE, FLUSH, ALTER, LIST, KILL, EXPLAIN, QUIT), found 'SELEC'"
     );
     assert_eq!(
         error("CREATE DATABASE sg"),
