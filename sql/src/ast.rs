@@ -292,8 +292,12 @@ pub enum Fill {
 pub struct AggregateItem {
     /// The function.
     pub function: AggregateFunction,
-    /// The measurement (or an alias), or `*`: every series of each device.
+    /// The measurement (or an alias), or `*`: every series of each device. MAX_BY's and
+    /// MIN_BY's first argument (x), which may be `time`.
     pub measurement: String,
+    /// MAX_BY's and MIN_BY's second argument (y): the measurement whose greatest (least) value
+    /// picks the row x is read in.
+    pub by: Option<String>,
     /// `AS name`: the column's name, for an aggregation of one series.
     pub alias: Option<String>,
 }
@@ -335,11 +339,16 @@ pub enum AggregateFunction {
     VarSamp,
     /// `TIME_DURATION`: the greatest timestamp minus the smallest, INT64.
     TimeDuration,
+    /// `MAX_BY(x, y)`: x in the row where y is greatest (the earliest such row), of x's type
+    /// (INT64 for `time`); NULL where x has no value in that row.
+    MaxBy,
+    /// `MIN_BY(x, y)`: x in the row where y is least, as `MAX_BY`.
+    MinBy,
 }
 
 impl AggregateFunction {
     /// Every function.
-    pub const ALL: [AggregateFunction; 17] = [
+    pub const ALL: [AggregateFunction; 19] = [
         AggregateFunction::Count,
         AggregateFunction::Sum,
         AggregateFunction::Avg,
@@ -357,6 +366,8 @@ impl AggregateFunction {
         AggregateFunction::VarPop,
         AggregateFunction::VarSamp,
         AggregateFunction::TimeDuration,
+        AggregateFunction::MaxBy,
+        AggregateFunction::MinBy,
     ];
 
     /// The function named `name`, in any case.
@@ -376,7 +387,7 @@ impl AggregateFunction {
             "first" => AggregateFunction::FirstValue,
             "last" => AggregateFunction::LastValue,
             "min_value" | "max_value" | "first_value" | "last_value" | "min_time" | "max_time"
-            | "time_duration" => return None,
+            | "time_duration" | "max_by" | "min_by" => return None,
             other => return AggregateFunction::parse(other),
         };
         Some(function)
@@ -402,7 +413,15 @@ impl AggregateFunction {
             AggregateFunction::VarPop => "var_pop",
             AggregateFunction::VarSamp => "var_samp",
             AggregateFunction::TimeDuration => "time_duration",
+            AggregateFunction::MaxBy => "max_by",
+            AggregateFunction::MinBy => "min_by",
         }
+    }
+
+    /// Whether the function takes two arguments (`MAX_BY(x, y)`, `MIN_BY(x, y)`): it reads the
+    /// rows of a device, which no statistics answer.
+    pub fn takes_two(self) -> bool {
+        matches!(self, AggregateFunction::MaxBy | AggregateFunction::MinBy)
     }
 
     /// Whether the function is finished from the second moment (`Partial::m2`), which no page

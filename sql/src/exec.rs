@@ -661,6 +661,8 @@ pub fn natural(literal: &Literal) -> Option<Value> {
 }
 
 #[cfg(test)]
+mod aggregate_by_tests;
+#[cfg(test)]
 mod aggregate_tests;
 #[cfg(test)]
 mod backend_tests;

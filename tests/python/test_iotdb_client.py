@@ -756,6 +756,14 @@ class QueryTest(FencepostTestCase):
         raw = self.query(f"select s1 as a from {self.dev} where time < 3")
         self.assertEqual(raw.columns, ["Time", "a"])
         self.assertEqual(raw.rows, [(1, [1]), (2, [2])])
+        # MAX_BY / MIN_BY: s2 where s1 is greatest (7) and least (1); the time where s2 is greatest.
+        by = self.query(f"select max_by(s2, s1), min_by(s2, s1), max_by(time, s2) from {self.dev}")
+        self.assertEqual(
+            by.columns,
+            [f"max_by({self.dev}.s2, {self.dev}.s1)", f"min_by({self.dev}.s2, {self.dev}.s1)",
+             f"max_by(time, {self.dev}.s2)"],
+        )
+        self.assertEqual([values for _, values in by.rows], [[7.0, 1.0, 7]])
 
     def test_patterns_lists_and_align_by_device(self):
         d1, d2, d3 = self.db + ".d1", self.db + ".d2", self.db + ".g.d3"

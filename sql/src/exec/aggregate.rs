@@ -25,6 +25,7 @@ use crate::{
     AggregateFunction, AggregateItem, Fill, GroupByTime, PathPattern, RowWindow, TimeRange,
 };
 
+mod by;
 mod cut;
 mod filtered;
 mod having;
@@ -62,9 +63,13 @@ pub(super) async fn select_aggregate<B: Backend>(
     query: &AggregateQuery<'_>,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
-    let names: Vec<String> = query.items.iter().map(|i| i.measurement.clone()).collect();
-    let by_item = analyze::expand(backend, query.from, &names).await?;
-    answer(backend, query, by_item, charge).await
+    let mut names: Vec<String> = query.items.iter().map(|i| i.measurement.clone()).collect();
+    // MAX_BY's and MIN_BY's second arguments, after the items.
+    names.extend(query.items.iter().filter_map(|i| i.by.clone()));
+    let mut by_item = analyze::expand(backend, query.from, &names).await?;
+    let ys = by_item.split_off(query.items.len());
+    let (by_item, ys) = by::pair(query.items, by_item, ys);
+    answer(backend, query, by_item, ys, charge).await
 }
 
 /// IoTDB's aggregation query by path (`executeAggregationQueryV2`): `functions[i]` of the series
@@ -98,6 +103,15 @@ pub async fn aggregate_paths<B: Backend>(
             ),
         ));
     }
+    if let Some(f) = request.functions.iter().find(|f| f.takes_two()) {
+        return Err(ExecError::refused(
+            StatusCode::UnsupportedOperation,
+            format!(
+                "{} takes two series; ask it in SQL",
+                f.name().to_ascii_uppercase()
+            ),
+        ));
+    }
     let found = analyze::resolve_paths(backend, &request.paths).await?;
     let by_item: Vec<Vec<Series>> = request
         .paths
@@ -117,6 +131,7 @@ pub async fn aggregate_paths<B: Backend>(
         .map(|&function| AggregateItem {
             function,
             measurement: String::new(),
+            by: None,
             alias: None,
         })
         .collect();
@@ -133,16 +148,19 @@ pub async fn aggregate_paths<B: Backend>(
         having: None,
         align_by_device: false,
     };
-    let outcome = answer(backend, &query, by_item, charge).await?;
+    let ys = vec![Vec::new(); by_item.len()];
+    let outcome = answer(backend, &query, by_item, ys, charge).await?;
     charge.settle(super::outcome_bytes(&outcome))?;
     Ok(outcome)
 }
 
-/// The result of `query` over the series each of its items reads (`by_item`).
+/// The result of `query` over the series each of its items reads (`by_item`; for MAX_BY and
+/// MIN_BY, `ys` holds the y beside each).
 async fn answer<B: Backend>(
     backend: &B,
     query: &AggregateQuery<'_>,
     by_item: Vec<Vec<Series>>,
+    ys: Vec<Vec<Series>>,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     let mut cut = Cut::new(query.range, query.group_by)?;
@@ -155,7 +173,16 @@ async fn answer<B: Backend>(
              yet",
         ));
     }
-    let plan = Plan::new(query.items, series_window(by_item, query.rows))?;
+    if (query.levels.is_some() || query.tags.is_some())
+        && query.items.iter().any(|i| i.function.takes_two())
+    {
+        return Err(ExecError::refused(
+            StatusCode::UnsupportedOperation,
+            "MAX_BY and MIN_BY with GROUP BY LEVEL or TAGS are not supported yet",
+        ));
+    }
+    let (by_item, ys) = series_window(by_item, ys, query.rows);
+    let plan = Plan::new(query.items, by_item, ys)?;
     cut.moments = plan.columns.iter().any(|c| c.function.needs_moments());
     if plan.columns.is_empty() {
         return Ok(Outcome::query(Vec::new(), Vec::new()));
@@ -179,6 +206,20 @@ async fn answer<B: Backend>(
         Some(expr) => filtered::fetch(backend, &plan, query, expr, &cut, charge, &mut held).await,
     }
     .map(|units| cut.rows_of(units));
+    let partials = match partials {
+        Ok(mut partials) if plan.columns.iter().any(|c| c.by.is_some()) => by::append(
+            backend,
+            &plan,
+            query,
+            &cut,
+            charge,
+            &mut held,
+            &mut partials,
+        )
+        .await
+        .map(|()| partials),
+        other => other,
+    };
     let outcome = partials.and_then(|partials| {
         let outcome = match (&keys, &groups) {
             (Some(keys), _) if tag_groups.is_some() => {
@@ -195,22 +236,32 @@ async fn answer<B: Backend>(
     outcome
 }
 
-/// The series SOFFSET and SLIMIT keep of each item's (counted over every item's in turn).
-fn series_window(by_item: Vec<Vec<Series>>, rows: RowWindow) -> Vec<Vec<Series>> {
+/// The series SOFFSET and SLIMIT keep of each item's (counted over every item's in turn), with
+/// the y beside each kept one (MAX_BY, MIN_BY).
+fn series_window(
+    by_item: Vec<Vec<Series>>,
+    ys: Vec<Vec<Series>>,
+    rows: RowWindow,
+) -> (Vec<Vec<Series>>, Vec<Vec<Series>>) {
     if rows.series_offset == 0 && rows.series_limit.is_none() {
-        return by_item;
+        return (by_item, ys);
     }
     let items = by_item.len();
-    let flat: Vec<(usize, Series)> = by_item
+    let flat: Vec<(usize, Series, Option<Series>)> = by_item
         .into_iter()
+        .zip(ys)
         .enumerate()
-        .flat_map(|(i, series)| series.into_iter().map(move |s| (i, s)))
+        .flat_map(|(i, (series, ys))| {
+            let mut ys = ys.into_iter();
+            series.into_iter().map(move |s| (i, s, ys.next()))
+        })
         .collect();
-    let mut kept = vec![Vec::new(); items];
-    for (i, s) in rows.series(flat) {
+    let (mut kept, mut kept_ys) = (vec![Vec::new(); items], vec![Vec::new(); items]);
+    for (i, s, y) in rows.series(flat) {
         kept[i].push(s);
+        kept_ys[i].extend(y);
     }
-    kept
+    (kept, kept_ys)
 }
 
 /// The rows of a finished result that `query` keeps, its rows running in windows of
@@ -248,9 +299,13 @@ struct Column {
     alias: Option<String>,
     /// The series' device: its index among the devices asked of the backend.
     device: usize,
-    /// The series' index among its device's measurements asked of the backend.
+    /// The series' index among its device's measurements asked of the backend; for MAX_BY
+    /// and MIN_BY, the index of the column's own slot after them ([`by`]).
     series: usize,
+    /// The type of the series (of x for MAX_BY and MIN_BY; INT64 for `time`).
     data_type: DataType,
+    /// MAX_BY's and MIN_BY's inputs.
+    by: Option<by::ByInput>,
 }
 
 impl Column {
@@ -262,6 +317,32 @@ impl Column {
     /// The column's cell for one window's partial of its series.
     fn cell(&self, p: &Partial) -> Cell {
         finish(self.function, self.data_type, p)
+    }
+
+    /// The name it goes by aligned by device: the label (`s1`), or MAX_BY's two (`x, y`).
+    fn key_label(&self) -> String {
+        match &self.by {
+            None => self.label.clone(),
+            Some(by) => format!("{}, {}", self.label, by.y_label),
+        }
+    }
+
+    /// The column's name aligned by time: `count(root.sg.d1.s1)`, `max_by(root.sg.d1.x,
+    /// root.sg.d1.y)` (`time` as is).
+    fn name(&self, device: &str) -> String {
+        let path = |label: &str| match self.by.as_ref().filter(|b| b.x.is_none()) {
+            Some(_) if label == "time" => label.to_string(),
+            _ => format!("{device}.{label}"),
+        };
+        match &self.by {
+            None => format!("{}({})", self.function.name(), path(&self.label)),
+            Some(by) => format!(
+                "{}({}, {})",
+                self.function.name(),
+                path(&self.label),
+                path(&by.y_label)
+            ),
+        }
     }
 }
 
@@ -301,6 +382,10 @@ pub(super) fn finish(function: AggregateFunction, data_type: DataType, p: &Parti
             (Some((first, _)), Some((last, _))) => Some(Value::Int64(last.wrapping_sub(*first))),
             _ => None,
         },
+        // A MAX_BY or MIN_BY slot holds the chosen row's x as its first point (see `by`).
+        AggregateFunction::MaxBy | AggregateFunction::MinBy => {
+            of_series(p.first.as_ref().map(|(_, v)| v))
+        }
         AggregateFunction::VarPop => p.var_pop().map(Value::Double),
         AggregateFunction::Variance | AggregateFunction::VarSamp => p.var_samp().map(Value::Double),
         AggregateFunction::StddevPop => p.var_pop().map(|v| Value::Double(v.sqrt())),
@@ -355,6 +440,8 @@ struct Plan {
     reads: Vec<(String, Vec<String>)>,
     /// The result's columns, in the order of the items and their series.
     columns: Vec<Column>,
+    /// The type of each measurement of `reads`.
+    types: Vec<Vec<DataType>>,
 }
 
 /// A column of an aligned-by-device result: a function of a measurement name, and its type.
@@ -387,34 +474,52 @@ fn level_path(path: &str, levels: &[usize]) -> String {
 }
 
 impl Plan {
-    /// The plan of `items`, each with the series it reads (`by_item`); 700 when a function does
-    /// not take a series' type.
-    fn new(items: &[AggregateItem], by_item: Vec<Vec<Series>>) -> ExecResult<Plan> {
+    /// The plan of `items`, each with the series it reads (`by_item`; MAX_BY's and MIN_BY's
+    /// x, with the y of the same device beside each in `ys`); 700 when a function does not take
+    /// a series' type.
+    fn new(
+        items: &[AggregateItem],
+        by_item: Vec<Vec<Series>>,
+        ys: Vec<Vec<Series>>,
+    ) -> ExecResult<Plan> {
         assert_eq!(items.len(), by_item.len(), "one list of series per item");
         let mut plan = Plan {
             reads: Vec::new(),
             columns: Vec::new(),
+            types: Vec::new(),
         };
-        for (item, series) in items.iter().zip(by_item) {
+        for ((item, series), ys) in items.iter().zip(by_item).zip(ys) {
             if let Some(alias) = item.alias.as_ref().filter(|_| series.len() > 1) {
                 return Err(analyze::alias_of_many(alias, series.len()));
             }
+            let mut ys = ys.into_iter();
             for s in series {
-                check_type(item.function, &s.path(), s.data_type)?;
-                let device = match plan.reads.iter().position(|(d, _)| *d == s.device) {
-                    Some(i) => i,
-                    None => {
-                        plan.reads.push((s.device.clone(), Vec::new()));
-                        plan.reads.len() - 1
+                let device = plan.device_index(&s.device);
+                let by = match item.function.takes_two() {
+                    true => {
+                        let y = ys.next().expect("a y beside each x");
+                        by::check_y(item, &y)?;
+                        let y_index = plan.measurement_index(device, &y.measurement, y.data_type);
+                        let x = match by::is_time(&item.measurement) {
+                            true => None,
+                            false => {
+                                Some(plan.measurement_index(device, &s.measurement, s.data_type))
+                            }
+                        };
+                        Some(by::ByInput {
+                            x,
+                            y: y_index,
+                            y_label: y.label,
+                        })
+                    }
+                    false => {
+                        check_type(item.function, &s.path(), s.data_type)?;
+                        None
                     }
                 };
-                let measurements = &mut plan.reads[device].1;
-                let index = match measurements.iter().position(|m| *m == s.measurement) {
-                    Some(i) => i,
-                    None => {
-                        measurements.push(s.measurement.clone());
-                        measurements.len() - 1
-                    }
+                let index = match &by {
+                    None => plan.measurement_index(device, &s.measurement, s.data_type),
+                    Some(_) => usize::MAX, // its slot, given below
                 };
                 plan.columns.push(Column {
                     function: item.function,
@@ -423,10 +528,47 @@ impl Plan {
                     device,
                     series: index,
                     data_type: s.data_type,
+                    by,
                 });
             }
         }
+        // MAX_BY's and MIN_BY's slots follow their device's measurements, in column order.
+        let mut slots = vec![0; plan.reads.len()];
+        for c in plan.columns.iter_mut().filter(|c| c.by.is_some()) {
+            c.series = plan.reads[c.device].1.len() + slots[c.device];
+            slots[c.device] += 1;
+        }
         Ok(plan)
+    }
+
+    /// The index of `device` in `reads`, added if new.
+    fn device_index(&mut self, device: &str) -> usize {
+        match self.reads.iter().position(|(d, _)| d == device) {
+            Some(i) => i,
+            None => {
+                self.reads.push((device.to_string(), Vec::new()));
+                self.types.push(Vec::new());
+                self.reads.len() - 1
+            }
+        }
+    }
+
+    /// The index of `measurement` (of `data_type`) among device `device`'s, added if new.
+    fn measurement_index(
+        &mut self,
+        device: usize,
+        measurement: &str,
+        data_type: DataType,
+    ) -> usize {
+        let measurements = &mut self.reads[device].1;
+        match measurements.iter().position(|m| m == measurement) {
+            Some(i) => i,
+            None => {
+                measurements.push(measurement.to_string());
+                self.types[device].push(data_type);
+                measurements.len() - 1
+            }
+        }
     }
 
     /// The series read of device `device` (an index into `reads`), in `reads`' order.
@@ -439,12 +581,7 @@ impl Plan {
                 device: name.clone(),
                 label: measurement.clone(),
                 measurement: measurement.clone(),
-                data_type: self
-                    .columns
-                    .iter()
-                    .find(|c| c.device == device && c.series == m)
-                    .expect("every measurement read is some column's")
-                    .data_type,
+                data_type: self.types[device][m],
                 column: None,
             })
             .collect()
@@ -456,7 +593,8 @@ impl Plan {
         let mut keys: Vec<Key> = Vec::new();
         for c in &self.columns {
             let output = c.output_type();
-            match keys.iter().find(|k| k.0 == c.function && k.1 == c.label) {
+            let label = c.key_label();
+            match keys.iter().find(|k| k.0 == c.function && k.1 == label) {
                 Some(k) if k.2 != output => {
                     return Err(ExecError::refused(
                         StatusCode::IllegalParameter,
@@ -464,7 +602,7 @@ impl Plan {
                             "ALIGN BY DEVICE: {}({}) is {} on {} but {} on another device; a \
                              column takes one type",
                             c.function.name(),
-                            c.label,
+                            label,
                             output.name(),
                             self.reads[c.device].0,
                             k.2.name()
@@ -472,7 +610,7 @@ impl Plan {
                     ))
                 }
                 Some(_) => {}
-                None => keys.push((c.function, c.label.clone(), output)),
+                None => keys.push((c.function, label, output)),
             }
         }
         Ok(keys)
@@ -558,7 +696,7 @@ impl Plan {
             let device = &self.reads[c.device].0;
             let name = match &c.alias {
                 Some(alias) => alias.clone(),
-                None => format!("{}({device}.{})", c.function.name(), c.label),
+                None => c.name(device),
             };
             (name, c.output_type())
         }));
@@ -601,7 +739,7 @@ impl Plan {
                 .map(|(f, label, _)| {
                     self.columns
                         .iter()
-                        .find(|c| c.device == device && c.function == *f && c.label == *label)
+                        .find(|c| c.device == device && c.function == *f && c.key_label() == *label)
                 })
                 .collect();
             let name = Value::Text(self.reads[device].0.clone());

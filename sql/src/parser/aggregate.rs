@@ -103,10 +103,28 @@ impl Parser<'_> {
         };
         self.next += 1;
         self.expect(&TokenKind::LeftParen, "'('")?;
-        let measurement = if self.eat(&TokenKind::Star) {
-            "*".to_string()
+        let (measurement, by) = if function.takes_two() {
+            let x = self.measurement_or("a measurement name or time")?;
+            self.expect(
+                &TokenKind::Comma,
+                "',' and the measurement that picks the row",
+            )?;
+            let y_at = self.next;
+            let y = self.measurement_or("a measurement name")?;
+            if y.eq_ignore_ascii_case("time") || y.eq_ignore_ascii_case("timestamp") {
+                return Err(Self::error_at(
+                    &self.tokens[y_at],
+                    format!(
+                        "{}'s second argument is a measurement, not time",
+                        function.name().to_ascii_uppercase()
+                    ),
+                ));
+            }
+            (x, Some(y))
+        } else if self.eat(&TokenKind::Star) {
+            ("*".to_string(), None)
         } else {
-            self.measurement_or("'*' or a measurement name")?
+            (self.measurement_or("'*' or a measurement name")?, None)
         };
         self.expect(&TokenKind::RightParen, "')'")?;
         let alias = if self.eat_keyword("AS") {
@@ -117,6 +135,7 @@ impl Parser<'_> {
         Ok(AggregateItem {
             function,
             measurement,
+            by,
             alias,
         })
     }
@@ -345,6 +364,7 @@ mod tests {
         AggregateItem {
             function,
             measurement: measurement.into(),
+            by: None,
             alias: None,
         }
     }
@@ -352,6 +372,9 @@ mod tests {
     #[test]
     fn every_function_in_any_case_and_star() {
         for function in AggregateFunction::ALL {
+            if function.takes_two() {
+                continue;
+            }
             for name in [function.name().to_string(), function.name().to_uppercase()] {
                 let text = format!("SELECT {name}(s1), {name}(*) FROM root.sg.d1");
                 assert_eq!(
@@ -373,6 +396,24 @@ mod tests {
                 );
             }
         }
+        let Ok(Statement::SelectAggregate { items, .. }) =
+            parse("SELECT MAX_BY(t, i) AS m, min_by(time, i) FROM root.sg.d1")
+        else {
+            panic!("MAX_BY and MIN_BY parse");
+        };
+        let by = |function, x: &str, alias: Option<&str>| AggregateItem {
+            function,
+            measurement: x.into(),
+            by: Some("i".into()),
+            alias: alias.map(Into::into),
+        };
+        assert_eq!(
+            items,
+            [
+                by(AggregateFunction::MaxBy, "t", Some("m")),
+                by(AggregateFunction::MinBy, "time", None)
+            ]
+        );
         assert_eq!(
             AggregateFunction::parse("Max_Value"),
             Some(AggregateFunction::MaxValue)

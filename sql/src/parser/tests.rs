@@ -401,6 +401,7 @@ fn select_last_and_count() {
     let count = |measurement: &str| AggregateItem {
         function: AggregateFunction::Count,
         measurement: measurement.into(),
+        by: None,
         alias: None,
     };
     assert_eq!(
@@ -864,8 +865,8 @@ fn iotdb_syntax_not_run_yet_is_unsupported_not_malformed() {
     };
     for (text, names) in [
         (
-            "SELECT max_by(s1, s2) FROM root.sg.d1",
-            "the aggregation MAX_BY",
+            "SELECT count_if(s1 > 1, 3) FROM root.sg.d1",
+            "the aggregation COUNT_IF",
         ),
         (
             "SELECT * FROM root.sg.d1 ORDER BY s1 DESC",

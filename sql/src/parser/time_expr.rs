@@ -254,6 +254,7 @@ mod tests {
                 items: vec![crate::AggregateItem {
                     function: crate::AggregateFunction::Count,
                     measurement: "s1".into(),
+                    by: None,
                     alias: None,
                 }],
                 range: TimeRange {

@@ -156,8 +156,8 @@ impl Cut {
 /// row merges its window's units (partials of disjoint points merge exactly).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Slide {
-    interval: u64,
-    step: u64,
+    pub(super) interval: u64,
+    pub(super) step: u64,
     /// The units' width: gcd(interval, step).
     unit: u64,
     /// Windows: one for every `start + k·step < end`.
