@@ -978,7 +978,7 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         # IoTDB syntax Fencepost does not run yet: 300 naming it, not a syntax error.
         for sql, names in [
-            (f"select max_by(s, s) from {dev}", "MAX_BY"),
+            (f"select count_if(s > 1, 2) from {dev}", "COUNT_IF"),
             (f"select count(s) from {dev} group by ([0, 10), 1mo)", "month"),
         ]:
             with self.assertRaises(StatementExecutionException) as caught:
