@@ -2,7 +2,7 @@
 
 use common::DataType;
 
-use crate::expr::Expr;
+use crate::expr::{BinaryOp, Expr};
 
 /// One parsed statement.
 #[derive(Clone, Debug, PartialEq)]
@@ -288,7 +288,7 @@ pub enum Fill {
 }
 
 /// One aggregation of a SELECT list: `avg(s1)`, `count(*)`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct AggregateItem {
     /// The function.
     pub function: AggregateFunction,
@@ -298,8 +298,49 @@ pub struct AggregateItem {
     /// MAX_BY's and MIN_BY's second argument (y): the measurement whose greatest (least) value
     /// picks the row x is read in.
     pub by: Option<String>,
+    /// COUNT_IF's arguments (its `measurement` is empty).
+    pub count_if: Option<Box<CountIf>>,
     /// `AS name`: the column's name, for an aggregation of one series.
     pub alias: Option<String>,
+}
+
+/// `COUNT_IF(predicate, keep[, 'ignoreNull'='true'|'false'])`: how many runs of consecutive
+/// rows (of the predicate's series joined on time) satisfy the predicate for a number of rows
+/// that `keep` accepts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CountIf {
+    /// The condition, over measurements of one device.
+    pub predicate: Expr,
+    /// The comparison a run's length must pass: `keep >= 3`, or a bare `3` (the same).
+    pub keep: (BinaryOp, i64),
+    /// Whether `keep` was written as a bare number.
+    pub keep_bare: bool,
+    /// `'ignoreNull'='true'` (the default): a row where the predicate is NULL (a value missing)
+    /// is passed over; `false`: it ends the run.
+    pub ignore_null: bool,
+}
+
+impl CountIf {
+    /// Whether a run of `rows` rows counts.
+    pub fn keeps(&self, rows: i64) -> bool {
+        let (op, n) = self.keep;
+        match op {
+            BinaryOp::Eq => rows == n,
+            BinaryOp::NotEq => rows != n,
+            BinaryOp::Lt => rows < n,
+            BinaryOp::LtEq => rows <= n,
+            BinaryOp::Gt => rows > n,
+            _ => rows >= n,
+        }
+    }
+
+    /// `keep` as written: `3` or `keep > 3`.
+    pub fn keep_text(&self) -> String {
+        match self.keep_bare {
+            true => self.keep.1.to_string(),
+            false => format!("keep {} {}", self.keep.0, self.keep.1),
+        }
+    }
 }
 
 /// IoTDB's aggregation functions Fencepost runs.
@@ -344,11 +385,13 @@ pub enum AggregateFunction {
     MaxBy,
     /// `MIN_BY(x, y)`: x in the row where y is least, as `MAX_BY`.
     MinBy,
+    /// `COUNT_IF(predicate, keep)`: runs of rows satisfying the predicate, INT64 ([`CountIf`]).
+    CountIf,
 }
 
 impl AggregateFunction {
     /// Every function.
-    pub const ALL: [AggregateFunction; 19] = [
+    pub const ALL: [AggregateFunction; 20] = [
         AggregateFunction::Count,
         AggregateFunction::Sum,
         AggregateFunction::Avg,
@@ -368,6 +411,7 @@ impl AggregateFunction {
         AggregateFunction::TimeDuration,
         AggregateFunction::MaxBy,
         AggregateFunction::MinBy,
+        AggregateFunction::CountIf,
     ];
 
     /// The function named `name`, in any case.
@@ -387,7 +431,7 @@ impl AggregateFunction {
             "first" => AggregateFunction::FirstValue,
             "last" => AggregateFunction::LastValue,
             "min_value" | "max_value" | "first_value" | "last_value" | "min_time" | "max_time"
-            | "time_duration" | "max_by" | "min_by" => return None,
+            | "time_duration" | "max_by" | "min_by" | "count_if" => return None,
             other => return AggregateFunction::parse(other),
         };
         Some(function)
@@ -415,6 +459,7 @@ impl AggregateFunction {
             AggregateFunction::TimeDuration => "time_duration",
             AggregateFunction::MaxBy => "max_by",
             AggregateFunction::MinBy => "min_by",
+            AggregateFunction::CountIf => "count_if",
         }
     }
 
@@ -422,6 +467,12 @@ impl AggregateFunction {
     /// rows of a device, which no statistics answer.
     pub fn takes_two(self) -> bool {
         matches!(self, AggregateFunction::MaxBy | AggregateFunction::MinBy)
+    }
+
+    /// Whether the function is answered from a device's rows, read raw (MAX_BY, MIN_BY,
+    /// COUNT_IF), rather than from partial aggregates.
+    pub fn reads_rows(self) -> bool {
+        self.takes_two() || self == AggregateFunction::CountIf
     }
 
     /// Whether the function is finished from the second moment (`Partial::m2`), which no page

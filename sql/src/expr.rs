@@ -208,6 +208,57 @@ impl Expr {
         calls
     }
 
+    /// The same expression with every column name `c` renamed `rename(c)`.
+    pub fn rename_columns(&self, rename: &impl Fn(&str) -> String) -> Expr {
+        let boxed = |e: &Expr| Box::new(e.rename_columns(rename));
+        match self {
+            Expr::Column(name) => Expr::Column(rename(name)),
+            Expr::Time | Expr::Literal(_) | Expr::Call { .. } => self.clone(),
+            Expr::Not(e) => Expr::Not(boxed(e)),
+            Expr::Negate(e) => Expr::Negate(boxed(e)),
+            Expr::Binary { op, left, right } => Expr::Binary {
+                op: *op,
+                left: boxed(left),
+                right: boxed(right),
+            },
+            Expr::Between {
+                expr,
+                low,
+                high,
+                negated,
+            } => Expr::Between {
+                expr: boxed(expr),
+                low: boxed(low),
+                high: boxed(high),
+                negated: *negated,
+            },
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => Expr::InList {
+                expr: boxed(expr),
+                list: list.iter().map(|e| e.rename_columns(rename)).collect(),
+                negated: *negated,
+            },
+            Expr::IsNull { expr, negated } => Expr::IsNull {
+                expr: boxed(expr),
+                negated: *negated,
+            },
+            Expr::Match {
+                expr,
+                pattern,
+                regexp,
+                negated,
+            } => Expr::Match {
+                expr: boxed(expr),
+                pattern: pattern.clone(),
+                regexp: *regexp,
+                negated: *negated,
+            },
+        }
+    }
+
     /// Calls `f` on this expression and every one inside it.
     fn visit(&self, f: &mut impl FnMut(&Expr)) {
         f(self);

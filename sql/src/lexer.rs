@@ -175,6 +175,9 @@ impl Lexer<'_> {
                 self.bump();
                 TokenKind::NotEqual
             }
+            // IoTDB's other spellings of AND and OR (`s1 > 0 & s2 > 0`).
+            '&' => self.then('&', word("AND"), word("AND")),
+            '|' => self.then('|', word("OR"), word("OR")),
             '/' => TokenKind::Slash,
             '%' => TokenKind::Percent,
             '<' => self.then('=', TokenKind::LessEqual, TokenKind::Less),
@@ -405,6 +408,11 @@ fn zone_len(b: &[u8]) -> usize {
     } else {
         len
     }
+}
+
+/// A keyword token written with a symbol (`&` for AND).
+fn word(keyword: &str) -> TokenKind {
+    TokenKind::Word(keyword.to_string())
 }
 
 fn is_word_start(c: char) -> bool {

@@ -14,9 +14,9 @@ pub mod parser;
 pub mod time;
 
 pub use ast::{
-    AggregateFunction, AggregateItem, DateBin, Fill, GroupByTime, Insert, Literal, PathPattern,
-    Projection, RowWindow, Statement, TableAggregate, TableItem, TableItemKind, TableSelect,
-    TableStatement, TimeRange,
+    AggregateFunction, AggregateItem, CountIf, DateBin, Fill, GroupByTime, Insert, Literal,
+    PathPattern, Projection, RowWindow, Statement, TableAggregate, TableItem, TableItemKind,
+    TableSelect, TableStatement, TimeRange,
 };
 pub use exec::{
     delete_paths, execute, execute_charged, execute_table, execute_table_charged, insert_table,

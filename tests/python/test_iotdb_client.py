@@ -764,6 +764,9 @@ class QueryTest(FencepostTestCase):
              f"max_by(time, {self.dev}.s2)"],
         )
         self.assertEqual([values for _, values in by.rows], [[7.0, 1.0, 7]])
+        # COUNT_IF: runs of at least 2 rows with s1 > 1 (s2 is null at 3 and 6; s1 runs 2..7).
+        runs = self.query(f"select count_if(s1 > 1, 2), count_if(s1 > 1 & s2 > 1, keep >= 2) from {self.dev}")
+        self.assertEqual([values for _, values in runs.rows], [[1, 1]])
 
     def test_patterns_lists_and_align_by_device(self):
         d1, d2, d3 = self.db + ".d1", self.db + ".d2", self.db + ".g.d3"
@@ -978,7 +981,7 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         # IoTDB syntax Fencepost does not run yet: 300 naming it, not a syntax error.
         for sql, names in [
-            (f"select count_if(s > 1, 2) from {dev}", "COUNT_IF"),
+            (f"select mode(s) from {dev}", "MODE"),
             (f"select count(s) from {dev} group by ([0, 10), 1mo)", "month"),
         ]:
             with self.assertRaises(StatementExecutionException) as caught:

@@ -68,8 +68,13 @@ pub(super) async fn select_aggregate<B: Backend>(
     names.extend(query.items.iter().filter_map(|i| i.by.clone()));
     let mut by_item = analyze::expand(backend, query.from, &names).await?;
     let ys = by_item.split_off(query.items.len());
-    let (by_item, ys) = by::pair(query.items, by_item, ys);
-    answer(backend, query, by_item, ys, charge).await
+    let mut predicates = Vec::new();
+    for count_if in query.items.iter().filter_map(|i| i.count_if.as_ref()) {
+        let columns = count_if.predicate.columns();
+        predicates.push(analyze::expand(backend, query.from, &columns).await?);
+    }
+    let (by_item, extra) = by::pair(query.items, by_item, ys, predicates);
+    answer(backend, query, by_item, extra, charge).await
 }
 
 /// IoTDB's aggregation query by path (`executeAggregationQueryV2`): `functions[i]` of the series
@@ -103,11 +108,11 @@ pub async fn aggregate_paths<B: Backend>(
             ),
         ));
     }
-    if let Some(f) = request.functions.iter().find(|f| f.takes_two()) {
+    if let Some(f) = request.functions.iter().find(|f| f.reads_rows()) {
         return Err(ExecError::refused(
             StatusCode::UnsupportedOperation,
             format!(
-                "{} takes two series; ask it in SQL",
+                "{} takes more than a series; ask it in SQL",
                 f.name().to_ascii_uppercase()
             ),
         ));
@@ -132,6 +137,7 @@ pub async fn aggregate_paths<B: Backend>(
             function,
             measurement: String::new(),
             by: None,
+            count_if: None,
             alias: None,
         })
         .collect();
@@ -148,19 +154,19 @@ pub async fn aggregate_paths<B: Backend>(
         having: None,
         align_by_device: false,
     };
-    let ys = vec![Vec::new(); by_item.len()];
-    let outcome = answer(backend, &query, by_item, ys, charge).await?;
+    let extra = vec![Vec::new(); by_item.len()];
+    let outcome = answer(backend, &query, by_item, extra, charge).await?;
     charge.settle(super::outcome_bytes(&outcome))?;
     Ok(outcome)
 }
 
-/// The result of `query` over the series each of its items reads (`by_item`; for MAX_BY and
-/// MIN_BY, `ys` holds the y beside each).
+/// The result of `query` over the series each of its items reads (`by_item`; for the columns
+/// answered from rows, `extra` holds what else each reads: [`by::pair`]).
 async fn answer<B: Backend>(
     backend: &B,
     query: &AggregateQuery<'_>,
     by_item: Vec<Vec<Series>>,
-    ys: Vec<Vec<Series>>,
+    extra: Vec<Vec<Vec<Series>>>,
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     let mut cut = Cut::new(query.range, query.group_by)?;
@@ -174,15 +180,15 @@ async fn answer<B: Backend>(
         ));
     }
     if (query.levels.is_some() || query.tags.is_some())
-        && query.items.iter().any(|i| i.function.takes_two())
+        && query.items.iter().any(|i| i.function.reads_rows())
     {
         return Err(ExecError::refused(
             StatusCode::UnsupportedOperation,
-            "MAX_BY and MIN_BY with GROUP BY LEVEL or TAGS are not supported yet",
+            "MAX_BY, MIN_BY and COUNT_IF with GROUP BY LEVEL or TAGS are not supported yet",
         ));
     }
-    let (by_item, ys) = series_window(by_item, ys, query.rows);
-    let plan = Plan::new(query.items, by_item, ys)?;
+    let (by_item, extra) = series_window(by_item, extra, query.rows);
+    let plan = Plan::new(query.items, by_item, extra)?;
     cut.moments = plan.columns.iter().any(|c| c.function.needs_moments());
     if plan.columns.is_empty() {
         return Ok(Outcome::query(Vec::new(), Vec::new()));
@@ -207,7 +213,7 @@ async fn answer<B: Backend>(
     }
     .map(|units| cut.rows_of(units));
     let partials = match partials {
-        Ok(mut partials) if plan.columns.iter().any(|c| c.by.is_some()) => by::append(
+        Ok(mut partials) if plan.columns.iter().any(|c| c.rows.is_some()) => by::append(
             backend,
             &plan,
             query,
@@ -237,31 +243,31 @@ async fn answer<B: Backend>(
 }
 
 /// The series SOFFSET and SLIMIT keep of each item's (counted over every item's in turn), with
-/// the y beside each kept one (MAX_BY, MIN_BY).
+/// what else each kept one reads ([`by::pair`]).
 fn series_window(
     by_item: Vec<Vec<Series>>,
-    ys: Vec<Vec<Series>>,
+    extra: Vec<Vec<Vec<Series>>>,
     rows: RowWindow,
-) -> (Vec<Vec<Series>>, Vec<Vec<Series>>) {
+) -> (Vec<Vec<Series>>, Vec<Vec<Vec<Series>>>) {
     if rows.series_offset == 0 && rows.series_limit.is_none() {
-        return (by_item, ys);
+        return (by_item, extra);
     }
     let items = by_item.len();
-    let flat: Vec<(usize, Series, Option<Series>)> = by_item
+    let flat: Vec<(usize, Series, Option<Vec<Series>>)> = by_item
         .into_iter()
-        .zip(ys)
+        .zip(extra)
         .enumerate()
-        .flat_map(|(i, (series, ys))| {
-            let mut ys = ys.into_iter();
-            series.into_iter().map(move |s| (i, s, ys.next()))
+        .flat_map(|(i, (series, extra))| {
+            let mut extra = extra.into_iter();
+            series.into_iter().map(move |s| (i, s, extra.next()))
         })
         .collect();
-    let (mut kept, mut kept_ys) = (vec![Vec::new(); items], vec![Vec::new(); items]);
-    for (i, s, y) in rows.series(flat) {
+    let (mut kept, mut kept_extra) = (vec![Vec::new(); items], vec![Vec::new(); items]);
+    for (i, s, e) in rows.series(flat) {
         kept[i].push(s);
-        kept_ys[i].extend(y);
+        kept_extra[i].extend(e);
     }
-    (kept, kept_ys)
+    (kept, kept_extra)
 }
 
 /// The rows of a finished result that `query` keeps, its rows running in windows of
@@ -304,8 +310,8 @@ struct Column {
     series: usize,
     /// The type of the series (of x for MAX_BY and MIN_BY; INT64 for `time`).
     data_type: DataType,
-    /// MAX_BY's and MIN_BY's inputs.
-    by: Option<by::ByInput>,
+    /// What a column answered from rows (MAX_BY, MIN_BY, COUNT_IF) reads.
+    rows: Option<by::RowInput>,
 }
 
 impl Column {
@@ -319,29 +325,33 @@ impl Column {
         finish(self.function, self.data_type, p)
     }
 
-    /// The name it goes by aligned by device: the label (`s1`), or MAX_BY's two (`x, y`).
+    /// The name it goes by aligned by device: the label (`s1`), MAX_BY's two (`x, y`),
+    /// COUNT_IF's predicate and keep (`s1 > 0, 3`).
     fn key_label(&self) -> String {
-        match &self.by {
-            None => self.label.clone(),
-            Some(by) => format!("{}, {}", self.label, by.y_label),
+        match &self.rows {
+            Some(by::RowInput::By { y_label, .. }) => format!("{}, {y_label}", self.label),
+            _ => self.label.clone(),
         }
     }
 
     /// The column's name aligned by time: `count(root.sg.d1.s1)`, `max_by(root.sg.d1.x,
-    /// root.sg.d1.y)` (`time` as is).
+    /// root.sg.d1.y)` (`time` as is), `count_if(root.sg.d1.s1 > 0, 3)`.
     fn name(&self, device: &str) -> String {
-        let path = |label: &str| match self.by.as_ref().filter(|b| b.x.is_none()) {
-            Some(_) if label == "time" => label.to_string(),
-            _ => format!("{device}.{label}"),
-        };
-        match &self.by {
-            None => format!("{}({})", self.function.name(), path(&self.label)),
-            Some(by) => format!(
-                "{}({}, {})",
-                self.function.name(),
-                path(&self.label),
-                path(&by.y_label)
-            ),
+        let path = |label: &str| format!("{device}.{label}");
+        let f = self.function.name();
+        match &self.rows {
+            None => format!("{f}({})", path(&self.label)),
+            Some(by::RowInput::By { x, y_label, .. }) => {
+                let x = match x {
+                    None => self.label.clone(),
+                    Some(_) => path(&self.label),
+                };
+                format!("{f}({x}, {})", path(y_label))
+            }
+            Some(by::RowInput::CountIf { count_if, .. }) => {
+                let predicate = count_if.predicate.rename_columns(&|c| path(c));
+                format!("{f}({predicate}, {})", count_if.keep_text())
+            }
         }
     }
 }
@@ -351,6 +361,7 @@ impl Column {
 pub(super) fn output_type(function: AggregateFunction, data_type: DataType) -> DataType {
     match function {
         AggregateFunction::Count
+        | AggregateFunction::CountIf
         | AggregateFunction::MinTime
         | AggregateFunction::MaxTime
         | AggregateFunction::TimeDuration => DataType::Int64,
@@ -366,7 +377,8 @@ pub(super) fn finish(function: AggregateFunction, data_type: DataType, p: &Parti
     // while the query ran) is left out rather than mistyping the column.
     let of_series = |v: Option<&Value>| v.filter(|v| v.data_type() == data_type).cloned();
     match function {
-        AggregateFunction::Count => Some(Value::Int64(
+        // A COUNT_IF slot holds the runs counted as its count (see `by`).
+        AggregateFunction::Count | AggregateFunction::CountIf => Some(Value::Int64(
             i64::try_from(p.count).expect("fewer points than i64::MAX"),
         )),
         AggregateFunction::Sum => (p.count > 0).then_some(Value::Double(p.sum)),
@@ -474,13 +486,13 @@ fn level_path(path: &str, levels: &[usize]) -> String {
 }
 
 impl Plan {
-    /// The plan of `items`, each with the series it reads (`by_item`; MAX_BY's and MIN_BY's
-    /// x, with the y of the same device beside each in `ys`); 700 when a function does not take
-    /// a series' type.
+    /// The plan of `items`, each with the series it reads (`by_item`) and, for the columns
+    /// answered from rows, what else each reads (`extra`, [`by::pair`]); 700 when a function
+    /// does not take a series' type.
     fn new(
         items: &[AggregateItem],
         by_item: Vec<Vec<Series>>,
-        ys: Vec<Vec<Series>>,
+        extra: Vec<Vec<Vec<Series>>>,
     ) -> ExecResult<Plan> {
         assert_eq!(items.len(), by_item.len(), "one list of series per item");
         let mut plan = Plan {
@@ -488,36 +500,24 @@ impl Plan {
             columns: Vec::new(),
             types: Vec::new(),
         };
-        for ((item, series), ys) in items.iter().zip(by_item).zip(ys) {
+        for ((item, series), extra) in items.iter().zip(by_item).zip(extra) {
             if let Some(alias) = item.alias.as_ref().filter(|_| series.len() > 1) {
                 return Err(analyze::alias_of_many(alias, series.len()));
             }
-            let mut ys = ys.into_iter();
+            let mut extra = extra.into_iter();
             for s in series {
                 let device = plan.device_index(&s.device);
-                let by = match item.function.takes_two() {
+                let rows = match item.function.reads_rows() {
                     true => {
-                        let y = ys.next().expect("a y beside each x");
-                        by::check_y(item, &y)?;
-                        let y_index = plan.measurement_index(device, &y.measurement, y.data_type);
-                        let x = match by::is_time(&item.measurement) {
-                            true => None,
-                            false => {
-                                Some(plan.measurement_index(device, &s.measurement, s.data_type))
-                            }
-                        };
-                        Some(by::ByInput {
-                            x,
-                            y: y_index,
-                            y_label: y.label,
-                        })
+                        let extra = extra.next().expect("what a column of rows reads");
+                        Some(plan.row_input(item, device, &s, extra)?)
                     }
                     false => {
                         check_type(item.function, &s.path(), s.data_type)?;
                         None
                     }
                 };
-                let index = match &by {
+                let index = match &rows {
                     None => plan.measurement_index(device, &s.measurement, s.data_type),
                     Some(_) => usize::MAX, // its slot, given below
                 };
@@ -528,17 +528,47 @@ impl Plan {
                     device,
                     series: index,
                     data_type: s.data_type,
-                    by,
+                    rows,
                 });
             }
         }
-        // MAX_BY's and MIN_BY's slots follow their device's measurements, in column order.
+        // The slots of the columns answered from rows follow their device's measurements, in
+        // column order.
         let mut slots = vec![0; plan.reads.len()];
-        for c in plan.columns.iter_mut().filter(|c| c.by.is_some()) {
+        for c in plan.columns.iter_mut().filter(|c| c.rows.is_some()) {
             c.series = plan.reads[c.device].1.len() + slots[c.device];
             slots[c.device] += 1;
         }
         Ok(plan)
+    }
+
+    /// What `item`'s column of `device` (x: `s`) reads besides its slot, `extra` being MAX_BY's
+    /// y or COUNT_IF's series; MAX_BY's measurements are read with the device's.
+    fn row_input(
+        &mut self,
+        item: &AggregateItem,
+        device: usize,
+        s: &Series,
+        extra: Vec<Series>,
+    ) -> ExecResult<by::RowInput> {
+        if let Some(count_if) = &item.count_if {
+            return Ok(by::RowInput::CountIf {
+                count_if: count_if.clone(),
+                series: extra,
+            });
+        }
+        let y = extra.into_iter().next().expect("MAX_BY's y");
+        by::check_y(item, &y)?;
+        let y_index = self.measurement_index(device, &y.measurement, y.data_type);
+        let x = match by::is_time(&item.measurement) {
+            true => None,
+            false => Some(self.measurement_index(device, &s.measurement, s.data_type)),
+        };
+        Ok(by::RowInput::By {
+            x,
+            y: y_index,
+            y_label: y.label,
+        })
     }
 
     /// The index of `device` in `reads`, added if new.

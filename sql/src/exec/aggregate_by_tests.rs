@@ -123,3 +123,91 @@ fn refusals() {
         assert!(parsed.result.is_err(), "{text}");
     }
 }
+
+/// IoTDB's COUNT_IF example: s1 = 0 and s2 = 0 hold at 1, 3, 4 and 8–10 (s1 is NULL at 2),
+/// s1 = 1 and s2 = 0 at 5–7.
+fn runs() -> Memory {
+    let m = Memory::default();
+    one(
+        &m,
+        "INSERT INTO root.db.d1(time, s1, s2) VALUES (1, 0, 0), (2, NULL, 0), (3, 0, 0), \
+         (4, 0, 0), (5, 1, 0), (6, 1, 0), (7, 1, 0), (8, 0, 0), (9, 0, 0), (10, 0, 0)",
+    );
+    // Points of another series never break a run: COUNT_IF reads its predicate's series.
+    one(
+        &m,
+        "INSERT INTO root.db.d1(time, s3) VALUES (3, 1), (9, 1), (20, 1)",
+    );
+    m
+}
+
+#[test]
+fn count_if_counts_the_runs_whose_length_keep_accepts() {
+    let m = runs();
+    let o = one(
+        &m,
+        "SELECT count_if(s1 = 0 & s2 = 0, 3), count_if(s1 = 1 AND s2 = 0, 3), \
+         count_if(s1 = 0 && s2 = 0, 3, 'ignoreNull'='false'), count_if(s1 = 0, keep < 3) \
+         FROM root.db.d1",
+    );
+    assert_eq!(
+        o.columns,
+        [
+            "count_if((root.db.d1.s1 = 0) AND (root.db.d1.s2 = 0), 3)",
+            "count_if((root.db.d1.s1 = 1) AND (root.db.d1.s2 = 0), 3)",
+            "count_if((root.db.d1.s1 = 0) AND (root.db.d1.s2 = 0), 3)",
+            "count_if(root.db.d1.s1 = 0, keep < 3)",
+        ]
+    );
+    assert_eq!(o.types, [DataType::Int64; 4]);
+    // A NULL is passed over (one run of 3 at 1–4), or ends the run with ignoreNull false
+    // (runs of 1 and 2 then); s1 = 0 alone runs 1–4 (3 rows: s1 has no point at 2) and 8–10.
+    assert_eq!(strings(&o), [["2", "1", "1", "0"]]);
+    let o = one(
+        &m,
+        "SELECT count_if(s1 = 0 | s1 = 1, keep = 9), count_if(s2 = 0, keep >= 10) FROM root.db.d1",
+    );
+    assert_eq!(strings(&o), [["1", "1"]]);
+    // In windows, each on its own; a window without rows counts 0.
+    let o = one(
+        &m,
+        "SELECT count_if(s1 = 0 & s2 = 0, 3) FROM root.db.d1 GROUP BY ([1, 16), 5ms)",
+    );
+    assert_eq!(strings(&o), [["1", "1"], ["6", "1"], ["11", "0"]]);
+    // Under a filter, only the rows it keeps (time 4 dropped: 1–3 is one run of 2).
+    let o = one(
+        &m,
+        "SELECT count_if(s1 = 0, 2) FROM root.db.d1 WHERE time != 4",
+    );
+    assert_eq!(strings(&o), [["2"]]);
+    // Aligned by device.
+    let o = one(
+        &m,
+        "SELECT count_if(s1 = 1, 3) FROM root.db.* ALIGN BY DEVICE",
+    );
+    assert_eq!(o.columns, ["Device", "count_if(s1 = 1, 3)"]);
+    assert_eq!(strings(&o), [["root.db.d1", "1"]]);
+}
+
+#[test]
+fn count_if_refusals() {
+    for text in [
+        "SELECT count_if(s1 = 0) FROM root.db.d1",
+        "SELECT count_if(3, 3) FROM root.db.d1",
+        "SELECT count_if(s1 = 0, keep) FROM root.db.d1",
+        "SELECT count_if(s1 = 0, 3, 'other'='true') FROM root.db.d1",
+        "SELECT count_if(s1 = 0, 3, 'ignoreNull'='maybe') FROM root.db.d1",
+    ] {
+        let parsed = crate::parse_script(text, crate::Position::START)
+            .pop()
+            .unwrap();
+        assert!(parsed.result.is_err(), "{text}");
+    }
+    let m = runs();
+    let e = run(
+        &m,
+        "SELECT count_if(s1 = 0, 3) FROM root.db.* GROUP BY LEVEL = 1",
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), 300, "{e}");
+}

@@ -261,6 +261,13 @@ pub(super) fn tree_plan(statement: &Statement) -> Option<Vec<String>> {
                 windows_text(*group_by)
             ));
             let what = format!("FROM {}", patterns_text(from));
+            if items.iter().any(|i| i.function.reads_rows()) {
+                steps.push(
+                    "RowAggregate  MAX_BY, MIN_BY and COUNT_IF: each device's rows read raw and \
+                     judged in every window holding them"
+                        .to_string(),
+                );
+            }
             match filter {
                 Some(_) => {
                     steps.push("Fold  the kept rows into each window's partials".to_string());
@@ -279,7 +286,11 @@ pub(super) fn tree_plan(statement: &Statement) -> Option<Vec<String>> {
 fn items_text(items: &[AggregateItem]) -> String {
     items
         .iter()
-        .map(|i| format!("{}({})", i.function.name(), i.measurement))
+        .map(|i| match (&i.by, &i.count_if) {
+            (Some(y), _) => format!("{}({}, {y})", i.function.name(), i.measurement),
+            (_, Some(c)) => format!("count_if({}, {})", c.predicate, c.keep_text()),
+            _ => format!("{}({})", i.function.name(), i.measurement),
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

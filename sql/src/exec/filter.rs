@@ -87,6 +87,19 @@ impl Filter {
         Filter::bind(expr, lookups.iter().map(|l| &**l))
     }
 
+    /// The row's truth in three-valued logic: `None` when it is unknown (a NULL decides it).
+    pub(super) fn judge(&self, row: &[Cell]) -> Option<bool> {
+        let mut unknown = false;
+        for root in &self.roots {
+            match root.eval(row) {
+                Datum::Bool(false) => return Some(false),
+                Datum::Bool(true) => {}
+                _ => unknown = true,
+            }
+        }
+        (!unknown).then_some(true)
+    }
+
     /// True when the row is kept.
     pub(super) fn keeps(&self, row: &[Cell]) -> bool {
         self.roots

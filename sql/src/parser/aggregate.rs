@@ -5,7 +5,8 @@
 //! forms answer 300.
 
 use super::{not_supported_yet, ParseError, Parser, Statement, Token, TokenKind, MEASUREMENTS_MAX};
-use crate::ast::{AggregateFunction, AggregateItem, GroupByTime, Literal};
+use crate::ast::{AggregateFunction, AggregateItem, CountIf, GroupByTime, Literal};
+use crate::expr::BinaryOp;
 use crate::lexer::duration_parts;
 
 /// Why a SELECT list mixing raw columns and aggregations is refused (IoTDB refuses it too).
@@ -103,6 +104,22 @@ impl Parser<'_> {
         };
         self.next += 1;
         self.expect(&TokenKind::LeftParen, "'('")?;
+        if function == AggregateFunction::CountIf {
+            let count_if = self.count_if_arguments()?;
+            self.expect(&TokenKind::RightParen, "')'")?;
+            let alias = if self.eat_keyword("AS") {
+                Some(self.measurement_or("an alias (a name without '.' or '*')")?)
+            } else {
+                None
+            };
+            return Ok(AggregateItem {
+                function,
+                measurement: String::new(),
+                by: None,
+                count_if: Some(Box::new(count_if)),
+                alias,
+            });
+        }
         let (measurement, by) = if function.takes_two() {
             let x = self.measurement_or("a measurement name or time")?;
             self.expect(
@@ -136,7 +153,68 @@ impl Parser<'_> {
             function,
             measurement,
             by,
+            count_if: None,
             alias,
+        })
+    }
+
+    /// COUNT_IF's arguments after `(`: `predicate, keep[, 'ignoreNull'='true'|'false']`, where
+    /// `keep` is `n` (a run of at least n rows) or `keep <op> n`.
+    fn count_if_arguments(&mut self) -> Result<CountIf, ParseError> {
+        let predicate = self.or_expr(0)?;
+        if !predicate.calls().is_empty() || predicate.columns().is_empty() {
+            return Err(self.error("a condition on measurements, then ','"));
+        }
+        self.expect(&TokenKind::Comma, "',' and the run length to keep")?;
+        let keep_bare = !self.eat_keyword("KEEP");
+        let op = if keep_bare {
+            BinaryOp::GtEq
+        } else {
+            let op = match self.peek_kind() {
+                Some(TokenKind::GreaterEqual) => BinaryOp::GtEq,
+                Some(TokenKind::Greater) => BinaryOp::Gt,
+                Some(TokenKind::Equal) => BinaryOp::Eq,
+                Some(TokenKind::NotEqual) => BinaryOp::NotEq,
+                Some(TokenKind::Less) => BinaryOp::Lt,
+                Some(TokenKind::LessEqual) => BinaryOp::LtEq,
+                _ => return Err(self.error("a comparison after keep (>=, >, =, !=, <, <=)")),
+            };
+            self.next += 1;
+            op
+        };
+        let rows = match self.peek_kind() {
+            Some(TokenKind::Number(n)) => n.parse::<i64>().ok(),
+            _ => None,
+        };
+        let Some(rows) = rows else {
+            return Err(self.error("a run length: a whole number of rows"));
+        };
+        self.next += 1;
+        let mut ignore_null = true;
+        if self.eat(&TokenKind::Comma) {
+            let attribute = |p: &mut Self, expected: &str| match p.peek_kind() {
+                Some(TokenKind::Str(text)) => {
+                    let text = text.to_ascii_lowercase();
+                    p.next += 1;
+                    Ok(text)
+                }
+                _ => Err(p.error(expected)),
+            };
+            if attribute(self, "'ignoreNull'")? != "ignorenull" {
+                return Err(self.error("COUNT_IF takes one attribute, 'ignoreNull'"));
+            }
+            self.expect(&TokenKind::Equal, "'='")?;
+            ignore_null = match attribute(self, "'true' or 'false'")?.as_str() {
+                "true" => true,
+                "false" => false,
+                _ => return Err(self.error("'true' or 'false' for 'ignoreNull'")),
+            };
+        }
+        Ok(CountIf {
+            predicate,
+            keep: (op, rows),
+            keep_bare,
+            ignore_null,
         })
     }
 
@@ -365,6 +443,7 @@ mod tests {
             function,
             measurement: measurement.into(),
             by: None,
+            count_if: None,
             alias: None,
         }
     }
@@ -372,7 +451,7 @@ mod tests {
     #[test]
     fn every_function_in_any_case_and_star() {
         for function in AggregateFunction::ALL {
-            if function.takes_two() {
+            if function.reads_rows() {
                 continue;
             }
             for name in [function.name().to_string(), function.name().to_uppercase()] {
@@ -405,6 +484,7 @@ mod tests {
             function,
             measurement: x.into(),
             by: Some("i".into()),
+            count_if: None,
             alias: alias.map(Into::into),
         };
         assert_eq!(

@@ -402,6 +402,7 @@ fn select_last_and_count() {
         function: AggregateFunction::Count,
         measurement: measurement.into(),
         by: None,
+        count_if: None,
         alias: None,
     };
     assert_eq!(
@@ -864,10 +865,7 @@ fn iotdb_syntax_not_run_yet_is_unsupported_not_malformed() {
         parsed[0].result.clone().expect_err(text)
     };
     for (text, names) in [
-        (
-            "SELECT count_if(s1 > 1, 3) FROM root.sg.d1",
-            "the aggregation COUNT_IF",
-        ),
+        ("SELECT mode(s1) FROM root.sg.d1", "the aggregation MODE"),
         (
             "SELECT * FROM root.sg.d1 ORDER BY s1 DESC",
             "ORDER BY anything but TIME",

@@ -255,6 +255,7 @@ mod tests {
                     function: crate::AggregateFunction::Count,
                     measurement: "s1".into(),
                     by: None,
+                    count_if: None,
                     alias: None,
                 }],
                 range: TimeRange {

@@ -1,15 +1,23 @@
-//! `MAX_BY(x, y)` and `MIN_BY(x, y)`: x in the row where y is greatest (least), the earliest
-//! such row on a tie (IoTDB's `MaxMinByBaseAccumulator`); NULL where x has no value in that row,
-//! and where y has none in the window. `x` may be `time`: the row's time.
+//! The aggregations answered from a device's rows, read raw, rather than from partial
+//! aggregates: `MAX_BY(x, y)` and `MIN_BY(x, y)`, and `COUNT_IF(predicate, keep)`.
 //!
-//! x and y are measurements of one device: each device that holds both (y alone, for `time`)
-//! is a column. No statistics say which row holds a greatest value, so each device's series are
-//! read raw, joined on time ([`join::scan`]), under the WHERE filter when there is one, and each
-//! row is judged for every window holding its time (with a sliding step, windows overlap).
+//! MAX_BY and MIN_BY: x in the row where y is greatest (least), the earliest such row on a tie
+//! (IoTDB's `MaxMinByBaseAccumulator`); NULL where x has no value in that row, and where y has
+//! none in the window. `x` may be `time`: the row's time. x and y are measurements of one
+//! device: each device that holds both (y alone, for `time`) is a column. No statistics say
+//! which row holds a greatest value, so each device's series are read raw, joined on time
+//! ([`join::scan`]), under the WHERE filter when there is one.
 //!
-//! A column's answer per row is kept as a [`Partial`] in a slot of its own after its device's
-//! measurements (`Column::series`): one point, the chosen x as its `first`, so the result is
-//! shaped as every other column's.
+//! COUNT_IF: the runs of consecutive rows (of the predicate's series joined on time) where the
+//! predicate holds, counted when their length passes `keep` (IoTDB's `CountIfAccumulator`); a
+//! row where the predicate is NULL is passed over, or ends the run with `'ignoreNull'='false'`.
+//! Each device holding every measurement the predicate names is a column; its series are read
+//! on their own, so rows of other series do not break its runs.
+//!
+//! Every row is judged for every window holding its time (with a sliding step, windows
+//! overlap). A column's answer per row is kept as a [`Partial`] in a slot of its own after its
+//! device's measurements (`Column::series`), so the result is shaped as every other column's:
+//! MAX_BY's chosen x as the partial's first point, COUNT_IF's runs as its count.
 
 use std::cmp::Ordering;
 use std::ops::Range;
@@ -22,17 +30,25 @@ use super::super::budget::ResultCharge;
 use super::super::filter::Filter;
 use super::super::{join, query, Backend, ExecError, ExecResult};
 use super::{partial_heap_bytes, partials_bytes, AggregateQuery, Column, Cut, Plan};
-use crate::{AggregateItem, TimeRange};
+use crate::{AggregateFunction, AggregateItem, CountIf, TimeRange};
 
-/// What a MAX_BY or MIN_BY column reads besides its slot.
+/// What a column answered from rows reads besides its slot.
 #[derive(Clone, Debug)]
-pub(super) struct ByInput {
-    /// x's index among its device's measurements; `None`: x is the row's time.
-    pub(super) x: Option<usize>,
-    /// y's index among its device's measurements.
-    pub(super) y: usize,
-    /// y's name as the query gave it.
-    pub(super) y_label: String,
+pub(super) enum RowInput {
+    /// MAX_BY or MIN_BY.
+    By {
+        /// x's index among its device's measurements; `None`: x is the row's time.
+        x: Option<usize>,
+        /// y's index among its device's measurements.
+        y: usize,
+        /// y's name as the query gave it.
+        y_label: String,
+    },
+    /// COUNT_IF, and the series its predicate names (read on their own).
+    CountIf {
+        count_if: Box<CountIf>,
+        series: Vec<Series>,
+    },
 }
 
 /// Whether a MAX_BY/MIN_BY argument names the row's time.
@@ -40,45 +56,66 @@ pub(super) fn is_time(name: &str) -> bool {
     name.eq_ignore_ascii_case("time") || name.eq_ignore_ascii_case("timestamp")
 }
 
-/// Each item's series (x's), and for MAX_BY and MIN_BY the y of the same device beside each:
-/// `xs[i]` the expansion of item i's first argument, `ys` those of the second arguments of the
-/// items that take two, in order. A device holding one of the two is left out; for x `time`,
-/// each y's device is a column (its x series is y itself, labelled `time`).
+/// Each item's series (x's), and beside each what else its column reads: for MAX_BY and
+/// MIN_BY the y of the same device, for COUNT_IF the predicate's series. `xs[i]` is the
+/// expansion of item i's first argument, `ys` those of the second arguments of the items that
+/// take two, in order, `predicates` each COUNT_IF's names' expansions, in order. A device holding
+/// only some of what a column reads is left out; for x `time`, each y's device is a column (its
+/// x series is y itself, labelled `time`), for COUNT_IF each device holding every name (its
+/// series is the first name's, labelled by the predicate).
 pub(super) fn pair(
     items: &[AggregateItem],
     xs: Vec<Vec<Series>>,
     ys: Vec<Vec<Series>>,
-) -> (Vec<Vec<Series>>, Vec<Vec<Series>>) {
+    predicates: Vec<Vec<Vec<Series>>>,
+) -> (Vec<Vec<Series>>, Vec<Vec<Vec<Series>>>) {
     let mut ys = ys.into_iter();
+    let mut predicates = predicates.into_iter();
     let mut by_item = Vec::with_capacity(items.len());
-    let mut y_of_item = Vec::with_capacity(items.len());
+    let mut extra_of_item = Vec::with_capacity(items.len());
     for (item, x_series) in items.iter().zip(xs) {
-        if !item.function.takes_two() {
-            by_item.push(x_series);
-            y_of_item.push(Vec::new());
-            continue;
-        }
-        let y_series = ys.next().expect("one expansion of y per MAX_BY/MIN_BY");
-        let (mut kept_x, mut kept_y) = (Vec::new(), Vec::new());
-        for y in y_series {
-            let x = if is_time(&item.measurement) {
-                Some(Series {
-                    label: "time".to_string(),
-                    data_type: DataType::Int64,
-                    ..y.clone()
-                })
-            } else {
-                x_series.iter().find(|x| x.device == y.device).cloned()
-            };
-            if let Some(x) = x {
-                kept_x.push(x);
-                kept_y.push(y);
+        let (mut kept_x, mut kept_extra) = (Vec::new(), Vec::new());
+        if let Some(count_if) = &item.count_if {
+            let names = predicates.next().expect("one expansion per COUNT_IF");
+            let label = format!("{}, {}", count_if.predicate, count_if.keep_text());
+            for first in names.first().into_iter().flatten() {
+                let of_device: Option<Vec<Series>> = names
+                    .iter()
+                    .map(|name| name.iter().find(|s| s.device == first.device).cloned())
+                    .collect();
+                if let Some(series) = of_device {
+                    kept_x.push(Series {
+                        label: label.clone(),
+                        data_type: DataType::Int64,
+                        ..first.clone()
+                    });
+                    kept_extra.push(series);
+                }
             }
+        } else if item.function.takes_two() {
+            let y_series = ys.next().expect("one expansion of y per MAX_BY/MIN_BY");
+            for y in y_series {
+                let x = if is_time(&item.measurement) {
+                    Some(Series {
+                        label: "time".to_string(),
+                        data_type: DataType::Int64,
+                        ..y.clone()
+                    })
+                } else {
+                    x_series.iter().find(|x| x.device == y.device).cloned()
+                };
+                if let Some(x) = x {
+                    kept_x.push(x);
+                    kept_extra.push(vec![y]);
+                }
+            }
+        } else {
+            kept_x = x_series;
         }
         by_item.push(kept_x);
-        y_of_item.push(kept_y);
+        extra_of_item.push(kept_extra);
     }
-    (by_item, y_of_item)
+    (by_item, extra_of_item)
 }
 
 /// 700 unless y is of a type MAX_BY and MIN_BY compare: INT32, INT64, FLOAT, DOUBLE, STRING,
@@ -147,9 +184,9 @@ fn rows_at(cut: &Cut, time: i64) -> Range<usize> {
     clamp(first)..clamp(last + 1)
 }
 
-/// Appends each MAX_BY and MIN_BY column's slot to its device's partials (`[device][series]
-/// [row]`, rows as the result has them), in column order, reading each device's rows that
-/// `query`'s filter keeps; what the slots hold is charged to `charge` and added to `held`.
+/// Appends the slot of each column answered from rows to its device's partials (`[device]
+/// [series][row]`, rows as the result has them), in column order, reading each device's rows
+/// that `query`'s filter keeps; what the slots hold is charged to `charge` and added to `held`.
 pub(super) async fn append<B: Backend>(
     backend: &B,
     plan: &Plan,
@@ -160,7 +197,7 @@ pub(super) async fn append<B: Backend>(
     partials: &mut [Vec<Vec<Partial>>],
 ) -> ExecResult<()> {
     let rows = cut.rows();
-    let columns: Vec<&Column> = plan.columns.iter().filter(|c| c.by.is_some()).collect();
+    let columns: Vec<&Column> = plan.columns.iter().filter(|c| c.rows.is_some()).collect();
     let fixed = partials_bytes(rows, columns.len());
     charge.add(fixed)?;
     *held += fixed;
@@ -169,80 +206,47 @@ pub(super) async fn append<B: Backend>(
         None => Vec::new(),
     };
     for (device, slots) in partials.iter_mut().enumerate() {
-        let mine: Vec<&ByInput> = columns
+        let mine: Vec<&Column> = columns
             .iter()
             .filter(|c| c.device == device)
-            .filter_map(|c| c.by.as_ref())
+            .copied()
             .collect();
         if mine.is_empty() {
             continue;
         }
-        let mut best: Vec<Vec<Option<Best>>> = vec![vec![None; rows]; mine.len()];
-        if let Some(windows) = cut.call() {
-            let name = &plan.reads[device].0;
-            let refs: Vec<Series> = referenced
-                .iter()
-                .filter(|r| r.device == *name)
-                .cloned()
-                .collect();
-            let read = join::with_referenced(plan.series_of(device), &refs);
-            let filter = match query.filter {
-                Some(expr) => Some(Filter::over(expr, &read, &refs)?),
-                None => None,
-            };
-            let greatest = columns
-                .iter()
-                .filter(|c| c.device == device)
-                .map(|c| c.function == crate::AggregateFunction::MaxBy)
-                .collect::<Vec<_>>();
-            let fold = |row: Vec<_>, _: &mut ResultCharge| {
-                let Some(Some(Value::Int64(time))) = row.first() else {
-                    unreachable!("a joined row starts with its time");
-                };
-                let time = *time;
-                for (k, input) in mine.iter().enumerate() {
-                    let Some(y) = &row[1 + input.y] else {
-                        continue;
-                    };
-                    let wanted = if greatest[k] {
-                        Ordering::Greater
-                    } else {
-                        Ordering::Less
-                    };
-                    for r in rows_at(cut, time) {
-                        let better = best[k][r]
-                            .as_ref()
-                            .is_none_or(|b| order(y, &b.y) == Some(wanted));
-                        if better && order(y, y).is_some() {
-                            let x = match input.x {
-                                None => Some(Value::Int64(time)),
-                                Some(x) => row[1 + x].clone(),
-                            };
-                            best[k][r] = Some(Best { y: y.clone(), x });
-                        }
-                    }
-                }
-                Ok(true)
-            };
-            let span = windows.range();
-            let range = TimeRange {
-                from: span.start,
-                to: span.end,
-            };
-            join::scan(backend, &read, range, usize::MAX, filter, charge, fold).await?;
+        let name = &plan.reads[device].0;
+        let refs: Vec<Series> = referenced
+            .iter()
+            .filter(|r| r.device == *name)
+            .cloned()
+            .collect();
+        let reads = Reads {
+            query,
+            cut,
+            refs: &refs,
+        };
+        let by: Vec<&Column> = mine
+            .iter()
+            .filter(|c| matches!(c.rows, Some(RowInput::By { .. })))
+            .copied()
+            .collect();
+        let mut by_slots = if by.is_empty() {
+            Vec::new()
+        } else {
+            reads
+                .max_min_by(backend, plan.series_of(device), &by, charge)
+                .await?
         }
-        for column in best {
-            let slot: Vec<Partial> = column
-                .into_iter()
-                .map(|b| match b {
-                    None => Partial::default(),
-                    Some(b) => Partial {
-                        count: 1,
-                        first: b.x.map(|x| (0, x)),
-                        ..Partial::default()
-                    },
-                })
-                .collect();
+        .into_iter();
+        for column in mine {
+            let slot = match &column.rows {
+                Some(RowInput::CountIf { count_if, series }) => {
+                    reads
+                        .count_if(backend, count_if, series.clone(), charge)
+                        .await?
+                }
+                _ => by_slots.next().expect("a slot per MAX_BY and MIN_BY"),
+            };
             let heap: usize = slot.iter().map(partial_heap_bytes).sum();
             charge.add(heap)?;
             *held += heap;
@@ -250,6 +254,168 @@ pub(super) async fn append<B: Backend>(
         }
     }
     Ok(())
+}
+
+/// How one device's rows are read: the query's range and filter, the filter's series of the
+/// device (`refs`).
+struct Reads<'a> {
+    query: &'a AggregateQuery<'a>,
+    cut: &'a Cut,
+    refs: &'a [Series],
+}
+
+impl Reads<'_> {
+    /// Scans `read` (with the filter's series) over the cut's span, each kept row given to
+    /// `fold` with its time; nothing when the span is empty.
+    async fn scan<B: Backend>(
+        &self,
+        backend: &B,
+        read: Vec<Series>,
+        charge: &mut ResultCharge,
+        mut fold: impl FnMut(i64, &[Option<Value>]),
+    ) -> ExecResult<()> {
+        let read = join::with_referenced(read, self.refs);
+        let Some(windows) = self.cut.call() else {
+            return Ok(());
+        };
+        let filter = match self.query.filter {
+            Some(expr) => Some(Filter::over(expr, &read, self.refs)?),
+            None => None,
+        };
+        let keep = |row: Vec<_>, _: &mut ResultCharge| {
+            let Some(Some(Value::Int64(time))) = row.first() else {
+                unreachable!("a joined row starts with its time");
+            };
+            fold(*time, &row);
+            Ok(true)
+        };
+        let span = windows.range();
+        let range = TimeRange {
+            from: span.start,
+            to: span.end,
+        };
+        join::scan(backend, &read, range, usize::MAX, filter, charge, keep).await
+    }
+
+    /// The slots of a device's MAX_BY and MIN_BY `columns`, reading its measurements `read`.
+    async fn max_min_by<B: Backend>(
+        &self,
+        backend: &B,
+        read: Vec<Series>,
+        columns: &[&Column],
+        charge: &mut ResultCharge,
+    ) -> ExecResult<Vec<Vec<Partial>>> {
+        let rows = self.cut.rows();
+        let mut best: Vec<Vec<Option<Best>>> = vec![vec![None; rows]; columns.len()];
+        let cut = self.cut;
+        let fold = |time: i64, row: &[Option<Value>]| {
+            for (k, column) in columns.iter().enumerate() {
+                let Some(RowInput::By { x, y, .. }) = &column.rows else {
+                    unreachable!("MAX_BY and MIN_BY columns");
+                };
+                let Some(y) = &row[1 + y] else {
+                    continue;
+                };
+                let wanted = match column.function {
+                    AggregateFunction::MaxBy => Ordering::Greater,
+                    _ => Ordering::Less,
+                };
+                for r in rows_at(cut, time) {
+                    let better = best[k][r]
+                        .as_ref()
+                        .is_none_or(|b| order(y, &b.y) == Some(wanted));
+                    if better && order(y, y).is_some() {
+                        let x = match x {
+                            None => Some(Value::Int64(time)),
+                            Some(x) => row[1 + x].clone(),
+                        };
+                        best[k][r] = Some(Best { y: y.clone(), x });
+                    }
+                }
+            }
+        };
+        self.scan(backend, read, charge, fold).await?;
+        Ok(best
+            .into_iter()
+            .map(|column| {
+                column
+                    .into_iter()
+                    .map(|b| match b {
+                        None => Partial::default(),
+                        Some(b) => Partial {
+                            count: 1,
+                            first: b.x.map(|x| (0, x)),
+                            ..Partial::default()
+                        },
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// The slot of a COUNT_IF column whose predicate names `series` (of one device).
+    async fn count_if<B: Backend>(
+        &self,
+        backend: &B,
+        count_if: &CountIf,
+        series: Vec<Series>,
+        charge: &mut ResultCharge,
+    ) -> ExecResult<Vec<Partial>> {
+        let rows = self.cut.rows();
+        // The layout `scan` reads: the predicate's series, then the filter's it lacks.
+        let layout = join::with_referenced(series.clone(), self.refs);
+        let predicate = Filter::over(&count_if.predicate, &layout, &series)?;
+        let mut runs = vec![Runs::default(); rows];
+        let cut = self.cut;
+        let fold = |time: i64, row: &[Option<Value>]| {
+            let truth = predicate.judge(row);
+            for r in rows_at(cut, time) {
+                runs[r].take(truth, count_if);
+            }
+        };
+        self.scan(backend, series, charge, fold).await?;
+        Ok(runs
+            .into_iter()
+            .map(|r| Partial {
+                count: r.finish(count_if),
+                ..Partial::default()
+            })
+            .collect())
+    }
+}
+
+/// COUNT_IF's state in one window.
+#[derive(Clone, Copy, Debug, Default)]
+struct Runs {
+    /// Runs counted.
+    counted: u64,
+    /// Length of the run going on.
+    length: i64,
+}
+
+impl Runs {
+    /// Takes one row whose predicate is `truth` (`None`: NULL).
+    fn take(&mut self, truth: Option<bool>, count_if: &CountIf) {
+        match truth {
+            Some(true) => self.length += 1,
+            None if count_if.ignore_null => {}
+            _ => self.end(count_if),
+        }
+    }
+
+    /// Ends the run going on, counting it if `keep` accepts it.
+    fn end(&mut self, count_if: &CountIf) {
+        if self.length > 0 && count_if.keeps(self.length) {
+            self.counted += 1;
+        }
+        self.length = 0;
+    }
+
+    /// The runs counted, the last one ended.
+    fn finish(mut self, count_if: &CountIf) -> u64 {
+        self.end(count_if);
+        self.counted
+    }
 }
 
 #[cfg(test)]
