@@ -387,11 +387,13 @@ pub enum AggregateFunction {
     MinBy,
     /// `COUNT_IF(predicate, keep)`: runs of rows satisfying the predicate, INT64 ([`CountIf`]).
     CountIf,
+    /// `MODE`: the most frequent value (the earliest seen on a tie), of the series' type.
+    Mode,
 }
 
 impl AggregateFunction {
     /// Every function.
-    pub const ALL: [AggregateFunction; 20] = [
+    pub const ALL: [AggregateFunction; 21] = [
         AggregateFunction::Count,
         AggregateFunction::Sum,
         AggregateFunction::Avg,
@@ -412,6 +414,7 @@ impl AggregateFunction {
         AggregateFunction::MaxBy,
         AggregateFunction::MinBy,
         AggregateFunction::CountIf,
+        AggregateFunction::Mode,
     ];
 
     /// The function named `name`, in any case.
@@ -431,7 +434,7 @@ impl AggregateFunction {
             "first" => AggregateFunction::FirstValue,
             "last" => AggregateFunction::LastValue,
             "min_value" | "max_value" | "first_value" | "last_value" | "min_time" | "max_time"
-            | "time_duration" | "max_by" | "min_by" | "count_if" => return None,
+            | "time_duration" | "max_by" | "min_by" | "count_if" | "mode" => return None,
             other => return AggregateFunction::parse(other),
         };
         Some(function)
@@ -460,6 +463,7 @@ impl AggregateFunction {
             AggregateFunction::MaxBy => "max_by",
             AggregateFunction::MinBy => "min_by",
             AggregateFunction::CountIf => "count_if",
+            AggregateFunction::Mode => "mode",
         }
     }
 
@@ -470,9 +474,9 @@ impl AggregateFunction {
     }
 
     /// Whether the function is answered from a device's rows, read raw (MAX_BY, MIN_BY,
-    /// COUNT_IF), rather than from partial aggregates.
+    /// COUNT_IF, MODE), rather than from partial aggregates.
     pub fn reads_rows(self) -> bool {
-        self.takes_two() || self == AggregateFunction::CountIf
+        self.takes_two() || matches!(self, AggregateFunction::CountIf | AggregateFunction::Mode)
     }
 
     /// Whether the function is finished from the second moment (`Partial::m2`), which no page

@@ -108,7 +108,7 @@ fn lex_error(tokens: &[Token]) -> Option<ParseError> {
 
 /// IoTDB's aggregation functions Fencepost does not run yet (those it runs are
 /// [`crate::AggregateFunction`]).
-const AGGREGATIONS_UNSUPPORTED: [&str; 3] = ["MODE", "COUNT_TIME", "AVG_BY"];
+const AGGREGATIONS_UNSUPPORTED: [&str; 2] = ["COUNT_TIME", "AVG_BY"];
 
 /// The clauses that pick rows and series of a query's result.
 const ROW_CLAUSES: [&str; 5] = ["ORDER", "LIMIT", "OFFSET", "SLIMIT", "SOFFSET"];

@@ -767,6 +767,8 @@ class QueryTest(FencepostTestCase):
         # COUNT_IF: runs of at least 2 rows with s1 > 1 (s2 is null at 3 and 6; s1 runs 2..7).
         runs = self.query(f"select count_if(s1 > 1, 2), count_if(s1 > 1 & s2 > 1, keep >= 2) from {self.dev}")
         self.assertEqual([values for _, values in runs.rows], [[1, 1]])
+        mode = self.query(f"select mode(s2) from {self.dev}")
+        self.assertEqual([values for _, values in mode.rows], [[1.0]])
 
     def test_patterns_lists_and_align_by_device(self):
         d1, d2, d3 = self.db + ".d1", self.db + ".d2", self.db + ".g.d3"
@@ -918,8 +920,12 @@ class QueryTest(FencepostTestCase):
         [[stddev, variance]] = [values for _, values in by_sql.rows]  # 0, 3, 6, 9
         self.assertAlmostEqual(variance, 15.0)
         self.assertAlmostEqual(stddev, 15.0 ** 0.5)
+        # MODE: every value of s1 once, so the earliest; COUNT_TIME is not run yet.
+        mode = aggregate([s1], [TAggregationType.MODE])
+        self.assertEqual(mode.columns, [f"mode({s1})"])
+        self.assertEqual([values for _, values in mode.rows], [[0]])
         with self.assertRaises(StatementExecutionException) as caught:
-            aggregate([s1], [TAggregationType.MODE])
+            aggregate([s1], [TAggregationType.COUNT_TIME])
         self.assertIn("300", str(caught.exception))
 
     def test_todf(self):
@@ -981,7 +987,7 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         # IoTDB syntax Fencepost does not run yet: 300 naming it, not a syntax error.
         for sql, names in [
-            (f"select mode(s) from {dev}", "MODE"),
+            (f"select count_time(*) from {dev}", "COUNT_TIME"),
             (f"select count(s) from {dev} group by ([0, 10), 1mo)", "month"),
         ]:
             with self.assertRaises(StatementExecutionException) as caught:

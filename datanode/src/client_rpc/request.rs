@@ -218,14 +218,14 @@ fn request<T>(
 /// `executeAggregationQueryV2`'s request as the SQL executor takes it: IoTDB's `TAggregationType`
 /// numbers (COUNT 0, AVG 1, SUM 2, FIRST_VALUE 3, LAST_VALUE 4, MAX_TIME 5, MIN_TIME 6,
 /// MAX_VALUE 7, MIN_VALUE 8, EXTREME 9, TIME_DURATION 11, STDDEV 14, STDDEV_POP 15,
-/// STDDEV_SAMP 16, VARIANCE 17, VAR_POP 18, VAR_SAMP 19; the others 300), the range
+/// STDDEV_SAMP 16, VARIANCE 17, VAR_POP 18, VAR_SAMP 19, MODE 12; the others 300), the range
 /// `[start, end)`, and windows of `interval` when it is set, `slidingStep` apart when that is set
 /// too.
 pub(super) fn aggregation_query(
     req: &AggregationQueryReq,
 ) -> Result<sql::exec::PathAggregation, ExecError> {
     use sql::AggregateFunction as F;
-    // `None`: COUNT_IF 10, MODE 12 and COUNT_TIME 13, not run yet.
+    // `None`: COUNT_IF 10 (its predicate cannot travel here) and COUNT_TIME 13.
     const TYPES: [Option<F>; 20] = [
         Some(F::Count),
         Some(F::Avg),
@@ -239,7 +239,7 @@ pub(super) fn aggregation_query(
         Some(F::Extreme),
         None,
         Some(F::TimeDuration),
-        None,
+        Some(F::Mode),
         None,
         Some(F::Stddev),
         Some(F::StddevPop),

@@ -108,7 +108,9 @@ pub async fn aggregate_paths<B: Backend>(
             ),
         ));
     }
-    if let Some(f) = request.functions.iter().find(|f| f.reads_rows()) {
+    let more_than_a_series =
+        |f: &&AggregateFunction| f.takes_two() || **f == AggregateFunction::CountIf;
+    if let Some(f) = request.functions.iter().find(more_than_a_series) {
         return Err(ExecError::refused(
             StatusCode::UnsupportedOperation,
             format!(
@@ -154,7 +156,8 @@ pub async fn aggregate_paths<B: Backend>(
         having: None,
         align_by_device: false,
     };
-    let extra = vec![Vec::new(); by_item.len()];
+    // MODE reads its series alone.
+    let extra = by_item.iter().map(|s| vec![Vec::new(); s.len()]).collect();
     let outcome = answer(backend, &query, by_item, extra, charge).await?;
     charge.settle(super::outcome_bytes(&outcome))?;
     Ok(outcome)
@@ -184,7 +187,7 @@ async fn answer<B: Backend>(
     {
         return Err(ExecError::refused(
             StatusCode::UnsupportedOperation,
-            "MAX_BY, MIN_BY and COUNT_IF with GROUP BY LEVEL or TAGS are not supported yet",
+            "MAX_BY, MIN_BY, COUNT_IF and MODE with GROUP BY LEVEL or TAGS are not supported yet",
         ));
     }
     let (by_item, extra) = series_window(by_item, extra, query.rows);
@@ -340,7 +343,7 @@ impl Column {
         let path = |label: &str| format!("{device}.{label}");
         let f = self.function.name();
         match &self.rows {
-            None => format!("{f}({})", path(&self.label)),
+            None | Some(by::RowInput::Mode { .. }) => format!("{f}({})", path(&self.label)),
             Some(by::RowInput::By { x, y_label, .. }) => {
                 let x = match x {
                     None => self.label.clone(),
@@ -394,8 +397,8 @@ pub(super) fn finish(function: AggregateFunction, data_type: DataType, p: &Parti
             (Some((first, _)), Some((last, _))) => Some(Value::Int64(last.wrapping_sub(*first))),
             _ => None,
         },
-        // A MAX_BY or MIN_BY slot holds the chosen row's x as its first point (see `by`).
-        AggregateFunction::MaxBy | AggregateFunction::MinBy => {
+        // A MAX_BY, MIN_BY or MODE slot holds the chosen value as its first point (see `by`).
+        AggregateFunction::MaxBy | AggregateFunction::MinBy | AggregateFunction::Mode => {
             of_series(p.first.as_ref().map(|(_, v)| v))
         }
         AggregateFunction::VarPop => p.var_pop().map(Value::Double),
@@ -556,6 +559,10 @@ impl Plan {
                 count_if: count_if.clone(),
                 series: extra,
             });
+        }
+        if item.function == AggregateFunction::Mode {
+            let x = self.measurement_index(device, &s.measurement, s.data_type);
+            return Ok(by::RowInput::Mode { x });
         }
         let y = extra.into_iter().next().expect("MAX_BY's y");
         by::check_y(item, &y)?;

@@ -211,3 +211,32 @@ fn count_if_refusals() {
     .unwrap_err();
     assert_eq!(e.code(), 300, "{e}");
 }
+
+#[test]
+fn mode_is_the_most_frequent_value_the_earliest_on_a_tie() {
+    let m = Memory::default();
+    one(
+        &m,
+        "INSERT INTO root.m.d(time, v, t) VALUES (1, 2.5, 'a'), (2, 1.0, 'b'), (3, 2.5, 'b'), \
+         (4, 1.0, 'a'), (5, 7.0, 'b'), (11, 3.0, NULL), (12, 4.0, NULL)",
+    );
+    let o = one(&m, "SELECT mode(v), MODE(t), count(v) FROM root.m.d");
+    assert_eq!(
+        o.columns,
+        ["mode(root.m.d.v)", "mode(root.m.d.t)", "count(root.m.d.v)"]
+    );
+    assert_eq!(o.types, [DataType::Double, DataType::Text, DataType::Int64]);
+    // v: 2.5 and 1.0 twice each, 2.5 first; t: 'b' three times.
+    assert_eq!(strings(&o), [["2.5", "b", "7"]]);
+    let o = one(
+        &m,
+        "SELECT mode(v), mode(t) FROM root.m.d GROUP BY ([0, 20), 10ms)",
+    );
+    assert_eq!(strings(&o), [["0", "2.5", "b"], ["10", "3.0", "null"]]);
+    let o = one(
+        &m,
+        "SELECT mode(*) FROM root.m.d WHERE v < 2 ALIGN BY DEVICE",
+    );
+    assert_eq!(o.columns, ["Device", "mode(t)", "mode(v)"]);
+    assert_eq!(strings(&o), [["root.m.d", "b", "1.0"]]);
+}

@@ -263,7 +263,7 @@ pub(super) fn tree_plan(statement: &Statement) -> Option<Vec<String>> {
             let what = format!("FROM {}", patterns_text(from));
             if items.iter().any(|i| i.function.reads_rows()) {
                 steps.push(
-                    "RowAggregate  MAX_BY, MIN_BY and COUNT_IF: each device's rows read raw and \
+                    "RowAggregate  MAX_BY, MIN_BY, COUNT_IF and MODE: each device's rows read raw and \
                      judged in every window holding them"
                         .to_string(),
                 );

@@ -865,7 +865,10 @@ fn iotdb_syntax_not_run_yet_is_unsupported_not_malformed() {
         parsed[0].result.clone().expect_err(text)
     };
     for (text, names) in [
-        ("SELECT mode(s1) FROM root.sg.d1", "the aggregation MODE"),
+        (
+            "SELECT count_time(*) FROM root.sg.d1",
+            "the aggregation COUNT_TIME",
+        ),
         (
             "SELECT * FROM root.sg.d1 ORDER BY s1 DESC",
             "ORDER BY anything but TIME",

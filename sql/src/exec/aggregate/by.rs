@@ -1,5 +1,5 @@
 //! The aggregations answered from a device's rows, read raw, rather than from partial
-//! aggregates: `MAX_BY(x, y)` and `MIN_BY(x, y)`, and `COUNT_IF(predicate, keep)`.
+//! aggregates: `MAX_BY(x, y)` and `MIN_BY(x, y)`, `COUNT_IF(predicate, keep)` and `MODE(s)`.
 //!
 //! MAX_BY and MIN_BY: x in the row where y is greatest (least), the earliest such row on a tie
 //! (IoTDB's `MaxMinByBaseAccumulator`); NULL where x has no value in that row, and where y has
@@ -14,19 +14,25 @@
 //! Each device holding every measurement the predicate names is a column; its series are read
 //! on their own, so rows of other series do not break its runs.
 //!
+//! MODE: the most frequent value of a series in the window, the earliest seen on a tie; at most
+//! [`MODE_DISTINCT_MAX`] distinct values over a query's windows (700 past it), charged to the
+//! result's memory as they are kept.
+//!
 //! Every row is judged for every window holding its time (with a sliding step, windows
 //! overlap). A column's answer per row is kept as a [`Partial`] in a slot of its own after its
 //! device's measurements (`Column::series`), so the result is shaped as every other column's:
-//! MAX_BY's chosen x as the partial's first point, COUNT_IF's runs as its count.
+//! MAX_BY's chosen x and MODE's value as the partial's first point, COUNT_IF's runs as its
+//! count.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::ops::Range;
 
 use common::aggregate::Partial;
 use common::{DataType, StatusCode, Value};
 
 use super::super::analyze::Series;
-use super::super::budget::ResultCharge;
+use super::super::budget::{value_heap_bytes, ResultCharge};
 use super::super::filter::Filter;
 use super::super::{join, query, Backend, ExecError, ExecResult};
 use super::{partial_heap_bytes, partials_bytes, AggregateQuery, Column, Cut, Plan};
@@ -44,6 +50,8 @@ pub(super) enum RowInput {
         /// y's name as the query gave it.
         y_label: String,
     },
+    /// MODE of the measurement at this index among its device's.
+    Mode { x: usize },
     /// COUNT_IF, and the series its predicate names (read on their own).
     CountIf {
         count_if: Box<CountIf>,
@@ -109,6 +117,10 @@ pub(super) fn pair(
                     kept_extra.push(vec![y]);
                 }
             }
+        } else if item.function.reads_rows() {
+            // MODE: the series alone.
+            kept_extra = vec![Vec::new(); x_series.len()];
+            kept_x = x_series;
         } else {
             kept_x = x_series;
         }
@@ -225,16 +237,16 @@ pub(super) async fn append<B: Backend>(
             cut,
             refs: &refs,
         };
-        let by: Vec<&Column> = mine
+        let of_device: Vec<&Column> = mine
             .iter()
-            .filter(|c| matches!(c.rows, Some(RowInput::By { .. })))
+            .filter(|c| !matches!(c.rows, Some(RowInput::CountIf { .. })))
             .copied()
             .collect();
-        let mut by_slots = if by.is_empty() {
+        let mut device_slots = if of_device.is_empty() {
             Vec::new()
         } else {
             reads
-                .max_min_by(backend, plan.series_of(device), &by, charge)
+                .device_rows(backend, plan.series_of(device), &of_device, charge)
                 .await?
         }
         .into_iter();
@@ -245,7 +257,9 @@ pub(super) async fn append<B: Backend>(
                         .count_if(backend, count_if, series.clone(), charge)
                         .await?
                 }
-                _ => by_slots.next().expect("a slot per MAX_BY and MIN_BY"),
+                _ => device_slots
+                    .next()
+                    .expect("a slot per MAX_BY, MIN_BY and MODE"),
             };
             let heap: usize = slot.iter().map(partial_heap_bytes).sum();
             charge.add(heap)?;
@@ -272,7 +286,7 @@ impl Reads<'_> {
         backend: &B,
         read: Vec<Series>,
         charge: &mut ResultCharge,
-        mut fold: impl FnMut(i64, &[Option<Value>]),
+        mut fold: impl FnMut(i64, &[Option<Value>], &mut ResultCharge) -> ExecResult<()>,
     ) -> ExecResult<()> {
         let read = join::with_referenced(read, self.refs);
         let Some(windows) = self.cut.call() else {
@@ -282,11 +296,11 @@ impl Reads<'_> {
             Some(expr) => Some(Filter::over(expr, &read, self.refs)?),
             None => None,
         };
-        let keep = |row: Vec<_>, _: &mut ResultCharge| {
+        let keep = |row: Vec<_>, charge: &mut ResultCharge| {
             let Some(Some(Value::Int64(time))) = row.first() else {
                 unreachable!("a joined row starts with its time");
             };
-            fold(*time, &row);
+            fold(*time, &row, charge)?;
             Ok(true)
         };
         let span = windows.range();
@@ -297,8 +311,9 @@ impl Reads<'_> {
         join::scan(backend, &read, range, usize::MAX, filter, charge, keep).await
     }
 
-    /// The slots of a device's MAX_BY and MIN_BY `columns`, reading its measurements `read`.
-    async fn max_min_by<B: Backend>(
+    /// The slots of a device's MAX_BY, MIN_BY and MODE `columns`, reading its measurements
+    /// `read` once for all of them.
+    async fn device_rows<B: Backend>(
         &self,
         backend: &B,
         read: Vec<Series>,
@@ -306,51 +321,49 @@ impl Reads<'_> {
         charge: &mut ResultCharge,
     ) -> ExecResult<Vec<Vec<Partial>>> {
         let rows = self.cut.rows();
-        let mut best: Vec<Vec<Option<Best>>> = vec![vec![None; rows]; columns.len()];
+        let mut states: Vec<State> = columns
+            .iter()
+            .map(|c| match c.rows {
+                Some(RowInput::Mode { .. }) => State::Mode(vec![Modes::default(); rows]),
+                _ => State::Best(vec![None; rows]),
+            })
+            .collect();
+        let mut distinct = 0usize;
         let cut = self.cut;
-        let fold = |time: i64, row: &[Option<Value>]| {
-            for (k, column) in columns.iter().enumerate() {
-                let Some(RowInput::By { x, y, .. }) = &column.rows else {
-                    unreachable!("MAX_BY and MIN_BY columns");
-                };
-                let Some(y) = &row[1 + y] else {
-                    continue;
-                };
-                let wanted = match column.function {
-                    AggregateFunction::MaxBy => Ordering::Greater,
-                    _ => Ordering::Less,
-                };
-                for r in rows_at(cut, time) {
-                    let better = best[k][r]
-                        .as_ref()
-                        .is_none_or(|b| order(y, &b.y) == Some(wanted));
-                    if better && order(y, y).is_some() {
-                        let x = match x {
-                            None => Some(Value::Int64(time)),
-                            Some(x) => row[1 + x].clone(),
-                        };
-                        best[k][r] = Some(Best { y: y.clone(), x });
+        let fold = |time: i64, row: &[Option<Value>], charge: &mut ResultCharge| {
+            for (column, state) in columns.iter().zip(states.iter_mut()) {
+                match (&column.rows, state) {
+                    (Some(RowInput::By { x, y, .. }), State::Best(best)) => {
+                        let greatest = column.function == AggregateFunction::MaxBy;
+                        judge_best(best, cut, time, row, *x, *y, greatest);
                     }
+                    (Some(RowInput::Mode { x }), State::Mode(modes)) => {
+                        let Some(value) = &row[1 + x] else {
+                            continue;
+                        };
+                        for r in rows_at(cut, time) {
+                            if modes[r].take(time, value) {
+                                distinct += 1;
+                                charge.add(MODE_ENTRY_BYTES + value_heap_bytes(value))?;
+                            }
+                        }
+                        if distinct > MODE_DISTINCT_MAX {
+                            return Err(ExecError::refused(
+                                StatusCode::IllegalParameter,
+                                format!(
+                                    "MODE over more than {MODE_DISTINCT_MAX} distinct values; \
+                                     narrow the time range or the windows"
+                                ),
+                            ));
+                        }
+                    }
+                    _ => unreachable!("MAX_BY, MIN_BY and MODE columns"),
                 }
             }
+            Ok(())
         };
         self.scan(backend, read, charge, fold).await?;
-        Ok(best
-            .into_iter()
-            .map(|column| {
-                column
-                    .into_iter()
-                    .map(|b| match b {
-                        None => Partial::default(),
-                        Some(b) => Partial {
-                            count: 1,
-                            first: b.x.map(|x| (0, x)),
-                            ..Partial::default()
-                        },
-                    })
-                    .collect()
-            })
-            .collect())
+        Ok(states.into_iter().map(State::finish).collect())
     }
 
     /// The slot of a COUNT_IF column whose predicate names `series` (of one device).
@@ -367,11 +380,12 @@ impl Reads<'_> {
         let predicate = Filter::over(&count_if.predicate, &layout, &series)?;
         let mut runs = vec![Runs::default(); rows];
         let cut = self.cut;
-        let fold = |time: i64, row: &[Option<Value>]| {
+        let fold = |time: i64, row: &[Option<Value>], _: &mut ResultCharge| {
             let truth = predicate.judge(row);
             for r in rows_at(cut, time) {
                 runs[r].take(truth, count_if);
             }
+            Ok(())
         };
         self.scan(backend, series, charge, fold).await?;
         Ok(runs
@@ -381,6 +395,121 @@ impl Reads<'_> {
                 ..Partial::default()
             })
             .collect())
+    }
+}
+
+/// Distinct values MODE keeps at most over a query's windows (700 past it).
+const MODE_DISTINCT_MAX: usize = 1_000_000;
+/// What a distinct value costs MODE besides its heap bytes: its key, count and first time.
+const MODE_ENTRY_BYTES: usize = 96;
+
+/// A column's state in each window while a device's rows are read.
+enum State {
+    /// MAX_BY or MIN_BY: the best row so far.
+    Best(Vec<Option<Best>>),
+    /// MODE: each value's count.
+    Mode(Vec<Modes>),
+}
+
+impl State {
+    /// The column's slot: the chosen value as each window's partial's first point.
+    fn finish(self) -> Vec<Partial> {
+        let chosen = |x: Option<Value>| Partial {
+            count: 1,
+            first: x.map(|x| (0, x)),
+            ..Partial::default()
+        };
+        match self {
+            State::Best(best) => best
+                .into_iter()
+                .map(|b| b.map_or_else(Partial::default, |b| chosen(b.x)))
+                .collect(),
+            State::Mode(modes) => modes
+                .into_iter()
+                .map(|m| m.mode().map_or_else(Partial::default, |v| chosen(Some(v))))
+                .collect(),
+        }
+    }
+}
+
+/// Judges one row for MAX_BY (`greatest`) or MIN_BY in every window holding `time`.
+fn judge_best(
+    best: &mut [Option<Best>],
+    cut: &Cut,
+    time: i64,
+    row: &[Option<Value>],
+    x: Option<usize>,
+    y: usize,
+    greatest: bool,
+) {
+    let Some(y) = &row[1 + y] else {
+        return;
+    };
+    let wanted = if greatest {
+        Ordering::Greater
+    } else {
+        Ordering::Less
+    };
+    for r in rows_at(cut, time) {
+        let better = best[r]
+            .as_ref()
+            .is_none_or(|b| order(y, &b.y) == Some(wanted));
+        if better && order(y, y).is_some() {
+            let x = match x {
+                None => Some(Value::Int64(time)),
+                Some(x) => row[1 + x].clone(),
+            };
+            best[r] = Some(Best { y: y.clone(), x });
+        }
+    }
+}
+
+/// A value as MODE tells values apart: its type and bits.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ModeKey {
+    Fixed(u8, u64),
+    Bytes(u8, Vec<u8>),
+}
+
+impl ModeKey {
+    fn of(value: &Value) -> ModeKey {
+        match value {
+            Value::Boolean(b) => ModeKey::Fixed(0, u64::from(*b)),
+            Value::Int32(v) => ModeKey::Fixed(1, *v as u64),
+            Value::Int64(v) => ModeKey::Fixed(2, *v as u64),
+            Value::Float(v) => ModeKey::Fixed(3, u64::from(v.to_bits())),
+            Value::Double(v) => ModeKey::Fixed(4, v.to_bits()),
+            Value::Timestamp(v) => ModeKey::Fixed(5, *v as u64),
+            Value::Date(v) => ModeKey::Fixed(6, *v as u64),
+            Value::Text(v) => ModeKey::Bytes(7, v.as_bytes().to_vec()),
+            Value::String(v) => ModeKey::Bytes(8, v.as_bytes().to_vec()),
+            Value::Blob(v) => ModeKey::Bytes(9, v.clone()),
+        }
+    }
+}
+
+/// MODE's state in one window: each value's count and first time.
+#[derive(Clone, Debug, Default)]
+struct Modes(HashMap<ModeKey, (u64, i64, Value)>);
+
+impl Modes {
+    /// Counts `value` at `time`; whether it is new here.
+    fn take(&mut self, time: i64, value: &Value) -> bool {
+        let mut new = false;
+        let entry = self.0.entry(ModeKey::of(value)).or_insert_with(|| {
+            new = true;
+            (0, time, value.clone())
+        });
+        entry.0 += 1;
+        new
+    }
+
+    /// The most frequent value, the earliest seen on a tie (IoTDB's rule); `None` when empty.
+    fn mode(self) -> Option<Value> {
+        self.0
+            .into_values()
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+            .map(|(_, _, value)| value)
     }
 }
 
