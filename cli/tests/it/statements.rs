@@ -420,11 +420,16 @@ async fn parse_errors_name_their_position(e: &str) {
         "statements after a failure still run"
     );
 
-    let run = table(e, "SHOW DATABASES;\nSELECT mode(s1) FROM root.sg.d1", 1).await;
+    let run = table(
+        e,
+        "SHOW DATABASES;\nSELECT count_time(*) FROM root.sg.d1",
+        1,
+    )
+    .await;
     assert!(run.stdout.contains("|  Database|"), "{run:?}");
     assert_eq!(
         run.stderr,
-        "Msg: 300: line 2, column 8: the aggregation MODE is not supported yet; Fencepost runs raw, LAST \
+        "Msg: 300: line 2, column 8: the aggregation COUNT_TIME is not supported yet; Fencepost runs raw, LAST \
          and aggregate queries (FROM patterns, WHERE filters, GROUP BY time windows, ALIGN BY \
          DEVICE) and the tree model's statements\n"
     );
