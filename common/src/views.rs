@@ -267,6 +267,14 @@ impl FragmentView {
     pub fn same_place(&self, other: &FragmentView) -> bool {
         self.kind == other.kind && self.region == other.region && self.replica == other.replica
     }
+
+    /// Adds `read` to `fragments`: summed into the fragment of its place, or a new one.
+    pub fn record_into(fragments: &mut Vec<FragmentView>, read: FragmentView) {
+        match fragments.iter_mut().find(|f| f.same_place(&read)) {
+            Some(known) => known.absorb(&read),
+            None => fragments.push(read),
+        }
+    }
 }
 
 /// One replica's digest (`fencepost verify`): comparable with another replica's only at the same

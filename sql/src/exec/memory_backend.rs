@@ -93,10 +93,7 @@ impl Memory {
             elapsed_us: 0,
             retries: 0,
         };
-        match fragments.iter_mut().find(|f| f.same_place(&read)) {
-            Some(known) => known.absorb(&read),
-            None => fragments.push(read),
-        }
+        FragmentView::record_into(fragments, read);
     }
 }
 

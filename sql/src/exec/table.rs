@@ -152,26 +152,36 @@ async fn run<B: Backend>(
             Ok(Outcome::done().into())
         }
         TableStatement::Explain { analyze, query } => {
-            let database = match query.as_ref() {
-                TableStatement::Select(TableSelect { database, .. })
-                | TableStatement::SelectAggregate(TableAggregate { database, .. }) => {
-                    database_of(database.as_deref(), current)?
-                }
-                _ => current.unwrap_or_default(),
-            };
-            let plan = super::explain::table_plan(query, database).ok_or_else(|| {
-                ExecError::refused(StatusCode::IllegalParameter, "EXPLAIN takes a query")
-            })?;
-            let inner = Box::pin(run(backend, current, query, charge));
-            let run = async { inner.await.map(|o| o.outcome) };
-            super::explain::explain(backend, plan, *analyze, run)
-                .await
-                .map(Into::into)
+            explain(backend, current, *analyze, query, charge).await
         }
         TableStatement::Shared(statement) => super::execute_charged(backend, statement, charge)
             .await
             .map(Into::into),
     }
+}
+
+/// `EXPLAIN [ANALYZE] query` in a session whose current database is `current`.
+async fn explain<B: Backend>(
+    backend: &B,
+    current: Option<&str>,
+    analyze: bool,
+    query: &TableStatement,
+    charge: &mut ResultCharge,
+) -> ExecResult<TableOutcome> {
+    let database = match query {
+        TableStatement::Select(TableSelect { database, .. })
+        | TableStatement::SelectAggregate(TableAggregate { database, .. }) => {
+            database_of(database.as_deref(), current)?
+        }
+        _ => current.unwrap_or_default(),
+    };
+    let plan = super::explain::table_plan(query, database)
+        .ok_or_else(|| ExecError::refused(StatusCode::IllegalParameter, "EXPLAIN takes a query"))?;
+    let inner = Box::pin(run(backend, current, query, charge));
+    let run = async { inner.await.map(|o| o.outcome) };
+    super::explain::explain(backend, plan, analyze, run)
+        .await
+        .map(Into::into)
 }
 
 /// `CREATE DATABASE` of the table model: the tree database `root.<name>`.

@@ -154,19 +154,7 @@ impl Parser<'_> {
                 self.next += 2;
                 self.create_table()?
             }
-            ("EXPLAIN", _) => {
-                let analyze = self.explain_prefix();
-                if !self.is_keyword("SELECT") {
-                    return Err(self.error("a query (SELECT) to explain"));
-                }
-                let query = self
-                    .table_statement()?
-                    .expect("a SELECT is the table model's");
-                TableStatement::Explain {
-                    analyze,
-                    query: Box::new(query),
-                }
-            }
+            ("EXPLAIN", _) => self.table_explain()?,
             ("SELECT", _) => {
                 self.next += 1;
                 if self.table_select_aggregates() {
@@ -216,6 +204,21 @@ impl Parser<'_> {
             _ => return Ok(None),
         };
         Ok(Some(statement))
+    }
+
+    /// `EXPLAIN [ANALYZE [VERBOSE]] SELECT ...` of the table model.
+    fn table_explain(&mut self) -> Result<TableStatement, ParseError> {
+        let analyze = self.explain_prefix();
+        if !self.is_keyword("SELECT") {
+            return Err(self.error("a query (SELECT) to explain"));
+        }
+        let query = self
+            .table_statement()?
+            .expect("a SELECT is the table model's");
+        Ok(TableStatement::Explain {
+            analyze,
+            query: Box::new(query),
+        })
     }
 
     /// `IF NOT EXISTS` (`not` true) or `IF EXISTS`, if there.

@@ -36,11 +36,7 @@ impl Fragments {
     /// Adds one region read to the statement's record, if it keeps one.
     pub(crate) fn record(read: FragmentView) {
         let _ = FRAGMENTS.try_with(|fragments| {
-            let mut all = fragments.0.lock();
-            match all.iter_mut().find(|f| f.same_place(&read)) {
-                Some(known) => known.absorb(&read),
-                None => all.push(read),
-            }
+            FragmentView::record_into(&mut fragments.0.lock(), read);
         });
     }
 
