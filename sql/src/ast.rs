@@ -515,7 +515,7 @@ pub struct GroupByTime {
 }
 
 /// Which measurements a `SELECT` names.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Projection {
     /// `*`: every series of the device.
     All,
@@ -529,6 +529,24 @@ pub enum Projection {
         /// Each one's alias, if any.
         aliases: Vec<Option<String>>,
     },
+    /// A select list with an expression in it (`s1 + s2`, `-s1`, `s1 * 2 AS x`, `s1 > 0`):
+    /// each item is a column per combination of the series its names read (IoTDB's expansion),
+    /// NULL in a row where an operand is NULL.
+    Computed {
+        /// The measurements the items name, each once, in first-seen order.
+        names: Vec<String>,
+        /// The items, in order.
+        items: Vec<SelectItem>,
+    },
+}
+
+/// One item of a computed select list.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectItem {
+    /// The expression; a bare measurement is `Expr::Column`.
+    pub expr: Expr,
+    /// `AS name`: the column's name, for an item that reads one combination of series.
+    pub alias: Option<String>,
 }
 
 impl Projection {
@@ -536,7 +554,9 @@ impl Projection {
     pub fn names(&self) -> Option<&[String]> {
         match self {
             Projection::All => None,
-            Projection::Measurements(names) | Projection::Aliased { names, .. } => Some(names),
+            Projection::Measurements(names)
+            | Projection::Aliased { names, .. }
+            | Projection::Computed { names, .. } => Some(names),
         }
     }
 

@@ -42,6 +42,7 @@ mod explain;
 mod fill;
 mod filter;
 mod join;
+mod project;
 mod query;
 mod rows;
 mod schema;
@@ -525,7 +526,9 @@ async fn resolve<B: Backend>(
                 .map(|(m, t)| (m.clone(), m, t))
                 .collect())
         }
-        Projection::Measurements(names) | Projection::Aliased { names, .. } => names,
+        Projection::Measurements(names)
+        | Projection::Aliased { names, .. }
+        | Projection::Computed { names, .. } => names,
     };
     let found: HashMap<String, DataType> = backend
         .series_types(device, names)
@@ -674,6 +677,8 @@ mod explain_tests;
 mod filter_tests;
 #[cfg(test)]
 mod memory_backend;
+#[cfg(test)]
+mod project_tests;
 #[cfg(test)]
 mod query_tests;
 #[cfg(test)]

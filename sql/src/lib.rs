@@ -15,8 +15,8 @@ pub mod time;
 
 pub use ast::{
     AggregateFunction, AggregateItem, CountIf, DateBin, Fill, GroupByTime, Insert, Literal,
-    PathPattern, Projection, RowWindow, Statement, TableAggregate, TableItem, TableItemKind,
-    TableSelect, TableStatement, TimeRange,
+    PathPattern, Projection, RowWindow, SelectItem, Statement, TableAggregate, TableItem,
+    TableItemKind, TableSelect, TableStatement, TimeRange,
 };
 pub use exec::{
     delete_paths, execute, execute_charged, execute_table, execute_table_charged, insert_table,

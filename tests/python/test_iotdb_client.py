@@ -844,6 +844,17 @@ class QueryTest(FencepostTestCase):
         self.assertIn("700", str(caught.exception))
         self.assertTrue(self.session.is_open())
 
+    def test_select_list_expressions(self):
+        rows = [[float(i), i] for i in range(5)]
+        self.session.insert_tablet(Tablet(self.dev, ["u", "i"], [D, I64], rows, list(range(5))))
+        computed = self.query(f"select u * i + 1, -i, u > 2 as big from {self.dev} where time >= 3")
+        d = self.dev
+        self.assertEqual(computed.columns, ["Time", f"{d}.u * {d}.i + 1", f"-{d}.i", "big"])
+        self.assertEqual(computed.rows, [(3, [10.0, -3, True]), (4, [17.0, -4, True])])
+        by_device = self.query(f"select u / 2 from {self.dev} limit 2 align by device")
+        self.assertEqual(by_device.columns, ["Time", "Device", "u / 2"])
+        self.assertEqual(by_device.rows, [(0, [d, 0.0]), (1, [d, 0.5])])
+
     def test_explain_and_explain_analyze(self):
         self.write_rows(self.dev, 100, 0, 10)
         plan = self.query(f"explain select avg(s1) from {self.dev} group by ([0, 1000), 100ms)")

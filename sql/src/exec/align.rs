@@ -13,7 +13,7 @@ use super::analyze::{by_device, Series};
 use super::cursor::ResultCursor;
 use super::filter::Filter;
 use super::join::with_referenced;
-use super::rows::{Part, RawRows, Shape};
+use super::rows::{Cut, Part, RawRows, Shape};
 use super::{ExecError, ExecResult, DEVICE_COLUMN, TIME_COLUMN};
 use crate::expr::Expr;
 use crate::{Fill, RowWindow, TimeRange};
@@ -145,7 +145,7 @@ pub(super) fn raw(by_name: Vec<Vec<Series>>, query: &RawQuery<'_>) -> ExecResult
         };
         parts.push(Part {
             read,
-            outputs,
+            cut: Cut::First(outputs),
             filter,
             shape: Shape::Device {
                 device: Value::Text(device),

@@ -129,9 +129,21 @@ fn patterns_text(from: &[PathPattern]) -> String {
 }
 
 fn projection_text(projection: &Projection) -> String {
-    match projection.names() {
-        None => "*".to_string(),
-        Some(names) => names.join(", "),
+    match projection {
+        Projection::Computed { items, .. } => {
+            let items: Vec<String> = items
+                .iter()
+                .map(|item| match &item.alias {
+                    Some(alias) => format!("{} AS {alias}", item.expr),
+                    None => item.expr.to_string(),
+                })
+                .collect();
+            items.join(", ")
+        }
+        _ => match projection.names() {
+            None => "*".to_string(),
+            Some(names) => names.join(", "),
+        },
     }
 }
 

@@ -108,6 +108,75 @@ impl Filter {
     }
 }
 
+/// An expression of a select list bound to a row layout: its value in each row, of one type
+/// (arithmetic DOUBLE, a condition BOOLEAN, `-x` and a bare name their operand's).
+#[derive(Debug)]
+pub(super) struct Scalar {
+    node: Node,
+    data_type: DataType,
+}
+
+impl Scalar {
+    /// `expr` with its names bound by `lookup` (none: NULL); 700 when its operands' kinds do
+    /// not fit its operators.
+    pub(super) fn bind(expr: &Expr, lookup: &Lookup<'_>) -> ExecResult<Scalar> {
+        let node = Node::bind(expr, lookup)?;
+        let data_type = type_of(expr, lookup).unwrap_or(DataType::Double);
+        Ok(Scalar { node, data_type })
+    }
+
+    /// The type of its values.
+    pub(super) fn data_type(&self) -> DataType {
+        self.data_type
+    }
+
+    /// Its value in `row` (a bare name's cell as it is).
+    pub(super) fn eval(&self, row: &[Cell]) -> Cell {
+        if let Node::Cell(i, _) = self.node {
+            return row[i].clone();
+        }
+        match (self.node.eval(row), self.data_type) {
+            (Datum::Null, _) => None,
+            (Datum::Bool(b), _) => Some(Value::Boolean(b)),
+            // Java's int negation wraps; so does this.
+            (Datum::Int(i), DataType::Int32) => Some(Value::Int32(i as i32)),
+            (Datum::Int(i), DataType::Timestamp) => Some(Value::Timestamp(i)),
+            (Datum::Int(i), DataType::Float | DataType::Double) => Some(Value::Double(i as f64)),
+            (Datum::Int(i), _) => Some(Value::Int64(i)),
+            (Datum::Float(f), DataType::Float) => Some(Value::Float(f as f32)),
+            (Datum::Float(f), _) => Some(Value::Double(f)),
+            (Datum::Text(s), DataType::String) => Some(Value::String(s)),
+            (Datum::Text(s), _) => Some(Value::Text(s)),
+            (Datum::Blob(b), _) => Some(Value::Blob(b)),
+        }
+    }
+}
+
+/// The type `expr` answers when its names are bound by `lookup` (`None`: only NULL).
+pub(super) fn type_of(expr: &Expr, lookup: &Lookup<'_>) -> Option<DataType> {
+    Some(match expr {
+        Expr::Time => DataType::Int64,
+        Expr::Column(name) => lookup(name)?.1,
+        Expr::Literal(literal) => match literal {
+            Literal::Integer(_) => DataType::Int64,
+            Literal::Float(_) => DataType::Double,
+            Literal::Boolean(_) => DataType::Boolean,
+            Literal::Text(_) => DataType::Text,
+            Literal::Blob(_) => DataType::Blob,
+            Literal::Null => return None,
+        },
+        Expr::Call { function, arg } => lookup(&format!("{function}({arg})"))?.1,
+        Expr::Negate(e) => type_of(e, lookup)?,
+        Expr::Binary { op, .. } if op.is_arithmetic() => DataType::Double,
+        Expr::Not(_)
+        | Expr::Binary { .. }
+        | Expr::Between { .. }
+        | Expr::InList { .. }
+        | Expr::IsNull { .. }
+        | Expr::Match { .. } => DataType::Boolean,
+    })
+}
+
 fn type_error(message: String) -> ExecError {
     ExecError::refused(StatusCode::IllegalParameter, message)
 }
@@ -343,10 +412,10 @@ impl Node {
                 Datum::Bool(b) => Datum::Bool(!b),
                 _ => Datum::Null,
             },
-            Node::Negate(e) => e
-                .eval(row)
-                .number()
-                .map_or(Datum::Null, |n| Datum::Float(-n)),
+            Node::Negate(e) => match e.eval(row) {
+                Datum::Int(i) => Datum::Int(i.wrapping_neg()),
+                other => other.number().map_or(Datum::Null, |n| Datum::Float(-n)),
+            },
             Node::Binary(op, l, r) => binary(*op, l, r, row),
             Node::Between(e, low, high, negated) => {
                 let v = e.eval(row);

@@ -12,7 +12,7 @@ use super::analyze::{self, Series};
 use super::budget::ResultCharge;
 use super::cursor::ResultCursor;
 use super::filter::Filter;
-use super::rows::{Part, RawRows, Shape};
+use super::rows::{Cut, Part, RawRows, Shape};
 use super::{
     align, join, outcome_bytes, show, Backend, ExecError, ExecResult, Outcome, TIME_COLUMN,
 };
@@ -46,6 +46,9 @@ pub(super) async fn open_raw<B: Backend>(
         fill,
         align_by_device,
     } = *query;
+    if let Projection::Computed { names, items } = projection {
+        return super::project::open(backend, query, names, items).await;
+    }
     let referenced = match filter {
         Some(expr) => referenced_series(backend, from, expr).await?,
         None => Vec::new(),
@@ -78,7 +81,7 @@ pub(super) async fn open_raw<B: Backend>(
     };
     let part = Part {
         read,
-        outputs,
+        cut: Cut::First(outputs),
         filter,
         shape: Shape::Time,
     };
@@ -111,7 +114,7 @@ pub async fn open_raw_paths<B: Backend>(
     let mut header = vec![(TIME_COLUMN.to_string(), DataType::Int64)];
     header.extend(series.iter().map(|s| (s.path(), s.data_type)));
     let part = Part {
-        outputs: series.len(),
+        cut: Cut::First(series.len()),
         read: series,
         filter: None,
         shape: Shape::Time,

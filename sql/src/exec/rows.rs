@@ -14,7 +14,7 @@ use common::{DataType, Value};
 use super::analyze::Series;
 use super::budget::{row_bytes, ResultCharge};
 use super::fill;
-use super::filter::Filter;
+use super::filter::{Filter, Scalar};
 use super::join::{too_many_rows, Join};
 use super::{Backend, Cell, ExecResult, RESULT_ROWS_MAX};
 use crate::{Fill, RowWindow, TimeRange};
@@ -56,11 +56,47 @@ impl Shape {
     }
 }
 
+/// How a joined row (its time, then a cell per series read) becomes a row's output cells.
+pub(super) enum Cut {
+    /// The first `n` series read are the outputs; the rest only the filter's.
+    First(usize),
+    /// Each output is an expression over the row; a row whose outputs are all NULL is not
+    /// shown, as IoTDB shows none.
+    Compute(Vec<Scalar>),
+}
+
+impl Cut {
+    /// The row's time and output cells; `None` when the row is not shown.
+    fn apply(&self, mut row: Vec<Cell>) -> Option<Vec<Cell>> {
+        match self {
+            Cut::First(n) => {
+                row.truncate(1 + n);
+                Some(row)
+            }
+            Cut::Compute(outputs) => {
+                let mut cells = Vec::with_capacity(outputs.len() + 1);
+                cells.push(row[0].clone());
+                cells.extend(outputs.iter().map(|o| o.eval(&row)));
+                cells[1..].iter().any(Option::is_some).then_some(cells)
+            }
+        }
+    }
+
+    /// The output cells' types, over rows that read `read`.
+    fn types(&self, read: &[Series]) -> Vec<DataType> {
+        match self {
+            Cut::First(n) => read[..*n].iter().map(|s| s.data_type).collect(),
+            Cut::Compute(outputs) => outputs.iter().map(Scalar::data_type).collect(),
+        }
+    }
+}
+
 /// Series joined on time whose rows are one stretch of the result.
 pub(super) struct Part {
-    /// The series read: the first `outputs` are the result's, the rest only the filter's.
+    /// The series read.
     pub(super) read: Vec<Series>,
-    pub(super) outputs: usize,
+    /// How the result's cells come from them.
+    pub(super) cut: Cut,
     pub(super) filter: Option<Filter>,
     pub(super) shape: Shape,
 }
@@ -68,11 +104,7 @@ pub(super) struct Part {
 /// The part being read.
 enum Reading {
     /// Read as rows are asked.
-    Joined {
-        join: Join,
-        outputs: usize,
-        shape: Shape,
-    },
+    Joined { join: Join, cut: Cut, shape: Shape },
     /// Read whole: the rows, each charged [`row_bytes`] as it is (not yet shaped).
     Whole {
         rows: std::vec::IntoIter<Vec<Cell>>,
@@ -88,12 +120,14 @@ impl Reading {
         charge: &mut ResultCharge,
     ) -> ExecResult<Option<(Vec<Cell>, usize)>> {
         Ok(match self {
-            Reading::Joined { join, outputs, .. } => {
-                join.next(backend, charge).await?.map(|mut row| {
-                    row.truncate(1 + *outputs);
-                    (row, 0)
-                })
-            }
+            Reading::Joined { join, cut, .. } => loop {
+                let Some(row) = join.next(backend, charge).await? else {
+                    break None;
+                };
+                if let Some(row) = cut.apply(row) {
+                    break Some((row, 0));
+                }
+            },
             Reading::Whole { rows, .. } => rows.next().map(|row| {
                 let bytes = row_bytes(&row);
                 (row, bytes)
@@ -197,27 +231,26 @@ impl RawRows {
         let whole = self.descending || self.fill.is_some();
         // Read in time order without a filter, the rows still to skip and send are among each
         // series' first that many points.
-        let per_series = match part.filter {
-            None if !whole => self.skip.saturating_add(self.left),
+        // A computed row may not be shown, so no such bound holds for it.
+        let per_series = match (&part.filter, &part.cut) {
+            (None, Cut::First(_)) if !whole => self.skip.saturating_add(self.left),
             _ => usize::MAX,
         };
         let Part {
             read,
-            outputs,
+            cut,
             filter,
             shape,
         } = part;
         let mut join = Join::new(&read, self.range, per_series, filter, charge);
         if !whole {
-            return Ok(Reading::Joined {
-                join,
-                outputs,
-                shape,
-            });
+            return Ok(Reading::Joined { join, cut, shape });
         }
         let mut rows = Vec::new();
-        while let Some(mut row) = join.next(backend, charge).await? {
-            row.truncate(1 + outputs);
+        while let Some(row) = join.next(backend, charge).await? {
+            let Some(row) = cut.apply(row) else {
+                continue;
+            };
             charge.add(row_bytes(&row))?;
             rows.push(row);
             if rows.len() > RESULT_ROWS_MAX {
@@ -229,7 +262,7 @@ impl RawRows {
         }
         if let Some(how) = &self.fill {
             let types: Vec<DataType> = std::iter::once(DataType::Int64)
-                .chain(read[..outputs].iter().map(|s| s.data_type))
+                .chain(cut.types(&read))
                 .collect();
             let values: Vec<usize> = (1..types.len()).collect();
             let before: usize = rows.iter().map(|row| row_bytes(row)).sum();

@@ -5,7 +5,8 @@
 use super::{
     not_supported_yet, ParseError, Parser, Statement, TokenKind, MEASUREMENTS_MAX, ROW_CLAUSES,
 };
-use crate::ast::{Fill, Literal, PathPattern, Projection, RowWindow, TimeRange};
+use crate::ast::{Fill, Literal, PathPattern, Projection, RowWindow, SelectItem, TimeRange};
+use crate::expr::Expr;
 
 impl Parser<'_> {
     pub(super) fn select(&mut self) -> Result<Statement, ParseError> {
@@ -18,11 +19,21 @@ impl Parser<'_> {
             self.next += 1;
             let at = self.next;
             let measurements = self.projection()?;
-            if matches!(measurements, Projection::Aliased { .. }) {
-                return Err(not_supported_yet(
-                    self.tokens[at].position,
-                    "AS in a LAST query (its columns are fixed: Time, Timeseries, Value, DataType)",
-                ));
+            match measurements {
+                Projection::Aliased { .. } => {
+                    return Err(not_supported_yet(
+                        self.tokens[at].position,
+                        "AS in a LAST query (its columns are fixed: Time, Timeseries, Value, \
+                         DataType)",
+                    ))
+                }
+                Projection::Computed { .. } => {
+                    return Err(not_supported_yet(
+                        self.tokens[at].position,
+                        "an expression in a LAST query (it reads series, not expressions)",
+                    ))
+                }
+                _ => {}
             }
             let from = self.from()?;
             let since = self.last_since()?;
@@ -222,32 +233,86 @@ impl Parser<'_> {
         }
     }
 
-    /// `*` or `s1, s2, ...`.
+    /// `*`, or a list of items: measurements (`s1, s2`), each perhaps with an `AS` alias, or
+    /// expressions over them (`s1 + s2`, `-s1 * 2 AS x`, `s1 > 0`).
     pub(super) fn projection(&mut self) -> Result<Projection, ParseError> {
         if self.eat(&TokenKind::Star) {
             return Ok(Projection::All);
         }
-        let (mut names, mut aliases) = (Vec::new(), Vec::new());
+        let mut items = Vec::new();
         loop {
-            if names.len() == MEASUREMENTS_MAX {
+            if items.len() == MEASUREMENTS_MAX {
                 return Err(self.error(&format!(
                     "FROM: at most {MEASUREMENTS_MAX} measurements in one statement"
                 )));
             }
-            names.push(self.measurement_or("'*' or a measurement name")?);
-            aliases.push(if self.eat_keyword("AS") {
+            let expr = self.select_item()?;
+            let alias = if self.eat_keyword("AS") {
                 Some(self.measurement_or("an alias (a name without '.' or '*')")?)
             } else {
                 None
-            });
+            };
+            items.push(SelectItem { expr, alias });
             if !self.eat(&TokenKind::Comma) {
                 break;
             }
         }
+        if !items.iter().all(|i| matches!(i.expr, Expr::Column(_))) {
+            let mut names: Vec<String> = Vec::new();
+            for item in &items {
+                for name in item.expr.columns() {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+            }
+            return Ok(Projection::Computed { names, items });
+        }
+        let (names, aliases): (Vec<String>, Vec<Option<String>>) = items
+            .into_iter()
+            .map(|i| match i.expr {
+                Expr::Column(name) => (name, i.alias),
+                _ => unreachable!("every item is a measurement"),
+            })
+            .unzip();
         if aliases.iter().all(Option::is_none) {
             Ok(Projection::Measurements(names))
         } else {
             Ok(Projection::Aliased { names, aliases })
         }
+    }
+
+    /// One item of a select list: a measurement name as it stands (any word before `,`, `AS`
+    /// or FROM, so a measurement may be called `time`), or an expression naming at least one
+    /// measurement and no aggregation.
+    fn select_item(&mut self) -> Result<Expr, ParseError> {
+        let plain = matches!(
+            self.tokens.get(self.next + 1).map(|t| &t.kind),
+            Some(TokenKind::Comma)
+        ) || matches!(
+            self.tokens.get(self.next + 1).map(|t| &t.kind),
+            Some(TokenKind::Word(w)) if w.eq_ignore_ascii_case("FROM") || w.eq_ignore_ascii_case("AS")
+        );
+        if plain {
+            return Ok(Expr::Column(
+                self.measurement_or("'*' or a measurement name")?,
+            ));
+        }
+        let at = self.next;
+        let expr = self.or_expr(0)?;
+        if !expr.calls().is_empty() {
+            return Err(Self::error_at(
+                &self.tokens[at],
+                super::aggregate::MIXED.to_string(),
+            ));
+        }
+        if expr.columns().is_empty() {
+            return Err(Self::error_at(
+                &self.tokens[at],
+                "expected a select item naming a measurement (a constant alone is no column)"
+                    .to_string(),
+            ));
+        }
+        Ok(expr)
     }
 }
