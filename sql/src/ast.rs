@@ -497,7 +497,9 @@ impl AggregateFunction {
 /// IoTDB's `GROUP BY ([start, end), interval[, step])`: windows `[start + k·step, start +
 /// k·step + interval)` for every `start + k·step < end`, cut at `end`; without a step, `step`
 /// is `interval` (windows side by side). A step under the interval makes windows that overlap,
-/// one over it windows with gaps between.
+/// one over it windows with gaps between. An interval or step in natural months (`1mo`, `1y`)
+/// is added on the calendar, in UTC, always from `start` (so windows from January 31st start
+/// on February 28th, then March 31st).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GroupByTime {
     /// The first window's first time, ms.
@@ -508,6 +510,10 @@ pub struct GroupByTime {
     pub interval_ms: u64,
     /// From one window's start to the next one's, ms; positive (`interval_ms` unless given).
     pub step_ms: u64,
+    /// Natural months in the interval, added before `interval_ms` (`1mo2d`: 1 and 2 days).
+    pub interval_months: u32,
+    /// Natural months in the step, as `interval_months`.
+    pub step_months: u32,
     /// Written left-open, `((t1, t2], interval)`: `start` and `end` are `t1 + 1` and `t2 + 1`
     /// (a window `(a, b]` is `[a + 1, b + 1)` in ms), and a row is labelled with its window's
     /// right end, as IoTDB labels it.

@@ -670,6 +670,8 @@ mod aggregate_tests;
 #[cfg(test)]
 mod backend_tests;
 #[cfg(test)]
+mod calendar_tests;
+#[cfg(test)]
 mod cursor_tests;
 #[cfg(test)]
 mod explain_tests;

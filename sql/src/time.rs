@@ -18,6 +18,23 @@ pub fn wall_clock_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// `ms` moved by `months` calendar months in UTC, the time of day kept and the day of the month
+/// clamped to the month's last (January 31st + 1 month is February 28th or 29th); `None` past
+/// the i64 range.
+pub fn add_months(ms: i64, months: i64) -> Option<i64> {
+    let (days, time_of_day) = (ms.div_euclid(MS_PER_DAY), ms.rem_euclid(MS_PER_DAY));
+    let (year, month, day) = civil_from_days(days);
+    let total = (year.checked_mul(12)? + i64::from(month) - 1).checked_add(months)?;
+    let (year, month) = (total.div_euclid(12), total.rem_euclid(12) as u32 + 1);
+    if year.abs() > YEAR_MAX {
+        return None;
+    }
+    let day = day.min(days_in_month(year, month));
+    days_from_civil(year, month, day)
+        .checked_mul(MS_PER_DAY)?
+        .checked_add(time_of_day)
+}
+
 /// Whether `year` has a February 29th.
 pub fn is_leap_year(year: i64) -> bool {
     year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
@@ -335,6 +352,19 @@ impl<'a> Scanner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn months_are_added_on_the_calendar() {
+        let at = |y, m, d| days_from_civil(y, m, d) * MS_PER_DAY + 3_600_000;
+        assert_eq!(add_months(at(2024, 1, 31), 1), Some(at(2024, 2, 29)));
+        assert_eq!(add_months(at(2023, 1, 31), 1), Some(at(2023, 2, 28)));
+        assert_eq!(add_months(at(2024, 1, 31), 2), Some(at(2024, 3, 31)));
+        assert_eq!(add_months(at(2024, 11, 30), 3), Some(at(2025, 2, 28)));
+        assert_eq!(add_months(at(2024, 3, 15), -15), Some(at(2022, 12, 15)));
+        assert_eq!(add_months(at(1969, 12, 31), 1), Some(at(1970, 1, 31)));
+        assert_eq!(add_months(0, i64::MAX), None);
+        assert_eq!(add_months(i64::MAX, 1), None);
+    }
 
     #[test]
     fn known_days() {

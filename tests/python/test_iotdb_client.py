@@ -770,6 +770,17 @@ class QueryTest(FencepostTestCase):
         mode = self.query(f"select mode(s2) from {self.dev}")
         self.assertEqual([values for _, values in mode.rows], [[1.0]])
 
+    def test_natural_month_windows(self):
+        day = 86_400_000
+        jan31 = 1_706_659_200_000  # 2024-01-31T00:00:00Z; one point a day for 61 days
+        rows = [[i] for i in range(61)]
+        self.session.insert_tablet(Tablet(self.dev, ["n"], [I64], rows, [jan31 + i * day for i in range(61)]))
+        monthly = self.query(
+            f"select count(n) from {self.dev} group by ([2024-01-31, 2024-04-01), 1mo)"
+        )
+        # From January 31st the next window starts on February 29th (2024 is a leap year).
+        self.assertEqual(monthly.rows, [(jan31, [29]), (jan31 + 29 * day, [31]), (jan31 + 60 * day, [1])])
+
     def test_patterns_lists_and_align_by_device(self):
         d1, d2, d3 = self.db + ".d1", self.db + ".d2", self.db + ".g.d3"
         self.session.insert_tablet(Tablet(d1, ["s1", "s2"], [D, D], [[1.0, None], [2.0, 2.5]], [1, 2]))
@@ -999,7 +1010,7 @@ class QueryTest(FencepostTestCase):
         # IoTDB syntax Fencepost does not run yet: 300 naming it, not a syntax error.
         for sql, names in [
             (f"select count_time(*) from {dev}", "COUNT_TIME"),
-            (f"select count(s) from {dev} group by ([0, 10), 1mo)", "month"),
+            (f"select count(s) from {dev} group by session(5ms)", "SESSION"),
         ]:
             with self.assertRaises(StatementExecutionException) as caught:
                 self.session.execute_query_statement(sql)

@@ -286,6 +286,8 @@ pub(super) fn aggregation_query(
                 end: range.to,
                 interval_ms,
                 step_ms,
+                interval_months: 0,
+                step_months: 0,
                 left_open: false,
             })
         }

@@ -381,6 +381,8 @@ fn aggregations_by_path_pair_each_path_with_its_function() {
             end: 20,
             interval_ms: 10,
             step_ms: 10,
+            interval_months: 0,
+            step_months: 0,
             left_open: false,
         }),
         ..request.clone()

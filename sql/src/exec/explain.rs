@@ -310,6 +310,21 @@ fn items_text(items: &[AggregateItem]) -> String {
 fn windows_text(group_by: Option<GroupByTime>) -> String {
     match group_by {
         None => "the WHERE range".to_string(),
+        Some(g) if g.interval_months > 0 || g.step_months > 0 => {
+            let text = |months: u32, ms: u64| match ms {
+                0 => format!("{months} months"),
+                ms => format!("{months} months {ms} ms"),
+            };
+            let step = match (g.step_months, g.step_ms) == (g.interval_months, g.interval_ms) {
+                true => String::new(),
+                false => format!(", step {}", text(g.step_months, g.step_ms)),
+            };
+            format!(
+                "windows of {} on the UTC calendar from {}{step}",
+                text(g.interval_months, g.interval_ms),
+                g.start
+            )
+        }
         Some(g) => {
             let step = match g.step_ms == g.interval_ms {
                 true => String::new(),

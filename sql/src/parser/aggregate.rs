@@ -338,11 +338,11 @@ impl Parser<'_> {
             (start, end)
         };
         self.expect(&TokenKind::Comma, "',' and the interval")?;
-        let interval_ms = self.interval()?;
-        let step_ms = if self.eat(&TokenKind::Comma) {
-            self.interval()?
+        let (interval_months, interval_ms) = self.calendar_interval()?;
+        let (step_months, step_ms) = if self.eat(&TokenKind::Comma) {
+            self.calendar_interval()?
         } else {
-            interval_ms
+            (interval_months, interval_ms)
         };
         self.expect(&TokenKind::RightParen, "')'")?;
         Ok(GroupByTime {
@@ -350,8 +350,29 @@ impl Parser<'_> {
             end,
             interval_ms,
             step_ms,
+            interval_months,
+            step_months,
             left_open,
         })
+    }
+
+    /// GROUP BY's interval or step: a positive duration, as natural months (`mo`, `y`) and ms.
+    fn calendar_interval(&mut self) -> Result<(u32, u64), ParseError> {
+        let Some(token) = self.peek().cloned() else {
+            return Err(self.error("an interval like 10ms"));
+        };
+        let TokenKind::Duration(text) = &token.kind else {
+            return Err(self.error("an interval like 10ms (units ms, s, m, h, d, w, mo, y)"));
+        };
+        let (months, ms) = calendar_duration(text).map_err(|e| e.at(&token))?;
+        if months == 0 && ms == 0 {
+            return Err(Self::error_at(
+                &token,
+                format!("the GROUP BY interval must be positive, found '{text}'"),
+            ));
+        }
+        self.next += 1;
+        Ok((months, ms))
     }
 
     /// GROUP BY's interval: a positive duration, in ms.
@@ -377,10 +398,7 @@ impl Parser<'_> {
 /// The duration `text` of `token` in ms: 300 for the units IoTDB takes and Fencepost does not,
 /// 700 when it is out of range.
 pub(super) fn duration_token_ms(token: &Token, text: &str) -> Result<u64, ParseError> {
-    duration_ms(text).map_err(|e| match e {
-        DurationError::Unsupported(what) => not_supported_yet(token.position, &what),
-        DurationError::Malformed(message) => ParseError::new(token.position, message),
-    })
+    duration_ms(text).map_err(|e| e.at(token))
 }
 
 /// Why a duration is not taken.
@@ -392,13 +410,51 @@ enum DurationError {
     Malformed(String),
 }
 
-/// A duration literal (`10ms`, `1h30m`) in milliseconds.
+impl DurationError {
+    /// The parse error at `token`.
+    fn at(self, token: &Token) -> ParseError {
+        match self {
+            DurationError::Unsupported(what) => not_supported_yet(token.position, &what),
+            DurationError::Malformed(message) => ParseError::new(token.position, message),
+        }
+    }
+}
+
+/// A duration literal (`10ms`, `1h30m`) in milliseconds; 300 for natural months, which only
+/// GROUP BY takes.
 fn duration_ms(text: &str) -> Result<u64, DurationError> {
+    match calendar_duration(text)? {
+        (0, ms) => Ok(ms),
+        _ => Err(DurationError::Unsupported(
+            "a natural month or year (mo, y) outside GROUP BY's interval (months differ in \
+             length); use days (d) or weeks (w)"
+                .to_string(),
+        )),
+    }
+}
+
+/// A duration literal (`10ms`, `1h30m`, `1mo2d`, `1y`) as natural months (a year is 12) and
+/// milliseconds.
+fn calendar_duration(text: &str) -> Result<(u32, u64), DurationError> {
     let out_of_range = || DurationError::Malformed(format!("duration '{text}' is out of range"));
     let parts = duration_parts(text)
         .ok_or_else(|| DurationError::Malformed(format!("'{text}' is not a duration")))?;
-    let mut total: u64 = 0;
+    let (mut months, mut total): (u32, u64) = (0, 0);
     for (digits, unit) in parts {
+        let count: u64 = digits.parse().map_err(|_| out_of_range())?;
+        let per_unit = match unit.as_str() {
+            "mo" => Some(1),
+            "y" => Some(12),
+            _ => None,
+        };
+        if let Some(per_unit) = per_unit {
+            months = u32::try_from(count)
+                .ok()
+                .and_then(|n| n.checked_mul(per_unit))
+                .and_then(|n| months.checked_add(n))
+                .ok_or_else(out_of_range)?;
+            continue;
+        }
         let unit_ms: u64 = match unit.as_str() {
             "ms" => 1,
             "s" => 1_000,
@@ -406,25 +462,18 @@ fn duration_ms(text: &str) -> Result<u64, DurationError> {
             "h" => 3_600_000,
             "d" => 86_400_000,
             "w" => 604_800_000,
-            "mo" | "y" => {
-                return Err(DurationError::Unsupported(format!(
-                    "the natural month or year '{unit}' in a duration (months differ in \
-                     length); use days (d) or weeks (w)"
-                )))
-            }
             _ => {
                 return Err(DurationError::Unsupported(format!(
                     "the unit '{unit}' in a duration (times are in milliseconds)"
                 )))
             }
         };
-        let count: u64 = digits.parse().map_err(|_| out_of_range())?;
         total = count
             .checked_mul(unit_ms)
             .and_then(|ms| total.checked_add(ms))
             .ok_or_else(out_of_range)?;
     }
-    Ok(total)
+    Ok((months, total))
 }
 
 #[cfg(test)]
@@ -519,6 +568,8 @@ mod tests {
                     end: 1000,
                     interval_ms: 100,
                     step_ms: 100,
+                    interval_months: 0,
+                    step_months: 0,
                     left_open: false,
                 }),
                 levels: None,
@@ -570,16 +621,26 @@ mod tests {
     }
 
     #[test]
+    fn group_by_takes_natural_months_and_years() {
+        let group_by = |text: &str| match parse(text) {
+            Ok(Statement::SelectAggregate { group_by, .. }) => group_by.expect(text),
+            other => panic!("{text}: {other:?}"),
+        };
+        let g = group_by("SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 1mo2d, 1y)");
+        assert_eq!((g.interval_months, g.interval_ms), (1, 2 * 86_400_000));
+        assert_eq!((g.step_months, g.step_ms), (12, 0));
+        let g = group_by("SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 3MO)");
+        assert_eq!((g.interval_months, g.step_months, g.step_ms), (3, 3, 0));
+        assert_eq!(calendar_duration("1y1mo"), Ok((13, 0)));
+        assert!(matches!(
+            calendar_duration("99999999999mo"),
+            Err(DurationError::Malformed(_))
+        ));
+    }
+
+    #[test]
     fn group_by_forms_not_run_yet_are_unsupported() {
         for (text, what) in [
-            (
-                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 1mo)",
-                "the natural month or year 'mo'",
-            ),
-            (
-                "SELECT count(s1) FROM root.sg.d1 GROUP BY ([0, 100), 1y)",
-                "the natural month or year 'y'",
-            ),
             (
                 "SELECT count(s1) FROM root.sg.d1 GROUP BY TAGS(a) FILL(PREVIOUS)",
                 "FILL with GROUP BY TAGS",

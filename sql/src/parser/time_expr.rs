@@ -268,6 +268,8 @@ mod tests {
                     end: first,
                     interval_ms: 600_000,
                     step_ms: 600_000,
+                    interval_months: 0,
+                    step_months: 0,
                     left_open: false,
                 }),
                 levels: None,

@@ -178,22 +178,17 @@ fn rows_at(cut: &Cut, time: i64) -> Range<usize> {
     let Some(w) = cut.windows else {
         return 0..1;
     };
-    let Some(slide) = cut.slide else {
+    let Some(slide) = &cut.slide else {
         return match w.index(time) {
             Some(i) => i..i + 1,
             None => 0..0,
         };
     };
     let since = i128::from(time) - i128::from(w.start);
-    let (step, interval) = (i128::from(slide.step), i128::from(slide.interval));
     if since < 0 {
         return 0..0;
     }
-    // Row r's window is [start + r·step, start + r·step + interval).
-    let last = since / step;
-    let first = ((since - interval + 1).max(0) + step - 1) / step;
-    let clamp = |r: i128| usize::try_from(r).unwrap_or(usize::MAX).min(slide.rows);
-    clamp(first)..clamp(last + 1)
+    slide.rows_at(since)
 }
 
 /// Appends the slot of each column answered from rows to its device's partials (`[device]
@@ -572,6 +567,8 @@ mod tests {
                 end: 100,
                 interval_ms,
                 step_ms,
+                interval_months: 0,
+                step_months: 0,
                 left_open: false,
             })
         };

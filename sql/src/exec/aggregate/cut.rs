@@ -3,6 +3,7 @@
 //! aggregated.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use common::aggregate::{Partial, Windows};
 
@@ -38,7 +39,11 @@ impl Cut {
                 moments: false,
             });
         };
-        if g.start >= g.end || g.interval_ms == 0 || g.step_ms == 0 {
+        let positive = |months: u32, ms: u64| months > 0 || ms > 0;
+        if g.start >= g.end
+            || !positive(g.interval_months, g.interval_ms)
+            || !positive(g.step_months, g.step_ms)
+        {
             return Err(ExecError::refused(
                 StatusCode::IllegalParameter,
                 format!(
@@ -49,15 +54,17 @@ impl Cut {
             ));
         }
         let span = (i128::from(g.end) - i128::from(g.start)) as u128;
-        let slide = if g.step_ms == g.interval_ms {
+        let slide = if g.interval_months > 0 || g.step_months > 0 {
+            Some(Slide::calendar(&g)?)
+        } else if g.step_ms == g.interval_ms {
             None
         } else {
             Some(Slide::new(&g, span)?)
         };
-        let unit = slide.map_or(g.interval_ms, |s| s.unit);
+        let unit = slide.as_ref().map_or(g.interval_ms, |s| s.unit);
         let Some(windows) = Windows::new(g.start..g.end, unit, RESULT_ROWS_MAX as u64) else {
             let count = span.div_ceil(u128::from(unit));
-            let message = match slide {
+            let message = match &slide {
                 None => format!(
                     "GROUP BY ([{}, {}), {}ms) makes {count} windows, more than the \
                      {RESULT_ROWS_MAX} rows a query may return; widen the interval or narrow \
@@ -86,14 +93,17 @@ impl Cut {
     /// The time of row `row` of a GROUP BY result: its window's start, or, written left-open, the
     /// window's last millisecond (its right end as written).
     pub(super) fn row_time(&self, w: &Windows, row: usize) -> i64 {
-        let (step, interval) = self
-            .slide
-            .map_or((w.interval, w.interval), |s| (s.step, s.interval));
-        let start = i128::from(w.start) + row as i128 * i128::from(step);
+        let (start, end) = match &self.slide {
+            Some(slide) => slide.window(row),
+            None => {
+                let start = row as i128 * i128::from(w.interval);
+                (start, start + i128::from(w.interval))
+            }
+        };
         let at = if self.left_open {
-            (start + i128::from(interval)).min(i128::from(w.end)) - 1
+            (i128::from(w.start) + end).min(i128::from(w.end)) - 1
         } else {
-            start
+            i128::from(w.start) + start
         };
         i64::try_from(at).expect("a window lies within i64")
     }
@@ -108,7 +118,7 @@ impl Cut {
     /// Each series' per-unit partials merged into its rows' windows (as they are without a
     /// sliding step).
     pub(super) fn rows_of(&self, partials: Vec<Vec<Vec<Partial>>>) -> Vec<Vec<Vec<Partial>>> {
-        let Some(slide) = self.slide else {
+        let Some(slide) = &self.slide else {
             return partials;
         };
         let per_row = |units: Vec<Partial>| -> Vec<Partial> {
@@ -130,7 +140,7 @@ impl Cut {
 
     /// Rows of the result.
     pub(super) fn rows(&self) -> usize {
-        match self.slide {
+        match &self.slide {
             Some(slide) => slide.rows,
             None => self.call_rows(),
         }
@@ -151,17 +161,27 @@ impl Cut {
     }
 }
 
-/// GROUP BY's windows when they slide by a step other than their interval: the backend
-/// aggregates units of the greatest common divisor of the two, which tile every window, and each
-/// row merges its window's units (partials of disjoint points merge exactly).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// GROUP BY's windows when they slide by a step other than their interval, or are laid on the
+/// calendar: the backend aggregates units of the greatest common divisor of the windows' bounds'
+/// distances from the start, which tile every window, and each row merges its window's units
+/// (partials of disjoint points merge exactly).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Slide {
-    pub(super) interval: u64,
-    pub(super) step: u64,
-    /// The units' width: gcd(interval, step).
+    /// The units' width.
     unit: u64,
     /// Windows: one for every `start + k·step < end`.
     pub(super) rows: usize,
+    steps: Steps,
+}
+
+/// Where a sliding row's window lies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Steps {
+    /// Row r's window is `[r·step, r·step + interval)` from the start.
+    Fixed { interval: u64, step: u64 },
+    /// Natural months: row r's window is `bounds[r]`, in ms from the start, its end cut at
+    /// GROUP BY's.
+    Calendar(Arc<[(i64, i64)]>),
 }
 
 impl Slide {
@@ -170,34 +190,127 @@ impl Slide {
         let (interval, step) = (g.interval_ms, g.step_ms);
         let rows = span.div_ceil(u128::from(step));
         if rows > RESULT_ROWS_MAX as u128 {
-            return Err(ExecError::refused(
-                StatusCode::IllegalParameter,
-                format!(
-                    "GROUP BY ([{}, {}), {interval}ms, {step}ms) makes {rows} windows, more than \
-                     the {RESULT_ROWS_MAX} rows a query may return; widen the step or narrow the \
-                     range",
-                    g.start, g.end
-                ),
-            ));
-        }
-        let (mut a, mut b) = (interval, step);
-        while b != 0 {
-            (a, b) = (b, a % b);
+            return Err(too_many_windows(g, &rows.to_string()));
         }
         Ok(Slide {
-            interval,
-            step,
-            unit: a,
+            unit: gcd(interval, step),
             rows: rows as usize,
+            steps: Steps::Fixed { interval, step },
         })
+    }
+
+    /// Windows laid on the calendar: row k's starts `k·step` after the start and ends
+    /// `interval` after that, each month added from the start (so the day of the month is
+    /// clamped only where a month lacks it). 700 past [`RESULT_ROWS_MAX`] windows.
+    fn calendar(g: &GroupByTime) -> ExecResult<Slide> {
+        let span = i128::from(g.end) - i128::from(g.start);
+        let out_of_range = || {
+            ExecError::refused(
+                StatusCode::IllegalParameter,
+                "GROUP BY's windows run past the last millisecond".to_string(),
+            )
+        };
+        let shift = |k: i64, months: u32, ms: u64, more_months: u32, more_ms: u64| {
+            let months = k.checked_mul(i64::from(months))? + i64::from(more_months);
+            let ms = i64::try_from(ms).ok()?.checked_mul(k)?;
+            let ms = ms.checked_add(i64::try_from(more_ms).ok()?)?;
+            crate::time::add_months(g.start, months)?.checked_add(ms)
+        };
+        let mut bounds = Vec::new();
+        let mut unit = 0u64;
+        for k in 0.. {
+            let start = shift(k, g.step_months, g.step_ms, 0, 0).ok_or_else(out_of_range)?;
+            if start >= g.end {
+                break;
+            }
+            if bounds.len() == RESULT_ROWS_MAX {
+                return Err(too_many_windows(g, &format!("more than {RESULT_ROWS_MAX}")));
+            }
+            let end = shift(
+                k,
+                g.step_months,
+                g.step_ms,
+                g.interval_months,
+                g.interval_ms,
+            )
+            .ok_or_else(out_of_range)?;
+            let (start, end) = (start - g.start, end.min(g.end) - g.start);
+            for offset in [start, end] {
+                if 0 < offset && i128::from(offset) < span {
+                    unit = gcd(unit, offset.unsigned_abs());
+                }
+            }
+            bounds.push((start, end));
+        }
+        Ok(Slide {
+            // One window over the whole span: a unit as wide.
+            unit: if unit == 0 { span as u64 } else { unit },
+            rows: bounds.len(),
+            steps: Steps::Calendar(bounds.into()),
+        })
+    }
+
+    /// Row `row`'s window, in ms from the start (its end perhaps past GROUP BY's).
+    pub(super) fn window(&self, row: usize) -> (i128, i128) {
+        match &self.steps {
+            Steps::Fixed { interval, step } => {
+                let start = row as i128 * i128::from(*step);
+                (start, start + i128::from(*interval))
+            }
+            Steps::Calendar(bounds) => {
+                let (start, end) = bounds[row];
+                (i128::from(start), i128::from(end))
+            }
+        }
+    }
+
+    /// The rows whose windows hold the time `since` ms after the start (`since >= 0`).
+    pub(super) fn rows_at(&self, since: i128) -> Range<usize> {
+        match &self.steps {
+            Steps::Fixed { interval, step } => {
+                let (step, interval) = (i128::from(*step), i128::from(*interval));
+                // Row r's window is [r·step, r·step + interval).
+                let last = since / step;
+                let first = ((since - interval + 1).max(0) + step - 1) / step;
+                let clamp = |r: i128| usize::try_from(r).unwrap_or(usize::MAX).min(self.rows);
+                clamp(first)..clamp(last + 1)
+            }
+            // Starts and ends both grow with the row: the rows that started by `since` are a
+            // prefix, those not yet ended a suffix.
+            Steps::Calendar(bounds) => {
+                let started = bounds.partition_point(|&(s, _)| i128::from(s) <= since);
+                let ended = bounds.partition_point(|&(_, e)| i128::from(e) <= since);
+                ended..started.max(ended)
+            }
+        }
     }
 
     /// The units of row `row`'s window among `count`.
     pub(super) fn units(&self, row: usize, count: usize) -> Range<usize> {
-        let per = |ms: u64| usize::try_from(ms / self.unit).unwrap_or(usize::MAX);
-        let first = row.saturating_mul(per(self.step)).min(count);
-        first..first.saturating_add(per(self.interval)).min(count)
+        let (start, end) = self.window(row);
+        let unit = i128::from(self.unit);
+        let at = |ms: i128| usize::try_from(ms / unit).unwrap_or(usize::MAX).min(count);
+        at(start)..at(end + unit - 1)
     }
+}
+
+/// 700: GROUP BY makes `rows` windows, more than a query may return.
+fn too_many_windows(g: &GroupByTime, rows: &str) -> ExecError {
+    ExecError::refused(
+        StatusCode::IllegalParameter,
+        format!(
+            "GROUP BY ([{}, {}), ...) makes {rows} windows, more than the {RESULT_ROWS_MAX} rows \
+             a query may return; widen the step or narrow the range",
+            g.start, g.end
+        ),
+    )
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 #[cfg(test)]
@@ -210,6 +323,8 @@ mod tests {
             end,
             interval_ms,
             step_ms: interval_ms,
+            interval_months: 0,
+            step_months: 0,
             left_open: false,
         })
     }
