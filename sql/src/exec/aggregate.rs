@@ -173,13 +173,12 @@ async fn answer<B: Backend>(
     charge: &mut ResultCharge,
 ) -> ExecResult<Outcome> {
     let mut cut = Cut::new(query.range, query.group_by)?;
-    if (query.align_by_device || query.levels.is_some() || query.tags.is_some())
+    if (query.levels.is_some() || query.tags.is_some())
         && query.items.iter().any(|i| i.alias.is_some())
     {
         return Err(ExecError::refused(
             StatusCode::UnsupportedOperation,
-            "AS on an aggregation with ALIGN BY DEVICE or GROUP BY LEVEL or TAGS is not supported \
-             yet",
+            "AS on an aggregation with GROUP BY LEVEL or TAGS is not supported yet",
         ));
     }
     if (query.levels.is_some() || query.tags.is_some())
@@ -191,7 +190,7 @@ async fn answer<B: Backend>(
         ));
     }
     let (by_item, extra) = series_window(by_item, extra, query.rows);
-    let plan = Plan::new(query.items, by_item, extra)?;
+    let plan = Plan::new(query.items, by_item, extra, query.align_by_device)?;
     cut.moments = plan.columns.iter().any(|c| c.function.needs_moments());
     if plan.columns.is_empty() {
         return Ok(Outcome::query(Vec::new(), Vec::new()));
@@ -460,7 +459,9 @@ struct Plan {
 }
 
 /// A column of an aligned-by-device result: a function of a measurement name, and its type.
-type Key = (AggregateFunction, String, DataType);
+/// A column aligned by device: the function, the measurement (or alias) it reads, its type and
+/// its `AS` name.
+type Key = (AggregateFunction, String, DataType, Option<String>);
 
 /// A column of a GROUP BY LEVEL result: its name and the columns merged into it.
 #[derive(Debug)]
@@ -491,11 +492,13 @@ fn level_path(path: &str, levels: &[usize]) -> String {
 impl Plan {
     /// The plan of `items`, each with the series it reads (`by_item`) and, for the columns
     /// answered from rows, what else each reads (`extra`, [`by::pair`]); 700 when a function
-    /// does not take a series' type.
+    /// does not take a series' type, or an alias names more than one column (aligned by device
+    /// a column is one measurement's on every device).
     fn new(
         items: &[AggregateItem],
         by_item: Vec<Vec<Series>>,
         extra: Vec<Vec<Vec<Series>>>,
+        by_device: bool,
     ) -> ExecResult<Plan> {
         assert_eq!(items.len(), by_item.len(), "one list of series per item");
         let mut plan = Plan {
@@ -504,8 +507,12 @@ impl Plan {
             types: Vec::new(),
         };
         for ((item, series), extra) in items.iter().zip(by_item).zip(extra) {
-            if let Some(alias) = item.alias.as_ref().filter(|_| series.len() > 1) {
-                return Err(analyze::alias_of_many(alias, series.len()));
+            let mut named: Vec<&str> = series.iter().map(|s| s.label.as_str()).collect();
+            named.sort_unstable();
+            named.dedup();
+            let columns = if by_device { named.len() } else { series.len() };
+            if let Some(alias) = item.alias.as_ref().filter(|_| columns > 1) {
+                return Err(analyze::alias_of_many(alias, columns));
             }
             let mut extra = extra.into_iter();
             for s in series {
@@ -647,7 +654,7 @@ impl Plan {
                     ))
                 }
                 Some(_) => {}
-                None => keys.push((c.function, label, output)),
+                None => keys.push((c.function, label, output, c.alias.clone())),
             }
         }
         Ok(keys)
@@ -763,17 +770,17 @@ impl Plan {
             header.push((TIME_COLUMN.to_string(), DataType::Int64));
         }
         header.push((super::DEVICE_COLUMN.to_string(), DataType::Text));
-        header.extend(
-            keys.iter()
-                .map(|(f, label, t)| (format!("{}({label})", f.name()), *t)),
-        );
+        header.extend(keys.iter().map(|(f, label, t, alias)| {
+            let name = alias.clone();
+            (name.unwrap_or_else(|| format!("{}({label})", f.name())), *t)
+        }));
         let mut devices: Vec<usize> = (0..self.reads.len()).collect();
         devices.sort_by(|a, b| self.reads[*a].0.cmp(&self.reads[*b].0));
         let mut rows = Vec::with_capacity(devices.len() * cut.rows());
         for device in devices {
             let of_key: Vec<Option<&Column>> = keys
                 .iter()
-                .map(|(f, label, _)| {
+                .map(|(f, label, _, _)| {
                     self.columns
                         .iter()
                         .find(|c| c.device == device && c.function == *f && c.key_label() == *label)

@@ -73,7 +73,7 @@ impl TagGroups {
         header.extend(
             columns
                 .iter()
-                .map(|(f, label, t)| (format!("{}({label})", f.name()), *t)),
+                .map(|(f, label, t, _)| (format!("{}({label})", f.name()), *t)),
         );
         let mut rows = Vec::new();
         for row in 0..cut.rows() {
@@ -83,7 +83,7 @@ impl TagGroups {
                     cells.push(Some(Value::Int64(cut.row_time(&w, row))));
                 }
                 cells.extend(values.iter().map(|v| v.clone().map(Value::Text)));
-                for (function, label, _) in columns {
+                for (function, label, _, _) in columns {
                     let mut merged = Partial::default();
                     let mut data_type = None;
                     for &i in members {
