@@ -118,6 +118,10 @@ pub enum Statement {
         fill: Option<Fill>,
         /// `ALIGN BY DEVICE`: a `Device` column and one row (or window's rows) per device.
         align_by_device: bool,
+        /// A select list with expressions over aggregations (`count(s1) + 1`, `sum(s1) /
+        /// count(s1)`): its items, computed from the result of `items` — then each distinct
+        /// call once, without aliases. `None`: the result is `items`' columns.
+        outputs: Option<Vec<SelectItem>>,
     },
     /// `SHOW DATABASES [pattern]`
     ShowDatabases {

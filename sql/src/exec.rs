@@ -368,6 +368,7 @@ async fn select<B: Backend>(
             rows,
             fill,
             align_by_device,
+            outputs,
         } => {
             let query = aggregate::AggregateQuery {
                 from,
@@ -382,7 +383,11 @@ async fn select<B: Backend>(
                 having: having.as_ref(),
                 align_by_device: *align_by_device,
             };
-            aggregate::select_aggregate(backend, &query, charge).await
+            let outcome = aggregate::select_aggregate(backend, &query, charge).await?;
+            match outputs {
+                Some(outputs) => project::aggregates(outcome, outputs),
+                None => Ok(outcome),
+            }
         }
         other => unreachable!("select takes SELECT statements, not {other:?}"),
     }

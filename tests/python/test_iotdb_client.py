@@ -865,6 +865,9 @@ class QueryTest(FencepostTestCase):
         by_device = self.query(f"select u / 2 from {self.dev} limit 2 align by device")
         self.assertEqual(by_device.columns, ["Time", "Device", "u / 2"])
         self.assertEqual(by_device.rows, [(0, [d, 0.0]), (1, [d, 0.5])])
+        over_aggregates = self.query(f"select sum(u) / count(u) as mean, max_value(i) - 1 from {self.dev}")
+        self.assertEqual(over_aggregates.columns, ["mean", f"max_value({d}.i) - 1"])
+        self.assertEqual(over_aggregates.rows, [(0, [2.0, 3.0])])
 
     def test_explain_and_explain_analyze(self):
         self.write_rows(self.dev, 100, 0, 10)

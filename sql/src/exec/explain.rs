@@ -128,16 +128,18 @@ fn patterns_text(from: &[PathPattern]) -> String {
         .join(", ")
 }
 
+/// A computed select item as written: `s1 + 1 AS x`.
+fn item_text(item: &crate::SelectItem) -> String {
+    match &item.alias {
+        Some(alias) => format!("{} AS {alias}", item.expr),
+        None => item.expr.to_string(),
+    }
+}
+
 fn projection_text(projection: &Projection) -> String {
     match projection {
         Projection::Computed { items, .. } => {
-            let items: Vec<String> = items
-                .iter()
-                .map(|item| match &item.alias {
-                    Some(alias) => format!("{} AS {alias}", item.expr),
-                    None => item.expr.to_string(),
-                })
-                .collect();
+            let items: Vec<String> = items.iter().map(item_text).collect();
             items.join(", ")
         }
         _ => match projection.names() {
@@ -255,8 +257,13 @@ pub(super) fn tree_plan(statement: &Statement) -> Option<Vec<String>> {
             rows,
             fill,
             align_by_device,
+            outputs,
         } => {
             steps.push(format!("Aggregate query  {}", align_text(*align_by_device)));
+            if let Some(outputs) = outputs {
+                let outputs: Vec<String> = outputs.iter().map(item_text).collect();
+                steps.push(format!("Project  {}", outputs.join(", ")));
+            }
             steps.extend(page_step(*rows));
             steps.extend(fill.as_ref().map(fill_step));
             steps.extend(having.as_ref().map(|h| format!("Having  {h}")));

@@ -10,6 +10,10 @@
 //! An expression is NULL in a row where an operand is NULL, and a row whose items are all NULL
 //! is not shown ([`Cut::Compute`]), as IoTDB shows none. Arithmetic answers DOUBLE, `-x` and a
 //! bare name their operand's type, a condition BOOLEAN ([`Scalar`]).
+//!
+//! Expressions over aggregations (`count(s1) + 1`, `sum(s1) / count(s1)`) are computed from
+//! the finished result of their calls ([`aggregates`]): a call names the result's columns of
+//! its function and measurement, expanded and named as above, and every row (window) is kept.
 
 use common::{DataType, StatusCode, Value};
 
@@ -19,7 +23,7 @@ use super::filter::{Lookup, Scalar};
 use super::join::with_referenced;
 use super::query::{referenced_series, RawSelect};
 use super::rows::{Cut, Part, RawRows, Shape};
-use super::{Backend, ExecError, ExecResult, DEVICE_COLUMN, TIME_COLUMN};
+use super::{Backend, ExecError, ExecResult, Outcome, DEVICE_COLUMN, TIME_COLUMN};
 use crate::expr::{BinaryOp, Expr};
 use crate::{SelectItem, QUERY_SERIES_MAX};
 
@@ -83,6 +87,110 @@ pub(super) async fn open<B: Backend>(
     Ok(ResultCursor::raw(header, rows))
 }
 
+/// The result of an aggregate query's `outputs` (expressions over its calls), computed from
+/// `outcome`, the result of the calls: its `Time` and `Device` columns, then the outputs'.
+pub(super) fn aggregates(outcome: Outcome, outputs: &[SelectItem]) -> ExecResult<Outcome> {
+    let lead = outcome
+        .columns
+        .iter()
+        .take_while(|c| *c == TIME_COLUMN || *c == DEVICE_COLUMN)
+        .count();
+    let mut header: Vec<(String, DataType)> = outcome.columns[..lead]
+        .iter()
+        .cloned()
+        .zip(outcome.types.iter().copied())
+        .collect();
+    let mut scalars = Vec::new();
+    for item in outputs {
+        let calls: Vec<String> = item
+            .expr
+            .calls()
+            .into_iter()
+            .map(|(function, arg)| format!("{function}({arg})"))
+            .collect();
+        let lists: Vec<Vec<usize>> = item
+            .expr
+            .calls()
+            .iter()
+            .map(|(function, arg)| {
+                let (exact, prefix, suffix) = (
+                    format!("{function}({arg})"),
+                    format!("{function}("),
+                    format!(".{arg})"),
+                );
+                (lead..outcome.columns.len())
+                    .filter(|&i| {
+                        let c = &outcome.columns[i];
+                        *c == exact
+                            || c.starts_with(&prefix) && (arg == "*" || c.ends_with(&suffix))
+                    })
+                    .collect()
+            })
+            .collect();
+        let combinations = checked_combinations(&lists, scalars.len())?;
+        if let Some(alias) = item.alias.as_ref().filter(|_| combinations > 1) {
+            return Err(analyze::alias_of_many(alias, combinations));
+        }
+        for k in 0..combinations {
+            let picked = combination(&lists, k);
+            let lookup = |name: &str| {
+                let i = calls.iter().position(|c| c == name)?;
+                Some((picked[i], outcome.types[picked[i]]))
+            };
+            let scalar = Scalar::bind(&item.expr, &lookup)?;
+            let column = match &item.alias {
+                Some(alias) => alias.clone(),
+                None => column_text(&item.expr, &|name| {
+                    let i = calls.iter().position(|c| c == name);
+                    i.map_or_else(|| name.to_string(), |i| outcome.columns[picked[i]].clone())
+                }),
+            };
+            header.push((column, scalar.data_type()));
+            scalars.push(scalar);
+        }
+    }
+    let rows = outcome
+        .rows
+        .iter()
+        .map(|row| {
+            let mut cells = row[..lead].to_vec();
+            cells.extend(scalars.iter().map(|s| s.eval(row)));
+            cells
+        })
+        .collect();
+    Ok(Outcome::query(header, rows))
+}
+
+/// How many combinations of one element of each list there are; 700 when `so_far` columns
+/// and they are more than [`QUERY_SERIES_MAX`].
+fn checked_combinations<T>(lists: &[Vec<T>], so_far: usize) -> ExecResult<usize> {
+    let combinations = lists
+        .iter()
+        .fold(1usize, |n, list| n.saturating_mul(list.len()));
+    if combinations > QUERY_SERIES_MAX.saturating_sub(so_far) {
+        return Err(ExecError::refused(
+            StatusCode::IllegalParameter,
+            format!(
+                "the select list expands to more than {QUERY_SERIES_MAX} columns; narrow its \
+                 FROM patterns or its expressions"
+            ),
+        ));
+    }
+    Ok(combinations)
+}
+
+/// The `k`-th combination of one element of each list, the first list's varying slowest.
+fn combination<T: Clone>(lists: &[Vec<T>], k: usize) -> Vec<T> {
+    let mut rest = k;
+    let mut picked = Vec::with_capacity(lists.len());
+    for list in lists.iter().rev() {
+        picked.push(list[rest % list.len()].clone());
+        rest /= list.len();
+    }
+    picked.reverse();
+    picked
+}
+
 /// One column of a result aligned by time: an item over one combination of series.
 struct Output<'q> {
     expr: &'q Expr,
@@ -100,33 +208,13 @@ fn expand_item<'q>(
     outputs: &mut Vec<Output<'q>>,
 ) -> ExecResult<()> {
     let names = item.expr.columns();
-    let lists: Vec<&[Series]> = names.iter().map(|n| series_of(n)).collect();
-    let combinations = lists
-        .iter()
-        .fold(1usize, |n, list| n.saturating_mul(list.len()));
-    if combinations > QUERY_SERIES_MAX.saturating_sub(outputs.len()) {
-        return Err(ExecError::refused(
-            StatusCode::IllegalParameter,
-            format!(
-                "the select list expands to more than {QUERY_SERIES_MAX} columns; narrow its \
-                 FROM patterns or its expressions"
-            ),
-        ));
-    }
-    if let Some(alias) = &item.alias {
-        if combinations > 1 {
-            return Err(analyze::alias_of_many(alias, combinations));
-        }
+    let lists: Vec<Vec<Series>> = names.iter().map(|n| series_of(n).to_vec()).collect();
+    let combinations = checked_combinations(&lists, outputs.len())?;
+    if let Some(alias) = item.alias.as_ref().filter(|_| combinations > 1) {
+        return Err(analyze::alias_of_many(alias, combinations));
     }
     for k in 0..combinations {
-        // The k-th combination, the first name's series varying slowest.
-        let mut rest = k;
-        let mut series = vec![None; lists.len()];
-        for (i, list) in lists.iter().enumerate().rev() {
-            series[i] = Some(list[rest % list.len()].clone());
-            rest /= list.len();
-        }
-        let series: Vec<Series> = series.into_iter().flatten().collect();
+        let series = combination(&lists, k);
         let column = match (&item.alias, &item.expr) {
             (Some(alias), _) => alias.clone(),
             (None, Expr::Column(_)) => series[0].column_name(),
@@ -278,6 +366,7 @@ pub(super) fn column_text(expr: &Expr, name: &dyn Fn(&str) -> String) -> String 
     };
     match expr {
         Expr::Column(n) => name(n),
+        Expr::Call { function, arg } => name(&format!("{function}({arg})")),
         Expr::Negate(e) => format!("-{}", operand(e, 9)),
         Expr::Not(e) => format!("!{}", operand(e, 9)),
         Expr::Binary { op, left, right } => {

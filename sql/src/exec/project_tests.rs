@@ -183,3 +183,85 @@ fn what_a_select_list_expression_cannot_be() {
         assert!(e.message.contains(says), "{statement}: {e:?}");
     }
 }
+
+#[test]
+fn expressions_over_aggregations_are_computed_from_their_calls_columns() {
+    let m = tree();
+    let o = one(
+        &m,
+        "SELECT count(a) + 1, sum(b) / count(b) AS mean, -max_value(a) FROM root.sg.d1",
+    );
+    assert_eq!(
+        o.columns,
+        [
+            "count(root.sg.d1.a) + 1",
+            "mean",
+            "-max_value(root.sg.d1.a)"
+        ]
+    );
+    assert_eq!(
+        o.types,
+        [DataType::Double, DataType::Double, DataType::Int32]
+    );
+    assert_eq!(
+        o.rows,
+        vec![vec![double(4.0), double(2.5), Some(Value::Int32(-4))]]
+    );
+    // Over a pattern: a column per combination; windows keep their time, an empty one NULL.
+    let o = one(
+        &m,
+        "SELECT count(a) * 10, avg(b) FROM root.sg.* GROUP BY ([0, 6), 3ms)",
+    );
+    assert_eq!(
+        o.columns,
+        [
+            "Time",
+            "count(root.sg.d1.a) * 10",
+            "count(root.sg.d2.a) * 10",
+            "avg(root.sg.d1.b)",
+            "avg(root.sg.d2.b)"
+        ]
+    );
+    assert_eq!(
+        o.rows,
+        vec![
+            vec![int(0), double(20.0), double(10.0), double(0.5), None],
+            vec![int(3), double(10.0), double(0.0), double(3.5), double(2.0)],
+        ]
+    );
+    // Aligned by device the calls are each device's; HAVING and ORDER BY still apply.
+    let o = one(
+        &m,
+        "SELECT max_value(b) - min_value(b) AS spread FROM root.sg.* \
+         HAVING count(b) > 0 ALIGN BY DEVICE",
+    );
+    assert_eq!(o.columns, ["Device", "spread"]);
+    let d = |name: &str| Some(Value::Text(format!("root.sg.{name}")));
+    assert_eq!(
+        o.rows,
+        vec![vec![d("d1"), double(3.5)], vec![d("d2"), double(0.0)]]
+    );
+    // GROUP BY LEVEL's merged columns.
+    let o = one(
+        &m,
+        "SELECT count(a) + count(b) FROM root.sg.* GROUP BY LEVEL = 1",
+    );
+    assert_eq!(o.columns, ["count(root.sg.*.a) + count(root.sg.*.b)"]);
+    assert_eq!(o.rows, vec![vec![double(8.0)]]);
+    // Beginning with an operator or a parenthesis is an aggregate query too.
+    let o = one(&m, "SELECT (count(a) + 1) / 2 FROM root.sg.d1");
+    assert_eq!(o.columns, ["(count(root.sg.d1.a) + 1) / 2"]);
+    assert_eq!(o.rows, vec![vec![double(2.0)]]);
+    for (statement, says) in [
+        ("SELECT count(a) + b FROM root.sg.d1", "cannot be mixed"),
+        ("SELECT b, count(a) FROM root.sg.d1", "cannot be mixed"),
+        (
+            "SELECT max_by(a, b), count(a) + 1 FROM root.sg.d1",
+            "MAX_BY beside an expression",
+        ),
+    ] {
+        let parsed = crate::parse_script(statement, crate::Position::START);
+        let e = parsed[0].result.clone().unwrap_err();
+        assert!(e.message.contains(says), "{statement}: {e:?}");
+    }
+}

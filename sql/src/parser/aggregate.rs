@@ -5,8 +5,8 @@
 //! forms answer 300.
 
 use super::{not_supported_yet, ParseError, Parser, Statement, Token, TokenKind, MEASUREMENTS_MAX};
-use crate::ast::{AggregateFunction, AggregateItem, CountIf, GroupByTime, Literal};
-use crate::expr::BinaryOp;
+use crate::ast::{AggregateFunction, AggregateItem, CountIf, GroupByTime, Literal, SelectItem};
+use crate::expr::{BinaryOp, Expr};
 use crate::lexer::duration_parts;
 
 /// Why a SELECT list mixing raw columns and aggregations is refused (IoTDB refuses it too).
@@ -26,7 +26,7 @@ impl Parser<'_> {
 
     /// The rest of `SELECT <aggregations> FROM device [WHERE ...] [GROUP BY ...]`, after SELECT.
     pub(super) fn select_aggregate(&mut self) -> Result<Statement, ParseError> {
-        let items = self.aggregate_items()?;
+        let (mut items, outputs) = self.aggregate_list()?;
         let from = self.from()?;
         let (range, filter) = self.where_filter()?;
         let (group_by, levels, tags) = if self.is_keyword("GROUP") {
@@ -35,6 +35,10 @@ impl Parser<'_> {
             (None, None, None)
         };
         let having = self.having()?;
+        if let (Some(_), Some(having)) = (&outputs, &having) {
+            // HAVING's calls are computed too, though not shown.
+            add_calls(&mut items, having);
+        }
         let (rows, fill) = self.row_clauses()?;
         let align_at = self.next;
         let align_by_device = self.align_by()?;
@@ -63,31 +67,106 @@ impl Parser<'_> {
             rows,
             fill,
             align_by_device,
+            outputs,
         })
     }
 
-    /// `function(measurement | *), ...`: aggregations only.
-    fn aggregate_items(&mut self) -> Result<Vec<AggregateItem>, ParseError> {
-        let mut items = Vec::new();
+    /// The select list of an aggregate query: aggregations (`count(s1) AS n`, `max_by(x, y)`),
+    /// or, when one item is an expression over them (`count(s1) + 1`, `sum(s1) / count(s1)`),
+    /// each distinct call as an item and the list as outputs.
+    fn aggregate_list(
+        &mut self,
+    ) -> Result<(Vec<AggregateItem>, Option<Vec<SelectItem>>), ParseError> {
+        let mut listed: Vec<Result<AggregateItem, SelectItem>> = Vec::new();
         loop {
-            if items.len() == MEASUREMENTS_MAX {
+            if listed.len() == MEASUREMENTS_MAX {
                 return Err(self.error(&format!(
                     "FROM: at most {MEASUREMENTS_MAX} aggregations in one statement"
                 )));
             }
-            if !self.at_function() {
-                return Err(match self.peek() {
-                    Some(t) if matches!(t.kind, TokenKind::Word(_) | TokenKind::Star) => {
-                        Self::error_at(t, MIXED.to_string())
+            let at = self.next;
+            if self.at_function() {
+                let item = self.aggregate_item()?;
+                if self.at_item_end() {
+                    listed.push(Ok(item));
+                } else {
+                    // The call starts an expression: read it again as one.
+                    self.next = at;
+                    listed.push(Err(self.aggregate_expression()?));
+                }
+            } else {
+                if let Some(t) = self.peek() {
+                    if matches!(t.kind, TokenKind::Word(_) | TokenKind::Star) {
+                        return Err(Self::error_at(t, MIXED.to_string()));
                     }
-                    _ => self.error("an aggregation like count(s1)"),
-                });
+                }
+                listed.push(Err(self.aggregate_expression()?));
             }
-            items.push(self.aggregate_item()?);
             if !self.eat(&TokenKind::Comma) {
-                return Ok(items);
+                break;
             }
         }
+        if listed.iter().all(Result::is_ok) {
+            return Ok((listed.into_iter().flatten().collect(), None));
+        }
+        let mut outputs = Vec::with_capacity(listed.len());
+        for item in listed {
+            outputs.push(match item {
+                Err(output) => output,
+                Ok(item) if item.function.reads_rows() => {
+                    return Err(not_supported_yet(
+                        self.tokens[self.next.min(self.tokens.len() - 1)].position,
+                        &format!(
+                            "{} beside an expression over aggregations",
+                            item.function.name().to_ascii_uppercase()
+                        ),
+                    ))
+                }
+                Ok(item) => SelectItem {
+                    expr: Expr::Call {
+                        function: item.function.name().to_string(),
+                        arg: item.measurement,
+                    },
+                    alias: item.alias,
+                },
+            });
+        }
+        let mut items: Vec<AggregateItem> = Vec::new();
+        for output in &outputs {
+            add_calls(&mut items, &output.expr);
+        }
+        Ok((items, Some(outputs)))
+    }
+
+    /// True at the end of a select item: `,`, FROM or the statement's end.
+    fn at_item_end(&self) -> bool {
+        match self.peek_kind() {
+            None | Some(TokenKind::Comma) => true,
+            Some(TokenKind::Word(w)) => w.eq_ignore_ascii_case("FROM"),
+            _ => false,
+        }
+    }
+
+    /// An expression over aggregations (`count(s1) * 2 AS twice`): calls, constants and
+    /// operators, no raw measurement and no time.
+    fn aggregate_expression(&mut self) -> Result<SelectItem, ParseError> {
+        let at = self.next;
+        let expr = self.or_expr(0)?;
+        if !expr.columns().is_empty() || expr.reads_time() {
+            return Err(Self::error_at(&self.tokens[at], MIXED.to_string()));
+        }
+        if expr.calls().is_empty() {
+            return Err(Self::error_at(
+                &self.tokens[at],
+                "expected an aggregation like count(s1) in the expression".to_string(),
+            ));
+        }
+        let alias = if self.eat_keyword("AS") {
+            Some(self.measurement_or("an alias (a name without '.' or '*')")?)
+        } else {
+            None
+        };
+        Ok(SelectItem { expr, alias })
     }
 
     /// `function(measurement)` or `function(*)`; a function Fencepost does not run is 300.
@@ -395,6 +474,25 @@ impl Parser<'_> {
     }
 }
 
+/// Appends to `items` each call of `expr` they lack, as an aggregation without an alias.
+fn add_calls(items: &mut Vec<AggregateItem>, expr: &Expr) {
+    for (function, arg) in expr.calls() {
+        let function = AggregateFunction::parse(&function).expect("a call names a function");
+        if !items
+            .iter()
+            .any(|i| i.function == function && i.measurement == arg && i.alias.is_none())
+        {
+            items.push(AggregateItem {
+                function,
+                measurement: arg,
+                by: None,
+                count_if: None,
+                alias: None,
+            });
+        }
+    }
+}
+
 /// The duration `text` of `token` in ms: 300 for the units IoTDB takes and Fencepost does not,
 /// 700 when it is out of range.
 pub(super) fn duration_token_ms(token: &Token, text: &str) -> Result<u64, ParseError> {
@@ -519,6 +617,7 @@ mod tests {
                         rows: crate::RowWindow::default(),
                         fill: None,
                         align_by_device: false,
+                        outputs: None,
                     }),
                     "{text}"
                 );
@@ -578,6 +677,7 @@ mod tests {
                 rows: crate::RowWindow::default(),
                 fill: None,
                 align_by_device: false,
+                outputs: None,
             })
         );
         let levels = |text: &str| match parse(text) {
@@ -670,7 +770,7 @@ mod tests {
             ),
             (
                 "SELECT s2, count(s1) FROM root.sg.d1",
-                "line 1, column 12: raw columns and aggregations cannot be mixed",
+                "line 1, column 8: raw columns and aggregations cannot be mixed",
             ),
             (
                 "SELECT count(s1), * FROM root.sg.d1",

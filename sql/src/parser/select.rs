@@ -44,6 +44,9 @@ impl Parser<'_> {
                 since,
             });
         }
+        if self.select_list_has_call() {
+            return self.select_aggregate();
+        }
         let measurements = self.projection()?;
         if self.peek_kind() == Some(&TokenKind::LeftParen) {
             // A name right before `(` ended the list: an aggregation after raw columns.
@@ -280,6 +283,24 @@ impl Parser<'_> {
         } else {
             Ok(Projection::Aliased { names, aliases })
         }
+    }
+
+    /// True when a call (a word right before `(`) comes before FROM: an aggregate query,
+    /// perhaps starting with an expression (`-count(s1)`, `(sum(s1) + 1) / 2`).
+    fn select_list_has_call(&self) -> bool {
+        let mut at = self.next;
+        while let Some(token) = self.tokens.get(at) {
+            if let TokenKind::Word(w) = &token.kind {
+                if w.eq_ignore_ascii_case("FROM") {
+                    return false;
+                }
+                if self.tokens.get(at + 1).map(|t| &t.kind) == Some(&TokenKind::LeftParen) {
+                    return true;
+                }
+            }
+            at += 1;
+        }
+        false
     }
 
     /// One item of a select list: a measurement name as it stands (any word before `,`, `AS`

@@ -419,6 +419,7 @@ fn select_last_and_count() {
             rows: RowWindow::default(),
             fill: None,
             align_by_device: false,
+            outputs: None,
         }
     );
     assert_eq!(
@@ -435,6 +436,7 @@ fn select_last_and_count() {
             rows: RowWindow::default(),
             fill: None,
             align_by_device: false,
+            outputs: None,
         }
     );
 }

@@ -278,6 +278,7 @@ mod tests {
                 rows: crate::RowWindow::default(),
                 fill: None,
                 align_by_device: false,
+                outputs: None,
             })
         );
         // The next statement reads the clock anew; one without now() does not read it.
