@@ -692,6 +692,8 @@ mod query_tests;
 mod table_aggregate_tests;
 #[cfg(test)]
 mod wildcard_tests;
+#[cfg(test)]
+mod windows_model_tests;
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use common::Value;
 
-use super::memory_backend::{one, run, Calls, Memory};
+use super::memory_backend::{one, run, Calls, Memory, Rng};
 use super::*;
 
 fn int(v: i64) -> Cell {
@@ -160,22 +160,6 @@ fn filters_that_do_not_type_check_are_refused() {
     ] {
         let e = run(&m, text).unwrap_err();
         assert_eq!(e.code(), 700, "{text}: {e}");
-    }
-}
-
-/// A small deterministic generator (xorshift64*), so the model test needs no crate.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 

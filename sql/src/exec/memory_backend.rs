@@ -497,3 +497,19 @@ pub(super) fn run(m: &Memory, text: &str) -> super::ExecResult<super::Outcome> {
 pub(super) fn one(m: &Memory, text: &str) -> super::Outcome {
     run(m, text).expect(text)
 }
+
+/// A small deterministic generator (xorshift64*), so the model tests need no crate.
+pub(super) struct Rng(pub(super) u64);
+
+impl Rng {
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub(super) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
