@@ -3,7 +3,7 @@
 //! with the status code it carried.
 
 use common::StatusCode;
-use session::{Session, SessionConfig, SessionError};
+use session::{Session, SessionConfig, SessionError, StatementPages};
 use sql::ExecResult;
 
 pub use sql::{Cell, ExecError, Outcome, OutcomeKind};
@@ -41,20 +41,39 @@ pub async fn connect(endpoints: &[String], config: SessionConfig) -> Result<Sess
     Session::connect(&addresses, config).await.map_err(failed)
 }
 
+/// A statement's answer whose rows come a page at a time.
+pub struct Pages {
+    /// A query's header (no rows), or a statement that only succeeded.
+    pub header: Outcome,
+    pages: StatementPages,
+}
+
+impl Pages {
+    /// The next page of rows; `None` once every row came.
+    pub async fn next_page(&mut self) -> ExecResult<Option<Vec<Vec<Cell>>>> {
+        self.pages.next_page().await.map_err(status)
+    }
+}
+
 /// Runs one statement on a DataNode: its text goes to the server, which parses and runs it (the
-/// CLI parses only to split statements and report syntax errors where they sit in the input).
-pub async fn execute(session: &Session, text: &str) -> ExecResult<Outcome> {
-    let result = session.execute_statement(text).await.map_err(status)?;
-    Ok(Outcome {
-        kind: if result.query {
+/// CLI parses only to split statements and report syntax errors where they sit in the input),
+/// and its rows are read a page at a time as [`Pages::next_page`] asks for them.
+pub async fn execute(session: &Session, text: &str) -> ExecResult<Pages> {
+    let pages = session
+        .execute_statement_paged(text)
+        .await
+        .map_err(status)?;
+    let header = Outcome {
+        kind: if pages.query {
             OutcomeKind::Query
         } else {
             OutcomeKind::Done
         },
-        columns: result.columns,
-        types: result.types,
-        rows: result.rows,
-    })
+        columns: pages.columns.clone(),
+        types: pages.types.clone(),
+        rows: Vec::new(),
+    };
+    Ok(Pages { header, pages })
 }
 
 /// A session error as a status: the server's own message for a final status, the whole

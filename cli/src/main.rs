@@ -11,6 +11,7 @@ use session::SessionConfig;
 mod bench;
 mod exec;
 mod output;
+mod pager;
 mod repl;
 mod verify;
 
@@ -49,6 +50,10 @@ pub struct Cli {
     /// A file of statements to run, separated by `;`.
     #[arg(short = 'f', long = "file")]
     pub file: Option<PathBuf>,
+    /// Rows of one table: a query's rows come a page at a time and are shown this many to a
+    /// table; at a terminal the CLI then waits for ENTER (IoTDB's `max_display_num`).
+    #[arg(long, default_value_t = pager::MAX_DISPLAY_DEFAULT, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_display: u64,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -83,7 +88,14 @@ fn main() -> ExitCode {
             Some(Command::Verify(args)) => {
                 verify::run(&cli.endpoints, cli.json, config, args).await
             }
-            None => sql(&cli.endpoints, cli.json, config, cli.execute, cli.file).await,
+            None => {
+                let script = Script {
+                    execute: cli.execute,
+                    file: cli.file,
+                    max_display: cli.max_display as usize,
+                };
+                sql(&cli.endpoints, cli.json, config, script).await
+            }
         }
     });
     match outcome {
@@ -97,12 +109,22 @@ fn main() -> ExitCode {
 
 /// The SQL front end: `-e`, `-f` or the REPL over stdin. 0 when every statement succeeded, 1
 /// when any failed; an unusable input or no reachable DataNode is an error (exit 2).
+/// What the SQL front end runs, and how it shows rows.
+struct Script {
+    execute: Option<String>,
+    file: Option<PathBuf>,
+    max_display: usize,
+}
+
 async fn sql(
     endpoints: &[String],
     json: bool,
     config: SessionConfig,
-    execute: Option<String>,
-    file: Option<PathBuf>,
+    Script {
+        execute,
+        file,
+        max_display,
+    }: Script,
 ) -> anyhow::Result<u8> {
     let script = match (execute, file) {
         (Some(text), _) => Some(text),
@@ -115,7 +137,9 @@ async fn sql(
     } else {
         output::Format::Table
     };
-    let mut runner = repl::Runner::new(&session, format);
+    // Only statements typed at a terminal wait for ENTER between tables.
+    let pause = script.is_none() && repl::stdin_is_terminal();
+    let mut runner = repl::Runner::new(&session, format).paging(max_display, pause);
     match script {
         Some(text) => {
             runner.run_text(&text, sql::Position::START).await?;

@@ -109,6 +109,21 @@ pub fn cell_text(cell: &Cell) -> String {
 /// IoTDB's boxed table, values right-aligned, then `Total line number = N` (after `Empty set.`
 /// when there are no rows).
 pub fn table(columns: &[String], rows: &[Vec<Cell>]) -> String {
+    let mut out = boxed(columns, rows);
+    out.push_str(&footer(rows.len()));
+    out
+}
+
+/// What follows a table's rows: `Total line number = N`, after `Empty set.` when none.
+pub fn footer(rows: usize) -> String {
+    match rows {
+        0 => "Empty set.\nTotal line number = 0\n".to_string(),
+        n => format!("Total line number = {n}\n"),
+    }
+}
+
+/// The boxed table of `rows` under `columns` (the header alone when there are none).
+pub fn boxed(columns: &[String], rows: &[Vec<Cell>]) -> String {
     let texts: Vec<Vec<String>> = rows
         .iter()
         .map(|r| r.iter().map(cell_text).collect())
@@ -138,10 +153,6 @@ pub fn table(columns: &[String], rows: &[Vec<Cell>]) -> String {
             out.push_str(&border);
         }
     }
-    if texts.is_empty() {
-        out.push_str("Empty set.\n");
-    }
-    out.push_str(&format!("Total line number = {}\n", texts.len()));
     out
 }
 

@@ -10,6 +10,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 
 use crate::exec::{self, ExecError};
 use crate::output::{self, Format};
+use crate::pager::{Pager, MAX_DISPLAY_DEFAULT};
 use sql::{self, lexer::advance, Parsed, Position, Statement, STATEMENT_BYTES_MAX};
 
 /// The interactive prompt, printed only when stdin is a terminal.
@@ -31,6 +32,7 @@ pub enum Flow {
 pub struct Runner<'a> {
     session: &'a Session,
     format: Format,
+    pager: Pager,
     failed: bool,
 }
 
@@ -40,8 +42,20 @@ impl<'a> Runner<'a> {
         Runner {
             session,
             format,
+            pager: Pager {
+                format,
+                max_display: MAX_DISPLAY_DEFAULT as usize,
+                pause: false,
+            },
             failed: false,
         }
+    }
+
+    /// Rows of one table at most, and whether to wait for ENTER after each (at a terminal).
+    pub fn paging(mut self, max_display: usize, pause: bool) -> Runner<'a> {
+        self.pager.max_display = max_display;
+        self.pager.pause = pause;
+        self
     }
 
     /// True when any statement failed so far.
@@ -65,9 +79,12 @@ impl<'a> Runner<'a> {
             Ok(_) => {}
             Err(e) => return self.report(&ExecError::Parse(e)).map(|()| Flow::Continue),
         }
-        match exec::execute(self.session, &parsed.text).await {
-            Ok(outcome) => output::success(self.format, &outcome)?,
-            Err(e) => self.report(&e)?,
+        let failure = match exec::execute(self.session, &parsed.text).await {
+            Ok(pages) => self.pager.show(pages).await?,
+            Err(e) => Some(e),
+        };
+        if let Some(e) = failure {
+            self.report(&e)?;
         }
         Ok(Flow::Continue)
     }

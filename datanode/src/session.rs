@@ -409,19 +409,7 @@ impl SessionService for SessionServiceImpl {
                     .into_iter()
                     .map(|t| proto::data_type_to_wire(t) as i32)
                     .collect(),
-                rows: o
-                    .rows
-                    .into_iter()
-                    .map(|row| proto::ResultRow {
-                        cells: row
-                            .iter()
-                            .map(|cell| match cell {
-                                Some(v) => value_to_wire(v),
-                                None => proto::Value { value: None },
-                            })
-                            .collect(),
-                    })
-                    .collect(),
+                rows: ops::paged::rows_to_wire(&o.rows),
             },
             Err(e) => proto::ExecuteStatementResp {
                 status: Some(ops::sql::exec_status(&e).into()),
@@ -447,6 +435,19 @@ impl SessionService for SessionServiceImpl {
             }));
         }
         Ok(Response::new(answer))
+    }
+
+    async fn execute_statement_paged(
+        &self,
+        request: Request<proto::ExecuteStatementReq>,
+    ) -> RpcResult<ops::paged::PageStream> {
+        let pages = match logged_in(&request) {
+            Ok(user) => ops::paged::execute(self.shared.clone(), user, request.into_inner()),
+            Err(s) => ops::paged::refused(s),
+        };
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(pages),
+        )))
     }
 
     async fn list_users(

@@ -27,6 +27,6 @@ pub use proto::views::{
     RegionDigestView, RegionView, TimeseriesView,
 };
 pub use session::{
-    Credentials, Record, Session, SessionStats, StatementResult, BATCH_TABLETS_MAX, ENDPOINTS_MAX,
-    REDIRECT_CACHE_DEVICES_MAX,
+    Credentials, Record, Session, SessionStats, StatementPages, StatementResult, BATCH_TABLETS_MAX,
+    ENDPOINTS_MAX, REDIRECT_CACHE_DEVICES_MAX,
 };

@@ -779,28 +779,8 @@ impl Session {
                 }
             })
             .await?;
-        let types = reply
-            .types
-            .iter()
-            .map(|&t| proto::data_type(t).map_err(|e| SessionError::Protocol(e.to_string())))
-            .collect::<Result<Vec<_>>>()?;
-        let width = reply.columns.len();
-        if types.len() != width {
-            return Err(SessionError::Protocol(format!(
-                "{width} columns but {} types",
-                types.len()
-            )));
-        }
-        let mut rows = Vec::with_capacity(reply.rows.len());
-        for row in reply.rows {
-            if row.cells.len() != width {
-                return Err(SessionError::Protocol(format!(
-                    "a row of {} cells for {width} columns",
-                    row.cells.len()
-                )));
-            }
-            rows.push(row.cells.iter().map(value_from_wire).collect());
-        }
+        let types = paged::decode_types(reply.columns.len(), &reply.types)?;
+        let rows = paged::decode_rows(reply.columns.len(), reply.rows)?;
         Ok(StatementResult {
             query: reply.query,
             columns: reply.columns,
@@ -977,6 +957,9 @@ impl Session {
     }
 }
 
+mod paged;
 mod retry;
+
+pub use paged::StatementPages;
 #[cfg(test)]
 mod tests;

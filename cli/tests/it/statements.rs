@@ -24,6 +24,7 @@ async fn every_statement_against_one_cluster() {
     script_file(e).await;
     repl_over_piped_stdin(e).await;
     verify_healthy_cluster(e).await;
+    results_come_a_page_at_a_time(e).await;
     drop_database(e).await;
 
     cluster.stop().await;
@@ -145,6 +146,60 @@ async fn create_and_show_timeseries(e: &str) {
             .contains("|root.sg.d1.s1| null| root.sg|   INT64|"),
         "{run:?}"
     );
+}
+
+/// A result of 2,500 rows comes in pages of 1,000 rows from the DataNode and is shown as tables
+/// of `--max-display` rows; JSON gathers it into one object.
+async fn results_come_a_page_at_a_time(e: &str) {
+    let values: Vec<String> = (0..2500).map(|t| format!("({t}, {t})")).collect();
+    let insert = format!(
+        "INSERT INTO root.sg.paged(time, n) VALUES {}",
+        values.join(", ")
+    );
+    non_query(&json(e, &insert, 0).await[0]);
+    let objects = json(e, "SELECT n FROM root.sg.paged", 0).await;
+    let rows = rows(&objects[0]);
+    assert_eq!(rows.len(), 2500, "paged: every row in one JSON object");
+    assert_eq!(
+        (&rows[0], &rows[2499]),
+        (&json!([0, 0.0]), &json!([2499, 2499.0]))
+    );
+    let run = fencepost(
+        &[
+            "--endpoints",
+            e,
+            "--max-display",
+            "1200",
+            "-e",
+            "SELECT n FROM root.sg.paged",
+        ],
+        None,
+    )
+    .await;
+    run.assert_exit(0);
+    let headers = run.stdout.matches("|Time|root.sg.paged.n|").count();
+    assert_eq!(
+        headers, 3,
+        "paged: tables of 1200, 1200 and 100 rows\n{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.ends_with("Total line number = 2500\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("|2499|         2499.0|"),
+        "{}",
+        run.stdout
+    );
+    let run = table(e, "SELECT n FROM root.sg.paged WHERE time < 0", 0).await;
+    assert!(
+        run.stdout.ends_with("Empty set.\nTotal line number = 0\n"),
+        "{}",
+        run.stdout
+    );
+    non_query(&json(e, "DELETE TIMESERIES root.sg.paged.n", 0).await[0]);
 }
 
 async fn insert_and_select(e: &str) {

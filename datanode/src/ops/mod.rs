@@ -20,6 +20,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod deadline;
+pub(crate) mod paged;
 pub(crate) mod queries;
 pub(crate) mod sql;
 pub(crate) mod table;
