@@ -818,6 +818,9 @@ pub struct TableSelect {
     pub filter: Option<Expr>,
     /// `ORDER BY time`: rows in time order across devices (else device by device).
     pub order_by_time: bool,
+    /// `ORDER BY c [DESC], ...` on other columns (or time after one): each key a column name
+    /// and whether it is descending; NULL sorts last either way.
+    pub order_by: Vec<(String, bool)>,
     /// Direction, OFFSET and LIMIT.
     pub rows: RowWindow,
 }

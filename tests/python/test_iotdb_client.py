@@ -1559,6 +1559,10 @@ class TableModelTest(FencepostTestCase):
                 "select time, host, usage from cpu where usage > 236 and host != 'h0' order by time"
             ))
             self.assertEqual([[ms(v[0])] + v[1:] for _, v in raw.rows], [[119 * 60_000, "h1", 238.0]])
+            ranked = read_all(s.execute_query_statement(
+                "select host, usage from cpu where time < 120000 order by usage desc, host limit 3"
+            ))
+            self.assertEqual([v for _, v in ranked.rows], [["h1", 2.0], ["h0", 1.0], ["h0", 0.0]])
             analyzed = read_all(s.execute_query_statement(
                 "explain analyze select host, avg(usage) from cpu group by host"
             ))

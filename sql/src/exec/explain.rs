@@ -390,6 +390,14 @@ fn table_select_steps(select: &TableSelect, current: &str) -> Vec<String> {
         };
         page.push(format!("ORDER BY time {direction}"));
     }
+    if !select.order_by.is_empty() {
+        let keys: Vec<String> = select
+            .order_by
+            .iter()
+            .map(|(c, desc)| format!("{c} {}", if *desc { "DESC" } else { "ASC" }))
+            .collect();
+        page.push(format!("ORDER BY {}", keys.join(", ")));
+    }
     if select.rows.offset > 0 {
         page.push(format!("OFFSET {}", select.rows.offset));
     }

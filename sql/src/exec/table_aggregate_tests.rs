@@ -350,3 +350,55 @@ fn first_by_and_last_by_read_a_fields_value_in_the_groups_first_and_last_rows() 
     .unwrap_err();
     assert_eq!(e.code(), StatusCode::UnsupportedOperation.wire(), "{e}");
 }
+
+#[test]
+fn a_raw_query_orders_by_any_column_nulls_last() {
+    let m = sensors();
+    let o = query(
+        &m,
+        "SELECT time, plant, temperature FROM sensors ORDER BY temperature DESC LIMIT 3",
+    );
+    assert_eq!(
+        strings(&o),
+        [
+            ["500", "p2", "40.0"],
+            ["3600000", "p1", "30.0"],
+            ["1000", "p1", "20.0"]
+        ]
+    );
+    // A key need not be selected; NULL sorts last either way; ties keep device and time order.
+    let o = query(
+        &m,
+        "SELECT time, plant FROM sensors ORDER BY humidity ASC NULLS LAST, time DESC",
+    );
+    assert_eq!(
+        strings(&o),
+        [
+            ["0", "p1"],
+            ["3600000", "p1"],
+            ["0", "p3"],
+            ["1000", "p1"],
+            ["500", "p2"]
+        ]
+    );
+    let o = query(
+        &m,
+        "SELECT plant, temperature FROM sensors WHERE temperature < 35 ORDER BY 1 DESC, 2 \
+         OFFSET 1 LIMIT 2",
+    );
+    assert_eq!(strings(&o), [["p1", "10.0"], ["p1", "20.0"]]);
+    for (text, says) in [
+        ("SELECT * FROM sensors ORDER BY nope", "does not exist"),
+        (
+            "SELECT * FROM sensors ORDER BY 2",
+            "positions need the columns",
+        ),
+        (
+            "SELECT plant FROM sensors ORDER BY plant NULLS FIRST",
+            "NULLS FIRST",
+        ),
+    ] {
+        let e = table(&m, Some("db"), text).unwrap_err();
+        assert!(e.to_string().contains(says), "{text}: {e}");
+    }
+}

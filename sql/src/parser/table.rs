@@ -427,7 +427,8 @@ impl Parser<'_> {
         self.expect_keyword("FROM")?;
         let (database, table) = self.qualified()?;
         let (range, filter) = self.where_filter()?;
-        let order_by_time = self.is_keyword("ORDER");
+        let order_by = self.raw_order_by(columns.as_deref())?;
+        let order_by_time = order_by.is_empty() && self.is_keyword("ORDER");
         // The tree model's FILL, SLIMIT and SOFFSET are not the table model's yet.
         let clauses_at = self.next;
         let mut fill = None;
@@ -451,7 +452,73 @@ impl Parser<'_> {
             range,
             filter,
             order_by_time,
+            order_by,
             rows,
         })
+    }
+
+    /// `ORDER BY key [ASC|DESC] [NULLS LAST], ...` over columns (a name, or a 1-based position
+    /// in `columns`) unless it is `ORDER BY time [ASC|DESC]` alone, which is left to the row
+    /// clauses (an empty answer).
+    fn raw_order_by(
+        &mut self,
+        columns: Option<&[String]>,
+    ) -> Result<Vec<(String, bool)>, ParseError> {
+        let at = self.next;
+        if !self.is_keyword("ORDER") {
+            return Ok(Vec::new());
+        }
+        self.next += 1;
+        self.expect_keyword("BY")?;
+        let time_alone = self.is_keyword(table::TIME_COLUMN)
+            && {
+                let mut after = self.next + 1;
+                if self.tokens.get(after).is_some_and(|t| {
+                matches!(&t.kind, TokenKind::Word(w) if w.eq_ignore_ascii_case("ASC") || w.eq_ignore_ascii_case("DESC"))
+            }) {
+                after += 1;
+            }
+                !matches!(
+                    self.tokens.get(after).map(|t| &t.kind),
+                    Some(TokenKind::Comma)
+                ) && !matches!(self.tokens.get(after).map(|t| &t.kind), Some(TokenKind::Word(w)) if w.eq_ignore_ascii_case("NULLS"))
+            };
+        if time_alone {
+            self.next = at;
+            return Ok(Vec::new());
+        }
+        let mut keys = Vec::new();
+        loop {
+            let name = match self.peek_kind().cloned() {
+                Some(TokenKind::Number(n)) => {
+                    let position: usize = n.parse().unwrap_or(0);
+                    let named = columns.and_then(|c| c.get(position.wrapping_sub(1)));
+                    let Some(named) = named else {
+                        return Err(self.error(
+                            "a column, or the 1-based position of one in the select list \
+                             (positions need the columns written out, not *)",
+                        ));
+                    };
+                    self.next += 1;
+                    named.clone()
+                }
+                _ if self.eat_keyword(table::TIME_COLUMN) => table::TIME_COLUMN.to_string(),
+                _ => self.name("a column to order by")?,
+            };
+            let descending = self.eat_keyword("DESC");
+            if !descending {
+                self.eat_keyword("ASC");
+            }
+            if self.eat_keyword("NULLS") {
+                if self.is_keyword("FIRST") {
+                    return Err(self.unsupported_here("NULLS FIRST (NULL sorts last)"));
+                }
+                self.expect_keyword("LAST")?;
+            }
+            keys.push((name, descending));
+            if !self.eat(&TokenKind::Comma) {
+                return Ok(keys);
+            }
+        }
     }
 }

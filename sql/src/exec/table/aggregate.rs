@@ -600,7 +600,7 @@ fn cell(aggregation: &Aggregation, partial: &Partial, rows: Option<(i64, i64)>) 
 }
 
 /// ORDER BY's order of two cells of one column: NULL last either way, as IoTDB.
-fn compare(a: &Cell, b: &Cell, descending: bool) -> Ordering {
+pub(super) fn compare(a: &Cell, b: &Cell, descending: bool) -> Ordering {
     match (a, b) {
         (None, None) => Ordering::Equal,
         (None, Some(_)) => Ordering::Greater,

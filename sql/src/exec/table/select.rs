@@ -53,13 +53,15 @@ pub(super) async fn query<B: Backend>(
     let devices = filter.devices(backend, database, &view).await?;
     let range = live_range(schema, select.range, now_ms);
     let rows_window = select.rows;
+    let keys = order_keys(schema, &select.order_by)?;
     let needed = match rows_window.limit {
-        Some(limit) if !rows_window.descending && !filter.reads_rows() => {
+        Some(limit) if !rows_window.descending && !filter.reads_rows() && keys.is_empty() => {
             rows_window.offset.saturating_add(limit)
         }
         _ => RESULT_ROWS_MAX,
     };
-    let mut rows: Vec<(i64, Vec<Cell>)> = Vec::new();
+    // Each row with its time and its ORDER BY keys.
+    let mut rows: Vec<(i64, Vec<Cell>, Vec<Cell>)> = Vec::new();
     let mut rows_bytes = 0;
     for device in &devices {
         let value_of = |index: usize| device.value_of(schema, index);
@@ -93,6 +95,14 @@ pub(super) async fn query<B: Backend>(
             if !filter.keeps_row(schema, device, time, &values) {
                 continue;
             }
+            let key_of = |o: &Output| match *o {
+                Output::Time => Some(Value::Timestamp(time)),
+                Output::Column(i) => match schema.columns[i].category {
+                    Category::Field => values.get(schema.columns[i].name.as_str()).cloned(),
+                    _ => value_of(i).map(|v| Value::String(v.to_string())),
+                },
+            };
+            let sort_keys: Vec<Cell> = keys.iter().map(|(o, _)| key_of(o)).collect();
             let row: Vec<Cell> = outputs
                 .iter()
                 .map(|o| match *o {
@@ -103,8 +113,8 @@ pub(super) async fn query<B: Backend>(
                     },
                 })
                 .collect();
-            rows_bytes += row_bytes(&row);
-            rows.push((time, row));
+            rows_bytes += row_bytes(&row) + row_bytes(&sort_keys);
+            rows.push((time, row, sort_keys));
             if rows.len() > RESULT_ROWS_MAX {
                 return Err(too_many_rows());
             }
@@ -119,13 +129,38 @@ pub(super) async fn query<B: Backend>(
             rows.sort_by_key(|r| r.0);
         }
     }
+    if !keys.is_empty() {
+        // Stable: rows of equal keys keep the devices' and the times' order.
+        rows.sort_by(|a, b| {
+            keys.iter()
+                .enumerate()
+                .map(|(k, (_, desc))| super::aggregate::compare(&a.2[k], &b.2[k], *desc))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+    }
     let kept = rows
         .into_iter()
         .skip(rows_window.offset)
         .take(rows_window.limit.unwrap_or(usize::MAX))
-        .map(|(_, row)| row)
+        .map(|(_, row, _)| row)
         .collect();
     Ok(Outcome::query(header(&outputs, schema), kept))
+}
+
+/// ORDER BY's keys: each column (or time) and whether it is descending; 700 for a column the
+/// table lacks.
+fn order_keys(
+    schema: &TableSchema,
+    order_by: &[(String, bool)],
+) -> ExecResult<Vec<(Output, bool)>> {
+    order_by
+        .iter()
+        .map(|(name, desc)| match name.as_str() {
+            table::TIME_COLUMN => Ok((Output::Time, *desc)),
+            name => column_index(schema, name).map(|i| (Output::Column(i), *desc)),
+        })
+        .collect()
 }
 
 /// A table query's columns: `time`, and each column named with its type (tags and attributes
