@@ -549,7 +549,6 @@ fn the_table_model_creates_uses_writes_and_reads_tables() {
         ("SELECT * FROM t5 WHERE m1 = 'x'", 700),
         ("SELECT * FROM t5 WHERE nope > 1", 700),
         ("SELECT * FROM t5 GROUP BY id1", 700),
-        ("SELECT count(*) FROM t5 GROUP BY m1", 300),
         ("SELECT * FROM t5 FILL(PREVIOUS)", 300),
         ("SELECT * FROM t5 LIMIT 3 SLIMIT 1", 300),
         ("SELECT * FROM t5 HAVING x > 1", 300),

@@ -151,10 +151,6 @@ fn what_is_not_run_is_refused_with_its_reason() {
     let m = sensors();
     for (text, code) in [
         ("SELECT region, count(temperature) FROM sensors", 700),
-        (
-            "SELECT count(temperature) FROM sensors GROUP BY temperature",
-            300,
-        ),
         ("SELECT count(region) FROM sensors", 300),
         (
             "SELECT date_bin_gapfill(1h, time), count(*) FROM sensors GROUP BY 1",
@@ -401,4 +397,51 @@ fn a_raw_query_orders_by_any_column_nulls_last() {
         let e = table(&m, Some("db"), text).unwrap_err();
         assert!(e.to_string().contains(says), "{text}: {e}");
     }
+}
+
+#[test]
+fn group_by_a_field_groups_rows_by_their_values() {
+    let m = sensors();
+    let o = query(
+        &m,
+        "SELECT humidity, count(*), avg(temperature) FROM sensors GROUP BY humidity \
+         ORDER BY humidity",
+    );
+    assert_eq!(o.types[0], DataType::Int32, "a FIELD key keeps its type");
+    assert_eq!(
+        strings(&o),
+        [
+            ["1", "1", "10.0"],
+            ["3", "1", "30.0"],
+            ["7", "1", "5.0"],
+            ["null", "2", "30.0"]
+        ]
+    );
+    // With a TAG and date_bin, under a WHERE on fields.
+    let o = query(
+        &m,
+        "SELECT region, humidity, count(temperature) FROM sensors \
+         WHERE temperature > 5 GROUP BY region, humidity ORDER BY 1, 2",
+    );
+    assert_eq!(
+        strings(&o),
+        [
+            ["north", "1", "1"],
+            ["north", "3", "1"],
+            ["north", "null", "2"]
+        ]
+    );
+    let o = query(
+        &m,
+        "SELECT date_bin(1h, time), temperature, count(*) FROM sensors \
+         WHERE plant = 'p1' GROUP BY 1, temperature ORDER BY 2",
+    );
+    assert_eq!(
+        strings(&o),
+        [
+            ["0", "10.0", "1"],
+            ["0", "20.0", "1"],
+            ["3600000", "30.0", "1"]
+        ]
+    );
 }

@@ -114,20 +114,22 @@ pub(super) async fn aggregate<B: Backend>(
         .iter()
         .any(|a| a.field.is_none() && a.function == AggregateFunction::Count);
     let several = devices.iter().any(|d| fields_of(schema, d).len() > 1);
-    if filter.reads_rows() || (counts_rows && several) {
+    let by_field = group_columns
+        .iter()
+        .any(|&i| schema.columns[i].category == Category::Field);
+    if filter.reads_rows() || (counts_rows && several) || by_field {
         // Rows are judged one by one: each device's rows read raw and folded here.
         let fold = Fold {
             schema,
             filter: &filter,
             windows: &windows,
             aggregations: &aggregations,
+            group_columns: &group_columns,
         };
         for device in &devices {
             let bytes = (held(&groups) + aggregations.len() * count) * PARTIAL_BYTES;
-            let group = groups
-                .entry(key_of(device))
-                .or_insert_with(|| new_group(aggregations.len(), count));
-            fold.device(backend, device, group, bytes, charge).await?;
+            fold.device(backend, device, &mut groups, bytes, charge)
+                .await?;
             check_rows(&groups, count)?;
         }
     } else {
@@ -173,19 +175,24 @@ struct Fold<'a> {
     filter: &'a TableFilter,
     windows: &'a Windows,
     aggregations: &'a [Aggregation],
+    /// GROUP BY's columns: a row's group is its device's values of the TAG and ATTRIBUTE ones
+    /// and its own of the FIELD ones.
+    group_columns: &'a [usize],
 }
 
 impl Fold<'_> {
     /// Reads every FIELD column of `device` in the windows' span, joined on time, and folds
-    /// each row the filter keeps into `group` (charged on top of `held` bytes).
+    /// each row the filter keeps into its group of `groups` (charged on top of `held` bytes;
+    /// 700 past [`RESULT_ROWS_MAX`] groups).
     async fn device<B: Backend>(
         &self,
         backend: &B,
         device: &Device<'_>,
-        group: &mut Group,
+        groups: &mut BTreeMap<Vec<Option<String>>, Group>,
         held: usize,
         charge: &mut ResultCharge,
     ) -> ExecResult<()> {
+        let bins = usize::try_from(self.windows.count()).expect("windows are bounded");
         let columns: Vec<&common::table::TableColumn> = self
             .schema
             .of(Category::Field)
@@ -209,6 +216,26 @@ impl Fold<'_> {
             if !self.filter.keeps_row(self.schema, device, *time, values) {
                 continue;
             }
+            let key: Vec<Option<String>> = self
+                .group_columns
+                .iter()
+                .map(|&i| {
+                    let column = &self.schema.columns[i];
+                    match column.category {
+                        Category::Field => values.get(column.name.as_str()).map(key_text),
+                        _ => device.value_of(self.schema, i).map(str::to_string),
+                    }
+                })
+                .collect();
+            if !groups.contains_key(&key) {
+                if (groups.len() + 1).saturating_mul(bins) > RESULT_ROWS_MAX {
+                    return Err(super::super::join::too_many_rows());
+                }
+                charge.add(bins * (self.aggregations.len() + 1) * PARTIAL_BYTES)?;
+            }
+            let group = groups
+                .entry(key)
+                .or_insert_with(|| new_group(self.aggregations.len(), bins));
             group.saw(w, *time, *time);
             for (partials, aggregation) in group.partials.iter_mut().zip(self.aggregations) {
                 match &aggregation.field {
@@ -271,17 +298,46 @@ fn resolve(schema: &TableSchema, query: &TableAggregate) -> ExecResult<Vec<Aggre
     Ok(out)
 }
 
-/// The index of a GROUP BY column: a TAG or an ATTRIBUTE column of the table.
+/// A FIELD value as a group's key (exact: [`key_value`] reads it back).
+fn key_text(value: &Value) -> String {
+    match value {
+        Value::Text(s) | Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A group's key of a FIELD column of `data_type` as the value it was made from.
+fn key_value(text: &str, data_type: DataType) -> Option<Value> {
+    Some(match data_type {
+        DataType::Boolean => Value::Boolean(text.parse().ok()?),
+        DataType::Int32 => Value::Int32(text.parse().ok()?),
+        DataType::Int64 => Value::Int64(text.parse().ok()?),
+        DataType::Timestamp => Value::Timestamp(text.parse().ok()?),
+        DataType::Float => Value::Float(text.parse().ok()?),
+        DataType::Double => Value::Double(text.parse().ok()?),
+        DataType::Text => Value::Text(text.to_string()),
+        _ => Value::String(text.to_string()),
+    })
+}
+
+/// The index of a GROUP BY column: a TAG, ATTRIBUTE or FIELD column of the table (a FIELD
+/// groups rows, so its groups are made as rows are read).
 fn grouping_column(schema: &TableSchema, name: &str) -> ExecResult<usize> {
     let index = schema
         .columns
         .iter()
         .position(|c| c.name == name)
         .ok_or_else(|| no_column(schema, name))?;
-    if schema.columns[index].category == Category::Field {
+    let column = &schema.columns[index];
+    if column.category == Category::Field
+        && matches!(column.data_type, DataType::Date | DataType::Blob)
+    {
         return Err(ExecError::refused(
             StatusCode::UnsupportedOperation,
-            format!("GROUP BY the FIELD column {name} is not supported yet; group by TAG or ATTRIBUTE columns"),
+            format!(
+                "GROUP BY the {} FIELD column {name} is not supported yet",
+                column.data_type.name()
+            ),
         ));
     }
     Ok(index)
@@ -472,7 +528,13 @@ fn finish_rows(
                 .map(|(i, item)| match &item.kind {
                     TableItemKind::Column(name) => {
                         let at = query.group_columns.iter().position(|c| c == name)?;
-                        key[at].clone().map(Value::String)
+                        let text = key[at].as_deref()?;
+                        match schema.column(name) {
+                            Some(c) if c.category == Category::Field => {
+                                key_value(text, c.data_type)
+                            }
+                            _ => Some(Value::String(text.to_string())),
+                        }
                     }
                     TableItemKind::DateBin(_) => {
                         windows.map(|windows| Value::Timestamp(windows.window_start(w)))
@@ -541,7 +603,10 @@ fn having(
 /// The type of an item's column: TAG and ATTRIBUTE columns are STRING, bins and times TIMESTAMP.
 fn item_type(schema: &TableSchema, kind: &TableItemKind) -> DataType {
     match kind {
-        TableItemKind::Column(_) => DataType::String,
+        TableItemKind::Column(name) => match schema.column(name) {
+            Some(c) if c.category == Category::Field => c.data_type,
+            _ => DataType::String,
+        },
         TableItemKind::DateBin(_) => DataType::Timestamp,
         TableItemKind::Aggregate {
             function: AggregateFunction::Count,
