@@ -1563,6 +1563,10 @@ class TableModelTest(FencepostTestCase):
                 "select host, usage from cpu where time < 120000 order by usage desc, host limit 3"
             ))
             self.assertEqual([v for _, v in ranked.rows], [["h1", 2.0], ["h0", 1.0], ["h0", 0.0]])
+            by_field = read_all(s.execute_query_statement(
+                "select n, count(*), sum(usage) from cpu where time < 180000 group by n order by n"
+            ))
+            self.assertEqual([v for _, v in by_field.rows], [[0, 2, 0.0], [1, 2, 3.0], [2, 2, 6.0]])
             analyzed = read_all(s.execute_query_statement(
                 "explain analyze select host, avg(usage) from cpu group by host"
             ))
