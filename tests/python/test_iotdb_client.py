@@ -1423,7 +1423,7 @@ class TableModelTest(FencepostTestCase):
         ))
         self.assertEqual([v[1:] for _, v in sql_rows.rows], [["via sql", 2.0, None], ["via sql", 3.0, None]])
         # Statements of the other model, and what is not supported yet, are refused clearly.
-        for sql, code in [("select count(*) from table5 group by m1", "300"), ("select * from nope", "550"),
+        for sql, code in [("select m1 from table5 fill(previous)", "300"), ("select * from nope", "550"),
                           (f"select * from root.{name}.x", "700")]:
             with self.assertRaises(StatementExecutionException, msg=sql) as caught:
                 read_all(reader.execute_query_statement(sql))
