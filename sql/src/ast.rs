@@ -889,6 +889,26 @@ pub enum TableItemKind {
         /// The last row, else the first.
         last: bool,
     },
+    /// `count_if(condition)`: the group's rows where the condition (over the row's columns)
+    /// is true, INT64.
+    CountIf(Expr),
+    /// `max_by(x, y)` / `min_by(x, y)`: x (a column or time) in the group's row where y is
+    /// greatest (least), the earliest such row; NULL when x has no value there.
+    ExtremeBy {
+        /// x.
+        x: String,
+        /// y.
+        y: String,
+        /// `max_by`, else `min_by`.
+        max: bool,
+    },
+}
+
+impl TableItemKind {
+    /// True for an aggregation (a value per group, not a grouping column or bin).
+    pub fn is_aggregation(&self) -> bool {
+        !matches!(self, TableItemKind::Column(_) | TableItemKind::DateBin(_))
+    }
 }
 
 /// `date_bin(interval, time, origin)`: bins of `interval_ms` laid from `origin_ms`.

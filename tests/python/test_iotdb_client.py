@@ -1567,6 +1567,10 @@ class TableModelTest(FencepostTestCase):
                 "select n, count(*), sum(usage) from cpu where time < 180000 group by n order by n"
             ))
             self.assertEqual([v for _, v in by_field.rows], [[0, 2, 0.0], [1, 2, 3.0], [2, 2, 6.0]])
+            judged = read_all(s.execute_query_statement(
+                "select host, max_by(n, usage), count_if(usage > 200) from cpu group by host order by host"
+            ))
+            self.assertEqual([v for _, v in judged.rows], [["h0", 119, 0], ["h1", 119, 19]])
             analyzed = read_all(s.execute_query_statement(
                 "explain analyze select host, avg(usage) from cpu group by host"
             ))

@@ -467,6 +467,11 @@ fn table_aggregate_steps(query: &TableAggregate, current: &str) -> Vec<String> {
                 "{}({column}, time)",
                 if *last { "last_by" } else { "first_by" }
             )),
+            TableItemKind::CountIf(condition) => Some(format!("count_if({condition})")),
+            TableItemKind::ExtremeBy { x, y, max } => Some(format!(
+                "{}({x}, {y})",
+                if *max { "max_by" } else { "min_by" }
+            )),
             TableItemKind::Column(_) | TableItemKind::DateBin(_) => None,
         })
         .collect();

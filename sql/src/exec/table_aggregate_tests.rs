@@ -445,3 +445,45 @@ fn group_by_a_field_groups_rows_by_their_values() {
         ]
     );
 }
+
+#[test]
+fn count_if_max_by_and_min_by_judge_each_row() {
+    let m = sensors();
+    let o = query(
+        &m,
+        "SELECT region, count_if(temperature > 15 AND humidity IS NULL), \
+         max_by(plant, temperature), min_by(time, temperature), max_by(humidity, temperature) \
+         FROM sensors GROUP BY region ORDER BY region",
+    );
+    assert_eq!(
+        o.types[1..],
+        [
+            DataType::Int64,
+            DataType::String,
+            DataType::Timestamp,
+            DataType::Int32
+        ]
+    );
+    assert_eq!(
+        strings(&o),
+        [
+            ["north", "2", "p2", "0", "null"],
+            ["south", "0", "p3", "0", "7"]
+        ],
+        "north's hottest row (p2, 40) has no humidity"
+    );
+    // Per date_bin, and a tie of y goes to the earliest row.
+    table(
+        &m,
+        Some("db"),
+        "INSERT INTO sensors(time, region, plant, model, temperature, humidity) VALUES \
+         (7200000, 'west', 'p9', 'c', 1, 11), (7200001, 'west', 'p9', 'c', 1, 12)",
+    )
+    .unwrap();
+    let o = query(
+        &m,
+        "SELECT date_bin(1h, time), max_by(humidity, temperature), count_if(humidity > 2) \
+         FROM sensors WHERE time >= 3600000 GROUP BY 1 ORDER BY 1",
+    );
+    assert_eq!(strings(&o), [["3600000", "3", "1"], ["7200000", "11", "2"]]);
+}

@@ -44,6 +44,83 @@ struct Aggregation {
     /// `last_by(x, time)` (`Some(true)`) or `first_by(x, time)`: the field's value in the
     /// group's last (first) row of the window.
     at_row: Option<bool>,
+    /// What an aggregation answered from rows judges each row by.
+    rows: Option<RowJudge>,
+}
+
+/// How an aggregation answered from rows takes each row into its partial.
+enum RowJudge {
+    /// `count_if`: a row where the condition holds counts.
+    CountIf(TableFilter),
+    /// `max_by` / `min_by`: a strictly better y (or as good and earlier) takes the row; the
+    /// partial holds the row's time and y as `last`, and x as `first` (none when x is NULL).
+    By { x: usize, y: usize, max: bool },
+}
+
+/// Column `at` of a row (`usize::MAX`: the time) of `device` at `time`.
+fn row_cell(
+    schema: &TableSchema,
+    device: &Device<'_>,
+    time: i64,
+    values: &std::collections::HashMap<&str, Value>,
+    at: usize,
+) -> Cell {
+    let Some(column) = schema.columns.get(at) else {
+        return Some(Value::Timestamp(time));
+    };
+    match column.category {
+        Category::Field => values.get(column.name.as_str()).cloned(),
+        _ => device
+            .value_of(schema, at)
+            .map(|v| Value::String(v.to_string())),
+    }
+}
+
+impl RowJudge {
+    /// Takes the row of `device` at `time` into `partial`.
+    fn take(
+        &self,
+        schema: &TableSchema,
+        device: &Device<'_>,
+        time: i64,
+        values: &std::collections::HashMap<&str, Value>,
+        partial: &mut Partial,
+    ) {
+        match self {
+            RowJudge::CountIf(condition) => {
+                if condition.keeps_row(schema, device, time, values) {
+                    partial.count += 1;
+                }
+            }
+            RowJudge::By { x, y, max } => {
+                let Some(y) = row_cell(schema, device, time, values, *y) else {
+                    return;
+                };
+                let better = match &partial.last {
+                    None => true,
+                    Some((best_time, best)) => {
+                        let order = compare(&Some(y.clone()), &Some(best.clone()), *max);
+                        order.is_lt() || order.is_eq() && time < *best_time
+                    }
+                };
+                if better {
+                    partial.count = 1;
+                    partial.first = row_cell(schema, device, time, values, *x).map(|v| (time, v));
+                    partial.last = Some((time, y));
+                }
+            }
+        }
+    }
+
+    /// Its cell from a partial it took rows into.
+    fn cell(&self, partial: &Partial) -> Cell {
+        match self {
+            RowJudge::CountIf(_) => Some(Value::Int64(
+                i64::try_from(partial.count).expect("fewer rows than i64::MAX"),
+            )),
+            RowJudge::By { .. } => partial.first.as_ref().map(|(_, x)| x.clone()),
+        }
+    }
 }
 
 /// One group: per aggregation and window its merged partial, and per window the times of its
@@ -117,7 +194,8 @@ pub(super) async fn aggregate<B: Backend>(
     let by_field = group_columns
         .iter()
         .any(|&i| schema.columns[i].category == Category::Field);
-    if filter.reads_rows() || (counts_rows && several) || by_field {
+    let judged = aggregations.iter().any(|a| a.rows.is_some());
+    if filter.reads_rows() || (counts_rows && several) || by_field || judged {
         // Rows are judged one by one: each device's rows read raw and folded here.
         let fold = Fold {
             schema,
@@ -238,6 +316,10 @@ impl Fold<'_> {
                 .or_insert_with(|| new_group(self.aggregations.len(), bins));
             group.saw(w, *time, *time);
             for (partials, aggregation) in group.partials.iter_mut().zip(self.aggregations) {
+                if let Some(judge) = &aggregation.rows {
+                    judge.take(self.schema, device, *time, values, &mut partials[w]);
+                    continue;
+                }
                 match &aggregation.field {
                     Some((name, _)) => {
                         if let Some(value) = values.get(name.as_str()) {
@@ -266,6 +348,29 @@ fn resolve(schema: &TableSchema, query: &TableAggregate) -> ExecResult<Vec<Aggre
                 column,
                 last: false,
             } => (AggregateFunction::FirstValue, column, Some(false)),
+            TableItemKind::CountIf(condition) => {
+                let judge = RowJudge::CountIf(TableFilter::new(schema, Some(condition))?);
+                out.push(row_aggregation(item, AggregateFunction::CountIf, judge));
+                continue;
+            }
+            TableItemKind::ExtremeBy { x, y, max } => {
+                let at = |name: &str| match name {
+                    common::table::TIME_COLUMN => Ok(usize::MAX),
+                    name => schema
+                        .columns
+                        .iter()
+                        .position(|c| c.name == name)
+                        .ok_or_else(|| no_column(schema, name)),
+                };
+                let (x, y, max) = (at(x)?, at(y)?, *max);
+                let function = if max {
+                    AggregateFunction::MaxBy
+                } else {
+                    AggregateFunction::MinBy
+                };
+                out.push(row_aggregation(item, function, RowJudge::By { x, y, max }));
+                continue;
+            }
             _ => continue,
         };
         let field = if column == common::table::TIME_COLUMN {
@@ -293,9 +398,21 @@ fn resolve(schema: &TableSchema, query: &TableAggregate) -> ExecResult<Vec<Aggre
             function,
             field,
             at_row,
+            rows: None,
         });
     }
     Ok(out)
+}
+
+/// An aggregation answered from rows, by `judge`.
+fn row_aggregation(item: usize, function: AggregateFunction, judge: RowJudge) -> Aggregation {
+    Aggregation {
+        item,
+        function,
+        field: None,
+        at_row: None,
+        rows: Some(judge),
+    }
 }
 
 /// A FIELD value as a group's key (exact: [`key_value`] reads it back).
@@ -539,7 +656,7 @@ fn finish_rows(
                     TableItemKind::DateBin(_) => {
                         windows.map(|windows| Value::Timestamp(windows.window_start(w)))
                     }
-                    TableItemKind::Aggregate { .. } | TableItemKind::ValueAtRow { .. } => {
+                    _ => {
                         let at = aggregations.iter().position(|a| a.item == i)?;
                         cell(&aggregations[at], &group.partials[at][w], *span)
                     }
@@ -592,7 +709,7 @@ fn having(
                     TableItemKind::Aggregate { function, column } => {
                         format!("{}({column})", function.name()) == name
                     }
-                    TableItemKind::DateBin(_) | TableItemKind::ValueAtRow { .. } => false,
+                    _ => false,
                 }
         })?;
         Some((i, header[i].1))
@@ -619,6 +736,12 @@ fn item_type(schema: &TableSchema, kind: &TableItemKind) -> DataType {
         TableItemKind::ValueAtRow { column, .. } => schema
             .column(column)
             .map_or(DataType::Double, |c| c.data_type),
+        TableItemKind::CountIf(_) => DataType::Int64,
+        TableItemKind::ExtremeBy { x, .. } => match schema.column(x) {
+            Some(c) if c.category == Category::Field => c.data_type,
+            Some(_) => DataType::String,
+            None => DataType::Timestamp,
+        },
         TableItemKind::Aggregate { function, column } => {
             let data_type = schema
                 .column(column)
@@ -630,6 +753,9 @@ fn item_type(schema: &TableSchema, kind: &TableItemKind) -> DataType {
 
 /// An aggregation's cell for one merged partial, in a window whose rows span `rows`.
 fn cell(aggregation: &Aggregation, partial: &Partial, rows: Option<(i64, i64)>) -> Cell {
+    if let Some(judge) = &aggregation.rows {
+        return judge.cell(partial);
+    }
     if let Some(last) = aggregation.at_row {
         // The field's newest (oldest) point is the row's value only if it lies in that row.
         let (row, point) = match last {

@@ -58,7 +58,7 @@ impl Parser<'_> {
                             "GROUP BY takes one date_bin".to_string(),
                         ))
                     }
-                    TableItemKind::Aggregate { .. } | TableItemKind::ValueAtRow { .. } => {
+                    _ => {
                         return Err(Self::error_at(
                             &self.tokens[at],
                             "GROUP BY cannot take an aggregation".to_string(),
@@ -183,6 +183,23 @@ impl Parser<'_> {
         }
         if word == "last_by" || word == "first_by" {
             return self.by_row(word == "last_by");
+        }
+        if word == "max_by" || word == "min_by" {
+            let column = |p: &mut Self| match p.eat_keyword("TIME") {
+                true => Ok(table::TIME_COLUMN.to_string()),
+                false => p.name("a column or time"),
+            };
+            let x = column(self)?;
+            self.expect(&TokenKind::Comma, "',' and the column that picks the row")?;
+            let y = column(self)?;
+            self.expect(&TokenKind::RightParen, "')'")?;
+            let max = word == "max_by";
+            return Ok(TableItemKind::ExtremeBy { x, y, max });
+        }
+        if word == "count_if" {
+            let condition = self.or_expr(0)?;
+            self.expect(&TokenKind::RightParen, "')'")?;
+            return Ok(TableItemKind::CountIf(condition));
         }
         let Some(function) = AggregateFunction::parse_table(&word) else {
             let what = format!("the function {word} in a table-model query");
@@ -383,7 +400,7 @@ impl Parser<'_> {
             let grouped = match &item.kind {
                 TableItemKind::Column(name) => aggregate.group_columns.contains(name),
                 TableItemKind::DateBin(bin) => aggregate.date_bin == Some(*bin),
-                TableItemKind::Aggregate { .. } | TableItemKind::ValueAtRow { .. } => true,
+                kind => kind.is_aggregation(),
             };
             if !grouped {
                 let what = match &item.kind {
