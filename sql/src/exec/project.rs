@@ -72,16 +72,13 @@ pub(super) async fn open<B: Backend>(
     }
     let mut parts = Vec::new();
     if !scalars.is_empty() {
-        let filter = match query.filter {
-            Some(expr) => Some(super::filter::Filter::over(expr, &read, &referenced)?),
-            None => None,
-        };
-        parts.push(Part {
+        parts.push(computed_part(
             read,
-            cut: Cut::Compute(scalars),
-            filter,
-            shape: Shape::Time,
-        });
+            scalars,
+            query,
+            &referenced,
+            Shape::Time,
+        )?);
     }
     let rows = RawRows::new(parts, query.range, query.rows, query.fill.cloned());
     Ok(ResultCursor::raw(header, rows))
@@ -232,6 +229,27 @@ fn expand_item<'q>(
     Ok(())
 }
 
+/// A part that reads `read`, computes `scalars` over its rows and keeps those the query's
+/// filter (over `referenced`) keeps.
+fn computed_part(
+    read: Vec<Series>,
+    scalars: Vec<Scalar>,
+    query: &RawSelect<'_>,
+    referenced: &[Series],
+    shape: Shape,
+) -> ExecResult<Part> {
+    let filter = match query.filter {
+        Some(expr) => Some(super::filter::Filter::over(expr, &read, referenced)?),
+        None => None,
+    };
+    Ok(Part {
+        read,
+        cut: Cut::Compute(scalars),
+        filter,
+        shape,
+    })
+}
+
 /// The cell index and type of `s` in rows that read `read`.
 fn cell_of(read: &[Series], s: &Series) -> Option<(usize, DataType)> {
     let at = read
@@ -270,20 +288,12 @@ fn by_device_rows(
             cell_of(&read, s)
         };
         let scalars = bind_items(items, &lookup, &device, &mut types)?;
-        let filter = match query.filter {
-            Some(expr) => Some(super::filter::Filter::over(expr, &read, &referenced)?),
-            None => None,
+        let shape = Shape::Device {
+            device: Value::Text(device),
+            slots: (0..items.len()).collect(),
+            width: items.len(),
         };
-        parts.push(Part {
-            read,
-            cut: Cut::Compute(scalars),
-            filter,
-            shape: Shape::Device {
-                device: Value::Text(device),
-                slots: (0..items.len()).collect(),
-                width: items.len(),
-            },
-        });
+        parts.push(computed_part(read, scalars, query, &referenced, shape)?);
     }
     let mut header = vec![
         (TIME_COLUMN.to_string(), DataType::Int64),
