@@ -220,7 +220,7 @@ pub async fn open<B: Backend>(
     charge: &mut ResultCharge,
 ) -> ExecResult<ResultCursor> {
     match raw_select(statement) {
-        Some(query) => query::open_raw(backend, &query).await,
+        Some(query) => open_raw(backend, &query).await,
         None => Ok(ResultCursor::built(
             execute_charged(backend, statement, charge).await?,
         )),
@@ -348,7 +348,7 @@ async fn select<B: Backend>(
     match statement {
         Statement::Select { .. } => {
             let query = raw_select(statement).expect("a raw SELECT");
-            let cursor = query::open_raw(backend, &query).await?;
+            let cursor = open_raw(backend, &query).await?;
             cursor.collect(backend, charge).await
         }
         Statement::SelectLast {
@@ -390,6 +390,18 @@ async fn select<B: Backend>(
             }
         }
         other => unreachable!("select takes SELECT statements, not {other:?}"),
+    }
+}
+
+/// A raw SELECT's cursor: a select list with expressions computed ([`project`]), else the
+/// series' own columns ([`query::open_raw`]).
+async fn open_raw<B: Backend>(
+    backend: &B,
+    query: &query::RawSelect<'_>,
+) -> ExecResult<cursor::ResultCursor> {
+    match query.projection {
+        Projection::Computed { names, items } => project::open(backend, query, names, items).await,
+        _ => query::open_raw(backend, query).await,
     }
 }
 

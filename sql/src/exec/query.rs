@@ -46,9 +46,6 @@ pub(super) async fn open_raw<B: Backend>(
         fill,
         align_by_device,
     } = *query;
-    if let Projection::Computed { names, items } = projection {
-        return super::project::open(backend, query, names, items).await;
-    }
     let referenced = match filter {
         Some(expr) => referenced_series(backend, from, expr).await?,
         None => Vec::new(),

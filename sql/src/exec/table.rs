@@ -6,6 +6,7 @@
 //! named), `time` first as a TIMESTAMP value column, and no result has a time column of its own
 //! (the client's `ignoreTimeStamp`).
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -806,6 +807,35 @@ async fn extend<B: Backend>(
         .create_table(&table::database_path(database), wanted, false, true)
         .await?;
     one_table(backend, database, &wanted.name, false).await
+}
+
+/// ORDER BY's order of two cells of one column: NULL last either way, as IoTDB.
+fn compare(a: &Cell, b: &Cell, descending: bool) -> Ordering {
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Greater,
+        (Some(_), None) => Ordering::Less,
+        (Some(a), Some(b)) => {
+            let order = match (a, b) {
+                (Value::Text(x) | Value::String(x), Value::Text(y) | Value::String(y)) => x.cmp(y),
+                (Value::Blob(x), Value::Blob(y)) => x.cmp(y),
+                (Value::Timestamp(x), Value::Timestamp(y)) | (Value::Int64(x), Value::Int64(y)) => {
+                    x.cmp(y)
+                }
+                (Value::Int32(x), Value::Int32(y)) | (Value::Date(x), Value::Date(y)) => x.cmp(y),
+                (Value::Boolean(x), Value::Boolean(y)) => x.cmp(y),
+                _ => match (common::aggregate::numeric(a), common::aggregate::numeric(b)) {
+                    (Some(x), Some(y)) => x.total_cmp(&y),
+                    _ => Ordering::Equal,
+                },
+            };
+            if descending {
+                order.reverse()
+            } else {
+                order
+            }
+        }
+    }
 }
 
 #[cfg(test)]

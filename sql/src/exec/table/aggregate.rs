@@ -15,7 +15,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use common::aggregate::{numeric, Partial, Windows};
+use common::aggregate::{Partial, Windows};
 use common::table::{Category, TableSchema};
 use common::{DataType, StatusCode, Value};
 
@@ -24,7 +24,7 @@ use super::super::filter::{Filter, Lookup};
 use super::super::{Backend, Cell, ExecError, ExecResult, Outcome, ResultCharge, RESULT_ROWS_MAX};
 use super::filter::TableFilter;
 use super::select::{join_device, DeviceRead};
-use super::{live_range, one_table, Device};
+use super::{compare, live_range, one_table, Device};
 use crate::ast::{AggregateFunction, TableAggregate, TableItemKind};
 use crate::TimeRange;
 
@@ -786,35 +786,6 @@ fn cell(aggregation: &Aggregation, partial: &Partial, rows: Option<(i64, i64)>) 
                 _ => partial.last.as_ref(),
             };
             point.map(|(t, _)| Value::Timestamp(*t))
-        }
-    }
-}
-
-/// ORDER BY's order of two cells of one column: NULL last either way, as IoTDB.
-pub(super) fn compare(a: &Cell, b: &Cell, descending: bool) -> Ordering {
-    match (a, b) {
-        (None, None) => Ordering::Equal,
-        (None, Some(_)) => Ordering::Greater,
-        (Some(_), None) => Ordering::Less,
-        (Some(a), Some(b)) => {
-            let order = match (a, b) {
-                (Value::Text(x) | Value::String(x), Value::Text(y) | Value::String(y)) => x.cmp(y),
-                (Value::Blob(x), Value::Blob(y)) => x.cmp(y),
-                (Value::Timestamp(x), Value::Timestamp(y)) | (Value::Int64(x), Value::Int64(y)) => {
-                    x.cmp(y)
-                }
-                (Value::Int32(x), Value::Int32(y)) | (Value::Date(x), Value::Date(y)) => x.cmp(y),
-                (Value::Boolean(x), Value::Boolean(y)) => x.cmp(y),
-                _ => match (numeric(a), numeric(b)) {
-                    (Some(x), Some(y)) => x.total_cmp(&y),
-                    _ => Ordering::Equal,
-                },
-            };
-            if descending {
-                order.reverse()
-            } else {
-                order
-            }
         }
     }
 }

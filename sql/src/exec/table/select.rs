@@ -134,7 +134,7 @@ pub(super) async fn query<B: Backend>(
         rows.sort_by(|a, b| {
             keys.iter()
                 .enumerate()
-                .map(|(k, (_, desc))| super::aggregate::compare(&a.2[k], &b.2[k], *desc))
+                .map(|(k, (_, desc))| super::compare(&a.2[k], &b.2[k], *desc))
                 .find(|o| o.is_ne())
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
