@@ -11,6 +11,7 @@ pub mod exec;
 pub mod expr;
 pub mod lexer;
 pub mod parser;
+pub mod pattern;
 pub mod time;
 
 pub use ast::{

@@ -3,7 +3,7 @@
 //! (`AggregateRegion`, from page statistics where they answer), merged here per series. No
 //! point crosses the network.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use common::aggregate::{Partial, Windows};
@@ -45,7 +45,7 @@ impl Coordinator {
         }
         let count = windows.count() as usize;
         let resolved = self.resolve_paths(pinned, paths).await?;
-        let mut merged: BTreeMap<SeriesPath, Vec<Partial>> = BTreeMap::new();
+        let mut merged: HashMap<SeriesPath, Vec<Partial>> = HashMap::new();
         for (database, db_paths) in &resolved.by_database {
             // Expired points (older than the TTL's cutoff) are invisible.
             let cutoff = resolved.cutoffs.get(database).copied().unwrap_or(i64::MIN);

@@ -4,7 +4,7 @@
 //! `ReadRegion`), retried on leader changes within [`READ_RETRY`] → merge, cut at
 //! `query_points_max`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
@@ -54,10 +54,11 @@ pub(super) struct ResolvedPaths {
     pub(super) by_database: BTreeMap<String, BTreeSet<SeriesPath>>,
     /// Database → the oldest timestamp a TTL leaves visible.
     pub(super) cutoffs: BTreeMap<String, i64>,
-    /// Asked path → its type; a path absent here names no series.
-    pub(super) types: BTreeMap<SeriesPath, DataType>,
+    /// Asked path → its type; a path absent here names no series. (Looked up per path, so
+    /// hashed: a LAST over 10,000 series spent a tenth of its time comparing paths in trees.)
+    pub(super) types: HashMap<SeriesPath, DataType>,
     /// Asked path → the series' own path, where they differ (an alias).
-    aliased: BTreeMap<SeriesPath, SeriesPath>,
+    aliased: HashMap<SeriesPath, SeriesPath>,
 }
 
 impl ResolvedPaths {
@@ -334,12 +335,12 @@ impl Coordinator {
         range: Range<i64>,
         points_limit: u32,
         kind: ReadKind,
-    ) -> Outcome<(ResolvedPaths, BTreeMap<SeriesPath, SeriesBatch>)> {
+    ) -> Outcome<(ResolvedPaths, HashMap<SeriesPath, SeriesBatch>)> {
         if !self.read_gate() {
             return Err(self.fenced_read());
         }
         let resolved = self.resolve_paths(pinned, paths).await?;
-        let mut parts: BTreeMap<SeriesPath, Vec<SeriesBatch>> = BTreeMap::new();
+        let mut parts: HashMap<SeriesPath, Vec<SeriesBatch>> = HashMap::new();
         for (database, db_paths) in &resolved.by_database {
             // Expired points (older than the TTL's cutoff) are invisible; the region applies
             // the same bound to the newest point.
@@ -393,16 +394,22 @@ impl Coordinator {
             // The strictest TTL the database's schemas carry (they differ only between a
             // SET TTL's commit and its acknowledgement).
             let cutoff = ttl_cutoff_ms(now_ms, schema.ttl_ms);
-            let entry = resolved
-                .cutoffs
-                .entry(schema.database.clone())
-                .or_insert(cutoff);
-            *entry = (*entry).max(cutoff);
-            resolved
-                .by_database
-                .entry(schema.database.clone())
-                .or_default()
-                .insert(series);
+            match resolved.cutoffs.get_mut(&schema.database) {
+                Some(entry) => *entry = (*entry).max(cutoff),
+                None => {
+                    resolved.cutoffs.insert(schema.database.clone(), cutoff);
+                }
+            }
+            match resolved.by_database.get_mut(&schema.database) {
+                Some(set) => {
+                    set.insert(series);
+                }
+                None => {
+                    resolved
+                        .by_database
+                        .insert(schema.database.clone(), BTreeSet::from([series]));
+                }
+            }
         }
         Ok(resolved)
     }

@@ -344,11 +344,16 @@ impl Backend for DataNodeBackend {
             .traced(self.shared.coordinator.read_last(&pinned, &paths))
             .await
             .map_err(coordinator_error)?;
-        let by_path: HashMap<SeriesPath, (i64, Value)> = answered
-            .into_iter()
-            .map(|s| (s.path, (s.time, s.value)))
-            .collect();
-        Ok(paths.iter().map(|p| by_path.get(p).cloned()).collect())
+        // The answers come in the order asked, the paths without a point left out.
+        let mut answered = answered.into_iter().peekable();
+        Ok(paths
+            .iter()
+            .map(|p| {
+                answered
+                    .next_if(|s| s.path == *p)
+                    .map(|s| (s.time, s.value))
+            })
+            .collect())
     }
 
     fn trace_fragments(&self) {

@@ -180,11 +180,11 @@ async fn expand_pattern<B: Backend>(
             listed
                 .iter()
                 .filter_map(|s| {
-                    let label = if full.matches(&format!("{}.{}", s.device, s.measurement)) {
+                    let label = if full.matches_series(&s.device, &s.measurement) {
                         s.measurement.clone()
                     } else {
                         let alias = s.meta.alias.as_ref()?;
-                        full.matches(&format!("{}.{alias}", s.device))
+                        full.matches_series(&s.device, alias)
                             .then(|| alias.clone())?
                     };
                     Some(Series {
