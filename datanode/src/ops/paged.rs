@@ -55,6 +55,7 @@ pub(crate) fn execute(shared: Arc<Shared>, user: String, req: proto::ExecuteStat
         let mut cursor = match opened {
             Ok(cursor) => cursor,
             Err(e) => {
+                // A closed channel means the client went away: nobody is left to tell.
                 let _ = tx.send(Ok(failure(&e))).await;
                 return;
             }
@@ -66,6 +67,7 @@ pub(crate) fn execute(shared: Arc<Shared>, user: String, req: proto::ExecuteStat
             let page = match deadline.run(read).await {
                 Ok(page) => page,
                 Err(e) => {
+                    // As above: a failure reaches the client only if it is still reading.
                     let _ = tx.send(Ok(failure(&e))).await;
                     return;
                 }

@@ -809,6 +809,26 @@ async fn extend<B: Backend>(
     one_table(backend, database, &wanted.name, false).await
 }
 
+/// Column `column` (`None`: the time) of the row of `device` at `time`: a FIELD's value in
+/// `values`, a TAG's or ATTRIBUTE's the device's, as STRING.
+fn row_cell(
+    schema: &TableSchema,
+    device: &Device<'_>,
+    time: i64,
+    values: &HashMap<&str, Value>,
+    column: Option<usize>,
+) -> Cell {
+    let Some(at) = column else {
+        return Some(Value::Timestamp(time));
+    };
+    match schema.columns[at].category {
+        Category::Field => values.get(schema.columns[at].name.as_str()).cloned(),
+        _ => device
+            .value_of(schema, at)
+            .map(|v| Value::String(v.to_string())),
+    }
+}
+
 /// ORDER BY's order of two cells of one column: NULL last either way, as IoTDB.
 fn compare(a: &Cell, b: &Cell, descending: bool) -> Ordering {
     match (a, b) {

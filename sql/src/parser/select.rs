@@ -307,13 +307,13 @@ impl Parser<'_> {
     /// or FROM, so a measurement may be called `time`), or an expression naming at least one
     /// measurement and no aggregation.
     fn select_item(&mut self) -> Result<Expr, ParseError> {
-        let plain = matches!(
-            self.tokens.get(self.next + 1).map(|t| &t.kind),
-            Some(TokenKind::Comma)
-        ) || matches!(
-            self.tokens.get(self.next + 1).map(|t| &t.kind),
-            Some(TokenKind::Word(w)) if w.eq_ignore_ascii_case("FROM") || w.eq_ignore_ascii_case("AS")
-        );
+        let plain = match self.tokens.get(self.next + 1).map(|t| &t.kind) {
+            Some(TokenKind::Comma) => true,
+            Some(TokenKind::Word(w)) => {
+                w.eq_ignore_ascii_case("FROM") || w.eq_ignore_ascii_case("AS")
+            }
+            _ => false,
+        };
         if plain {
             return Ok(Expr::Column(
                 self.measurement_or("'*' or a measurement name")?,

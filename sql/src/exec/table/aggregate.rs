@@ -24,7 +24,7 @@ use super::super::filter::{Filter, Lookup};
 use super::super::{Backend, Cell, ExecError, ExecResult, Outcome, ResultCharge, RESULT_ROWS_MAX};
 use super::filter::TableFilter;
 use super::select::{join_device, DeviceRead};
-use super::{compare, live_range, one_table, Device};
+use super::{compare, live_range, one_table, row_cell, Device};
 use crate::ast::{AggregateFunction, TableAggregate, TableItemKind};
 use crate::TimeRange;
 
@@ -54,26 +54,11 @@ enum RowJudge {
     CountIf(TableFilter),
     /// `max_by` / `min_by`: a strictly better y (or as good and earlier) takes the row; the
     /// partial holds the row's time and y as `last`, and x as `first` (none when x is NULL).
-    By { x: usize, y: usize, max: bool },
-}
-
-/// Column `at` of a row (`usize::MAX`: the time) of `device` at `time`.
-fn row_cell(
-    schema: &TableSchema,
-    device: &Device<'_>,
-    time: i64,
-    values: &std::collections::HashMap<&str, Value>,
-    at: usize,
-) -> Cell {
-    let Some(column) = schema.columns.get(at) else {
-        return Some(Value::Timestamp(time));
-    };
-    match column.category {
-        Category::Field => values.get(column.name.as_str()).cloned(),
-        _ => device
-            .value_of(schema, at)
-            .map(|v| Value::String(v.to_string())),
-    }
+    By {
+        x: Option<usize>,
+        y: Option<usize>,
+        max: bool,
+    },
 }
 
 impl RowJudge {
@@ -355,11 +340,12 @@ fn resolve(schema: &TableSchema, query: &TableAggregate) -> ExecResult<Vec<Aggre
             }
             TableItemKind::ExtremeBy { x, y, max } => {
                 let at = |name: &str| match name {
-                    common::table::TIME_COLUMN => Ok(usize::MAX),
+                    common::table::TIME_COLUMN => Ok(None),
                     name => schema
                         .columns
                         .iter()
                         .position(|c| c.name == name)
+                        .map(Some)
                         .ok_or_else(|| no_column(schema, name)),
                 };
                 let (x, y, max) = (at(x)?, at(y)?, *max);

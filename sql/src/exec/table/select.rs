@@ -14,7 +14,7 @@ use super::super::budget::{
 use super::super::join::{too_many_rows, SeriesReader};
 use super::super::{Backend, Cell, ExecResult, Outcome, RESULT_ROWS_MAX};
 use super::filter::TableFilter;
-use super::{column_index, live_range, one_table, Device};
+use super::{column_index, live_range, one_table, row_cell, Device};
 use crate::{TableSelect, TimeRange};
 
 /// A column of a query's result.
@@ -24,6 +24,19 @@ enum Output {
     /// A column of the table, by index.
     Column(usize),
 }
+
+impl Output {
+    /// The table column it is (`None`: the time).
+    fn column(self) -> Option<usize> {
+        match self {
+            Output::Time => None,
+            Output::Column(i) => Some(i),
+        }
+    }
+}
+
+/// A row of the result, with its time and its ORDER BY keys.
+type KeyedRow = (i64, Vec<Cell>, Vec<Cell>);
 
 /// `SELECT ... FROM table`: the table's devices that pass the WHERE clause's device terms, each
 /// joined on time and its rows filtered; device by device, or across devices in time order with
@@ -51,7 +64,6 @@ pub(super) async fn query<B: Backend>(
     };
     let filter = TableFilter::new(schema, select.filter.as_ref())?;
     let devices = filter.devices(backend, database, &view).await?;
-    let range = live_range(schema, select.range, now_ms);
     let rows_window = select.rows;
     let keys = order_keys(schema, &select.order_by)?;
     let needed = match rows_window.limit {
@@ -60,14 +72,93 @@ pub(super) async fn query<B: Backend>(
         }
         _ => RESULT_ROWS_MAX,
     };
-    // Each row with its time and its ORDER BY keys.
-    let mut rows: Vec<(i64, Vec<Cell>, Vec<Cell>)> = Vec::new();
-    let mut rows_bytes = 0;
-    for device in &devices {
-        let value_of = |index: usize| device.value_of(schema, index);
-        // The FIELD columns read: those output, or every one the device has when none is
-        // (a query of tags alone lists the device's rows).
-        let mut read: Vec<&TableColumn> = outputs
+    let read = RowsRead {
+        schema,
+        filter: &filter,
+        outputs: &outputs,
+        keys: &keys,
+        range: live_range(schema, select.range, now_ms),
+        needed,
+    };
+    let mut rows = read.rows(backend, &devices, charge).await?;
+    order_rows(&mut rows, select, &keys);
+    let kept = rows
+        .into_iter()
+        .skip(rows_window.offset)
+        .take(rows_window.limit.unwrap_or(usize::MAX))
+        .map(|(_, row, _)| row)
+        .collect();
+    Ok(Outcome::query(header(&outputs, schema), kept))
+}
+
+/// What a raw table query reads of each device, and how its rows are made.
+struct RowsRead<'q> {
+    schema: &'q TableSchema,
+    filter: &'q TableFilter,
+    outputs: &'q [Output],
+    keys: &'q [(Output, bool)],
+    range: TimeRange,
+    /// Points read of each series at most.
+    needed: usize,
+}
+
+impl RowsRead<'_> {
+    /// The rows of `devices` the filter keeps, device by device, charged as they are held.
+    async fn rows<B: Backend>(
+        &self,
+        backend: &B,
+        devices: &[Device<'_>],
+        charge: &mut ResultCharge,
+    ) -> ExecResult<Vec<KeyedRow>> {
+        let schema = self.schema;
+        let mut rows: Vec<KeyedRow> = Vec::new();
+        let mut rows_bytes = 0;
+        // The same for every device: a device lacking a column has no points of it.
+        let read = self.fields_read();
+        for device in devices {
+            let reads = DeviceRead {
+                device,
+                columns: &read,
+                range: self.range,
+                needed: self.needed,
+            };
+            let joined = join_device(backend, &reads, rows_bytes, charge).await?;
+            for (time, mut values) in joined {
+                if !self.filter.keeps_row(schema, device, time, &values) {
+                    continue;
+                }
+                let cell =
+                    |o: Output, values: &_| row_cell(schema, device, time, values, o.column());
+                let sort_keys: Vec<Cell> =
+                    self.keys.iter().map(|(o, _)| cell(*o, &values)).collect();
+                let row: Vec<Cell> = self
+                    .outputs
+                    .iter()
+                    .map(|&o| match o {
+                        // Each FIELD value moves into its row, uncopied.
+                        Output::Column(i) if schema.columns[i].category == Category::Field => {
+                            values.remove(schema.columns[i].name.as_str())
+                        }
+                        o => cell(o, &values),
+                    })
+                    .collect();
+                rows_bytes += row_bytes(&row) + row_bytes(&sort_keys);
+                rows.push((time, row, sort_keys));
+                if rows.len() > RESULT_ROWS_MAX {
+                    return Err(too_many_rows());
+                }
+            }
+            charge.settle(rows_bytes)?;
+        }
+        Ok(rows)
+    }
+
+    /// The FIELD columns read: those output, or every one when none is (a query of tags alone
+    /// lists each device's rows), and those the filter reads.
+    fn fields_read(&self) -> Vec<&TableColumn> {
+        let schema = self.schema;
+        let mut read: Vec<&TableColumn> = self
+            .outputs
             .iter()
             .filter_map(|o| match o {
                 Output::Column(i) if schema.columns[*i].category == Category::Field => {
@@ -79,58 +170,26 @@ pub(super) async fn query<B: Backend>(
         if read.is_empty() {
             read = schema.of(Category::Field).collect();
         }
-        for name in filter.fields() {
+        for name in self.filter.fields() {
             if !read.iter().any(|c| &c.name == name) {
                 read.extend(schema.column(name));
             }
         }
-        let reads = DeviceRead {
-            device,
-            columns: &read,
-            range,
-            needed,
-        };
-        let joined = join_device(backend, &reads, rows_bytes, charge).await?;
-        for (time, mut values) in joined {
-            if !filter.keeps_row(schema, device, time, &values) {
-                continue;
-            }
-            let key_of = |o: &Output| match *o {
-                Output::Time => Some(Value::Timestamp(time)),
-                Output::Column(i) => match schema.columns[i].category {
-                    Category::Field => values.get(schema.columns[i].name.as_str()).cloned(),
-                    _ => value_of(i).map(|v| Value::String(v.to_string())),
-                },
-            };
-            let sort_keys: Vec<Cell> = keys.iter().map(|(o, _)| key_of(o)).collect();
-            let row: Vec<Cell> = outputs
-                .iter()
-                .map(|o| match *o {
-                    Output::Time => Some(Value::Timestamp(time)),
-                    Output::Column(i) => match schema.columns[i].category {
-                        Category::Field => values.remove(schema.columns[i].name.as_str()),
-                        _ => value_of(i).map(|v| Value::String(v.to_string())),
-                    },
-                })
-                .collect();
-            rows_bytes += row_bytes(&row) + row_bytes(&sort_keys);
-            rows.push((time, row, sort_keys));
-            if rows.len() > RESULT_ROWS_MAX {
-                return Err(too_many_rows());
-            }
-        }
-        charge.settle(rows_bytes)?;
+        read
     }
+}
+
+/// ORDER BY time (stable: rows of one time keep the devices' order), or ORDER BY `keys`
+/// (stable: rows of equal keys keep the devices' and the times' order).
+fn order_rows(rows: &mut [KeyedRow], select: &TableSelect, keys: &[(Output, bool)]) {
     if select.order_by_time {
-        // Stable: rows of one time keep the devices' order.
-        if rows_window.descending {
+        if select.rows.descending {
             rows.sort_by_key(|r| std::cmp::Reverse(r.0));
         } else {
             rows.sort_by_key(|r| r.0);
         }
     }
     if !keys.is_empty() {
-        // Stable: rows of equal keys keep the devices' and the times' order.
         rows.sort_by(|a, b| {
             keys.iter()
                 .enumerate()
@@ -139,13 +198,6 @@ pub(super) async fn query<B: Backend>(
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
     }
-    let kept = rows
-        .into_iter()
-        .skip(rows_window.offset)
-        .take(rows_window.limit.unwrap_or(usize::MAX))
-        .map(|(_, row, _)| row)
-        .collect();
-    Ok(Outcome::query(header(&outputs, schema), kept))
 }
 
 /// ORDER BY's keys: each column (or time) and whether it is descending; 700 for a column the
